@@ -1,0 +1,355 @@
+"""The contracts every store and every runner talks through.
+
+A workflow's state has two halves held by two interfaces: the `Checkpointer` holds what it has
+recorded and who may write next (a claim with a fencing token), the `Scheduler` holds its right
+to run (a queue of wakeups). `Durable` is the pair plus the moves that must cross both.
+
+Values here are frozen; control flow that must not be swallowed by `except Exception`
+(`Fenced`, `Contended`) descends from `BaseException`, like `asyncio.CancelledError`.
+Every duration is a `timedelta` and is refused unless positive (`positive`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Protocol, runtime_checkable
+
+#: Inbox entries are ordinary records whose keys the store mints under this prefix, fixed-width
+#: so that lexical order is append order. Step keys may not start with it.
+INBOX = "inbox:"
+#: Width of the decimal sequence number in an inbox key: `inbox:00000000000000000042`.
+INBOX_WIDTH = 20
+
+
+def positive(name: str, value: timedelta) -> timedelta:
+    """Return `value` if it is a positive duration, else raise a `ValueError` naming it.
+
+    None of the timings in this library has a meaningful zero, and a zero is how a duration
+    read from an unset setting usually arrives, so it is refused where it enters.
+    """
+    if not isinstance(value, timedelta):
+        raise TypeError(f"{name} must be a timedelta, not {type(value).__name__}")
+    if value <= timedelta(0):
+        raise ValueError(f"{name} must be a positive duration, got {value!r}")
+    return value
+
+
+def check_workflow(workflow: str) -> str:
+    """Refuse an id no store can hold: it must be a non-empty string."""
+    if not isinstance(workflow, str):
+        raise TypeError(f"workflow id must be a str, not {type(workflow).__name__}")
+    if not workflow:
+        raise ValueError("workflow id must not be empty")
+    return workflow
+
+
+def check_key(key: str) -> str:
+    """Refuse a step key that is empty or lies in the store-owned inbox key space."""
+    if not isinstance(key, str):
+        raise TypeError(f"step key must be a str, not {type(key).__name__}")
+    if not key:
+        raise ValueError("step key must not be empty")
+    if key.startswith(INBOX):
+        raise ValueError(f"step key {key!r} lies in the inbox key space ({INBOX!r}...)")
+    return key
+
+
+def inbox_key(sequence: int) -> str:
+    """The key of the `sequence`-th inbox entry (1-based); lexical order is numeric order."""
+    if sequence < 1 or sequence >= 10**INBOX_WIDTH:
+        raise ValueError(f"inbox sequence out of range: {sequence}")
+    return f"{INBOX}{sequence:0{INBOX_WIDTH}d}"
+
+
+def to_ms(value: timedelta) -> int:
+    """A duration in whole milliseconds, rounded up so a positive duration never becomes 0."""
+    micros = value // timedelta(microseconds=1)
+    return -(-micros // 1000)
+
+
+# --- values -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """The right to write to one workflow's checkpoint, as long as the claim lasts.
+
+    `token` is the fencing token: it rises on every claim of the workflow (a hybrid logical
+    clock, `max(now_ms, previous + 1)`), so a write carrying an older token is refused.
+    `alive` is how long one sign of life keeps the claim (a write is one); `budget_ends` is the
+    claimer's estimate of the deadline renewal cannot lift, used only to skip needless extends.
+    """
+
+    workflow: str
+    token: int
+    alive: timedelta
+    budget_ends: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What a key holds after a write: the winning value and whether this write was it."""
+
+    value: object
+    first: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """One record with the store's own time of writing it."""
+
+    key: str
+    value: object
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One inbox entry: a store-minted key (sorting in append order) and its value."""
+
+    key: str
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One wakeup handed to one worker. `receipt` is the scheduler's proof of which wakeup it
+    is (a stream entry id, a visibility score); `done`, `wake_at` and `extend` compare it."""
+
+    workflow: str
+    receipt: str
+
+
+class Effect:
+    """Something a store can do itself in the same atomic step as recording its result.
+
+    Each store defines its own kind (`MemoryEffect`, `LuaEffect`, `SqlEffect`, ...) and refuses
+    the others with a `TypeError`.
+    """
+
+    __slots__ = ()
+
+
+# --- signals ------------------------------------------------------------------------------
+
+
+class Interruption(BaseException):
+    """A pass must stop for a reason that is not a failure of its work.
+
+    Descends from `BaseException` so that `except Exception` in a workflow, or a saga's
+    rollback net, never absorbs it.
+    """
+
+
+class Fenced(Interruption):
+    """The pass no longer holds its claim: a newer claim exists, or the claim lapsed."""
+
+    def __init__(self, workflow: str, token: int, reason: str = "claim superseded or lapsed"):
+        super().__init__(f"{workflow!r} (token {token}): {reason}")
+        self.workflow = workflow
+        self.token = token
+
+
+class Contended(Interruption):
+    """Somebody else holds a live claim on the workflow."""
+
+    def __init__(self, workflow: str):
+        super().__init__(f"{workflow!r} is claimed by a live pass")
+        self.workflow = workflow
+
+
+class NotMigrated(RuntimeError):
+    """A SQL store was used before `migrate` created its tables."""
+
+
+# --- protocols ----------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Checkpointer(Protocol):
+    """A workflow's records, and the claim that says who may add to them.
+
+    Records are first-writer-wins: a key, once written, keeps its value forever (until
+    `discard`). Values go through the store's codec and must survive it unchanged.
+    """
+
+    async def claim(self, workflow: str, budget: timedelta, alive: timedelta) -> Pass | None:
+        """Take the workflow if no live claim holds it; `None` if one does.
+
+        The claim lives `alive` past each sign of life and never past `budget` from now.
+        """
+        ...
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        """Every record, in the order each key was first recorded."""
+        ...
+
+    async def history(self, workflow: str) -> list[Written]:
+        """Every record with the store's time of writing it, in first-recorded order."""
+        ...
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        """Write `key` under the claim; raise `Fenced` (writing nothing) if it is not live.
+
+        A write is a sign of life: it keeps the claim `holder.alive` longer, within budget.
+        """
+        ...
+
+    async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
+        """Perform `effect` and record its result as `key` in one atomic step.
+
+        If `key` is already recorded the effect is not performed. A fenced pass performs
+        neither the effect nor the record.
+        """
+        ...
+
+    async def supply(self, workflow: str, key: str, value: object) -> Recorded:
+        """Write `key` from outside any pass (first writer wins)."""
+        ...
+
+    async def append(self, workflow: str, value: object) -> Entry:
+        """Add an inbox entry under a fresh store-minted key."""
+        ...
+
+    async def extend(self, holder: Pass, budget: timedelta, alive: timedelta) -> Pass:
+        """Stretch the claim: its budget to at least `budget` from now, its liveness to at
+        least `alive` from now. Never shortens either. Raises `Fenced` if the claim is gone."""
+        ...
+
+    async def renew(self, holder: Pass, alive: timedelta) -> None:
+        """Keep the claim alive for `alive` more, but never past its budget.
+
+        Raises `Fenced` if the claim is superseded, lapsed, or its budget is spent.
+        """
+        ...
+
+    async def discard(self, workflow: str) -> int:
+        """Forget every record; return how many went. Raises the fence so a pass still
+        running is refused at its next write, and keeps the token rising for later claims."""
+        ...
+
+    async def release(self, holder: Pass) -> None:
+        """End the claim so the next claim need not wait. A no-op if it was superseded."""
+        ...
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """The queue of wakeups: a workflow's right to run."""
+
+    #: How long a delivery stays with its worker without a sign of life.
+    lease: timedelta
+
+    async def prepare(self) -> None:
+        """Create whatever the queue needs before the first read (idempotent)."""
+        ...
+
+    async def make_ready(self, workflow: str) -> None:
+        """Ask for a pass of `workflow` as soon as possible. Never lost, even mid-pass."""
+        ...
+
+    async def next_ready(self, within: timedelta) -> Delivery | None:
+        """Take one ready workflow, waiting at most `within`; `None` if none came."""
+        ...
+
+    async def done(self, delivery: Delivery) -> None:
+        """Answer for a delivery. A wakeup that arrived after it was taken survives."""
+        ...
+
+    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
+        """Schedule another pass of the delivery's workflow at `when`.
+
+        Declines (returns False, schedules nothing) if the workflow was cancelled meanwhile.
+        """
+        ...
+
+    async def wake_due(self, now: datetime | None = None) -> datetime | None:
+        """Make every wakeup due by `now` ready; return the earliest one still sleeping."""
+        ...
+
+    async def reclaim(self, idle: timedelta) -> Delivery | None:
+        """Take one delivery whose worker showed no sign of life for `idle`, if any."""
+        ...
+
+    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
+        """Keep the delivery for `within` more; return it (its receipt may change), or `None`
+        if it is no longer this worker's to keep (cancelled, or superseded)."""
+        ...
+
+    async def cancel(self, workflow: str) -> int:
+        """Remove every pending wakeup of `workflow`; return how many went."""
+        ...
+
+
+@runtime_checkable
+class Durable(Protocol):
+    """A checkpointer and a scheduler, plus the moves that must cross both."""
+
+    @property
+    def checkpointer(self) -> Checkpointer: ...
+
+    @property
+    def scheduler(self) -> Scheduler: ...
+
+    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+        """Supply `key` then make the workflow ready."""
+        ...
+
+    async def deliver(self, workflow: str, value: object) -> Entry:
+        """Append an inbox entry then make the workflow ready."""
+        ...
+
+    async def delete(self, workflow: str) -> int:
+        """Cancel every wakeup, then discard the records; return how many records went."""
+        ...
+
+
+class SplitDurable:
+    """A `Durable` over two separate stores, ordered so the crash window is the survivable one.
+
+    `arrive` and `deliver` write then queue: a crash between leaves a value with nothing to
+    wake it, which a retry fixes. `delete` cancels then discards: a crash between leaves records
+    with nothing to wake them, rather than a wakeup that would re-run every effect from nothing.
+    """
+
+    __slots__ = ("_checkpointer", "_scheduler")
+
+    def __init__(self, checkpointer: Checkpointer, scheduler: Scheduler) -> None:
+        self._checkpointer = checkpointer
+        self._scheduler = scheduler
+
+    @property
+    def checkpointer(self) -> Checkpointer:
+        return self._checkpointer
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self._scheduler
+
+    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+        recorded = await self._checkpointer.supply(workflow, key, value)
+        await self._scheduler.make_ready(workflow)
+        return recorded
+
+    async def deliver(self, workflow: str, value: object) -> Entry:
+        entry = await self._checkpointer.append(workflow, value)
+        await self._scheduler.make_ready(workflow)
+        return entry
+
+    async def delete(self, workflow: str) -> int:
+        await self._scheduler.cancel(workflow)
+        return await self._checkpointer.discard(workflow)
+
+
+async def claimed(
+    checkpointer: Checkpointer,
+    workflow: str,
+    budget: timedelta = timedelta(minutes=5),
+    alive: timedelta = timedelta(seconds=30),
+) -> Pass:
+    """Claim `workflow` or raise `Contended`: for code that drives a pass by hand."""
+    holder = await checkpointer.claim(workflow, budget, alive)
+    if holder is None:
+        raise Contended(workflow)
+    return holder

@@ -1,0 +1,296 @@
+"""Both interfaces over dicts: the reference every store is measured against, and the
+in-process baseline of the lab.
+
+Every method does all its work between two awaits, so on one event loop each is atomic the way
+a Lua script or a transaction is on a server. The clock is injected, so a test of a three-day
+sleep does not wait three days.
+
+`MemoryScheduler` is shaped like the Redis stream scheduler rather than the sorted set: a FIFO
+of wakeups, a pending list of deliveries held by workers, and a separate set of sleepers that
+`wake_due` moves into the FIFO. That keeps the worker's timer and reclaim honest in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from durability.codec import Codec, JsonCodec
+from durability.interfaces import (
+    Delivery,
+    Effect,
+    Entry,
+    Fenced,
+    Pass,
+    Recorded,
+    Written,
+    check_key,
+    check_workflow,
+    inbox_key,
+    positive,
+)
+
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+def _ms(moment: datetime) -> int:
+    return int(moment.timestamp() * 1000)
+
+
+class MemoryEffect(Effect):
+    """A synchronous function the memory store runs atomically with recording its result."""
+
+    __slots__ = ("apply",)
+
+    def __init__(self, apply: Callable[[], object]) -> None:
+        self.apply = apply
+
+
+@dataclass(slots=True)
+class _Claim:
+    token: int = 0
+    until: datetime = datetime.min.replace(tzinfo=UTC)
+    deadline: datetime = datetime.min.replace(tzinfo=UTC)
+
+
+@dataclass(slots=True)
+class _Workflow:
+    records: dict[str, tuple[str, datetime]] = field(default_factory=dict)
+    claim: _Claim = field(default_factory=_Claim)
+    appended: int = 0
+
+
+class MemoryCheckpointer:
+    """A `Checkpointer` over a dict, with the same fencing arithmetic as every server store."""
+
+    def __init__(self, *, clock: Clock = utcnow, codec: Codec | None = None) -> None:
+        self._clock = clock
+        self._codec: Codec = codec or JsonCodec()
+        self._workflows: dict[str, _Workflow] = {}
+
+    def _get(self, workflow: str) -> _Workflow:
+        check_workflow(workflow)
+        state = self._workflows.get(workflow)
+        if state is None:
+            state = self._workflows[workflow] = _Workflow()
+        return state
+
+    def _live(self, holder: Pass, now: datetime) -> _Workflow:
+        state = self._get(holder.workflow)
+        claim = state.claim
+        if claim.token != holder.token:
+            raise Fenced(holder.workflow, holder.token, "a newer claim exists")
+        if now >= claim.until or now >= claim.deadline:
+            raise Fenced(holder.workflow, holder.token, "the claim lapsed")
+        return state
+
+    def _write(self, state: _Workflow, key: str, encoded: str, now: datetime) -> Recorded:
+        held = state.records.get(key)
+        if held is not None:
+            return Recorded(self._codec.decode(held[0]), False)
+        state.records[key] = (encoded, now)
+        return Recorded(self._codec.decode(encoded), True)
+
+    async def claim(self, workflow: str, budget: timedelta, alive: timedelta) -> Pass | None:
+        positive("budget", budget)
+        positive("alive", alive)
+        now = self._clock()
+        state = self._get(workflow)
+        claim = state.claim
+        if now < claim.until and now < claim.deadline:
+            return None
+        claim.token = max(_ms(now), claim.token + 1)
+        claim.deadline = now + budget
+        claim.until = min(now + alive, claim.deadline)
+        return Pass(workflow, claim.token, alive, claim.deadline)
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        state = self._workflows.get(check_workflow(workflow))
+        if state is None:
+            return {}
+        return {key: self._codec.decode(text) for key, (text, _) in state.records.items()}
+
+    async def history(self, workflow: str) -> list[Written]:
+        state = self._workflows.get(check_workflow(workflow))
+        if state is None:
+            return []
+        return [
+            Written(key, self._codec.decode(text), at)
+            for key, (text, at) in state.records.items()
+        ]
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        check_key(key)
+        encoded = self._codec.encode(value)
+        now = self._clock()
+        state = self._live(holder, now)
+        state.claim.until = max(state.claim.until, min(now + holder.alive, state.claim.deadline))
+        return self._write(state, key, encoded, now)
+
+    async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
+        check_key(key)
+        if not isinstance(effect, MemoryEffect):
+            raise TypeError(f"the memory store performs MemoryEffect, not {type(effect).__name__}")
+        now = self._clock()
+        state = self._live(holder, now)
+        held = state.records.get(key)
+        if held is not None:
+            return Recorded(self._codec.decode(held[0]), False)
+        # The result exists only once the effect ran, so a result the codec refuses is an error
+        # after the effect: a MemoryEffect must return a value its codec can hold.
+        result = effect.apply()
+        encoded = self._codec.encode(result)
+        state.claim.until = max(state.claim.until, min(now + holder.alive, state.claim.deadline))
+        return self._write(state, key, encoded, now)
+
+    async def supply(self, workflow: str, key: str, value: object) -> Recorded:
+        check_key(key)
+        encoded = self._codec.encode(value)
+        return self._write(self._get(workflow), key, encoded, self._clock())
+
+    async def append(self, workflow: str, value: object) -> Entry:
+        encoded = self._codec.encode(value)
+        state = self._get(workflow)
+        state.appended += 1
+        key = inbox_key(state.appended)
+        self._write(state, key, encoded, self._clock())
+        return Entry(key, self._codec.decode(encoded))
+
+    async def extend(self, holder: Pass, budget: timedelta, alive: timedelta) -> Pass:
+        positive("budget", budget)
+        positive("alive", alive)
+        now = self._clock()
+        claim = self._live(holder, now).claim
+        claim.deadline = max(claim.deadline, now + budget)
+        claim.until = max(claim.until, min(now + alive, claim.deadline))
+        return Pass(holder.workflow, holder.token, holder.alive, claim.deadline)
+
+    async def renew(self, holder: Pass, alive: timedelta) -> None:
+        positive("alive", alive)
+        now = self._clock()
+        claim = self._live(holder, now).claim
+        claim.until = max(claim.until, min(now + alive, claim.deadline))
+
+    async def discard(self, workflow: str) -> int:
+        state = self._get(workflow)
+        gone = len(state.records)
+        state.records.clear()
+        # Raise the fence: a pass still running is refused at its next write, and the next
+        # claim is stamped above anything handed out before.
+        state.claim.token = max(_ms(self._clock()), state.claim.token + 1)
+        state.claim.until = state.claim.deadline = datetime.min.replace(tzinfo=UTC)
+        return gone
+
+    async def release(self, holder: Pass) -> None:
+        state = self._get(holder.workflow)
+        if state.claim.token == holder.token:
+            state.claim.until = datetime.min.replace(tzinfo=UTC)
+
+
+@dataclass(slots=True)
+class _Held:
+    workflow: str
+    until: datetime
+
+
+class MemoryScheduler:
+    """A `Scheduler` over a FIFO, a pending list and a set of sleepers."""
+
+    def __init__(
+        self, *, lease: timedelta = timedelta(seconds=30), clock: Clock = utcnow
+    ) -> None:
+        self.lease = positive("lease", lease)
+        self._clock = clock
+        self._ready: deque[str] = deque()
+        self._pending: dict[str, _Held] = {}
+        self._sleeping: dict[str, datetime] = {}
+        self._ids = itertools.count(1)
+        self._arrived = asyncio.Event()
+
+    async def prepare(self) -> None:
+        return None
+
+    def _enqueue(self, workflow: str) -> None:
+        # One queued wakeup already covers every later one until a worker takes it.
+        if workflow not in self._ready:
+            self._ready.append(workflow)
+        self._arrived.set()
+
+    async def make_ready(self, workflow: str) -> None:
+        self._enqueue(check_workflow(workflow))
+
+    async def next_ready(self, within: timedelta) -> Delivery | None:
+        positive("within", within)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within.total_seconds()
+        while not self._ready:
+            self._arrived.clear()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            try:
+                await asyncio.wait_for(self._arrived.wait(), remaining)
+            except TimeoutError:
+                return None
+        workflow = self._ready.popleft()
+        receipt = str(next(self._ids))
+        self._pending[receipt] = _Held(workflow, self._clock() + self.lease)
+        return Delivery(workflow, receipt)
+
+    async def done(self, delivery: Delivery) -> None:
+        self._pending.pop(delivery.receipt, None)
+
+    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
+        if delivery.receipt not in self._pending:
+            return False
+        held = self._sleeping.get(delivery.workflow)
+        self._sleeping[delivery.workflow] = when if held is None else min(held, when)
+        return True
+
+    async def wake_due(self, now: datetime | None = None) -> datetime | None:
+        moment = now or self._clock()
+        for workflow, when in list(self._sleeping.items()):
+            if when <= moment:
+                del self._sleeping[workflow]
+                self._enqueue(workflow)
+        return min(self._sleeping.values(), default=None)
+
+    async def reclaim(self, idle: timedelta) -> Delivery | None:
+        positive("idle", idle)
+        now = self._clock()
+        for receipt, held in list(self._pending.items()):
+            if held.until <= now:
+                del self._pending[receipt]
+                fresh = str(next(self._ids))
+                self._pending[fresh] = _Held(held.workflow, now + self.lease)
+                return Delivery(held.workflow, fresh)
+        return None
+
+    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
+        positive("within", within)
+        held = self._pending.get(delivery.receipt)
+        if held is None:
+            return None
+        held.until = max(held.until, self._clock() + within)
+        return delivery
+
+    async def cancel(self, workflow: str) -> int:
+        gone = 0
+        if workflow in self._ready:
+            self._ready.remove(workflow)
+            gone += 1
+        for receipt, held in list(self._pending.items()):
+            if held.workflow == workflow:
+                del self._pending[receipt]
+                gone += 1
+        if self._sleeping.pop(workflow, None) is not None:
+            gone += 1
+        return gone
