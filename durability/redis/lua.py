@@ -1,0 +1,34 @@
+"""Loading the Lua scripts that make each Redis guarantee one atomic step.
+
+Every script lives in a `.lua` file beside the Python that runs it, so it can be read and
+diffed as Lua. `script(client, name)` reads `<name>.lua` from this package once (cached) and
+registers it with the client: redis-py's script object sends `EVALSHA` and, on `NOSCRIPT`
+(a restarted server, a `SCRIPT FLUSH`, a cluster node that never saw it), loads the text and
+retries, so a script costs one round trip in the steady state.
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib.resources import files
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from redis.commands.core import AsyncScript
+
+__all__ = ["script", "source"]
+
+
+@cache
+def source(name: str, package: str = __package__ or "durability.redis") -> str:
+    """The text of `<name>.lua` from `package` (default: this one), read once."""
+    return files(package).joinpath(f"{name}.lua").read_text(encoding="utf-8")
+
+
+def script(client: Any, name: str, package: str = __package__ or "durability.redis") -> AsyncScript:
+    """`<name>.lua` registered with `client` (a `redis.asyncio` Redis or RedisCluster).
+
+    Calling the result with `keys=` and `args=` runs it by digest, loading it on `NOSCRIPT`.
+    """
+    registered: AsyncScript = client.register_script(source(name, package))
+    return registered
