@@ -235,6 +235,14 @@ class Checkpointer(Protocol):
 
 
 @runtime_checkable
+class Retaining(Protocol):
+    """A checkpointer that forgets idle workflows (a Redis TTL) and so must be told when one is
+    suspended: its records must outlive `until` by the store's retention."""
+
+    async def hold(self, workflow: str, until: datetime) -> None: ...
+
+
+@runtime_checkable
 class Scheduler(Protocol):
     """The queue of wakeups: a workflow's right to run."""
 

@@ -35,6 +35,7 @@ from durability.interfaces import (
 )
 
 Clock = Callable[[], datetime]
+NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 def utcnow() -> datetime:
@@ -57,8 +58,8 @@ class MemoryEffect(Effect):
 @dataclass(slots=True)
 class _Claim:
     token: int = 0
-    until: datetime = datetime.min.replace(tzinfo=UTC)
-    deadline: datetime = datetime.min.replace(tzinfo=UTC)
+    until: datetime = NEVER
+    deadline: datetime = NEVER
 
 
 @dataclass(slots=True)
@@ -186,13 +187,13 @@ class MemoryCheckpointer:
         # Raise the fence: a pass still running is refused at its next write, and the next
         # claim is stamped above anything handed out before.
         state.claim.token = max(_ms(self._clock()), state.claim.token + 1)
-        state.claim.until = state.claim.deadline = datetime.min.replace(tzinfo=UTC)
+        state.claim.until = state.claim.deadline = NEVER
         return gone
 
     async def release(self, holder: Pass) -> None:
         state = self._get(holder.workflow)
         if state.claim.token == holder.token:
-            state.claim.until = datetime.min.replace(tzinfo=UTC)
+            state.claim.until = NEVER
 
 
 @dataclass(slots=True)

@@ -1,0 +1,386 @@
+"""Durability for an ordinary async function: `Run` and `resume`.
+
+A workflow is `async def body(run: Run) -> T`. Each effect lives in a named step; a step that is
+already recorded hands back its value instead of running, so resuming a workflow means calling
+the body again. The code between steps re-runs on every pass and must be pure.
+
+A step that cannot finish now suspends the pass instead of blocking it: `sleep` until a recorded
+deadline, `awaiting` a value someone will `arrive`, `receive` inbox entries someone will
+`deliver`. Inside a pass a suspension is an exception (it has to unwind straight-line code), and
+each one writes itself onto the `Run` before it is raised, because combinators lose exceptions
+on the way out (a TaskGroup cancels siblings, `gather` keeps the first, `wait` keeps none).
+`resume` is the boundary where suspensions become a value: it reports everything the pass
+reached, not whatever happened to propagate, and refuses (`Swallowed`) a body that returned
+after its own code caught one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Generic, TypeVar
+
+from durability.interfaces import (
+    INBOX,
+    Checkpointer,
+    Effect,
+    Entry,
+    Interruption,
+    Pass,
+    check_key,
+    positive,
+)
+
+T = TypeVar("T")
+Clock = Callable[[], datetime]
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+# --- outcomes: what a pass came to --------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Completed(Generic[T]):
+    """The body returned: the workflow has nothing left to do."""
+
+    value: T
+
+
+@dataclass(frozen=True, slots=True)
+class Sleeping:
+    """The pass stopped on a recorded deadline; wake the workflow at `due`."""
+
+    key: str
+    due: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Blocked:
+    """The pass stopped on input only the outside world can give.
+
+    `waiting` holds keys a client answers with `arrive(workflow, key, value)`; `listening` names
+    inbox reads that stopped, answered by `deliver(workflow, value)`.
+    """
+
+    waiting: frozenset[str] = frozenset()
+    listening: frozenset[str] = frozenset()
+
+
+Outcome = Completed[T] | Sleeping | Blocked
+
+
+# --- suspensions: how a pass stops --------------------------------------------------------
+
+
+class Suspended(BaseException):
+    """A step cannot finish in this pass. Not a failure, so not an `Exception`."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+class ScheduledWakeup(Suspended):
+    """`run.sleep` reached a deadline still in the future."""
+
+    def __init__(self, key: str, due: datetime) -> None:
+        super().__init__(key)
+        self.due = due
+
+
+class InputNeeded(Suspended):
+    """`run.awaiting` or `run.receive` found nothing to go on."""
+
+
+class Swallowed(RuntimeError):
+    """The body returned normally although it reached a suspension its own code caught.
+
+    Reporting that pass as completed would mark a workflow finished while it still waits on
+    the world, and nothing would ever wake it again.
+    """
+
+    def __init__(self, keys: frozenset[str]) -> None:
+        super().__init__(
+            f"the workflow returned after catching the suspension of {sorted(keys)}; a"
+            " suspension may be reached but not handled (use run.pending for a read that"
+            " does not suspend)"
+        )
+        self.keys = keys
+
+
+# --- the run ------------------------------------------------------------------------------
+
+
+def _deadline(value: object) -> datetime:
+    if not isinstance(value, str):
+        raise TypeError(f"a recorded deadline is ISO-8601 text, found {type(value).__name__}")
+    due = datetime.fromisoformat(value)
+    return due if due.tzinfo else due.replace(tzinfo=UTC)
+
+
+class Run:
+    """One pass's view of one workflow: the records loaded at its start, and the means to
+    add to them under its claim."""
+
+    def __init__(
+        self,
+        holder: Pass,
+        checkpointer: Checkpointer,
+        records: Mapping[str, object],
+        *,
+        clock: Clock = utcnow,
+        kept: bool = False,
+        on_write: Callable[[], None] | None = None,
+    ) -> None:
+        self._holder = holder
+        self._checkpointer = checkpointer
+        self._records = dict(records)
+        self._clock = clock
+        self._kept = kept
+        self._on_write = on_write
+        self._inflight: dict[str, asyncio.Future[object]] = {}
+        self._sleeps: dict[str, datetime] = {}
+        self._waiting: set[str] = set()
+        self._listening: set[str] = set()
+
+    @property
+    def workflow(self) -> str:
+        return self._holder.workflow
+
+    @property
+    def holder(self) -> Pass:
+        return self._holder
+
+    @property
+    def records(self) -> Mapping[str, object]:
+        """What this pass knows: the checkpoint as loaded, plus this pass's own writes."""
+        return self._records
+
+    def now(self) -> datetime:
+        return self._clock()
+
+    # -- writing -----------------------------------------------------------------------
+
+    async def _once(self, key: str, produce: Callable[[], Awaitable[object]]) -> object:
+        """Run `produce` for `key` at most once in this pass, even if two branches ask."""
+        if key in self._records:
+            return self._records[key]
+        running = self._inflight.get(key)
+        if running is not None:
+            return await asyncio.shield(running)
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        self._inflight[key] = future
+        try:
+            value = await produce()
+        except BaseException as exc:
+            if not future.done():
+                future.set_exception(exc)
+                future.exception()  # a branch that never awaits it must not warn
+            raise
+        finally:
+            self._inflight.pop(key, None)
+        self._records[key] = value
+        future.set_result(value)
+        if self._on_write is not None:
+            self._on_write()
+        return value
+
+    async def _stretch(self, within: timedelta) -> None:
+        """Make sure the claim's budget covers `within` before an effect starts.
+
+        Skipped when the budget left already covers it, so annotating cheap steps is free.
+        Under a worker that renews the claim every tick, liveness stays the lease; a caller
+        driving `resume` alone has nobody to renew it, so the window is its sign of life.
+        """
+        if self._holder.budget_ends - self._clock() >= within:
+            return
+        alive = self._holder.alive if self._kept else max(within, self._holder.alive)
+        self._holder = await self._checkpointer.extend(self._holder, within, alive)
+
+    async def step(
+        self,
+        key: str,
+        fn: Callable[[], object],
+        parse: Callable[[object], T],
+        *,
+        within: timedelta | None = None,
+    ) -> T:
+        """Run `fn` (sync or async) once and record its result as `key`; every later pass gets
+        the recorded value back without running it. `within` says how long the step may take,
+        so the claim is stretched before it starts."""
+        check_key(key)
+        if within is not None:
+            positive("within", within)
+
+        async def produce() -> object:
+            if within is not None:
+                await self._stretch(within)
+            result = fn()
+            if inspect.isawaitable(result):
+                result = await result
+            return (await self._checkpointer.record(self._holder, key, result)).value
+
+        return parse(await self._once(key, produce))
+
+    async def transact(self, key: str, effect: Effect, parse: Callable[[object], T]) -> T:
+        """Have the store perform `effect` and record its result in one atomic step."""
+        check_key(key)
+
+        async def produce() -> object:
+            return (await self._checkpointer.transact(self._holder, key, effect)).value
+
+        return parse(await self._once(key, produce))
+
+    # -- suspending --------------------------------------------------------------------
+
+    async def sleep(self, key: str, duration: timedelta) -> None:
+        """Suspend until `duration` after the first pass that reached this step.
+
+        The deadline is recorded, not the duration, so a pass resumed after a crash sleeps
+        until the same moment rather than starting the clock again.
+        """
+        positive("duration", duration)
+        check_key(key)
+
+        async def produce() -> object:
+            due = (self._clock() + duration).astimezone(UTC).isoformat()
+            return (await self._checkpointer.record(self._holder, key, due)).value
+
+        await self._until(key, _deadline(await self._once(key, produce)))
+
+    async def sleep_until(self, key: str, when: datetime) -> None:
+        """Suspend until `when` (recorded on first reach, like `sleep`)."""
+        check_key(key)
+        if when.tzinfo is None:
+            raise ValueError("sleep_until needs a timezone-aware datetime")
+
+        async def produce() -> object:
+            stamp = when.astimezone(UTC).isoformat()
+            return (await self._checkpointer.record(self._holder, key, stamp)).value
+
+        await self._until(key, _deadline(await self._once(key, produce)))
+
+    async def _until(self, key: str, due: datetime) -> None:
+        if self._clock() >= due:
+            return
+        self._sleeps[key] = due
+        raise ScheduledWakeup(key, due)
+
+    async def awaiting(self, key: str, parse: Callable[[object], T]) -> T:
+        """The value someone supplied as `key`; suspends the pass until there is one."""
+        check_key(key)
+        if key in self._records:
+            return parse(self._records[key])
+        self._waiting.add(key)
+        raise InputNeeded(key)
+
+    def _inbox(self, after: str | None, upto: str | None, limit: int | None) -> list[Entry]:
+        entries = [
+            Entry(k, v)
+            for k, v in self._records.items()
+            if k.startswith(INBOX) and (after is None or k > after) and (upto is None or k <= upto)
+        ]
+        entries.sort(key=lambda entry: entry.key)
+        return entries if limit is None else entries[:limit]
+
+    async def _read(
+        self, key: str, after: str | None, limit: int | None, suspend: bool
+    ) -> list[Entry]:
+        check_key(key)
+        if limit is not None and (isinstance(limit, bool) or limit < 1):
+            raise ValueError(f"limit must be a positive count, got {limit!r}")
+        if after is not None and not after.startswith(INBOX):
+            raise ValueError(f"after must be an inbox entry key, got {after!r}")
+        if key not in self._records and not self._inbox(after, None, 1) and suspend:
+            self._listening.add(key)
+            raise InputNeeded(key)
+
+        async def produce() -> object:
+            taken = self._inbox(after, None, limit)
+            last = taken[-1].key if taken else None
+            return (await self._checkpointer.record(self._holder, key, last)).value
+
+        # What is recorded is the key of the last entry taken: a reference, sound because
+        # entries never change, and free to replay because every entry is already loaded.
+        upto = await self._once(key, produce)
+        if upto is None:
+            return []
+        if not isinstance(upto, str):
+            raise TypeError(f"{key!r} does not hold an inbox position")
+        return self._inbox(after, upto, None)
+
+    async def receive(
+        self, key: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Entry]:
+        """At least one inbox entry past `after` (at most `limit`); suspends if there is none.
+
+        The result is never empty, so `entries[-1].key` is always the next cursor.
+        """
+        return await self._read(key, after, limit, suspend=True)
+
+    async def pending(
+        self, key: str, *, after: str | None = None, limit: int | None = None
+    ) -> list[Entry]:
+        """The inbox entries past `after` this pass can see, possibly none; never suspends."""
+        return await self._read(key, after, limit, suspend=False)
+
+    # -- what the pass came to ---------------------------------------------------------
+
+    def _suspended(self) -> frozenset[str]:
+        return frozenset(self._sleeps) | frozenset(self._waiting) | frozenset(self._listening)
+
+    def _outcome(self) -> Sleeping | Blocked:
+        # Sleeping wins: it alone carries something the driver must act on (a deadline);
+        # the branches that wait on input are reached again by the pass the wakeup brings.
+        if self._sleeps:
+            key = min(self._sleeps, key=lambda k: self._sleeps[k])
+            return Sleeping(key, self._sleeps[key])
+        return Blocked(frozenset(self._waiting), frozenset(self._listening))
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
+    return [exc]
+
+
+async def resume(
+    holder: Pass,
+    checkpointer: Checkpointer,
+    body: Callable[[Run], Awaitable[T]],
+    *,
+    clock: Clock = utcnow,
+    kept: bool = False,
+    on_write: Callable[[], None] | None = None,
+    records: Mapping[str, object] | None = None,
+) -> Completed[T] | Sleeping | Blocked:
+    """Run one pass of `body` under `holder` and return what it came to.
+
+    Raises what the body raised if it failed, `Fenced` (unwrapped from any exception group) if
+    the claim was lost, and `Swallowed` if the body caught a suspension and returned. `kept`
+    says a worker renews the claim meanwhile; `on_write` is called after each write.
+    """
+    if records is None:
+        records = await checkpointer.load(holder.workflow)
+    run = Run(holder, checkpointer, records, clock=clock, kept=kept, on_write=on_write)
+    try:
+        value = await body(run)
+    except BaseException as exc:
+        leaves = _leaves(exc)
+        for leaf in leaves:
+            if isinstance(leaf, Interruption):
+                if leaf is exc:
+                    raise
+                raise leaf from exc
+        if all(isinstance(leaf, Suspended) for leaf in leaves):
+            return run._outcome()
+        raise
+    if run._suspended():
+        raise Swallowed(run._suspended())
+    return Completed(value)

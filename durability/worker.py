@@ -1,0 +1,413 @@
+"""The queue worker: `work` runs passes of a workflow body as wakeups arrive.
+
+    deliveries ─▶ up to `pool` passes ─▶ Sleeping  ─▶ wake_at(due)   (the timer wakes it)
+        ▲                               ├ Blocked   ─▶ nothing: only a write from outside can
+        │                               └ Completed ─▶ nothing
+    read one when a slot is free; reclaim abandoned ones every tick; then done()
+
+Four tasks share one task group: the reader (one `next_ready` at a time, and only while a slot
+is free, so a full worker leaves work in the queue for others), the reclaimer (abandoned
+deliveries, on its own schedule rather than before every read), the keeper (renews the claim and
+the delivery of every running pass together, every tick), and the timer (moves due sleepers to
+the queue, sleeping until the earliest deadline it knows of rather than polling).
+
+An idle worker with nothing asleep therefore costs its store one `reclaim` per tick, one
+`next_ready` per `within`, and one `wake_due` per `sweep`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Literal, TypeVar, assert_never
+
+from durability.interfaces import (
+    Checkpointer,
+    Delivery,
+    Durable,
+    Fenced,
+    Pass,
+    Retaining,
+    Scheduler,
+    positive,
+)
+from durability.stepwise import Blocked, Completed, Run, Sleeping, resume
+
+T = TypeVar("T")
+log = logging.getLogger("durability.worker")
+
+Kind = Literal["delivered", "started", "outcome", "failed", "contended", "fenced", "expired"]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One moment in a delivery's life, for an observer (the lab measures through these).
+
+    `at` is wall-clock seconds since the epoch (comparable across processes); `outcome` is set
+    on "outcome", `error` on "failed" and "fenced".
+    """
+
+    kind: Kind
+    workflow: str
+    at: float
+    outcome: Completed[object] | Sleeping | Blocked | None = None
+    error: BaseException | None = None
+
+
+Observer = Callable[[Event], None]
+
+
+@dataclass(slots=True, eq=False)
+class _Running:
+    delivery: Delivery
+    holder: Pass | None = None
+    body: asyncio.Task[Completed[object] | Sleeping | Blocked] | None = None
+    expired: bool = False
+    extending: asyncio.Task[None] | None = None
+    again: bool = False
+    started: float = field(default_factory=time.monotonic)
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class _Worker:
+    def __init__(
+        self,
+        durable: Durable,
+        body: Callable[[Run], Awaitable[object]],
+        *,
+        pool: int,
+        budget: timedelta,
+        tick: timedelta,
+        within: timedelta,
+        contended: timedelta,
+        sweep: timedelta,
+        observer: Observer | None,
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.checkpointer: Checkpointer = durable.checkpointer
+        self.scheduler: Scheduler = durable.scheduler
+        self.lease = positive("lease", self.scheduler.lease)
+        self.body = body
+        self.pool = pool
+        self.budget = budget
+        self.tick = tick
+        self.within = within
+        self.contended = contended
+        self.sweep = sweep
+        self.observer = observer
+        self.clock = clock
+        self.running: set[_Running] = set()
+        self.freed = asyncio.Condition()
+        self.earlier = asyncio.Event()
+        self.known_due: datetime | None = None
+        self.passes: asyncio.TaskGroup | None = None
+
+    # -- events ------------------------------------------------------------------------
+
+    def emit(
+        self,
+        kind: Kind,
+        workflow: str,
+        outcome: Completed[object] | Sleeping | Blocked | None = None,
+        error: BaseException | None = None,
+    ) -> None:
+        if self.observer is None:
+            return
+        try:
+            self.observer(Event(kind, workflow, time.time(), outcome, error))
+        except Exception:
+            log.exception("observer failed on %s for %s", kind, workflow)
+
+    # -- slots -------------------------------------------------------------------------
+
+    async def _wait_for_slot(self) -> None:
+        async with self.freed:
+            await self.freed.wait_for(lambda: len(self.running) < self.pool)
+
+    async def _free(self, running: _Running) -> None:
+        self.running.discard(running)
+        async with self.freed:
+            self.freed.notify_all()
+
+    def _start(self, delivery: Delivery) -> None:
+        assert self.passes is not None
+        running = _Running(delivery)
+        self.running.add(running)
+        self.passes.create_task(self._pass(running))
+
+    async def _admit(self, delivery: Delivery) -> None:
+        """Run a delivery if a slot is free; otherwise hand it straight back to the queue."""
+        if len(self.running) < self.pool:
+            self._start(delivery)
+            return
+        # Only reachable when the reader and the reclaimer both filled the last slot at once.
+        await self._hand_back(delivery, None)
+
+    # -- the loops ---------------------------------------------------------------------
+
+    async def reader(self) -> None:
+        while True:
+            await self._wait_for_slot()
+            delivery = await self.scheduler.next_ready(self.within)
+            if delivery is not None:
+                await self._admit(delivery)
+
+    async def reclaimer(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick.total_seconds())
+            while len(self.running) < self.pool:
+                try:
+                    delivery = await self.scheduler.reclaim(self.lease)
+                except Exception:
+                    log.exception("reclaim failed; trying again next tick")
+                    break
+                if delivery is None:
+                    break
+                log.info("reclaimed %s from a worker that stopped answering", delivery.workflow)
+                await self._admit(delivery)
+
+    async def keeper(self) -> None:
+        while True:
+            await asyncio.sleep(self.tick.total_seconds())
+            if self.running:
+                await asyncio.gather(*(self._keep(r) for r in list(self.running)))
+
+    async def _keep(self, running: _Running) -> None:
+        """Renew one pass's claim and delivery together, so they lapse together."""
+        holder = running.holder
+        if holder is None or running.body is None or running.body.done():
+            return
+        try:
+            await asyncio.gather(
+                self.checkpointer.renew(holder, self.lease), self._extend(running)
+            )
+        except Fenced as fenced:
+            # The budget is spent or someone else claimed it: the pass may be wedged in a step
+            # that will never return, so stop it and let the workflow be looked at again.
+            running.expired = True
+            running.body.cancel()
+            log.warning("pass of %s stopped: %s", holder.workflow, fenced)
+        except Exception:
+            log.exception("renewing %s failed; trying again next tick", holder.workflow)
+
+    async def _extend(self, running: _Running) -> None:
+        kept = await self.scheduler.extend(running.delivery, self.lease)
+        if kept is not None:
+            running.delivery = kept
+
+    def _written(self, running: _Running) -> Callable[[], None]:
+        """A write renews the claim; renew the delivery with it, or a takeover would wait for
+        the delivery's older deadline and then for the claim's newer one."""
+
+        def nudge() -> None:
+            if running.extending is not None and not running.extending.done():
+                running.again = True
+                return
+            running.extending = asyncio.create_task(self._extend_after_write(running))
+
+        return nudge
+
+    async def _extend_after_write(self, running: _Running) -> None:
+        while True:
+            running.again = False
+            try:
+                await self._extend(running)
+            except Exception:
+                log.exception("extending the delivery of %s failed", running.delivery.workflow)
+            if not running.again:
+                return
+
+    async def timer(self) -> None:
+        while True:
+            try:
+                self.known_due = await self.scheduler.wake_due(self.clock())
+            except Exception:
+                log.exception("waking due workflows failed; trying again next tick")
+                self.known_due = self.clock() + self.tick
+            self.earlier.clear()
+            while True:
+                wait = self.sweep.total_seconds()
+                if self.known_due is not None:
+                    wait = min(wait, (self.known_due - self.clock()).total_seconds())
+                if wait <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(self.earlier.wait(), wait)
+                except TimeoutError:
+                    break
+                self.earlier.clear()
+
+    def _scheduled(self, due: datetime) -> None:
+        if self.known_due is None or due < self.known_due:
+            self.known_due = due
+            self.earlier.set()
+
+    # -- one pass ----------------------------------------------------------------------
+
+    async def _retain(self, workflow: str, until: datetime) -> None:
+        """A store that forgets idle checkpoints must keep a suspended one past its wait."""
+        if isinstance(self.checkpointer, Retaining):
+            await self.checkpointer.hold(workflow, until)
+
+    async def _hand_back(self, delivery: Delivery, holder: Pass | None) -> None:
+        """Give a workflow back to the queue at once (declined if it was deleted meanwhile)."""
+        if holder is not None:
+            try:
+                await self.checkpointer.release(holder)
+            except Exception:
+                log.exception("releasing %s failed", holder.workflow)
+        now = self.clock()
+        if await self.scheduler.wake_at(delivery, now):
+            self._scheduled(now)
+        await self.scheduler.done(delivery)
+
+    async def _settle(self, running: _Running) -> None:
+        if running.extending is not None and not running.extending.done():
+            await asyncio.wait([running.extending])
+
+    async def _pass(self, running: _Running) -> None:
+        delivery = running.delivery
+        workflow = delivery.workflow
+        self.emit("delivered", workflow)
+        try:
+            await self._claimed_pass(running)
+        except asyncio.CancelledError:
+            # Shutting down: hand the workflow back now rather than after a lease.
+            await asyncio.shield(self._shutdown(running))
+            raise
+        except Exception:
+            log.exception("the pass of %s could not be answered for", workflow)
+        finally:
+            await self._free(running)
+
+    async def _shutdown(self, running: _Running) -> None:
+        try:
+            if running.body is not None and not running.body.done():
+                running.body.cancel()
+                await asyncio.wait([running.body])
+            await self._settle(running)
+            await asyncio.wait_for(self._hand_back(running.delivery, running.holder), 5)
+        except Exception:
+            log.exception("handing back %s at shutdown failed", running.delivery.workflow)
+
+    async def _claimed_pass(self, running: _Running) -> None:
+        workflow = running.delivery.workflow
+        holder = await self.checkpointer.claim(workflow, self.budget, self.lease)
+        if holder is None:
+            # A live pass holds it. The wakeup may carry input that pass will not see, so look
+            # again later instead of dropping it.
+            self.emit("contended", workflow)
+            due = self.clock() + self.contended
+            if await self.scheduler.wake_at(running.delivery, due):
+                self._scheduled(due)
+            await self.scheduler.done(running.delivery)
+            return
+        running.holder = holder
+        self.emit("started", workflow)
+        running.body = asyncio.create_task(
+            resume(holder, self.checkpointer, self.body, kept=True, on_write=self._written(running))
+        )
+        try:
+            outcome = await running.body
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            # The keeper stopped it: the budget is spent or the claim was taken.
+            self.emit("expired", workflow)
+            await self._settle(running)
+            await self._hand_back(running.delivery, None)
+            return
+        except Fenced as fenced:
+            self.emit("fenced", workflow, error=fenced)
+            log.warning("pass of %s was fenced: %s", workflow, fenced)
+            await self._settle(running)
+            await self._hand_back(running.delivery, None)
+            return
+        except Exception as error:
+            self.emit("failed", workflow, error=error)
+            log.exception("a step of %s raised; the workflow stops until woken", workflow)
+            await self._settle(running)
+            await self.checkpointer.release(holder)
+            await self.scheduler.done(running.delivery)
+            return
+        self.emit("outcome", workflow, outcome=outcome)
+        await self._settle(running)
+        match outcome:
+            case Sleeping(due=due):
+                await self._retain(workflow, due)
+                if await self.scheduler.wake_at(running.delivery, due):
+                    self._scheduled(due)
+            case Blocked():
+                await self._retain(workflow, self.clock())
+            case Completed():
+                pass
+            case _:
+                assert_never(outcome)
+        await self.checkpointer.release(holder)
+        await self.scheduler.done(running.delivery)
+
+    # -- all together ------------------------------------------------------------------
+
+    async def run(self) -> None:
+        await self.scheduler.prepare()
+        async with asyncio.TaskGroup() as passes:
+            self.passes = passes
+            passes.create_task(self.reader())
+            passes.create_task(self.reclaimer())
+            passes.create_task(self.keeper())
+            passes.create_task(self.timer())
+
+
+async def work(
+    durable: Durable,
+    body: Callable[[Run], Awaitable[object]],
+    *,
+    pool: int = 16,
+    budget: timedelta = timedelta(minutes=5),
+    tick: timedelta = timedelta(seconds=1),
+    within: timedelta = timedelta(seconds=5),
+    contended: timedelta = timedelta(seconds=1),
+    sweep: timedelta = timedelta(seconds=5),
+    observer: Observer | None = None,
+    clock: Callable[[], datetime] = utcnow,
+) -> None:
+    """Run passes of `body` for every workflow `durable`'s scheduler hands out, until cancelled.
+
+    `pool` bounds concurrent passes; `budget` is how long one pass may hold a workflow however
+    alive it looks (a step that knows better passes `within` to `run.step`); `tick` is how often
+    claims and deliveries are renewed and abandoned deliveries looked for; `within` bounds one
+    blocking read; `contended` is how long to wait before looking again at a workflow another
+    live pass holds; `sweep` is how often the timer looks for deadlines it was not told about
+    (set by other workers). Cancelling `work` hands every running workflow back to the queue.
+    """
+    if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
+        raise ValueError(f"pool must be a positive count, got {pool!r}")
+    for name, value in (
+        ("budget", budget),
+        ("tick", tick),
+        ("within", within),
+        ("contended", contended),
+        ("sweep", sweep),
+    ):
+        positive(name, value)
+    worker = _Worker(
+        durable,
+        body,
+        pool=pool,
+        budget=budget,
+        tick=tick,
+        within=within,
+        contended=contended,
+        sweep=sweep,
+        observer=observer,
+        clock=clock,
+    )
+    await worker.run()
