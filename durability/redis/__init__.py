@@ -2,3 +2,24 @@
 
 Import this subpackage only with the `redis` extra installed; `import durability` never needs it.
 """
+
+from durability.redis.checkpointer import (
+    MAX_WORKFLOW,
+    Acknowledged,
+    NotAcknowledged,
+    RedisCheckpointer,
+    workflow_keys,
+    workflow_tag,
+)
+from durability.redis.effect import LuaEffect, hash_tag
+
+__all__ = [
+    "MAX_WORKFLOW",
+    "Acknowledged",
+    "LuaEffect",
+    "NotAcknowledged",
+    "RedisCheckpointer",
+    "hash_tag",
+    "workflow_keys",
+    "workflow_tag",
+]

@@ -1,0 +1,367 @@
+"""`RedisCheckpointer`: a workflow's records and claim in Redis, every guarantee one Lua script.
+
+Layout: three keys per workflow, all hash-tagged `{<id>}` so they share one cluster slot and a
+script may touch them together.
+
+| key                    | type | holds                                                      |
+|------------------------|------|------------------------------------------------------------|
+| `workflow:{id}`        | HASH | step key -> encoded value; nothing of the engine's          |
+| `workflow:{id}:pass`   | HASH | `token`, `until`, `deadline` (server ms), `appended` (inbox) |
+| `workflow:{id}:order`  | LIST | `"<ms>:<key>"` per first write, in first-recorded order     |
+
+So `HGETALL workflow:{id}` is exactly the user's records (an operator or a progress view can
+read it without filtering), while the order list keeps the first-recorded order a hash loses
+once it outgrows its compact encoding (128 fields), and the server time of each write.
+
+Each operation is one script (`*.lua` beside this module, each prefixed with `prelude.lua`):
+times come from the server's `TIME`, tokens are `max(now_ms, previous + 1)`, and every write
+pushes all three keys' expiry to at least `ttl` from now, never shortening it, so `hold` can
+keep a sleeping workflow past its TTL. `discard` keeps the claim hash (its token raised) so a
+pass still running is fenced.
+
+Workflow ids become part of key names, so ids with `{` or `}` (they would redefine the hash
+tag) and ids longer than `MAX_WORKFLOW` characters are refused with `ValueError` before any key
+is built.
+
+With `durable=Acknowledged(...)` every write travels as one pipeline: the script, then `WAIT`
+(and `WAITAOF` on 7.2+ when asked), on one connection, because `WAIT` counts the writes of the
+connection it arrives on. Too few acknowledgements raise `NotAcknowledged`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
+
+from durability.codec import Codec, JsonCodec
+from durability.interfaces import (
+    INBOX,
+    INBOX_WIDTH,
+    Effect,
+    Entry,
+    Fenced,
+    Pass,
+    Recorded,
+    Written,
+    check_key,
+    check_workflow,
+    inbox_key,
+    positive,
+    to_ms,
+)
+from durability.redis.effect import LuaEffect, hash_tag
+from durability.redis.lua import source
+
+__all__ = [
+    "MAX_WORKFLOW",
+    "Acknowledged",
+    "NotAcknowledged",
+    "RedisCheckpointer",
+    "workflow_keys",
+    "workflow_tag",
+]
+
+log = logging.getLogger(__name__)
+
+#: The longest workflow id, in characters, the Redis stores accept (it is part of key names).
+MAX_WORKFLOW = 256
+
+Client = Redis | RedisCluster
+
+_FENCED = {-1: "a newer claim exists", -2: "the claim lapsed"}
+_EFFECT_SLOT = "--[[EFFECT]]"
+
+
+def workflow_tag(workflow: str) -> str:
+    """The hash tag `{<id>}` every key of `workflow` carries, after refusing ids Redis keys
+    cannot hold: empty, containing `{` or `}`, or longer than `MAX_WORKFLOW` characters."""
+    check_workflow(workflow)
+    if "{" in workflow or "}" in workflow:
+        raise ValueError(
+            f"workflow id {workflow!r} contains a brace; Redis would read it as a hash tag"
+        )
+    if len(workflow) > MAX_WORKFLOW:
+        raise ValueError(f"workflow id is {len(workflow)} characters; the bound is {MAX_WORKFLOW}")
+    return "{" + workflow + "}"
+
+
+def workflow_keys(workflow: str) -> tuple[str, str, str]:
+    """The records, claim and order keys of `workflow`, in the order every script takes them."""
+    base = f"workflow:{workflow_tag(workflow)}"
+    return base, f"{base}:pass", f"{base}:order"
+
+
+def _ms_to_datetime(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, UTC)
+
+
+@dataclass(frozen=True, slots=True)
+class Acknowledged:
+    """Make each checkpoint write return only once `replicas` replicas acknowledged it within
+    `timeout` (`WAIT`), and, with `aof`, once the primary and those replicas fsynced it to
+    their append-only files (`WAITAOF`, Redis 7.2+; on an older server a warning is logged
+    once and only `WAIT` applies)."""
+
+    replicas: int = 1
+    timeout: timedelta = timedelta(seconds=1)
+    aof: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.replicas, bool) or not isinstance(self.replicas, int):
+            raise TypeError("replicas must be an int")
+        if self.replicas < 0:
+            raise ValueError(f"replicas must not be negative, got {self.replicas}")
+        positive("timeout", self.timeout)
+
+
+class NotAcknowledged(RuntimeError):
+    """A write reached the primary but not the durability `Acknowledged` asked for in time.
+
+    The write may still survive (or may be lost in a failover); the caller was not promised it.
+    """
+
+    def __init__(self, what: str, wanted: int, got: int) -> None:
+        super().__init__(f"{what}: {got} of {wanted} acknowledgements before the timeout")
+        self.wanted = wanted
+        self.got = got
+
+
+class RedisCheckpointer:
+    """A `Checkpointer` over Redis (a `redis.asyncio` client or cluster client built with
+    `decode_responses=True`). See the module docstring for the key layout."""
+
+    def __init__(
+        self,
+        *,
+        redis: Client,
+        ttl: timedelta = timedelta(days=1),
+        codec: Codec | None = None,
+        durable: Acknowledged | None = None,
+    ) -> None:
+        self._redis = redis
+        self.ttl = positive("ttl", ttl)
+        self._ttl_ms = to_ms(ttl)
+        self._codec: Codec = codec or JsonCodec()
+        self._durable = durable
+        self._scripts: dict[str, AsyncScript] = {}
+        self._effects: dict[str, AsyncScript] = {}
+        self._version: tuple[int, ...] | None = None
+
+    # --- running scripts --------------------------------------------------------------------
+
+    def _script(self, name: str) -> AsyncScript:
+        found = self._scripts.get(name)
+        if found is None:
+            text = source("prelude") + source(name)
+            found = self._scripts[name] = self._redis.register_script(text)
+        return found
+
+    def _effect_script(self, body: str) -> AsyncScript:
+        # Composed once per body: registering computes the digest, and the server caches the
+        # script by digest, so a hot effect costs one EVALSHA like any other write.
+        found = self._effects.get(body)
+        if found is None:
+            template = source("prelude") + source("transact")
+            text = template.replace(_EFFECT_SLOT, body)
+            found = self._effects[body] = self._redis.register_script(text)
+        return found
+
+    async def _write(self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        if self._durable is None:
+            return await script(keys=list(keys), args=list(args))
+        return await self._acknowledged(script, keys, args, self._durable)
+
+    async def _read(self, script: AsyncScript, keys: Sequence[str]) -> Any:
+        return await script(keys=list(keys), args=[])
+
+    async def _acknowledged(
+        self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any], want: Acknowledged
+    ) -> Any:
+        waits: list[tuple[str, ...]] = [("WAIT", str(want.replicas), str(to_ms(want.timeout)))]
+        if want.aof and await self._has_waitaof():
+            waits.append(("WAITAOF", "1", str(want.replicas), str(to_ms(want.timeout))))
+        # In a cluster the pipeline groups commands by node; naming the node that owns the
+        # workflow's slot puts WAIT on the same connection as the script it must count.
+        route: dict[str, Any] = {}
+        if isinstance(self._redis, RedisCluster):
+            route["target_nodes"] = self._redis.get_node_from_key(keys[0])
+        for attempt in range(2):
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            for wait in waits:
+                pipe.execute_command(*wait, **route)
+            results = await pipe.execute(raise_on_error=False)
+            if isinstance(results[0], NoScriptError) and attempt == 0:
+                # The server lost its script cache; nothing ran, so load and send again.
+                await self._redis.script_load(script.script)
+                continue
+            for result in results:
+                if isinstance(result, Exception):
+                    raise result
+            got = int(results[1])
+            if got < want.replicas:
+                raise NotAcknowledged("WAIT", want.replicas, got)
+            if len(results) > 2:
+                local, replicas = (int(n) for n in results[2])
+                if local < 1:
+                    raise NotAcknowledged("WAITAOF (local fsync)", 1, local)
+                if replicas < want.replicas:
+                    raise NotAcknowledged("WAITAOF (replica fsync)", want.replicas, replicas)
+            return results[0]
+        raise AssertionError("unreachable: the second attempt returns or raises")
+
+    async def _has_waitaof(self) -> bool:
+        if self._version is None:
+            info = await self._redis.info("server")
+            # A cluster client answers per node; the oldest node decides.
+            found = [info] if "redis_version" in info else list(info.values())
+            self._version = min(
+                tuple(int(part) for part in str(node["redis_version"]).split(".")[:3])
+                for node in found
+            )
+            if self._version < (7, 2):
+                log.warning(
+                    "Redis %s has no WAITAOF; acknowledged writes wait for replicas only",
+                    ".".join(map(str, self._version)),
+                )
+        return self._version >= (7, 2)
+
+    def _fenced(self, holder: Pass, reply: list[Any]) -> None:
+        code = int(reply[0])
+        if code < 0:
+            raise Fenced(holder.workflow, holder.token, _FENCED.get(code, "refused"))
+
+    # --- the Checkpointer protocol ----------------------------------------------------------
+
+    async def claim(self, workflow: str, budget: timedelta, alive: timedelta) -> Pass | None:
+        positive("budget", budget)
+        positive("alive", alive)
+        keys = workflow_keys(workflow)
+        reply = await self._write(
+            self._script("claim"), keys, [to_ms(budget), to_ms(alive), self._ttl_ms]
+        )
+        if reply is None:
+            return None
+        token, deadline = int(reply[0]), int(reply[1])
+        return Pass(workflow, token, alive, _ms_to_datetime(deadline))
+
+    async def _load(self, workflow: str) -> list[Any]:
+        reply: list[Any] = await self._read(self._script("load"), workflow_keys(workflow))
+        return reply
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        flat = await self._load(workflow)
+        decode = self._codec.decode
+        return {flat[i]: decode(flat[i + 1]) for i in range(0, len(flat), 3)}
+
+    async def history(self, workflow: str) -> list[Written]:
+        flat = await self._load(workflow)
+        decode = self._codec.decode
+        return [
+            Written(flat[i], decode(flat[i + 1]), _ms_to_datetime(int(flat[i + 2])))
+            for i in range(0, len(flat), 3)
+        ]
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        check_key(key)
+        encoded = self._codec.encode(value)
+        keys = workflow_keys(holder.workflow)
+        args = [holder.token, to_ms(holder.alive), self._ttl_ms, key, encoded]
+        reply = await self._write(self._script("record"), keys, args)
+        self._fenced(holder, reply)
+        if int(reply[0]) == 1:
+            return Recorded(self._codec.decode(encoded), True)
+        return Recorded(self._codec.decode(reply[1]), False)
+
+    async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
+        check_key(key)
+        if not isinstance(effect, LuaEffect):
+            raise TypeError(f"the Redis store performs LuaEffect, not {type(effect).__name__}")
+        keys = workflow_keys(holder.workflow)
+        tag = holder.workflow
+        for touched in effect.keys:
+            # Refused here, before anything is sent, so a single node (which would run it)
+            # and a cluster (which would refuse or half-run it) behave the same.
+            if hash_tag(touched) != tag:
+                raise ValueError(
+                    f"LuaEffect key {touched!r} does not carry the workflow's hash tag "
+                    f"{workflow_tag(tag)}, so it may lie in another slot"
+                )
+            if touched in keys:
+                raise ValueError(f"LuaEffect key {touched!r} is one of the checkpoint's own keys")
+        args: list[Any] = [holder.token, to_ms(holder.alive), self._ttl_ms, key]
+        args.extend(effect.args)
+        reply = await self._write(
+            self._effect_script(effect.body), [*keys, *effect.keys], args
+        )
+        self._fenced(holder, reply)
+        return Recorded(self._codec.decode(reply[1]), int(reply[0]) == 1)
+
+    async def supply(self, workflow: str, key: str, value: object) -> Recorded:
+        check_key(key)
+        encoded = self._codec.encode(value)
+        keys = workflow_keys(workflow)
+        reply = await self._write(self._script("supply"), keys, [key, encoded, self._ttl_ms])
+        if int(reply[0]) == 1:
+            return Recorded(self._codec.decode(encoded), True)
+        return Recorded(self._codec.decode(reply[1]), False)
+
+    async def append(self, workflow: str, value: object) -> Entry:
+        encoded = self._codec.encode(value)
+        keys = workflow_keys(workflow)
+        args = [encoded, self._ttl_ms, INBOX, INBOX_WIDTH]
+        reply = await self._write(self._script("append"), keys, args)
+        key = str(reply[1])
+        # The script formats the key itself (it must write under it atomically); it has to be
+        # exactly the key the rest of the library would mint for that sequence number.
+        if key != inbox_key(int(reply[0])):
+            raise AssertionError(f"append.lua minted {key!r} for sequence {reply[0]}")
+        return Entry(key, self._codec.decode(encoded))
+
+    async def extend(self, holder: Pass, budget: timedelta, alive: timedelta) -> Pass:
+        positive("budget", budget)
+        positive("alive", alive)
+        keys = workflow_keys(holder.workflow)
+        args = [holder.token, to_ms(budget), to_ms(alive), self._ttl_ms]
+        reply = await self._write(self._script("extend"), keys, args)
+        self._fenced(holder, reply)
+        return Pass(holder.workflow, holder.token, holder.alive, _ms_to_datetime(int(reply[1])))
+
+    async def renew(self, holder: Pass, alive: timedelta) -> None:
+        positive("alive", alive)
+        keys = workflow_keys(holder.workflow)
+        args = [holder.token, to_ms(alive), self._ttl_ms]
+        reply = await self._write(self._script("renew"), keys, args)
+        self._fenced(holder, reply)
+
+    async def discard(self, workflow: str) -> int:
+        keys = workflow_keys(workflow)
+        return int(await self._write(self._script("discard"), keys, [self._ttl_ms]))
+
+    async def release(self, holder: Pass) -> None:
+        keys = workflow_keys(holder.workflow)
+        await self._write(self._script("release"), keys, [holder.token, self._ttl_ms])
+
+    # --- beyond the protocol ----------------------------------------------------------------
+
+    async def hold(self, workflow: str, until: datetime | None = None) -> None:
+        """Keep `workflow`'s checkpoint and claim at least until `until` + `ttl`.
+
+        For a pass that ends asleep until `until`: its records must outlive the sleep however
+        short the TTL. With no `until` (a pass blocked on input from outside, which has no
+        deadline) the TTL is re-armed from now. Never shortens an expiry.
+        """
+        keys = workflow_keys(workflow)
+        if until is not None and until.tzinfo is None:
+            raise ValueError("hold needs a timezone-aware datetime")
+        at = "" if until is None else str(int(until.timestamp() * 1000))
+        await self._write(self._script("hold"), keys, [at, self._ttl_ms])
+
