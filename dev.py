@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Set up and run the project with nothing but Python installed.
+
+    python3 dev.py demo    a workflow with a step, a sleep and an approval, on the memory store
+    python3 dev.py test    ruff, mypy --strict and the whole test suite
+
+Each command first makes `.venv` beside this file and installs the project with its `dev` extra
+into it (again only when pyproject.toml changed), so a fresh clone needs no other step.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+PYTHON = BIN / ("python.exe" if os.name == "nt" else "python")
+STAMP = VENV / ".installed"
+CHECKED = ["durability", "integration", "experiments"]
+
+
+def run(*argv: str | Path) -> None:
+    print("+", " ".join(str(a) for a in argv), flush=True)
+    done = subprocess.run([str(a) for a in argv], cwd=ROOT)
+    if done.returncode:
+        sys.exit(done.returncode)
+
+
+def ensure() -> None:
+    """Create the virtualenv and install the project into it, unless already current."""
+    wanted = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()
+    if STAMP.exists() and STAMP.read_text() == wanted and PYTHON.exists():
+        return
+    if not PYTHON.exists():
+        print(f"creating {VENV.name}/", flush=True)
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    run(PYTHON, "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+    run(PYTHON, "-m", "pip", "install", "--quiet", "-e", ".[dev]")
+    STAMP.write_text(wanted)
+
+
+def demo() -> None:
+    run(PYTHON, ROOT / "examples" / "demo.py")
+
+
+def test(args: list[str]) -> None:
+    checked = [name for name in CHECKED if (ROOT / name).is_dir()]
+    run(PYTHON, "-m", "ruff", "check", *checked, "tests", "benchmarks")
+    run(PYTHON, "-m", "mypy", "--strict", *checked)
+    run(PYTHON, "-m", "pytest", *args)
+
+
+def main() -> None:
+    if len(sys.argv) < 2 or sys.argv[1] not in {"demo", "test"}:
+        print(__doc__.strip())
+        sys.exit(2)
+    ensure()
+    if sys.argv[1] == "demo":
+        demo()
+    else:
+        test(sys.argv[2:])
+
+
+if __name__ == "__main__":
+    main()
