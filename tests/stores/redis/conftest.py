@@ -1,0 +1,227 @@
+"""Fixtures for the Redis store tests: the shared server, servers of our own, and a cluster.
+
+The shared server on 127.0.0.1:6379 is used by other test runs at the same time, so tests
+there touch only keys under their own unique namespace (and delete them afterwards), never
+flush, and never reconfigure it. Anything that needs to flush scripts, replicate, or be a
+cluster runs against `redis-server` processes started here on free ports, in temp dirs,
+with persistence off, and stopped at teardown.
+
+A server that does not answer skips the test locally, and fails it when `CI` is set: CI must
+never pass by silently skipping a store.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+import redis as sync_redis
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+HOST = "127.0.0.1"
+PORT = 6379
+
+
+def unavailable(reason: str) -> None:
+    """Skip with `reason`, or fail when running in CI."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI requires this store: {reason}")
+    pytest.skip(reason)
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        try:
+            probe.bind((HOST, port))
+        except OSError:
+            return False
+    return True
+
+
+def _wait_ping(port: int, process: subprocess.Popen[bytes], within: float = 10.0) -> bool:
+    client = sync_redis.Redis(host=HOST, port=port, socket_timeout=1)
+    stop = time.monotonic() + within
+    try:
+        while time.monotonic() < stop:
+            if process.poll() is not None:
+                return False
+            try:
+                if client.ping():
+                    return True
+            except sync_redis.ConnectionError:
+                time.sleep(0.05)
+        return False
+    finally:
+        client.close()
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+class Servers:
+    """Starts `redis-server` processes on free ports and stops every one of them."""
+
+    def __init__(self, root: Path, first_port: int) -> None:
+        self._root = root
+        self._next = first_port
+        self._processes: list[subprocess.Popen[bytes]] = []
+
+    def start(self, *extra: str, bus: bool = False) -> int:
+        """A fresh server (plus `extra` arguments) on a free port; returns the port.
+
+        With `bus`, the cluster bus port (port + 10000) must be free as well. `{port}` in an
+        argument is replaced by the port chosen.
+        """
+        binary = shutil.which("redis-server")
+        if binary is None:
+            unavailable("redis-server is not installed")
+            raise AssertionError("unreachable")
+        for _ in range(200):
+            port = self._next
+            self._next += 1
+            if not _port_free(port) or (bus and not _port_free(port + 10000)):
+                continue
+            home = self._root / str(port)
+            home.mkdir(parents=True, exist_ok=True)
+            command = [binary, "--port", str(port), "--bind", HOST, "--dir", str(home)]
+            command += ["--save", "", "--appendonly", "no"]
+            command += [arg.replace("{port}", str(port)) for arg in extra]
+            with open(home / "server.log", "wb") as out:
+                process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+            if _wait_ping(port, process):
+                self._processes.append(process)
+                return port
+            # Lost a race for the port with another test run: try the next one.
+            _stop(process)
+        unavailable("no free port for a redis-server")
+        raise AssertionError("unreachable")
+
+    def stop_all(self) -> None:
+        for process in self._processes:
+            _stop(process)
+        self._processes.clear()
+
+
+# --- the shared server ----------------------------------------------------------------------
+
+
+@pytest.fixture
+async def redis() -> AsyncIterator[Redis]:
+    """A `redis.asyncio` client to the shared server on 127.0.0.1:6379."""
+    client = Redis(host=HOST, port=PORT, decode_responses=True)
+    try:
+        await client.ping()
+    except (sync_redis.ConnectionError, OSError) as error:
+        await client.aclose()
+        unavailable(f"Redis on {HOST}:{PORT} does not answer: {error}")
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture
+async def namespace(redis: Redis) -> AsyncIterator[str]:
+    """A prefix unique to this test for workflow ids and keys; its keys are deleted after."""
+    prefix = f"t-{uuid.uuid4().hex[:12]}"
+    yield prefix
+    leftovers = [key async for key in redis.scan_iter(match=f"*{prefix}*", count=1000)]
+    if leftovers:
+        await redis.delete(*leftovers)
+
+
+# --- servers of our own ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def spawn_redis(tmp_path: Path) -> Iterator[Callable[..., int]]:
+    """`spawn_redis(*args)` starts a private `redis-server` (for SCRIPT FLUSH, replicas, ...)
+    and returns its port; every one started is stopped after the test."""
+    started = Servers(tmp_path, first_port=7400 + (os.getpid() % 200) * 3)
+    try:
+        yield started.start
+    finally:
+        started.stop_all()
+
+
+@pytest.fixture
+def private_client() -> Iterator[Callable[[int], Redis]]:
+    """Builds `decode_responses` clients to private servers by port (closed by their users)."""
+    yield lambda port: Redis(host=HOST, port=port, decode_responses=True)
+
+
+# --- a local Redis Cluster ------------------------------------------------------------------
+
+
+def _cluster_ok(ports: list[int], within: float = 20.0) -> bool:
+    stop = time.monotonic() + within
+    while time.monotonic() < stop:
+        states = []
+        for port in ports:
+            client = sync_redis.Redis(host=HOST, port=port, decode_responses=True)
+            try:
+                states.append(client.cluster("INFO").get("cluster_state"))
+            except sync_redis.RedisError:
+                states.append(None)
+            finally:
+                client.close()
+        if all(state == "ok" for state in states):
+            return True
+        time.sleep(0.1)
+    return False
+
+
+@pytest.fixture(scope="session")
+def cluster_ports(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[int]]:
+    """Three `redis-server --cluster-enabled yes` nodes, joined, all slots assigned."""
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        unavailable("redis-cli is not installed")
+    root = tmp_path_factory.mktemp("redis-cluster")
+    nodes = Servers(root, first_port=7100)
+    try:
+        ports: list[int] = []
+        for _ in range(3):
+            # The config file is named per port, so a node never reads another's state.
+            conf = "nodes-{port}.conf"
+            ports.append(
+                nodes.start("--cluster-enabled", "yes", "--cluster-config-file", conf, bus=True)
+            )
+        create = [str(cli), "--cluster", "create", *(f"{HOST}:{p}" for p in ports)]
+        create += ["--cluster-replicas", "0", "--cluster-yes"]
+        done = subprocess.run(create, capture_output=True, timeout=60, check=False)
+        if done.returncode != 0:
+            unavailable(f"redis-cli --cluster create failed: {done.stdout!r} {done.stderr!r}")
+        if not _cluster_ok(ports):
+            unavailable("the local cluster never reached cluster_state:ok")
+        yield ports
+    finally:
+        nodes.stop_all()
+
+
+@pytest.fixture
+async def redis_cluster(cluster_ports: list[int]) -> AsyncIterator[RedisCluster]:
+    """A `redis.asyncio.cluster.RedisCluster` client to the local cluster."""
+    client = RedisCluster(host=HOST, port=cluster_ports[0], decode_responses=True)
+    try:
+        await client.initialize()
+        yield client
+    finally:
+        with contextlib.suppress(Exception):
+            await client.aclose()

@@ -1,0 +1,447 @@
+"""What is specific to `RedisCheckpointer`: its scripts under real concurrency, its key layout,
+its expiry, its refusals, and `LuaEffect`. The shared contract runs in `test_conformance`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from durability.interfaces import INBOX, Effect, Fenced, claimed, inbox_key
+from durability.redis import (
+    MAX_WORKFLOW,
+    LuaEffect,
+    RedisCheckpointer,
+    hash_tag,
+    workflow_keys,
+    workflow_tag,
+)
+
+HOST = "127.0.0.1"
+ROOT = Path(__file__).resolve().parents[3]
+BUDGET = timedelta(minutes=1)
+ALIVE = timedelta(seconds=30)
+INCR = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
+
+
+@pytest.fixture
+def store(redis: Redis) -> RedisCheckpointer:
+    return RedisCheckpointer(redis=redis, ttl=timedelta(minutes=10))
+
+
+# --- the fence under real concurrency ---------------------------------------------------------
+
+
+async def test_fifty_concurrent_claims_yield_exactly_one_pass(
+    redis: Redis, namespace: str
+) -> None:
+    # Fifty clients, so the claims really arrive on fifty connections at once.
+    clients = [Redis(host=HOST, decode_responses=True) for _ in range(50)]
+    try:
+        stores = [RedisCheckpointer(redis=client, ttl=timedelta(minutes=10)) for client in clients]
+        workflow = f"{namespace}-race"
+        results = await asyncio.gather(*(s.claim(workflow, BUDGET, ALIVE) for s in stores))
+    finally:
+        await asyncio.gather(*(client.aclose() for client in clients))
+    winners = [result for result in results if result is not None]
+    assert len(winners) == 1
+    claim = await redis.hgetall(workflow_keys(workflow)[1])
+    assert int(claim["token"]) == winners[0].token
+
+
+_CLAIMER = textwrap.dedent(
+    """
+    import asyncio, json, sys, time
+    from datetime import timedelta
+    from redis.asyncio import Redis
+    from durability.redis import RedisCheckpointer
+
+    async def main(start, workflows):
+        redis = Redis(host="127.0.0.1", decode_responses=True)
+        store = RedisCheckpointer(redis=redis, ttl=timedelta(minutes=10))
+        await redis.ping()
+        await asyncio.sleep(max(0.0, start - time.time()))
+        won = {}
+        for workflow in workflows:
+            held = await store.claim(workflow, timedelta(minutes=1), timedelta(seconds=30))
+            won[workflow] = None if held is None else held.token
+        await redis.aclose()
+        print(json.dumps(won))
+
+    asyncio.run(main(float(sys.argv[1]), sys.argv[2:]))
+    """
+)
+
+
+async def test_two_processes_claiming_at_once_never_both_win(
+    redis: Redis, namespace: str
+) -> None:
+    workflows = [f"{namespace}-proc-{n}" for n in range(30)]
+    start = time.time() + 1.0
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    processes = [
+        await asyncio.create_subprocess_exec(
+            sys.executable, "-c", _CLAIMER, str(start), *workflows,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+        )
+        for _ in range(2)
+    ]
+    outputs = [await process.communicate() for process in processes]
+    for process, (_, err) in zip(processes, outputs, strict=True):
+        assert process.returncode == 0, err.decode()
+    first, second = (json.loads(out) for out, _ in outputs)
+    for workflow in workflows:
+        tokens = [first[workflow], second[workflow]]
+        assert sum(token is not None for token in tokens) == 1, (workflow, tokens)
+        claim = await redis.hgetall(workflow_keys(workflow)[1])
+        assert int(claim["token"]) in tokens
+
+
+async def test_a_stalled_pass_is_fenced_after_a_new_claim(
+    store: RedisCheckpointer, namespace: str
+) -> None:
+    workflow = f"{namespace}-stale"
+    old = await store.claim(workflow, BUDGET, timedelta(milliseconds=150))
+    assert old is not None
+    await asyncio.sleep(0.3)
+    new = await claimed(store, workflow)
+    assert new.token > old.token
+    with pytest.raises(Fenced, match="newer claim"):
+        await store.record(old, "late", 1)
+    assert await store.load(workflow) == {}
+    assert (await store.record(new, "late", 2)).first
+
+
+async def test_a_claim_that_lapses_is_fenced(store: RedisCheckpointer, namespace: str) -> None:
+    workflow = f"{namespace}-lapse"
+    holder = await store.claim(workflow, BUDGET, timedelta(milliseconds=150))
+    assert holder is not None
+    await asyncio.sleep(0.3)
+    with pytest.raises(Fenced, match="lapsed"):
+        await store.record(holder, "k", 1)
+    with pytest.raises(Fenced):
+        await store.renew(holder, ALIVE)
+
+
+async def test_tokens_rise_even_after_the_keys_expire(
+    store: RedisCheckpointer, redis: Redis, namespace: str
+) -> None:
+    workflow = f"{namespace}-expired"
+    first = await claimed(store, workflow)
+    # What the TTL would do: every key of the workflow gone, fence included. (An expiry comes
+    # at least a TTL after the claim, so the server clock has moved on; wait out one ms.)
+    await asyncio.sleep(0.005)
+    await redis.delete(*workflow_keys(workflow))
+    second = await claimed(store, workflow)
+    assert second.token > first.token
+    with pytest.raises(Fenced):
+        await store.record(first, "k", 1)
+
+
+# --- layout -------------------------------------------------------------------------------
+
+
+async def test_records_keep_first_recorded_order_past_the_compact_hash(
+    store: RedisCheckpointer, redis: Redis, namespace: str
+) -> None:
+    workflow = f"{namespace}-order"
+    holder = await claimed(store, workflow)
+    names = [f"step-{n:03d}" for n in range(300)]
+    random.Random(7).shuffle(names)
+    for value, name in enumerate(names):
+        await store.record(holder, name, value)
+        await store.record(holder, name, -1)  # a losing write must not move it
+    loaded = await store.load(workflow)
+    assert list(loaded) == names
+    assert list(loaded.values()) == list(range(300))
+    # The records hash is the user's vocabulary only: nothing of the engine's in it.
+    raw = await redis.hgetall(workflow_keys(workflow)[0])
+    assert {key: json.loads(text) for key, text in raw.items()} == loaded
+
+
+async def test_history_times_come_from_the_server_clock(
+    store: RedisCheckpointer, redis: Redis, namespace: str
+) -> None:
+    workflow = f"{namespace}-history"
+    seconds, micros = await redis.time()
+    before = datetime.fromtimestamp(seconds + micros / 1e6, UTC).replace(microsecond=0)
+    await store.supply(workflow, "a", 1)
+    await store.supply(workflow, "b", [2])
+    seconds, micros = await redis.time()
+    after = datetime.fromtimestamp(seconds + micros / 1e6, UTC)
+    history = await store.history(workflow)
+    assert [(w.key, w.value) for w in history] == [("a", 1), ("b", [2])]
+    for written in history:
+        assert written.at.tzinfo is not None
+        assert before <= written.at <= after
+    assert history[0].at <= history[1].at
+
+
+async def test_discard_keeps_the_claim_and_the_inbox_counter(
+    store: RedisCheckpointer, redis: Redis, namespace: str
+) -> None:
+    workflow = f"{namespace}-discard"
+    holder = await claimed(store, workflow)
+    await store.record(holder, "k", 1)
+    assert (await store.append(workflow, "hello")).key == inbox_key(1)
+    assert await store.discard(workflow) == 2
+    records, claim, order = workflow_keys(workflow)
+    assert await redis.exists(records, order) == 0
+    kept = await redis.hgetall(claim)
+    assert int(kept["token"]) > holder.token
+    assert kept["until"] == "0"
+    assert await redis.pttl(claim) > 0
+    with pytest.raises(Fenced):
+        await store.record(holder, "k2", 2)
+    assert (await store.append(workflow, "again")).key == inbox_key(2)
+    assert await store.load(workflow) == {inbox_key(2): "again"}
+
+
+async def test_append_steps_over_a_key_already_taken(
+    store: RedisCheckpointer, redis: Redis, namespace: str
+) -> None:
+    workflow = f"{namespace}-inbox"
+    await store.append(workflow, "one")
+    # The counter lost (as if the claim key expired alone): the next key must not collide.
+    await redis.hdel(workflow_keys(workflow)[1], "appended")
+    entry = await store.append(workflow, "two")
+    assert entry.key == inbox_key(2)
+    assert await store.load(workflow) == {inbox_key(1): "one", inbox_key(2): "two"}
+    assert all(key.startswith(INBOX) for key in await store.load(workflow))
+
+
+# --- expiry ---------------------------------------------------------------------------------
+
+
+async def test_every_write_rearms_the_ttl_on_every_key(
+    redis: Redis, namespace: str
+) -> None:
+    store = RedisCheckpointer(redis=redis, ttl=timedelta(seconds=60))
+    workflow = f"{namespace}-ttl"
+    keys = workflow_keys(workflow)
+    holder = await claimed(store, workflow)
+    await store.record(holder, "a", 1)
+    writes: list[Callable[[], Awaitable[object]]] = [
+        lambda: store.record(holder, "b", 2),
+        lambda: store.supply(workflow, "c", 3),
+        lambda: store.append(workflow, 4),
+        lambda: store.renew(holder, ALIVE),
+        lambda: store.extend(holder, BUDGET, ALIVE),
+        lambda: store.transact(holder, "d", LuaEffect(INCR, [f"n:{workflow_tag(workflow)}"], [1])),
+    ]
+    for write in writes:
+        for key in keys:
+            await redis.pexpire(key, 1000)
+        await write()
+        for key in keys:
+            assert await redis.pttl(key) > 50_000, (key, write)
+
+
+async def test_a_write_never_shortens_a_held_expiry(
+    store: RedisCheckpointer, redis: Redis, namespace: str
+) -> None:
+    workflow = f"{namespace}-held"
+    holder = await claimed(store, workflow)
+    await store.record(holder, "a", 1)
+    await store.hold(workflow, datetime.now(UTC) + timedelta(days=3))
+    await store.record(holder, "b", 2)
+    await store.supply(workflow, "c", 3)
+    for key in workflow_keys(workflow):
+        assert await redis.pttl(key) > timedelta(days=3).total_seconds() * 1000
+
+
+async def test_hold_without_a_deadline_rearms_the_ttl(
+    redis: Redis, namespace: str
+) -> None:
+    store = RedisCheckpointer(redis=redis, ttl=timedelta(seconds=60))
+    workflow = f"{namespace}-blocked"
+    holder = await claimed(store, workflow)
+    await store.record(holder, "a", 1)
+    for key in workflow_keys(workflow):
+        await redis.pexpire(key, 1000)
+    await store.hold(workflow)
+    for key in workflow_keys(workflow):
+        assert await redis.pttl(key) > 50_000
+
+
+async def test_a_sleeping_workflow_outlives_its_ttl(redis: Redis, namespace: str) -> None:
+    store = RedisCheckpointer(redis=redis, ttl=timedelta(seconds=1))
+    asleep, forgotten = f"{namespace}-asleep", f"{namespace}-forgotten"
+    wake = datetime.now(UTC) + timedelta(seconds=3)
+    for workflow in (asleep, forgotten):
+        holder = await claimed(store, workflow)
+        await store.record(holder, "charged", "ch_1")
+        await store.record(holder, "settling", wake.isoformat())
+        await store.release(holder)
+    await store.hold(asleep, wake)
+    # The real clock is the point: a TTL of 1 s has passed twice over.
+    await asyncio.sleep(2.5)
+    assert await redis.exists(*workflow_keys(asleep)) == 3
+    assert await store.load(asleep) == {"charged": "ch_1", "settling": wake.isoformat()}
+    assert await redis.exists(*workflow_keys(forgotten)) == 0
+
+
+# --- refusals -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "bad",
+    ["", "a{b", "a}b", "{tag}", "x" * (MAX_WORKFLOW + 1)],
+    ids=["empty", "open-brace", "close-brace", "tag", "too-long"],
+)
+async def test_bad_ids_are_refused_before_anything_is_sent(bad: str) -> None:
+    # A client to a port nothing listens on: any attempt to send would be a ConnectionError.
+    nowhere = Redis(host=HOST, port=1, decode_responses=True)
+    store = RedisCheckpointer(redis=nowhere)
+    calls = [
+        store.claim(bad, BUDGET, ALIVE),
+        store.load(bad),
+        store.history(bad),
+        store.supply(bad, "k", 1),
+        store.append(bad, 1),
+        store.discard(bad),
+        store.hold(bad),
+    ]
+    for call in calls:
+        with pytest.raises(ValueError):
+            await call
+    with pytest.raises(ValueError):
+        workflow_keys(bad)
+    await nowhere.aclose()
+
+
+async def test_the_longest_id_is_accepted(store: RedisCheckpointer, namespace: str) -> None:
+    workflow = (namespace + "-" + "x" * MAX_WORKFLOW)[:MAX_WORKFLOW]
+    assert (await store.supply(workflow, "k", 1)).first
+    assert await store.load(workflow) == {"k": 1}
+
+
+# --- LuaEffect ------------------------------------------------------------------------------
+
+
+async def test_a_lua_effect_runs_once_and_its_result_is_recorded(
+    store: RedisCheckpointer, redis: Redis, namespace: str
+) -> None:
+    workflow = f"{namespace}-effect"
+    counter = f"stock:{workflow_tag(workflow)}"
+    holder = await claimed(store, workflow)
+    effect = LuaEffect(INCR, [counter], [5])
+    first = await store.transact(holder, "reserved", effect)
+    assert (first.value, first.first) == (5, True)
+    assert await redis.get(counter) == "5"
+    again = await store.transact(holder, "reserved", LuaEffect(INCR, [counter], [100]))
+    assert (again.value, again.first) == (5, False)
+    assert await redis.get(counter) == "5"
+    assert await store.load(workflow) == {"reserved": 5}
+
+
+async def test_a_fenced_transact_runs_no_effect(
+    store: RedisCheckpointer, redis: Redis, namespace: str
+) -> None:
+    workflow = f"{namespace}-fenced-effect"
+    counter = f"stock:{workflow_tag(workflow)}"
+    old = await claimed(store, workflow)
+    await store.discard(workflow)
+    with pytest.raises(Fenced):
+        await store.transact(old, "reserved", LuaEffect(INCR, [counter], [1]))
+    assert await redis.get(counter) is None
+    assert await store.load(workflow) == {}
+
+
+async def test_effect_keys_must_carry_the_workflow_tag(
+    store: RedisCheckpointer, redis: Redis, namespace: str
+) -> None:
+    workflow = f"{namespace}-tag"
+    holder = await claimed(store, workflow)
+    elsewhere = [
+        f"stock:{namespace}",  # no tag at all
+        f"stock:{{{namespace}-other}}",  # another workflow's tag
+        f"{{x}}{workflow_tag(workflow)}",  # Redis hashes the first tag only
+    ]
+    for key in elsewhere:
+        with pytest.raises(ValueError, match="hash tag"):
+            await store.transact(holder, "k", LuaEffect(INCR, [key], [1]))
+        assert await redis.exists(key) == 0
+    with pytest.raises(ValueError, match="own keys"):
+        await store.transact(holder, "k", LuaEffect(INCR, [workflow_keys(workflow)[0]], [1]))
+    assert await store.load(workflow) == {}
+
+
+async def test_transact_refuses_other_effects(store: RedisCheckpointer, namespace: str) -> None:
+    holder = await claimed(store, f"{namespace}-type")
+    with pytest.raises(TypeError):
+        await store.transact(holder, "k", Effect())
+
+
+async def test_a_failing_effect_records_nothing(
+    store: RedisCheckpointer, namespace: str
+) -> None:
+    workflow = f"{namespace}-boom"
+    holder = await claimed(store, workflow)
+    with pytest.raises(ResponseError, match="boom"):
+        await store.transact(holder, "k", LuaEffect("error('boom')", []))
+    assert await store.load(workflow) == {}
+
+
+async def test_effect_results_come_back_as_json_values(
+    store: RedisCheckpointer, namespace: str
+) -> None:
+    workflow = f"{namespace}-shapes"
+    holder = await claimed(store, workflow)
+    body = "return {ARGV[1], tonumber(ARGV[2]), {name = ARGV[1]}}"
+    recorded = await store.transact(holder, "k", LuaEffect(body, [], ["a", 2]))
+    assert recorded.value == ["a", 2, {"name": "a"}]
+    assert await store.load(workflow) == {"k": ["a", 2, {"name": "a"}]}
+
+
+def test_hash_tag_follows_the_cluster_rule() -> None:
+    assert hash_tag("a:{wf}:b") == "wf"
+    assert hash_tag("{}{wf}") is None
+    assert hash_tag("{a}{b}") == "a"
+    assert hash_tag("plain") is None
+    assert hash_tag("a{b") is None
+
+
+def test_a_lua_effect_is_a_value() -> None:
+    keys = ["k:{w}"]
+    effect = LuaEffect("return 1", keys, [1, "x", 2.5])
+    keys.append("other")
+    assert effect.keys == ("k:{w}",)
+    assert effect == LuaEffect("return 1", ("k:{w}",), (1, "x", 2.5))
+    with pytest.raises(ValueError):
+        LuaEffect("  ", [])
+    with pytest.raises(TypeError):
+        LuaEffect("return 1", [], [True])
+
+
+# --- scripts the server forgot ----------------------------------------------------------------
+
+
+async def test_scripts_are_reloaded_after_script_flush(
+    spawn_redis: Callable[..., int], private_client: Callable[[int], Redis]
+) -> None:
+    # SCRIPT FLUSH only on a server of our own: the shared one's cache is other runs' too.
+    client = private_client(spawn_redis())
+    try:
+        store = RedisCheckpointer(redis=client)
+        holder = await claimed(store, "wf")
+        await store.record(holder, "a", 1)
+        await store.transact(holder, "e", LuaEffect(INCR, ["n:{wf}"], [1]))
+        await client.script_flush()
+        assert (await store.record(holder, "b", 2)).first
+        assert (await store.transact(holder, "f", LuaEffect(INCR, ["n:{wf}"], [1]))).value == 2
+        assert await store.load("wf") == {"a": 1, "e": 1, "b": 2, "f": 2}
+    finally:
+        await client.aclose()
