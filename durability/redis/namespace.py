@@ -1,0 +1,76 @@
+"""What the two Redis schedulers share: how a queue names its keys, and how it reads replies.
+
+A queue's keys are shared by every workflow, so they carry the queue's namespace rather than a
+workflow id, wrapped in braces: the namespace is the Redis Cluster hash tag, so every key of one
+queue lands on one slot and a Lua script may touch all of them. Workflow ids are never part of
+a queue key (they are stream fields and set members), so they need no more than
+`check_workflow`.
+
+Scores and stream ids are milliseconds of the server's clock (`TIME`), never the host's: every
+worker then agrees on what "now" is whatever its own clock says.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+__all__ = ["block_slice", "check_namespace", "from_ms", "key", "ms", "text"]
+
+
+def check_namespace(namespace: str) -> str:
+    """Refuse a namespace that cannot be a hash tag: empty, or holding a brace."""
+    if not isinstance(namespace, str):
+        raise TypeError(f"namespace must be a str, not {type(namespace).__name__}")
+    if not namespace:
+        raise ValueError("namespace must not be empty")
+    if "{" in namespace or "}" in namespace:
+        raise ValueError(f"namespace {namespace!r} may not hold '{{' or '}}': it is the hash tag")
+    return namespace
+
+
+def key(namespace: str, name: str) -> str:
+    """`{<namespace>}:<name>`: one queue's keys share a cluster slot through the tag."""
+    return f"{{{namespace}}}:{name}"
+
+
+def text(value: object) -> str:
+    """A reply as str, whether or not the client decodes responses."""
+    if isinstance(value, bytes):
+        return value.decode()
+    return str(value)
+
+
+def ms(moment: datetime) -> int:
+    """A moment as whole Unix milliseconds (a naive datetime is taken to be UTC)."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+
+
+def from_ms(value: object) -> datetime:
+    """A reply holding Unix milliseconds (int, float or their text) as an aware UTC datetime."""
+    return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=float(text(value)))
+
+
+#: redis-py applies this read timeout when the client was built without one (redis-py >= 6).
+_CLIENT_DEFAULT_TIMEOUT = 5.0
+
+
+def block_slice(redis: Any) -> timedelta | None:
+    """The longest server-side `BLOCK` a read on this client may ask for, or None (unbounded).
+
+    redis-py gives every reply `socket_timeout` seconds (5 by default) and drops the connection
+    when one is late, so a `BLOCK` longer than that would be cut by the client, not the server.
+    A blocking read is therefore split into slices that end a safe margin before the timeout.
+    """
+    pool = getattr(redis, "connection_pool", None)
+    kwargs = getattr(pool, "connection_kwargs", None)
+    if kwargs is None:  # RedisCluster keeps the per-node kwargs on itself
+        kwargs = getattr(redis, "connection_kwargs", None) or {}
+    timeout = kwargs.get("socket_timeout", _CLIENT_DEFAULT_TIMEOUT)
+    if timeout is None:
+        return None
+    seconds = float(timeout)
+    margin = min(1.0, seconds / 2)
+    return timedelta(seconds=max(seconds - margin, 0.001))

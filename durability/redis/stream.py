@@ -1,0 +1,248 @@
+"""`RedisStreamScheduler`: wakeups as a stream read by a consumer group, sleepers as a ZSET.
+
+Two keys per queue, both tagged with the namespace so one Lua script may touch both on a
+cluster:
+
+| key | type | holds |
+|---|---|---|
+| `{ns}:ready` | STREAM + group `workers` | an entry per wakeup; the pending list: who holds what |
+| `{ns}:sleeping` | ZSET | a member per sleeping workflow, scored by when it is due (ms) |
+
+Why a stream: `XREADGROUP BLOCK` parks an idle worker inside Redis, so waiting costs nothing
+and a wakeup is picked up the moment it is appended. What it costs: acknowledged entries stay
+in the stream until `trim` removes them, and `cancel` must scan the stream to find a workflow's
+entries.
+
+A receipt is `<entry id>/<delivery count>`. The count rises each time the entry is claimed by
+another worker (`reclaim`), so a worker that stalled past its lease holds a dead receipt: its
+late `done`, `wake_at` or `extend` is refused rather than acting on its successor's delivery.
+Every check of a receipt and the write it guards run as one Lua script.
+
+Blocking reads and redis-py: the client gives every reply `socket_timeout` seconds (5 by
+default) and drops the connection when one is late, so `next_ready` blocks in slices that end a
+margin before that timeout and loops until `within` is spent; a client built with
+`socket_timeout=None` gets a single block.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from redis.exceptions import ResponseError
+
+from durability.interfaces import Delivery, check_workflow, positive, to_ms
+from durability.redis.lua import script
+from durability.redis.namespace import block_slice, check_namespace, from_ms, key, ms, text
+
+__all__ = ["GROUP", "RedisStreamScheduler"]
+
+#: The consumer group every worker of a queue reads through.
+GROUP = "workers"
+#: The stream field that names the workflow an entry wakes.
+FIELD = "workflow"
+#: Most sleepers one `wake_due` moves; a fuller set is drained by the next call at once.
+_WAKE_BATCH = 1000
+#: `XTRIM ... ACKED` arrived in this server version.
+_ACKED_SINCE = (8, 2)
+
+
+def _default_consumer() -> str:
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+def _receipt(entry: str, count: object) -> str:
+    return f"{entry}/{text(count)}"
+
+
+def _parse(receipt: str) -> tuple[str, str]:
+    entry, sep, count = receipt.rpartition("/")
+    if not sep or not entry or not count.isdigit():
+        raise ValueError(f"not a stream receipt: {receipt!r}")
+    return entry, count
+
+
+def _version(info: Any) -> tuple[int, ...]:
+    """The lowest `redis_version` in an INFO reply (one node's dict, or a dict per node)."""
+    if isinstance(info, dict) and "redis_version" in info:
+        return tuple(int(part) for part in text(info["redis_version"]).split(".")[:2])
+    if isinstance(info, dict) and info:
+        return min(_version(node) for node in info.values())
+    raise ValueError(f"INFO server reply carries no redis_version: {info!r}")
+
+
+class RedisStreamScheduler:
+    """A `Scheduler` over a Redis stream, its consumer group and a ZSET of sleepers.
+
+    `consumer` names this scheduler inside the group (one per worker process; a fresh unique
+    name by default). `lease` is how long a delivery may go without a sign of life before
+    `reclaim(lease)` in another worker takes it over.
+    """
+
+    def __init__(
+        self,
+        *,
+        redis: Any,
+        namespace: str = "durability",
+        lease: timedelta = timedelta(seconds=30),
+        consumer: str | None = None,
+    ) -> None:
+        self.lease = positive("lease", lease)
+        self.namespace = check_namespace(namespace)
+        self.consumer = consumer if consumer is not None else _default_consumer()
+        if not self.consumer:
+            raise ValueError("consumer name must not be empty")
+        self.ready = key(namespace, "ready")
+        self.sleeping = key(namespace, "sleeping")
+        self._redis = redis
+        self._slice = block_slice(redis)
+        self._done = script(redis, "stream_done")
+        self._wake_at = script(redis, "stream_wake_at")
+        self._wake_due = script(redis, "stream_wake_due")
+        self._reclaim = script(redis, "stream_reclaim")
+        self._extend = script(redis, "stream_extend")
+        self._cancel = script(redis, "stream_cancel")
+        self._trim = script(redis, "stream_trim")
+        self._cursor = "0-0"
+        self._acked: bool | None = None
+
+    async def prepare(self) -> None:
+        """Create the stream and its group. The group starts at the stream's beginning, so
+        wakeups appended before any worker prepared are still delivered."""
+        try:
+            await self._redis.xgroup_create(self.ready, GROUP, id="0", mkstream=True)
+        except ResponseError as error:
+            if "BUSYGROUP" not in str(error):
+                raise
+
+    async def make_ready(self, workflow: str) -> None:
+        # Always a new entry: a wakeup that lands mid-pass is its own entry, so it cannot be
+        # swallowed by the pass that is running.
+        await self._redis.xadd(self.ready, {FIELD: check_workflow(workflow)})
+
+    async def next_ready(self, within: timedelta) -> Delivery | None:
+        positive("within", within)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within.total_seconds()
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            block = timedelta(seconds=remaining)
+            if self._slice is not None:
+                block = min(block, self._slice)
+            reply = await self._redis.xreadgroup(
+                GROUP, self.consumer, {self.ready: ">"}, count=1, block=to_ms(block)
+            )
+            delivery = self._first(reply)
+            if delivery is not None:
+                return delivery
+
+    def _first(self, reply: Any) -> Delivery | None:
+        """The one entry of an XREADGROUP reply (RESP2 list or RESP3 map), if any."""
+        if not reply:
+            return None
+        # RESP2: [[stream, entries]]; RESP3: {stream: [entries]}.
+        streams: Sequence[Any] = (
+            [entries for wrapped in reply.values() for entries in wrapped]
+            if isinstance(reply, dict)
+            else [item[1] for item in reply]
+        )
+        for entries in streams:
+            for entry_id, fields in entries:
+                workflow = self._field(fields)
+                if workflow is not None:
+                    # An entry read with ">" is on its first delivery.
+                    return Delivery(workflow, _receipt(text(entry_id), 1))
+        return None
+
+    @staticmethod
+    def _field(fields: Any) -> str | None:
+        if not fields:
+            return None
+        for name, value in fields.items():
+            if text(name) == FIELD:
+                return text(value)
+        return None
+
+    async def done(self, delivery: Delivery) -> None:
+        entry, count = _parse(delivery.receipt)
+        await self._done(keys=[self.ready], args=[GROUP, entry, count])
+
+    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
+        entry, count = _parse(delivery.receipt)
+        workflow = check_workflow(delivery.workflow)
+        woken = await self._wake_at(
+            keys=[self.ready, self.sleeping], args=[GROUP, entry, count, workflow, ms(when)]
+        )
+        return bool(woken)
+
+    async def wake_due(self, now: datetime | None = None) -> datetime | None:
+        """Append a wakeup for every sleeper due by `now` (the server's clock if None) and
+        return the earliest deadline still sleeping. A returned moment at or before `now` means
+        more sleepers were due than one call moves: call again."""
+        moment = "" if now is None else str(ms(now))
+        earliest = await self._wake_due(
+            keys=[self.ready, self.sleeping], args=[moment, _WAKE_BATCH]
+        )
+        return None if earliest is None else from_ms(earliest)
+
+    async def reclaim(self, idle: timedelta) -> Delivery | None:
+        """Take one delivery that went `idle` without a sign of life (`extend` is one).
+
+        XAUTOCLAIM scans the pending list like SCAN, a few entries per call; the cursor is kept
+        between calls, and one call here goes round the list at most once.
+        """
+        positive("idle", idle)
+        started = self._cursor
+        wrapped = False
+        while True:
+            reply = await self._reclaim(
+                keys=[self.ready], args=[GROUP, self.consumer, to_ms(idle), self._cursor]
+            )
+            self._cursor = text(reply[0])
+            if len(reply) == 4:
+                return Delivery(text(reply[2]), _receipt(text(reply[1]), reply[3]))
+            if self._cursor == "0-0":
+                if started == "0-0" or wrapped:
+                    return None
+                wrapped = True  # the entries before where we started are still unread
+
+    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
+        """Keep the delivery from `reclaim(lease)` for `within` more, up to one lease (Redis
+        will not date a delivery in the future). The receipt does not change."""
+        positive("within", within)
+        entry, count = _parse(delivery.receipt)
+        idle = max(0, to_ms(self.lease) - to_ms(within))
+        kept = await self._extend(
+            keys=[self.ready], args=[GROUP, entry, count, self.consumer, idle]
+        )
+        return delivery if kept else None
+
+    async def cancel(self, workflow: str) -> int:
+        """Remove the workflow's queued and held entries and its sleeper; return how many.
+
+        Costs a scan of the stream (entries are found by content, not id): run `trimming`.
+        """
+        gone = await self._cancel(
+            keys=[self.ready, self.sleeping], args=[GROUP, check_workflow(workflow)]
+        )
+        return int(gone)
+
+    async def trim(self) -> int:
+        """Remove entries every consumer group has acknowledged; return how many went.
+
+        On Redis 8.2+ (read once from `INFO server`) the server decides (`XTRIM ... ACKED`).
+        Older servers get `XTRIM MINID` at the oldest entry any group still holds pending or
+        has not been handed yet, so an entry a group still owes is never trimmed; one stuck
+        pending entry holds back everything behind it until `reclaim` moves it on.
+        """
+        if self._acked is None:
+            self._acked = _version(await self._redis.info("server")) >= _ACKED_SINCE
+        mode = "acked" if self._acked else "minid"
+        return int(await self._trim(keys=[self.ready], args=[mode]))

@@ -1,0 +1,55 @@
+-- Remove every wakeup of one workflow: its stream entries and its sleeper.
+-- KEYS[1] = {ns}:ready   KEYS[2] = {ns}:sleeping   ARGV[1] = group   ARGV[2] = workflow
+-- Returns how many wakeups went: entries not yet acknowledged (queued or held) plus the sleeper.
+--
+-- A stream is addressed by entry id, not by content, so this reads the whole stream; trimming
+-- is what keeps that short. One script, so no entry is appended behind the scan unseen.
+local function parse(id)
+  local ms, seq = string.match(id, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local function after(a, b)
+  local ams, aseq = parse(a)
+  local bms, bseq = parse(b)
+  return ams > bms or (ams == bms and aseq > bseq)
+end
+
+local gone = 0
+if redis.call('EXISTS', KEYS[1]) == 1 then
+  local delivered = nil
+  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+    local name, last
+    for i = 1, #group, 2 do
+      if group[i] == 'name' then name = group[i + 1] end
+      if group[i] == 'last-delivered-id' then last = group[i + 1] end
+    end
+    if name == ARGV[1] then delivered = last end
+  end
+
+  local found = {}
+  local start = '-'
+  while true do
+    local batch = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 512)
+    for _, entry in ipairs(batch) do
+      local fields = entry[2]
+      for i = 1, #fields, 2 do
+        if fields[i] == 'workflow' and fields[i + 1] == ARGV[2] then
+          found[#found + 1] = entry[1]
+        end
+      end
+    end
+    if #batch < 512 then break end
+    start = '(' .. batch[#batch][1]
+  end
+
+  for _, id in ipairs(found) do
+    if delivered == nil or after(id, delivered) then
+      gone = gone + 1  -- never handed to a worker
+    elseif #redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1) > 0 then
+      gone = gone + 1  -- held by a worker: acknowledged here so its wake_at declines
+      redis.call('XACK', KEYS[1], ARGV[1], id)
+    end
+    redis.call('XDEL', KEYS[1], id)
+  end
+end
+return gone + redis.call('ZREM', KEYS[2], ARGV[2])
