@@ -1,0 +1,260 @@
+"""`SqliteCheckpointer`: a workflow's records and claim as rows of one SQLite file.
+
+| table                  | one row per           | holds                                         |
+|------------------------|-----------------------|-----------------------------------------------|
+| `durability_workflows` | workflow              | `token`, `until_us`, `deadline_us`, `appended` |
+| `durability_records`   | (workflow, key)       | the codec's text, the write time, `seq` order  |
+
+Every write is one `BEGIN IMMEDIATE` transaction on the database's writer thread, so a check
+and the write it guards (is the claim live? is the key free?) cannot be split by another
+process. A fenced pass's transaction raises `Fenced` and rolls back: it writes nothing, and
+does not even renew. Values are encoded before the transaction; the statements are in
+`checkpointer.sql`.
+
+The `*_step` functions are the transactions' bodies. `SqliteDurable` runs several of them, with
+the scheduler's, in one transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import timedelta
+
+from durability.codec import Codec, JsonCodec
+from durability.interfaces import (
+    Effect,
+    Entry,
+    Fenced,
+    Pass,
+    Recorded,
+    Written,
+    check_key,
+    check_workflow,
+    inbox_key,
+    positive,
+)
+from durability.sqlite.database import SqliteDatabase, from_us, now_us, queries
+from durability.sqlite.effect import SqliteEffect
+
+__all__ = [
+    "SqliteCheckpointer",
+    "append_step",
+    "discard_step",
+    "supply_step",
+]
+
+_SQL = queries("checkpointer")
+_MICRO = timedelta(microseconds=1)
+
+
+def _us(value: timedelta) -> int:
+    return value // _MICRO
+
+
+def _fenced(connection: sqlite3.Connection, holder: Pass) -> Fenced:
+    """Why `holder` may not write (read after its guarded statement matched no row)."""
+    row = connection.execute(_SQL["holder"], {"workflow": holder.workflow}).fetchone()
+    if row is None or row[0] != holder.token:
+        return Fenced(holder.workflow, holder.token, "a newer claim exists")
+    return Fenced(holder.workflow, holder.token, "the claim lapsed")
+
+
+def _renew(connection: sqlite3.Connection, holder: Pass, now: int, alive: timedelta) -> int:
+    """Renew a live claim (a sign of life); its deadline. Raises `Fenced` if not live."""
+    row = connection.execute(
+        _SQL["renew"],
+        {"workflow": holder.workflow, "token": holder.token, "now": now, "alive": _us(alive)},
+    ).fetchone()
+    if row is None:
+        raise _fenced(connection, holder)
+    deadline: int = row[0]
+    return deadline
+
+
+def _write(
+    connection: sqlite3.Connection, workflow: str, key: str, encoded: str, now: int
+) -> tuple[str, bool]:
+    """First writer wins: the text `key` holds now, and whether it is `encoded`'s write."""
+    params = {"workflow": workflow, "key": key, "value": encoded, "now": now}
+    if connection.execute(_SQL["insert"], params).fetchone() is not None:
+        return encoded, True
+    (held,) = connection.execute(_SQL["recorded"], params).fetchone()
+    return str(held), False
+
+
+def supply_step(
+    connection: sqlite3.Connection, workflow: str, key: str, encoded: str
+) -> tuple[str, bool]:
+    """`supply` inside an open write transaction."""
+    return _write(connection, workflow, key, encoded, now_us())
+
+
+def append_step(connection: sqlite3.Connection, workflow: str, encoded: str) -> str:
+    """`append` inside an open write transaction; the minted key."""
+    (sequence,) = connection.execute(_SQL["mint"], {"workflow": workflow}).fetchone()
+    key = inbox_key(sequence)
+    _, first = _write(connection, workflow, key, encoded, now_us())
+    if not first:  # only a hand-written row could already hold a minted key
+        raise sqlite3.IntegrityError(f"inbox key {key!r} of {workflow!r} is already recorded")
+    return key
+
+
+def discard_step(connection: sqlite3.Connection, workflow: str) -> int:
+    """`discard` inside an open write transaction; how many records went."""
+    gone = connection.execute(_SQL["forget"], {"workflow": workflow}).rowcount
+    now = now_us()
+    connection.execute(_SQL["fence"], {"workflow": workflow, "now_ms": now // 1000})
+    return gone
+
+
+class SqliteCheckpointer:
+    """A `Checkpointer` over a `SqliteDatabase` (call `migrate` on it first).
+
+    Times are the host clock read inside each transaction, after its lock is taken; the
+    token is `max(now_ms, previous + 1)`. `history` times are UTC, to the microsecond.
+    """
+
+    def __init__(self, database: SqliteDatabase, codec: Codec | None = None) -> None:
+        self.database = database
+        self.codec: Codec = codec or JsonCodec()
+
+    async def claim(self, workflow: str, budget: timedelta, alive: timedelta) -> Pass | None:
+        check_workflow(workflow)
+        positive("budget", budget)
+        positive("alive", alive)
+
+        def work(connection: sqlite3.Connection) -> Pass | None:
+            now = now_us()
+            deadline = now + _us(budget)
+            row = connection.execute(
+                _SQL["claim"],
+                {
+                    "workflow": workflow,
+                    "now": now,
+                    "now_ms": now // 1000,
+                    "until": min(now + _us(alive), deadline),
+                    "deadline": deadline,
+                },
+            ).fetchone()
+            if row is None:
+                return None
+            return Pass(workflow, row[0], alive, from_us(deadline))
+
+        return await self.database.write(work)
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        check_workflow(workflow)
+        rows = await self.database.read(
+            lambda connection: connection.execute(_SQL["load"], {"workflow": workflow}).fetchall()
+        )
+        return {key: self.codec.decode(text) for key, text in rows}
+
+    async def history(self, workflow: str) -> list[Written]:
+        check_workflow(workflow)
+        rows = await self.database.read(
+            lambda connection: connection.execute(
+                _SQL["history"], {"workflow": workflow}
+            ).fetchall()
+        )
+        return [Written(key, self.codec.decode(text), from_us(at)) for key, text, at in rows]
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        check_key(key)
+        encoded = self.codec.encode(value)
+
+        def work(connection: sqlite3.Connection) -> tuple[str, bool]:
+            now = now_us()
+            _renew(connection, holder, now, holder.alive)
+            return _write(connection, holder.workflow, key, encoded, now)
+
+        text, first = await self.database.write(work)
+        return Recorded(self.codec.decode(text), first)
+
+    async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
+        check_key(key)
+        if not isinstance(effect, SqliteEffect):
+            raise TypeError(
+                f"the SQLite store performs SqliteEffect, not {type(effect).__name__}"
+            )
+        codec = self.codec
+
+        def work(connection: sqlite3.Connection) -> tuple[str, bool]:
+            now = now_us()
+            row = connection.execute(
+                _SQL["recorded"], {"workflow": holder.workflow, "key": key}
+            ).fetchone()
+            # Fenced first: a fenced pass learns nothing, not even a recorded value.
+            _renew(connection, holder, now, holder.alive)
+            if row is not None:
+                return str(row[0]), False
+            # Encoding here, inside the transaction: a result the codec refuses rolls the
+            # effect back with it.
+            encoded = codec.encode(effect.perform(connection))
+            return _write(connection, holder.workflow, key, encoded, now)
+
+        text, first = await self.database.write(work)
+        return Recorded(self.codec.decode(text), first)
+
+    async def supply(self, workflow: str, key: str, value: object) -> Recorded:
+        check_workflow(workflow)
+        check_key(key)
+        encoded = self.codec.encode(value)
+        text, first = await self.database.write(
+            lambda connection: supply_step(connection, workflow, key, encoded)
+        )
+        return Recorded(self.codec.decode(text), first)
+
+    async def append(self, workflow: str, value: object) -> Entry:
+        check_workflow(workflow)
+        encoded = self.codec.encode(value)
+        key = await self.database.write(
+            lambda connection: append_step(connection, workflow, encoded)
+        )
+        return Entry(key, self.codec.decode(encoded))
+
+    async def extend(self, holder: Pass, budget: timedelta, alive: timedelta) -> Pass:
+        positive("budget", budget)
+        positive("alive", alive)
+
+        def work(connection: sqlite3.Connection) -> int:
+            now = now_us()
+            row = connection.execute(
+                _SQL["extend"],
+                {
+                    "workflow": holder.workflow,
+                    "token": holder.token,
+                    "now": now,
+                    "budget": _us(budget),
+                    "alive": _us(alive),
+                },
+            ).fetchone()
+            if row is None:
+                raise _fenced(connection, holder)
+            deadline: int = row[0]
+            return deadline
+
+        deadline = await self.database.write(work)
+        return Pass(holder.workflow, holder.token, holder.alive, from_us(deadline))
+
+    async def renew(self, holder: Pass, alive: timedelta) -> None:
+        positive("alive", alive)
+        await self.database.write(
+            lambda connection: _renew(connection, holder, now_us(), alive)
+        )
+
+    async def discard(self, workflow: str) -> int:
+        check_workflow(workflow)
+        return await self.database.write(
+            lambda connection: discard_step(connection, workflow)
+        )
+
+    async def release(self, holder: Pass) -> None:
+        check_workflow(holder.workflow)
+        await self.database.write(
+            lambda connection: connection.execute(
+                _SQL["release"], {"workflow": holder.workflow, "token": holder.token}
+            ).rowcount
+        )
+
+    def __repr__(self) -> str:
+        return f"SqliteCheckpointer({self.database!r})"

@@ -1,0 +1,91 @@
+"""`SqliteDurable`: the moves that cross the checkpoint and the queue, each one transaction.
+
+`arrive` (supply, then make ready), `deliver` (append, then make ready) and `delete` (cancel,
+then discard) each commit both halves together on the shared database, so there is no window
+in which a value waits with no wakeup, or a wakeup outlives its records. The waiters of this
+process are woken after the commit, never before.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+from durability.interfaces import (
+    Checkpointer,
+    Entry,
+    Recorded,
+    Scheduler,
+    check_key,
+    check_workflow,
+)
+from durability.sqlite.checkpointer import (
+    SqliteCheckpointer,
+    append_step,
+    discard_step,
+    supply_step,
+)
+from durability.sqlite.scheduler import SqliteScheduler, cancel_step, ready_step
+
+__all__ = ["SqliteDurable"]
+
+
+class SqliteDurable:
+    """A `Durable` whose checkpointer and scheduler share one `SqliteDatabase`."""
+
+    __slots__ = ("_checkpointer", "_scheduler")
+
+    def __init__(self, checkpointer: SqliteCheckpointer, scheduler: SqliteScheduler) -> None:
+        if checkpointer.database is not scheduler.database:
+            # One transaction needs one connection: two database objects cannot share it.
+            raise ValueError("checkpointer and scheduler must share one SqliteDatabase")
+        self._checkpointer = checkpointer
+        self._scheduler = scheduler
+
+    @property
+    def checkpointer(self) -> Checkpointer:
+        return self._checkpointer
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self._scheduler
+
+    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+        check_workflow(workflow)
+        check_key(key)
+        codec = self._checkpointer.codec
+        encoded = codec.encode(value)
+        queue = self._scheduler.queue
+
+        def work(connection: sqlite3.Connection) -> tuple[str, bool]:
+            recorded = supply_step(connection, workflow, key, encoded)
+            ready_step(connection, queue, workflow)
+            return recorded
+
+        text, first = await self._checkpointer.database.write(work)
+        self._checkpointer.database.notify(queue)
+        return Recorded(codec.decode(text), first)
+
+    async def deliver(self, workflow: str, value: object) -> Entry:
+        check_workflow(workflow)
+        codec = self._checkpointer.codec
+        encoded = codec.encode(value)
+        queue = self._scheduler.queue
+
+        def work(connection: sqlite3.Connection) -> str:
+            key = append_step(connection, workflow, encoded)
+            ready_step(connection, queue, workflow)
+            return key
+
+        key = await self._checkpointer.database.write(work)
+        self._checkpointer.database.notify(queue)
+        return Entry(key, codec.decode(encoded))
+
+    async def delete(self, workflow: str) -> int:
+        check_workflow(workflow)
+        queue = self._scheduler.queue
+
+        def work(connection: sqlite3.Connection) -> int:
+            cancel_step(connection, queue, workflow)
+            return discard_step(connection, workflow)
+
+        return await self._checkpointer.database.write(work)

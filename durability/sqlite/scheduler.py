@@ -1,0 +1,216 @@
+"""`SqliteScheduler`: a queue of wakeups as one row per workflow, scored by visibility.
+
+    make_ready   ─▶ visible = min(visible, now), new receipt
+    next_ready   ─▶ earliest visible row: visible = now + lease, new receipt (the delivery's)
+    wake_at(D)   ─▶ visible = D if the receipt is still ours, new receipt
+    done         ─▶ delete, but only if the receipt is still the delivery's
+
+Ready, asleep and held are all one score, so there is no timer and no pending list: `wake_due`
+only reports the earliest future score, `reclaim` has nothing to do (a dead worker's row
+becomes visible when its lease lapses, and `next_ready` takes it like any other), and a
+workflow is queued once however many wakeups arrive. The receipt is what keeps a wakeup that
+lands mid-pass: it replaces the receipt, so the pass's `done` no longer matches and leaves the
+row. Receipts are random 63-bit integers, so one minted after a row was deleted and inserted
+again does not repeat the old one.
+
+`next_ready` polls the file every `poll` (other processes cannot signal this one), but a
+`make_ready` or due `wake_at` in this process wakes it at once through the database's signal.
+An idle poll only reads; the write lock is taken only when a row is there to take.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import secrets
+import sqlite3
+from datetime import datetime, timedelta
+
+from durability.interfaces import Delivery, check_workflow, positive
+from durability.sqlite.database import (
+    SqliteDatabase,
+    from_us,
+    now_us,
+    queries,
+    to_us,
+    transaction,
+)
+
+__all__ = ["SqliteScheduler", "cancel_step", "ready_step"]
+
+_SQL = queries("scheduler")
+_MICRO = timedelta(microseconds=1)
+
+
+def _receipt() -> int:
+    return secrets.randbits(63)
+
+
+def ready_step(connection: sqlite3.Connection, queue: str, workflow: str) -> None:
+    """`make_ready` inside an open write transaction (the caller notifies after commit)."""
+    connection.execute(
+        _SQL["ready"],
+        {"queue": queue, "workflow": workflow, "now": now_us(), "receipt": _receipt()},
+    )
+
+
+def cancel_step(connection: sqlite3.Connection, queue: str, workflow: str) -> int:
+    """`cancel` inside an open write transaction; how many rows went (0 or 1)."""
+    gone: int = connection.execute(
+        _SQL["cancel"], {"queue": queue, "workflow": workflow}
+    ).rowcount
+    return gone
+
+
+def _held(delivery: Delivery) -> int:
+    try:
+        return int(delivery.receipt)
+    except ValueError:
+        raise ValueError(f"not a SQLite scheduler receipt: {delivery.receipt!r}") from None
+
+
+class SqliteScheduler:
+    """A `Scheduler` over a `SqliteDatabase` (call `migrate` on it first).
+
+    `queue` names an independent queue in the same table; `lease` is how long a taken row
+    stays invisible without `extend`; `poll` how often an idle `next_ready` looks again.
+    """
+
+    def __init__(
+        self,
+        database: SqliteDatabase,
+        *,
+        lease: timedelta = timedelta(seconds=30),
+        poll: timedelta = timedelta(milliseconds=50),
+        queue: str = "default",
+    ) -> None:
+        if not isinstance(queue, str) or not queue:
+            raise ValueError("queue must be a non-empty str")
+        self.database = database
+        self.lease = positive("lease", lease)
+        self.poll = positive("poll", poll)
+        self.queue = queue
+
+    async def prepare(self) -> None:
+        """Check the table is there (raises `NotMigrated` if not); nothing to create."""
+        await self.database.read(
+            lambda connection: connection.execute(
+                _SQL["earliest"], {"queue": self.queue, "now": 0}
+            ).fetchall()
+        )
+
+    async def make_ready(self, workflow: str) -> None:
+        check_workflow(workflow)
+        await self.database.write(lambda connection: ready_step(connection, self.queue, workflow))
+        self.database.notify(self.queue)
+
+    def _take(self, connection: sqlite3.Connection) -> Delivery | None:
+        """On the writer's thread: look without locking, lock only to take."""
+        now = now_us()
+        found = connection.execute(_SQL["probe"], {"queue": self.queue, "now": now}).fetchall()
+        if not found:
+            return None
+        receipt = _receipt()
+
+        def take(connection: sqlite3.Connection) -> Delivery | None:
+            # A fresh clock: the lock may have taken a while.
+            moment = now_us()
+            row = connection.execute(
+                _SQL["take"],
+                {
+                    "queue": self.queue,
+                    "now": moment,
+                    "lease": self.lease // _MICRO,
+                    "receipt": receipt,
+                },
+            ).fetchone()
+            return None if row is None else Delivery(row[0], str(receipt))
+
+        return transaction(connection, take)
+
+    async def next_ready(self, within: timedelta) -> Delivery | None:
+        positive("within", within)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + within.total_seconds()
+        poll = self.poll.total_seconds()
+        while True:
+            # Taken before looking, so a make_ready committed after the look still wakes us.
+            signal = self.database.signal(self.queue)
+            delivery = await self.database.writer(self._take)
+            if delivery is not None:
+                return delivery
+            remaining = give_up - loop.time()
+            if remaining <= 0:
+                return None
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(signal.wait(), min(poll, remaining))
+
+    async def done(self, delivery: Delivery) -> None:
+        held = _held(delivery)
+        await self.database.write(
+            lambda connection: connection.execute(
+                _SQL["done"],
+                {"queue": self.queue, "workflow": delivery.workflow, "held": held},
+            ).rowcount
+        )
+
+    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
+        held = _held(delivery)
+        at = to_us(when)
+        changed = await self.database.write(
+            lambda connection: connection.execute(
+                _SQL["wake_at"],
+                {
+                    "queue": self.queue,
+                    "workflow": delivery.workflow,
+                    "held": held,
+                    "when": at,
+                    "receipt": _receipt(),
+                },
+            ).rowcount
+        )
+        if changed and at <= now_us():
+            self.database.notify(self.queue)
+        return bool(changed)
+
+    async def wake_due(self, now: datetime | None = None) -> datetime | None:
+        """Nothing to move (due and ready are the same score): the earliest future score."""
+        moment = now_us() if now is None else to_us(now)
+        rows = await self.database.read(
+            lambda connection: connection.execute(
+                _SQL["earliest"], {"queue": self.queue, "now": moment}
+            ).fetchall()
+        )
+        earliest = rows[0][0] if rows else None
+        return None if earliest is None else from_us(earliest)
+
+    async def reclaim(self, idle: timedelta) -> Delivery | None:
+        """Always `None`: a lapsed lease makes the row visible to `next_ready` by itself."""
+        positive("idle", idle)
+        return None
+
+    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
+        positive("within", within)
+        held = _held(delivery)
+        changed = await self.database.write(
+            lambda connection: connection.execute(
+                _SQL["extend"],
+                {
+                    "queue": self.queue,
+                    "workflow": delivery.workflow,
+                    "held": held,
+                    "now": now_us(),
+                    "within": within // _MICRO,
+                },
+            ).rowcount
+        )
+        return delivery if changed else None
+
+    async def cancel(self, workflow: str) -> int:
+        check_workflow(workflow)
+        return await self.database.write(
+            lambda connection: cancel_step(connection, self.queue, workflow)
+        )
+
+    def __repr__(self) -> str:
+        return f"SqliteScheduler({self.database!r}, queue={self.queue!r})"

@@ -1,0 +1,53 @@
+-- The scheduler's statements, loaded by `queries("scheduler")`. Writes run inside a
+-- transaction the Python opened with BEGIN IMMEDIATE; :now is host microseconds.
+-- A row's receipt is replaced by every write that wants another pass, so a holder's `done`
+-- (compare-and-delete on the receipt it was handed) cannot delete a wakeup that came later.
+
+-- name: ready
+-- Visible now, or earlier if it already was. A held row becomes visible at once: the wakeup
+-- may carry input the running pass will not see.
+INSERT INTO durability_queue (queue, workflow, visible_us, receipt)
+VALUES (:queue, :workflow, :now, :receipt)
+ON CONFLICT (queue, workflow) DO UPDATE SET
+    visible_us = min(visible_us, :now),
+    receipt = :receipt
+
+-- name: probe
+-- Read before locking: an idle poll never takes the write lock.
+SELECT 1 FROM durability_queue WHERE queue = :queue AND visible_us <= :now LIMIT 1
+
+-- name: take
+-- The earliest visible row becomes invisible for a lease, under a fresh receipt.
+UPDATE durability_queue
+SET visible_us = :now + :lease, receipt = :receipt
+WHERE rowid = (
+    SELECT rowid FROM durability_queue
+    WHERE queue = :queue AND visible_us <= :now
+    ORDER BY visible_us, rowid
+    LIMIT 1
+)
+RETURNING workflow
+
+-- name: done
+DELETE FROM durability_queue
+WHERE queue = :queue AND workflow = :workflow AND receipt = :held
+
+-- name: wake_at
+-- Still ours: sleep until :when. Written over since (a wakeup landed, or a worker took it
+-- after our lease): keep the earlier visibility. Either way a new receipt, so the holder's
+-- `done` leaves the row. No row: cancelled, and nothing is scheduled.
+UPDATE durability_queue
+SET visible_us = CASE WHEN receipt = :held THEN :when ELSE min(visible_us, :when) END,
+    receipt = :receipt
+WHERE queue = :queue AND workflow = :workflow
+
+-- name: extend
+UPDATE durability_queue
+SET visible_us = max(visible_us, :now + :within)
+WHERE queue = :queue AND workflow = :workflow AND receipt = :held
+
+-- name: cancel
+DELETE FROM durability_queue WHERE queue = :queue AND workflow = :workflow
+
+-- name: earliest
+SELECT min(visible_us) FROM durability_queue WHERE queue = :queue AND visible_us > :now

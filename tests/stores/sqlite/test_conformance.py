@@ -1,0 +1,88 @@
+"""The conformance suite over the SQLite stores, each test on a file of its own."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+pytest.importorskip("aiosqlite", reason="aiosqlite is not installed")
+
+from durability.interfaces import Checkpointer, Durable, Effect, Scheduler
+from durability.sqlite import (
+    SqliteCheckpointer,
+    SqliteDatabase,
+    SqliteDurable,
+    SqliteEffect,
+    SqliteScheduler,
+)
+from durability.testing.conformance import (
+    CheckpointerContract,
+    DurableContract,
+    EffectKit,
+    MakeScheduler,
+    SchedulerContract,
+)
+
+
+class _Counters:
+    """A counter table in the same file; the effect adds to a row and returns the new count."""
+
+    def __init__(self, database: SqliteDatabase) -> None:
+        self.database = database
+
+    async def create(self) -> None:
+        await self.database.write(
+            lambda connection: connection.execute(
+                "CREATE TABLE IF NOT EXISTS counters (workflow TEXT PRIMARY KEY, n INTEGER)"
+            )
+        )
+
+    def effect(self, workflow: str, value: int) -> Effect:
+        return SqliteEffect(
+            "INSERT INTO counters (workflow, n) VALUES (?, ?)"
+            " ON CONFLICT (workflow) DO UPDATE SET n = n + excluded.n RETURNING n",
+            (workflow, value),
+        )
+
+    async def counter(self, workflow: str) -> int:
+        rows = await self.database.read(
+            lambda connection: connection.execute(
+                "SELECT n FROM counters WHERE workflow = ?", (workflow,)
+            ).fetchall()
+        )
+        return int(rows[0][0]) if rows else 0
+
+
+class TestSqliteCheckpointer(CheckpointerContract):
+    @pytest.fixture
+    def checkpointer(self, database: SqliteDatabase) -> Checkpointer:
+        return SqliteCheckpointer(database)
+
+    @pytest.fixture
+    async def effect_kit(self, database: SqliteDatabase) -> EffectKit:
+        kit = _Counters(database)
+        await kit.create()
+        return kit
+
+
+class TestSqliteScheduler(SchedulerContract):
+    @pytest.fixture
+    def make_scheduler(self, database: SqliteDatabase) -> MakeScheduler:
+        made = 0
+
+        async def make(lease: timedelta) -> Scheduler:
+            nonlocal made
+            made += 1
+            scheduler = SqliteScheduler(database, lease=lease, queue=f"queue-{made}")
+            await scheduler.prepare()
+            return scheduler
+
+        return make
+
+
+class TestSqliteDurable(DurableContract):
+    @pytest.fixture
+    def durable(self, database: SqliteDatabase) -> Durable:
+        return SqliteDurable(SqliteCheckpointer(database), SqliteScheduler(database))
+
