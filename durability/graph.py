@@ -229,7 +229,7 @@ async def _stop(tasks: Iterable[asyncio.Task[object]]) -> None:
 class CompiledGraph:
     """A checked, frozen graph that can be streamed any number of times."""
 
-    __slots__ = ("_dependents", "_nodes", "_position", "inputs", "keys", "limit", "order", "sinks")
+    __slots__ = ("_dependents", "_position", "inputs", "keys", "limit", "nodes", "order", "sinks")
 
     def __init__(self, inputs: tuple[str, ...], nodes: dict[str, Node], limit: int) -> None:
         self.inputs = inputs
@@ -242,15 +242,13 @@ class CompiledGraph:
             key for key in nodes if not any(key in node.after for node in nodes.values())
         )
         self.limit = limit
-        self._nodes: Mapping[str, Node] = MappingProxyType(nodes)
+        #: Every node by key, read-only.
+        self.nodes: Mapping[str, Node] = MappingProxyType(nodes)
         self._position = {key: index for index, key in enumerate(self.order)}
         self._dependents: dict[str, tuple[str, ...]] = {
             key: tuple(other.key for other in nodes.values() if key in other.after)
             for key in nodes
         }
-
-    def node(self, key: str) -> Node:
-        return self._nodes[key]
 
     async def stream(
         self,
@@ -270,8 +268,9 @@ class CompiledGraph:
         - A finished result goes through `settle` (if given), one result at a time in the
           order nodes finish; what `settle` returns is the node's result from then on. No
           dependent starts before its dependencies have settled.
-        - While the consumer holds a yield, running nodes keep running, but nothing settles
-          and nothing new starts until it asks for the next.
+        - The dependents a result unblocks are started before it is yielded. While the
+          consumer then holds that yield, running nodes keep running, but nothing else
+          settles and nothing else starts until it asks for the next.
         - If a node or `settle` raises, every running node is cancelled and the exception
           propagates as it was raised (a `BaseException` such as `Fenced` included, never
           wrapped in a group). The same cancellation happens when the stream is closed early;
@@ -287,7 +286,7 @@ class CompiledGraph:
         values: dict[str, object] = {name: inputs[name] for name in self.inputs}
         values.update((key, known[key]) for key in self.keys if key in known)
         unmet = {
-            key: sum(dep not in values for dep in self._nodes[key].after)
+            key: sum(dep not in values for dep in self.nodes[key].after)
             for key in self.order
             if key not in values
         }
@@ -298,7 +297,7 @@ class CompiledGraph:
         def launch() -> None:
             while ready and len(running) < self.limit:
                 _, key = heapq.heappop(ready)
-                node = self._nodes[key]
+                node = self.nodes[key]
                 args = tuple(values[dep] for dep in node.after)
                 task = asyncio.create_task(_call(node.fn, args), name=f"graph node {key}")
                 running[task] = key
