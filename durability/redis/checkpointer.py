@@ -195,7 +195,8 @@ class RedisCheckpointer:
             route["target_nodes"] = self._redis.get_node_from_key(keys[0])
         for attempt in range(2):
             pipe = self._redis.pipeline(transaction=False)
-            pipe.evalsha(script.sha, len(keys), *keys, *args)
+            # EVALSHA by name: cluster pipelines block the evalsha() helper, not the command.
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
             for wait in waits:
                 pipe.execute_command(*wait, **route)
             results = await pipe.execute(raise_on_error=False)

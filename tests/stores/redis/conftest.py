@@ -146,6 +146,12 @@ async def namespace(redis: Redis) -> AsyncIterator[str]:
         await redis.delete(*leftovers)
 
 
+@pytest.fixture
+def fresh_id() -> str:
+    """A workflow id no other test uses (for servers where `namespace` does not apply)."""
+    return f"t-{uuid.uuid4().hex[:12]}"
+
+
 # --- servers of our own ---------------------------------------------------------------------
 
 

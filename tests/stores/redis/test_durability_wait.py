@@ -1,0 +1,153 @@
+"""Acknowledged writes: with `durable=Acknowledged(...)` a write returns only once replicas
+have it, and too few acknowledgements are an error, never a quiet success.
+
+Runs against a primary and a replica started here (never the shared server on 6379)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+
+import pytest
+from redis.asyncio import Redis
+from redis.asyncio.cluster import RedisCluster
+
+from durability.interfaces import claimed
+from durability.redis import (
+    Acknowledged,
+    LuaEffect,
+    NotAcknowledged,
+    RedisCheckpointer,
+    workflow_keys,
+)
+
+SHORT = timedelta(milliseconds=200)
+
+
+async def _wait_linked(primary: Redis, replica: Redis) -> None:
+    for _ in range(200):
+        linked = (await replica.info("replication")).get("master_link_status") == "up"
+        counted = (await primary.info("replication")).get("connected_slaves", 0) >= 1
+        if linked and counted:
+            return
+        await asyncio.sleep(0.05)
+    pytest.fail("the replica never finished its first sync")
+
+
+@pytest.fixture
+async def pair(
+    spawn_redis: Callable[..., int], private_client: Callable[[int], Redis]
+) -> AsyncIterator[tuple[Redis, Redis]]:
+    """A fresh primary and one replica of it, both private to this test."""
+    # No diskless-sync delay: the default holds the first sync back five seconds.
+    primary_port = spawn_redis("--repl-diskless-sync-delay", "0")
+    replica_port = spawn_redis("--replicaof", "127.0.0.1", str(primary_port))
+    primary, replica = private_client(primary_port), private_client(replica_port)
+    try:
+        await _wait_linked(primary, replica)
+        yield primary, replica
+    finally:
+        await primary.aclose()
+        await replica.aclose()
+
+
+async def test_acknowledged_writes_are_on_the_replica_when_they_return(
+    pair: tuple[Redis, Redis],
+) -> None:
+    primary, replica = pair
+    store = RedisCheckpointer(
+        redis=primary, durable=Acknowledged(replicas=1, timeout=timedelta(seconds=5))
+    )
+    holder = await claimed(store, "wf")
+    await store.record(holder, "a", 1)
+    await store.supply("wf", "b", 2)
+    await store.append("wf", 3)
+    await store.transact(holder, "c", LuaEffect("return redis.call('INCR', KEYS[1])", ["n:{wf}"]))
+    # No waiting here: WAIT already made sure the replica holds every write above.
+    records, claim, _ = workflow_keys("wf")
+    assert set(await replica.hkeys(records)) == {"a", "b", "c", "inbox:00000000000000000001"}
+    assert int((await replica.hgetall(claim))["token"]) == holder.token
+    assert await replica.get("n:{wf}") == "1"
+    assert await RedisCheckpointer(redis=replica).load("wf") == await store.load("wf")
+
+
+async def test_too_few_replicas_is_an_error(pair: tuple[Redis, Redis]) -> None:
+    primary, _ = pair
+    store = RedisCheckpointer(redis=primary, durable=Acknowledged(replicas=2, timeout=SHORT))
+    with pytest.raises(NotAcknowledged, match="1 of 2"):
+        await store.supply("wf", "a", 1)
+    holder = await RedisCheckpointer(redis=primary).claim("other", timedelta(minutes=1), SHORT)
+    assert holder is not None
+    with pytest.raises(NotAcknowledged):
+        await store.record(holder, "k", 1)
+
+
+async def test_a_primary_without_replicas_never_acknowledges(
+    spawn_redis: Callable[..., int], private_client: Callable[[int], Redis]
+) -> None:
+    alone = private_client(spawn_redis())
+    try:
+        store = RedisCheckpointer(redis=alone, durable=Acknowledged(replicas=1, timeout=SHORT))
+        with pytest.raises(NotAcknowledged, match="0 of 1"):
+            await store.claim("wf", timedelta(minutes=1), timedelta(seconds=5))
+        with pytest.raises(NotAcknowledged):
+            await store.discard("wf")
+    finally:
+        await alone.aclose()
+
+
+async def test_aof_on_an_old_server_warns_and_still_waits_for_replicas(
+    pair: tuple[Redis, Redis], caplog: pytest.LogCaptureFixture
+) -> None:
+    primary, _ = pair
+    version = (await primary.info("server"))["redis_version"]
+    if tuple(int(p) for p in str(version).split(".")[:2]) >= (7, 2):
+        pytest.skip(f"Redis {version} has WAITAOF; this test is about servers without it")
+    store = RedisCheckpointer(
+        redis=primary, durable=Acknowledged(replicas=1, timeout=timedelta(seconds=5), aof=True)
+    )
+    with caplog.at_level(logging.WARNING, logger="durability.redis.checkpointer"):
+        assert (await store.supply("wf", "a", 1)).first
+    assert "WAITAOF" in caplog.text
+    strict = RedisCheckpointer(redis=primary, durable=Acknowledged(replicas=2, aof=True,
+                                                                   timeout=SHORT))
+    with pytest.raises(NotAcknowledged):
+        await strict.supply("wf", "b", 2)
+
+
+async def test_acknowledged_writes_survive_a_script_flush(pair: tuple[Redis, Redis]) -> None:
+    primary, replica = pair
+    store = RedisCheckpointer(
+        redis=primary, durable=Acknowledged(replicas=1, timeout=timedelta(seconds=5))
+    )
+    await store.supply("wf", "a", 1)
+    await primary.script_flush()
+    assert (await store.supply("wf", "b", 2)).first
+    assert await replica.hget(workflow_keys("wf")[0], "b") == "2"
+
+
+def test_acknowledged_refuses_nonsense() -> None:
+    with pytest.raises(ValueError):
+        Acknowledged(replicas=-1)
+    with pytest.raises(ValueError):
+        Acknowledged(timeout=timedelta(0))
+    with pytest.raises(TypeError):
+        Acknowledged(replicas=True)
+
+
+async def test_on_a_cluster_without_replicas_acknowledgement_fails_loudly(
+    redis_cluster: RedisCluster, fresh_id: str
+) -> None:
+    # The WAIT is routed to the node owning the workflow's slot (the script's connection);
+    # this cluster has no replicas, so one acknowledgement can never come.
+    store = RedisCheckpointer(
+        redis=redis_cluster, durable=Acknowledged(replicas=1, timeout=SHORT)
+    )
+    with pytest.raises(NotAcknowledged, match="0 of 1"):
+        await store.supply(fresh_id, "a", 1)
+    relaxed = RedisCheckpointer(redis=redis_cluster, durable=Acknowledged(replicas=0))
+    assert (await relaxed.supply(fresh_id, "b", 2)).first
+    assert await relaxed.load(fresh_id) == {"a": 1, "b": 2}
+    await redis_cluster.delete(*workflow_keys(fresh_id))
