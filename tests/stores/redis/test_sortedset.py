@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from redis.asyncio import Redis
 
-from durability.interfaces import Delivery
+from durability.interfaces import Delivery, Scheduler
 from durability.redis.sortedset import RedisSetScheduler
+from durability.testing.conformance import MakeScheduler, SchedulerContract
 
 WAIT = timedelta(milliseconds=200)
 SHORT = timedelta(milliseconds=20)
@@ -182,3 +183,22 @@ async def test_bad_inputs_are_refused(redis: Redis, namespace: str) -> None:
     with pytest.raises(ValueError):
         await scheduler.extend(Delivery("w", "1.5"), timedelta(0))
     assert await redis.zcard(scheduler.schedule) == 0
+
+
+class TestRedisSetContract(SchedulerContract):
+    """The core's scheduler contract, unchanged, on the shared server."""
+
+    @pytest.fixture
+    def make_scheduler(self, redis: Redis, namespace: str) -> MakeScheduler:
+        made = 0
+
+        async def make(lease: timedelta) -> Scheduler:
+            nonlocal made
+            made += 1  # a namespace of its own per scheduler; the fixture deletes its keys
+            scheduler = RedisSetScheduler(
+                redis=redis, namespace=f"{namespace}-{made}", lease=lease, poll=POLL
+            )
+            await scheduler.prepare()
+            return scheduler
+
+        return make

@@ -8,8 +8,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from redis.asyncio import Redis
 
-from durability.interfaces import Delivery
+from durability.interfaces import Delivery, Scheduler
 from durability.redis.stream import GROUP, RedisStreamScheduler
+from durability.testing.conformance import MakeScheduler, SchedulerContract
 
 WAIT = timedelta(milliseconds=200)
 SHORT = timedelta(milliseconds=20)
@@ -234,3 +235,22 @@ async def test_bad_workflow_ids_and_timings_are_refused(redis: Redis, namespace:
     with pytest.raises(ValueError):
         await scheduler.done(Delivery("w", "not-a-receipt"))
     assert await redis.xlen(scheduler.ready) == 0
+
+
+class TestRedisStreamContract(SchedulerContract):
+    """The core's scheduler contract, unchanged, on the shared server."""
+
+    @pytest.fixture
+    def make_scheduler(self, redis: Redis, namespace: str) -> MakeScheduler:
+        made = 0
+
+        async def make(lease: timedelta) -> Scheduler:
+            nonlocal made
+            made += 1  # a namespace of its own per scheduler; the fixture deletes its keys
+            scheduler = RedisStreamScheduler(
+                redis=redis, namespace=f"{namespace}-{made}", lease=lease
+            )
+            await scheduler.prepare()
+            return scheduler
+
+        return make
