@@ -32,6 +32,7 @@ the order of timestamps follows the order of commits across processes on one mac
 from __future__ import annotations
 
 import asyncio
+import random
 import re
 import sqlite3
 import time
@@ -48,6 +49,7 @@ from durability.interfaces import NotMigrated, positive
 
 __all__ = [
     "SqliteDatabase",
+    "busy",
     "Synchronous",
     "from_us",
     "now_us",
@@ -221,6 +223,27 @@ class SqliteDatabase:
         return f"SqliteDatabase({str(self.path)!r})"
 
 
+def busy(error: sqlite3.OperationalError) -> bool:
+    """Whether `error` is another connection holding a lock (worth trying again)."""
+    text = str(error)
+    return "locked" in text or "busy" in text
+
+
+def _patiently(step: Callable[[], T], attempts: int = 12) -> T:
+    """Run `step`, trying again on a lock conflict the busy handler did not wait out (SQLite
+    skips it where waiting could deadlock), with a jittered backoff of about 3 s in all."""
+    delay = 0.005
+    for _ in range(attempts - 1):
+        try:
+            return step()
+        except sqlite3.OperationalError as error:
+            if not busy(error):
+                raise
+        time.sleep(delay * random.uniform(0.5, 1.5))  # on the connection's thread, not the loop
+        delay = min(delay * 2, 0.5)
+    return step()
+
+
 async def _connect(
     path: str, busy_timeout: timedelta, synchronous: Synchronous, *, query_only: bool
 ) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
@@ -232,9 +255,14 @@ async def _connect(
         raw = sqlite3.connect(
             path, timeout=busy_timeout.total_seconds(), isolation_level=None
         )
-        raw.execute(f"PRAGMA synchronous = {synchronous}")
-        if query_only:
-            raw.execute("PRAGMA query_only = 1")
+        try:
+            # These read the schema, which another process may be busy creating.
+            _patiently(lambda: raw.execute(f"PRAGMA synchronous = {synchronous}"))
+            if query_only:
+                _patiently(lambda: raw.execute("PRAGMA query_only = 1"))
+        except BaseException:
+            raw.close()
+            raise
         made.append(raw)
         return raw
 

@@ -21,7 +21,7 @@ from functools import cache
 from importlib.resources import files
 
 from durability.interfaces import positive
-from durability.sqlite.database import SqliteDatabase
+from durability.sqlite.database import SqliteDatabase, busy
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
@@ -32,11 +32,6 @@ SCHEMA_VERSION = 1
 @cache
 def _schema() -> str:
     return files(__package__ or "durability.sqlite").joinpath("schema.sql").read_text("utf-8")
-
-
-def _busy(error: sqlite3.OperationalError) -> bool:
-    text = str(error)
-    return "locked" in text or "busy" in text
 
 
 def _migrate(connection: sqlite3.Connection) -> None:
@@ -78,7 +73,7 @@ async def migrate(
             await database.writer(_migrate)
             return
         except sqlite3.OperationalError as error:
-            if not _busy(error) or loop.time() + delay > give_up:
+            if not busy(error) or loop.time() + delay > give_up:
                 raise
         # Jitter, so processes that collided once do not collide again in step.
         await asyncio.sleep(delay * random.uniform(0.5, 1.5))
