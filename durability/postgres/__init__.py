@@ -1,0 +1,25 @@
+"""The Postgres store: every guarantee an ordinary transaction, and idle workers woken by
+LISTEN/NOTIFY rather than a polling floor.
+
+    pool = AsyncConnectionPool(dsn, kwargs={"autocommit": True}, open=False)
+    await pool.open(wait=True)
+    await migrate(pool)
+    durable = PostgresDurable(PostgresCheckpointer(pool=pool), PostgresScheduler(pool=pool))
+
+Needs the `postgres` extra (psycopg 3 and psycopg-pool); importing `durability` alone never
+imports psycopg. Tables live in the `durability` schema (`schema.sql`).
+"""
+
+from durability.postgres.checkpointer import PostgresCheckpointer
+from durability.postgres.durable import PostgresDurable
+from durability.postgres.effect import SqlEffect
+from durability.postgres.migrate import migrate
+from durability.postgres.scheduler import PostgresScheduler
+
+__all__ = [
+    "PostgresCheckpointer",
+    "PostgresDurable",
+    "PostgresScheduler",
+    "SqlEffect",
+    "migrate",
+]

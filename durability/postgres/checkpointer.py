@@ -1,0 +1,188 @@
+"""`PostgresCheckpointer`: a workflow's records and its claim as two tables.
+
+Every operation except `transact` is one statement (`checkpointer.sql`), so on an autocommit
+pool it is one round trip and one implicit transaction; the fence check and the write it guards
+are never two steps a newer claim could come between. `transact` is one transaction of three
+statements (fence and reserve the key; the effect; fill the record).
+
+The database's `clock_timestamp()` is the only clock: tokens (`max(now_ms, previous + 1)`),
+liveness and each record's `at` are all read from it, so workers on hosts whose clocks disagree
+still agree on who holds a claim. Values are stored as the codec's text (see `schema.sql`).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from durability.codec import Codec, JsonCodec
+from durability.interfaces import (
+    INBOX,
+    INBOX_WIDTH,
+    Effect,
+    Entry,
+    Fenced,
+    Pass,
+    Recorded,
+    Written,
+    check_key,
+    check_workflow,
+    positive,
+)
+from durability.postgres.effect import SqlEffect
+from durability.postgres.statements import Pool, borrowed, every, one, run, statements
+
+_SQL = statements("checkpointer.sql")
+
+#: How many times a first-writer-wins write is retried when it lost a race it cannot see: a
+#: concurrent writer of the same key committed after this statement's snapshot was taken, so
+#: the statement neither wrote nor could read the winner. The next attempt always sees it.
+_RACES = 8
+
+
+def _utc(moment: datetime) -> datetime:
+    return moment.astimezone(UTC)
+
+
+class PostgresCheckpointer:
+    """A `Checkpointer` over `durability.records` and `durability.claims`.
+
+    `pool` should hand out autocommit connections (`kwargs={"autocommit": True}`) for one round
+    trip per operation; a non-autocommit pool works too, at the cost of a BEGIN and a COMMIT.
+    """
+
+    def __init__(self, *, pool: Pool, codec: Codec | None = None) -> None:
+        self._pool = pool
+        self._codec: Codec = codec or JsonCodec()
+
+    @property
+    def pool(self) -> Pool:
+        return self._pool
+
+    @property
+    def codec(self) -> Codec:
+        return self._codec
+
+    async def claim(self, workflow: str, budget: timedelta, alive: timedelta) -> Pass | None:
+        check_workflow(workflow)
+        positive("budget", budget)
+        positive("alive", alive)
+        row = await one(
+            self._pool, _SQL["claim"], {"workflow": workflow, "budget": budget, "alive": alive}
+        )
+        if row is None:
+            return None
+        token, deadline = row
+        return Pass(workflow, token, alive, _utc(deadline))
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        rows = await every(self._pool, _SQL["load"], {"workflow": check_workflow(workflow)})
+        return {key: self._codec.decode(value) for key, value in rows}
+
+    async def history(self, workflow: str) -> list[Written]:
+        rows = await every(self._pool, _SQL["history"], {"workflow": check_workflow(workflow)})
+        return [Written(key, self._codec.decode(value), _utc(at)) for key, value, at in rows]
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        check_key(key)
+        encoded = self._codec.encode(value)
+        params = {
+            "workflow": holder.workflow,
+            "token": holder.token,
+            "alive": holder.alive,
+            "key": key,
+            "value": encoded,
+        }
+        for _ in range(_RACES):
+            row = await one(self._pool, _SQL["record"], params)
+            assert row is not None  # a SELECT of three scalars always yields a row
+            live, written, held = row
+            if not live:
+                raise Fenced(holder.workflow, holder.token)
+            if written is not None:
+                return Recorded(self._codec.decode(written), True)
+            if held is not None:
+                return Recorded(self._codec.decode(held), False)
+        raise RuntimeError(f"record {holder.workflow!r}/{key!r}: lost {_RACES} races in a row")
+
+    async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
+        if not isinstance(effect, SqlEffect):
+            raise TypeError(f"the Postgres store performs SqlEffect, not {type(effect).__name__}")
+        check_key(key)
+        params = {"workflow": holder.workflow, "token": holder.token, "alive": holder.alive,
+                  "key": key}
+        for _ in range(_RACES):
+            async with borrowed(self._pool) as conn, conn.transaction():
+                cursor = await run(conn, _SQL["reserve"], params)
+                row = await cursor.fetchone()
+                assert row is not None
+                live, reserved, held = row
+                if not live:
+                    raise Fenced(holder.workflow, holder.token)
+                if reserved:
+                    result = await effect.perform(conn)
+                    # Encoded inside the transaction: a result the codec refuses rolls the
+                    # effect back with it, rather than leaving it done and unrecorded.
+                    encoded = self._codec.encode(result)
+                    await run(conn, _SQL["fill"], {**params, "value": encoded})
+                    return Recorded(self._codec.decode(encoded), True)
+                if held is not None:
+                    return Recorded(self._codec.decode(held), False)
+        raise RuntimeError(f"transact {holder.workflow!r}/{key!r}: lost {_RACES} races in a row")
+
+    async def supply(self, workflow: str, key: str, value: object) -> Recorded:
+        check_workflow(workflow)
+        check_key(key)
+        encoded = self._codec.encode(value)
+        params = {"workflow": workflow, "key": key, "value": encoded}
+        for _ in range(_RACES):
+            row = await one(self._pool, _SQL["supply"], params)
+            assert row is not None
+            written, held = row
+            if written is not None:
+                return Recorded(self._codec.decode(written), True)
+            if held is not None:
+                return Recorded(self._codec.decode(held), False)
+        raise RuntimeError(f"supply {workflow!r}/{key!r}: lost {_RACES} races in a row")
+
+    async def append(self, workflow: str, value: object) -> Entry:
+        check_workflow(workflow)
+        encoded = self._codec.encode(value)
+        row = await one(
+            self._pool,
+            _SQL["append"],
+            {"workflow": workflow, "value": encoded, "prefix": INBOX, "width": INBOX_WIDTH},
+        )
+        assert row is not None
+        return Entry(row[0], self._codec.decode(encoded))
+
+    async def extend(self, holder: Pass, budget: timedelta, alive: timedelta) -> Pass:
+        positive("budget", budget)
+        positive("alive", alive)
+        row = await one(
+            self._pool,
+            _SQL["extend"],
+            {"workflow": holder.workflow, "token": holder.token, "budget": budget, "alive": alive},
+        )
+        if row is None:
+            raise Fenced(holder.workflow, holder.token)
+        return Pass(holder.workflow, holder.token, holder.alive, _utc(row[0]))
+
+    async def renew(self, holder: Pass, alive: timedelta) -> None:
+        positive("alive", alive)
+        row = await one(
+            self._pool,
+            _SQL["renew"],
+            {"workflow": holder.workflow, "token": holder.token, "alive": alive},
+        )
+        if row is None:
+            raise Fenced(holder.workflow, holder.token)
+
+    async def discard(self, workflow: str) -> int:
+        row = await one(self._pool, _SQL["discard"], {"workflow": check_workflow(workflow)})
+        assert row is not None
+        return int(row[0])
+
+    async def release(self, holder: Pass) -> None:
+        await one(
+            self._pool, _SQL["release"], {"workflow": holder.workflow, "token": holder.token}
+        )

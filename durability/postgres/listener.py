@@ -1,0 +1,122 @@
+"""The one connection a `PostgresScheduler` keeps LISTENing, so an idle worker is woken by the
+commit that makes a workflow ready instead of finding it on its next poll.
+
+It is deliberately not a pooled connection: it sits in LISTEN for the scheduler's whole life,
+which would take a pool slot forever, and a pool may reset or recycle a connection under it.
+One background task owns it: it connects (lazily, on the first `next_ready`), LISTENs, and
+bumps `generation` on every notification for this scheduler's queue. A dropped connection is
+reconnected with a capped backoff; while it is down `listening` is False and the scheduler
+polls, and reconnecting bumps the generation too, so waiters re-read whatever they missed.
+
+`generation` is the whole interface: a waiter notes it (and the event paired with it) *before*
+reading the queue, then waits for it to move. A notification that lands between the read and
+the wait has already moved it, so no wakeup falls in that gap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from typing import Any
+
+import psycopg
+
+from durability.postgres.statements import Pool
+
+log = logging.getLogger(__name__)
+
+#: The channel every scheduler notifies and listens on; the payload names the queue. A fixed
+#: identifier, because LISTEN takes no bound parameter and nothing here is interpolated.
+CHANNEL = "durability_ready"
+
+_RETRY_FIRST = 0.05
+_RETRY_MOST = 2.0
+
+
+class Listener:
+    """A background LISTEN on `CHANNEL` that counts notifications for one queue."""
+
+    def __init__(self, pool: Pool, queue: str) -> None:
+        self._pool = pool
+        self._queue = queue
+        self.generation = 0
+        self.listening = False
+        self._changed = asyncio.Event()
+        self._attempted = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        """Start listening if not already; return once the first attempt to connect is over
+        (connected or not: a scheduler that cannot listen still polls)."""
+        task = self._task
+        if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
+            self.listening = False
+            self._changed = asyncio.Event()
+            self._attempted = asyncio.Event()
+            self._task = asyncio.create_task(self._run(), name=f"listen:{self._queue}")
+        await self._attempted.wait()
+
+    def mark(self) -> tuple[int, asyncio.Event]:
+        """The current generation and the event that fires when it next moves."""
+        return self.generation, self._changed
+
+    async def close(self) -> None:
+        task, self._task = self._task, None
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        self.listening = False
+
+    def _bump(self) -> None:
+        self.generation += 1
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
+
+    async def _run(self) -> None:
+        delay = _RETRY_FIRST
+        while True:
+            try:
+                conn = await _connect_beside(self._pool)
+            except psycopg.Error as error:
+                log.warning("cannot connect to listen for %r: %s", self._queue, error)
+            else:
+                try:
+                    await conn.execute("LISTEN durability_ready")  # = CHANNEL
+                    self.listening = True
+                    delay = _RETRY_FIRST
+                    self._attempted.set()
+                    self._bump()  # whatever was missed while not listening: look again
+                    async for note in conn.notifies():
+                        if note.payload == self._queue:
+                            self._bump()
+                except psycopg.Error as error:
+                    log.warning("lost the listening connection for %r: %s", self._queue, error)
+                finally:
+                    if self.listening:
+                        self.listening = False
+                        self._bump()  # waiters stop trusting notifications and poll
+                    with contextlib.suppress(psycopg.Error):
+                        await conn.close()
+            self._attempted.set()
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, _RETRY_MOST)
+
+
+async def _connect_beside(pool: Pool) -> psycopg.AsyncConnection[Any]:
+    """A new connection to the pool's database, made the way the pool makes its own (its
+    conninfo and kwargs may be callables, so credentials can rotate), but not from the pool."""
+    conninfo: Any = pool.conninfo
+    kwargs: Any = pool.kwargs
+    if callable(conninfo):
+        conninfo = conninfo()
+        if inspect.isawaitable(conninfo):
+            conninfo = await conninfo
+    if callable(kwargs):
+        kwargs = kwargs()
+        if inspect.isawaitable(kwargs):
+            kwargs = await kwargs
+    options = {**(kwargs or {}), "autocommit": True}
+    return await psycopg.AsyncConnection.connect(conninfo, **options)

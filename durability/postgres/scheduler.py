@@ -1,0 +1,203 @@
+"""`PostgresScheduler`: a queue of one row per workflow, scored by when it becomes visible, and
+woken by LISTEN/NOTIFY rather than found by polling.
+
+| state    | the row                                   |
+|----------|-------------------------------------------|
+| ready    | visible_at <= now                         |
+| sleeping | visible_at in the future (from wake_at)   |
+| taken    | visible_at = taken + lease, a new receipt |
+
+`next_ready` takes the earliest visible row with `FOR UPDATE SKIP LOCKED` and hides it for a
+lease in the same statement. The receipt makes `done` a compare-and-delete, so a wakeup that
+lands mid-pass (which must change the receipt) is never thrown away. A worker that dies simply
+stops extending: its row becomes visible when the lease runs out, so `reclaim` has nothing to
+do and returns None, and there is no separate sleeping set for `wake_due` to move.
+
+Waiting. An idle `next_ready` does not poll at a fixed rate. It reads the queue once, learning
+both "nothing visible" and how long until the earliest hidden row becomes visible; then it waits
+on the scheduler's listening connection for the sooner of a notification for its queue, that
+row's time, and `poll`. `make_ready` and `wake_at` notify in the statement that commits them.
+`poll` is only the fallback for a change nobody announced (a row written with plain SQL, or a
+notification lost with a dropped connection); with `notify=True` it defaults to one second, so
+an idle worker issues at most one statement a second, and a later `next_ready` call inside that
+quiet second, with nothing announced meanwhile, issues none at all. With `notify=False` it
+defaults to 50 ms and is the floor under how fast anything starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+from durability.interfaces import Delivery, check_workflow, positive
+from durability.postgres.listener import CHANNEL, Listener
+from durability.postgres.statements import Pool, one, statements
+
+_SQL = statements("scheduler.sql")
+
+_POLL_LISTENING = timedelta(seconds=2)
+_POLL_ALONE = timedelta(milliseconds=50)
+
+
+@dataclass(frozen=True, slots=True)
+class _Quiet:
+    """The queue had nothing visible, and nothing is due to change before `until` (loop time)
+    unless somebody announces it, i.e. unless the listener's generation moves. `earliest` is
+    when the earliest hidden row becomes visible (the database's clock), if there is one."""
+
+    generation: int
+    until: float
+    earliest: datetime | None
+
+
+class PostgresScheduler:
+    """A `Scheduler` over `durability.queue`, one `queue` name per independent queue."""
+
+    def __init__(
+        self,
+        *,
+        pool: Pool,
+        lease: timedelta = timedelta(seconds=30),
+        poll: timedelta | None = None,
+        queue: str = "default",
+        notify: bool = True,
+    ) -> None:
+        if not isinstance(queue, str) or not queue:
+            raise ValueError("queue must be a non-empty string")
+        self._pool = pool
+        self.lease = positive("lease", lease)
+        if poll is None:
+            poll = _POLL_LISTENING if notify else _POLL_ALONE
+        self.poll = positive("poll", poll)
+        self.queue = queue
+        self._listener = Listener(pool, queue) if notify else None
+        self._quiet: _Quiet | None = None
+
+    @property
+    def pool(self) -> Pool:
+        return self._pool
+
+    def _params(self, workflow: str, **more: object) -> dict[str, object]:
+        return {"queue": self.queue, "workflow": workflow, "channel": CHANNEL, **more}
+
+    async def prepare(self) -> None:
+        """Fail now, with `NotMigrated`, if the tables are missing; otherwise nothing to do."""
+        await one(self._pool, _SQL["probe"], {})
+
+    async def close(self) -> None:
+        """Close the listening connection (the pool is the caller's to close)."""
+        if self._listener is not None:
+            await self._listener.close()
+
+    async def make_ready(self, workflow: str) -> None:
+        await one(self._pool, _SQL["make_ready"], self._params(check_workflow(workflow)))
+
+    async def next_ready(self, within: timedelta) -> Delivery | None:
+        positive("within", within)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + within.total_seconds()
+        listener = self._listener
+        if listener is not None:
+            await listener.start()
+        while True:
+            listening = listener is not None and listener.listening
+            generation, changed = listener.mark() if listener is not None else (0, None)
+            quiet = self._still_quiet()
+            if quiet is not None:
+                look_again = quiet.until  # nothing announced since the last empty read
+            else:
+                row = await one(
+                    self._pool, _SQL["take"], {"queue": self.queue, "lease": self.lease}
+                )
+                assert row is not None
+                workflow, receipt, earliest, hidden_for = row
+                if workflow is not None:
+                    self._quiet = None
+                    return Delivery(workflow, str(receipt))
+                wait = self.poll.total_seconds()
+                if hidden_for is not None:
+                    wait = min(wait, max(hidden_for, 0.0))
+                look_again = loop.time() + wait
+                self._quiet = None
+                if listening:
+                    at = None if earliest is None else earliest.astimezone(UTC)
+                    self._quiet = _Quiet(generation, look_again, at)
+            if end <= loop.time():
+                return None
+            timeout = min(end, look_again) - loop.time()
+            if timeout <= 0:
+                continue
+            if listening and changed is not None:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(changed.wait(), timeout)
+            else:
+                await asyncio.sleep(timeout)
+
+    def _still_quiet(self) -> _Quiet | None:
+        """The last empty read, if it still describes the queue: we were listening throughout,
+        nothing was announced since, and neither `poll` nor the earliest hidden row has come."""
+        quiet, listener = self._quiet, self._listener
+        if quiet is None or listener is None or not listener.listening:
+            return None
+        if quiet.generation != listener.generation:
+            return None
+        if asyncio.get_running_loop().time() >= quiet.until:
+            return None
+        return quiet
+
+    async def done(self, delivery: Delivery) -> None:
+        await one(
+            self._pool,
+            _SQL["done"],
+            self._params(delivery.workflow, receipt=int(delivery.receipt)),
+        )
+
+    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
+        if when.tzinfo is None:
+            raise ValueError("when must be a timezone-aware datetime")
+        row = await one(
+            self._pool,
+            _SQL["wake_at"],
+            self._params(delivery.workflow, receipt=int(delivery.receipt), when=when),
+        )
+        return row is not None and row[0] > 0
+
+    async def wake_due(self, now: datetime | None = None) -> datetime | None:
+        """Nothing to move: a sleeper is a row whose visible_at is in the future, and
+        `next_ready` already waits for the earliest one itself. Returns the earliest hidden
+        row's time (a sleeper, or a taken row's lease end), or None if there is none.
+
+        `now` is ignored: visibility is decided by the database's clock. An idle worker's timer
+        costs nothing here: while the last empty `next_ready` read still describes the queue
+        (see `_still_quiet`) its answer is returned without a statement."""
+        quiet = self._still_quiet()
+        if quiet is not None:
+            return quiet.earliest
+        row = await one(self._pool, _SQL["earliest"], {"queue": self.queue})
+        if row is None or row[0] is None:
+            return None
+        moment: datetime = row[0]
+        return moment.astimezone(UTC)
+
+    async def reclaim(self, idle: timedelta) -> Delivery | None:
+        """Always None: a delivery whose worker stopped extending it becomes visible when its
+        lease runs out, and the next `next_ready` takes it like any other."""
+        positive("idle", idle)
+        return None
+
+    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
+        positive("within", within)
+        row = await one(
+            self._pool,
+            _SQL["extend"],
+            self._params(delivery.workflow, receipt=int(delivery.receipt), within=within),
+        )
+        return delivery if row is not None else None
+
+    async def cancel(self, workflow: str) -> int:
+        row = await one(self._pool, _SQL["cancel"], self._params(check_workflow(workflow)))
+        assert row is not None
+        return int(row[0])
+

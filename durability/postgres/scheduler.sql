@@ -1,0 +1,96 @@
+-- The scheduler's statements: one row per workflow per queue, scored by visible_at.
+--
+-- Every statement that can make a row visible sooner (make_ready, wake_at) also calls
+-- pg_notify in the same statement, so the notification is sent if and only if the change
+-- commits, and at the moment it commits. The payload is the queue's name; the channel is one
+-- fixed identifier (LISTEN cannot take a bound parameter, and nothing is ever interpolated).
+
+-- name: make_ready
+-- Visible now (or earlier, if it already was), with a new receipt: a pass holding the row
+-- finds its receipt gone, so its done() leaves this wakeup in place.
+WITH now AS (SELECT clock_timestamp() AS t),
+ready AS (
+    INSERT INTO durability.queue AS q (queue, workflow, visible_at, receipt)
+    SELECT %(queue)s, %(workflow)s, now.t, nextval('durability.receipts') FROM now
+    ON CONFLICT (queue, workflow) DO UPDATE
+        SET visible_at = least(q.visible_at, EXCLUDED.visible_at),
+            receipt = EXCLUDED.receipt
+    RETURNING 1
+),
+told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM ready)
+SELECT count(*) FROM told
+
+-- name: take
+-- Take the earliest visible row, skipping rows another worker is taking right now, and hide it
+-- for one lease under a new receipt. Also report how long until the earliest row still hidden
+-- becomes visible (a sleeper, or a lease that may lapse), so an idle worker knows when to look.
+WITH now AS (SELECT clock_timestamp() AS t),
+taken AS (
+    UPDATE durability.queue AS q
+    SET visible_at = now.t + %(lease)s, receipt = nextval('durability.receipts')
+    FROM now
+    WHERE q.queue = %(queue)s AND q.workflow = (
+        SELECT workflow FROM durability.queue
+        WHERE queue = %(queue)s AND visible_at <= (SELECT t FROM now)
+        ORDER BY visible_at
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING q.workflow, q.receipt
+),
+hidden AS (
+    SELECT min(visible_at) AS at FROM durability.queue
+    WHERE queue = %(queue)s AND visible_at > (SELECT t FROM now)
+)
+SELECT (SELECT workflow FROM taken),
+       (SELECT receipt FROM taken),
+       hidden.at,
+       extract(epoch FROM hidden.at - now.t)::float8
+FROM hidden, now
+
+-- name: done
+-- Compare-and-delete: a wakeup that landed mid-pass changed the receipt, and survives.
+DELETE FROM durability.queue
+WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
+
+-- name: wake_at
+-- Still ours (receipt unchanged): the row becomes a sleeper at `when`, under a new receipt so
+-- the done() that follows leaves it. Not ours (a wakeup landed mid-pass, or the lease lapsed
+-- and someone else took it): keep whichever visibility is sooner. No row: the workflow was
+-- cancelled meanwhile, and nothing is scheduled. Listeners are told either way, so an idle
+-- worker learns of a sleeper due sooner than the one it was waiting for.
+WITH moved AS (
+    UPDATE durability.queue AS q
+    SET visible_at = CASE WHEN q.receipt = %(receipt)s THEN %(when)s
+                          ELSE least(q.visible_at, %(when)s) END,
+        receipt = CASE WHEN q.receipt = %(receipt)s THEN nextval('durability.receipts')
+                       ELSE q.receipt END
+    WHERE q.queue = %(queue)s AND q.workflow = %(workflow)s
+    RETURNING 1
+),
+told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM moved)
+SELECT count(*) FROM told
+
+-- name: extend
+-- Keep a delivery hidden for `within` more. The receipt is kept: it changes only when a
+-- wakeup lands or a worker takes the row, which is all done() needs to tell.
+WITH now AS (SELECT clock_timestamp() AS t)
+UPDATE durability.queue AS q
+SET visible_at = greatest(q.visible_at, now.t + %(within)s)
+FROM now
+WHERE q.queue = %(queue)s AND q.workflow = %(workflow)s AND q.receipt = %(receipt)s
+RETURNING 1
+
+-- name: cancel
+WITH gone AS (
+    DELETE FROM durability.queue WHERE queue = %(queue)s AND workflow = %(workflow)s
+    RETURNING 1
+)
+SELECT count(*) FROM gone
+
+-- name: earliest
+SELECT min(visible_at) FROM durability.queue
+WHERE queue = %(queue)s AND visible_at > (SELECT clock_timestamp())
+
+-- name: probe
+SELECT 1 FROM durability.queue LIMIT 0

@@ -1,0 +1,46 @@
+-- The tables behind durability.postgres, created by migrate() under an advisory lock.
+--
+-- Every statement is idempotent (IF NOT EXISTS), so running this file again is a no-op and many
+-- processes may call migrate() at start-up; the advisory lock is what stops two of them racing
+-- inside CREATE TABLE IF NOT EXISTS, which is not safe on its own against a concurrent creator.
+
+CREATE SCHEMA IF NOT EXISTS durability;
+
+-- A workflow's checkpoint: one row per recorded key, first writer wins (the primary key).
+-- value is the codec's text rather than jsonb, so any Codec works and what comes back is
+-- byte-for-byte what the codec wrote (jsonb would reorder keys and refuse non-JSON codecs).
+-- seq gives first-recorded order; at is the database's own time of the write.
+CREATE TABLE IF NOT EXISTS durability.records (
+    workflow text        NOT NULL,
+    key      text        NOT NULL,
+    value    text        NOT NULL,
+    seq      bigint      GENERATED ALWAYS AS IDENTITY,
+    at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (workflow, key)
+);
+CREATE INDEX IF NOT EXISTS records_in_order ON durability.records (workflow, seq);
+
+-- Who may write next. The row outlives discard: its token keeps rising (max(now_ms, prev + 1))
+-- so a pass stalled since before a discard is still fenced, and appended keeps minting fresh
+-- inbox keys. until = -infinity means released; a claim is live while now < until and
+-- now < deadline.
+CREATE TABLE IF NOT EXISTS durability.claims (
+    workflow text        PRIMARY KEY,
+    token    bigint      NOT NULL,
+    until    timestamptz NOT NULL,
+    deadline timestamptz NOT NULL,
+    appended bigint      NOT NULL DEFAULT 0
+);
+
+-- The queue: one row per workflow per queue, scored by when it becomes visible. Ready is a
+-- visible_at in the past, sleeping one in the future, taken one a lease ahead. receipt changes
+-- whenever a wakeup lands or a worker takes the row, so done() is a compare-and-delete.
+CREATE SEQUENCE IF NOT EXISTS durability.receipts;
+CREATE TABLE IF NOT EXISTS durability.queue (
+    queue      text        NOT NULL,
+    workflow   text        NOT NULL,
+    visible_at timestamptz NOT NULL,
+    receipt    bigint      NOT NULL,
+    PRIMARY KEY (queue, workflow)
+);
+CREATE INDEX IF NOT EXISTS queue_by_visibility ON durability.queue (queue, visible_at);

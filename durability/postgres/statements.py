@@ -1,0 +1,93 @@
+"""How this store talks SQL: its named statements, and the boundary every call crosses.
+
+The statements live in `.sql` files beside this module, one file per concept
+(`checkpointer.sql`, `scheduler.sql`, `durable.sql`), each statement under a `-- name: <op>`
+header, so they read and diff as SQL. Every value is a bound parameter; nothing is ever
+interpolated into a statement, workflow ids least of all.
+
+`borrowed` is the one place a connection is taken from the pool, and so the one place a missing
+table becomes `NotMigrated` rather than a raw `UndefinedTable`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from functools import cache
+from importlib.resources import files
+from typing import Any, TypeAlias
+
+from psycopg import AsyncConnection, AsyncCursor, errors
+from psycopg.rows import TupleRow, tuple_row
+from psycopg_pool import AsyncConnectionPool
+
+from durability.interfaces import NotMigrated
+
+#: The pool a store borrows from. Any row factory works (the store asks for tuples itself);
+#: `kwargs={"autocommit": True}` makes each single-statement operation one round trip.
+Pool: TypeAlias = "AsyncConnectionPool[Any]"
+Params: TypeAlias = Mapping[str, object]
+
+_HEADER = re.compile(r"^-- name: (\w+)[ \t]*$", re.MULTILINE)
+
+
+@cache
+def statements(filename: str) -> Mapping[str, str]:
+    """The named statements of one `.sql` file beside this module."""
+    text = files(__package__).joinpath(filename).read_text(encoding="utf-8")
+    parts = _HEADER.split(text)
+    named: dict[str, str] = {}
+    for name, body in zip(parts[1::2], parts[2::2], strict=True):
+        if name in named:
+            raise ValueError(f"{filename}: statement {name!r} is defined twice")
+        named[name] = body.strip()
+    return named
+
+
+def schema() -> str:
+    """The whole of `schema.sql`, for `migrate`."""
+    return files(__package__).joinpath("schema.sql").read_text(encoding="utf-8")
+
+
+def _not_migrated(error: Exception) -> NotMigrated:
+    return NotMigrated(
+        "the durability tables do not exist in this database: call "
+        "`await durability.postgres.migrate(pool)` once before using the store "
+        f"({error})"
+    )
+
+
+@asynccontextmanager
+async def borrowed(pool: Pool) -> AsyncIterator[AsyncConnection[Any]]:
+    """A pooled connection; commits on success, rolls back on error (the pool's own rule)."""
+    try:
+        async with pool.connection() as conn:
+            yield conn
+    except (errors.UndefinedTable, errors.InvalidSchemaName) as error:
+        # Only our own tables: a user's SqlEffect naming a missing table of its own is the
+        # user's error, and must not be reported as a missing migration.
+        if '"durability' not in str(error):
+            raise
+        raise _not_migrated(error) from error
+
+
+async def run(conn: AsyncConnection[Any], sql: str, params: Params) -> AsyncCursor[TupleRow]:
+    """Execute one statement and return its cursor, with tuple rows whatever the pool says."""
+    cursor = conn.cursor(row_factory=tuple_row)
+    await cursor.execute(sql, params)
+    return cursor
+
+
+async def one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
+    """Run a single statement on its own (one round trip on an autocommit pool); first row."""
+    async with borrowed(pool) as conn:
+        cursor = await run(conn, sql, params)
+        return await cursor.fetchone() if cursor.description is not None else None
+
+
+async def every(pool: Pool, sql: str, params: Params) -> list[TupleRow]:
+    """Run a single read on its own; every row."""
+    async with borrowed(pool) as conn:
+        cursor = await run(conn, sql, params)
+        return await cursor.fetchall()

@@ -1,0 +1,143 @@
+"""Fixtures for the Postgres store tests: one fresh database for the whole session.
+
+The server on 127.0.0.1:5432 (or `POSTGRES_URL`) is shared with other test runs, so this run
+creates its own database (`durability_<random>`) through the `postgres` maintenance database,
+migrates it once, and drops it at the end; tests inside it isolate by unique workflow ids and
+queue names. Tests that need a database without the tables (or a second one to migrate
+concurrently) make throwaway databases of their own with `scratch_database`.
+
+A server that does not answer skips the test locally, and fails it when `CI` is set: CI must
+never pass by silently skipping a store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from durability.postgres.statements import Pool
+
+DEFAULT_URL = "postgresql://postgres@127.0.0.1:5432"
+
+
+def unavailable(reason: str) -> None:
+    """Skip with `reason`, or fail when running in CI."""
+    if os.environ.get("CI"):
+        pytest.fail(f"CI requires this store: {reason}")
+    pytest.skip(reason)
+
+
+def url_for(server: str, database: str) -> str:
+    from psycopg.conninfo import make_conninfo
+
+    return make_conninfo(server, dbname=database)
+
+
+def _admin(server: str, sql: str) -> None:
+    import psycopg
+    from psycopg import sql as psql
+
+    with psycopg.connect(url_for(server, "postgres"), autocommit=True, connect_timeout=3) as conn:
+        conn.execute(psql.SQL(sql))  # only ever our own fixed DDL with a generated name
+
+
+def create_database(server: str) -> str:
+    name = f"durability_{uuid.uuid4().hex[:12]}"
+    _admin(server, f'CREATE DATABASE "{name}"')
+    return name
+
+
+def drop_database(server: str, name: str) -> None:
+    assert name.startswith("durability_"), "only ever drop a database this run created"
+    _admin(server, f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def server() -> str:
+    """The server's conninfo, or a skip (a failure in CI) if it does not answer."""
+    try:
+        import psycopg  # noqa: F401
+        import psycopg_pool  # noqa: F401
+    except ImportError:
+        unavailable("psycopg / psycopg-pool are not installed (pip install durability[postgres])")
+    url = os.environ.get("POSTGRES_URL", DEFAULT_URL)
+    try:
+        _admin(url, "SELECT 1")
+    except Exception as error:
+        unavailable(f"PostgreSQL at {url} does not answer: {error}")
+    return url
+
+
+async def _migrate(url: str) -> None:
+    from psycopg_pool import AsyncConnectionPool
+
+    from durability.postgres import migrate
+
+    async with AsyncConnectionPool(url, min_size=1, max_size=1, open=False) as pool:
+        await migrate(pool)
+
+
+@pytest.fixture(scope="session")
+def database_url(server: str) -> Iterator[str]:
+    """A database made for this test session, migrated once, dropped at the end."""
+    name = create_database(server)
+    try:
+        url = url_for(server, name)
+        asyncio.run(_migrate(url))
+        yield url
+    finally:
+        drop_database(server, name)
+
+
+@pytest.fixture
+def scratch_database(server: str) -> Iterator[Callable[[], str]]:
+    """Make empty databases (no tables) on demand; every one is dropped after the test."""
+    made: list[str] = []
+
+    def make() -> str:
+        made.append(create_database(server))
+        return url_for(server, made[-1])
+
+    yield make
+    for name in made:
+        drop_database(server, name)
+
+
+MakePool = Callable[..., Awaitable["Pool"]]
+
+
+@pytest.fixture
+async def make_pool(database_url: str) -> AsyncIterator[MakePool]:
+    """Open autocommit pools (on the session database unless given a url); all closed after."""
+    from psycopg_pool import AsyncConnectionPool
+
+    made: list[Pool] = []
+
+    async def make(url: str | None = None, size: int = 8, **options: object) -> Pool:
+        opened: Pool = AsyncConnectionPool(
+            url or database_url,
+            min_size=1,
+            max_size=size,
+            kwargs={"autocommit": True},
+            open=False,
+            **options,  # type: ignore[arg-type]
+        )
+        await opened.open(wait=True)
+        made.append(opened)
+        return opened
+
+    yield make
+    for opened in made:
+        await opened.close()
+
+
+@pytest.fixture
+async def pool(make_pool: MakePool) -> Pool:
+    """An open autocommit pool on the session database, closed after the test."""
+    return await make_pool()

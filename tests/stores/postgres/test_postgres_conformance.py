@@ -1,0 +1,114 @@
+"""The conformance suite, unchanged, over the Postgres store on this session's database."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+from durability.interfaces import Checkpointer, Durable, Effect, Scheduler
+from durability.testing.conformance import (
+    CheckpointerContract,
+    DurableContract,
+    EffectKit,
+    MakeScheduler,
+    SchedulerContract,
+)
+
+if TYPE_CHECKING:
+    from durability.postgres.statements import Pool
+
+def queue_name() -> str:
+    return f"q-{uuid.uuid4().hex}"
+
+
+COUNTERS = """
+CREATE TABLE IF NOT EXISTS conformance_counters (workflow text PRIMARY KEY, n bigint NOT NULL)
+"""
+
+
+class _Counters:
+    """A user table the effects add to: the effect commits with its record or not at all."""
+
+    def __init__(self, pool: Pool) -> None:
+        self._pool = pool
+
+    def effect(self, workflow: str, value: int) -> Effect:
+        from durability.postgres import SqlEffect
+
+        return SqlEffect(
+            "INSERT INTO conformance_counters AS c (workflow, n) VALUES (%s, %s)"
+            " ON CONFLICT (workflow) DO UPDATE SET n = c.n + EXCLUDED.n RETURNING n",
+            (workflow, value),
+        )
+
+    async def counter(self, workflow: str) -> int:
+        async with self._pool.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT n FROM conformance_counters WHERE workflow = %s", (workflow,)
+            )
+            row = await cursor.fetchone()
+            return 0 if row is None else int(row[0])
+
+
+class TestPostgresCheckpointer(CheckpointerContract):
+    @pytest.fixture
+    def checkpointer(self, pool: Pool) -> Checkpointer:
+        from durability.postgres import PostgresCheckpointer
+
+        return PostgresCheckpointer(pool=pool)
+
+    @pytest.fixture
+    async def effect_kit(self, pool: Pool) -> EffectKit:
+        async with pool.connection() as conn:
+            await conn.execute(COUNTERS)
+        return _Counters(pool)
+
+
+class TestPostgresScheduler(SchedulerContract):
+    @pytest.fixture
+    async def make_scheduler(self, pool: Pool) -> AsyncIterator[MakeScheduler]:
+        from durability.postgres import PostgresScheduler
+
+        made: list[PostgresScheduler] = []
+
+        async def make(lease: timedelta) -> Scheduler:
+            scheduler = PostgresScheduler(pool=pool, lease=lease, queue=queue_name())
+            await scheduler.prepare()
+            made.append(scheduler)
+            return scheduler
+
+        yield make
+        for scheduler in made:
+            await scheduler.close()
+
+
+class TestPostgresSchedulerPolling(SchedulerContract):
+    """The same contract with notifications off: the poll alone must keep every promise."""
+
+    @pytest.fixture
+    async def make_scheduler(self, pool: Pool) -> AsyncIterator[MakeScheduler]:
+        from durability.postgres import PostgresScheduler
+
+        async def make(lease: timedelta) -> Scheduler:
+            scheduler = PostgresScheduler(
+                pool=pool, lease=lease, queue=queue_name(), notify=False
+            )
+            await scheduler.prepare()
+            return scheduler
+
+        yield make
+
+
+class TestPostgresDurable(DurableContract):
+    @pytest.fixture
+    async def durable(self, pool: Pool) -> AsyncIterator[Durable]:
+        from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
+
+        scheduler = PostgresScheduler(pool=pool, queue=queue_name())
+        await scheduler.prepare()
+        yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
+        await scheduler.close()
