@@ -1,0 +1,37 @@
+"""The store conformance suite: one contract, every backend.
+
+Three pytest classes, one per interface, that a store's test module subclasses, overriding only
+the fixtures that build the store:
+
+    class TestRedisCheckpointer(CheckpointerContract):
+        @pytest.fixture
+        async def checkpointer(self) -> Checkpointer: ...   # default JsonCodec
+        @pytest.fixture
+        def effect_kit(self) -> EffectKit: ...              # the store's own Effect
+
+    class TestRedisStream(SchedulerContract):
+        @pytest.fixture
+        def make_scheduler(self) -> MakeScheduler: ...      # lease -> fresh, prepared queue
+
+    class TestRedisDurable(DurableContract):
+        @pytest.fixture
+        async def durable(self) -> Durable: ...             # over a fresh queue
+
+The tests talk to a store only through `durability.interfaces`, so memory, Redis, Postgres and
+SQLite all run them unchanged. Importing this needs pytest (it is test support) and no driver.
+"""
+
+from durability.testing.conformance.checkpointer import CheckpointerContract
+from durability.testing.conformance.claims import fresh
+from durability.testing.conformance.durable import DurableContract
+from durability.testing.conformance.records import EffectKit
+from durability.testing.conformance.scheduler import MakeScheduler, SchedulerContract
+
+__all__ = [
+    "CheckpointerContract",
+    "DurableContract",
+    "EffectKit",
+    "MakeScheduler",
+    "SchedulerContract",
+    "fresh",
+]

@@ -1,0 +1,298 @@
+"""The scheduler half of the contract: deliveries, lost wakeups, sleepers, leases, cancel.
+
+A store's suite subclasses `SchedulerContract` and overrides `make_scheduler`: an async factory
+from a lease to a fresh, prepared scheduler on its own queue (its own stream, set, table rows or
+namespace), so that "nothing is ready" is a fact a test can assert. Where a test needs a second
+worker it uses the same scheduler object, the way two tasks of one worker would.
+
+Schedulers differ in how they hold a taken wakeup (a pending list, a visibility score), so a test
+that waits for a lease to run out accepts the workflow back through either `reclaim` or
+`next_ready`, and a test that expects nothing asks both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from durability.interfaces import Delivery, Scheduler
+from durability.testing.conformance.claims import fresh
+
+MakeScheduler = Callable[[timedelta], Awaitable[Scheduler]]
+
+#: A lease no test outlives.
+LONG_LEASE = timedelta(seconds=30)
+#: How long to wait for something that should come, and for something that should not.
+ARRIVES = timedelta(seconds=3)
+QUIET = timedelta(milliseconds=250)
+
+
+def _whole_ms(moment: datetime) -> datetime:
+    # A store may keep times in milliseconds; a whole millisecond survives either rounding.
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+async def _take(scheduler: Scheduler, workflow: str) -> Delivery:
+    delivery = await scheduler.next_ready(ARRIVES)
+    assert delivery is not None, f"{workflow} should have been ready"
+    assert delivery.workflow == workflow
+    assert isinstance(delivery.receipt, str)
+    return delivery
+
+
+async def _nothing_to_take(scheduler: Scheduler, idle: timedelta) -> None:
+    assert await scheduler.reclaim(idle) is None
+    assert await scheduler.next_ready(QUIET) is None
+
+
+async def _retaken(scheduler: Scheduler, idle: timedelta, patience: float = 3.0) -> Delivery | None:
+    """Wait for a lapsed delivery to come back, by whichever door this scheduler uses."""
+    loop = asyncio.get_running_loop()
+    give_up = loop.time() + patience
+    while loop.time() < give_up:
+        delivery = await scheduler.reclaim(idle)
+        if delivery is None:
+            delivery = await scheduler.next_ready(timedelta(milliseconds=100))
+        if delivery is not None:
+            return delivery
+    return None
+
+
+class SchedulerContract:
+    """What every `Scheduler` must do. Subclass and override `make_scheduler`."""
+
+    @pytest.fixture
+    def make_scheduler(self) -> MakeScheduler:
+        raise NotImplementedError(
+            f"{type(self).__name__} must override the `make_scheduler` fixture: an async"
+            " factory from a lease to a fresh, prepared scheduler on its own queue"
+        )
+
+    async def test_is_a_scheduler_with_its_lease(self, make_scheduler: MakeScheduler) -> None:
+        scheduler = await make_scheduler(timedelta(seconds=7))
+        assert isinstance(scheduler, Scheduler)
+        assert scheduler.lease == timedelta(seconds=7)
+
+    async def test_a_ready_workflow_is_delivered(self, make_scheduler: MakeScheduler) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        await _take(scheduler, workflow)
+
+    async def test_nothing_ready_returns_none(self, make_scheduler: MakeScheduler) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        assert await scheduler.next_ready(QUIET) is None
+
+    async def test_make_ready_wakes_a_blocked_reader(self, make_scheduler: MakeScheduler) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        reader = asyncio.create_task(scheduler.next_ready(timedelta(seconds=5)))
+        await asyncio.sleep(0.1)
+        assert not reader.done()
+        await scheduler.make_ready(workflow)
+        delivery = await reader
+        assert delivery is not None
+        assert delivery.workflow == workflow
+
+    async def test_done_answers_for_the_delivery(self, make_scheduler: MakeScheduler) -> None:
+        lease = timedelta(milliseconds=300)
+        scheduler = await make_scheduler(lease)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        delivery = await _take(scheduler, workflow)
+        await scheduler.done(delivery)
+        # Past the lease too: an answered delivery is not a lapsed one waiting to be retaken.
+        await asyncio.sleep(0.4)
+        await _nothing_to_take(scheduler, lease)
+
+    async def test_a_wakeup_during_a_pass_survives_done(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        delivery = await _take(scheduler, workflow)
+        await scheduler.make_ready(workflow)  # something arrived while the pass ran
+        await scheduler.done(delivery)
+        again = await _take(scheduler, workflow)
+        await scheduler.done(again)
+
+    async def test_each_ready_workflow_goes_to_one_of_many_readers(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflows = [fresh() for _ in range(24)]
+        for workflow in workflows:
+            await scheduler.make_ready(workflow)
+        taken: list[str] = []
+
+        async def reader() -> None:
+            while (delivery := await scheduler.next_ready(QUIET)) is not None:
+                taken.append(delivery.workflow)
+                await scheduler.done(delivery)
+
+        await asyncio.gather(*(reader() for _ in range(4)))
+        assert sorted(taken) == sorted(workflows)
+
+    # --- sleeping -----------------------------------------------------------------------------
+
+    @pytest.mark.parametrize("ago", [timedelta(0), timedelta(seconds=5)])
+    async def test_a_due_wakeup_is_ready_after_wake_due(
+        self, make_scheduler: MakeScheduler, ago: timedelta
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        delivery = await _take(scheduler, workflow)
+        assert await scheduler.wake_at(delivery, datetime.now(UTC) - ago)
+        await scheduler.done(delivery)
+        await scheduler.wake_due()
+        await _take(scheduler, workflow)
+
+    async def test_a_future_wakeup_waits_until_it_is_due(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        delivery = await _take(scheduler, workflow)
+        when = _whole_ms(datetime.now(UTC) + timedelta(seconds=1))
+        assert await scheduler.wake_at(delivery, when)
+        await scheduler.done(delivery)
+        due = await scheduler.wake_due()
+        assert due is not None, "a sleeper must be reported by wake_due"
+        assert due <= when
+        assert await scheduler.next_ready(QUIET) is None
+        await asyncio.sleep(max(0.0, (when - datetime.now(UTC)).total_seconds()) + 0.1)
+        await scheduler.wake_due()
+        await _take(scheduler, workflow)
+
+    async def test_wake_at_declines_after_cancel(self, make_scheduler: MakeScheduler) -> None:
+        lease = timedelta(milliseconds=300)
+        scheduler = await make_scheduler(lease)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        delivery = await _take(scheduler, workflow)
+        await scheduler.cancel(workflow)
+        assert not await scheduler.wake_at(delivery, datetime.now(UTC) - timedelta(seconds=1))
+        await scheduler.done(delivery)
+        assert await scheduler.wake_due() is None
+        await asyncio.sleep(0.4)  # past the lease, so a held delivery would be back by now
+        assert await scheduler.wake_due() is None
+        await _nothing_to_take(scheduler, lease)
+
+    # --- cancel -------------------------------------------------------------------------------
+
+    async def test_cancel_removes_a_ready_wakeup_and_only_that(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow, bystander = fresh(), fresh()
+        await scheduler.make_ready(workflow)
+        await scheduler.make_ready(bystander)
+        assert await scheduler.cancel(workflow) > 0
+        await _take(scheduler, bystander)
+        assert await scheduler.next_ready(QUIET) is None
+
+    async def test_cancel_removes_a_sleeping_wakeup(self, make_scheduler: MakeScheduler) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        delivery = await _take(scheduler, workflow)
+        assert await scheduler.wake_at(delivery, datetime.now(UTC) + timedelta(hours=1))
+        await scheduler.done(delivery)
+        assert await scheduler.wake_due() is not None
+        assert await scheduler.cancel(workflow) > 0
+        assert await scheduler.wake_due() is None
+        assert await scheduler.next_ready(QUIET) is None
+
+    async def test_cancel_removes_a_due_wakeup_before_the_timer_moves_it(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        delivery = await _take(scheduler, workflow)
+        assert await scheduler.wake_at(delivery, datetime.now(UTC) - timedelta(seconds=1))
+        await scheduler.done(delivery)
+        assert await scheduler.cancel(workflow) > 0
+        await scheduler.wake_due()
+        assert await scheduler.next_ready(QUIET) is None
+
+    async def test_cancel_of_an_unknown_workflow_removes_nothing(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        await scheduler.make_ready(fresh())
+        assert await scheduler.cancel(fresh()) == 0
+
+    async def test_extend_of_a_cancelled_delivery_returns_none(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        delivery = await _take(scheduler, workflow)
+        await scheduler.cancel(workflow)
+        assert await scheduler.extend(delivery, LONG_LEASE) is None
+
+    # --- leases -------------------------------------------------------------------------------
+
+    async def test_a_held_delivery_is_not_retaken_within_its_lease(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        lease = timedelta(seconds=5)
+        scheduler = await make_scheduler(lease)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        await _take(scheduler, workflow)
+        await _nothing_to_take(scheduler, lease)
+
+    async def test_an_abandoned_delivery_is_retaken_after_its_lease(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        lease = timedelta(milliseconds=300)
+        scheduler = await make_scheduler(lease)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        await _take(scheduler, workflow)
+        # The holder never extends: it died.
+        retaken = await _retaken(scheduler, lease)
+        assert retaken is not None, "a delivery nobody extends must come back after its lease"
+        assert retaken.workflow == workflow
+        await scheduler.done(retaken)
+        assert await scheduler.next_ready(QUIET) is None
+
+    async def test_extend_keeps_a_delivery_past_its_first_lease(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        lease = timedelta(seconds=1)
+        scheduler = await make_scheduler(lease)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        delivery = await _take(scheduler, workflow)
+        await asyncio.sleep(0.6)
+        extended = await scheduler.extend(delivery, lease)
+        assert extended is not None
+        assert extended.workflow == workflow
+        await asyncio.sleep(0.6)  # past the first lease, well inside the extended one
+        await _nothing_to_take(scheduler, lease)
+        await scheduler.done(extended)
+
+    @pytest.mark.parametrize("zero", [timedelta(0), timedelta(seconds=-1)])
+    async def test_durations_must_be_positive(
+        self, make_scheduler: MakeScheduler, zero: timedelta
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        with pytest.raises(ValueError, match="within"):
+            await scheduler.next_ready(zero)
+        with pytest.raises(ValueError, match="idle"):
+            await scheduler.reclaim(zero)
+        await scheduler.make_ready(workflow)
+        delivery = await _take(scheduler, workflow)
+        with pytest.raises(ValueError, match="within"):
+            await scheduler.extend(delivery, zero)

@@ -1,0 +1,61 @@
+"""The conformance suite over the memory stores, which pin the semantics the others match."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from durability.interfaces import Checkpointer, Durable, Effect, Scheduler, SplitDurable
+from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
+from durability.testing.conformance import (
+    CheckpointerContract,
+    DurableContract,
+    EffectKit,
+    MakeScheduler,
+    SchedulerContract,
+)
+
+
+class _Counters:
+    """Counters kept beside the memory store; a `MemoryEffect` adds to one."""
+
+    def __init__(self) -> None:
+        self._counts: dict[str, int] = {}
+
+    def effect(self, workflow: str, value: int) -> Effect:
+        def add() -> object:
+            self._counts[workflow] = self._counts.get(workflow, 0) + value
+            return self._counts[workflow]
+
+        return MemoryEffect(add)
+
+    async def counter(self, workflow: str) -> int:
+        return self._counts.get(workflow, 0)
+
+
+class TestMemoryCheckpointer(CheckpointerContract):
+    @pytest.fixture
+    def checkpointer(self) -> Checkpointer:
+        return MemoryCheckpointer()
+
+    @pytest.fixture
+    def effect_kit(self) -> EffectKit:
+        return _Counters()
+
+
+class TestMemoryScheduler(SchedulerContract):
+    @pytest.fixture
+    def make_scheduler(self) -> MakeScheduler:
+        async def make(lease: timedelta) -> Scheduler:
+            scheduler = MemoryScheduler(lease=lease)
+            await scheduler.prepare()
+            return scheduler
+
+        return make
+
+
+class TestMemoryDurable(DurableContract):
+    @pytest.fixture
+    def durable(self) -> Durable:
+        return SplitDurable(MemoryCheckpointer(), MemoryScheduler())
