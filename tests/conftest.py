@@ -3,13 +3,22 @@
 Locally a store test whose server does not answer skips with a reason. In CI (the `CI`
 environment variable set) a skipped store test fails the run, so a missing service can never
 pass for a green build.
+
+It also puts the repository root on `sys.path`, so `pytest` run from anywhere (not only
+`python -m pytest` from the root) imports the working tree rather than needing an install.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+_ROOT = str(Path(__file__).resolve().parent.parent)
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
 
 _skipped_store_tests: list[str] = []
 
