@@ -27,6 +27,8 @@ import redis as sync_redis
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
+from durability.redis import LuaEffect, workflow_tag
+
 HOST = "127.0.0.1"
 PORT = 6379
 
@@ -231,3 +233,35 @@ async def redis_cluster(cluster_ports: list[int]) -> AsyncIterator[RedisCluster]
     finally:
         with contextlib.suppress(Exception):
             await client.aclose()
+
+
+# --- the conformance suite's effect kit -----------------------------------------------------
+
+
+class LuaCounter:
+    """A counter key on the workflow's own slot, added to by a `LuaEffect` (which also gives
+    the counter an expiry, so the shared server is left clean)."""
+
+    def __init__(self, redis: Redis | RedisCluster) -> None:
+        self._redis = redis
+
+    @staticmethod
+    def key(workflow: str) -> str:
+        return f"counter:{workflow_tag(workflow)}"
+
+    def effect(self, workflow: str, value: int) -> LuaEffect:
+        body = """
+        local total = redis.call('INCRBY', KEYS[1], ARGV[1])
+        redis.call('PEXPIRE', KEYS[1], 600000)
+        return total
+        """
+        return LuaEffect(body, [self.key(workflow)], [value])
+
+    async def counter(self, workflow: str) -> int:
+        return int(await self._redis.get(self.key(workflow)) or 0)
+
+
+@pytest.fixture
+def lua_counter() -> type[LuaCounter]:
+    """The `effect_kit` for `CheckpointerContract`: `lua_counter(client)`."""
+    return LuaCounter

@@ -28,6 +28,7 @@ from durability.redis import (
     workflow_keys,
     workflow_tag,
 )
+from durability.testing.conformance import CheckpointerContract, EffectKit
 
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parents[3]
@@ -445,3 +446,16 @@ async def test_scripts_are_reloaded_after_script_flush(
         assert await store.load("wf") == {"a": 1, "e": 1, "b": 2, "f": 2}
     finally:
         await client.aclose()
+
+
+# --- the shared contract --------------------------------------------------------------------
+
+
+class TestRedisCheckpointer(CheckpointerContract):
+    @pytest.fixture
+    def checkpointer(self, redis: Redis) -> RedisCheckpointer:
+        return RedisCheckpointer(redis=redis, ttl=timedelta(minutes=10))
+
+    @pytest.fixture
+    def effect_kit(self, redis: Redis, lua_counter: Callable[[Redis], EffectKit]) -> EffectKit:
+        return lua_counter(redis)

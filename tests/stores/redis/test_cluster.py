@@ -1,0 +1,92 @@
+"""`RedisCheckpointer` over a local three-node Redis Cluster (`redis.asyncio.cluster`).
+
+The whole conformance contract runs here too, so every script is shown to touch only its own
+workflow's slot. The cluster-only questions: do a workflow's keys land together while
+workflows spread over nodes, is an effect reaching another slot refused before anything is
+written, and does a flushed script cache on every node recover."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+from redis.asyncio.cluster import RedisCluster
+from redis.crc import key_slot
+
+from durability.interfaces import claimed
+from durability.redis import LuaEffect, RedisCheckpointer, workflow_keys, workflow_tag
+from durability.testing.conformance import CheckpointerContract, EffectKit
+
+INCR = "return redis.call('INCRBY', KEYS[1], ARGV[1])"
+
+
+@pytest.fixture
+def store(redis_cluster: RedisCluster) -> RedisCheckpointer:
+    return RedisCheckpointer(redis=redis_cluster, ttl=timedelta(minutes=10))
+
+
+class TestRedisCheckpointerOnACluster(CheckpointerContract):
+    @pytest.fixture
+    def checkpointer(self, store: RedisCheckpointer) -> RedisCheckpointer:
+        return store
+
+    @pytest.fixture
+    def effect_kit(
+        self, redis_cluster: RedisCluster, lua_counter: Callable[[RedisCluster], EffectKit]
+    ) -> EffectKit:
+        return lua_counter(redis_cluster)
+
+
+async def test_a_workflow_s_keys_share_a_node_and_workflows_spread(
+    store: RedisCheckpointer, redis_cluster: RedisCluster, fresh_id: str
+) -> None:
+    owners: set[str] = set()
+    for n in range(24):
+        workflow = f"{fresh_id}-{n}"
+        holder = await claimed(store, workflow)
+        await store.record(holder, "step", n)
+        await store.append(workflow, "note")
+        slots = {key_slot(key.encode()) for key in workflow_keys(workflow)}
+        assert len(slots) == 1
+        node = redis_cluster.get_node_from_key(workflow_keys(workflow)[0])
+        assert node is not None
+        owners.add(node.name)
+        assert await store.load(workflow) == {"step": n, "inbox:00000000000000000001": "note"}
+        await store.discard(workflow)
+    assert len(owners) > 1, "24 workflows should not all hash to one node of three"
+
+
+async def test_an_effect_reaching_another_slot_is_refused_and_writes_nothing(
+    store: RedisCheckpointer, redis_cluster: RedisCluster, fresh_id: str
+) -> None:
+    workflow = f"{fresh_id}-here"
+    elsewhere = f"stock:{workflow_tag(fresh_id + '-there')}"
+    assert key_slot(elsewhere.encode()) != key_slot(workflow_keys(workflow)[0].encode())
+    holder = await claimed(store, workflow)
+    mine = f"stock:{workflow_tag(workflow)}"
+    with pytest.raises(ValueError, match="hash tag"):
+        await store.transact(holder, "reserved", LuaEffect(INCR, [mine, elsewhere], [1]))
+    assert await redis_cluster.exists(mine) == 0
+    assert await redis_cluster.exists(elsewhere) == 0
+    assert await store.load(workflow) == {}
+    # The same effect confined to the workflow's slot goes through.
+    done = await store.transact(holder, "reserved", LuaEffect(INCR, [mine], [1]))
+    assert (done.value, done.first) == (1, True)
+    await redis_cluster.delete(mine)
+    await store.discard(workflow)
+
+
+async def test_scripts_come_back_after_every_node_forgets_them(
+    store: RedisCheckpointer, redis_cluster: RedisCluster, fresh_id: str
+) -> None:
+    # This cluster is private to the test session, so flushing its script caches is ours to do.
+    workflows = [f"{fresh_id}-{n}" for n in range(6)]
+    for workflow in workflows:
+        await store.supply(workflow, "a", 1)
+    await redis_cluster.execute_command("SCRIPT FLUSH", target_nodes=RedisCluster.ALL_NODES)
+    for workflow in workflows:
+        holder = await claimed(store, workflow)
+        assert (await store.record(holder, "b", 2)).first
+        assert await store.load(workflow) == {"a": 1, "b": 2}
+        await store.discard(workflow)
