@@ -12,6 +12,9 @@ from durability.redis.checkpointer import (
     workflow_tag,
 )
 from durability.redis.effect import LuaEffect, hash_tag
+from durability.redis.sortedset import RedisSetScheduler
+from durability.redis.stream import RedisStreamScheduler
+from durability.redis.trimming import trimming
 
 __all__ = [
     "MAX_WORKFLOW",
@@ -19,7 +22,10 @@ __all__ = [
     "LuaEffect",
     "NotAcknowledged",
     "RedisCheckpointer",
+    "RedisSetScheduler",
+    "RedisStreamScheduler",
     "hash_tag",
+    "trimming",
     "workflow_keys",
     "workflow_tag",
 ]
