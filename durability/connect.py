@@ -1,0 +1,210 @@
+"""`open_durable`: the one place a store is chosen, by URL.
+
+| URL | Durable |
+|---|---|
+| `memory://` | `SplitDurable(MemoryCheckpointer, MemoryScheduler)`: this process only |
+| `redis://host:port/db?scheduler=stream` | `SplitDurable(RedisCheckpointer, RedisStreamScheduler)`|
+| `redis://host:port/db?scheduler=set` | `SplitDurable(RedisCheckpointer, RedisSetScheduler)` |
+| `postgresql://user@host:port/db` | `PostgresDurable`, tables created on open (`migrate`) |
+| `sqlite:///path/to/file.db` | `SqliteDurable` over that file, migrated on open |
+
+Query parameters the URL may carry (anything else is refused, so a typo is not ignored):
+
+- Redis: `scheduler` (`stream`, the default, or `set`) and `namespace` (the queue's key prefix,
+  default `durability`); the rest of the URL goes to `redis.asyncio.Redis.from_url`.
+- Postgres: `queue` (the queue's name, default `default`); the rest goes to libpq.
+- SQLite: `queue`, and nothing else.
+
+`sqlite:///path` names an absolute path; `sqlite://relative/file.db` a path relative to the
+working directory.
+
+The API, the worker, the lab and the tests all open their store here. Each driver is imported
+inside its own branch, so `import durability` (and `memory://`) needs none of them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Coroutine
+from datetime import timedelta
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from durability.interfaces import Durable, SplitDurable, positive
+from durability.memory import MemoryCheckpointer, MemoryScheduler
+
+__all__ = ["SCHEMES", "open_durable"]
+
+#: Every scheme `open_durable` accepts.
+SCHEMES = ("memory", "redis", "rediss", "postgresql", "postgres", "sqlite")
+
+
+def _options(query: str, allowed: tuple[str, ...]) -> tuple[dict[str, str], str]:
+    """Split our options out of a query string; return them and the query left for the driver
+    (Redis and Postgres pass the rest to their driver, which refuses what it does not know)."""
+    ours: dict[str, str] = {}
+    rest: list[tuple[str, str]] = []
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name in allowed:
+            ours[name] = value
+        else:
+            rest.append((name, value))
+    return ours, urlencode(rest)
+
+
+def _refuse_rest(rest: str, url: str, allowed: tuple[str, ...]) -> None:
+    if rest:
+        names = sorted({name for name, _ in parse_qsl(rest, keep_blank_values=True)})
+        raise ValueError(f"unknown option(s) {names} in store URL {url!r}; allowed: {allowed}")
+
+
+@contextlib.asynccontextmanager
+async def open_durable(
+    url: str,
+    *,
+    lease: timedelta = timedelta(seconds=30),
+    poll: timedelta | None = None,
+    housekeeping: bool = False,
+) -> AsyncIterator[Durable]:
+    """Open the store `url` names and yield its `Durable`; close it on exit.
+
+    `lease` is the scheduler's lease (how soon a dead worker's workflow is taken over); `poll`
+    how often a polling scheduler looks again (the store's default when `None`; the stream
+    scheduler blocks instead). With `housekeeping`, the store's background upkeep runs while the
+    context is open (trimming the Redis stream): a worker asks for it, an API need not.
+
+    Raises `ValueError` naming the scheme for a URL no store answers to.
+    """
+    positive("lease", lease)
+    if poll is not None:
+        positive("poll", poll)
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    if scheme == "memory":
+        if parts.netloc or parts.path.strip("/") or parts.query:
+            raise ValueError(f"memory:// takes no host, path or options, got {url!r}")
+        yield SplitDurable(MemoryCheckpointer(), MemoryScheduler(lease=lease))
+    elif scheme in ("redis", "rediss"):
+        async with _redis(url, lease, poll, housekeeping) as durable:
+            yield durable
+    elif scheme in ("postgresql", "postgres"):
+        async with _postgres(url, lease, poll) as durable:
+            yield durable
+    elif scheme == "sqlite":
+        async with _sqlite(url, lease, poll) as durable:
+            yield durable
+    else:
+        shown = f"{scheme!r}" if scheme else "no scheme"
+        raise ValueError(
+            f"unknown store scheme {shown} in {url!r}; use memory://, redis://,"
+            " postgresql:// or sqlite:///path"
+        )
+
+
+@contextlib.asynccontextmanager
+async def _redis(
+    url: str, lease: timedelta, poll: timedelta | None, housekeeping: bool
+) -> AsyncIterator[Durable]:
+    from redis.asyncio import Redis
+
+    from durability.redis import RedisCheckpointer
+    from durability.redis.sortedset import RedisSetScheduler
+    from durability.redis.stream import RedisStreamScheduler
+    from durability.redis.trimming import trimming
+
+    parts = urlsplit(url)
+    ours, rest = _options(parts.query, ("scheduler", "namespace"))
+    kind = ours.get("scheduler", "stream")
+    namespace = ours.get("namespace", "durability")
+    client = Redis.from_url(urlunsplit(parts._replace(query=rest)), decode_responses=True)
+    try:
+        scheduler: RedisStreamScheduler | RedisSetScheduler
+        if kind == "stream":
+            scheduler = RedisStreamScheduler(redis=client, namespace=namespace, lease=lease)
+        elif kind == "set":
+            extra = {} if poll is None else {"poll": poll}
+            scheduler = RedisSetScheduler(redis=client, namespace=namespace, lease=lease, **extra)
+        else:
+            raise ValueError(f"redis scheduler must be 'stream' or 'set', got {kind!r} in {url!r}")
+        await client.ping()
+        await scheduler.prepare()
+        durable = SplitDurable(RedisCheckpointer(redis=client), scheduler)
+        if housekeeping and isinstance(scheduler, RedisStreamScheduler):
+            async with _beside(trimming(scheduler)):
+                yield durable
+        else:
+            yield durable
+    finally:
+        await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def _beside(upkeep: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
+    """Run `upkeep` as a task while the block runs; cancel it after."""
+    task = asyncio.create_task(upkeep)
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+@contextlib.asynccontextmanager
+async def _postgres(url: str, lease: timedelta, poll: timedelta | None) -> AsyncIterator[Durable]:
+    from psycopg_pool import AsyncConnectionPool
+
+    from durability.postgres import (
+        PostgresCheckpointer,
+        PostgresDurable,
+        PostgresScheduler,
+        migrate,
+    )
+
+    parts = urlsplit(url)
+    ours, rest = _options(parts.query, ("queue",))
+    queue = ours.get("queue", "default")
+    conninfo = urlunsplit(parts._replace(query=rest))
+    pool: AsyncConnectionPool = AsyncConnectionPool(
+        conninfo, kwargs={"autocommit": True}, min_size=1, max_size=8, open=False
+    )
+    await pool.open(wait=True)
+    scheduler: PostgresScheduler | None = None
+    try:
+        await migrate(pool)
+        scheduler = PostgresScheduler(pool=pool, lease=lease, poll=poll, queue=queue)
+        await scheduler.prepare()
+        yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
+    finally:
+        if scheduler is not None:
+            await scheduler.close()
+        await pool.close()
+
+
+@contextlib.asynccontextmanager
+async def _sqlite(url: str, lease: timedelta, poll: timedelta | None) -> AsyncIterator[Durable]:
+    from durability.sqlite import (
+        SqliteCheckpointer,
+        SqliteDurable,
+        SqliteScheduler,
+        migrate,
+        open_database,
+    )
+
+    parts = urlsplit(url)
+    ours, rest = _options(parts.query, ("queue",))
+    _refuse_rest(rest, url, ("queue",))
+    path = parts.netloc + parts.path
+    if not path or path == "/":
+        raise ValueError(f"sqlite:// needs a file path (sqlite:///path/to/file.db), got {url!r}")
+    queue = ours.get("queue", "default")
+    database = await open_database(path)
+    try:
+        await migrate(database)
+        extra = {} if poll is None else {"poll": poll}
+        scheduler = SqliteScheduler(database, lease=lease, queue=queue, **extra)
+        await scheduler.prepare()
+        yield SqliteDurable(SqliteCheckpointer(database), scheduler)
+    finally:
+        await database.close()

@@ -1,0 +1,339 @@
+"""The HTTP API: `durability-api --store URL` (or `python -m integration.api`).
+
+It writes values into workflows and reads their checkpoints; it never runs one (a worker does).
+Submitting an order and confirming a payout are the same move, `arrive`, because both are
+values a workflow waits on. So the API holds nothing and may be restarted or scaled at will.
+
+| request | does | answers |
+|---|---|---|
+| `POST /orders` + `Idempotency-Key` | `arrive(key, "order", body)` | 201 new, 200 again |
+| `GET /orders/{id}` | reads the checkpoint and its rollback's | history, stage, waits |
+| `POST /orders/{id}/confirmation` | `arrive(id, "approved-by", name)` | 202 |
+| `POST /orders/{id}/messages` | `deliver(id, {"text": ...})` | 202 with the entry's key |
+| `DELETE /orders/{id}` | `delete(id)` and `delete(id:unwind)` | 200 with records removed |
+
+The `Idempotency-Key` is the workflow id, so a resubmission addresses the same workflow:
+`arrive` is first-writer-wins, and re-sending it also supplies the wakeup a crash between its
+write and its queueing could have lost. Refusals write nothing:
+
+| status | when |
+|---|---|
+| 400 | no `Idempotency-Key`, or one outside `[A-Za-z0-9._-]`, 1-128 characters |
+| 404 | no such order |
+| 409 | the key names a different order; a confirmation or message the order does not wait for |
+| 413 | a body over `MAX_BODY` bytes (by `Content-Length`, and by the bytes actually read) |
+| 422 | a body that is not the expected JSON; the response names each field at fault |
+
+With `--store memory://` the process also runs a worker, since a memory store lives in one
+process; over any other store run `durability-worker` processes beside it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import re
+import signal
+import time
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from types import FrameType
+from typing import Annotated, TypeVar
+
+import uvicorn
+from fastapi import FastAPI, Header, Request, Response
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from durability import Durable
+from durability.connect import open_durable
+from integration import cli
+from integration.log import configure, fields
+from integration.orders import unwind_id
+from integration.payout import APPROVAL
+from integration.submission import SKU, Kind, Line, Order
+from integration.worker import effects_from, redacted, serve
+from integration.workflow import ORDER, history, status
+
+log = logging.getLogger("integration.api")
+
+#: The largest request body accepted, in bytes.
+MAX_BODY = 64 * 1024
+#: What an order id (the `Idempotency-Key`) may be. No `:`, so no order can name another's
+#: rollback (`<id>:unwind`); no braces, which Redis keys reserve; bounded, as Redis wants.
+ORDER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class LineIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    sku: Annotated[str, Field(pattern=f"^{SKU.pattern}$")]
+    quantity: Annotated[int, Field(ge=1, le=10_000)]
+    cents: Annotated[int, Field(ge=0, le=100_000_000)]
+
+
+class OrderIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    kind: Kind = "payout"
+    customer: Annotated[str, Field(min_length=1, max_length=200)]
+    lines: Annotated[list[LineIn], Field(max_length=100)] = []
+
+    @model_validator(mode="after")
+    def _lines_unless_console(self) -> OrderIn:
+        if self.kind != "console" and not self.lines:
+            raise PydanticCustomError(
+                "lines", "a {kind} order needs at least one line", {"kind": self.kind}
+            )
+        return self
+
+    def order(self) -> Order:
+        lines = [Line(line.sku, line.quantity, line.cents) for line in self.lines]
+        return Order.of(self.kind, self.customer, lines)
+
+
+class ConfirmationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    approved_by: Annotated[str, Field(min_length=1, max_length=200)]
+
+
+class MessageIn(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: Annotated[str, Field(min_length=1, max_length=4000)]
+
+
+class Refused(Exception):
+    """A request refused before anything was written: rendered as `{"detail": ...}`."""
+
+    def __init__(self, status: int, detail: object) -> None:
+        super().__init__(status, detail)
+        self.status = status
+        self.detail = detail
+
+
+def _field(location: tuple[int | str, ...]) -> str:
+    return ".".join(str(part) for part in location) or "body"
+
+
+async def _body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 past `limit` bytes, before or while reading it."""
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not declared.isdigit():
+            raise Refused(400, "Content-Length is not a number")
+        if int(declared) > limit:
+            raise Refused(413, f"the body is over {limit} bytes")
+    read = bytearray()
+    async for chunk in request.stream():
+        read += chunk
+        if len(read) > limit:
+            raise Refused(413, f"the body is over {limit} bytes")
+    return bytes(read)
+
+
+async def _parse(request: Request, model: type[M], limit: int) -> M:
+    raw = await _body(request, limit)
+    try:
+        return model.model_validate_json(raw or b"null")
+    except ValidationError as error:
+        problems = [
+            {"field": _field(tuple(problem["loc"])), "problem": problem["msg"]}
+            for problem in error.errors(include_url=False)
+        ]
+        raise Refused(422, problems) from None
+
+
+def _order_id(value: str | None, *, missing: int) -> str:
+    if value is None:
+        raise Refused(missing, "an Idempotency-Key header is required: it names the order")
+    if not ORDER_ID.fullmatch(value):
+        raise Refused(
+            400 if missing == 400 else 404,
+            f"an order id is 1-128 of [A-Za-z0-9._-], starting with a letter or digit;"
+            f" got {value!r}",
+        )
+    return value
+
+
+def make_app(
+    durable: Durable,
+    *,
+    max_body: int = MAX_BODY,
+    clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> FastAPI:
+    """The API over `durable`. It never runs a workflow."""
+    app = FastAPI(title="durability: orders", version="0.1.0")
+    checkpointer = durable.checkpointer
+
+    @app.exception_handler(Refused)
+    async def refused(_: Request, error: Refused) -> Response:
+        return JSONResponse({"detail": error.detail}, status_code=error.status)
+
+    @app.middleware("http")
+    async def access(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        elapsed = (time.perf_counter() - started) * 1000
+        log.info(
+            "request",
+            extra=fields(
+                method=request.method,
+                path=request.url.path,
+                status=response.status_code,
+                ms=f"{elapsed:.1f}",
+            ),
+        )
+        return response
+
+    async def known(order_id: str) -> dict[str, object]:
+        records = await checkpointer.load(order_id)
+        if ORDER not in records:
+            raise Refused(404, f"no order {order_id!r}")
+        return records
+
+    @app.post("/orders")
+    async def submit(
+        request: Request,
+        idempotency_key: Annotated[str | None, Header()] = None,
+    ) -> Response:
+        order_id = _order_id(idempotency_key, missing=400)
+        order = (await _parse(request, OrderIn, max_body)).order().to_record()
+        held = (await checkpointer.load(order_id)).get(ORDER)
+        if held is not None and held != order:
+            raise Refused(409, f"Idempotency-Key {order_id!r} already names a different order")
+        recorded = await durable.arrive(order_id, ORDER, order)
+        if recorded.value != order:  # lost a race to a different order under the same key
+            raise Refused(409, f"Idempotency-Key {order_id!r} already names a different order")
+        log.info("order submitted", extra=fields(order=order_id, first=recorded.first))
+        return JSONResponse(
+            {"id": order_id, "order": recorded.value, "created": recorded.first},
+            status_code=201 if recorded.first else 200,
+            headers={"Location": f"/orders/{order_id}"},
+        )
+
+    @app.get("/orders/{order_id}")
+    async def view(order_id: str) -> Response:
+        order_id = _order_id(order_id, missing=404)
+        written = await checkpointer.history(order_id)
+        records = {w.key: w.value for w in written}
+        if ORDER not in records:
+            raise Refused(404, f"no order {order_id!r}")
+        undoing = unwind_id(order_id)
+        rollback = await checkpointer.history(undoing)
+        now = clock()
+        stage = status(records, {w.key: w.value for w in rollback}, now)
+        return JSONResponse(
+            {
+                "id": order_id,
+                "kind": stage.kind,
+                "stage": stage.stage,
+                "waiting_on": sorted(stage.waiting),
+                "listening": stage.listening,
+                "sleeping_until": stage.until,
+                "as_of": now.isoformat(),
+                "history": history(written),
+                "rollback": {"id": undoing, "history": history(rollback)} if rollback else None,
+            }
+        )
+
+    @app.post("/orders/{order_id}/confirmation")
+    async def confirm(order_id: str, request: Request) -> Response:
+        order_id = _order_id(order_id, missing=404)
+        confirmation = await _parse(request, ConfirmationIn, max_body)
+        records = await known(order_id)
+        stage = status(records, {}, clock())
+        if APPROVAL not in stage.waiting:
+            raise Refused(
+                409, f"order {order_id!r} is not waiting for a confirmation ({stage.stage})"
+            )
+        recorded = await durable.arrive(order_id, APPROVAL, confirmation.approved_by)
+        if not recorded.first:
+            raise Refused(409, f"order {order_id!r} was already confirmed by {recorded.value!r}")
+        log.info("order confirmed", extra=fields(order=order_id, by=confirmation.approved_by))
+        return JSONResponse({"id": order_id, "approved_by": recorded.value}, status_code=202)
+
+    @app.post("/orders/{order_id}/messages")
+    async def message(order_id: str, request: Request) -> Response:
+        order_id = _order_id(order_id, missing=404)
+        sent = await _parse(request, MessageIn, max_body)
+        records = await known(order_id)
+        stage = status(records, {}, clock())
+        if not stage.listening:
+            raise Refused(409, f"order {order_id!r} does not read messages ({stage.stage})")
+        entry = await durable.deliver(order_id, {"text": sent.text})
+        log.info("message delivered", extra=fields(order=order_id, entry=entry.key))
+        return JSONResponse({"id": order_id, "entry": entry.key}, status_code=202)
+
+    @app.delete("/orders/{order_id}")
+    async def delete(order_id: str) -> Response:
+        order_id = _order_id(order_id, missing=404)
+        await known(order_id)
+        # The rollback first: while the order still exists a retry can find both.
+        removed = await durable.delete(unwind_id(order_id))
+        removed += await durable.delete(order_id)
+        log.info("order deleted", extra=fields(order=order_id, records=removed))
+        return JSONResponse({"id": order_id, "deleted": removed})
+
+    return app
+
+
+async def run(args: argparse.Namespace) -> None:
+    async with open_durable(args.store, lease=args.lease) as durable:
+        config = uvicorn.Config(
+            make_app(durable),
+            host=args.host,
+            port=args.port,
+            log_config=None,  # our key=value lines, not uvicorn's formats
+            access_log=False,  # the middleware logs each request instead
+            timeout_graceful_shutdown=10,
+        )
+        server = uvicorn.Server(config)
+        worker: asyncio.Task[None] | None = None
+        if args.store.startswith("memory:"):
+            # A memory store lives in this process, so its worker has to as well.
+            worker = asyncio.create_task(
+                serve(durable, effects_from(args), pool=args.pool, tick=args.tick)
+            )
+        log.info(
+            "api ready",
+            extra=fields(store=redacted(args.store), host=args.host, port=args.port),
+        )
+        try:
+            await server.serve()
+        finally:
+            if worker is not None:
+                worker.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await worker
+        log.info("api stopped")
+
+
+def _noted(signum: int, _: FrameType | None) -> None:
+    """Stands in for the default handler uvicorn re-raises a signal to after its own graceful
+    shutdown, so the store is closed and the process exits 0 rather than dying on the signal."""
+    log.info("signal handled", extra=fields(signal=signal.Signals(signum).name))
+
+
+def main(argv: list[str] | None = None) -> None:
+    made = cli.parser("durability-api", "Serve the orders API over a store.")
+    made.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
+    made.add_argument("--port", type=int, default=8000, help="default 8000")
+    cli.add_worker_options(made)
+    args = made.parse_args(argv)
+    configure(args.log_level)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, _noted)
+    asyncio.run(run(args))
+
+
+if __name__ == "__main__":
+    main()
