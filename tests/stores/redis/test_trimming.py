@@ -37,7 +37,7 @@ def _entry(delivery: Delivery) -> str:
 
 
 async def _ids(redis: Redis, key: str) -> list[str]:
-    return [entry_id for entry_id, _ in await redis.xrange(key)]
+    return [str(entry_id) for entry_id, _ in await redis.xrange(key) or []]
 
 
 async def test_many_wakeups_keep_the_stream_bounded_by_what_is_in_flight(
