@@ -30,6 +30,7 @@ connection it arrives on. Too few acknowledgements raise `NotAcknowledged`.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -255,8 +256,9 @@ class RedisCheckpointer:
         return Pass(workflow, token, alive, _ms_to_datetime(deadline))
 
     async def _load(self, workflow: str) -> list[Any]:
-        reply: list[Any] = await self._read(self._script("load"), workflow_keys(workflow))
-        return reply
+        reply = await self._read(self._script("load"), workflow_keys(workflow))
+        flat: list[Any] = json.loads(reply) or []  # "{}" is cjson's empty array
+        return flat
 
     async def load(self, workflow: str) -> dict[str, object]:
         flat = await self._load(workflow)
