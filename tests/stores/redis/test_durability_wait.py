@@ -13,6 +13,7 @@ from datetime import timedelta
 import pytest
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.exceptions import ResponseError
 
 from durability.interfaces import claimed
 from durability.redis import (
@@ -148,7 +149,14 @@ async def test_on_a_cluster_without_replicas_acknowledgement_fails_loudly(
     )
     with pytest.raises(NotAcknowledged, match="0 of 1"):
         await store.supply(fresh_id, "a", 1)
-    relaxed = RedisCheckpointer(redis=redis_cluster, durable=Acknowledged(replicas=0))
-    assert (await relaxed.supply(fresh_id, "b", 2)).first
+    # aof=True asks each node's version (WAITAOF needs 7.2): the cluster answers per node.
+    relaxed = RedisCheckpointer(redis=redis_cluster, durable=Acknowledged(replicas=0, aof=True))
+    try:
+        assert (await relaxed.supply(fresh_id, "b", 2)).first
+    except ResponseError as error:
+        # On 7.2+ WAITAOF is sent, and a node without an AOF refuses a local fsync: loudly.
+        assert "appendonly" in str(error)
+        relaxed = RedisCheckpointer(redis=redis_cluster, durable=Acknowledged(replicas=0))
+        assert (await relaxed.supply(fresh_id, "b", 2)).first
     assert await relaxed.load(fresh_id) == {"a": 1, "b": 2}
     await redis_cluster.delete(*workflow_keys(fresh_id))
