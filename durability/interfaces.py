@@ -11,7 +11,8 @@ Every duration is a `timedelta` and is refused unless positive (`positive`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
@@ -79,12 +80,15 @@ class Pass:
     clock, `max(now_ms, previous + 1)`), so a write carrying an older token is refused.
     `alive` is how long one sign of life keeps the claim (a write is one); `budget_ends` is the
     claimer's estimate of the deadline renewal cannot lift, used only to skip needless extends.
+    `records` is the checkpoint as the claim found it, for a store that can read it in the same
+    round trip as the claim (`None` if it did not): a pass then starts without a second trip.
     """
 
     workflow: str
     token: int
     alive: timedelta
     budget_ends: datetime
+    records: Mapping[str, object] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

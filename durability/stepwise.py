@@ -367,6 +367,8 @@ async def resume(
     says a worker renews the claim meanwhile; `on_write` is called after each write.
     """
     if records is None:
+        records = holder.records
+    if records is None:
         records = await checkpointer.load(holder.workflow)
     run = Run(holder, checkpointer, records, clock=clock, kept=kept, on_write=on_write)
     try:
