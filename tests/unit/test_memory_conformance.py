@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -59,3 +62,19 @@ class TestMemoryDurable(DurableContract):
     @pytest.fixture
     def durable(self) -> Durable:
         return SplitDurable(MemoryCheckpointer(), MemoryScheduler())
+
+
+def test_the_suite_imports_no_store_driver() -> None:
+    # Every store's suite imports the contract, so it must not drag in another store's driver.
+    probe = (
+        "import sys, durability.testing.conformance\n"
+        "drivers = ('redis', 'psycopg', 'psycopg_pool', 'aiosqlite')\n"
+        "stores = ('durability.redis', 'durability.postgres', 'durability.sqlite')\n"
+        "print(sorted(m for m in sys.modules"
+        " if m.split('.')[0] in drivers or m.startswith(stores)))"
+    )
+    root = Path(__file__).resolve().parents[2]
+    loaded = subprocess.run(
+        [sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, check=True
+    )
+    assert loaded.stdout.strip() == "[]"

@@ -159,7 +159,7 @@ class ClaimContract:
     ) -> None:
         workflow = fresh()
         lapsed = await claim_now(checkpointer, workflow, alive=BRIEF)
-        await checkpointer.record(lapsed, "before", 1)
+        await checkpointer.supply(workflow, "before", 1)
         await asyncio.sleep(PAST_BRIEF)
         # No one else claimed: the claim lapsing on its own must be enough to fence it.
         with pytest.raises(Fenced):
@@ -175,9 +175,10 @@ class ClaimContract:
         self, checkpointer: Checkpointer
     ) -> None:
         workflow = fresh()
-        holder = await claim_now(
-            checkpointer, workflow, budget=timedelta(milliseconds=600), alive=BRIEF
-        )
+        # alive == budget, so a stalled host between claim and renew cannot fail the test; a
+        # renew that ignored the budget would still be caught, live at 800ms.
+        budget = timedelta(milliseconds=600)
+        holder = await claim_now(checkpointer, workflow, budget=budget, alive=budget)
         await checkpointer.renew(holder, timedelta(seconds=5))
         await asyncio.sleep(0.8)
         with pytest.raises(Fenced):
@@ -189,9 +190,8 @@ class ClaimContract:
 
     async def test_extend_carries_a_claim_past_its_budget(self, checkpointer: Checkpointer) -> None:
         workflow = fresh()
-        holder = await claim_now(
-            checkpointer, workflow, budget=timedelta(milliseconds=400), alive=BRIEF
-        )
+        budget = timedelta(milliseconds=400)
+        holder = await claim_now(checkpointer, workflow, budget=budget, alive=budget)
         extended = await checkpointer.extend(holder, timedelta(seconds=2), timedelta(seconds=2))
         assert (extended.workflow, extended.token) == (holder.workflow, holder.token)
         assert extended.budget_ends > holder.budget_ends
