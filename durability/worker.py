@@ -69,6 +69,7 @@ class _Running:
     expired: bool = False
     extending: asyncio.Task[None] | None = None
     again: bool = False
+    reclaimed: bool = False
     started: float = field(default_factory=time.monotonic)
 
 
@@ -136,16 +137,16 @@ class _Worker:
         async with self.freed:
             self.freed.notify_all()
 
-    def _start(self, delivery: Delivery) -> None:
+    def _start(self, delivery: Delivery, reclaimed: bool) -> None:
         assert self.passes is not None
-        running = _Running(delivery)
+        running = _Running(delivery, reclaimed=reclaimed)
         self.running.add(running)
         self.passes.create_task(self._pass(running))
 
-    async def _admit(self, delivery: Delivery) -> None:
+    async def _admit(self, delivery: Delivery, reclaimed: bool = False) -> None:
         """Run a delivery if a slot is free; otherwise hand it straight back to the queue."""
         if len(self.running) < self.pool:
-            self._start(delivery)
+            self._start(delivery, reclaimed)
             return
         # Only reachable when the reader and the reclaimer both filled the last slot at once.
         await self._hand_back(delivery, None)
@@ -171,7 +172,7 @@ class _Worker:
                 if delivery is None:
                     break
                 log.info("reclaimed %s from a worker that stopped answering", delivery.workflow)
-                await self._admit(delivery)
+                await self._admit(delivery, reclaimed=True)
 
     async def keeper(self) -> None:
         while True:
@@ -304,7 +305,12 @@ class _Worker:
             # A live pass holds it. The wakeup may carry input that pass will not see, so look
             # again later instead of dropping it.
             self.emit("contended", workflow)
-            due = self.clock() + self.contended
+            # A reclaimed delivery's holder went quiet for a lease, but a write it made just
+            # before dying kept the claim alive up to a lease past that write: the delivery
+            # lapsed first. That claim ends within about a tick, so look again each tick
+            # rather than after `contended`, or a takeover would wait for the preference.
+            wait = min(self.contended, self.tick) if running.reclaimed else self.contended
+            due = self.clock() + wait
             if await self.scheduler.wake_at(running.delivery, due):
                 self._scheduled(due)
             await self.scheduler.done(running.delivery)
