@@ -1,0 +1,667 @@
+"""`work` over the memory stores, on the real clock with short ticks and leases.
+
+The real clock is the point here: leases lapse, budgets run out and timers fire. Every worker a
+test starts is cancelled before the test ends. A worker's death is simulated by wrapping the
+stores it talks through so that, once it is dead, every call it makes hangs (and what it had
+sent before is all the stores ever heard from it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from datetime import datetime, timedelta
+from typing import Any, Literal, NoReturn, TypeVar
+
+import pytest
+
+from durability.codec import as_int, as_text
+from durability.interfaces import (
+    Checkpointer,
+    Delivery,
+    Durable,
+    Effect,
+    Entry,
+    Pass,
+    Recorded,
+    Scheduler,
+    SplitDurable,
+    Written,
+    claimed,
+)
+from durability.memory import MemoryCheckpointer, MemoryScheduler
+from durability.stepwise import Blocked, Completed, Run, Sleeping
+from durability.worker import Event, work
+
+R = TypeVar("R")
+LEASE = timedelta(milliseconds=500)
+TICK = timedelta(milliseconds=50)
+WITHIN = timedelta(milliseconds=200)
+_ids = itertools.count()
+
+
+def workflow_id() -> str:
+    return f"worker-test-{next(_ids)}-{time.monotonic_ns()}"
+
+
+class Observed:
+    """An observer that keeps every event and lets a test wait for one."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._changed = asyncio.Event()
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+        self._changed.set()
+
+    def of(self, workflow: str, kind: str | None = None) -> list[Event]:
+        return [
+            event
+            for event in self.events
+            if event.workflow == workflow and (kind is None or event.kind == kind)
+        ]
+
+    def kinds(self, workflow: str) -> list[str]:
+        return [event.kind for event in self.of(workflow)]
+
+    def outcomes(self, workflow: str) -> list[object]:
+        return [event.outcome for event in self.of(workflow, "outcome")]
+
+    def completed(self, workflow: str) -> bool:
+        return any(isinstance(outcome, Completed) for outcome in self.outcomes(workflow))
+
+    async def until(self, condition: Callable[[], bool], seconds: float = 5.0) -> None:
+        async with asyncio.timeout(seconds):
+            while not condition():
+                self._changed.clear()
+                await self._changed.wait()
+
+
+@contextlib.asynccontextmanager
+async def working(
+    durable: Durable,
+    body: Callable[[Run], Awaitable[object]],
+    observer: Observed,
+    **settings: Any,
+) -> AsyncIterator[asyncio.Task[None]]:
+    """A running `work` task, always cancelled on the way out."""
+    options: dict[str, Any] = {"tick": TICK, "within": WITHIN, "contended": TICK} | settings
+    task = asyncio.create_task(work(durable, body, observer=observer, **options))
+    try:
+        yield task
+    finally:
+        await stop(task)
+
+
+async def stop(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+def stores(lease: timedelta = LEASE) -> tuple[MemoryCheckpointer, MemoryScheduler]:
+    return MemoryCheckpointer(), MemoryScheduler(lease=lease)
+
+
+async def forever() -> NoReturn:
+    await asyncio.Event().wait()
+    raise AssertionError("unreachable")
+
+
+# --- wrappers -----------------------------------------------------------------------------
+
+
+class CountingScheduler:
+    """Delegates to a scheduler and counts calls (and deliveries handed out) by method."""
+
+    def __init__(self, inner: Scheduler) -> None:
+        self.inner = inner
+        self.lease = inner.lease
+        self.calls: Counter[str] = Counter()
+        self.delivered = 0
+
+    async def prepare(self) -> None:
+        self.calls["prepare"] += 1
+        await self.inner.prepare()
+
+    async def make_ready(self, workflow: str) -> None:
+        self.calls["make_ready"] += 1
+        await self.inner.make_ready(workflow)
+
+    async def next_ready(self, within: timedelta) -> Delivery | None:
+        self.calls["next_ready"] += 1
+        delivery = await self.inner.next_ready(within)
+        self.delivered += delivery is not None
+        return delivery
+
+    async def done(self, delivery: Delivery) -> None:
+        self.calls["done"] += 1
+        await self.inner.done(delivery)
+
+    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
+        self.calls["wake_at"] += 1
+        return await self.inner.wake_at(delivery, when)
+
+    async def wake_due(self, now: datetime | None = None) -> datetime | None:
+        self.calls["wake_due"] += 1
+        return await self.inner.wake_due(now)
+
+    async def reclaim(self, idle: timedelta) -> Delivery | None:
+        self.calls["reclaim"] += 1
+        delivery = await self.inner.reclaim(idle)
+        self.delivered += delivery is not None
+        return delivery
+
+    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
+        self.calls["extend"] += 1
+        return await self.inner.extend(delivery, within)
+
+    async def cancel(self, workflow: str) -> int:
+        self.calls["cancel"] += 1
+        return await self.inner.cancel(workflow)
+
+
+Plan = Literal["when told", "after a write", "after a write and its renewal"]
+
+
+class Mortal:
+    """The fate one simulated worker process shares across both of its stores.
+
+    Once `dead`, every call hangs: nothing more reaches a store and no reply comes back, which is
+    what a killed process looks like from the stores. `last_sign` is the wall-clock time of the
+    last call that reached a store as a sign of life (a claim, write, renewal or extension).
+    `bury` ends the hung calls with an error so the test can shut the corpse down.
+    """
+
+    def __init__(self, plan: Plan = "when told") -> None:
+        self.plan = plan
+        self.dead = False
+        self.wrote = False
+        self.last_sign = 0.0
+        self._buried = asyncio.Event()
+
+    def bury(self) -> None:
+        self._buried.set()
+
+    async def hang(self) -> NoReturn:
+        await self._buried.wait()
+        raise ConnectionError("this worker is dead")
+
+    async def call(
+        self,
+        call: Coroutine[Any, Any, R],
+        *,
+        sign: bool = False,
+        write: bool = False,
+        renewal: bool = False,
+    ) -> R:
+        if self.dead:
+            call.close()
+            await self.hang()
+        result = await call
+        if sign:
+            self.last_sign = time.time()
+        if write:
+            self.wrote = True
+            if self.plan == "after a write":
+                self.dead = True
+        if renewal and self.wrote and self.plan == "after a write and its renewal":
+            self.dead = True
+        if self.dead:  # it landed, but the process died before hearing back
+            await self.hang()
+        return result
+
+
+class MortalCheckpointer:
+    def __init__(self, inner: Checkpointer, mortal: Mortal) -> None:
+        self.inner = inner
+        self.mortal = mortal
+
+    async def claim(self, workflow: str, budget: timedelta, alive: timedelta) -> Pass | None:
+        return await self.mortal.call(self.inner.claim(workflow, budget, alive), sign=True)
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        return await self.mortal.call(self.inner.load(workflow))
+
+    async def history(self, workflow: str) -> list[Written]:
+        return await self.mortal.call(self.inner.history(workflow))
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        call = self.inner.record(holder, key, value)
+        return await self.mortal.call(call, sign=True, write=True)
+
+    async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
+        call = self.inner.transact(holder, key, effect)
+        return await self.mortal.call(call, sign=True, write=True)
+
+    async def supply(self, workflow: str, key: str, value: object) -> Recorded:
+        return await self.mortal.call(self.inner.supply(workflow, key, value))
+
+    async def append(self, workflow: str, value: object) -> Entry:
+        return await self.mortal.call(self.inner.append(workflow, value))
+
+    async def extend(self, holder: Pass, budget: timedelta, alive: timedelta) -> Pass:
+        return await self.mortal.call(self.inner.extend(holder, budget, alive), sign=True)
+
+    async def renew(self, holder: Pass, alive: timedelta) -> None:
+        await self.mortal.call(self.inner.renew(holder, alive), sign=True)
+
+    async def discard(self, workflow: str) -> int:
+        return await self.mortal.call(self.inner.discard(workflow))
+
+    async def release(self, holder: Pass) -> None:
+        await self.mortal.call(self.inner.release(holder))
+
+
+class MortalScheduler:
+    def __init__(self, inner: Scheduler, mortal: Mortal) -> None:
+        self.inner = inner
+        self.mortal = mortal
+        self.lease = inner.lease
+
+    async def prepare(self) -> None:
+        await self.mortal.call(self.inner.prepare())
+
+    async def make_ready(self, workflow: str) -> None:
+        await self.mortal.call(self.inner.make_ready(workflow))
+
+    async def next_ready(self, within: timedelta) -> Delivery | None:
+        return await self.mortal.call(self.inner.next_ready(within))
+
+    async def done(self, delivery: Delivery) -> None:
+        await self.mortal.call(self.inner.done(delivery))
+
+    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
+        return await self.mortal.call(self.inner.wake_at(delivery, when))
+
+    async def wake_due(self, now: datetime | None = None) -> datetime | None:
+        return await self.mortal.call(self.inner.wake_due(now))
+
+    async def reclaim(self, idle: timedelta) -> Delivery | None:
+        return await self.mortal.call(self.inner.reclaim(idle))
+
+    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
+        call = self.inner.extend(delivery, within)
+        return await self.mortal.call(call, sign=True, renewal=True)
+
+    async def cancel(self, workflow: str) -> int:
+        return await self.mortal.call(self.inner.cancel(workflow))
+
+
+# --- the lifecycle --------------------------------------------------------------------------
+
+
+async def test_the_observer_sees_delivered_started_and_outcome_in_order() -> None:
+    durable = SplitDurable(*stores())
+    observed = Observed()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> int:
+        return await run.step("one", lambda: 1, as_int)
+
+    async with working(durable, body, observed):
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: observed.completed(workflow))
+
+    assert observed.kinds(workflow) == ["delivered", "started", "outcome"]
+    assert observed.outcomes(workflow) == [Completed(1)]
+    times = [event.at for event in observed.of(workflow)]
+    assert times == sorted(times)
+
+
+async def test_a_blocked_workflow_runs_again_when_its_input_arrives() -> None:
+    durable = SplitDurable(*stores())
+    observed = Observed()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> str:
+        return await run.awaiting("approved-by", as_text)
+
+    async with working(durable, body, observed):
+        await durable.arrive(workflow, "order", 1)
+        await observed.until(lambda: len(observed.outcomes(workflow)) == 1)
+        await durable.arrive(workflow, "approved-by", "ada")
+        await observed.until(lambda: observed.completed(workflow))
+
+    assert observed.outcomes(workflow) == [
+        Blocked(waiting=frozenset({"approved-by"})),
+        Completed("ada"),
+    ]
+
+
+# --- 11. the pool, the timer, the budget, failures, shutdown ----------------------------------
+
+
+async def test_at_most_pool_passes_run_and_nothing_is_read_while_full() -> None:
+    checkpointer, memory = stores()
+    scheduler = CountingScheduler(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    gate = asyncio.Event()
+    inside = 0
+    most = 0
+
+    async def hold() -> int:
+        nonlocal inside, most
+        inside += 1
+        most = max(most, inside)
+        try:
+            await gate.wait()
+        finally:
+            inside -= 1
+        return 1
+
+    async def body(run: Run) -> int:
+        return await run.step("held", hold, as_int)
+
+    workflows = [workflow_id() for _ in range(10)]
+    async with working(durable, body, observed, pool=2):
+        for workflow in workflows:
+            await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: len([e for e in observed.events if e.kind == "started"]) == 2)
+        # Several ticks and reads' worth of time with both slots taken.
+        await asyncio.sleep(6 * TICK.total_seconds())
+        assert inside == 2
+        assert scheduler.calls["next_ready"] == 2
+        assert scheduler.delivered == 2
+        assert scheduler.calls["make_ready"] - scheduler.delivered == 8  # still in the queue
+
+        gate.set()
+        await observed.until(lambda: all(observed.completed(w) for w in workflows))
+
+    assert most == 2
+    assert scheduler.delivered == 10
+
+
+async def test_a_sleeping_workflow_is_woken_by_the_timer() -> None:
+    checkpointer, memory = stores()
+    scheduler = CountingScheduler(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> str:
+        await run.sleep("nap", timedelta(milliseconds=150))
+        return await run.step("after", lambda: "awake", as_text)
+
+    # A sweep far longer than the test: only the worker's own deadline can wake it in time.
+    async with working(durable, body, observed, sweep=timedelta(minutes=1)):
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: observed.completed(workflow))
+
+    first, last = observed.outcomes(workflow)
+    assert isinstance(first, Sleeping) and first.key == "nap"
+    assert last == Completed("awake")
+    assert observed.of(workflow, "started")[1].at >= first.due.timestamp()
+    assert scheduler.calls["make_ready"] == 1  # the arrival; the wakeup came from the timer
+
+
+async def test_a_deadline_set_by_another_worker_is_found_by_the_sweep() -> None:
+    checkpointer, scheduler = stores()
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    workflow = workflow_id()
+    # Another worker took the workflow, scheduled a wakeup, and answered for it.
+    await scheduler.make_ready(workflow)
+    delivery = await scheduler.next_ready(WITHIN)
+    assert delivery is not None
+    assert await scheduler.wake_at(delivery, datetime.now().astimezone() + 3 * TICK)
+    await scheduler.done(delivery)
+
+    async def body(run: Run) -> str:
+        return "woken"
+
+    async with working(durable, body, observed, sweep=4 * TICK):
+        await asyncio.sleep(0)  # the first look happens at start: let it find nothing due
+        await observed.until(lambda: observed.completed(workflow))
+    assert observed.outcomes(workflow) == [Completed("woken")]
+
+
+async def test_a_pass_stuck_past_its_budget_is_stopped_and_the_workflow_handed_back() -> None:
+    durable = SplitDurable(*stores())
+    observed = Observed()
+    workflow = workflow_id()
+    attempts: list[int] = []
+
+    async def transcode() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            await forever()  # wedged: only the budget can end this
+        return "transcoded"
+
+    async def body(run: Run) -> str:
+        return await run.step("transcode", transcode, as_text)
+
+    async with working(durable, body, observed, budget=timedelta(milliseconds=300)):
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: observed.completed(workflow))
+
+    assert len(attempts) == 2
+    kinds = observed.kinds(workflow)
+    assert kinds.index("expired") < kinds.index("outcome")
+    assert kinds.count("started") == 2
+    assert await durable.checkpointer.load(workflow) == {"go": True, "transcode": "transcoded"}
+
+
+async def test_a_step_that_raises_is_logged_and_the_worker_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    durable = SplitDurable(*stores())
+    observed = Observed()
+    bad, good = workflow_id(), workflow_id()
+
+    def charge() -> str:
+        raise RuntimeError("card declined")
+
+    async def body(run: Run) -> str:
+        if run.workflow == bad:
+            return await run.step("charged", charge, as_text)
+        return await run.step("charged", lambda: "ok", as_text)
+
+    with caplog.at_level(logging.ERROR, logger="durability.worker"):
+        async with working(durable, body, observed, pool=1):
+            await durable.arrive(bad, "go", True)
+            await observed.until(lambda: bool(observed.of(bad, "failed")))
+            await durable.arrive(good, "go", True)
+            await observed.until(lambda: observed.completed(good))
+
+    failed = observed.of(bad, "failed")
+    assert len(failed) == 1 and isinstance(failed[0].error, RuntimeError)
+    logged = [
+        r for r in caplog.records if r.name == "durability.worker" and r.levelno >= logging.ERROR
+    ]
+    assert any(
+        bad in r.getMessage() and r.exc_info and isinstance(r.exc_info[1], RuntimeError)
+        for r in logged
+    )
+    assert "charged" not in await durable.checkpointer.load(bad)
+
+
+async def test_a_worker_cancelled_mid_pass_loses_nothing() -> None:
+    durable = SplitDurable(*stores())
+    first_seen, second_seen = Observed(), Observed()
+    workflow = workflow_id()
+    calls: Counter[str] = Counter()
+    entered = asyncio.Event()
+
+    def reserve() -> str:
+        calls["reserve"] += 1
+        return "reserved"
+
+    async def ship() -> str:
+        calls["ship"] += 1
+        if calls["ship"] == 1:
+            entered.set()
+            await forever()  # the first worker is shut down while inside this step
+        return "shipped"
+
+    async def body(run: Run) -> list[str]:
+        reserved = await run.step("reserved", reserve, as_text)
+        return [reserved, await run.step("shipped", ship, as_text)]
+
+    async with working(durable, body, first_seen) as first:
+        await durable.arrive(workflow, "go", True)
+        await entered.wait()
+        await stop(first)
+    assert first_seen.kinds(workflow) == ["delivered", "started"]
+
+    async with working(durable, body, second_seen):
+        await second_seen.until(lambda: second_seen.completed(workflow))
+
+    assert second_seen.outcomes(workflow) == [Completed(["reserved", "shipped"])]
+    assert calls == {"reserve": 1, "ship": 2}  # the step that had finished did not run again
+    assert await durable.checkpointer.load(workflow) == {
+        "go": True,
+        "reserved": "reserved",
+        "shipped": "shipped",
+    }
+
+
+async def test_a_pass_running_during_a_delete_is_fenced_and_not_rescheduled() -> None:
+    durable = SplitDurable(*stores())
+    observed = Observed()
+    workflow = workflow_id()
+    gate = asyncio.Event()
+    inside = asyncio.Event()
+
+    async def wait_then_ship() -> str:
+        inside.set()
+        await gate.wait()
+        return "shipped"
+
+    async def body(run: Run) -> str:
+        await run.step("charged", lambda: "charged", as_text)
+        return await run.step("shipped", wait_then_ship, as_text)
+
+    async with working(durable, body, observed):
+        await durable.arrive(workflow, "go", True)
+        await inside.wait()
+        await durable.delete(workflow)
+        gate.set()
+        await observed.until(lambda: bool(observed.of(workflow, "fenced")))
+        await asyncio.sleep(6 * TICK.total_seconds())  # time for any wakeup to come round
+
+    assert observed.kinds(workflow) == ["delivered", "started", "fenced"]
+    assert await durable.checkpointer.load(workflow) == {}
+
+
+async def test_a_workflow_held_by_a_live_pass_is_looked_at_again_later() -> None:
+    checkpointer, scheduler = stores()
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    workflow = workflow_id()
+    holder = await claimed(checkpointer, workflow, timedelta(minutes=1), timedelta(minutes=1))
+
+    async def body(run: Run) -> str:
+        return "ran"
+
+    async with working(durable, body, observed):
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: bool(observed.of(workflow, "contended")))
+        await checkpointer.release(holder)
+        await observed.until(lambda: observed.completed(workflow))
+    assert observed.kinds(workflow)[:2] == ["delivered", "contended"]
+
+
+# --- 12. timings --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["budget", "tick", "within", "contended", "sweep"])
+@pytest.mark.parametrize("bad", [timedelta(0), timedelta(milliseconds=-1)])
+async def test_work_refuses_a_timing_that_is_not_positive(name: str, bad: timedelta) -> None:
+    durable = SplitDurable(*stores())
+
+    async def body(run: Run) -> None:
+        return None
+
+    settings: dict[str, Any] = {name: bad}
+    with pytest.raises(ValueError, match=name):
+        await asyncio.wait_for(work(durable, body, **settings), 1)
+
+
+@pytest.mark.parametrize("pool", [0, -1])
+async def test_work_refuses_a_pool_that_is_not_positive(pool: int) -> None:
+    async def body(run: Run) -> None:
+        return None
+
+    with pytest.raises(ValueError, match="pool"):
+        await asyncio.wait_for(work(SplitDurable(*stores()), body, pool=pool), 1)
+
+
+# --- 13. taking over from a dead worker -------------------------------------------------------
+
+TAKEOVER_LEASE = timedelta(milliseconds=600)
+TAKEOVER_TICK = timedelta(milliseconds=100)
+SLACK = TAKEOVER_TICK  # event-loop scheduling on a shared machine, not a design allowance
+
+
+@pytest.mark.parametrize("plan", ["when told", "after a write", "after a write and its renewal"])
+async def test_a_dead_workers_workflow_is_taken_over_within_a_lease_and_a_tick(
+    plan: Plan,
+) -> None:
+    checkpointer, scheduler = stores(TAKEOVER_LEASE)
+    mortal = Mortal(plan)
+    doomed = SplitDurable(
+        MortalCheckpointer(checkpointer, mortal), MortalScheduler(scheduler, mortal)
+    )
+    survivor = SplitDurable(checkpointer, scheduler)
+    doomed_seen, survivor_seen = Observed(), Observed()
+    workflow = workflow_id()
+    calls: Counter[str] = Counter()
+    in_step = asyncio.Event()
+
+    async def prepare() -> str:
+        calls["prepare"] += 1
+        # Long enough for several renewals before the write lands.
+        await asyncio.sleep(2.5 * TAKEOVER_TICK.total_seconds())
+        return "prepared"
+
+    async def finish() -> str:
+        calls["finish"] += 1
+        if not mortal.dead:  # the doomed worker never gets out of this step
+            in_step.set()
+            await forever()
+        return "finished"
+
+    async def body(run: Run) -> list[str]:
+        prepared = await run.step("prepare", prepare, as_text)
+        return [prepared, await run.step("finish", finish, as_text)]
+
+    # `contended` at work's default: how eagerly a worker re-looks at a held workflow is a
+    # preference, and the takeover bound must not depend on it.
+    settings: dict[str, Any] = {
+        "tick": TAKEOVER_TICK,
+        "within": TAKEOVER_TICK,
+        "contended": timedelta(seconds=1),
+    }
+    first = asyncio.create_task(work(doomed, body, observer=doomed_seen, **settings))
+    try:
+        await doomed.arrive(workflow, "go", True)
+        await doomed_seen.until(lambda: bool(doomed_seen.of(workflow, "started")))
+        async with working(survivor, body, survivor_seen, **settings):
+            if plan == "when told":
+                await in_step.wait()
+                await asyncio.sleep(2.5 * TAKEOVER_TICK.total_seconds())  # a few renewals
+                mortal.dead = True
+            await survivor_seen.until(lambda: bool(survivor_seen.of(workflow, "started")), 5)
+            await survivor_seen.until(lambda: survivor_seen.completed(workflow), 5)
+    finally:
+        first.cancel()
+        await asyncio.sleep(0)
+        mortal.bury()
+        with contextlib.suppress(asyncio.CancelledError):
+            await first
+
+    assert mortal.dead
+    took_over = survivor_seen.of(workflow, "started")[0].at
+    waited = took_over - mortal.last_sign
+    bound = (TAKEOVER_LEASE + TAKEOVER_TICK + SLACK).total_seconds()
+    assert waited <= bound, f"taken over {waited:.3f}s after the last sign of life"
+    assert survivor_seen.outcomes(workflow) == [Completed(["prepared", "finished"])]
+    assert calls["prepare"] == 1
