@@ -41,7 +41,9 @@ def statements(filename: str) -> Mapping[str, str]:
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         if name in named:
             raise ValueError(f"{filename}: statement {name!r} is defined twice")
-        named[name] = body.strip()
+        # Comment lines are for readers of the file, not for the wire.
+        lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
+        named[name] = "\n".join(lines).strip()
     return named
 
 

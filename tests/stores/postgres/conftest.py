@@ -119,14 +119,16 @@ async def make_pool(database_url: str) -> AsyncIterator[MakePool]:
 
     made: list[Pool] = []
 
-    async def make(url: str | None = None, size: int = 8, **options: object) -> Pool:
+    async def make(
+        url: str | None = None, size: int = 8, **connect: object
+    ) -> Pool:
+        """`connect` adds connection options (application_name, cursor_factory, ...)."""
         opened: Pool = AsyncConnectionPool(
             url or database_url,
             min_size=1,
             max_size=size,
-            kwargs={"autocommit": True},
+            kwargs={"autocommit": True, **connect},
             open=False,
-            **options,  # type: ignore[arg-type]
         )
         await opened.open(wait=True)
         made.append(opened)

@@ -1,0 +1,229 @@
+"""What is specific to `PostgresScheduler`: notifications end an idle wait, the poll catches
+what nobody announced, a sleeper another worker schedules wakes a reader at its time, the
+listening connection survives being killed, and an idle reader issues no statement it need not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from psycopg import AsyncCursor
+
+from durability.interfaces import Delivery
+from durability.postgres import PostgresCheckpointer, PostgresScheduler
+
+if TYPE_CHECKING:
+    from durability.postgres.statements import Pool
+
+MakePool = Callable[..., Awaitable["Pool"]]
+LONG_POLL = timedelta(seconds=30)  # longer than any wait below: only a notification can help
+BLOCKED = timedelta(seconds=5)
+
+
+def _names() -> tuple[str, str]:
+    return f"q-{uuid.uuid4().hex}", f"pg-sched-{uuid.uuid4().hex}"
+
+
+async def _blocked(scheduler: PostgresScheduler) -> asyncio.Task[Delivery | None]:
+    """A reader blocked in next_ready, already past its first read and waiting."""
+    reader = asyncio.create_task(scheduler.next_ready(BLOCKED))
+    await asyncio.sleep(0.3)
+    assert not reader.done()
+    return reader
+
+
+async def test_make_ready_from_another_connection_ends_a_blocked_next_ready(
+    pool: Pool, make_pool: MakePool
+) -> None:
+    queue, workflow = _names()
+    waiting = PostgresScheduler(pool=pool, queue=queue, poll=LONG_POLL)
+    other = PostgresScheduler(pool=await make_pool(size=1), queue=queue, notify=False)
+    try:
+        reader = await _blocked(waiting)
+        await other.make_ready(workflow)
+        delivery = await reader
+        assert delivery is not None, "the notification should have ended the wait"
+        assert delivery.workflow == workflow
+    finally:
+        await waiting.close()
+
+
+async def test_a_lost_notification_is_still_picked_up_by_the_poll(pool: Pool) -> None:
+    queue, workflow = _names()
+    waiting = PostgresScheduler(pool=pool, queue=queue, poll=timedelta(milliseconds=200))
+    try:
+        reader = await _blocked(waiting)
+        async with pool.connection() as conn:  # a wakeup written by hand, announced to nobody
+            await conn.execute(
+                "INSERT INTO durability.queue (queue, workflow, visible_at, receipt)"
+                " VALUES (%s, %s, clock_timestamp(), nextval('durability.receipts'))",
+                (queue, workflow),
+            )
+        delivery = await reader
+        assert delivery is not None
+        assert delivery.workflow == workflow
+    finally:
+        await waiting.close()
+
+
+async def test_a_sleeper_another_worker_schedules_wakes_a_blocked_reader_at_its_time(
+    pool: Pool, make_pool: MakePool
+) -> None:
+    queue, workflow = _names()
+    async with pool.connection() as conn:  # taken by a worker on another host: receipt 7
+        await conn.execute(
+            "INSERT INTO durability.queue (queue, workflow, visible_at, receipt)"
+            " VALUES (%s, %s, clock_timestamp() + interval '1 hour', 7)",
+            (queue, workflow),
+        )
+    waiting = PostgresScheduler(pool=pool, queue=queue, poll=LONG_POLL)
+    other = PostgresScheduler(pool=await make_pool(size=1), queue=queue, notify=False)
+    try:
+        reader = await _blocked(waiting)
+        soon = datetime.now(UTC) + timedelta(milliseconds=500)
+        assert await other.wake_at(Delivery(workflow, "7"), soon)
+        await other.done(Delivery(workflow, "7"))  # the row is a sleeper now, not ours
+        delivery = await reader
+        assert delivery is not None, "the reader should have woken for the sleeper"
+        assert delivery.workflow == workflow
+    finally:
+        await waiting.close()
+
+
+async def test_a_notification_for_another_queue_hands_out_nothing(
+    pool: Pool, make_pool: MakePool
+) -> None:
+    queue, workflow = _names()
+    elsewhere = f"q-{uuid.uuid4().hex}"
+    waiting = PostgresScheduler(pool=pool, queue=queue, poll=LONG_POLL)
+    other = PostgresScheduler(pool=await make_pool(size=1), queue=elsewhere, notify=False)
+    try:
+        reader = asyncio.create_task(waiting.next_ready(timedelta(milliseconds=600)))
+        await asyncio.sleep(0.2)
+        await other.make_ready(workflow)
+        assert await reader is None
+        taken = await other.next_ready(timedelta(milliseconds=100))
+        assert taken is not None and taken.workflow == workflow
+    finally:
+        await waiting.close()
+
+
+async def test_the_listener_reconnects_after_its_connection_is_killed(
+    make_pool: MakePool,
+) -> None:
+    queue, workflow = _names()
+    name = f"listen-{uuid.uuid4().hex[:16]}"
+    pool = await make_pool(application_name=name)
+    waiting = PostgresScheduler(pool=pool, queue=queue, poll=LONG_POLL)
+    other = PostgresScheduler(pool=await make_pool(size=1), queue=queue, notify=False)
+
+    async def listeners() -> list[int]:
+        async with pool.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = %s"
+                " AND query = 'LISTEN durability_ready'",
+                (name,),
+            )
+            return [int(pid) for (pid,) in await cursor.fetchall()]
+
+    try:
+        assert await waiting.next_ready(timedelta(milliseconds=50)) is None  # starts listening
+        (killed,) = await listeners()
+        async with pool.connection() as conn:
+            await conn.execute("SELECT pg_terminate_backend(%s)", (killed,))
+        reader = asyncio.create_task(waiting.next_ready(BLOCKED))
+        for _ in range(50):
+            if (fresh := await listeners()) and killed not in fresh:
+                break
+            await asyncio.sleep(0.05)
+        assert len(fresh) == 1 and killed not in fresh
+        await asyncio.sleep(0.1)
+        await other.make_ready(workflow)
+        delivery = await reader
+        assert delivery is not None, "a reconnected listener should still be woken"
+        assert delivery.workflow == workflow
+    finally:
+        await waiting.close()
+
+
+async def test_an_idle_reader_reads_once_until_something_is_announced(
+    make_pool: MakePool,
+) -> None:
+    statements: list[str] = []
+
+    class Counting(AsyncCursor[Any]):
+        async def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+            if not str(query).startswith("LISTEN"):  # the listener's own, once
+                statements.append(str(query))
+            return await super().execute(query, params, **options)
+
+    queue, workflow = _names()
+    pool = await make_pool(cursor_factory=Counting)
+    idle = PostgresScheduler(pool=pool, queue=queue, poll=LONG_POLL)
+    other = PostgresScheduler(pool=await make_pool(size=1), queue=queue, notify=False)
+    try:
+        for _ in range(3):
+            assert await idle.next_ready(timedelta(milliseconds=100)) is None
+            assert await idle.wake_due() is None
+        assert len(statements) == 1, statements  # one read; the quiet after it is known
+        await other.make_ready(workflow)
+        delivery = await idle.next_ready(BLOCKED)
+        assert delivery is not None and delivery.workflow == workflow
+        assert len(statements) == 2, statements
+    finally:
+        await idle.close()
+
+
+async def test_many_readers_on_many_connections_take_each_workflow_once(
+    make_pool: MakePool,
+) -> None:
+    queue = f"q-{uuid.uuid4().hex}"
+    readers = [
+        PostgresScheduler(pool=await make_pool(size=1), queue=queue, notify=False)
+        for _ in range(8)
+    ]
+    workflows = [f"pg-many-{uuid.uuid4().hex}" for _ in range(120)]
+    await asyncio.gather(*(readers[i % 8].make_ready(w) for i, w in enumerate(workflows)))
+    taken: list[str] = []
+
+    async def read(scheduler: PostgresScheduler) -> None:
+        while (delivery := await scheduler.next_ready(timedelta(milliseconds=300))) is not None:
+            taken.append(delivery.workflow)
+            await scheduler.done(delivery)
+
+    await asyncio.gather(*(read(reader) for reader in readers))
+    assert sorted(taken) == sorted(workflows)
+
+
+async def test_many_connections_claiming_one_workflow_admit_exactly_one(
+    make_pool: MakePool,
+) -> None:
+    checkpointers = [PostgresCheckpointer(pool=await make_pool(size=4)) for _ in range(4)]
+    for _ in range(5):
+        workflow = f"pg-claim-{uuid.uuid4().hex}"
+        held = await asyncio.gather(
+            *(
+                checkpointers[i % 4].claim(workflow, timedelta(minutes=1), timedelta(minutes=1))
+                for i in range(16)
+            )
+        )
+        assert sum(holder is not None for holder in held) == 1
+
+
+async def test_a_closed_scheduler_has_no_listening_connection(make_pool: MakePool) -> None:
+    name = f"closed-{uuid.uuid4().hex[:16]}"
+    pool = await make_pool(application_name=name)
+    scheduler = PostgresScheduler(pool=pool, queue=f"q-{uuid.uuid4().hex}")
+    assert await scheduler.next_ready(timedelta(milliseconds=50)) is None
+    await scheduler.close()
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+            " AND query LIKE 'LISTEN%%'",
+            (name,),
+        )
+        assert await cursor.fetchone() == (0,)
