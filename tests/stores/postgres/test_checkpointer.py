@@ -1,0 +1,182 @@
+"""What is specific to `PostgresCheckpointer` and `SqlEffect`: how an effect's result is read,
+that a refused result undoes the effect, that values are the codec's own text (so any codec
+works), that ids are bound rather than spliced, and that the database's clock is the clock."""
+
+from __future__ import annotations
+
+import ast
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import UTC, timedelta
+from typing import TYPE_CHECKING
+
+import pytest
+
+from durability.codec import Unencodable
+from durability.interfaces import Recorded
+from durability.postgres import (
+    PostgresCheckpointer,
+    PostgresDurable,
+    PostgresScheduler,
+    SqlEffect,
+)
+
+if TYPE_CHECKING:
+    from durability.postgres.statements import Pool
+
+MakePool = Callable[..., Awaitable["Pool"]]
+LONG = timedelta(minutes=1)
+
+
+def _workflow() -> str:
+    return f"pg-cp-{uuid.uuid4().hex}"
+
+
+async def _db_ms(pool: Pool) -> int:
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint"
+        )
+        row = await cursor.fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+@pytest.fixture
+async def table(pool: Pool) -> str:
+    async with pool.connection() as conn:
+        await conn.execute(
+            "CREATE TABLE IF NOT EXISTS pg_effect_rows (workflow text, n bigint, amount numeric)"
+        )
+    return "pg_effect_rows"
+
+
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        pytest.param("SELECT 41 + 1", 42, id="first-column-of-first-row"),
+        pytest.param("SELECT 'a' UNION ALL SELECT 'b'", "a", id="first-row-only"),
+        pytest.param("SELECT 1 WHERE false", None, id="no-rows-is-none"),
+        pytest.param("SELECT '100%'", "100%", id="literal-percent-without-params"),
+    ],
+)
+async def test_an_effect_s_result_is_its_first_value(
+    pool: Pool, sql: str, expected: object
+) -> None:
+    checkpointer = PostgresCheckpointer(pool=pool)
+    holder = await checkpointer.claim(_workflow(), LONG, LONG)
+    assert holder is not None
+    assert await checkpointer.transact(holder, "result", SqlEffect(sql)) == Recorded(
+        expected, True
+    )
+
+
+async def test_a_statement_without_rows_records_its_rowcount(pool: Pool, table: str) -> None:
+    checkpointer = PostgresCheckpointer(pool=pool)
+    workflow = _workflow()
+    holder = await checkpointer.claim(workflow, LONG, LONG)
+    assert holder is not None
+    insert = SqlEffect(
+        "INSERT INTO pg_effect_rows (workflow, n) SELECT %(w)s, g FROM generate_series(1, 3) g",
+        {"w": workflow},
+    )
+    assert await checkpointer.transact(holder, "inserted", insert) == Recorded(3, True)
+    delete = SqlEffect("DELETE FROM pg_effect_rows WHERE workflow = %s AND n > 1", [workflow])
+    assert await checkpointer.transact(holder, "deleted", delete) == Recorded(2, True)
+
+
+async def test_a_result_the_codec_refuses_undoes_the_effect(pool: Pool, table: str) -> None:
+    checkpointer = PostgresCheckpointer(pool=pool)
+    workflow = _workflow()
+    holder = await checkpointer.claim(workflow, LONG, LONG)
+    assert holder is not None
+    numeric = SqlEffect(
+        "INSERT INTO pg_effect_rows (workflow, amount) VALUES (%s, 9.99) RETURNING amount",
+        (workflow,),
+    )
+    with pytest.raises(Unencodable):  # a Decimal does not survive JSON
+        await checkpointer.transact(holder, "charged", numeric)
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_effect_rows WHERE workflow = %s", (workflow,)
+        )
+        assert await cursor.fetchone() == (0,)
+    assert await checkpointer.load(workflow) == {}
+    cast = SqlEffect(
+        "INSERT INTO pg_effect_rows (workflow, amount) VALUES (%s, 9.99)"
+        " RETURNING amount::float8",
+        (workflow,),
+    )
+    assert await checkpointer.transact(holder, "charged", cast) == Recorded(9.99, True)
+
+
+class _LiteralCodec:
+    """A codec that is not JSON at all: Python literals, so tuples and sets come back."""
+
+    def encode(self, value: object) -> str:
+        text = repr(value)
+        if ast.literal_eval(text) != value:
+            raise Unencodable(repr(value))
+        return text
+
+    def decode(self, text: str) -> object:
+        return ast.literal_eval(text)
+
+
+async def test_values_are_the_codec_s_own_text_so_any_codec_works(pool: Pool) -> None:
+    checkpointer = PostgresCheckpointer(pool=pool, codec=_LiteralCodec())
+    workflow = _workflow()
+    value = {"pair": (1, 2), "tags": {"a"}, "raw": b"\x00\xff"}
+    assert await checkpointer.supply(workflow, "odd", value) == Recorded(value, True)
+    assert await checkpointer.load(workflow) == {"odd": value}
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT value FROM durability.records WHERE workflow = %s", (workflow,)
+        )
+        assert await cursor.fetchone() == (repr(value),)
+
+
+@pytest.mark.parametrize(
+    "workflow",
+    [
+        "'; DROP TABLE durability.records; --",
+        "%(workflow)s %s {braces} $1",
+        "ünïcødé ✓ 漢字 " + "x" * 2000,
+    ],
+)
+async def test_workflow_ids_are_bound_never_spliced(pool: Pool, workflow: str) -> None:
+    checkpointer = PostgresCheckpointer(pool=pool)
+    scheduler = PostgresScheduler(pool=pool, queue=f"q-{uuid.uuid4().hex}", notify=False)
+    durable = PostgresDurable(checkpointer, scheduler)
+    workflow = f"{workflow}-{uuid.uuid4().hex}"
+    assert await durable.arrive(workflow, "k", "v") == Recorded("v", True)
+    holder = await checkpointer.claim(workflow, LONG, LONG)
+    assert holder is not None
+    assert (await checkpointer.record(holder, "done", True)).first
+    assert await checkpointer.load(workflow) == {"k": "v", "done": True}
+    delivery = await scheduler.next_ready(timedelta(seconds=1))
+    assert delivery is not None and delivery.workflow == workflow
+    assert await durable.delete(workflow) == 2
+
+
+async def test_tokens_and_times_come_from_the_database_clock(pool: Pool) -> None:
+    checkpointer = PostgresCheckpointer(pool=pool)
+    workflow = _workflow()
+    before = await _db_ms(pool)
+    holder = await checkpointer.claim(workflow, LONG, LONG)
+    after = await _db_ms(pool)
+    assert holder is not None
+    assert before <= holder.token <= after
+    assert holder.budget_ends.tzinfo == UTC
+    await checkpointer.record(holder, "k", 1)
+    (written,) = await checkpointer.history(workflow)
+    assert written.at.tzinfo == UTC
+    assert before <= written.at.timestamp() * 1000 <= await _db_ms(pool)
+
+
+async def test_a_durable_needs_both_halves_on_one_pool(
+    pool: Pool, make_pool: MakePool
+) -> None:
+    other = await make_pool(size=1)
+    with pytest.raises(ValueError, match="same pool"):
+        PostgresDurable(PostgresCheckpointer(pool=pool), PostgresScheduler(pool=other))
