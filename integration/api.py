@@ -45,8 +45,7 @@ from typing import Annotated, TypeVar
 import uvicorn
 from fastapi import FastAPI, Header, Request, Response
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_core import PydanticCustomError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
 from durability import Durable
 from durability.connect import open_durable
@@ -82,15 +81,16 @@ class OrderIn(BaseModel):
 
     kind: Kind = "payout"
     customer: Annotated[str, Field(min_length=1, max_length=200)]
-    lines: Annotated[list[LineIn], Field(max_length=100)] = []
+    lines: Annotated[list[LineIn], Field(max_length=100, validate_default=True)] = []
 
-    @model_validator(mode="after")
-    def _lines_unless_console(self) -> OrderIn:
-        if self.kind != "console" and not self.lines:
-            raise PydanticCustomError(
-                "lines", "a {kind} order needs at least one line", {"kind": self.kind}
-            )
-        return self
+    @field_validator("lines")
+    @classmethod
+    def _lines_unless_console(cls, lines: list[LineIn], info: ValidationInfo) -> list[LineIn]:
+        # `kind` is declared first, so it is validated (and in `info.data`) by now.
+        kind = info.data.get("kind", "payout")
+        if kind != "console" and not lines:
+            raise ValueError(f"a {kind} order needs at least one line")
+        return lines
 
     def order(self) -> Order:
         lines = [Line(line.sku, line.quantity, line.cents) for line in self.lines]

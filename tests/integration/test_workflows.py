@@ -1,0 +1,85 @@
+"""The payout and the console on every store, each run by an in-process worker."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from durability import Durable
+from integration.console import said
+from integration.effects import Gateway
+from integration.payout import APPROVAL, progress
+from integration.submission import Line, Order
+from integration.workflow import ORDER, Effects
+
+# Fixture types (the conftest beside this file builds them).
+Worker = Any
+Eventually = Any
+
+
+async def test_payout_captures_each_line_once_sleeps_then_pays_on_approval(
+    durable: Durable, tag: str, worker: Worker, eventually: Eventually
+) -> None:
+    effects = Effects(gateway=Gateway(), settlement=timedelta(milliseconds=300))
+    workflow = f"{tag}-payout"
+    order = Order.of("payout", "ada", [Line("piano", 1, 120000), Line("stool", 2, 5000)])
+    checkpointer = durable.checkpointer
+
+    async def stage_is(stage: str) -> bool:
+        records = await checkpointer.load(workflow)
+        return progress(records, datetime.now(UTC)).stage == stage
+
+    async with worker(durable, effects):
+        await durable.arrive(workflow, ORDER, order.to_record())
+        await eventually(lambda: stage_is("awaiting approval"), "the payout waits for approval")
+        assert effects.gateway.calls == {"capture": 2}
+        await durable.arrive(workflow, APPROVAL, "dana")
+        await eventually(lambda: stage_is("paid"), "the payout is paid")
+
+    assert effects.gateway.calls == {"capture": 2, "payout": 1}
+    written = await checkpointer.history(workflow)
+    assert [w.key for w in written] == [
+        ORDER,
+        "items",
+        "captured:piano",
+        "captured:stool",
+        "settling",
+        APPROVAL,
+        "paid",
+    ]
+    # The deadline was recorded, not the duration, and the approval came after it.
+    due = datetime.fromisoformat(str(written[4].value))
+    assert written[4].at < due <= written[5].at
+
+
+async def test_console_answers_every_message_once_in_order_until_bye(
+    durable: Durable, tag: str, worker: Worker, eventually: Eventually
+) -> None:
+    workflow = f"{tag}-console"
+    checkpointer = durable.checkpointer
+
+    async def recorded(key: str) -> bool:
+        return key in await checkpointer.load(workflow)
+
+    async with worker(durable, Effects()):
+        await durable.arrive(workflow, ORDER, Order.of("console", "ada", []).to_record())
+        await durable.deliver(workflow, {"text": "hello"})
+        await eventually(lambda: recorded("answer:0"), "the first turn is answered")
+        for text in ("how are you", "bye"):
+            await durable.deliver(workflow, {"text": text})
+        await eventually(lambda: recorded("closed"), "the console closes on bye")
+
+    records = await checkpointer.load(workflow)
+    assert records["answer:0"] == "turn 0: heard 1 message(s): hello"
+    answers = [str(v) for k, v in records.items() if k.startswith("answer:")]
+    assert records["closed"] == answers
+    # However the later messages were split into turns, each was heard once, in order.
+    heard = [text for answer in answers for text in answer.split(": ", 2)[2].split(" | ")]
+    assert heard == ["hello", "how are you", "bye"]
+
+
+def test_a_message_is_its_text() -> None:
+    from durability import Entry
+
+    assert said(Entry("inbox:1", {"text": "hi"})) == "hi"
+    assert said(Entry("inbox:1", "plain")) == "plain"
