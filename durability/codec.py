@@ -32,29 +32,32 @@ class Codec(Protocol):
 
 
 def _native(value: object, path: str) -> None:
-    """Refuse anything that JSON would not bring back as the same value and type."""
-    if value is None or isinstance(value, (bool, str)):
+    """Refuse anything that JSON would not bring back as the same value *and type*.
+
+    Exact types, not isinstance: a `StrEnum` member or an `OrderedDict` encodes fine but comes
+    back as a plain `str` or `dict`, which is a different value to code that checks its type.
+    """
+    kind = type(value)
+    if value is None or kind in (bool, str, int):
         return
-    if isinstance(value, int):
-        return
-    if isinstance(value, float):
+    if isinstance(value, float) and kind is float:
         if not math.isfinite(value):
             raise Unencodable(f"{path}: {value!r} has no JSON form")
         return
-    if isinstance(value, list):
+    if isinstance(value, list) and kind is list:
         for index, item in enumerate(value):
             _native(item, f"{path}[{index}]")
         return
-    if isinstance(value, dict):
+    if isinstance(value, dict) and kind is dict:
         for key, item in value.items():
-            if not isinstance(key, str):
+            if type(key) is not str:
                 raise Unencodable(
                     f"{path}: key {key!r} is a {type(key).__name__}; JSON keys come back as str"
                 )
             _native(item, f"{path}[{key!r}]")
         return
     raise Unencodable(
-        f"{path}: a {type(value).__name__} does not survive JSON unchanged"
+        f"{path}: a {kind.__name__} does not survive JSON unchanged"
         " (use a list, dict, str, int, float, bool or None, or a codec that knows the type)"
     )
 

@@ -198,3 +198,18 @@ def test_as_json_passes_anything_through() -> None:
 def test_a_parser_error_names_what_was_recorded() -> None:
     with pytest.raises(TypeError, match="list"):
         as_int([1])
+
+
+def test_subclasses_of_native_types_are_refused_because_they_come_back_as_the_base_type() -> None:
+    import enum
+    from collections import OrderedDict
+
+    class Colour(enum.StrEnum):
+        RED = "red"
+
+    class Size(enum.IntEnum):
+        LARGE = 3
+
+    for value in (Colour.RED, Size.LARGE, OrderedDict(a=1), [Colour.RED], {"k": Size.LARGE}):
+        with pytest.raises(Unencodable):
+            JsonCodec().encode(value)
