@@ -98,7 +98,8 @@ def queries(name: str) -> dict[str, str]:
 
 
 def _not_migrated(error: sqlite3.OperationalError) -> bool:
-    return "no such table" in str(error)
+    # Only our own tables: an effect naming a missing table of the user's is the user's error.
+    return str(error).startswith(("no such table: durability_", "no such table: main.durability_"))
 
 
 def transaction(connection: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:

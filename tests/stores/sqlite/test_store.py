@@ -294,6 +294,17 @@ async def test_a_failing_effect_records_nothing(ledger: SqliteDatabase) -> None:
     assert await checkpointer.load("failing") == {}
 
 
+async def test_an_effect_on_a_missing_table_is_the_effect_s_error_not_migration(
+    database: SqliteDatabase,
+) -> None:
+    checkpointer = SqliteCheckpointer(database)
+    holder = await checkpointer.claim("typo", LONG, LONG)
+    assert holder is not None
+    with pytest.raises(sqlite3.OperationalError, match="no such table: ledgre") as raised:
+        await checkpointer.transact(holder, "step", SqliteEffect("DELETE FROM ledgre"))
+    assert not isinstance(raised.value, NotMigrated)
+
+
 # --- one transaction per move -----------------------------------------------------------
 
 
