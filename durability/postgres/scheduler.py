@@ -18,10 +18,14 @@ both "nothing visible" and how long until the earliest hidden row becomes visibl
 on the scheduler's listening connection for the sooner of a notification for its queue, that
 row's time, and `poll`. `make_ready` and `wake_at` notify in the statement that commits them.
 `poll` is only the fallback for a change nobody announced (a row written with plain SQL, or a
-notification lost with a dropped connection); with `notify=True` it defaults to one second, so
-an idle worker issues at most one statement a second, and a later `next_ready` call inside that
-quiet second, with nothing announced meanwhile, issues none at all. With `notify=False` it
-defaults to 50 ms and is the floor under how fast anything starts.
+notification lost with a dropped connection); with `notify=True` it defaults to two seconds, and
+a later `next_ready` or `wake_due` inside that quiet window, with nothing announced meanwhile,
+issues no statement at all, so an idle worker costs about half a statement a second
+(benchmarks/bench_postgres.py measures it). With `notify=False` it defaults to 50 ms and is the
+floor under how fast anything starts.
+
+`wake_due` returns the earliest hidden row's time, which for a sleeper is its wakeup and for a
+taken row its lease end; it moves nothing, because nothing needs moving.
 """
 
 from __future__ import annotations
