@@ -33,6 +33,7 @@ CHANNEL = "durability_ready"
 
 _RETRY_FIRST = 0.05
 _RETRY_MOST = 2.0
+_FIRST_ATTEMPT = 1.0
 
 
 class Listener:
@@ -56,7 +57,10 @@ class Listener:
             self._changed = asyncio.Event()
             self._attempted = asyncio.Event()
             self._task = asyncio.create_task(self._run(), name=f"listen:{self._queue}")
-        await self._attempted.wait()
+        # Bounded: a server that accepts no connection must not stall a read past its `within`
+        # here; the scheduler polls until the listener gets through.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._attempted.wait(), _FIRST_ATTEMPT)
 
     def mark(self) -> tuple[int, asyncio.Event]:
         """The current generation and the event that fires when it next moves."""

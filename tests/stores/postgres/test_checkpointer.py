@@ -7,7 +7,7 @@ from __future__ import annotations
 import ast
 import uuid
 from collections.abc import Awaitable, Callable
-from datetime import UTC, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import pytest
@@ -171,7 +171,9 @@ async def test_tokens_and_times_come_from_the_database_clock(pool: Pool) -> None
     await checkpointer.record(holder, "k", 1)
     (written,) = await checkpointer.history(workflow)
     assert written.at.tzinfo == UTC
-    assert before <= written.at.timestamp() * 1000 <= await _db_ms(pool)
+    # Whole milliseconds on both sides, as _db_ms floors: X.9 ms is within millisecond X.
+    at_ms = (written.at - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
+    assert before <= at_ms <= await _db_ms(pool)
 
 
 async def test_a_durable_needs_both_halves_on_one_pool(
