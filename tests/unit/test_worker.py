@@ -125,6 +125,7 @@ class CountingScheduler:
         self.lease = inner.lease
         self.calls: Counter[str] = Counter()
         self.delivered = 0
+        self.reclaimed = 0
 
     async def prepare(self) -> None:
         self.calls["prepare"] += 1
@@ -156,6 +157,7 @@ class CountingScheduler:
         self.calls["reclaim"] += 1
         delivery = await self.inner.reclaim(idle)
         self.delivered += delivery is not None
+        self.reclaimed += delivery is not None
         return delivery
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
@@ -484,7 +486,9 @@ async def test_a_step_that_raises_is_logged_and_the_worker_goes_on(
 
 
 async def test_a_worker_cancelled_mid_pass_loses_nothing() -> None:
-    durable = SplitDurable(*stores())
+    checkpointer, memory = stores()
+    durable = SplitDurable(checkpointer, memory)
+    watched = CountingScheduler(memory)
     first_seen, second_seen = Observed(), Observed()
     workflow = workflow_id()
     calls: Counter[str] = Counter()
@@ -511,9 +515,12 @@ async def test_a_worker_cancelled_mid_pass_loses_nothing() -> None:
         await stop(first)
     assert first_seen.kinds(workflow) == ["delivered", "started"]
 
-    async with working(durable, body, second_seen):
+    async with working(SplitDurable(checkpointer, watched), body, second_seen):
         await second_seen.until(lambda: second_seen.completed(workflow))
 
+    # Handed back at shutdown: released and queued again, not left for a lease to run out.
+    assert watched.reclaimed == 0
+    assert second_seen.kinds(workflow) == ["delivered", "started", "outcome"]
     assert second_seen.outcomes(workflow) == [Completed(["reserved", "shipped"])]
     assert calls == {"reserve": 1, "ship": 2}  # the step that had finished did not run again
     assert await durable.checkpointer.load(workflow) == {
@@ -521,6 +528,31 @@ async def test_a_worker_cancelled_mid_pass_loses_nothing() -> None:
         "reserved": "reserved",
         "shipped": "shipped",
     }
+
+
+async def test_a_write_renews_the_delivery_without_waiting_for_a_tick() -> None:
+    checkpointer, memory = stores()
+    scheduler = CountingScheduler(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    workflow = workflow_id()
+    inside = asyncio.Event()
+
+    async def hold() -> int:
+        inside.set()
+        await forever()
+
+    async def body(run: Run) -> int:
+        await run.step("written", lambda: 1, as_int)
+        return await run.step("held", hold, as_int)
+
+    # A tick longer than the test: the keeper never runs, so only the write can extend.
+    async with working(durable, body, observed, tick=timedelta(minutes=1)):
+        await durable.arrive(workflow, "go", True)
+        await inside.wait()
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert scheduler.calls["extend"] == 1
 
 
 async def test_a_pass_running_during_a_delete_is_fenced_and_not_rescheduled() -> None:
