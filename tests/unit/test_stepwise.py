@@ -612,6 +612,28 @@ async def test_a_pass_waiting_on_two_things_reports_both(
     assert await one_pass(store, workflow_id(), body, clock) == BOTH
 
 
+async def test_two_awaited_keys_are_both_reported(
+    store: MemoryCheckpointer, clock: Clock
+) -> None:
+    async def body(run: Run) -> object:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.awaiting("finance", as_text))
+            group.create_task(run.awaiting("legal", as_text))
+            group.create_task(run.step("drafted", lambda: "draft", as_text))
+        finance, legal = run.awaiting("finance", as_text), run.awaiting("legal", as_text)
+        return await asyncio.gather(finance, legal)
+
+    workflow = workflow_id()
+    assert await one_pass(store, workflow, body, clock) == Blocked(
+        waiting=frozenset({"finance", "legal"})
+    )
+    assert await store.load(workflow) == {"drafted": "draft"}
+    await store.supply(workflow, "legal", "ok")
+    assert await one_pass(store, workflow, body, clock) == Blocked(waiting=frozenset({"finance"}))
+    await store.supply(workflow, "finance", "ok")
+    assert await one_pass(store, workflow, body, clock) == Completed(["ok", "ok"])
+
+
 async def test_a_sleep_beside_a_wait_reports_the_sleep(
     store: MemoryCheckpointer, clock: Clock
 ) -> None:
