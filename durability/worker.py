@@ -77,6 +77,15 @@ def utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+def _stop_if_cancelled() -> None:
+    """Raise the cancellation a store client swallowed (redis-py 8 can return normally from a
+    command cancelled mid-flight, leaving only `cancelling()` set); a loop that ignored it would
+    keep `work` from ever stopping."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
+
+
 class _Worker:
     def __init__(
         self,
@@ -157,11 +166,13 @@ class _Worker:
         while True:
             await self._wait_for_slot()
             delivery = await self.scheduler.next_ready(self.within)
+            _stop_if_cancelled()
             if delivery is not None:
                 await self._admit(delivery)
 
     async def reclaimer(self) -> None:
         while True:
+            _stop_if_cancelled()
             await asyncio.sleep(self.tick.total_seconds())
             while len(self.running) < self.pool:
                 try:
@@ -176,6 +187,7 @@ class _Worker:
 
     async def keeper(self) -> None:
         while True:
+            _stop_if_cancelled()
             await asyncio.sleep(self.tick.total_seconds())
             if self.running:
                 await asyncio.gather(*(self._keep(r) for r in list(self.running)))
@@ -232,6 +244,7 @@ class _Worker:
             except Exception:
                 log.exception("waking due workflows failed; trying again next tick")
                 self.known_due = self.clock() + self.tick
+            _stop_if_cancelled()
             self.earlier.clear()
             while True:
                 wait = self.sweep.total_seconds()
