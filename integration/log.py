@@ -10,13 +10,18 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 _PLAIN = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.:/+@,")
 
 
 def _value(value: object) -> str:
-    text = value.isoformat() if isinstance(value, datetime) else str(value)
+    if isinstance(value, datetime):
+        text = value.isoformat()
+    elif isinstance(value, timedelta):
+        text = f"{value.total_seconds():g}s"
+    else:
+        text = str(value)
     if text and all(char in _PLAIN for char in text):
         return text
     escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

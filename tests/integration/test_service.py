@@ -1,0 +1,155 @@
+"""End to end: a real API process and two real worker processes over a shared store, driven
+over HTTP. One worker is SIGKILLed mid-payout; the other finishes it, and no line is captured
+twice. Effects are counted through the journal file the workers' fake gateway appends to.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SKUS = ["alpha", "bravo", "charlie"]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class Processes:
+    """Starts `python -m <module>` processes and stops whatever is left of them."""
+
+    def __init__(self, logs: Path) -> None:
+        self.logs = logs
+        self.started: list[subprocess.Popen[bytes]] = []
+
+    def start(self, name: str, module: str, *args: str) -> subprocess.Popen[bytes]:
+        with (self.logs / f"{name}.log").open("wb") as out:
+            process = subprocess.Popen(
+                [sys.executable, "-m", module, *args],
+                cwd=ROOT,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        self.started.append(process)
+        return process
+
+    def log(self, name: str) -> str:
+        return (self.logs / f"{name}.log").read_text()
+
+    def stop_all(self) -> None:
+        for process in self.started:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[Processes]:
+    started = Processes(tmp_path)
+    try:
+        yield started
+    finally:
+        started.stop_all()
+
+
+def wait_for(check: Callable[[], bool], what: str, within: float = 30.0) -> None:
+    """Poll `check` until true; fail naming `what` after `within` (a bound on a hang)."""
+    give_up = time.monotonic() + within
+    while not check():
+        if time.monotonic() > give_up:
+            pytest.fail(f"never happened: {what}")
+        time.sleep(0.05)
+
+
+def journal(path: Path) -> list[dict[str, str]]:
+    """The effects log: one dict per line, `effect` plus its key=value fields."""
+    if not path.exists():
+        return []
+    entries = []
+    for line in path.read_text().splitlines():
+        effect, *pairs = line.split()
+        entries.append({"effect": effect, **dict(pair.split("=", 1) for pair in pairs)})
+    return entries
+
+
+def test_a_worker_killed_mid_payout_is_taken_over_with_no_capture_twice(
+    shared_store_url: str, processes: Processes, tmp_path: Path, tag: str
+) -> None:
+    effects = tmp_path / "effects.log"
+    port = free_port()
+    api = processes.start(
+        "api", "integration.api", "--store", shared_store_url, "--port", str(port), "--lease", "1s"
+    )
+    worker_args = ["--store", shared_store_url, "--lease", "1s", "--tick", "200ms"]
+    worker_args += ["--settlement", "1s", "--capture-delay", "1s", "--effects-log", str(effects)]
+    workers = [processes.start(f"worker-{n}", "integration.worker", *worker_args) for n in (1, 2)]
+    order = f"{tag}-payout"
+
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+
+        def answers() -> bool:
+            assert api.poll() is None, processes.log("api")
+            try:
+                return http.get("/orders/none").status_code == 404
+            except httpx.TransportError:
+                return False
+
+        def view() -> dict[str, object]:
+            got = http.get(f"/orders/{order}")
+            assert got.status_code == 200, got.text
+            return dict(got.json())
+
+        def recorded(key: str) -> bool:
+            history = view()["history"]
+            assert isinstance(history, list)
+            return key in [entry["key"] for entry in history]
+
+        wait_for(answers, "the API answers")
+        lines = [{"sku": sku, "quantity": 1, "cents": 100} for sku in SKUS]
+        submitted = http.post(
+            "/orders", json={"customer": "ada", "lines": lines}, headers={"Idempotency-Key": order}
+        )
+        assert submitted.status_code == 201, submitted.text
+
+        # The first line is captured and recorded; the second capture is now under way.
+        wait_for(lambda: recorded("captured:alpha"), "the first line is captured")
+        (first,) = [e for e in journal(effects) if e["effect"] == "capture"]
+        victim = next(w for w in workers if w.pid == int(first["pid"]))
+        victim.send_signal(signal.SIGKILL)
+        victim.wait()
+        survivor = next(w for w in workers if w is not victim)
+
+        wait_for(lambda: view()["stage"] == "awaiting approval", "the payout awaits approval")
+        confirmed = http.post(f"/orders/{order}/confirmation", json={"approved_by": "dana"})
+        assert confirmed.status_code == 202, confirmed.text
+        wait_for(lambda: view()["stage"] == "paid", "the payout is paid")
+        final = view()
+
+    done = journal(effects)
+    captures = Counter(e["sku"] for e in done if e["effect"] == "capture")
+    assert captures == Counter(SKUS), done
+    assert [e["effect"] for e in done].count("payout") == 1
+    # The survivor really took over: it captured what the victim had not.
+    assert any(e["pid"] == str(survivor.pid) for e in done if e["effect"] == "capture")
+    assert "captured:alpha" in [entry["key"] for entry in final["history"]]  # type: ignore[union-attr]
+
+    # SIGTERM drains both remaining processes gracefully.
+    for process in (survivor, api):
+        process.send_signal(signal.SIGTERM)
+    assert survivor.wait(timeout=20) == 0, processes.log(f"worker-{workers.index(survivor) + 1}")
+    assert api.wait(timeout=20) == 0, processes.log("api")
+    assert "worker drained" in processes.log(f"worker-{workers.index(survivor) + 1}")
