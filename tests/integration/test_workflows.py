@@ -83,3 +83,33 @@ def test_a_message_is_its_text() -> None:
 
     assert said(Entry("inbox:1", {"text": "hi"})) == "hi"
     assert said(Entry("inbox:1", "plain")) == "plain"
+
+
+async def test_worker_fulfils_one_order_and_rolls_back_another(
+    durable: Durable, tag: str, worker: Worker, eventually: Eventually
+) -> None:
+    from integration.effects import Warehouse
+    from integration.orders import unwind_id
+    from integration.workflow import status
+
+    effects = Effects(gateway=Gateway(), warehouse=Warehouse())
+    checkpointer = durable.checkpointer
+    good, bad = f"{tag}-good", f"{tag}-bad"
+
+    async def stage(workflow: str) -> str:
+        records = await checkpointer.load(workflow)
+        rollback = await checkpointer.load(unwind_id(workflow))
+        return status(records, rollback, datetime.now(UTC)).stage
+
+    async def stage_is(workflow: str, wanted: str) -> bool:
+        return await stage(workflow) == wanted
+
+    async with worker(durable, effects):
+        for workflow, sku in ((good, "piano"), (bad, "unshippable")):
+            order = Order.of("fulfilment", "ada", [Line(sku, 1, 500)])
+            await durable.arrive(workflow, ORDER, order.to_record())
+        await eventually(lambda: stage_is(good, "fulfilled"), "the good order is fulfilled")
+        await eventually(lambda: stage_is(bad, "rolled back"), "the bad order is rolled back")
+
+    assert effects.gateway.calls == {"charge": 2, "refund": 1}
+    assert effects.warehouse.calls == {"reserve": 2, "ship": 1, "release": 1}
