@@ -108,10 +108,12 @@ async def _redis(
 ) -> AsyncIterator[Durable]:
     from redis.asyncio import Redis
 
-    from durability.redis import RedisCheckpointer
-    from durability.redis.sortedset import RedisSetScheduler
-    from durability.redis.stream import RedisStreamScheduler
-    from durability.redis.trimming import trimming
+    from durability.redis import (
+        RedisCheckpointer,
+        RedisSetScheduler,
+        RedisStreamScheduler,
+        trimming,
+    )
 
     parts = urlsplit(url)
     ours, rest = _options(parts.query, ("scheduler", "namespace"))
