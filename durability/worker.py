@@ -27,6 +27,7 @@ from typing import Literal, TypeVar, assert_never
 
 from durability.interfaces import (
     Checkpointer,
+    Contended,
     Delivery,
     Durable,
     Fenced,
@@ -38,6 +39,8 @@ from durability.interfaces import (
 from durability.stepwise import Blocked, Completed, Run, Sleeping, resume
 
 T = TypeVar("T")
+#: How long shutdown waits for a running pass to stop and hand its workflow back.
+SHUTDOWN = timedelta(seconds=5)
 log = logging.getLogger("durability.worker")
 
 Kind = Literal["delivered", "started", "outcome", "failed", "contended", "fenced", "expired"]
@@ -282,6 +285,19 @@ class _Worker:
             self._scheduled(now)
         await self.scheduler.done(delivery)
 
+    async def _contended(self, running: _Running) -> None:
+        workflow = running.delivery.workflow
+        self.emit("contended", workflow)
+        # A reclaimed delivery's holder went quiet for a lease, but a write it made just
+        # before dying kept the claim alive up to a lease past that write: the delivery
+        # lapsed first. That claim ends within about a tick, so look again each tick
+        # rather than after `contended`, or a takeover would wait for the preference.
+        wait = min(self.contended, self.tick) if running.reclaimed else self.contended
+        due = self.clock() + wait
+        if await self.scheduler.wake_at(running.delivery, due):
+            self._scheduled(due)
+        await self.scheduler.done(running.delivery)
+
     async def _settle(self, running: _Running) -> None:
         if running.extending is not None and not running.extending.done():
             await asyncio.wait([running.extending])
@@ -302,13 +318,22 @@ class _Worker:
             await self._free(running)
 
     async def _shutdown(self, running: _Running) -> None:
+        """Hand a running workflow back at shutdown, bounded in time: a store that hangs must
+        not keep the worker from stopping (the lease hands the workflow back then instead)."""
+        pending = [
+            task
+            for task in (running.body, running.extending)
+            if task is not None and not task.done()
+        ]
+        for task in pending:
+            task.cancel()
         try:
-            if running.body is not None and not running.body.done():
-                running.body.cancel()
-                await asyncio.wait([running.body])
-            await self._settle(running)
-            await asyncio.wait_for(self._hand_back(running.delivery, running.holder), 5)
-        except Exception:
+            if pending:
+                await asyncio.wait(pending, timeout=SHUTDOWN.total_seconds())
+            await asyncio.wait_for(
+                self._hand_back(running.delivery, running.holder), SHUTDOWN.total_seconds()
+            )
+        except (Exception, asyncio.CancelledError):
             log.exception("handing back %s at shutdown failed", running.delivery.workflow)
 
     async def _claimed_pass(self, running: _Running) -> None:
@@ -317,16 +342,7 @@ class _Worker:
         if holder is None:
             # A live pass holds it. The wakeup may carry input that pass will not see, so look
             # again later instead of dropping it.
-            self.emit("contended", workflow)
-            # A reclaimed delivery's holder went quiet for a lease, but a write it made just
-            # before dying kept the claim alive up to a lease past that write: the delivery
-            # lapsed first. That claim ends within about a tick, so look again each tick
-            # rather than after `contended`, or a takeover would wait for the preference.
-            wait = min(self.contended, self.tick) if running.reclaimed else self.contended
-            due = self.clock() + wait
-            if await self.scheduler.wake_at(running.delivery, due):
-                self._scheduled(due)
-            await self.scheduler.done(running.delivery)
+            await self._contended(running)
             return
         running.holder = holder
         self.emit("started", workflow)
@@ -343,6 +359,13 @@ class _Worker:
             self.emit("expired", workflow)
             await self._settle(running)
             await self._hand_back(running.delivery, None)
+            return
+        except Contended:
+            # The body claimed another workflow (a rollback, say) that a live pass holds.
+            log.info("a pass of %s found another workflow held; looking again", workflow)
+            await self._settle(running)
+            await self.checkpointer.release(holder)
+            await self._contended(running)
             return
         except Fenced as fenced:
             self.emit("fenced", workflow, error=fenced)
@@ -393,7 +416,7 @@ async def work(
     budget: timedelta = timedelta(minutes=5),
     tick: timedelta = timedelta(seconds=1),
     within: timedelta = timedelta(seconds=5),
-    contended: timedelta = timedelta(seconds=1),
+    contended: timedelta | None = None,
     sweep: timedelta = timedelta(seconds=5),
     observer: Observer | None = None,
     clock: Callable[[], datetime] = utcnow,
@@ -404,9 +427,12 @@ async def work(
     alive it looks (a step that knows better passes `within` to `run.step`); `tick` is how often
     claims and deliveries are renewed and abandoned deliveries looked for; `within` bounds one
     blocking read; `contended` is how long to wait before looking again at a workflow another
-    live pass holds; `sweep` is how often the timer looks for deadlines it was not told about
-    (set by other workers). Cancelling `work` hands every running workflow back to the queue.
+    live pass holds (one tick unless given); `sweep` is how often the timer looks for deadlines
+    it was not told about (set by other workers). Cancelling `work` hands every running workflow
+    back to the queue, waiting at most `SHUTDOWN` for a store that does not answer.
     """
+    if contended is None:
+        contended = tick
     if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
         raise ValueError(f"pool must be a positive count, got {pool!r}")
     for name, value in (

@@ -697,3 +697,55 @@ async def test_a_dead_workers_workflow_is_taken_over_within_a_lease_and_a_tick(
     assert waited <= bound, f"taken over {waited:.3f}s after the last sign of life"
     assert survivor_seen.outcomes(workflow) == [Completed(["prepared", "finished"])]
     assert calls["prepare"] == 1
+
+
+async def test_a_body_that_finds_another_workflow_held_is_looked_at_again_not_fatal() -> None:
+    checkpointer, scheduler = stores()
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    other = workflow_id()
+    blocker = await claimed(checkpointer, other, alive=timedelta(milliseconds=300))
+
+    async def body(run: Run) -> str:
+        # Like a rollback: the pass claims a second workflow, which a live pass holds at first.
+        inner = await claimed(checkpointer, other)
+        await checkpointer.release(inner)
+        return "done"
+
+    workflow = workflow_id()
+    async with working(durable, body, observed):
+        await durable.scheduler.make_ready(workflow)
+        await observed.until(lambda: observed.completed(workflow))
+    assert "contended" in observed.kinds(workflow)
+    assert blocker.token < (await checkpointer.claim(other, LEASE, LEASE) or blocker).token
+
+
+async def test_shutdown_is_bounded_when_the_store_stops_answering(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import durability.worker as worker_module
+
+    monkeypatch.setattr(worker_module, "SHUTDOWN", timedelta(milliseconds=200))
+    checkpointer, scheduler = stores()
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    started = asyncio.Event()
+
+    async def body(run: Run) -> None:
+        started.set()
+        await run.step("stuck", forever, as_text)
+
+    async def hang(*args: object, **kwargs: object) -> NoReturn:
+        await forever()
+
+    task = asyncio.create_task(work(durable, body, observer=observed, tick=TICK, within=WITHIN))
+    await durable.scheduler.make_ready(workflow_id())
+    await asyncio.wait_for(started.wait(), 5)
+    # From here on every store call the hand-back would make hangs.
+    monkeypatch.setattr(checkpointer, "release", hang)
+    monkeypatch.setattr(scheduler, "wake_at", hang)
+    task.cancel()
+    async with asyncio.timeout(5):
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert task.done()
