@@ -316,6 +316,11 @@ class Durable(Protocol):
         """Cancel every wakeup, then discard the records; return how many records went."""
         ...
 
+    async def finish(self, holder: Pass, delivery: Delivery) -> None:
+        """End a pass: release its claim, then answer for its delivery (in that order, so the
+        next wakeup never finds the claim still held). One step where the store can."""
+        ...
+
 
 class SplitDurable:
     """A `Durable` over two separate stores, ordered so the crash window is the survivable one.
@@ -352,6 +357,10 @@ class SplitDurable:
     async def delete(self, workflow: str) -> int:
         await self._scheduler.cancel(workflow)
         return await self._checkpointer.discard(workflow)
+
+    async def finish(self, holder: Pass, delivery: Delivery) -> None:
+        await self._checkpointer.release(holder)
+        await self._scheduler.done(delivery)
 
 
 async def claimed(

@@ -196,6 +196,13 @@ class MemoryCheckpointer:
             state.claim.until = NEVER
 
 
+def _settle(waiter: asyncio.Future[None]) -> bool:
+    if waiter.done():
+        return False
+    waiter.set_result(None)
+    return True
+
+
 @dataclass(slots=True)
 class _Held:
     workflow: str
@@ -214,7 +221,7 @@ class MemoryScheduler:
         self._pending: dict[str, _Held] = {}
         self._sleeping: dict[str, datetime] = {}
         self._ids = itertools.count(1)
-        self._arrived = asyncio.Event()
+        self._waiters: deque[asyncio.Future[None]] = deque()
 
     async def prepare(self) -> None:
         return None
@@ -223,7 +230,10 @@ class MemoryScheduler:
         # One queued wakeup already covers every later one until a worker takes it.
         if workflow not in self._ready:
             self._ready.append(workflow)
-        self._arrived.set()
+        # Wake one reader per queued workflow; a reader that finds the queue empty returns.
+        while self._waiters:
+            if _settle(self._waiters.popleft()):
+                break
 
     async def make_ready(self, workflow: str) -> None:
         self._enqueue(check_workflow(workflow))
@@ -233,14 +243,20 @@ class MemoryScheduler:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within.total_seconds()
         while not self._ready:
-            self._arrived.clear()
             remaining = deadline - loop.time()
             if remaining <= 0:
                 return None
+            # Wait on a bare future with a timer rather than wait_for, which would wrap the
+            # wait in a task of its own: one loop turn less between make_ready and the reader.
+            arrived = loop.create_future()
+            self._waiters.append(arrived)
+            timer = loop.call_later(remaining, _settle, arrived)
             try:
-                await asyncio.wait_for(self._arrived.wait(), remaining)
-            except TimeoutError:
-                return None
+                await arrived
+            finally:
+                timer.cancel()
+                if arrived in self._waiters:
+                    self._waiters.remove(arrived)
         workflow = self._ready.popleft()
         receipt = str(next(self._ids))
         self._pending[receipt] = _Held(workflow, self._clock() + self.lease)

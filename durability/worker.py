@@ -41,6 +41,8 @@ from durability.stepwise import Blocked, Completed, Run, Sleeping, resume
 T = TypeVar("T")
 #: How long shutdown waits for a running pass to stop and hand its workflow back.
 SHUTDOWN = timedelta(seconds=5)
+#: How long after a write the delivery is renewed, unless the pass has ended by then.
+NUDGE = timedelta(milliseconds=100)
 log = logging.getLogger("durability.worker")
 
 Kind = Literal["delivered", "started", "outcome", "failed", "contended", "fenced", "expired"]
@@ -72,6 +74,7 @@ class _Running:
     expired: bool = False
     extending: asyncio.Task[None] | None = None
     again: bool = False
+    sending: bool = False
     reclaimed: bool = False
     started: float = field(default_factory=time.monotonic)
 
@@ -104,6 +107,7 @@ class _Worker:
         observer: Observer | None,
         clock: Callable[[], datetime],
     ) -> None:
+        self.durable = durable
         self.checkpointer: Checkpointer = durable.checkpointer
         self.scheduler: Scheduler = durable.scheduler
         self.lease = positive("lease", self.scheduler.lease)
@@ -205,6 +209,8 @@ class _Worker:
                 self.checkpointer.renew(holder, self.lease), self._extend(running)
             )
         except Fenced as fenced:
+            if running.body.done():
+                return  # the pass ended and released its claim while the renewal was on its way
             # The budget is spent or someone else claimed it: the pass may be wedged in a step
             # that will never return, so stop it and let the workflow be looked at again.
             running.expired = True
@@ -220,7 +226,13 @@ class _Worker:
 
     def _written(self, running: _Running) -> Callable[[], None]:
         """A write renews the claim; renew the delivery with it, or a takeover would wait for
-        the delivery's older deadline and then for the claim's newer one."""
+        the delivery's older deadline and then for the claim's newer one.
+
+        Not at once: most passes end a moment after their last write, and `done` then makes
+        the renewal moot. So it waits `NUDGE` first and is dropped if the pass ends meanwhile.
+        (A worker that dies inside that moment is still taken over within a tick of its claim
+        lapsing: a reclaimed delivery re-looks at a held claim every tick.)
+        """
 
         def nudge() -> None:
             if running.extending is not None and not running.extending.done():
@@ -231,12 +243,16 @@ class _Worker:
         return nudge
 
     async def _extend_after_write(self, running: _Running) -> None:
+        await asyncio.sleep(min(NUDGE, self.tick).total_seconds())
         while True:
             running.again = False
+            running.sending = True
             try:
                 await self._extend(running)
             except Exception:
                 log.exception("extending the delivery of %s failed", running.delivery.workflow)
+            finally:
+                running.sending = False
             if not running.again:
                 return
 
@@ -299,8 +315,14 @@ class _Worker:
         await self.scheduler.done(running.delivery)
 
     async def _settle(self, running: _Running) -> None:
-        if running.extending is not None and not running.extending.done():
-            await asyncio.wait([running.extending])
+        """Let a delivery renewal in flight land before the delivery is answered for; drop one
+        that has not started."""
+        extending = running.extending
+        if extending is None or extending.done():
+            return
+        if not running.sending:
+            extending.cancel()
+        await asyncio.wait([extending])
 
     async def _pass(self, running: _Running) -> None:
         delivery = running.delivery
@@ -377,8 +399,7 @@ class _Worker:
             self.emit("failed", workflow, error=error)
             log.exception("a step of %s raised; the workflow stops until woken", workflow)
             await self._settle(running)
-            await self.checkpointer.release(holder)
-            await self.scheduler.done(running.delivery)
+            await self.durable.finish(holder, running.delivery)
             return
         self.emit("outcome", workflow, outcome=outcome)
         await self._settle(running)
@@ -393,8 +414,7 @@ class _Worker:
                 pass
             case _:
                 assert_never(outcome)
-        await self.checkpointer.release(holder)
-        await self.scheduler.done(running.delivery)
+        await self.durable.finish(holder, running.delivery)
 
     # -- all together ------------------------------------------------------------------
 

@@ -8,7 +8,16 @@ observed, even by a process that dies between the two halves, because there is n
 
 from __future__ import annotations
 
-from durability.interfaces import INBOX, INBOX_WIDTH, Entry, Recorded, check_key, check_workflow
+from durability.interfaces import (
+    INBOX,
+    INBOX_WIDTH,
+    Delivery,
+    Entry,
+    Pass,
+    Recorded,
+    check_key,
+    check_workflow,
+)
 from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
 from durability.postgres.listener import CHANNEL
 from durability.postgres.scheduler import PostgresScheduler
@@ -71,3 +80,7 @@ class PostgresDurable:
         row = await one(self._checkpointer.pool, _SQL["delete"], params)
         assert row is not None
         return int(row[0])
+
+    async def finish(self, holder: Pass, delivery: Delivery) -> None:
+        await self._checkpointer.release(holder)
+        await self._scheduler.done(delivery)

@@ -12,7 +12,9 @@ import sqlite3
 
 from durability.interfaces import (
     Checkpointer,
+    Delivery,
     Entry,
+    Pass,
     Recorded,
     Scheduler,
     check_key,
@@ -89,3 +91,7 @@ class SqliteDurable:
             return discard_step(connection, workflow)
 
         return await self._checkpointer.database.write(work)
+
+    async def finish(self, holder: Pass, delivery: Delivery) -> None:
+        await self._checkpointer.release(holder)
+        await self._scheduler.done(delivery)

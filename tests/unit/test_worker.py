@@ -546,13 +546,31 @@ async def test_a_write_renews_the_delivery_without_waiting_for_a_tick() -> None:
         await run.step("written", lambda: 1, as_int)
         return await run.step("held", hold, as_int)
 
-    # A tick longer than the test: the keeper never runs, so only the write can extend.
+    # A tick longer than the test: the keeper never runs, so only the write can extend. The
+    # renewal follows the write by NUDGE (well inside a tick), because the pass is still on.
     async with working(durable, body, observed, tick=timedelta(minutes=1)):
         await durable.arrive(workflow, "go", True)
         await inside.wait()
-        for _ in range(5):
-            await asyncio.sleep(0)
+        await asyncio.sleep(0.5)  # NUDGE is 100 ms; the tick (a minute) never comes
         assert scheduler.calls["extend"] == 1
+
+
+async def test_a_pass_that_ends_right_after_its_write_skips_the_delivery_renewal() -> None:
+    checkpointer, memory = stores()
+    scheduler = CountingScheduler(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    workflows = [workflow_id() for _ in range(20)]
+
+    async def body(run: Run) -> int:
+        return await run.step("only", lambda: 1, as_int)
+
+    async with working(durable, body, observed, tick=timedelta(minutes=1)):
+        for workflow in workflows:
+            await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: all(observed.completed(w) for w in workflows))
+    # `done` followed each write at once, which made renewing the delivery pointless.
+    assert scheduler.calls["extend"] == 0
 
 
 async def test_a_pass_running_during_a_delete_is_fenced_and_not_rescheduled() -> None:
