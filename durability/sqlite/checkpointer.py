@@ -40,6 +40,7 @@ __all__ = [
     "SqliteCheckpointer",
     "append_step",
     "discard_step",
+    "release_step",
     "supply_step",
 ]
 
@@ -99,6 +100,11 @@ def append_step(connection: sqlite3.Connection, workflow: str, encoded: str) -> 
     return key
 
 
+def release_step(connection: sqlite3.Connection, holder: Pass) -> None:
+    """`release` as one statement (it reads no clock, so it needs no transaction of its own)."""
+    connection.execute(_SQL["release"], {"workflow": holder.workflow, "token": holder.token})
+
+
 def discard_step(connection: sqlite3.Connection, workflow: str) -> int:
     """`discard` inside an open write transaction; how many records went."""
     gone = connection.execute(_SQL["forget"], {"workflow": workflow}).rowcount
@@ -123,7 +129,7 @@ class SqliteCheckpointer:
         positive("budget", budget)
         positive("alive", alive)
 
-        def work(connection: sqlite3.Connection) -> Pass | None:
+        def work(connection: sqlite3.Connection) -> tuple[int, int, list[tuple[str, str]]] | None:
             now = now_us()
             deadline = now + _us(budget)
             row = connection.execute(
@@ -138,9 +144,18 @@ class SqliteCheckpointer:
             ).fetchone()
             if row is None:
                 return None
-            return Pass(workflow, row[0], alive, from_us(deadline))
+            # The checkpoint as this claim found it, read under the same lock: the pass needs
+            # no `load` (another hop to another thread) before its first step.
+            found = connection.execute(_SQL["load"], {"workflow": workflow}).fetchall()
+            return row[0], deadline, found
 
-        return await self.database.write(work)
+        claimed = await self.database.write(work)
+        if claimed is None:
+            return None
+        token, deadline, found = claimed
+        # Decoded here, on the caller's side, not on the writer's thread other writes wait for.
+        records = {key: self.codec.decode(text) for key, text in found}
+        return Pass(workflow, token, alive, from_us(deadline), records)
 
     async def load(self, workflow: str) -> dict[str, object]:
         check_workflow(workflow)
@@ -250,11 +265,7 @@ class SqliteCheckpointer:
 
     async def release(self, holder: Pass) -> None:
         check_workflow(holder.workflow)
-        await self.database.write(
-            lambda connection: connection.execute(
-                _SQL["release"], {"workflow": holder.workflow, "token": holder.token}
-            ).rowcount
-        )
+        await self.database.alone(lambda connection: release_step(connection, holder))
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.database!r})"

@@ -1,9 +1,10 @@
 """`SqliteDurable`: the moves that cross the checkpoint and the queue, each one transaction.
 
-`arrive` (supply, then make ready), `deliver` (append, then make ready) and `delete` (cancel,
-then discard) each commit both halves together on the shared database, so there is no window
-in which a value waits with no wakeup, or a wakeup outlives its records. The waiters of this
-process are woken after the commit, never before.
+`arrive` (supply, then make ready), `deliver` (append, then make ready), `delete` (cancel,
+then discard) and `finish` (release, then done) each commit both halves together on the shared
+database, so there is no window in which a value waits with no wakeup, a wakeup outlives its
+records, or a finished pass's wakeup is answered while its claim still holds. The waiters of
+this process are woken after the commit, never before.
 """
 
 from __future__ import annotations
@@ -24,9 +25,10 @@ from durability.sqlite.checkpointer import (
     SqliteCheckpointer,
     append_step,
     discard_step,
+    release_step,
     supply_step,
 )
-from durability.sqlite.scheduler import SqliteScheduler, cancel_step, ready_step
+from durability.sqlite.scheduler import SqliteScheduler, cancel_step, done_step, ready_step
 
 __all__ = ["SqliteDurable"]
 
@@ -93,5 +95,12 @@ class SqliteDurable:
         return await self._checkpointer.database.write(work)
 
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
-        await self._checkpointer.release(holder)
-        await self._scheduler.done(delivery)
+        check_workflow(holder.workflow)
+        queue = self._scheduler.queue
+
+        def work(connection: sqlite3.Connection) -> None:
+            # Release first, in the same commit: the next wakeup cannot find the claim held.
+            release_step(connection, holder)
+            done_step(connection, queue, delivery)
+
+        await self._checkpointer.database.write(work)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import secrets
 import sqlite3
 from datetime import datetime, timedelta
@@ -36,7 +37,7 @@ from durability.sqlite.database import (
     transaction,
 )
 
-__all__ = ["SqliteScheduler", "cancel_step", "ready_step"]
+__all__ = ["SqliteScheduler", "cancel_step", "done_step", "ready_step"]
 
 _SQL = queries("scheduler")
 _MICRO = timedelta(microseconds=1)
@@ -60,6 +61,13 @@ def cancel_step(connection: sqlite3.Connection, queue: str, workflow: str) -> in
         _SQL["cancel"], {"queue": queue, "workflow": workflow}
     ).rowcount
     return gone
+
+
+def done_step(connection: sqlite3.Connection, queue: str, delivery: Delivery) -> None:
+    """`done` as one statement: delete the row only if the receipt is still the delivery's."""
+    connection.execute(
+        _SQL["done"], {"queue": queue, "workflow": delivery.workflow, "held": _held(delivery)}
+    )
 
 
 def _held(delivery: Delivery) -> int:
@@ -90,6 +98,8 @@ class SqliteScheduler:
         self.lease = positive("lease", lease)
         self.poll = positive("poll", poll)
         self.queue = queue
+        #: Whether the queue looked busy at the last take (a hint: see `next_ready`).
+        self._busy = False
 
     async def prepare(self) -> None:
         """Check the table is there (raises `NotMigrated` if not); nothing to create."""
@@ -104,12 +114,14 @@ class SqliteScheduler:
         await self.database.write(lambda connection: ready_step(connection, self.queue, workflow))
         self.database.notify(self.queue)
 
-    def _take(self, connection: sqlite3.Connection) -> Delivery | None:
-        """On the writer's thread: look without locking, lock only to take."""
-        now = now_us()
-        found = connection.execute(_SQL["probe"], {"queue": self.queue, "now": now}).fetchall()
-        if not found:
-            return None
+    def _take(self, connection: sqlite3.Connection, look: bool) -> Delivery | None:
+        """On the writer's thread: take a row, looking first without locking if `look`."""
+        if look:
+            found = connection.execute(
+                _SQL["probe"], {"queue": self.queue, "now": now_us()}
+            ).fetchall()
+            if not found:
+                return None
         receipt = _receipt()
 
         def take(connection: sqlite3.Connection) -> Delivery | None:
@@ -136,7 +148,12 @@ class SqliteScheduler:
         while True:
             # Taken before looking, so a make_ready committed after the look still wakes us.
             signal = self.database.signal(self.queue)
-            delivery = await self.database.writer(self._take)
+            # The unlocked look keeps an idle poll off the write lock. It is skipped while the
+            # queue is known to be busy (the last take found a row) or this process was just
+            # told a row is ready: there it would only cost a statement before the take.
+            look = not self._busy
+            delivery = await self.database.writer(functools.partial(self._take, look=look))
+            self._busy = delivery is not None
             if delivery is not None:
                 return delivery
             remaining = give_up - loop.time()
@@ -144,20 +161,17 @@ class SqliteScheduler:
                 return None
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(signal.wait(), min(poll, remaining))
+            if signal.is_set():
+                self._busy = True
 
     async def done(self, delivery: Delivery) -> None:
-        held = _held(delivery)
-        await self.database.write(
-            lambda connection: connection.execute(
-                _SQL["done"],
-                {"queue": self.queue, "workflow": delivery.workflow, "held": held},
-            ).rowcount
-        )
+        _held(delivery)  # refuse a foreign receipt here, not on the writer's thread
+        await self.database.alone(lambda connection: done_step(connection, self.queue, delivery))
 
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
         held = _held(delivery)
         at = to_us(when)
-        changed = await self.database.write(
+        changed = await self.database.alone(
             lambda connection: connection.execute(
                 _SQL["wake_at"],
                 {
@@ -208,7 +222,7 @@ class SqliteScheduler:
 
     async def cancel(self, workflow: str) -> int:
         check_workflow(workflow)
-        return await self.database.write(
+        return await self.database.alone(
             lambda connection: cancel_step(connection, self.queue, workflow)
         )
 
