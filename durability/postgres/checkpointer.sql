@@ -7,21 +7,52 @@
 -- max(now in ms, previous + 1): a hybrid logical clock that rises on every claim and discard.
 
 -- name: claim
--- Take the workflow unless a live claim holds it: the upsert's WHERE is the liveness test, and
--- a live conflicting row makes it return nothing.
-WITH now AS (SELECT clock_timestamp() AS t)
-INSERT INTO durability.claims AS c (workflow, token, until, deadline)
-SELECT %(workflow)s,
-       floor(extract(epoch FROM now.t) * 1000)::bigint,
-       least(now.t + %(alive)s, now.t + %(budget)s),
-       now.t + %(budget)s
-FROM now
-ON CONFLICT (workflow) DO UPDATE
-    SET token = greatest(EXCLUDED.token, c.token + 1),
-        until = EXCLUDED.until,
-        deadline = EXCLUDED.deadline
-    WHERE NOT (c.until > (SELECT t FROM now) AND c.deadline > (SELECT t FROM now))
-RETURNING token, deadline
+-- Take the workflow unless a live claim holds it (the upsert's WHERE is the liveness test: a
+-- live conflicting row makes it return nothing), and read the checkpoint in the same statement
+-- so the pass starts without a `load`.
+--
+-- The records are read from the statement's snapshot, but the upsert works on the claim row's
+-- LATEST version (read committed). A write of the previous pass that committed after our
+-- snapshot (it holds the claim row's lock while it writes, and that pass can have lapsed a
+-- moment later, at its deadline) would be missing from the snapshot. So the statement locks the
+-- claim row first (`latest`, which follows the row to its newest version) and hands back the
+-- records only if that version is the one the snapshot sees; otherwise records is NULL and the
+-- pass loads them. A freshly inserted claim row had no pass before it, so its records (only
+-- ever supplied from outside) are as good as a load's.
+--
+-- Committed without waiting for the WAL flush (`quick`, see the checkpointer module): losing
+-- a claim in a server crash loses nothing a later write would not have flushed with it.
+WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
+quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+latest AS MATERIALIZED (
+    SELECT xmin::text AS version FROM durability.claims
+    WHERE workflow = %(workflow)s
+    FOR UPDATE
+),
+claimed AS (
+    INSERT INTO durability.claims AS c (workflow, token, until, deadline)
+    SELECT %(workflow)s,
+           floor(extract(epoch FROM now.t) * 1000)::bigint,
+           least(now.t + %(alive)s, now.t + %(budget)s),
+           now.t + %(budget)s
+    FROM now, (SELECT count(*) FROM quick) AS q, (SELECT count(*) FROM latest) AS l
+    ON CONFLICT (workflow) DO UPDATE
+        SET token = greatest(EXCLUDED.token, c.token + 1),
+            until = EXCLUDED.until,
+            deadline = EXCLUDED.deadline
+        WHERE NOT (c.until > (SELECT t FROM now) AND c.deadline > (SELECT t FROM now))
+    RETURNING token, deadline, xmax::text = '0' AS inserted
+)
+SELECT claimed.token, claimed.deadline,
+       CASE WHEN claimed.inserted
+              OR (SELECT version FROM latest)
+                 = (SELECT xmin::text FROM durability.claims WHERE workflow = %(workflow)s)
+            THEN coalesce(
+                (SELECT json_agg(json_build_array(r.key, r.value) ORDER BY r.seq)
+                 FROM durability.records AS r WHERE r.workflow = %(workflow)s),
+                '[]'::json)
+       END
+FROM claimed
 
 -- name: load
 SELECT key, value FROM durability.records WHERE workflow = %(workflow)s ORDER BY seq
@@ -106,20 +137,23 @@ FROM counted
 RETURNING key
 
 -- name: extend
-WITH now AS (SELECT clock_timestamp() AS t)
+-- extend and renew commit without waiting for the WAL flush: a lost one shortens a claim.
+WITH now AS (SELECT clock_timestamp() AS t),
+quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE durability.claims AS c
 SET deadline = greatest(c.deadline, now.t + %(budget)s),
     until = greatest(c.until, least(now.t + %(alive)s, greatest(c.deadline, now.t + %(budget)s)))
-FROM now
+FROM now, quick
 WHERE c.workflow = %(workflow)s AND c.token = %(token)s
   AND now.t < c.until AND now.t < c.deadline
 RETURNING c.deadline
 
 -- name: renew
-WITH now AS (SELECT clock_timestamp() AS t)
+WITH now AS (SELECT clock_timestamp() AS t),
+quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE durability.claims AS c
 SET until = greatest(c.until, least(now.t + %(alive)s, c.deadline))
-FROM now
+FROM now, quick
 WHERE c.workflow = %(workflow)s AND c.token = %(token)s
   AND now.t < c.until AND now.t < c.deadline
 RETURNING 1
@@ -145,5 +179,8 @@ fenced AS (
 SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM fenced)
 
 -- name: release
+-- Committed without waiting for the WAL flush: a lost release leaves the claim to lapse.
+WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE durability.claims SET until = '-infinity'
+FROM quick
 WHERE workflow = %(workflow)s AND token = %(token)s

@@ -1,5 +1,6 @@
 """`PostgresDurable`: the checkpointer and scheduler over one database, with `arrive`,
-`deliver` and `delete` each a single statement, so each commits whole or not at all.
+`deliver`, `delete` and `finish` each a single statement, so each commits whole or not at all
+(and `finish`, which ends every pass, costs one round trip rather than two).
 
 That closes the window `SplitDurable` has to order around: a value recorded with no wakeup
 queued for it (arrive, deliver) or wakeups cancelled with records left (delete) cannot be
@@ -82,5 +83,6 @@ class PostgresDurable:
         return int(row[0])
 
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
-        await self._checkpointer.release(holder)
-        await self._scheduler.done(delivery)
+        """`release` then `done` as one statement (see `finish` in durable.sql)."""
+        params = self._params(holder.workflow, token=holder.token, receipt=int(delivery.receipt))
+        await one(self._checkpointer.pool, _SQL["finish"], params)

@@ -74,3 +74,23 @@ fenced AS (
 )
 SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM dequeued),
        (SELECT count(*) FROM fenced)
+
+-- name: finish
+-- release, then done: free the claim if it is still this pass's (token), and compare-and-delete
+-- the queue row on the receipt (a wakeup that landed mid-pass changed it, and survives). One
+-- statement, so nobody can see the delivery gone and the claim still held. Committed without
+-- waiting for the WAL flush: a finish lost in a server crash leaves a claim that lapses and a
+-- queue row that becomes visible again, i.e. one extra, harmless pass.
+WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+released AS (
+    UPDATE durability.claims SET until = '-infinity'
+    FROM quick
+    WHERE workflow = %(workflow)s AND token = %(token)s
+    RETURNING 1
+),
+done AS (
+    DELETE FROM durability.queue
+    WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT count(*) FROM quick)

@@ -24,6 +24,13 @@ issues no statement at all, so an idle worker costs about half a statement a sec
 (benchmarks/bench_postgres.py measures it). With `notify=False` it defaults to 50 ms and is the
 floor under how fast anything starts.
 
+Which commits wait for the WAL flush: `done` and `extend` do not (a lost done is one extra
+pass; a lost extend shows the row sooner). `take` does, although losing it would only show
+the row again: receipts come from a sequence, and a sequence step lost with an unflushed commit
+is handed out again after a crash, so a worker still holding a receipt from a lost take could
+match, and `done`, a later take of the same workflow. `make_ready` and `wake_at` are wakeups
+and stay synchronous.
+
 `wake_due` returns the earliest hidden row's time, which for a sleeper is its wakeup and for a
 taken row its lease end; it moves nothing, because nothing needs moving.
 """

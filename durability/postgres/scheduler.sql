@@ -50,7 +50,10 @@ FROM hidden, now
 
 -- name: done
 -- Compare-and-delete: a wakeup that landed mid-pass changed the receipt, and survives.
+-- Committed without waiting for the WAL flush: a lost done is one extra pass.
+WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))
 DELETE FROM durability.queue
+USING quick
 WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
 
 -- name: wake_at
@@ -73,11 +76,13 @@ SELECT count(*) FROM told
 
 -- name: extend
 -- Keep a delivery hidden for `within` more. The receipt is kept: it changes only when a
--- wakeup lands or a worker takes the row, which is all done() needs to tell.
-WITH now AS (SELECT clock_timestamp() AS t)
+-- wakeup lands or a worker takes the row, which is all done() needs to tell. Committed
+-- without waiting for the WAL flush: a lost extend only lets the row show again sooner.
+WITH now AS (SELECT clock_timestamp() AS t),
+quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))
 UPDATE durability.queue AS q
 SET visible_at = greatest(q.visible_at, now.t + %(within)s)
-FROM now
+FROM now, quick
 WHERE q.queue = %(queue)s AND q.workflow = %(workflow)s AND q.receipt = %(receipt)s
 RETURNING 1
 
