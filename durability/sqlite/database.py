@@ -23,7 +23,9 @@ the connection's thread", so `_run` uses its queue (`Connection._execute`, prese
 first releases); it is the only place that touches aiosqlite's internals.
 
 Times are the host's clock (`now_us`), read inside the transaction after the lock is taken, so
-the order of timestamps follows the order of commits across processes on one machine.
+the order of timestamps follows the order of commits across processes on one machine. The
+writer also knows it as the SQL function `durability_now_us()`, for a write that is one
+statement (`alone`): there SQLite takes the lock before the statement reads the clock.
 
 `signal(queue)` / `notify(queue)` wake a `next_ready` waiting in this process the moment a
 `make_ready` here commits, so in-process latency has no polling floor; other processes poll.
@@ -276,6 +278,10 @@ async def _connect(
             _patiently(lambda: raw.execute(f"PRAGMA synchronous = {synchronous}"))
             if query_only:
                 _patiently(lambda: raw.execute("PRAGMA query_only = 1"))
+            else:
+                # The host clock as SQL, read while the statement runs, after SQLite took its
+                # lock: lets a one-statement write that needs the time skip `BEGIN IMMEDIATE`.
+                raw.create_function("durability_now_us", 0, now_us)
         except BaseException:
             raw.close()
             raise

@@ -15,7 +15,8 @@ again does not repeat the old one.
 
 `next_ready` polls the file every `poll` (other processes cannot signal this one), but a
 `make_ready` or due `wake_at` in this process wakes it at once through the database's signal.
-An idle poll only reads; the write lock is taken only when a row is there to take.
+An idle poll only reads; the write lock is taken only when a row is there to take, or when
+the queue looked busy at the last take (then the unlocked look would only cost a statement).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from durability.sqlite.database import (
     now_us,
     queries,
     to_us,
-    transaction,
 )
 
 __all__ = ["SqliteScheduler", "cancel_step", "done_step", "ready_step"]
@@ -123,22 +123,13 @@ class SqliteScheduler:
             if not found:
                 return None
         receipt = _receipt()
-
-        def take(connection: sqlite3.Connection) -> Delivery | None:
-            # A fresh clock: the lock may have taken a while.
-            moment = now_us()
-            row = connection.execute(
-                _SQL["take"],
-                {
-                    "queue": self.queue,
-                    "now": moment,
-                    "lease": self.lease // _MICRO,
-                    "receipt": receipt,
-                },
-            ).fetchone()
-            return None if row is None else Delivery(row[0], str(receipt))
-
-        return transaction(connection, take)
+        # Alone, not in BEGIN IMMEDIATE: SQLite takes the write lock for the statement before
+        # it reads `durability_now_us()`, and commits when its rows are read (all of them).
+        rows = connection.execute(
+            _SQL["take"],
+            {"queue": self.queue, "lease": self.lease // _MICRO, "receipt": receipt},
+        ).fetchall()
+        return Delivery(rows[0][0], str(receipt)) if rows else None
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
         positive("within", within)

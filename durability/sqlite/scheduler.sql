@@ -17,12 +17,13 @@ ON CONFLICT (queue, workflow) DO UPDATE SET
 SELECT 1 FROM durability_queue WHERE queue = :queue AND visible_us <= :now LIMIT 1
 
 -- name: take
--- The earliest visible row becomes invisible for a lease, under a fresh receipt.
+-- The earliest visible row becomes invisible for a lease, under a fresh receipt. One statement,
+-- run as its own transaction: its clock is read after the write lock is taken.
 UPDATE durability_queue
-SET visible_us = :now + :lease, receipt = :receipt
+SET visible_us = durability_now_us() + :lease, receipt = :receipt
 WHERE rowid = (
     SELECT rowid FROM durability_queue
-    WHERE queue = :queue AND visible_us <= :now
+    WHERE queue = :queue AND visible_us <= durability_now_us()
     ORDER BY visible_us, rowid
     LIMIT 1
 )
