@@ -59,7 +59,7 @@ from durability.interfaces import (
     to_ms,
 )
 from durability.redis.effect import LuaEffect, hash_tag
-from durability.redis.lua import source
+from durability.redis.lua import ScriptCall, source
 
 __all__ = [
     "MAX_WORKFLOW",
@@ -98,6 +98,12 @@ def workflow_keys(workflow: str) -> tuple[str, str, str]:
     """The records, claim and order keys of `workflow`, in the order every script takes them."""
     base = f"workflow:{workflow_tag(workflow)}"
     return base, f"{base}:pass", f"{base}:order"
+
+
+def _flat(dumped: str) -> list[Any]:
+    """The records as `dump` (prelude.lua) encodes them: [key, encoded, written_ms, ...]."""
+    flat: list[Any] = json.loads(dumped) or []  # "{}" is cjson's empty array
+    return flat
 
 
 def _ms_to_datetime(ms: int) -> datetime:
@@ -253,17 +259,19 @@ class RedisCheckpointer:
         if reply is None:
             return None
         token, deadline = int(reply[0]), int(reply[1])
-        return Pass(workflow, token, alive, _ms_to_datetime(deadline))
+        # The script read the checkpoint as it took the claim: the pass needs no `load`.
+        records = self._records(_flat(reply[2]))
+        return Pass(workflow, token, alive, _ms_to_datetime(deadline), records)
 
-    async def _load(self, workflow: str) -> list[Any]:
-        reply = await self._read(self._script("load"), workflow_keys(workflow))
-        flat: list[Any] = json.loads(reply) or []  # "{}" is cjson's empty array
-        return flat
-
-    async def load(self, workflow: str) -> dict[str, object]:
-        flat = await self._load(workflow)
+    def _records(self, flat: list[Any]) -> dict[str, object]:
         decode = self._codec.decode
         return {flat[i]: decode(flat[i + 1]) for i in range(0, len(flat), 3)}
+
+    async def _load(self, workflow: str) -> list[Any]:
+        return _flat(await self._read(self._script("load"), workflow_keys(workflow)))
+
+    async def load(self, workflow: str) -> dict[str, object]:
+        return self._records(await self._load(workflow))
 
     async def history(self, workflow: str) -> list[Written]:
         flat = await self._load(workflow)
@@ -309,19 +317,33 @@ class RedisCheckpointer:
         return Recorded(self._codec.decode(reply[1]), int(reply[0]) == 1)
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded:
+        call, encoded = self._supply_call(workflow, key, value)
+        return self._supplied(await self._write(self._script(call.name), call.keys, call.args),
+                              encoded)
+
+    def _supply_call(self, workflow: str, key: str, value: object) -> tuple[ScriptCall, str]:
         check_key(key)
         encoded = self._codec.encode(value)
         keys = workflow_keys(workflow)
-        reply = await self._write(self._script("supply"), keys, [key, encoded, self._ttl_ms])
+        return ScriptCall("supply", keys, (key, encoded, self._ttl_ms), prelude=True), encoded
+
+    def _supplied(self, reply: Any, encoded: str) -> Recorded:
         if int(reply[0]) == 1:
             return Recorded(self._codec.decode(encoded), True)
         return Recorded(self._codec.decode(reply[1]), False)
 
     async def append(self, workflow: str, value: object) -> Entry:
+        call, encoded = self._append_call(workflow, value)
+        return self._appended(await self._write(self._script(call.name), call.keys, call.args),
+                              encoded)
+
+    def _append_call(self, workflow: str, value: object) -> tuple[ScriptCall, str]:
         encoded = self._codec.encode(value)
         keys = workflow_keys(workflow)
-        args = [encoded, self._ttl_ms, INBOX, INBOX_WIDTH]
-        reply = await self._write(self._script("append"), keys, args)
+        args = (encoded, self._ttl_ms, INBOX, INBOX_WIDTH)
+        return ScriptCall("append", keys, args, prelude=True), encoded
+
+    def _appended(self, reply: Any, encoded: str) -> Entry:
         key = str(reply[1])
         # The script formats the key itself (it must write under it atomically); it has to be
         # exactly the key the rest of the library would mint for that sequence number.
@@ -350,10 +372,24 @@ class RedisCheckpointer:
         return int(await self._write(self._script("discard"), keys, [self._ttl_ms]))
 
     async def release(self, holder: Pass) -> None:
+        call = self._release_call(holder)
+        await self._write(self._script(call.name), call.keys, call.args)
+
+    def _release_call(self, holder: Pass) -> ScriptCall:
         keys = workflow_keys(holder.workflow)
-        await self._write(self._script("release"), keys, [holder.token, self._ttl_ms])
+        return ScriptCall("release", keys, (holder.token, self._ttl_ms), prelude=True)
 
     # --- beyond the protocol ----------------------------------------------------------------
+
+    @property
+    def redis(self) -> Client:
+        """The client every script of this checkpointer runs on."""
+        return self._redis
+
+    @property
+    def acknowledged(self) -> Acknowledged | None:
+        """The replication each write waits for (`durable=`), or None."""
+        return self._durable
 
     async def hold(self, workflow: str, until: datetime | None = None) -> None:
         """Keep `workflow`'s checkpoint and claim at least until `until` + `ttl`.

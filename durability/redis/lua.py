@@ -5,10 +5,14 @@ diffed as Lua. `script(client, name)` reads `<name>.lua` from this package once 
 registers it with the client: redis-py's script object sends `EVALSHA` and, on `NOSCRIPT`
 (a restarted server, a `SCRIPT FLUSH`, a cluster node that never saw it), loads the text and
 retries, so a script costs one round trip in the steady state.
+
+`ScriptCall` is one script run described rather than sent: the checkpointer and the schedulers
+hand these to `RedisDurable`, which joins two of them into one script (`joined.lua`).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
 from typing import TYPE_CHECKING, Any
@@ -16,7 +20,18 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
 
-__all__ = ["script", "source"]
+__all__ = ["ScriptCall", "script", "source"]
+
+
+@dataclass(frozen=True, slots=True)
+class ScriptCall:
+    """One run of `<name>.lua` with these KEYS and ARGV, not yet sent. `prelude` says whether
+    the script is a checkpointer body (which runs after `prelude.lua`)."""
+
+    name: str
+    keys: tuple[str, ...]
+    args: tuple[Any, ...]
+    prelude: bool = False
 
 
 @cache
