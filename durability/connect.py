@@ -3,8 +3,8 @@
 | URL | Durable |
 |---|---|
 | `memory://` | `SplitDurable(MemoryCheckpointer, MemoryScheduler)`: this process only |
-| `redis://host:port/db?scheduler=stream` | `SplitDurable(RedisCheckpointer, RedisStreamScheduler)`|
-| `redis://host:port/db?scheduler=set` | `SplitDurable(RedisCheckpointer, RedisSetScheduler)` |
+| `redis://host:port/db?scheduler=stream` | `RedisDurable(RedisCheckpointer, RedisStreamScheduler)`|
+| `redis://host:port/db?scheduler=set` | `RedisDurable(RedisCheckpointer, RedisSetScheduler)` |
 | `postgresql://user@host:port/db` | `PostgresDurable`, tables created on open (`migrate`) |
 | `sqlite:///path/to/file.db` | `SqliteDurable` over that file, migrated on open |
 
@@ -110,6 +110,7 @@ async def _redis(
 
     from durability.redis import (
         RedisCheckpointer,
+        RedisDurable,
         RedisSetScheduler,
         RedisStreamScheduler,
         trimming,
@@ -131,7 +132,8 @@ async def _redis(
             raise ValueError(f"redis scheduler must be 'stream' or 'set', got {kind!r} in {url!r}")
         await client.ping()
         await scheduler.prepare()
-        durable = SplitDurable(RedisCheckpointer(redis=client), scheduler)
+        # One client for both halves, so arrive, deliver and finish are one script each.
+        durable = RedisDurable(RedisCheckpointer(redis=client), scheduler)
         if housekeeping and isinstance(scheduler, RedisStreamScheduler):
             async with _beside(trimming(scheduler)):
                 yield durable

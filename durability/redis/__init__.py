@@ -11,6 +11,7 @@ from durability.redis.checkpointer import (
     workflow_keys,
     workflow_tag,
 )
+from durability.redis.durable import RedisDurable
 from durability.redis.effect import LuaEffect, hash_tag
 from durability.redis.sortedset import RedisSetScheduler
 from durability.redis.stream import RedisStreamScheduler
@@ -22,6 +23,7 @@ __all__ = [
     "LuaEffect",
     "NotAcknowledged",
     "RedisCheckpointer",
+    "RedisDurable",
     "RedisSetScheduler",
     "RedisStreamScheduler",
     "hash_tag",

@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from durability.interfaces import Delivery, check_workflow, positive, to_ms
-from durability.redis.lua import script
+from durability.redis.lua import ScriptCall, script
 from durability.redis.namespace import check_namespace, from_ms, key, ms, text
 
 __all__ = ["RedisSetScheduler"]
@@ -89,6 +89,20 @@ class RedisSetScheduler:
         await self._done(
             keys=[self.schedule], args=[check_workflow(delivery.workflow), delivery.receipt]
         )
+
+    # What `RedisDurable` runs in one script after a checkpoint write (see durable.py).
+
+    @property
+    def redis(self) -> Any:
+        """The client this queue's commands run on."""
+        return self._redis
+
+    def _wakeup_call(self, workflow: str) -> ScriptCall:
+        return ScriptCall("set_make_ready", (self.schedule,), (check_workflow(workflow),))
+
+    def _done_call(self, delivery: Delivery) -> ScriptCall:
+        workflow = check_workflow(delivery.workflow)
+        return ScriptCall("set_done", (self.schedule,), (workflow, delivery.receipt))
 
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
         """Score the workflow `when`; keeps an earlier wakeup that landed mid-pass. Declines if

@@ -37,7 +37,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from durability.interfaces import Delivery, check_workflow, positive, to_ms
-from durability.redis.lua import script
+from durability.redis.lua import ScriptCall, script
 from durability.redis.namespace import block_slice, check_namespace, from_ms, key, ms, text
 
 __all__ = ["GROUP", "RedisStreamScheduler"]
@@ -173,6 +173,20 @@ class RedisStreamScheduler:
     async def done(self, delivery: Delivery) -> None:
         entry, count = _parse(delivery.receipt)
         await self._done(keys=[self.ready], args=[GROUP, entry, count])
+
+    # What `RedisDurable` runs in one script after a checkpoint write (see durable.py).
+
+    @property
+    def redis(self) -> Any:
+        """The client this queue's commands run on."""
+        return self._redis
+
+    def _wakeup_call(self, workflow: str) -> ScriptCall:
+        return ScriptCall("stream_make_ready", (self.ready,), (FIELD, check_workflow(workflow)))
+
+    def _done_call(self, delivery: Delivery) -> ScriptCall:
+        entry, count = _parse(delivery.receipt)
+        return ScriptCall("stream_done", (self.ready,), (GROUP, entry, count))
 
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
         entry, count = _parse(delivery.receipt)

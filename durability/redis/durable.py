@@ -1,0 +1,116 @@
+"""`RedisDurable`: the moves that cross the checkpoint and the queue, one script each.
+
+On a single Redis node a script may touch any key, so the pairs `Durable` promises in order
+run as one script (`joined.lua` with a checkpoint body and then a scheduler body):
+
+| move | one script | on a cluster (or with `Acknowledged`, or two clients) |
+|---|---|---|
+| `arrive` | `supply.lua`, then the scheduler's wakeup | `supply`, then `make_ready` |
+| `deliver` | `append.lua`, then the scheduler's wakeup | `append`, then `make_ready` |
+| `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
+
+Why a script and not a two-command pipeline: a pipeline does not stop at an error, so a write
+the server refused (a flushed script cache, a key of the wrong type) would still be followed
+by its wakeup, a wakeup announcing a value that is not there. In one script an error in the
+first part ends it before the second runs, the order is kept by construction, and it is one
+command on one connection. Every value is encoded and every id checked before it is sent.
+
+On a cluster the workflow's keys and the queue's keys lie in different slots (the workflow id
+and the namespace are different hash tags), which no one script or ordered pipeline can span,
+so the moves fall back to two calls in order, as `SplitDurable` does; so do a checkpointer
+whose writes wait for replicas (`WAIT` must follow the write it counts) and a checkpointer and
+scheduler on different clients (different servers, perhaps).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.asyncio.cluster import RedisCluster
+from redis.commands.core import AsyncScript
+
+from durability.interfaces import Delivery, Entry, Pass, Recorded, SplitDurable
+from durability.redis.checkpointer import RedisCheckpointer
+from durability.redis.lua import ScriptCall, source
+from durability.redis.sortedset import RedisSetScheduler
+from durability.redis.stream import RedisStreamScheduler
+
+__all__ = ["RedisDurable"]
+
+
+class RedisDurable(SplitDurable):
+    """A `Durable` over a `RedisCheckpointer` and a Redis scheduler: `arrive`, `deliver` and
+    `finish` are one round trip each when both share one client to a single node."""
+
+    __slots__ = ("_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts")
+
+    def __init__(
+        self,
+        checkpointer: RedisCheckpointer,
+        scheduler: RedisStreamScheduler | RedisSetScheduler,
+    ) -> None:
+        super().__init__(checkpointer, scheduler)
+        self._redis_checkpointer = checkpointer
+        self._redis_scheduler = scheduler
+        client = checkpointer.redis
+        self._joined = (
+            client is scheduler.redis
+            and not isinstance(client, RedisCluster)
+            and checkpointer.acknowledged is None
+        )
+        self._scripts: dict[tuple[str, str], AsyncScript] = {}
+
+    @property
+    def joined(self) -> bool:
+        """Whether `arrive`, `deliver` and `finish` each run as one script (else two calls)."""
+        return self._joined
+
+    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+        if not self._joined:
+            return await super().arrive(workflow, key, value)
+        write, encoded = self._redis_checkpointer._supply_call(workflow, key, value)
+        wakeup = self._redis_scheduler._wakeup_call(workflow)
+        reply = await self._run(write, wakeup)
+        return self._redis_checkpointer._supplied(reply, encoded)
+
+    async def deliver(self, workflow: str, value: object) -> Entry:
+        if not self._joined:
+            return await super().deliver(workflow, value)
+        write, encoded = self._redis_checkpointer._append_call(workflow, value)
+        wakeup = self._redis_scheduler._wakeup_call(workflow)
+        reply = await self._run(write, wakeup)
+        return self._redis_checkpointer._appended(reply, encoded)
+
+    async def finish(self, holder: Pass, delivery: Delivery) -> None:
+        if not self._joined:
+            await super().finish(holder, delivery)
+            return
+        release = self._redis_checkpointer._release_call(holder)
+        done = self._redis_scheduler._done_call(delivery)
+        await self._run(release, done)
+
+    async def _run(self, first: ScriptCall, then: ScriptCall) -> Any:
+        """Run `first` (a checkpoint script) and then `then` (a scheduler script) as one script;
+        return `first`'s reply. A NOSCRIPT reply means nothing ran: the script object loads the
+        text and sends it again."""
+        script = self._script(first, then)
+        keys = [*first.keys, *then.keys]
+        args = [len(first.args), *first.args, *then.args]
+        return await script(keys=keys, args=args)
+
+    def _script(self, first: ScriptCall, then: ScriptCall) -> AsyncScript:
+        pair = (first.name, then.name)
+        found = self._scripts.get(pair)
+        if found is None:
+            # joined.lua reads the workflow's keys as KEYS[1..3] and hands the rest to `then`.
+            if not first.prelude or len(first.keys) != 3 or then.prelude:
+                raise AssertionError(f"cannot join {pair}: a checkpoint script goes first")
+            text = (
+                source("prelude")
+                + source("joined")
+                .replace("--[[FIRST]]", source(first.name))
+                .replace("--[[THEN]]", source(then.name))
+            )
+            # Registered once per pair: the digest is computed here, not per call.
+            found = self._scripts[pair] = self._redis_checkpointer.redis.register_script(text)
+        return found

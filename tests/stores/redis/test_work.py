@@ -1,0 +1,265 @@
+"""`RedisDurable` and the worker over real Redis: the durable contract on both schedulers (and on
+a cluster, where the moves fall back to two calls), one workflow driven end to end through
+`work()` on each scheduler, and the round trips the joined moves cost."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable
+from datetime import timedelta
+from typing import Any, ClassVar
+
+import pytest
+from redis.asyncio import ConnectionPool, Redis
+from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.connection import Connection
+
+from durability import work
+from durability.interfaces import Durable
+from durability.redis import (
+    RedisCheckpointer,
+    RedisDurable,
+    RedisSetScheduler,
+    RedisStreamScheduler,
+)
+from durability.stepwise import Completed, Run
+from durability.testing.conformance import DurableContract
+from durability.worker import Event
+
+#: Short enough that the workflows these tests leave on the shared server go away by themselves.
+TTL = timedelta(minutes=10)
+
+Kind = type[RedisStreamScheduler] | type[RedisSetScheduler]
+SCHEDULERS: list[Kind] = [RedisStreamScheduler, RedisSetScheduler]
+
+
+def _scheduler(kind: Kind, client: Any, namespace: str, lease: timedelta) -> Any:
+    if kind is RedisSetScheduler:
+        return RedisSetScheduler(
+            redis=client, namespace=namespace, lease=lease, poll=timedelta(milliseconds=10)
+        )
+    return RedisStreamScheduler(redis=client, namespace=namespace, lease=lease)
+
+
+async def _durable(kind: Kind, client: Any, namespace: str) -> RedisDurable:
+    scheduler = _scheduler(kind, client, namespace, timedelta(seconds=5))
+    await scheduler.prepare()
+    return RedisDurable(RedisCheckpointer(redis=client, ttl=TTL), scheduler)
+
+
+# --- the contract -------------------------------------------------------------------------
+
+
+class TestRedisDurableOnTheStream(DurableContract):
+    @pytest.fixture
+    async def durable(self, redis: Redis, namespace: str) -> Durable:
+        made = await _durable(RedisStreamScheduler, redis, namespace)
+        assert made.joined
+        return made
+
+
+class TestRedisDurableOnTheSet(DurableContract):
+    @pytest.fixture
+    async def durable(self, redis: Redis, namespace: str) -> Durable:
+        made = await _durable(RedisSetScheduler, redis, namespace)
+        assert made.joined
+        return made
+
+
+class TestRedisDurableOnACluster(DurableContract):
+    """On a cluster the workflow and the queue lie in different slots: two calls, in order."""
+
+    @pytest.fixture
+    async def durable(self, redis_cluster: RedisCluster, fresh_id: str) -> Durable:
+        made = await _durable(RedisStreamScheduler, redis_cluster, fresh_id)
+        assert not made.joined
+        return made
+
+
+# --- one workflow through work() ---------------------------------------------------------
+
+
+def _int(value: object) -> int:
+    assert isinstance(value, int)
+    return value
+
+
+class Trip:
+    """A workflow that takes a step, sleeps, waits for a supplied value and then for an inbox
+    entry; counts how often the step's function really ran."""
+
+    def __init__(self) -> None:
+        self.step_ran = 0
+
+    def charge(self) -> int:
+        self.step_ran += 1
+        return 42
+
+    async def __call__(self, run: Run) -> dict[str, object]:
+        charged = await run.step("charge", self.charge, _int)
+        await run.sleep("cool-off", timedelta(milliseconds=300))
+        approved = await run.awaiting("approval", str)
+        mail = await run.receive("mail")
+        return {"charged": charged, "approved": approved, "mail": [e.value for e in mail]}
+
+
+@pytest.mark.parametrize("kind", SCHEDULERS, ids=["stream", "set"])
+async def test_both_schedulers_drive_a_workflow_through_work(
+    redis: Redis, namespace: str, kind: Kind
+) -> None:
+    durable = await _durable(kind, redis, namespace)
+    workflow = f"{namespace}-trip"
+    body = Trip()
+    events: list[Event] = []
+    changed = asyncio.Event()
+
+    def observe(event: Event) -> None:
+        if event.workflow == workflow:
+            events.append(event)
+            changed.set()
+
+    async def outcomes(count: int) -> list[object]:
+        async with asyncio.timeout(10):
+            while True:
+                found: list[object] = [e.outcome for e in events if e.kind == "outcome"]
+                if len(found) >= count:
+                    return found
+                changed.clear()
+                await changed.wait()
+
+    worker = asyncio.create_task(
+        work(durable, body, tick=timedelta(milliseconds=100), observer=observe)
+    )
+    try:
+        await durable.arrive(workflow, "order", "piano")
+        # The first pass steps and sleeps; the timer wakes it; the second pass waits for the
+        # approval.
+        await outcomes(2)
+        await durable.arrive(workflow, "approval", "ada")
+        await outcomes(3)  # now it waits for mail
+        await durable.deliver(workflow, {"text": "hello"})
+        found = await outcomes(4)
+        # The outcome is reported before the pass finishes; finish releases and answers in one
+        # script, so once the claim is free the delivery has been answered too.
+        async with asyncio.timeout(10):
+            while (  # noqa: ASYNC110 - nothing announces a release; look until it is free
+                holder := await durable.checkpointer.claim(
+                    workflow, timedelta(seconds=5), timedelta(seconds=5)
+                )
+            ) is None:
+                await asyncio.sleep(0.01)
+    finally:
+        worker.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await worker
+    assert [type(o).__name__ for o in found] == ["Sleeping", "Blocked", "Blocked", "Completed"]
+    last = found[-1]
+    assert isinstance(last, Completed)
+    assert last.value == {"charged": 42, "approved": "ada", "mail": [{"text": "hello"}]}
+    assert body.step_ran == 1
+    assert not [e for e in events if e.kind in ("failed", "fenced", "expired")]
+    assert holder.records is not None and holder.records["approval"] == "ada"
+    # Nothing is left queued: every wakeup was answered for.
+    assert await durable.scheduler.next_ready(timedelta(milliseconds=50)) is None
+
+
+async def test_a_claim_brings_the_checkpoint_it_found(redis: Redis, namespace: str) -> None:
+    durable = await _durable(RedisStreamScheduler, redis, namespace)
+    workflow = f"{namespace}-claimed"
+    empty = await durable.checkpointer.claim(workflow, timedelta(seconds=5), timedelta(seconds=5))
+    assert empty is not None and empty.records == {}
+    await durable.checkpointer.record(empty, "a", [1, "x"])
+    await durable.checkpointer.release(empty)
+    await durable.deliver(workflow, "mail")
+    holder = await durable.checkpointer.claim(workflow, timedelta(seconds=5), timedelta(seconds=5))
+    assert holder is not None
+    assert holder.records == await durable.checkpointer.load(workflow)
+    assert list(holder.records or {}) == ["a", "inbox:00000000000000000001"]
+
+
+# --- round trips --------------------------------------------------------------------------
+
+
+class CountingConnection(Connection):
+    """A connection that counts what it writes to the socket: one per round trip (a pipeline
+    is written at once, so it counts once too)."""
+
+    sent: ClassVar[list[int]] = [0]
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        type(self).sent[0] += 1
+        await super().send_packed_command(command, check_health)
+
+
+Counting = tuple[Redis, Callable[[], int]]
+
+
+@pytest.fixture
+async def counting(redis: Redis) -> AsyncIterator[Counting]:
+    """A client to the shared server (which `redis` checked answers), and how many round
+    trips it has made so far."""
+
+    class Mine(CountingConnection):
+        sent: ClassVar[list[int]] = [0]
+
+    kwargs = redis.connection_pool.connection_kwargs
+    pool = ConnectionPool(
+        host=kwargs["host"], port=kwargs["port"], decode_responses=True, connection_class=Mine
+    )
+    client = Redis(connection_pool=pool)
+    try:
+        yield client, lambda: Mine.sent[0]
+    finally:
+        await client.aclose()
+        await pool.aclose()
+
+
+@pytest.mark.parametrize("kind", SCHEDULERS, ids=["stream", "set"])
+async def test_arrive_deliver_and_finish_are_one_round_trip_each(
+    counting: Counting, namespace: str, kind: Kind
+) -> None:
+    client, counted = counting
+    durable = await _durable(kind, client, namespace)
+    scheduler = durable.scheduler
+    # Warm up: the first run of each script is NOSCRIPT, SCRIPT LOAD, EVALSHA.
+    warm = f"{namespace}-warm"
+    await durable.arrive(warm, "k", 1)
+    await durable.deliver(warm, 2)
+    taken = await scheduler.next_ready(timedelta(seconds=2))
+    assert taken is not None
+    holder = await durable.checkpointer.claim(warm, timedelta(seconds=5), timedelta(seconds=5))
+    assert holder is not None
+    await durable.finish(holder, taken)
+
+    workflow = f"{namespace}-counted"
+    before = counted()
+    await durable.arrive(workflow, "order", {"sku": "piano"})
+    assert counted() - before == 1
+    before = counted()
+    await durable.deliver(workflow, "mail")
+    assert counted() - before == 1
+
+    delivery = None
+    while delivery is None or delivery.workflow != workflow:
+        if delivery is not None:
+            await scheduler.done(delivery)
+        delivery = await scheduler.next_ready(timedelta(seconds=2))
+        assert delivery is not None
+    holder = await durable.checkpointer.claim(workflow, timedelta(seconds=5), timedelta(seconds=5))
+    assert holder is not None
+    before = counted()
+    await durable.finish(holder, delivery)
+    assert counted() - before == 1
+    # ...and each did both halves. Released: a new claim need not wait for the old one.
+    again = await durable.checkpointer.claim(workflow, timedelta(seconds=5), timedelta(seconds=5))
+    assert again is not None and again.token > holder.token
+    assert again.records == {"order": {"sku": "piano"}, "inbox:00000000000000000001": "mail"}
+    # Answered: the stream keeps only the second wakeup (`deliver`'s own entry); the set holds
+    # a workflow as one member, which `done` removed.
+    left = await scheduler.next_ready(timedelta(milliseconds=50))
+    if kind is RedisStreamScheduler:
+        assert left is not None and left.workflow == workflow
+        assert left.receipt != delivery.receipt
+    else:
+        assert left is None
