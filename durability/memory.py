@@ -111,7 +111,8 @@ class MemoryCheckpointer:
         claim.token = max(_ms(now), claim.token + 1)
         claim.deadline = now + budget
         claim.until = min(now + alive, claim.deadline)
-        return Pass(workflow, claim.token, alive, claim.deadline)
+        records = {key: self._codec.decode(text) for key, (text, _) in state.records.items()}
+        return Pass(workflow, claim.token, alive, claim.deadline, records)
 
     async def load(self, workflow: str) -> dict[str, object]:
         state = self._workflows.get(check_workflow(workflow))
