@@ -15,6 +15,7 @@ from durability.codec import Unencodable
 from durability.interfaces import INBOX, Durable, Fenced, Recorded
 from durability.testing.conformance.claims import LONG, fresh
 from durability.testing.conformance.scheduler import ARRIVES, QUIET
+from durability.testing.conformance.working import WorkContract
 
 
 async def _ready(durable: Durable, workflow: str) -> None:
@@ -29,8 +30,8 @@ async def _quiet(durable: Durable) -> None:
     assert await durable.scheduler.next_ready(QUIET) is None
 
 
-class DurableContract:
-    """What every `Durable` must do. Subclass and override `durable`."""
+class DurableContract(WorkContract):
+    """What every `Durable` must do, alone and under `work`. Subclass and override `durable`."""
 
     @pytest.fixture
     def durable(self) -> Durable:
