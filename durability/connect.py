@@ -115,15 +115,12 @@ async def _redis(
         RedisStreamScheduler,
         trimming,
     )
-    from durability.redis.connection import packed
 
     parts = urlsplit(url)
     ours, rest = _options(parts.query, ("scheduler", "namespace"))
     kind = ours.get("scheduler", "stream")
     namespace = ours.get("namespace", "durability")
-    client = packed(
-        Redis.from_url(urlunsplit(parts._replace(query=rest)), decode_responses=True)
-    )
+    client = Redis.from_url(urlunsplit(parts._replace(query=rest)), decode_responses=True)
     try:
         scheduler: RedisStreamScheduler | RedisSetScheduler
         if kind == "stream":

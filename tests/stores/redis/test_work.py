@@ -23,7 +23,6 @@ from durability.redis import (
     RedisSetScheduler,
     RedisStreamScheduler,
 )
-from durability.redis.connection import PackedConnection, packed
 from durability.stepwise import Completed, Run
 from durability.testing.conformance import DurableContract
 from durability.worker import Event
@@ -264,24 +263,3 @@ async def test_arrive_deliver_and_finish_are_one_round_trip_each(
         assert left.receipt != delivery.receipt
     else:
         assert left is None
-
-
-async def test_a_packed_client_sends_what_the_python_packer_would(
-    redis: Redis, namespace: str
-) -> None:
-    kwargs = redis.connection_pool.connection_kwargs
-    client = packed(Redis(host=kwargs["host"], port=kwargs["port"], decode_responses=True))
-    try:
-        assert client.connection_pool.connection_class is PackedConnection
-        durable = await _durable(RedisStreamScheduler, client, namespace)
-        workflow = f"{namespace}-packed"
-        value = {"name": "Zoë ✓", "n": 12345678901234, "x": 0.1, "none": None}
-        assert (await durable.arrive(workflow, "k", value)).value == value
-        # Read back through the plain client: the bytes on the server are the same.
-        plain = RedisCheckpointer(redis=redis)
-        assert await plain.load(workflow) == {"k": value}
-        await client.set(f"{namespace}:raw", "é")
-        assert await redis.get(f"{namespace}:raw") == "é"
-        assert await client.incrbyfloat(f"{namespace}:float", 1.5) == 1.5
-    finally:
-        await client.aclose()
