@@ -125,6 +125,14 @@ class Delivery:
     receipt: str
 
 
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A delivery and, if the workflow was free, the claim taken on it in the same move."""
+
+    delivery: Delivery
+    holder: Pass | None
+
+
 class Effect:
     """Something a store can do itself in the same atomic step as recording its result.
 
@@ -316,6 +324,12 @@ class Durable(Protocol):
         """Cancel every wakeup, then discard the records; return how many records went."""
         ...
 
+    async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        """Take one ready workflow (waiting at most `within`) and claim it: `next_ready` then
+        `claim`, in one step where the store can. `None` if nothing came; a `Taken` whose
+        `holder` is `None` if a live pass holds the workflow."""
+        ...
+
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         """End a pass: release its claim, then answer for its delivery (in that order, so the
         next wakeup never finds the claim still held). One step where the store can."""
@@ -358,9 +372,26 @@ class SplitDurable:
         await self._scheduler.cancel(workflow)
         return await self._checkpointer.discard(workflow)
 
+    async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        return await take_then_claim(self._checkpointer, self._scheduler, within, budget, alive)
+
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         await self._checkpointer.release(holder)
         await self._scheduler.done(delivery)
+
+
+async def take_then_claim(
+    checkpointer: Checkpointer,
+    scheduler: Scheduler,
+    within: timedelta,
+    budget: timedelta,
+    alive: timedelta,
+) -> Taken | None:
+    """`Durable.take` as two calls, for a store that cannot do both in one step."""
+    delivery = await scheduler.next_ready(within)
+    if delivery is None:
+        return None
+    return Taken(delivery, await checkpointer.claim(delivery.workflow, budget, alive))
 
 
 async def claimed(

@@ -75,6 +75,7 @@ class _Running:
     extending: asyncio.Task[None] | None = None
     again: bool = False
     sending: bool = False
+    claimed: bool = False
     reclaimed: bool = False
     started: float = field(default_factory=time.monotonic)
 
@@ -153,29 +154,49 @@ class _Worker:
         async with self.freed:
             self.freed.notify_all()
 
-    def _start(self, delivery: Delivery, reclaimed: bool) -> None:
+    def _start(
+        self, delivery: Delivery, reclaimed: bool, holder: Pass | None, claimed: bool
+    ) -> None:
         assert self.passes is not None
-        running = _Running(delivery, reclaimed=reclaimed)
+        running = _Running(delivery, holder=holder, reclaimed=reclaimed, claimed=claimed)
         self.running.add(running)
         self.passes.create_task(self._pass(running))
 
-    async def _admit(self, delivery: Delivery, reclaimed: bool = False) -> None:
+    async def _admit(
+        self,
+        delivery: Delivery,
+        *,
+        reclaimed: bool = False,
+        holder: Pass | None = None,
+        claimed: bool = False,
+    ) -> None:
         """Run a delivery if a slot is free; otherwise hand it straight back to the queue."""
         if len(self.running) < self.pool:
-            self._start(delivery, reclaimed)
+            self._start(delivery, reclaimed, holder, claimed)
             return
         # Only reachable when the reader and the reclaimer both filled the last slot at once.
-        await self._hand_back(delivery, None)
+        await self._hand_back(delivery, holder)
 
     # -- the loops ---------------------------------------------------------------------
 
     async def reader(self) -> None:
+        failures = 0
         while True:
             await self._wait_for_slot()
-            delivery = await self.scheduler.next_ready(self.within)
+            try:
+                taken = await self.durable.take(self.within, self.budget, self.lease)
+            except Exception:
+                # A store that went away is logged and tried again, backing off to `sweep`,
+                # rather than ending the worker: the queue still holds everything.
+                failures += 1
+                pause = min(self.tick * 2 ** min(failures - 1, 10), self.sweep)
+                log.exception("reading the queue failed; trying again in %s", pause)
+                await asyncio.sleep(pause.total_seconds())
+                continue
+            failures = 0
             _stop_if_cancelled()
-            if delivery is not None:
-                await self._admit(delivery)
+            if taken is not None:
+                await self._admit(taken.delivery, holder=taken.holder, claimed=True)
 
     async def reclaimer(self) -> None:
         while True:
@@ -360,7 +381,10 @@ class _Worker:
 
     async def _claimed_pass(self, running: _Running) -> None:
         workflow = running.delivery.workflow
-        holder = await self.checkpointer.claim(workflow, self.budget, self.lease)
+        if running.claimed:
+            holder = running.holder  # the reader took and claimed it in one move
+        else:
+            holder = await self.checkpointer.claim(workflow, self.budget, self.lease)
         if holder is None:
             # A live pass holds it. The wakeup may carry input that pass will not see, so look
             # again later instead of dropping it.

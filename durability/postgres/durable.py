@@ -9,6 +9,8 @@ observed, even by a process that dies between the two halves, because there is n
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from durability.interfaces import (
     INBOX,
     INBOX_WIDTH,
@@ -16,8 +18,10 @@ from durability.interfaces import (
     Entry,
     Pass,
     Recorded,
+    Taken,
     check_key,
     check_workflow,
+    take_then_claim,
 )
 from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
 from durability.postgres.listener import CHANNEL
@@ -86,3 +90,6 @@ class PostgresDurable:
         """`release` then `done` as one statement (see `finish` in durable.sql)."""
         params = self._params(holder.workflow, token=holder.token, receipt=int(delivery.receipt))
         await one(self._checkpointer.pool, _SQL["finish"], params)
+
+    async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        return await take_then_claim(self._checkpointer, self._scheduler, within, budget, alive)

@@ -10,6 +10,7 @@ this process are woken after the commit, never before.
 from __future__ import annotations
 
 import sqlite3
+from datetime import timedelta
 
 from durability.interfaces import (
     Checkpointer,
@@ -18,8 +19,10 @@ from durability.interfaces import (
     Pass,
     Recorded,
     Scheduler,
+    Taken,
     check_key,
     check_workflow,
+    take_then_claim,
 )
 from durability.sqlite.checkpointer import (
     SqliteCheckpointer,
@@ -104,3 +107,6 @@ class SqliteDurable:
             done_step(connection, queue, delivery)
 
         await self._checkpointer.database.write(work)
+
+    async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        return await take_then_claim(self._checkpointer, self._scheduler, within, budget, alive)

@@ -767,3 +767,33 @@ async def test_shutdown_is_bounded_when_the_store_stops_answering(
         with contextlib.suppress(asyncio.CancelledError):
             await task
     assert task.done()
+
+
+async def test_a_queue_that_fails_for_a_while_is_logged_and_read_again(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    checkpointer, scheduler = stores()
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    failures = 3
+    real = scheduler.next_ready
+
+    async def flaky(within: timedelta) -> Delivery | None:
+        nonlocal failures
+        if failures:
+            failures -= 1
+            raise ConnectionError("the queue went away")
+        return await real(within)
+
+    scheduler.next_ready = flaky  # type: ignore[method-assign]
+
+    async def body(run: Run) -> int:
+        return await run.step("only", lambda: 1, as_int)
+
+    workflow = workflow_id()
+    await durable.arrive(workflow, "go", True)
+    with caplog.at_level(logging.ERROR, logger="durability.worker"):
+        async with working(durable, body, observed):
+            await observed.until(lambda: observed.completed(workflow))
+    assert failures == 0
+    assert sum("reading the queue failed" in r.getMessage() for r in caplog.records) == 3
