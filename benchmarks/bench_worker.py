@@ -84,6 +84,7 @@ from durability import (  # noqa: E402
     Recorded,
     Run,
     Scheduler,
+    Taken,
     as_dict,
     work,
 )
@@ -179,6 +180,9 @@ class CountedDurable:
 
     async def delete(self, workflow: str) -> int:
         return await self._durable.delete(workflow)
+
+    async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        return await self._durable.take(within, budget, alive)
 
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         await self._durable.finish(holder, delivery)
