@@ -12,7 +12,7 @@ does not even renew. Values are encoded before the transaction; the statements a
 `checkpointer.sql`.
 
 The `*_step` functions are the transactions' bodies. `SqliteDurable` runs several of them, with
-the scheduler's, in one transaction.
+the scheduler's, in one transaction (`take` is `claim_step` after the scheduler's `take_step`).
 """
 
 from __future__ import annotations
@@ -37,8 +37,11 @@ from durability.sqlite.database import SqliteDatabase, from_us, now_us, queries
 from durability.sqlite.effect import SqliteEffect
 
 __all__ = [
+    "Claimed",
     "SqliteCheckpointer",
     "append_step",
+    "claim_step",
+    "claimed_pass",
     "discard_step",
     "release_step",
     "supply_step",
@@ -100,6 +103,46 @@ def append_step(connection: sqlite3.Connection, workflow: str, encoded: str) -> 
     return key
 
 
+#: What `claim_step` found: the new token, the deadline (us) and the records' (key, text) rows.
+Claimed = tuple[int, int, list[tuple[str, str]]]
+
+
+def claim_step(
+    connection: sqlite3.Connection, workflow: str, budget: timedelta, alive: timedelta
+) -> Claimed | None:
+    """`claim` inside an open write transaction; `None` if a live claim holds the workflow."""
+    now = now_us()
+    deadline = now + _us(budget)
+    row = connection.execute(
+        _SQL["claim"],
+        {
+            "workflow": workflow,
+            "now": now,
+            "now_ms": now // 1000,
+            "until": min(now + _us(alive), deadline),
+            "deadline": deadline,
+        },
+    ).fetchone()
+    if row is None:
+        return None
+    # The checkpoint as this claim found it, read under the same lock: the pass needs no
+    # `load` (another hop to another thread) before its first step.
+    found = connection.execute(_SQL["load"], {"workflow": workflow}).fetchall()
+    return row[0], deadline, found
+
+
+def claimed_pass(
+    codec: Codec, workflow: str, alive: timedelta, claimed: Claimed | None
+) -> Pass | None:
+    """The `Pass` a committed `claim_step` stands for, its records decoded. Call it on the
+    caller's side, not on the writer's thread that other writes wait for."""
+    if claimed is None:
+        return None
+    token, deadline, found = claimed
+    records = {key: codec.decode(text) for key, text in found}
+    return Pass(workflow, token, alive, from_us(deadline), records)
+
+
 def release_step(connection: sqlite3.Connection, holder: Pass) -> None:
     """`release` as one statement (it reads no clock, so it needs no transaction of its own)."""
     connection.execute(_SQL["release"], {"workflow": holder.workflow, "token": holder.token})
@@ -128,34 +171,10 @@ class SqliteCheckpointer:
         check_workflow(workflow)
         positive("budget", budget)
         positive("alive", alive)
-
-        def work(connection: sqlite3.Connection) -> tuple[int, int, list[tuple[str, str]]] | None:
-            now = now_us()
-            deadline = now + _us(budget)
-            row = connection.execute(
-                _SQL["claim"],
-                {
-                    "workflow": workflow,
-                    "now": now,
-                    "now_ms": now // 1000,
-                    "until": min(now + _us(alive), deadline),
-                    "deadline": deadline,
-                },
-            ).fetchone()
-            if row is None:
-                return None
-            # The checkpoint as this claim found it, read under the same lock: the pass needs
-            # no `load` (another hop to another thread) before its first step.
-            found = connection.execute(_SQL["load"], {"workflow": workflow}).fetchall()
-            return row[0], deadline, found
-
-        claimed = await self.database.write(work)
-        if claimed is None:
-            return None
-        token, deadline, found = claimed
-        # Decoded here, on the caller's side, not on the writer's thread other writes wait for.
-        records = {key: self.codec.decode(text) for key, text in found}
-        return Pass(workflow, token, alive, from_us(deadline), records)
+        claimed = await self.database.write(
+            lambda connection: claim_step(connection, workflow, budget, alive)
+        )
+        return claimed_pass(self.codec, workflow, alive, claimed)
 
     async def load(self, workflow: str) -> dict[str, object]:
         check_workflow(workflow)

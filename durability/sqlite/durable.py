@@ -1,10 +1,11 @@
 """`SqliteDurable`: the moves that cross the checkpoint and the queue, each one transaction.
 
 `arrive` (supply, then make ready), `deliver` (append, then make ready), `delete` (cancel,
-then discard) and `finish` (release, then done) each commit both halves together on the shared
-database, so there is no window in which a value waits with no wakeup, a wakeup outlives its
-records, or a finished pass's wakeup is answered while its claim still holds. The waiters of
-this process are woken after the commit, never before.
+then discard), `take` (next ready, then claim) and `finish` (release, then done) each commit
+both halves together on the shared database, so there is no window in which a value waits
+with no wakeup, a wakeup outlives its records, a taken row waits for its claim, or a finished
+pass's wakeup is answered while its claim still holds. The waiters of this process are woken
+after the commit, never before.
 """
 
 from __future__ import annotations
@@ -22,16 +23,26 @@ from durability.interfaces import (
     Taken,
     check_key,
     check_workflow,
-    take_then_claim,
+    positive,
 )
 from durability.sqlite.checkpointer import (
+    Claimed,
     SqliteCheckpointer,
     append_step,
+    claim_step,
+    claimed_pass,
     discard_step,
     release_step,
     supply_step,
 )
-from durability.sqlite.scheduler import SqliteScheduler, cancel_step, done_step, ready_step
+from durability.sqlite.database import transaction
+from durability.sqlite.scheduler import (
+    SqliteScheduler,
+    cancel_step,
+    done_step,
+    ready_step,
+    take_step,
+)
 
 __all__ = ["SqliteDurable"]
 
@@ -109,4 +120,29 @@ class SqliteDurable:
         await self._checkpointer.database.write(work)
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
-        return await take_then_claim(self._checkpointer, self._scheduler, within, budget, alive)
+        """Take a ready row and claim its workflow in one write transaction, waiting as
+        `next_ready` does (polling, woken at once by a `make_ready` in this process). The claim
+        brings the checkpoint it found; `holder` is `None` if a live pass holds the workflow,
+        and the row is taken either way (the worker looks again later)."""
+        positive("within", within)
+        positive("budget", budget)
+        positive("alive", alive)
+        scheduler = self._scheduler
+        queue, lease = scheduler.queue, scheduler.lease
+
+        def work(connection: sqlite3.Connection) -> tuple[Delivery, Claimed | None] | None:
+            delivery = take_step(connection, queue, lease)
+            if delivery is None:
+                return None  # an empty commit: the lock was taken, nothing was written
+            return delivery, claim_step(connection, delivery.workflow, budget, alive)
+
+        # One transaction, not next_ready then claim: one commit and one hop to the writer's
+        # thread fewer a pass, and no moment where the row is taken but the claim not yet tried.
+        found = await scheduler.when_ready(
+            within, lambda connection: transaction(connection, work)
+        )
+        if found is None:
+            return None
+        delivery, claimed = found
+        holder = claimed_pass(self._checkpointer.codec, delivery.workflow, alive, claimed)
+        return Taken(delivery, holder)

@@ -17,6 +17,8 @@ again does not repeat the old one.
 `make_ready` or due `wake_at` in this process wakes it at once through the database's signal.
 An idle poll only reads; the write lock is taken only when a row is there to take, or when
 the queue looked busy at the last take (then the unlocked look would only cost a statement).
+That waiting is `when_ready`, shared with `SqliteDurable.take`, which takes a row and claims
+its workflow in one transaction where `next_ready` takes it alone.
 """
 
 from __future__ import annotations
@@ -26,7 +28,9 @@ import contextlib
 import functools
 import secrets
 import sqlite3
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import TypeVar
 
 from durability.interfaces import Delivery, check_workflow, positive
 from durability.sqlite.database import (
@@ -37,7 +41,9 @@ from durability.sqlite.database import (
     to_us,
 )
 
-__all__ = ["SqliteScheduler", "cancel_step", "done_step", "ready_step"]
+__all__ = ["SqliteScheduler", "cancel_step", "done_step", "ready_step", "take_step"]
+
+T = TypeVar("T")
 
 _SQL = queries("scheduler")
 _MICRO = timedelta(microseconds=1)
@@ -61,6 +67,19 @@ def cancel_step(connection: sqlite3.Connection, queue: str, workflow: str) -> in
         _SQL["cancel"], {"queue": queue, "workflow": workflow}
     ).rowcount
     return gone
+
+
+def take_step(connection: sqlite3.Connection, queue: str, lease: timedelta) -> Delivery | None:
+    """Take the earliest visible row for `lease`, under a fresh receipt; `None` if none is.
+
+    One statement that reads the clock (`durability_now_us()`) after the write lock is taken:
+    run it alone, or inside an open write transaction.
+    """
+    receipt = _receipt()
+    rows = connection.execute(
+        _SQL["take"], {"queue": queue, "lease": lease // _MICRO, "receipt": receipt}
+    ).fetchall()
+    return Delivery(rows[0][0], str(receipt)) if rows else None
 
 
 def done_step(connection: sqlite3.Connection, queue: str, delivery: Delivery) -> None:
@@ -114,24 +133,37 @@ class SqliteScheduler:
         await self.database.write(lambda connection: ready_step(connection, self.queue, workflow))
         self.database.notify(self.queue)
 
-    def _take(self, connection: sqlite3.Connection, look: bool) -> Delivery | None:
-        """On the writer's thread: take a row, looking first without locking if `look`."""
-        if look:
-            found = connection.execute(
-                _SQL["probe"], {"queue": self.queue, "now": now_us()}
-            ).fetchall()
-            if not found:
-                return None
-        receipt = _receipt()
-        # Alone, not in BEGIN IMMEDIATE: SQLite takes the write lock for the statement before
-        # it reads `durability_now_us()`, and commits when its rows are read (all of them).
-        rows = connection.execute(
-            _SQL["take"],
-            {"queue": self.queue, "lease": self.lease // _MICRO, "receipt": receipt},
+    def _visible(self, connection: sqlite3.Connection) -> bool:
+        """Whether a row is ready, read without the write lock."""
+        found = connection.execute(
+            _SQL["probe"], {"queue": self.queue, "now": now_us()}
         ).fetchall()
-        return Delivery(rows[0][0], str(receipt)) if rows else None
+        return bool(found)
 
-    async def next_ready(self, within: timedelta) -> Delivery | None:
+    def _attempt(
+        self,
+        take: Callable[[sqlite3.Connection], T | None],
+        look: bool,
+        connection: sqlite3.Connection,
+    ) -> T | None:
+        """On the writer's thread: `take`, unless `look` and the unlocked look finds nothing."""
+        if look and not self._visible(connection):
+            return None
+        return take(connection)
+
+    async def when_ready(
+        self, within: timedelta, take: Callable[[sqlite3.Connection], T | None]
+    ) -> T | None:
+        """Run `take` on the writer's thread whenever a row may be ready, until it returns
+        something or `within` runs out (then `None`).
+
+        `take` is handed the writer connection outside any transaction and must take a row
+        itself (one statement alone, or a whole `transaction`); `None` means it found none.
+        Between tries it waits up to `poll`, or less if this process makes a row ready. While
+        the queue looks idle each try first looks without the write lock, so an idle waiter
+        never holds up the other processes' writers. `next_ready` and `SqliteDurable.take`
+        both wait here.
+        """
         positive("within", within)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + within.total_seconds()
@@ -143,10 +175,10 @@ class SqliteScheduler:
             # queue is known to be busy (the last take found a row) or this process was just
             # told a row is ready: there it would only cost a statement before the take.
             look = not self._busy
-            delivery = await self.database.writer(functools.partial(self._take, look=look))
-            self._busy = delivery is not None
-            if delivery is not None:
-                return delivery
+            found = await self.database.writer(functools.partial(self._attempt, take, look))
+            self._busy = found is not None
+            if found is not None:
+                return found
             remaining = give_up - loop.time()
             if remaining <= 0:
                 return None
@@ -154,6 +186,14 @@ class SqliteScheduler:
                 await asyncio.wait_for(signal.wait(), min(poll, remaining))
             if signal.is_set():
                 self._busy = True
+
+    async def next_ready(self, within: timedelta) -> Delivery | None:
+        queue, lease = self.queue, self.lease
+        # Alone, not in BEGIN IMMEDIATE: SQLite takes the write lock for the statement before
+        # it reads `durability_now_us()`, and commits when its rows are read (all of them).
+        return await self.when_ready(
+            within, lambda connection: take_step(connection, queue, lease)
+        )
 
     async def done(self, delivery: Delivery) -> None:
         _held(delivery)  # refuse a foreign receipt here, not on the writer's thread
