@@ -89,10 +89,11 @@ class PostgresCheckpointer:
             return None
         token, deadline, found = row
         # None: the claim row moved under the statement's snapshot, so `resume` loads instead.
-        records = None if found is None else self._decoded(found)
+        records = None if found is None else self.decoded(found)
         return Pass(workflow, token, alive, _utc(deadline), records)
 
-    def _decoded(self, pairs: list[list[str]]) -> dict[str, object]:
+    def decoded(self, pairs: list[list[str]]) -> dict[str, object]:
+        """A checkpoint read as `[key, value]` pairs in first-recorded order, decoded."""
         decode = self._codec.decode
         return {key: decode(value) for key, value in pairs}
 

@@ -1,6 +1,13 @@
 """`PostgresDurable`: the checkpointer and scheduler over one database, with `arrive`,
-`deliver`, `delete` and `finish` each a single statement, so each commits whole or not at all
-(and `finish`, which ends every pass, costs one round trip rather than two).
+`deliver`, `delete`, `take` and `finish` each a single statement, so each commits whole or not
+at all (and `take` and `finish`, which begin and end every pass, cost one round trip each
+rather than two: a one-step pass is three statements, take, record and finish).
+
+`take` waits for work in the scheduler's own loop (`PostgresScheduler.waiting`): the same
+LISTEN/NOTIFY wake-up, the same poll fallback, and no statement at all while nothing has been
+announced since the last empty read. Only the statement it runs differs from `next_ready`'s.
+Its commit waits for the WAL flush, as the scheduler's take does (the receipt comes from a
+sequence; see scheduler.py): the claim, which alone would skip the flush, shares it for free.
 
 That closes the window `SplitDurable` has to order around: a value recorded with no wakeup
 queued for it (arrive, deliver) or wakeups cancelled with records left (delete) cannot be
@@ -9,7 +16,7 @@ observed, even by a process that dies between the two halves, because there is n
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, timedelta
 
 from durability.interfaces import (
     INBOX,
@@ -21,11 +28,11 @@ from durability.interfaces import (
     Taken,
     check_key,
     check_workflow,
-    take_then_claim,
+    positive,
 )
 from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
 from durability.postgres.listener import CHANNEL
-from durability.postgres.scheduler import PostgresScheduler
+from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import one, statements
 
 _SQL = statements("durable.sql")
@@ -92,4 +99,26 @@ class PostgresDurable:
         await one(self._checkpointer.pool, _SQL["finish"], params)
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
-        return await take_then_claim(self._checkpointer, self._scheduler, within, budget, alive)
+        """`next_ready` then `claim` as one statement (`take` in durable.sql), waiting for work
+        exactly as `next_ready` does: the scheduler's loop, with this statement as its read."""
+        positive("budget", budget)
+        positive("alive", alive)
+        scheduler = self._scheduler
+        params = {"queue": scheduler.queue, "lease": scheduler.lease, "budget": budget,
+                  "alive": alive}
+
+        async def read() -> Look[Taken]:
+            row = await one(self._checkpointer.pool, _SQL["take"], params)
+            assert row is not None  # FROM now CROSS JOIN hidden: always one row
+            workflow, receipt, earliest, hidden_for, token, deadline, found = row
+            if workflow is None:
+                return Look(None, earliest, hidden_for)
+            delivery = Delivery(workflow, str(receipt))
+            if token is None:  # a live pass holds it
+                return Look(Taken(delivery, None), None, None)
+            # None: the claim row moved under the statement's snapshot, so the pass loads.
+            records = None if found is None else self._checkpointer.decoded(found)
+            holder = Pass(workflow, token, alive, deadline.astimezone(UTC), records)
+            return Look(Taken(delivery, holder), None, None)
+
+        return await scheduler.waiting(within, read)

@@ -27,9 +27,20 @@ SELECT (SELECT value FROM written),
 
 -- name: deliver
 -- append, then make_ready.
-WITH counted AS (
+-- The queue row is locked before the claim row (counted reads from ready, so ready runs
+-- first): the order `take` locks them in, so the two cannot deadlock.
+WITH ready AS (
+    INSERT INTO durability.queue AS q (queue, workflow, visible_at, receipt)
+    VALUES (%(queue)s, %(workflow)s, clock_timestamp(), nextval('durability.receipts'))
+    ON CONFLICT (queue, workflow) DO UPDATE
+        SET visible_at = least(q.visible_at, EXCLUDED.visible_at),
+            receipt = EXCLUDED.receipt
+    RETURNING 1
+),
+counted AS (
     INSERT INTO durability.claims AS c (workflow, token, until, deadline, appended)
-    VALUES (%(workflow)s, 0, '-infinity', '-infinity', 1)
+    SELECT %(workflow)s, 0, '-infinity', '-infinity', 1
+    FROM (SELECT count(*) FROM ready) AS queued
     ON CONFLICT (workflow) DO UPDATE SET appended = c.appended + 1
     RETURNING appended
 ),
@@ -40,19 +51,12 @@ written AS (
     FROM counted
     RETURNING key
 ),
-ready AS (
-    INSERT INTO durability.queue AS q (queue, workflow, visible_at, receipt)
-    VALUES (%(queue)s, %(workflow)s, clock_timestamp(), nextval('durability.receipts'))
-    ON CONFLICT (queue, workflow) DO UPDATE
-        SET visible_at = least(q.visible_at, EXCLUDED.visible_at),
-            receipt = EXCLUDED.receipt
-    RETURNING 1
-),
 told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM ready)
 SELECT (SELECT key FROM written), (SELECT count(*) FROM told)
 
 -- name: delete
--- cancel, then discard: the queue row goes, the records go, the fence rises.
+-- cancel, then discard: the queue row goes, the records go, the fence rises. The queue row is
+-- locked before the claim row (fenced reads from dequeued), the order `take` locks them in.
 WITH now AS (SELECT clock_timestamp() AS t),
 dequeued AS (
     DELETE FROM durability.queue WHERE queue = %(queue)s AND workflow = %(workflow)s
@@ -65,7 +69,7 @@ fenced AS (
     INSERT INTO durability.claims AS c (workflow, token, until, deadline)
     SELECT %(workflow)s, floor(extract(epoch FROM now.t) * 1000)::bigint,
            '-infinity', '-infinity'
-    FROM now
+    FROM now, (SELECT count(*) FROM dequeued) AS d
     ON CONFLICT (workflow) DO UPDATE
         SET token = greatest(EXCLUDED.token, c.token + 1),
             until = '-infinity',
@@ -81,16 +85,92 @@ SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM dequeued),
 -- statement, so nobody can see the delivery gone and the claim still held. Committed without
 -- waiting for the WAL flush: a finish lost in a server crash leaves a claim that lapses and a
 -- queue row that becomes visible again, i.e. one extra, harmless pass.
+-- The queue row is locked before the claim row (released reads from done, so done runs
+-- first): the order `take` locks them in, so the two cannot deadlock.
 WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
-released AS (
-    UPDATE durability.claims SET until = '-infinity'
-    FROM quick
-    WHERE workflow = %(workflow)s AND token = %(token)s
-    RETURNING 1
-),
 done AS (
     DELETE FROM durability.queue
     WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
     RETURNING 1
+),
+released AS (
+    UPDATE durability.claims SET until = '-infinity'
+    FROM quick, (SELECT count(*) FROM done) AS answered
+    WHERE workflow = %(workflow)s AND token = %(token)s
+    RETURNING 1
 )
 SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT count(*) FROM quick)
+
+-- name: take
+-- next_ready, then claim, as ONE statement: take the earliest visible row (as scheduler.sql's
+-- take does: SKIP LOCKED, hidden for one lease under a new receipt) and claim its workflow
+-- (as checkpointer.sql's claim does: token max(now_ms, previous + 1), only if no live claim),
+-- handing back the checkpoint found. With nothing visible it reports, like the scheduler's
+-- take, when the earliest hidden row becomes visible, so the idle wait is the same.
+--
+-- Locks: the queue row, then the claim row. Every other statement that locks both (deliver,
+-- delete, finish) takes them in that same order, so none of them can deadlock with this one.
+--
+-- The snapshot caveat is claim's: the records are read from the statement's snapshot, the
+-- claim row's newest version is locked (`latest`), and the records are handed back only if
+-- that version is the one the snapshot saw (or the claim row is new); otherwise NULL, and the
+-- pass loads.
+--
+-- This commit WAITS for the WAL flush, as the scheduler's take does: the receipt comes from a
+-- sequence, whose steps a crash can hand out again if the commit that used them was lost. The
+-- claim rides along in the same flush, which it never needed but costs nothing more.
+WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
+taken AS (
+    UPDATE durability.queue AS q
+    SET visible_at = now.t + %(lease)s, receipt = nextval('durability.receipts')
+    FROM now
+    WHERE q.queue = %(queue)s AND q.workflow = (
+        SELECT workflow FROM durability.queue
+        WHERE queue = %(queue)s AND visible_at <= (SELECT t FROM now)
+        ORDER BY visible_at
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING q.workflow, q.receipt
+),
+latest AS MATERIALIZED (
+    SELECT c.xmin::text AS version FROM durability.claims AS c
+    WHERE c.workflow = (SELECT workflow FROM taken)
+    FOR UPDATE
+),
+claimed AS (
+    INSERT INTO durability.claims AS c (workflow, token, until, deadline)
+    SELECT taken.workflow,
+           floor(extract(epoch FROM now.t) * 1000)::bigint,
+           least(now.t + %(alive)s, now.t + %(budget)s),
+           now.t + %(budget)s
+    FROM taken, now, (SELECT count(*) FROM latest) AS l
+    ON CONFLICT (workflow) DO UPDATE
+        SET token = greatest(EXCLUDED.token, c.token + 1),
+            until = EXCLUDED.until,
+            deadline = EXCLUDED.deadline
+        WHERE NOT (c.until > (SELECT t FROM now) AND c.deadline > (SELECT t FROM now))
+    RETURNING c.workflow, c.token, c.deadline, xmax::text = '0' AS inserted
+),
+hidden AS (
+    SELECT min(visible_at) AS at FROM durability.queue
+    WHERE queue = %(queue)s AND visible_at > (SELECT t FROM now)
+)
+SELECT taken.workflow,
+       taken.receipt,
+       hidden.at,
+       extract(epoch FROM hidden.at - now.t)::float8,
+       claimed.token,
+       claimed.deadline,
+       CASE WHEN claimed.inserted
+              OR (SELECT version FROM latest)
+                 = (SELECT c.xmin::text FROM durability.claims AS c
+                    WHERE c.workflow = claimed.workflow)
+            THEN coalesce(
+                (SELECT json_agg(json_build_array(r.key, r.value) ORDER BY r.seq)
+                 FROM durability.records AS r WHERE r.workflow = claimed.workflow),
+                '[]'::json)
+       END
+FROM now CROSS JOIN hidden
+LEFT JOIN taken ON true
+LEFT JOIN claimed ON true

@@ -39,8 +39,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Generic, TypeVar
 
 from durability.interfaces import Delivery, check_workflow, positive
 from durability.postgres.listener import CHANNEL, Listener
@@ -48,8 +50,21 @@ from durability.postgres.statements import Pool, one, statements
 
 _SQL = statements("scheduler.sql")
 
+T = TypeVar("T")
+
 _POLL_LISTENING = timedelta(seconds=2)
 _POLL_ALONE = timedelta(milliseconds=50)
+
+
+@dataclass(frozen=True, slots=True)
+class Look(Generic[T]):
+    """What one read of the queue saw: what it took (None if nothing was visible) and, for the
+    wait that follows an empty read, when the earliest hidden row becomes visible (the
+    database's clock) and in how many seconds."""
+
+    found: T | None
+    earliest: datetime | None
+    hidden_for: float | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +121,23 @@ class PostgresScheduler:
         await one(self._pool, _SQL["make_ready"], self._params(check_workflow(workflow)))
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
+        return await self.waiting(within, self._take)
+
+    async def _take(self) -> Look[Delivery]:
+        row = await one(self._pool, _SQL["take"], {"queue": self.queue, "lease": self.lease})
+        assert row is not None
+        workflow, receipt, earliest, hidden_for = row
+        found = None if workflow is None else Delivery(workflow, str(receipt))
+        return Look(found, earliest, hidden_for)
+
+    async def waiting(self, within: timedelta, read: Callable[[], Awaitable[Look[T]]]) -> T | None:
+        """Run `read` (one statement that tries to take a row and says when the earliest hidden
+        one becomes visible) until it finds something or `within` runs out, waiting between
+        reads for a notification, that row's time or `poll`, whichever comes first. While the
+        last empty read still describes the queue, nothing is announced and no row is due, no
+        statement is sent at all.
+
+        `next_ready` and `PostgresDurable.take` both wait here, differing only in `read`."""
         positive("within", within)
         loop = asyncio.get_running_loop()
         end = loop.time() + within.total_seconds()
@@ -119,21 +151,17 @@ class PostgresScheduler:
             if quiet is not None:
                 look_again = quiet.until  # nothing announced since the last empty read
             else:
-                row = await one(
-                    self._pool, _SQL["take"], {"queue": self.queue, "lease": self.lease}
-                )
-                assert row is not None
-                workflow, receipt, earliest, hidden_for = row
-                if workflow is not None:
+                look = await read()
+                if look.found is not None:
                     self._quiet = None
-                    return Delivery(workflow, str(receipt))
+                    return look.found
                 wait = self.poll.total_seconds()
-                if hidden_for is not None:
-                    wait = min(wait, max(hidden_for, 0.0))
+                if look.hidden_for is not None:
+                    wait = min(wait, max(look.hidden_for, 0.0))
                 look_again = loop.time() + wait
                 self._quiet = None
                 if listening:
-                    at = None if earliest is None else earliest.astimezone(UTC)
+                    at = None if look.earliest is None else look.earliest.astimezone(UTC)
                     self._quiet = _Quiet(generation, look_again, at)
             if end <= loop.time():
                 return None

@@ -1,0 +1,185 @@
+"""`PostgresDurable.take`: next_ready and claim as ONE statement that also brings the
+checkpoint, waiting for work the way `next_ready` does (a notification ends the wait; an idle
+reader sends nothing while nothing is announced), and locking the queue row before the claim
+row like every other statement that touches both.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from psycopg import AsyncCursor
+
+from durability.interfaces import Taken
+from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
+
+if TYPE_CHECKING:
+    from durability.postgres.statements import Pool
+
+MakePool = Callable[..., Awaitable["Pool"]]
+LEASE = timedelta(seconds=2)
+BUDGET = timedelta(seconds=10)
+SHORT = timedelta(milliseconds=200)
+LONG_POLL = timedelta(seconds=30)  # longer than any wait below: only a notification can help
+
+
+def _unique(what: str) -> str:
+    return f"pg-take-{what}-{uuid.uuid4().hex}"
+
+
+def _durable(
+    pool: Pool, queue: str | None = None, poll: timedelta | None = None
+) -> PostgresDurable:
+    scheduler = PostgresScheduler(pool=pool, lease=LEASE, queue=queue or _unique("q"), poll=poll)
+    return PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
+
+
+class _Counting(AsyncCursor[Any]):
+    """Keeps the text of every statement executed through it (but the listener's LISTEN)."""
+
+    sent: ClassVar[list[str]] = []
+
+    async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        if not str(query).startswith("LISTEN"):
+            type(self).sent.append(str(query))
+        return await super().execute(query, params, **kwargs)
+
+
+async def test_take_hands_out_the_delivery_and_a_claim_carrying_the_checkpoint(
+    pool: Pool,
+) -> None:
+    durable = _durable(pool)
+    workflow = _unique("found")
+    try:
+        await durable.arrive(workflow, "b", {"n": 2})
+        await durable.checkpointer.supply(workflow, "a", [1])
+        await durable.deliver(workflow, "mail")
+
+        taken = await durable.take(SHORT, BUDGET, LEASE)
+        assert taken is not None and taken.delivery.workflow == workflow
+        holder = taken.holder
+        assert holder is not None and holder.workflow == workflow and holder.alive == LEASE
+        assert holder.records is not None
+        loaded = await durable.checkpointer.load(workflow)
+        assert list(holder.records.items()) == list(loaded.items())
+        assert list(holder.records) == ["b", "a", "inbox:00000000000000000001"]
+        # The claim is real and live: another claim fails, and the pass can write.
+        assert await durable.checkpointer.claim(workflow, LEASE, LEASE) is None
+        assert (await durable.checkpointer.record(holder, "step", 3)).first
+        # The delivery is real: hidden from the queue, and finish answers for it.
+        assert await durable.scheduler.next_ready(timedelta(milliseconds=50)) is None
+        await durable.finish(holder, taken.delivery)
+        again = await durable.checkpointer.claim(workflow, LEASE, LEASE)
+        assert again is not None and again.token > holder.token
+        assert again.records == {**loaded, "step": 3}
+    finally:
+        await durable.scheduler.close()
+
+
+async def test_a_fresh_workflow_is_taken_with_an_empty_checkpoint(pool: Pool) -> None:
+    durable = _durable(pool)
+    workflow = _unique("fresh")
+    try:
+        await durable.scheduler.make_ready(workflow)
+        taken = await durable.take(SHORT, BUDGET, LEASE)
+        assert taken is not None and taken.holder is not None
+        assert taken.holder.records == {}
+        assert await durable.take(timedelta(milliseconds=50), BUDGET, LEASE) is None
+    finally:
+        await durable.scheduler.close()
+
+
+async def test_take_of_a_workflow_a_live_pass_holds_hands_out_no_claim(pool: Pool) -> None:
+    durable = _durable(pool)
+    workflow = _unique("held")
+    try:
+        live = await durable.checkpointer.claim(workflow, BUDGET, LEASE)
+        assert live is not None
+        await durable.scheduler.make_ready(workflow)
+
+        taken = await durable.take(SHORT, BUDGET, LEASE)
+        assert taken is not None and taken.delivery.workflow == workflow
+        assert taken.holder is None
+        # The live pass still holds it: its writes go through, and its token did not move.
+        assert (await durable.checkpointer.record(live, "k", 1)).first
+        # Once released, the same delivery's workflow can be claimed (with a higher token).
+        await durable.checkpointer.release(live)
+        after = await durable.checkpointer.claim(workflow, LEASE, LEASE)
+        assert after is not None and after.token > live.token
+    finally:
+        await durable.scheduler.close()
+
+
+async def test_take_is_one_statement(make_pool: MakePool) -> None:
+    counted = await make_pool(size=1, cursor_factory=_Counting)
+    durable = _durable(counted)
+    workflow = _unique("one")
+    try:
+        await durable.arrive(workflow, "order", 1)
+        _Counting.sent.clear()
+        taken = await durable.take(SHORT, BUDGET, LEASE)
+        sent = list(_Counting.sent)
+    finally:
+        await durable.scheduler.close()
+    assert taken is not None and taken.holder is not None
+    assert taken.holder.records == {"order": 1}
+    assert len(sent) == 1, sent
+    assert all(table in sent[0] for table in ("queue", "claims", "records"))
+
+
+async def test_an_idle_take_reads_once_until_something_is_announced(
+    make_pool: MakePool,
+) -> None:
+    counted = await make_pool(cursor_factory=_Counting)
+    queue, workflow = _unique("q"), _unique("late")
+    idle = _durable(counted, queue=queue, poll=LONG_POLL)
+    other = PostgresScheduler(pool=await make_pool(size=1), queue=queue, notify=False)
+    try:
+        _Counting.sent.clear()
+        for _ in range(3):
+            assert await idle.take(timedelta(milliseconds=100), BUDGET, LEASE) is None
+            assert await idle.scheduler.wake_due() is None
+        assert len(_Counting.sent) == 1, _Counting.sent  # one read; the quiet after it is known
+        # A blocked take is ended by the notification, not by the 30 s poll.
+        reader = asyncio.create_task(idle.take(timedelta(seconds=5), BUDGET, LEASE))
+        await asyncio.sleep(0.2)
+        assert not reader.done()
+        assert len(_Counting.sent) == 1, _Counting.sent
+        await other.make_ready(workflow)
+        taken = await reader
+        assert taken is not None and taken.delivery.workflow == workflow
+        assert taken.holder is not None
+        assert len(_Counting.sent) == 2, _Counting.sent
+    finally:
+        await idle.scheduler.close()
+
+
+async def test_take_and_finish_or_deliver_on_one_workflow_never_deadlock(pool: Pool) -> None:
+    """take locks the queue row then the claim row; finish and deliver lock both too, in the
+    same order, so racing them many times ends every statement without a deadlock error."""
+    durable = _durable(pool)
+    workflow = _unique("race")
+    try:
+        await durable.scheduler.make_ready(workflow)
+        for _ in range(30):
+            taken = await durable.take(SHORT, BUDGET, LEASE)
+            assert taken is not None and taken.holder is not None
+            # A wakeup lands mid-pass, so the row is visible to a take racing the finish.
+            await durable.scheduler.make_ready(workflow)
+            results = await asyncio.gather(
+                durable.finish(taken.holder, taken.delivery),
+                durable.deliver(workflow, "x"),
+                durable.take(SHORT, BUDGET, LEASE),
+                return_exceptions=True,
+            )
+            assert not [r for r in results if isinstance(r, BaseException)], results
+            raced = results[2]
+            if isinstance(raced, Taken) and raced.holder is not None:
+                await durable.finish(raced.holder, raced.delivery)
+            await durable.scheduler.make_ready(workflow)
+    finally:
+        await durable.scheduler.close()
