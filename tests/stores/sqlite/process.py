@@ -10,6 +10,7 @@ on stderr, which the test shows.
 | `migrate`   | opens and migrates a fresh file, then claims, records and queues once     |
 | `claim`     | tries to claim each of N workflows once, all at once                      |
 | `take`      | takes deliveries from the queue until it stays empty, answering each      |
+| `durable`   | the same through `SqliteDurable.take` (take and claim), finishing each    |
 | `write`     | supplies, appends and makes ready N times on its own workflows            |
 | `die`       | takes a delivery, claims it, records a step, and SIGKILLs itself          |
 """
@@ -98,6 +99,33 @@ async def role_take(path: str, directory: Path) -> object:
         await database.close()
 
 
+async def role_durable(path: str, directory: Path) -> object:
+    database = await open_database(path)
+    try:
+        durable = SqliteDurable(
+            SqliteCheckpointer(database),
+            SqliteScheduler(database, lease=LONG, poll=timedelta(milliseconds=5)),
+        )
+        start_line(directory)
+        taken: list[str] = []
+        unclaimed: list[str] = []
+
+        async def reader() -> None:
+            while (found := await durable.take(timedelta(milliseconds=300), LONG, LONG)):
+                taken.append(found.delivery.workflow)
+                if found.holder is None:
+                    unclaimed.append(found.delivery.workflow)
+                    await durable.scheduler.done(found.delivery)
+                else:
+                    await durable.checkpointer.record(found.holder, "by", os.getpid())
+                    await durable.finish(found.holder, found.delivery)
+
+        await asyncio.gather(*(reader() for _ in range(4)))
+        return {"taken": taken, "unclaimed": unclaimed}
+    finally:
+        await database.close()
+
+
 async def role_write(path: str, directory: Path, label: str, count: str) -> object:
     database: SqliteDatabase = await open_database(path)
     try:
@@ -133,6 +161,7 @@ ROLES = {
     "migrate": role_migrate,
     "claim": role_claim,
     "take": role_take,
+    "durable": role_durable,
     "write": role_write,
     "die": role_die,
 }

@@ -126,6 +126,28 @@ async def test_two_processes_taking_from_one_queue_share_it_without_overlap(
     assert await scheduler.next_ready(timedelta(milliseconds=100)) is None
 
 
+async def test_two_processes_taking_and_claiming_at_once_never_share_a_workflow(
+    database: SqliteDatabase, path: Path, tmp_path: Path
+) -> None:
+    scheduler = SqliteScheduler(database)
+    workflows = [f"claimed-{n}" for n in range(120)]
+    for workflow in workflows:
+        await scheduler.make_ready(workflow)
+    first, second = await asyncio.to_thread(
+        _run_together, path, tmp_path / "line", ["durable"], ["durable"]
+    )
+    taken = [*first["taken"], *second["taken"]]  # type: ignore[misc]
+    assert sorted(taken) == sorted(workflows)  # each once, none lost
+    # Nobody held a workflow when it was taken, so every take came with its claim.
+    assert first["unclaimed"] == second["unclaimed"] == []
+    checkpointer = SqliteCheckpointer(database)
+    for workflow in workflows:
+        assert set(await checkpointer.load(workflow)) == {"by"}  # each claim was live
+    assert await scheduler.next_ready(timedelta(milliseconds=100)) is None
+    # Every pass finished: its claim was released with its delivery.
+    assert await checkpointer.claim(workflows[0], LONG, LONG) is not None
+
+
 async def test_two_processes_writing_at_once_lose_nothing_and_never_see_a_lock(
     database: SqliteDatabase, path: Path, tmp_path: Path
 ) -> None:
