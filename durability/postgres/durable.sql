@@ -116,14 +116,16 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT cou
 -- that version is the one the snapshot saw (or the claim row is new); otherwise NULL, and the
 -- pass loads.
 --
--- This commit WAITS for the WAL flush, as the scheduler's take does: the receipt comes from a
--- sequence, whose steps a crash can hand out again if the commit that used them was lost. The
--- claim rides along in the same flush, which it never needed but costs nothing more.
+-- Committed without waiting for the WAL flush, like the scheduler's take (the receipt is the
+-- clock, not a sequence step: see there) and the claim (see checkpointer.sql): a take lost in
+-- a crash is a row that shows again and a claim whose token no later claim repeats.
 WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
+quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
 taken AS (
     UPDATE durability.queue AS q
-    SET visible_at = now.t + %(lease)s, receipt = nextval('durability.receipts')
-    FROM now
+    SET visible_at = now.t + %(lease)s,
+        receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
+    FROM now, (SELECT count(*) FROM quick) AS unflushed
     WHERE q.queue = %(queue)s AND q.workflow = (
         SELECT workflow FROM durability.queue
         WHERE queue = %(queue)s AND visible_at <= (SELECT t FROM now)

@@ -13,7 +13,8 @@ lands mid-pass (which must change the receipt) is never thrown away. A worker th
 stops extending: its row becomes visible when the lease runs out, so `reclaim` has nothing to
 do and returns None, and there is no separate sleeping set for `wake_due` to move.
 
-Waiting. An idle `next_ready` does not poll at a fixed rate. It reads the queue once, learning
+Waiting (`waiting`, shared with `PostgresDurable.take`, which runs its own statement in the
+same loop). An idle `next_ready` does not poll at a fixed rate. It reads the queue once, learning
 both "nothing visible" and how long until the earliest hidden row becomes visible; then it waits
 on the scheduler's listening connection for the sooner of a notification for its queue, that
 row's time, and `poll`. `make_ready` and `wake_at` notify in the statement that commits them.
@@ -24,12 +25,16 @@ issues no statement at all, so an idle worker costs about half a statement a sec
 (benchmarks/bench_postgres.py measures it). With `notify=False` it defaults to 50 ms and is the
 floor under how fast anything starts.
 
-Which commits wait for the WAL flush: `done` and `extend` do not (a lost done is one extra
-pass; a lost extend shows the row sooner). `take` does, although losing it would only show
-the row again: receipts come from a sequence, and a sequence step lost with an unflushed commit
-is handed out again after a crash, so a worker still holding a receipt from a lost take could
-match, and `done`, a later take of the same workflow. `make_ready` and `wake_at` are wakeups
-and stay synchronous.
+Which commits wait for the WAL flush: `take`, `done` and `extend` do not (a lost take or done
+is one extra pass; a lost extend shows the row sooner). `make_ready` and `wake_at` are wakeups
+and stay synchronous. A take's receipt is what makes skipping the flush safe: it is the
+database clock in microseconds (or the row's receipt + 1, if that is ahead), not a sequence
+step. A sequence step used by a commit the crash lost is handed out again after the restart,
+so a worker still holding a receipt from a lost take could match, and `done`, a later take of
+the same workflow; a clock reading cannot recur, because the clock has moved on by the
+restart (the same argument the claim tokens rest on). The synchronous writers keep minting
+receipts from the sequence, whose values stay far below any clock reading, so a receipt from
+one never equals a receipt from the other.
 
 `wake_due` returns the earliest hidden row's time, which for a sleeper is its wakeup and for a
 taken row its lease end; it moves nothing, because nothing needs moving.

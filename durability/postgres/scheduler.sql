@@ -24,11 +24,20 @@ SELECT count(*) FROM told
 -- Take the earliest visible row, skipping rows another worker is taking right now, and hide it
 -- for one lease under a new receipt. Also report how long until the earliest row still hidden
 -- becomes visible (a sleeper, or a lease that may lapse), so an idle worker knows when to look.
-WITH now AS (SELECT clock_timestamp() AS t),
+--
+-- The receipt is the database clock in microseconds, or one more than the row's receipt if
+-- that is ahead, NOT a sequence step, so this commit need not wait for the WAL flush (see
+-- the module docstring): a take lost in a crash handed out a receipt no later take of the row
+-- can repeat, because the clock has moved on by the restart. Receipts the synchronous writers
+-- (make_ready, wake_at) mint from the sequence are far below any clock value, so the two
+-- kinds never meet.
+WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
+quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
 taken AS (
     UPDATE durability.queue AS q
-    SET visible_at = now.t + %(lease)s, receipt = nextval('durability.receipts')
-    FROM now
+    SET visible_at = now.t + %(lease)s,
+        receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
+    FROM now, (SELECT count(*) FROM quick) AS unflushed
     WHERE q.queue = %(queue)s AND q.workflow = (
         SELECT workflow FROM durability.queue
         WHERE queue = %(queue)s AND visible_at <= (SELECT t FROM now)

@@ -183,3 +183,58 @@ async def test_take_and_finish_or_deliver_on_one_workflow_never_deadlock(pool: P
             await durable.scheduler.make_ready(workflow)
     finally:
         await durable.scheduler.close()
+
+
+async def test_a_take_lost_in_a_crash_never_hands_its_receipt_out_again(pool: Pool) -> None:
+    """take commits without waiting for the WAL flush, so a crash may lose it: the row goes back
+    to how it was before. The receipt the lost take handed out must not come out of a later
+    take, or the stale holder's finish would answer for the new delivery."""
+    durable = _durable(pool)
+    workflow = _unique("lost")
+    try:
+        await durable.scheduler.make_ready(workflow)
+        before = await _row(pool, durable.scheduler.queue, workflow)
+        assert before is not None
+        lost = await durable.take(SHORT, BUDGET, LEASE)
+        assert lost is not None and lost.holder is not None
+        # What the crash leaves: the queue row and the claim as they were before the take.
+        async with pool.connection() as conn:
+            await conn.execute(
+                "UPDATE durability.queue SET visible_at = %s, receipt = %s"
+                " WHERE queue = %s AND workflow = %s",
+                (*before, durable.scheduler.queue, workflow),
+            )
+            await conn.execute(
+                "UPDATE durability.claims SET until = '-infinity', token = token - 1"
+                " WHERE workflow = %s",
+                (workflow,),
+            )
+            # ...and the receipt sequence back where make_ready left it, as a crash can (its
+            # steps are logged ahead, and the log of an unflushed commit is lost). This
+            # database is this session's own and its tests run one at a time.
+            await conn.execute("SELECT setval('durability.receipts', %s)", (before[1],))
+        again = await durable.take(SHORT, BUDGET, LEASE)
+        assert again is not None and again.holder is not None
+        assert again.delivery.receipt != lost.delivery.receipt
+        # The stale holder answers for nothing: the new delivery is still there.
+        await durable.finish(lost.holder, lost.delivery)
+        assert await _row(pool, durable.scheduler.queue, workflow) is not None
+        # And the scheduler's own take mints receipts the same way.
+        await durable.finish(again.holder, again.delivery)
+        await durable.scheduler.make_ready(workflow)
+        delivery = await durable.scheduler.next_ready(SHORT)
+        assert delivery is not None and delivery.receipt not in {
+            lost.delivery.receipt, again.delivery.receipt
+        }
+    finally:
+        await durable.scheduler.close()
+
+
+async def _row(pool: Pool, queue: str, workflow: str) -> tuple[object, int] | None:
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT visible_at, receipt FROM durability.queue WHERE queue = %s AND workflow = %s",
+            (queue, workflow),
+        )
+        row = await cursor.fetchone()
+        return None if row is None else (row[0], int(row[1]))
