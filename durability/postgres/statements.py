@@ -11,6 +11,7 @@ table becomes `NotMigrated` rather than a raw `UndefinedTable`.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
@@ -18,7 +19,7 @@ from functools import cache
 from importlib.resources import files
 from typing import Any, TypeAlias
 
-from psycopg import AsyncConnection, AsyncCursor, errors
+from psycopg import AsyncConnection, AsyncCursor, errors, pq
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
@@ -28,6 +29,8 @@ from durability.interfaces import NotMigrated
 #: `kwargs={"autocommit": True}` makes each single-statement operation one round trip.
 Pool: TypeAlias = "AsyncConnectionPool[Any]"
 Params: TypeAlias = Mapping[str, object]
+
+_ROWS = pq.ExecStatus.TUPLES_OK
 
 _HEADER = re.compile(r"^-- name: (\w+)[ \t]*$", re.MULTILINE)
 
@@ -52,12 +55,20 @@ def schema() -> str:
     return files(__package__).joinpath("schema.sql").read_text(encoding="utf-8")
 
 
-def _not_migrated(error: Exception) -> NotMigrated:
+def _not_migrated(error: BaseException) -> NotMigrated:
     return NotMigrated(
         "the durability tables do not exist in this database: call "
         "`await durability.postgres.migrate(pool)` once before using the store "
         f"({error})"
     )
+
+
+def _ours_missing(error: BaseException) -> bool:
+    """A missing table or schema of our own: a user's SqlEffect naming a missing table of its
+    own is the user's error, and must not be reported as a missing migration."""
+    return isinstance(
+        error, (errors.UndefinedTable, errors.InvalidSchemaName)
+    ) and '"durability' in str(error)
 
 
 @asynccontextmanager
@@ -67,9 +78,7 @@ async def borrowed(pool: Pool) -> AsyncIterator[AsyncConnection[Any]]:
         async with pool.connection() as conn:
             yield conn
     except (errors.UndefinedTable, errors.InvalidSchemaName) as error:
-        # Only our own tables: a user's SqlEffect naming a missing table of its own is the
-        # user's error, and must not be reported as a missing migration.
-        if '"durability' not in str(error):
+        if not _ours_missing(error):
             raise
         raise _not_migrated(error) from error
 
@@ -82,10 +91,31 @@ async def run(conn: AsyncConnection[Any], sql: str, params: Params) -> AsyncCurs
 
 
 async def one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
-    """Run a single statement on its own (one round trip on an autocommit pool); first row."""
-    async with borrowed(pool) as conn:
-        cursor = await run(conn, sql, params)
-        return await cursor.fetchone() if cursor.description is not None else None
+    """Run a single statement on its own (one round trip on an autocommit pool); first row.
+
+    The hot path of every store operation, so it borrows with `getconn`/`putconn` rather than
+    `borrowed` (two context managers and an empty commit cost ~40 us of client CPU a
+    statement, measured against ~120 us for the statement itself), keeping what they do:
+    commit or roll back a non-autocommit connection, and name a missing table `NotMigrated`."""
+    conn = await pool.getconn()
+    try:
+        cursor = conn.cursor(row_factory=tuple_row)
+        await cursor.execute(sql, params)
+        # The result's status, not `description`, which builds a Column per field to say it.
+        result = cursor.pgresult
+        row = await cursor.fetchone() if result is not None and result.status == _ROWS else None
+        if not conn.autocommit:
+            await conn.commit()
+        return row
+    except BaseException as error:
+        if not conn.autocommit and not conn.closed:
+            with contextlib.suppress(Exception):
+                await conn.rollback()
+        if _ours_missing(error):
+            raise _not_migrated(error) from error
+        raise
+    finally:
+        await pool.putconn(conn)
 
 
 async def every(pool: Pool, sql: str, params: Params) -> list[TupleRow]:
