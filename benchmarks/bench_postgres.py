@@ -3,8 +3,9 @@
 Runs against the server at POSTGRES_URL (default postgresql://postgres@127.0.0.1:5432) in a
 database of its own (`durability_bench_<random>`), created, migrated and dropped here. Measures:
 
-- one claim+record+release, and one make_ready -> next_ready -> done, closed loop (latency per
-  cycle from one client);
+- one claim+record+release, one make_ready -> next_ready -> done, and one whole one-step pass
+  as the worker runs it (arrive -> take -> record -> finish), closed loop (latency per cycle
+  from one client);
 - make_ready (from another pool) -> a blocked next_ready returning, open loop at 20/s, with
   notifications (LISTEN/NOTIFY) and without (the 50 ms poll);
 - statements and server round trips per public operation, counted on the client: a cursor that
@@ -214,6 +215,9 @@ async def _per_operation(pool: AsyncConnectionPool[Any], prefix: str) -> dict[st
     await count("reclaim", lambda: scheduler.reclaim(ALIVE))
     await count("cancel", lambda: scheduler.cancel(workflow))
     await count("arrive", lambda: durable.arrive(workflow, "arrived", 1))
+    taken = await count("take (durable, a row ready)", lambda: durable.take(ALIVE, BUDGET, ALIVE))
+    assert taken is not None and taken.holder is not None
+    await count("finish", lambda: durable.finish(taken.holder, taken.delivery))
     await count("deliver", lambda: durable.deliver(workflow, 1))
     await count("delete", lambda: durable.delete(workflow))
     await count("discard", lambda: checkpointer.discard(workflow))
@@ -385,6 +389,18 @@ async def main(iterations: int, idle_seconds: float) -> None:
             assert delivery is not None
             await scheduler.done(delivery)
 
+        durable = PostgresDurable(
+            checkpointer, PostgresScheduler(pool=pool, queue=f"{prefix}-pass", notify=False)
+        )
+
+        async def worker_pass(i: int) -> None:
+            # A one-step pass as the worker runs it, after the arrive that asks for it.
+            await durable.arrive(f"{prefix}-pass-{i}", "order", i)
+            taken = await durable.take(ALIVE, BUDGET, ALIVE)
+            assert taken is not None and taken.holder is not None
+            await checkpointer.record(taken.holder, "step", {"n": i})
+            await durable.finish(taken.holder, taken.delivery)
+
         held = await claimed(checkpointer, f"{prefix}-transact", BUDGET, ALIVE)
 
         async def transact(i: int) -> None:
@@ -394,6 +410,7 @@ async def main(iterations: int, idle_seconds: float) -> None:
         for name, cycle in (
             ("claim+record+release", claim_record_release),
             ("make_ready+next_ready+done", ready_take_done),
+            ("arrive+take+record+finish", worker_pass),
             ("transact (SqlEffect SELECT)", transact),
         ):
             timing, per_op = await _closed_loop(iterations, cycle)
