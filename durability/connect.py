@@ -120,7 +120,14 @@ async def _redis(
     ours, rest = _options(parts.query, ("scheduler", "namespace"))
     kind = ours.get("scheduler", "stream")
     namespace = ours.get("namespace", "durability")
-    client = Redis.from_url(urlunsplit(parts._replace(query=rest)), decode_responses=True)
+    # redis-py 8 gives every command a 5 s socket timeout, which it enforces by wrapping each
+    # send in a task of its own: a fifth of a worker's CPU per round trip. A URL that wants a
+    # bound says so (`?socket_timeout=5`); otherwise a call waits on the server like a blocking
+    # read does, and a peer that went away is still noticed by the connection closing.
+    timeouts: dict[str, Any] = {} if "socket_timeout" in rest else {"socket_timeout": None}
+    client = Redis.from_url(
+        urlunsplit(parts._replace(query=rest)), decode_responses=True, **timeouts
+    )
     try:
         scheduler: RedisStreamScheduler | RedisSetScheduler
         if kind == "stream":

@@ -105,6 +105,7 @@ class _Worker:
         within: timedelta,
         contended: timedelta,
         sweep: timedelta,
+        readers: int,
         observer: Observer | None,
         clock: Callable[[], datetime],
     ) -> None:
@@ -126,6 +127,9 @@ class _Worker:
         self.earlier = asyncio.Event()
         self.known_due: datetime | None = None
         self.passes: asyncio.TaskGroup | None = None
+        self.readers = readers
+        self.reading = 0
+        self.extra_readers = 0
 
     # -- events ------------------------------------------------------------------------
 
@@ -146,8 +150,10 @@ class _Worker:
     # -- slots -------------------------------------------------------------------------
 
     async def _wait_for_slot(self) -> None:
+        # A slot counts as taken while a reader is reading for it, so readers never take
+        # more deliveries between them than there are free slots.
         async with self.freed:
-            await self.freed.wait_for(lambda: len(self.running) < self.pool)
+            await self.freed.wait_for(lambda: len(self.running) + self.reading < self.pool)
 
     async def _free(self, running: _Running) -> None:
         self.running.discard(running)
@@ -179,13 +185,20 @@ class _Worker:
 
     # -- the loops ---------------------------------------------------------------------
 
-    async def reader(self) -> None:
+    async def reader(self, primary: bool = True) -> None:
+        """Take one workflow per free slot. The primary reader runs for the worker's life; the
+        extra ones a busy queue calls up (`_call_readers`) leave at the first empty read, so an
+        idle worker keeps one read in flight, and a busy one keeps several (a single reader
+        caps a worker at one take per round trip, however many slots are free)."""
         failures = 0
         while True:
             await self._wait_for_slot()
+            self.reading += 1
             try:
                 taken = await self.durable.take(self.within, self.budget, self.lease)
             except Exception:
+                if not primary:
+                    return
                 # A store that went away is logged and tried again, backing off to `sweep`,
                 # rather than ending the worker: the queue still holds everything.
                 failures += 1
@@ -193,10 +206,31 @@ class _Worker:
                 log.exception("reading the queue failed; trying again in %s", pause)
                 await asyncio.sleep(pause.total_seconds())
                 continue
+            finally:
+                self.reading -= 1
             failures = 0
             _stop_if_cancelled()
-            if taken is not None:
-                await self._admit(taken.delivery, holder=taken.holder, claimed=True)
+            if taken is None:
+                if not primary:
+                    return
+                continue
+            await self._admit(taken.delivery, holder=taken.holder, claimed=True)
+            self._call_readers()
+
+    def _call_readers(self) -> None:
+        """The queue had work: add a reader while slots are free and the cap allows."""
+        if self.passes is None or self.extra_readers + 1 >= self.readers:
+            return
+        if len(self.running) + self.reading >= self.pool:
+            return
+        self.extra_readers += 1
+        self.passes.create_task(self._extra_reader())
+
+    async def _extra_reader(self) -> None:
+        try:
+            await self.reader(primary=False)
+        finally:
+            self.extra_readers -= 1
 
     async def reclaimer(self) -> None:
         while True:
@@ -462,6 +496,7 @@ async def work(
     within: timedelta = timedelta(seconds=5),
     contended: timedelta | None = None,
     sweep: timedelta = timedelta(seconds=5),
+    readers: int = 8,
     observer: Observer | None = None,
     clock: Callable[[], datetime] = utcnow,
 ) -> None:
@@ -472,13 +507,15 @@ async def work(
     claims and deliveries are renewed and abandoned deliveries looked for; `within` bounds one
     blocking read; `contended` is how long to wait before looking again at a workflow another
     live pass holds (one tick unless given); `sweep` is how often the timer looks for deadlines
-    it was not told about (set by other workers). Cancelling `work` hands every running workflow
+    it was not told about (set by other workers); `readers` caps how many takes a busy worker
+    keeps in flight at once (an idle one keeps one). Cancelling `work` hands every running workflow
     back to the queue, waiting at most `SHUTDOWN` for a store that does not answer.
     """
     if contended is None:
         contended = tick
-    if isinstance(pool, bool) or not isinstance(pool, int) or pool < 1:
-        raise ValueError(f"pool must be a positive count, got {pool!r}")
+    for name, count in (("pool", pool), ("readers", readers)):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"{name} must be a positive count, got {count!r}")
     for name, value in (
         ("budget", budget),
         ("tick", tick),
@@ -496,6 +533,7 @@ async def work(
         within=within,
         contended=contended,
         sweep=sweep,
+        readers=min(readers, pool),
         observer=observer,
         clock=clock,
     )

@@ -797,3 +797,50 @@ async def test_a_queue_that_fails_for_a_while_is_logged_and_read_again(
             await observed.until(lambda: observed.completed(workflow))
     assert failures == 0
     assert sum("reading the queue failed" in r.getMessage() for r in caplog.records) == 3
+
+
+async def test_a_busy_queue_calls_up_extra_readers_and_an_idle_one_keeps_one() -> None:
+    checkpointer, memory = stores()
+    scheduler = CountingScheduler(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    in_flight = 0
+    most = 0
+    real = memory.next_ready
+
+    async def slow_read(within: timedelta) -> Delivery | None:
+        # A read that takes a while, like a round trip: readers overlap only if there are many.
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            await asyncio.sleep(0.01)
+            return await real(within)
+        finally:
+            in_flight -= 1
+
+    memory.next_ready = slow_read  # type: ignore[method-assign]
+    workflows = [workflow_id() for _ in range(60)]
+    for workflow in workflows:
+        await durable.arrive(workflow, "go", True)
+
+    async def body(run: Run) -> int:
+        await asyncio.sleep(0.02)
+        return 1
+
+    async with working(durable, body, observed, pool=8, readers=3):
+        await observed.until(lambda: all(observed.completed(w) for w in workflows))
+        assert 1 < most <= 3  # busy: more than one read in flight, never more than `readers`
+        await asyncio.sleep(WITHIN.total_seconds() * 3)  # the extra readers find nothing
+        assert in_flight == 1  # idle: one read in flight
+
+
+async def test_readers_must_be_a_positive_count() -> None:
+    durable = SplitDurable(*stores())
+
+    async def body(run: Run) -> None:
+        return None
+
+    for bad in (0, -1, True):
+        with pytest.raises(ValueError, match="readers"):
+            await work(durable, body, readers=bad)
