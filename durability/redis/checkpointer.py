@@ -256,12 +256,19 @@ class RedisCheckpointer:
         reply = await self._write(
             self._script("claim"), keys, [to_ms(budget), to_ms(alive), self._ttl_ms]
         )
-        if reply is None:
+        return self._claimed(workflow, alive, reply)
+
+    def _claimed(self, workflow: str, alive: timedelta, reply: Any) -> Pass | None:
+        """The `Pass` a claim.lua reply stands for (`None`/false: a live claim holds it)."""
+        if not reply:
             return None
         token, deadline = int(reply[0]), int(reply[1])
         # The script read the checkpoint as it took the claim: the pass needs no `load`.
         records = self._records(_flat(reply[2]))
         return Pass(workflow, token, alive, _ms_to_datetime(deadline), records)
+
+    def _claim_args(self, budget: timedelta, alive: timedelta) -> tuple[int, int, int]:
+        return to_ms(positive("budget", budget)), to_ms(positive("alive", alive)), self._ttl_ms
 
     def _records(self, flat: list[Any]) -> dict[str, object]:
         decode = self._codec.decode

@@ -8,6 +8,11 @@ run as one script (`joined.lua` with a checkpoint body and then a scheduler body
 | `arrive` | `supply.lua`, then the scheduler's wakeup | `supply`, then `make_ready` |
 | `deliver` | `append.lua`, then the scheduler's wakeup | `append`, then `make_ready` |
 | `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
+| `take` | the scheduler's read (without blocking), then `claim.lua` | `next_ready`, then `claim` |
+
+`take` tries the one script first and only when it finds nothing falls back to the blocking
+read (then a claim): a busy worker starts each pass in one round trip, an idle one costs one
+extra call per blocking read.
 
 Why a script and not a two-command pipeline: a pipeline does not stop at an error, so a write
 the server refused (a flushed script cache, a key of the wrong type) would still be followed
@@ -24,16 +29,18 @@ scheduler on different clients (different servers, perhaps).
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 
-from durability.interfaces import Delivery, Entry, Pass, Recorded, SplitDurable
+from durability.interfaces import Delivery, Entry, Pass, Recorded, SplitDurable, Taken, to_ms
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lua import ScriptCall, source
+from durability.redis.namespace import text
 from durability.redis.sortedset import RedisSetScheduler
-from durability.redis.stream import RedisStreamScheduler
+from durability.redis.stream import FIELD, GROUP, RedisStreamScheduler, receipt_of
 
 __all__ = ["RedisDurable"]
 
@@ -88,6 +95,39 @@ class RedisDurable(SplitDurable):
         release = self._redis_checkpointer._release_call(holder)
         done = self._redis_scheduler._done_call(delivery)
         await self._run(release, done)
+
+    async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        if self._joined:
+            claim_args = self._redis_checkpointer._claim_args(budget, alive)
+            scheduler = self._redis_scheduler
+            if isinstance(scheduler, RedisStreamScheduler):
+                args = (GROUP, scheduler.consumer, FIELD)
+                read = ScriptCall("stream_take", (scheduler.ready,), args)
+            else:
+                read = ScriptCall("set_take", (scheduler.schedule,), (to_ms(scheduler.lease),))
+            script = self._take_script(read.name)
+            reply = await script(
+                keys=list(read.keys), args=[len(read.args), *read.args, *claim_args]
+            )
+            if reply:
+                workflow, receipt = text(reply[0][0]), text(reply[0][1])
+                if isinstance(scheduler, RedisStreamScheduler):
+                    receipt = receipt_of(receipt, 1)  # read with ">": its first delivery
+                holder = self._redis_checkpointer._claimed(workflow, alive, reply[1])
+                return Taken(Delivery(workflow, receipt), holder)
+        return await super().take(within, budget, alive)
+
+    def _take_script(self, read: str) -> AsyncScript:
+        pair = (read, "claim")
+        found = self._scripts.get(pair)
+        if found is None:
+            text_ = (
+                source("take")
+                .replace("--[[TAKE]]", source(read))
+                .replace("--[[CLAIM]]", source("prelude") + source("claim"))
+            )
+            found = self._scripts[pair] = self._redis_checkpointer.redis.register_script(text_)
+        return found
 
     async def _run(self, first: ScriptCall, then: ScriptCall) -> Any:
         """Run `first` (a checkpoint script) and then `then` (a scheduler script) as one script;

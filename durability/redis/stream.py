@@ -56,7 +56,7 @@ def _default_consumer() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
-def _receipt(entry: str, count: object) -> str:
+def receipt_of(entry: str, count: object) -> str:
     return f"{entry}/{text(count)}"
 
 
@@ -158,7 +158,7 @@ class RedisStreamScheduler:
                 workflow = self._field(fields)
                 if workflow is not None:
                     # An entry read with ">" is on its first delivery.
-                    return Delivery(workflow, _receipt(text(entry_id), 1))
+                    return Delivery(workflow, receipt_of(text(entry_id), 1))
         return None
 
     @staticmethod
@@ -221,7 +221,7 @@ class RedisStreamScheduler:
             )
             self._cursor = text(reply[0])
             if len(reply) == 4:
-                return Delivery(text(reply[2]), _receipt(text(reply[1]), reply[3]))
+                return Delivery(text(reply[2]), receipt_of(text(reply[1]), reply[3]))
             if self._cursor == "0-0":
                 if started == "0-0" or wrapped:
                     return None

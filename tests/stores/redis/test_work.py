@@ -263,3 +263,47 @@ async def test_arrive_deliver_and_finish_are_one_round_trip_each(
         assert left.receipt != delivery.receipt
     else:
         assert left is None
+
+
+@pytest.mark.parametrize("kind", SCHEDULERS, ids=["stream", "set"])
+async def test_take_reads_and_claims_a_ready_workflow_in_one_round_trip(
+    counting: Counting, namespace: str, kind: Kind
+) -> None:
+    client, counted = counting
+    durable = await _durable(kind, client, namespace)
+    budget = alive = timedelta(seconds=5)
+    # Warm up the script cache: the first run of a script is NOSCRIPT, SCRIPT LOAD, EVALSHA.
+    await durable.arrive(f"{namespace}-warm", "k", 1)
+    warm = await durable.take(timedelta(seconds=2), budget, alive)
+    assert warm is not None and warm.holder is not None
+    await durable.finish(warm.holder, warm.delivery)
+
+    workflow = f"{namespace}-taken"
+    await durable.arrive(workflow, "order", {"sku": "piano"})
+    before = counted()
+    taken = await durable.take(timedelta(seconds=2), budget, alive)
+    assert counted() - before == 1
+    assert taken is not None and taken.delivery.workflow == workflow
+    assert taken.holder is not None
+    assert taken.holder.records == await durable.checkpointer.load(workflow)
+    # The claim is real: a second claim is refused while it lives, and finish answers both.
+    assert await durable.checkpointer.claim(workflow, budget, alive) is None
+    await durable.finish(taken.holder, taken.delivery)
+    assert await durable.take(timedelta(milliseconds=50), budget, alive) is None
+
+
+@pytest.mark.parametrize("kind", SCHEDULERS, ids=["stream", "set"])
+async def test_take_of_a_workflow_a_live_pass_holds_hands_over_the_delivery_alone(
+    redis: Redis, namespace: str, kind: Kind
+) -> None:
+    durable = await _durable(kind, redis, namespace)
+    budget = alive = timedelta(seconds=5)
+    workflow = f"{namespace}-held"
+    holder = await durable.checkpointer.claim(workflow, budget, alive)
+    assert holder is not None
+    await durable.arrive(workflow, "order", 1)
+    taken = await durable.take(timedelta(seconds=2), budget, alive)
+    assert taken is not None and taken.delivery.workflow == workflow
+    assert taken.holder is None
+    # The live pass still holds its claim: it can write.
+    await durable.checkpointer.record(holder, "still-mine", True)

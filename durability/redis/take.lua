@@ -1,0 +1,28 @@
+-- Take one ready workflow and claim it, as one script: the template `durable.py` composes for
+-- a single Redis node, where a script may touch the queue's keys and the workflow's together
+-- (the workflow's keys are known only once the queue has named it, so they are built here).
+-- Without it a pass starts with two round trips: the read, then the claim.
+--
+-- KEYS: the scheduler's.  ARGV[1] = how many ARGV the take part takes (n); ARGV[2 .. n+1]
+-- are its ARGV, the rest the claim's (budget_ms, alive_ms, ttl_ms).
+-- Returns false when nothing was ready, else {{workflow, receipt part}, claim reply or false}.
+local n = tonumber(ARGV[1])
+local take_args, claim_args = {}, {}
+for i = 2, n + 1 do take_args[#take_args + 1] = ARGV[i] end
+for i = n + 2, #ARGV do claim_args[#claim_args + 1] = ARGV[i] end
+
+local function take(KEYS, ARGV)
+--[[TAKE]]
+end
+
+-- The claim runs after prelude.lua inside this function, so its KEYS are the workflow's.
+local function claim(KEYS, ARGV)
+--[[CLAIM]]
+end
+
+local taken = take(KEYS, take_args)
+if not taken then
+  return false
+end
+local base = 'workflow:{' .. taken[1] .. '}'
+return {taken, claim({base, base .. ':pass', base .. ':order'}, claim_args) or false}
