@@ -1,18 +1,19 @@
 """The queue worker: `work` runs passes of a workflow body as wakeups arrive.
 
-    deliveries ─▶ up to `pool` passes ─▶ Sleeping  ─▶ wake_at(due)   (the timer wakes it)
-        ▲                               ├ Blocked   ─▶ nothing: only a write from outside can
-        │                               └ Completed ─▶ nothing
-    read one when a slot is free; reclaim abandoned ones every tick; then done()
+    take (a wakeup + its claim) ─▶ up to `pool` passes ─▶ Sleeping  ─▶ wake_at(due)
+        ▲                                              ├ Blocked   ─▶ nothing: only a write
+        │                                              └ Completed ─▶ nothing   from outside
+    one take per free slot; reclaim abandoned ones every tick; then finish (release + done)
 
-Four tasks share one task group: the reader (one `next_ready` at a time, and only while a slot
-is free, so a full worker leaves work in the queue for others), the reclaimer (abandoned
-deliveries, on its own schedule rather than before every read), the keeper (renews the claim and
-the delivery of every running pass together, every tick), and the timer (moves due sleepers to
-the queue, sleeping until the earliest deadline it knows of rather than polling).
+Four kinds of task share one task group: the readers (`Durable.take`, only while a slot is
+free, so a full worker leaves work in the queue for others; one while idle, up to `readers`
+while the queue keeps answering), the reclaimer (abandoned deliveries, on its own schedule
+rather than before every read), the keeper (renews the claim and the delivery of every running
+pass together, every tick), and the timer (moves due sleepers to the queue, sleeping until the
+earliest deadline it knows of rather than polling).
 
 An idle worker with nothing asleep therefore costs its store one `reclaim` per tick, one
-`next_ready` per `within`, and one `wake_due` per `sweep`.
+`take` per `within`, and one `wake_due` per `sweep`.
 """
 
 from __future__ import annotations
