@@ -51,8 +51,8 @@ def demo() -> None:
 
 def test(args: list[str]) -> None:
     checked = [name for name in CHECKED if (ROOT / name).is_dir()]
-    run(PYTHON, "-m", "ruff", "check", *checked, "tests", "benchmarks")
-    run(PYTHON, "-m", "mypy", "--strict", *checked)
+    run(PYTHON, "-m", "ruff", "check", ".")
+    run(PYTHON, "-m", "mypy", "--strict", *checked, "examples")
     run(PYTHON, "-m", "pytest", *args)
 
 

@@ -8,6 +8,7 @@ Nothing here is special to memory: swap the two stores for Redis, Postgres or SQ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 from durability import (
@@ -76,10 +77,8 @@ async def main() -> None:
     for written in await durable.checkpointer.history("payout-1"):
         print(f"  {written.at:%H:%M:%S.%f}  {written.key} = {written.value!r}")
     worker.cancel()
-    try:
+    with contextlib.suppress(asyncio.CancelledError):
         await worker
-    except asyncio.CancelledError:
-        pass
 
 
 if __name__ == "__main__":
