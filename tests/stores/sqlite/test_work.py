@@ -1,27 +1,20 @@
-"""`work` over `SqliteDurable`, and the two hooks the worker's pass uses on this store.
+"""The hooks the worker's pass uses on `SqliteDurable`: a claim that brings the checkpoint
+(so a pass needs no `load`) and `finish` (release and done in one transaction).
 
-A pass costs the store `next_ready`, `claim` (which brings the checkpoint with it, so there is
-no `load`), `record` and `finish` (release and done in one transaction). The full run goes
-through a step, a sleep, an awaited value and an inbox receive on a real file and the real
-clock, with short ticks so it ends quickly.
+`work()` end to end over this store is part of the Durable contract (`test_conformance.py`),
+as on every store.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import Callable
 from datetime import timedelta
 
 import pytest
 
 pytest.importorskip("aiosqlite", reason="aiosqlite is not installed")
 
-from durability.codec import as_int, as_text
 from durability.interfaces import Delivery
 from durability.sqlite import SqliteCheckpointer, SqliteDatabase, SqliteDurable, SqliteScheduler
-from durability.stepwise import Blocked, Completed, Run, Sleeping
-from durability.worker import Event, work
 
 TICK = timedelta(milliseconds=50)
 LEASE = timedelta(seconds=2)
@@ -40,94 +33,6 @@ async def queued(database: SqliteDatabase) -> int:
         lambda connection: connection.execute("SELECT count(*) FROM durability_queue").fetchall()
     )
     return int(rows[0][0])
-
-
-class Observed:
-    """Keeps the worker's events and lets the test wait for one."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self._changed = asyncio.Event()
-
-    def __call__(self, event: Event) -> None:
-        self.events.append(event)
-        self._changed.set()
-
-    def outcomes(self, workflow: str) -> list[object]:
-        return [e.outcome for e in self.events if e.workflow == workflow and e.kind == "outcome"]
-
-    def kinds(self) -> set[str]:
-        return {event.kind for event in self.events}
-
-    async def until(self, condition: Callable[[], bool], seconds: float = 5.0) -> None:
-        async with asyncio.timeout(seconds):
-            while not condition():
-                self._changed.clear()
-                await self._changed.wait()
-
-
-async def test_a_workflow_steps_sleeps_awaits_and_receives_through_work(
-    database: SqliteDatabase,
-) -> None:
-    durable = durable_over(database)
-    observed = Observed()
-    workflow = "work-full-run"
-    performed: list[str] = []
-
-    async def body(run: Run) -> dict[str, object]:
-        def charge() -> int:
-            performed.append("charge")
-            return 42
-
-        charged = await run.step("charge", charge, as_int)
-        await run.sleep("cool-off", timedelta(milliseconds=150))
-        approver = await run.awaiting("approved-by", as_text)
-        mail = await run.receive("mail")
-        return {"charged": charged, "approver": approver, "mail": [e.value for e in mail]}
-
-    task = asyncio.create_task(
-        work(durable, body, tick=TICK, within=timedelta(milliseconds=200), observer=observed)
-    )
-    try:
-        await durable.arrive(workflow, "order", 7)
-        # The step, then the sleep; the timer wakes it; then it blocks on the approval.
-        await observed.until(
-            lambda: Blocked(waiting=frozenset({"approved-by"})) in observed.outcomes(workflow)
-        )
-        await durable.arrive(workflow, "approved-by", "ada")
-        await observed.until(
-            lambda: Blocked(listening=frozenset({"mail"})) in observed.outcomes(workflow)
-        )
-        await durable.deliver(workflow, "hello")
-        await observed.until(
-            lambda: any(isinstance(o, Completed) for o in observed.outcomes(workflow))
-        )
-        # The last pass finishes just after its outcome: then no wakeup is left.
-        for _ in range(250):
-            left = await queued(database)
-            if not left:
-                break
-            await asyncio.sleep(0.02)
-        assert left == 0
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-
-    outcomes = observed.outcomes(workflow)
-    assert isinstance(outcomes[0], Sleeping)
-    assert outcomes[1:] == [
-        Blocked(waiting=frozenset({"approved-by"})),
-        Blocked(listening=frozenset({"mail"})),
-        Completed({"charged": 42, "approver": "ada", "mail": ["hello"]}),
-    ]
-    assert performed == ["charge"]  # replayed from the checkpoint on every later pass
-    assert not observed.kinds() & {"failed", "fenced", "expired", "contended"}
-    keys = [written.key for written in await durable.checkpointer.history(workflow)]
-    assert keys[:3] == ["order", "charge", "cool-off"]
-    assert keys[3:5] == ["approved-by", "inbox:00000000000000000001"] and keys[-1] == "mail"
-    # Every pass finished and released its claim.
-    assert await durable.checkpointer.claim(workflow, LEASE, LEASE) is not None
 
 
 async def test_a_claim_brings_the_checkpoint_it_found(database: SqliteDatabase) -> None:
