@@ -24,7 +24,8 @@ _skipped_store_tests: list[str] = []
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    if report.skipped and "tests/stores/" in report.nodeid.replace("\\", "/"):
+    path = report.nodeid.replace("\\", "/")
+    if report.skipped and ("tests/stores/" in path or "tests/integration/" in path):
         _skipped_store_tests.append(report.nodeid)
 
 
