@@ -22,7 +22,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar, assert_never
 
@@ -72,13 +72,11 @@ class _Running:
     delivery: Delivery
     holder: Pass | None = None
     body: asyncio.Task[Completed[object] | Sleeping | Blocked] | None = None
-    expired: bool = False
     extending: asyncio.Task[None] | None = None
     again: bool = False
     sending: bool = False
     claimed: bool = False
     reclaimed: bool = False
-    started: float = field(default_factory=time.monotonic)
 
 
 def utcnow() -> datetime:
@@ -269,7 +267,6 @@ class _Worker:
                 return  # the pass ended and released its claim while the renewal was on its way
             # The budget is spent or someone else claimed it: the pass may be wedged in a step
             # that will never return, so stop it and let the workflow be looked at again.
-            running.expired = True
             running.body.cancel()
             log.warning("pass of %s stopped: %s", holder.workflow, fenced)
         except Exception:
