@@ -116,6 +116,7 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT cou
 -- that version is the one the snapshot saw (or the claim row is new); otherwise NULL, and the
 -- pass loads.
 --
+-- The `taken` CTE is the scheduler's take (scheduler.sql) verbatim: change both together.
 -- Committed without waiting for the WAL flush, like the scheduler's take (the receipt is the
 -- clock, not a sequence step: see there) and the claim (see checkpointer.sql): a take lost in
 -- a crash is a row that shows again and a claim whose token no later claim repeats.
