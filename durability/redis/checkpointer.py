@@ -25,7 +25,9 @@ is built.
 
 With `durable=Acknowledged(...)` every write travels as one pipeline: the script, then `WAIT`
 (and `WAITAOF` on 7.2+ when asked), on one connection, because `WAIT` counts the writes of the
-connection it arrives on. Too few acknowledgements raise `NotAcknowledged`.
+connection it arrives on. Too few acknowledgements raise `NotAcknowledged`, and so does a server
+that refuses the `WAIT` or `WAITAOF` itself (`WAITAOF` on a primary without `appendonly yes`):
+either way the write was applied on the primary, but not with the durability asked for.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ from durability.interfaces import (
     positive,
     to_ms,
 )
+from durability.redis.batching import Batcher
 from durability.redis.effect import LuaEffect, hash_tag
 from durability.redis.lua import ScriptCall, source
 
@@ -115,7 +118,12 @@ class Acknowledged:
     """Make each checkpoint write return only once `replicas` replicas acknowledged it within
     `timeout` (`WAIT`), and, with `aof`, once the primary and those replicas fsynced it to
     their append-only files (`WAITAOF`, Redis 7.2+; on an older server a warning is logged
-    once and only `WAIT` applies)."""
+    once and only `WAIT` applies).
+
+    `aof` needs `appendonly yes` on the primary (else every write raises `NotAcknowledged`)
+    and on each replica counted. Under the default `appendfsync everysec` a `WAITAOF` waits
+    for the next once-a-second fsync, so each write can take up to a second; under
+    `appendfsync always` it answers as soon as the write is on disk."""
 
     replicas: int = 1
     timeout: timedelta = timedelta(seconds=1)
@@ -133,12 +141,19 @@ class NotAcknowledged(RuntimeError):
     """A write reached the primary but not the durability `Acknowledged` asked for in time.
 
     The write may still survive (or may be lost in a failover); the caller was not promised it.
+    `refused` is the server's error when it refused the `WAIT`/`WAITAOF` outright (then `got`
+    is 0 and the error is also the exception's `__cause__`).
     """
 
-    def __init__(self, what: str, wanted: int, got: int) -> None:
-        super().__init__(f"{what}: {got} of {wanted} acknowledgements before the timeout")
+    def __init__(self, what: str, wanted: int, got: int, *, refused: str | None = None) -> None:
+        if refused is None:
+            message = f"{what}: {got} of {wanted} acknowledgements before the timeout"
+        else:
+            message = f"{what} refused after the write was applied on the primary: {refused}"
+        super().__init__(message)
         self.wanted = wanted
         self.got = got
+        self.refused = refused
 
 
 class RedisCheckpointer:
@@ -161,6 +176,7 @@ class RedisCheckpointer:
         self._scripts: dict[str, AsyncScript] = {}
         self._effects: dict[str, AsyncScript] = {}
         self._version: tuple[int, ...] | None = None
+        self._batcher = Batcher(redis)
 
     # --- running scripts --------------------------------------------------------------------
 
@@ -183,11 +199,11 @@ class RedisCheckpointer:
 
     async def _write(self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         if self._durable is None:
-            return await script(keys=list(keys), args=list(args))
+            return await self._batcher.run(script, keys, args)
         return await self._acknowledged(script, keys, args, self._durable)
 
     async def _read(self, script: AsyncScript, keys: Sequence[str]) -> Any:
-        return await script(keys=list(keys), args=[])
+        return await self._batcher.run(script, keys, ())
 
     async def _acknowledged(
         self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any], want: Acknowledged
@@ -211,9 +227,13 @@ class RedisCheckpointer:
                 # The server lost its script cache; nothing ran, so load and send again.
                 await self._redis.script_load(script.script)
                 continue
-            for result in results:
+            if isinstance(results[0], Exception):
+                raise results[0]
+            for wait, result in zip(waits, results[1:], strict=True):
                 if isinstance(result, Exception):
-                    raise result
+                    # The script ran: a refused wait must not read as "nothing was written".
+                    wanted = want.replicas + (1 if wait[0] == "WAITAOF" else 0)
+                    raise NotAcknowledged(wait[0], wanted, 0, refused=str(result)) from result
             got = int(results[1])
             if got < want.replicas:
                 raise NotAcknowledged("WAIT", want.replicas, got)

@@ -106,9 +106,8 @@ class RedisDurable(SplitDurable):
             else:
                 read = ScriptCall("set_take", (scheduler.schedule,), (to_ms(scheduler.lease),))
             script = self._take_script(read.name)
-            reply = await script(
-                keys=list(read.keys), args=[len(read.args), *read.args, *claim_args]
-            )
+            batcher = self._redis_checkpointer._batcher
+            reply = await batcher.run(script, read.keys, [len(read.args), *read.args, *claim_args])
             if reply:
                 workflow, receipt = text(reply[0][0]), text(reply[0][1])
                 if isinstance(scheduler, RedisStreamScheduler):
@@ -136,7 +135,7 @@ class RedisDurable(SplitDurable):
         script = self._script(first, then)
         keys = [*first.keys, *then.keys]
         args = [len(first.args), *first.args, *then.args]
-        return await script(keys=keys, args=args)
+        return await self._redis_checkpointer._batcher.run(script, keys, args)
 
     def _script(self, first: ScriptCall, then: ScriptCall) -> AsyncScript:
         pair = (first.name, then.name)
