@@ -13,7 +13,6 @@ from datetime import timedelta
 import pytest
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
-from redis.exceptions import ResponseError
 
 from durability.interfaces import claimed
 from durability.redis import (
@@ -153,9 +152,9 @@ async def test_on_a_cluster_without_replicas_acknowledgement_fails_loudly(
     relaxed = RedisCheckpointer(redis=redis_cluster, durable=Acknowledged(replicas=0, aof=True))
     try:
         assert (await relaxed.supply(fresh_id, "b", 2)).first
-    except ResponseError as error:
+    except NotAcknowledged as error:
         # On 7.2+ WAITAOF is sent, and a node without an AOF refuses a local fsync: loudly.
-        assert "appendonly" in str(error)
+        assert error.refused is not None and "appendonly" in error.refused
         relaxed = RedisCheckpointer(redis=redis_cluster, durable=Acknowledged(replicas=0))
         assert (await relaxed.supply(fresh_id, "b", 2)).first
     assert await relaxed.load(fresh_id) == {"a": 1, "b": 2}
