@@ -44,6 +44,7 @@ from durability.interfaces import (
     check_workflow,
     positive,
 )
+from durability.postgres.batching import Batcher
 from durability.postgres.effect import SqlEffect
 from durability.postgres.statements import Pool, borrowed, every, one, run, statements
 
@@ -69,6 +70,7 @@ class PostgresCheckpointer:
     def __init__(self, *, pool: Pool, codec: Codec | None = None) -> None:
         self._pool = pool
         self._codec: Codec = codec or JsonCodec()
+        self._batcher = Batcher(pool)
 
     @property
     def pool(self) -> Pool:
@@ -116,7 +118,7 @@ class PostgresCheckpointer:
             "value": encoded,
         }
         for _ in range(_RACES):
-            row = await one(self._pool, _SQL["record"], params)
+            row = await self._batcher.one(_SQL["record"], params)
             assert row is not None  # a SELECT of three scalars always yields a row
             live, written, held = row
             if not live:

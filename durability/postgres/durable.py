@@ -96,7 +96,7 @@ class PostgresDurable:
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         """`release` then `done` as one statement (see `finish` in durable.sql)."""
         params = self._params(holder.workflow, token=holder.token, receipt=int(delivery.receipt))
-        await one(self._checkpointer.pool, _SQL["finish"], params)
+        await self._checkpointer._batcher.one(_SQL["finish"], params)
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         """`next_ready` then `claim` as one statement (`take` in durable.sql), waiting for work
@@ -108,7 +108,7 @@ class PostgresDurable:
                   "alive": alive}
 
         async def read() -> Look[Taken]:
-            row = await one(self._checkpointer.pool, _SQL["take"], params)
+            row = await self._checkpointer._batcher.one(_SQL["take"], params)
             assert row is not None  # FROM now CROSS JOIN hidden: always one row
             workflow, receipt, earliest, hidden_for, token, deadline, found = row
             if workflow is None:

@@ -1,0 +1,101 @@
+"""`Batcher`: statements asked for in one turn of the event loop go down one connection, each
+still its own transaction, each caller with exactly its own row or error."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import psycopg
+import pytest
+
+from durability.postgres.batching import Batcher
+
+if TYPE_CHECKING:
+    from durability.postgres.statements import Pool
+
+    from .conftest import MakePool
+
+
+@pytest.fixture
+async def table(pool: Pool) -> AsyncIterator[str]:
+    name = f"batch_{uuid.uuid4().hex[:12]}"
+    async with pool.connection() as conn:
+        await conn.execute(f"CREATE TABLE {name} (n int PRIMARY KEY)")
+    yield name
+    async with pool.connection() as conn:
+        await conn.execute(f"DROP TABLE {name}")
+
+
+async def _rows(pool: Pool, table: str) -> set[int]:
+    async with pool.connection() as conn:
+        cursor = await conn.execute(f"SELECT n FROM {table}")
+        return {n for (n,) in await cursor.fetchall()}
+
+
+async def test_one_turn_shares_a_connection_and_each_statement_is_its_own_transaction(
+    pool: Pool,
+) -> None:
+    batcher = Batcher(pool)
+    sql = "SELECT %(i)s::int, pg_backend_pid(), txid_current()"
+    rows = await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(50)))
+    assert [row[0] for row in rows if row is not None] == list(range(50))
+    assert len({row[1] for row in rows if row is not None}) == 1  # one connection
+    assert len({row[2] for row in rows if row is not None}) == 50  # fifty transactions
+
+
+async def test_an_error_stays_with_its_statement_and_the_others_commit(
+    pool: Pool, table: str
+) -> None:
+    batcher = Batcher(pool)
+    insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n"
+    calls = [
+        batcher.one("SELECT 1 / %(zero)s::int", {"zero": 0}) if n == 4
+        else batcher.one(insert, {"n": 1}) if n == 7  # a duplicate of an earlier one
+        else batcher.one(insert, {"n": n})
+        for n in range(10)
+    ]
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    assert isinstance(outcomes[4], psycopg.errors.DivisionByZero)
+    assert isinstance(outcomes[7], psycopg.errors.UniqueViolation)
+    good = [n for n in range(10) if n not in (4, 7)]
+    assert [outcomes[n] for n in good] == [(n,) for n in good]
+    # Had the batch been one transaction, the errors would have rolled every insert back.
+    assert await _rows(pool, table) == set(good)
+
+
+async def test_a_pool_without_autocommit_still_commits_each(
+    make_pool: MakePool, table: str, pool: Pool
+) -> None:
+    manual = await make_pool(autocommit=False)
+    batcher = Batcher(manual)
+    insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n"
+    rows = await asyncio.gather(*(batcher.one(insert, {"n": n}) for n in range(5)))
+    assert rows == [(n,) for n in range(5)]
+    assert await _rows(pool, table) == set(range(5))
+
+
+async def test_a_connection_killed_mid_batch_fails_what_did_not_answer(
+    pool: Pool, table: str
+) -> None:
+    batcher = Batcher(pool)
+    insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n"
+    calls = [batcher.one(insert, {"n": n}) for n in range(3)]
+    calls.append(batcher.one("SELECT pg_terminate_backend(pg_backend_pid())", {}))
+    calls += [batcher.one(insert, {"n": n}) for n in range(4, 7)]
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    stored = await _rows(pool, table)
+    # Whatever answered a row is stored; nothing reported done is missing.
+    for n, outcome in zip([0, 1, 2, None, 4, 5, 6], outcomes, strict=True):
+        if n is None:
+            assert isinstance(outcome, Exception), outcome
+        elif isinstance(outcome, tuple):
+            assert outcome == (n,) and n in stored
+        else:
+            assert isinstance(outcome, Exception), outcome
+    assert {0, 1, 2} <= stored  # committed before the connection died
+    assert any(isinstance(o, Exception) for o in outcomes[4:])
+    # The pool carries on with a fresh connection.
+    assert await batcher.one("SELECT %(x)s::int", {"x": 5}) == (5,)
