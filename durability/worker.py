@@ -67,6 +67,10 @@ class Event:
 Observer = Callable[[Event], None]
 
 
+#: How long an extra reader waits for work: it is there for a busy queue, not to wait.
+GLANCE = timedelta(milliseconds=1)
+
+
 @dataclass(slots=True, eq=False)
 class _Running:
     delivery: Delivery
@@ -194,7 +198,11 @@ class _Worker:
             await self._wait_for_slot()
             self.reading += 1
             try:
-                taken = await self.durable.take(self.within, self.budget, self.lease)
+                # Only the primary reader waits for work; an extra one glances and leaves. Were
+                # the extra ones to wait too, every wakeup would wake all of them at once (a
+                # Postgres notification reaches every waiter), each taking its turn to read.
+                within = self.within if primary else GLANCE
+                taken = await self.durable.take(within, self.budget, self.lease)
             except Exception:
                 if not primary:
                     return

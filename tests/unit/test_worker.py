@@ -835,6 +835,42 @@ async def test_a_busy_queue_calls_up_extra_readers_and_an_idle_one_keeps_one() -
         assert in_flight == 1  # idle: one read in flight
 
 
+async def test_only_the_primary_reader_waits_so_a_wakeup_wakes_one_read() -> None:
+    checkpointer, memory = stores()
+    durable = SplitDurable(checkpointer, memory)
+    observed = Observed()
+    waiting: list[timedelta] = []
+    real = memory.next_ready
+
+    async def read(within: timedelta) -> Delivery | None:
+        waiting.append(within)
+        try:
+            await asyncio.sleep(0.005)
+            return await real(within)
+        finally:
+            waiting.remove(within)
+
+    memory.next_ready = read  # type: ignore[method-assign]
+    workflows = [workflow_id() for _ in range(40)]
+    for workflow in workflows:
+        await durable.arrive(workflow, "go", True)
+
+    async def body(run: Run) -> int:
+        await asyncio.sleep(0.01)
+        return 1
+
+    long = timedelta(seconds=30)
+    async with working(durable, body, observed, pool=8, readers=4, within=long):
+        await observed.until(lambda: all(observed.completed(w) for w in workflows))
+        await asyncio.sleep(0.1)  # far less than `within`: only a waiting read can remain
+        # Had the extra readers waited `within` too, all four would still be waiting here, and
+        # the next wakeup would set every one of them reading at once.
+        assert waiting == [long]
+        late = workflow_id()
+        await durable.arrive(late, "go", True)
+        await observed.until(lambda: observed.completed(late))
+
+
 async def test_readers_must_be_a_positive_count() -> None:
     durable = SplitDurable(*stores())
 
