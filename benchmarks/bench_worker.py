@@ -275,6 +275,20 @@ async def count_sqlite_statements(
 # -- one worker, observed -------------------------------------------------------------------
 
 
+def cpu_calibration(n: int = 5_000_000) -> float:
+    """Seconds this machine takes for a fixed pure-Python loop (best of three): this VM's
+    CPU speed differs from day to day by 2x, so runs from different days are compared
+    through it (a run whose calibration is twice as long had half the CPU)."""
+    best = math.inf
+    for _ in range(3):
+        began = time.perf_counter()
+        total = 0
+        for i in range(n):
+            total += i
+        best = min(best, time.perf_counter() - began)
+    return round(best, 4)
+
+
 def cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -941,6 +955,8 @@ async def main(args: argparse.Namespace) -> None:
     p = QUICK if args.quick else FULL
     began, clock = datetime.now(UTC), time.perf_counter()
     load = os.getloadavg()
+    calibration = cpu_calibration()
+    print(f"cpu calibration: {calibration:.3f} s for the fixed loop", flush=True)
     async with environment(selected, args.redis_url) as stores:
         if args.profile:
             for store in selected:
@@ -985,6 +1001,8 @@ async def main(args: argparse.Namespace) -> None:
         "cores": os.cpu_count(),
         "load_average_at_start": load,
         "load_average_at_end": os.getloadavg(),
+        "cpu_calibration_seconds": {"at_start": calibration, "at_end": cpu_calibration(),
+                                    "what": "best of 3 runs of a 5M-step pure-Python loop"},
         "platform": platform.platform(),
         "versions": meta_versions,
         "stores": selected,
