@@ -29,13 +29,24 @@ scheduler on different clients (different servers, perhaps).
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
+from redis.exceptions import NoScriptError
 
-from durability.interfaces import Delivery, Entry, Pass, Recorded, SplitDurable, Taken, to_ms
+from durability.interfaces import (
+    Delivery,
+    Entry,
+    Pass,
+    Recorded,
+    SplitDurable,
+    Taken,
+    positive,
+    to_ms,
+)
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lua import ScriptCall, source
 from durability.redis.namespace import text
@@ -49,7 +60,7 @@ class RedisDurable(SplitDurable):
     """A `Durable` over a `RedisCheckpointer` and a Redis scheduler: `arrive`, `deliver` and
     `finish` are one round trip each when both share one client to a single node."""
 
-    __slots__ = ("_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts")
+    __slots__ = ("_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts", "_waited")
 
     def __init__(
         self,
@@ -66,6 +77,9 @@ class RedisDurable(SplitDurable):
             and checkpointer.acknowledged is None
         )
         self._scripts: dict[tuple[str, str], AsyncScript] = {}
+        # Whether the last read found the queue empty and waited: the next read then waits at
+        # once rather than first looking without waiting (which would cost a round trip).
+        self._waited = False
 
     @property
     def joined(self) -> bool:
@@ -97,9 +111,12 @@ class RedisDurable(SplitDurable):
         await self._run(release, done)
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
-        if self._joined:
-            claim_args = self._redis_checkpointer._claim_args(budget, alive)
-            scheduler = self._redis_scheduler
+        if not self._joined:
+            return await super().take(within, budget, alive)
+        claim_args = self._redis_checkpointer._claim_args(budget, alive)
+        scheduler = self._redis_scheduler
+        stream = isinstance(scheduler, RedisStreamScheduler)
+        if not (stream and self._waited):
             if isinstance(scheduler, RedisStreamScheduler):
                 args = (GROUP, scheduler.consumer, FIELD)
                 read = ScriptCall("stream_take", (scheduler.ready,), args)
@@ -109,12 +126,64 @@ class RedisDurable(SplitDurable):
             batcher = self._redis_checkpointer._batcher
             reply = await batcher.run(script, read.keys, [len(read.args), *read.args, *claim_args])
             if reply:
-                workflow, receipt = text(reply[0][0]), text(reply[0][1])
-                if isinstance(scheduler, RedisStreamScheduler):
-                    receipt = receipt_of(receipt, 1)  # read with ">": its first delivery
-                holder = self._redis_checkpointer._claimed(workflow, alive, reply[1])
-                return Taken(Delivery(workflow, receipt), holder)
+                return self._taken(reply, alive)
+        if isinstance(scheduler, RedisStreamScheduler):
+            return await self._wait_and_take(scheduler, within, alive, claim_args)
         return await super().take(within, budget, alive)
+
+    def _taken(self, reply: Any, alive: timedelta) -> Taken:
+        workflow, receipt = text(reply[0][0]), text(reply[0][1])
+        if isinstance(self._redis_scheduler, RedisStreamScheduler):
+            receipt = receipt_of(receipt, 1)  # read with ">" (or handed over): first delivery
+        holder = self._redis_checkpointer._claimed(workflow, alive, reply[1])
+        return Taken(Delivery(workflow, receipt), holder)
+
+    async def _wait_and_take(
+        self,
+        scheduler: RedisStreamScheduler,
+        within: timedelta,
+        alive: timedelta,
+        claim_args: tuple[int, int, int],
+    ) -> Taken | None:
+        """Block for a new entry and claim its workflow in one round trip: the blocking read,
+        under a consumer of its own, and right behind it on the same connection the script
+        that hands what it read to the worker's consumer and claims it (`stream_took.lua`).
+        Redis runs a connection's commands in order, so the script runs as the read is served.
+        """
+        positive("within", within)
+        script = self._take_script("stream_took")
+        waiter = f"{scheduler.consumer}~waiting"
+        keys = [scheduler.ready]
+        args: list[str | int] = [4, GROUP, scheduler.consumer, waiter, FIELD, *claim_args]
+        client = self._redis_checkpointer.redis
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within.total_seconds()
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return None
+            block = timedelta(seconds=remaining)
+            if scheduler._slice is not None:
+                block = min(block, scheduler._slice)
+            self._waited = True
+            pipe = client.pipeline(transaction=False)
+            pipe.execute_command(
+                "XREADGROUP", "GROUP", GROUP, waiter, "COUNT", 1, "BLOCK", max(to_ms(block), 1),
+                "STREAMS", scheduler.ready, ">",
+            )
+            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            read, reply = await pipe.execute(raise_on_error=False)
+            if isinstance(read, Exception):
+                raise read
+            if isinstance(reply, NoScriptError):
+                # The script cache was emptied: the read kept its entry pending for the waiting
+                # consumer; the script, sent again alone (loading it), hands it over.
+                reply = await script(keys=keys, args=args)
+            elif isinstance(reply, Exception):
+                raise reply
+            if reply:
+                self._waited = False
+                return self._taken(reply, alive)
 
     def _take_script(self, read: str) -> AsyncScript:
         pair = (read, "claim")
