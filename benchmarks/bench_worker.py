@@ -193,9 +193,10 @@ def counted_durable(durable: Durable, counts: Counter[str]) -> Durable:
 
 
 def count_redis_commands(counts: Counter[str]) -> None:
-    """Count every command this process's redis.asyncio clients send (one per round trip:
-    the stores pipeline nothing by default), naming scripts by their file."""
-    from redis.asyncio.client import Redis
+    """Count every command this process's redis.asyncio clients send, naming scripts by their
+    file, whether sent alone or inside a pipeline; `round trips` counts each send-and-wait
+    (a lone command, or a whole pipeline), which is what batching saves."""
+    from redis.asyncio.client import Pipeline, Redis
 
     from durability.redis.lua import source
 
@@ -203,16 +204,53 @@ def count_redis_commands(counts: Counter[str]) -> None:
     for path in (ROOT / "durability" / "redis").glob("*.lua"):
         for text in (source(path.stem), source("prelude") + source(path.stem)):
             scripts[hashlib.sha1(text.encode()).hexdigest()] = path.stem
-    original = Redis.execute_command
+    # The scripts `RedisDurable` composes from two bodies are named after their template.
+    for template in ("take", "joined"):
+        scripts.update(_composed_digests(template))
 
-    async def execute_command(self: Redis, *args: Any, **options: Any) -> Any:
+    def name_of(args: tuple[Any, ...]) -> str:
         name = str(args[0]).upper()
         if name == "EVALSHA":
             name = f"EVALSHA {scripts.get(str(args[1]), '?')}"
-        counts[name] += 1
+        return name
+
+    original = Redis.execute_command
+    original_pipeline = Pipeline.execute
+
+    async def execute_command(self: Redis, *args: Any, **options: Any) -> Any:
+        if isinstance(self, Pipeline):  # queued, counted when the pipeline is sent
+            return await original(self, *args, **options)  # type: ignore[no-untyped-call]
+        counts[name_of(args)] += 1
+        counts["round trips"] += 1
         return await original(self, *args, **options)  # type: ignore[no-untyped-call]
 
+    async def execute(self: Pipeline, raise_on_error: bool = True) -> Any:
+        for command in self.command_stack:
+            counts[name_of(command[0])] += 1
+        if self.command_stack:
+            counts["round trips"] += 1
+        return await original_pipeline(self, raise_on_error)
+
     Redis.execute_command = execute_command  # type: ignore[method-assign]
+    Pipeline.execute = execute  # type: ignore[method-assign]
+
+
+def _composed_digests(template: str) -> dict[str, str]:
+    """Digests of the scripts `RedisDurable` composes on `template`, named `template:<parts>`."""
+    from durability.redis.lua import source
+
+    found: dict[str, str] = {}
+    stems = [p.stem for p in (ROOT / "durability" / "redis").glob("*.lua")]
+    for first in stems:
+        for then in stems:
+            if template == "take":
+                text = (source("take").replace("--[[TAKE]]", source(first))
+                        .replace("--[[CLAIM]]", source("prelude") + source(then)))
+            else:
+                text = source("prelude") + (source("joined").replace("--[[FIRST]]", source(first))
+                                            .replace("--[[THEN]]", source(then)))
+            found[hashlib.sha1(text.encode()).hexdigest()] = f"{first}+{then}"
+    return found
 
 
 def count_pg_statements(counts: Counter[str]) -> None:
@@ -657,7 +695,8 @@ def _per(counts: dict[str, int], by: float, unit: str, store: str, scenario: str
          metric: str, pool: int | None) -> list[Row]:
     rows = [Row(store, scenario, metric, name, n / by, unit, pool)
             for name, n in sorted(counts.items()) if name != "TOTAL"]
-    total = counts.get("TOTAL", sum(counts.values()))
+    # "round trips" counts sends, not commands: it is a row of its own, not part of the total.
+    total = counts.get("TOTAL", sum(n for name, n in counts.items() if name != "round trips"))
     rows.append(Row(store, scenario, metric, "total", total / by, unit, pool))
     return rows
 
