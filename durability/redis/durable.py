@@ -29,7 +29,6 @@ scheduler on different clients (different servers, perhaps).
 
 from __future__ import annotations
 
-import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -111,6 +110,7 @@ class RedisDurable(SplitDurable):
         await self._run(release, done)
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        positive("within", within)
         if not self._joined:
             return await super().take(within, budget, alive)
         claim_args = self._redis_checkpointer._claim_args(budget, alive)
@@ -150,21 +150,12 @@ class RedisDurable(SplitDurable):
         that hands what it read to the worker's consumer and claims it (`stream_took.lua`).
         Redis runs a connection's commands in order, so the script runs as the read is served.
         """
-        positive("within", within)
         script = self._take_script("stream_took")
         waiter = f"{scheduler.consumer}~waiting"
         keys = [scheduler.ready]
         args: list[str | int] = [4, GROUP, scheduler.consumer, waiter, FIELD, *claim_args]
         client = self._redis_checkpointer.redis
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within.total_seconds()
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return None
-            block = timedelta(seconds=remaining)
-            if scheduler._slice is not None:
-                block = min(block, scheduler._slice)
+        for block in scheduler.blocks(within):
             self._waited = True
             pipe = client.pipeline(transaction=False)
             pipe.execute_command(
@@ -184,6 +175,7 @@ class RedisDurable(SplitDurable):
             if reply:
                 self._waited = False
                 return self._taken(reply, alive)
+        return None
 
     def _take_script(self, read: str) -> AsyncScript:
         pair = (read, "claim")

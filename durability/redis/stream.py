@@ -30,7 +30,7 @@ import asyncio
 import os
 import socket
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -126,22 +126,24 @@ class RedisStreamScheduler:
         await self._redis.xadd(self.ready, {FIELD: check_workflow(workflow)})
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
-        positive("within", within)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within.total_seconds()
-        while True:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return None
-            block = timedelta(seconds=remaining)
-            if self._slice is not None:
-                block = min(block, self._slice)
+        for block in self.blocks(within):
             reply = await self._redis.xreadgroup(
                 GROUP, self.consumer, {self.ready: ">"}, count=1, block=to_ms(block)
             )
             delivery = self._first(reply)
             if delivery is not None:
                 return delivery
+        return None
+
+    def blocks(self, within: timedelta) -> Iterator[timedelta]:
+        """The `BLOCK` of each blocking read that together wait `within`: one, or slices of
+        it short enough for this client's socket timeout (see `block_slice`)."""
+        positive("within", within)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within.total_seconds()
+        while (remaining := deadline - loop.time()) > 0:
+            block = timedelta(seconds=remaining)
+            yield block if self._slice is None else min(block, self._slice)
 
     def _first(self, reply: Any) -> Delivery | None:
         """The one entry of an XREADGROUP reply (RESP2 list or RESP3 map), if any."""
