@@ -66,7 +66,6 @@ import importlib.metadata
 import importlib.util
 import json
 import logging
-import multiprocessing
 import os
 import platform
 import re
@@ -89,7 +88,10 @@ from benchmarks.bench_worker import (  # noqa: E402
     PG_ADMIN,
     Row,
     Stores,
+    WorkerProcess,
+    _receive,
     baseline,
+    cpu_calibration,
     cpu_seconds,
     percentile,
     pg_counters,
@@ -120,20 +122,6 @@ class Params:
 
 FULL = Params(rate=20, latency_seconds=15, jobs=3000, idle_seconds=20, pools=POOLS)
 QUICK = Params(rate=20, latency_seconds=5, jobs=1500, idle_seconds=8, pools=POOLS)
-
-
-def cpu_calibration(n: int = 10_000_000, repeat: int = 3) -> float:
-    """Seconds for a fixed pure-Python loop (best of `repeat`): this machine's speed today, to
-    normalise numbers taken on different days."""
-    best = float("inf")
-    for _ in range(repeat):
-        begin = time.perf_counter()
-        total = 0
-        for i in range(n):
-            total += i
-        best = min(best, time.perf_counter() - begin)
-    assert total == n * (n - 1) // 2
-    return best
 
 
 # -- the job and what the worker process sees ----------------------------------------------------
@@ -481,47 +469,9 @@ async def _worker_main(conn: Connection, spec: dict[str, Any]) -> None:
     conn.close()
 
 
-async def _receive(conn: Connection, kind: str, patience: float = 120.0) -> Any:
-    def wait() -> Any:
-        if not conn.poll(patience):
-            raise TimeoutError(f"no {kind!r} from the worker process in {patience} s")
-        return conn.recv()
-
-    message = await asyncio.to_thread(wait)
-    if message[0] != kind:
-        raise RuntimeError(f"expected {kind!r} from the worker process, got {message[0]!r}")
-    return message[1]
-
-
-class WorkerProcess:
-    """A rival's worker in a spawned process, spoken to through a pipe."""
-
-    def __init__(self, spec: dict[str, Any]) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.conn, theirs = context.Pipe()
-        self.process = context.Process(target=_worker_process, args=(theirs, spec), daemon=True)
-        self.process.start()
-        theirs.close()
-
-    async def ready(self) -> None:
-        await _receive(self.conn, "ready")
-
-    async def go(self) -> dict[str, Any]:
-        self.conn.send(("go", None))
-        return cast(dict[str, Any], await _receive(self.conn, "going"))
-
-    async def mark(self) -> dict[str, Any]:
-        self.conn.send(("mark", None))
-        return cast(dict[str, Any], await _receive(self.conn, "marked"))
-
-    async def done(self) -> dict[str, Any]:
-        return cast(dict[str, Any], await _receive(self.conn, "done", patience=300))
-
-    async def stop(self) -> dict[str, Any]:
-        self.conn.send(("stop", None))
-        result = cast(dict[str, Any], await _receive(self.conn, "result"))
-        await asyncio.to_thread(self.process.join, 30)
-        return result
+def _rival_process(spec: dict[str, Any]) -> WorkerProcess:
+    """A rival's worker in a spawned process (bench_worker's harness, this file's target)."""
+    return WorkerProcess(spec, target=_worker_process, patience=300)
 
     async def kill(self) -> None:
         """End it without its shutdown (which would talk to the server)."""
@@ -613,7 +563,7 @@ async def latency(chosen: Rival, p: Params, meta: dict[str, Any]) -> list[Row]:
         rows += await baseline_rows(chosen, target)
         await chosen.install(target)
         prefix = f"lat-{uuid.uuid4().hex[:8]}"
-        worker = WorkerProcess({"rival": chosen.name, "target": target, "concurrency": None})
+        worker = _rival_process({"rival": chosen.name, "target": target, "concurrency": None})
         await worker.ready()
         await worker.go()
         arrived: dict[str, float] = {}
@@ -665,7 +615,7 @@ async def throughput(chosen: Rival, pool: int, p: Params) -> list[Row]:
         if chosen.kind == "postgres":
             await analyze(target)
         await asyncio.sleep(0.3 if chosen.kind == "redis" else 1.5)  # loader's stats reported
-        worker = WorkerProcess({"rival": name, "target": target, "concurrency": pool,
+        worker = _rival_process({"rival": name, "target": target, "concurrency": pool,
                                 "expect": n})
         await worker.ready()
         server_before = await counters(chosen.kind, target)
@@ -702,7 +652,7 @@ async def idle(chosen_all: list[Rival], p: Params) -> list[Row]:
         for r in chosen_all:
             await r.install(targets[r.name])
         await asyncio.sleep(1.5)  # the installs' transactions reported before any reading
-        workers = {r.name: WorkerProcess({"rival": r.name, "target": targets[r.name],
+        workers = {r.name: _rival_process({"rival": r.name, "target": targets[r.name],
                                           "concurrency": None}) for r in chosen_all}
         for worker in workers.values():
             await worker.ready()

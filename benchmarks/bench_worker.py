@@ -313,12 +313,12 @@ async def count_sqlite_statements(
 # -- one worker, observed -------------------------------------------------------------------
 
 
-def cpu_calibration(n: int = 5_000_000) -> float:
-    """Seconds this machine takes for a fixed pure-Python loop (best of three): this VM's
+def cpu_calibration(n: int = 10_000_000, repeat: int = 3) -> float:
+    """Seconds this machine takes for a fixed pure-Python loop (best of `repeat`): this VM's
     CPU speed differs from day to day by 2x, so runs from different days are compared
     through it (a run whose calibration is twice as long had half the CPU)."""
     best = math.inf
-    for _ in range(3):
+    for _ in range(repeat):
         began = time.perf_counter()
         total = 0
         for i in range(n):
@@ -460,12 +460,21 @@ async def _receive(conn: Connection, kind: str, patience: float = 120.0) -> Any:
 
 
 class WorkerProcess:
-    """A worker in a spawned process, spoken to through a pipe."""
+    """A worker in a spawned process, spoken to through a pipe: ours by default, or whatever
+    `target` runs (bench_rivals starts the rivals' workers through it), speaking the same
+    messages (ready, going, marked, done, result)."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        spec: dict[str, Any],
+        target: Callable[[Connection, dict[str, Any]], None] | None = None,
+        patience: float = 180,
+    ) -> None:
         context = multiprocessing.get_context("spawn")
         self.conn, theirs = context.Pipe()
-        self.process = context.Process(target=_worker_process, args=(theirs, spec), daemon=True)
+        self.patience = patience
+        run = target or _worker_process
+        self.process = context.Process(target=run, args=(theirs, spec), daemon=True)
         self.process.start()
         theirs.close()
 
@@ -482,13 +491,18 @@ class WorkerProcess:
         return cast(dict[str, Any], await _receive(self.conn, "marked"))
 
     async def done(self) -> dict[str, Any]:
-        return cast(dict[str, Any], await _receive(self.conn, "done", patience=180))
+        return cast(dict[str, Any], await _receive(self.conn, "done", self.patience))
 
     async def stop(self) -> dict[str, Any]:
         self.conn.send(("stop", None))
         result = cast(dict[str, Any], await _receive(self.conn, "result"))
         await asyncio.to_thread(self.process.join, 30)
         return result
+
+    async def kill(self) -> None:
+        """End it without its shutdown (which would talk to the server)."""
+        self.process.kill()
+        await asyncio.to_thread(self.process.join, 30)
 
 
 # -- servers and isolation ------------------------------------------------------------------
@@ -1041,7 +1055,7 @@ async def main(args: argparse.Namespace) -> None:
         "load_average_at_start": load,
         "load_average_at_end": os.getloadavg(),
         "cpu_calibration_seconds": {"at_start": calibration, "at_end": cpu_calibration(),
-                                    "what": "best of 3 runs of a 5M-step pure-Python loop"},
+                                    "what": "best of 3 runs of a 10M-step pure-Python loop"},
         "platform": platform.platform(),
         "versions": meta_versions,
         "stores": selected,
