@@ -54,6 +54,12 @@ from durability.redis.stream import FIELD, GROUP, RedisStreamScheduler, receipt_
 
 __all__ = ["RedisDurable"]
 
+#: A take asked to wait no longer than this only looks. Redis expires a blocked read's BLOCK
+#: on its timer (every 1/hz seconds: 100 ms at the default hz 10), so a read that blocks for a
+#: millisecond may sit there a hundred; the worker's extra readers, which only glance at the
+#: queue, would each hold a blocked read that long.
+_GLANCE = timedelta(milliseconds=5)
+
 
 class RedisDurable(SplitDurable):
     """A `Durable` over a `RedisCheckpointer` and a Redis scheduler: `arrive`, `deliver` and
@@ -116,7 +122,8 @@ class RedisDurable(SplitDurable):
         claim_args = self._redis_checkpointer._claim_args(budget, alive)
         scheduler = self._redis_scheduler
         stream = isinstance(scheduler, RedisStreamScheduler)
-        if not (stream and self._waited):
+        glance = within <= _GLANCE
+        if glance or not (stream and self._waited):
             if isinstance(scheduler, RedisStreamScheduler):
                 args = (GROUP, scheduler.consumer, FIELD)
                 read = ScriptCall("stream_take", (scheduler.ready,), args)
@@ -127,6 +134,8 @@ class RedisDurable(SplitDurable):
             reply = await batcher.run(script, read.keys, [len(read.args), *read.args, *claim_args])
             if reply:
                 return self._taken(reply, alive)
+            if glance:
+                return None
         if isinstance(scheduler, RedisStreamScheduler):
             return await self._wait_and_take(scheduler, within, alive, claim_args)
         return await super().take(within, budget, alive)

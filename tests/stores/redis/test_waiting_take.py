@@ -100,3 +100,29 @@ async def test_a_server_without_the_script_still_hands_over_and_claims(
         assert [p["consumer"] for p in pending] == [scheduler.consumer]
     finally:
         await client.aclose()
+
+
+async def test_a_glance_looks_without_blocking_even_after_an_empty_wait(
+    spawn_redis: Callable[..., int], private_client: Callable[[int], Redis]
+) -> None:
+    client = private_client(spawn_redis())
+    try:
+        durable = await _durable(client, "ns")
+
+        async def waits_sent() -> int:
+            # Only the waiting pipeline's script asks XPENDING (which consumer holds what).
+            stats = await client.info("commandstats")
+            return int(stats.get("cmdstat_xpending", {}).get("calls", 0))
+
+        # Redis ends a blocked read on its timer (100 ms at the default hz), so a take that
+        # may wait a millisecond must not block at all, even right after an empty wait.
+        assert await durable.take(timedelta(milliseconds=100), LONG, LONG) is None
+        before = await waits_sent()
+        assert before >= 1
+        assert await durable.take(timedelta(milliseconds=1), LONG, LONG) is None
+        assert await waits_sent() == before
+        await durable.arrive("glanced", "k", 1)
+        taken = await durable.take(timedelta(milliseconds=1), LONG, LONG)
+        assert taken is not None and taken.delivery.workflow == "glanced"
+    finally:
+        await client.aclose()
