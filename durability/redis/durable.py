@@ -10,9 +10,17 @@ run as one script (`joined.lua` with a checkpoint body and then a scheduler body
 | `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
 | `take` | the scheduler's read (without blocking), then `claim.lua` | `next_ready`, then `claim` |
 
-`take` tries the one script first and only when it finds nothing falls back to the blocking
-read (then a claim): a busy worker starts each pass in one round trip, an idle one costs one
-extra call per blocking read.
+`take` tries the one script first (a busy worker starts each pass in one round trip). When it
+finds nothing, on the stream it waits in one pipeline: a blocking `XREADGROUP` under a waiting
+consumer of its own, and right behind it `stream_took.lua`, which Redis runs as soon as the
+read is served, handing the entry to the worker's consumer and claiming its workflow; so a
+woken worker also starts its pass one round trip after the wakeup lands, and after an empty
+wait the next take goes straight to that pipeline (an idle worker sends it once per `within`).
+A take that may wait only a few milliseconds never blocks (see `_GLANCE`). The set scheduler
+polls, so it falls back to `next_ready` and then a claim.
+
+Every script goes through the checkpointer's `Batcher`: those that concurrent passes ask for
+in one turn of the event loop travel as one pipeline.
 
 Why a script and not a two-command pipeline: a pipeline does not stop at an error, so a write
 the server refused (a flushed script cache, a key of the wrong type) would still be followed
