@@ -115,6 +115,7 @@ async def _redis(
         RedisStreamScheduler,
         trimming,
     )
+    from durability.redis.packing import PackedConnection
 
     parts = urlsplit(url)
     ours, rest = _options(parts.query, ("scheduler", "namespace"))
@@ -125,8 +126,12 @@ async def _redis(
     # bound says so (`?socket_timeout=5`); otherwise a call waits on the server like a blocking
     # read does, and a peer that went away is still noticed by the connection closing.
     timeouts: dict[str, Any] = {} if "socket_timeout" in rest else {"socket_timeout": None}
+    # Plain TCP only: rediss:// and unix:// keep the connection class their scheme picks.
+    packed: dict[str, Any] = {}
+    if parts.scheme == "redis":
+        packed["connection_class"] = PackedConnection
     client = Redis.from_url(
-        urlunsplit(parts._replace(query=rest)), decode_responses=True, **timeouts
+        urlunsplit(parts._replace(query=rest)), decode_responses=True, **timeouts, **packed
     )
     try:
         scheduler: RedisStreamScheduler | RedisSetScheduler

@@ -1,0 +1,48 @@
+"""`PackedConnection`: redis.asyncio's TCP connection, packing commands in C when it can.
+
+redis-py's asyncio connection builds every command's wire form in Python, one `encode` call
+per argument; a worker's scripts carry a dozen arguments each, and packing was a sixth of a
+busy worker's CPU. hiredis (the parser redis-py already uses when installed) has
+`pack_command`, which does the same in C. `PackedConnection` uses it whenever the result is
+certain to be the same bytes: the client encodes text as strict UTF-8, and every argument is
+`str`, `bytes` or `int` (not `bool`, which redis-py refuses). Anything else (a float, a
+memoryview, another encoding, no hiredis) goes through redis-py's own packer, unchanged.
+
+`open_durable` uses it for `redis://` URLs; pass `connection_class=PackedConnection` to
+`Redis(...)` or `Redis.from_url("redis://...")` to use it elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from redis.asyncio.connection import Connection
+
+_pack: Callable[[tuple[Any, ...]], bytes] | None
+try:  # hiredis is optional: without it the connection packs as redis-py does
+    from hiredis import pack_command as _pack
+except ImportError:  # pragma: no cover - hiredis is installed wherever the tests run
+    _pack = None
+
+__all__ = ["PackedConnection"]
+
+
+class PackedConnection(Connection):
+    """A `redis.asyncio.connection.Connection` that packs commands with hiredis (see above)."""
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        encoder = self.encoder
+        if _pack is None or encoder.encoding != "utf-8" or encoder.encoding_errors != "strict":
+            return super().pack_command(*args)
+        first = args[0]
+        if isinstance(first, bytes):
+            first = first.decode("ascii")  # a command name
+        # "CONFIG GET": a command name given with its subcommand goes as separate arguments.
+        if isinstance(first, str) and " " in first:
+            args = (*first.split(), *args[1:])
+        for arg in args:
+            kind = type(arg)
+            if kind is not str and kind is not bytes and kind is not int:
+                return super().pack_command(*args)
+        return [_pack(args)]
