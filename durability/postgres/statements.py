@@ -93,7 +93,9 @@ async def run(conn: AsyncConnection[Any], sql: str, params: Params) -> AsyncCurs
 async def one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
     """Run a single statement on its own (one round trip on an autocommit pool); first row.
 
-    The hot path of every store operation, so it borrows with `getconn`/`putconn` rather than
+    Every store operation runs through here (a worker's take, record and finish through
+    `batching.Batcher`, which sends the calls of one loop turn together and a lone or failed
+    one through here), so it borrows with `getconn`/`putconn` rather than
     `borrowed` (two context managers and an empty commit cost ~40 us of client CPU a
     statement, measured against ~120 us for the statement itself), keeping what they do:
     commit or roll back a non-autocommit connection, and name a missing table `NotMigrated`."""
