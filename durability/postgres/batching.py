@@ -23,7 +23,6 @@ What can go wrong is kept exact:
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 from typing import Any
 
@@ -32,6 +31,7 @@ from psycopg import AsyncCursor, AsyncPipeline, pq
 from psycopg.rows import TupleRow, tuple_row
 
 from durability.postgres.statements import Params, Pool, one
+from durability.turns import Queued, TurnBatcher, fail, settle
 
 __all__ = ["Batcher"]
 
@@ -43,35 +43,22 @@ _ROWS = pq.ExecStatus.TUPLES_OK
 #: The psycopg call `_pipelined` relies on; a psycopg without it gets no batching.
 _CAN_SYNC = hasattr(AsyncPipeline, "_enqueue_sync")
 
-_Call = tuple[str, Params, "asyncio.Future[TupleRow | None]"]
+_Statement = tuple[str, Params]
+_Call = Queued[_Statement, "TupleRow | None"]
 
 
 class Batcher:
     """Runs single statements on `pool`, each turn's calls down one connection."""
 
-    __slots__ = ("_pool", "_queued", "_sending")
+    __slots__ = ("_pool", "_turns")
 
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
-        self._queued: list[_Call] = []
-        self._sending: set[asyncio.Task[None]] = set()
+        self._turns: TurnBatcher[_Statement, TupleRow | None] = TurnBatcher(self._send, MOST)
 
     async def one(self, sql: str, params: Params) -> TupleRow | None:
         """What `statements.one(pool, sql, params)` returns, sent with this turn's others."""
-        loop = asyncio.get_running_loop()
-        reply: asyncio.Future[TupleRow | None] = loop.create_future()
-        if not self._queued:
-            loop.call_soon(self._flush)
-        self._queued.append((sql, params, reply))
-        return await reply
-
-    def _flush(self) -> None:
-        queued, self._queued = self._queued, []
-        for start in range(0, len(queued), MOST):
-            task = asyncio.ensure_future(self._send(queued[start : start + MOST]))
-            # Held until done: the loop keeps only weak references to tasks.
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+        return await self._turns.call((sql, params))
 
     async def _send(self, calls: list[_Call]) -> None:
         if len(calls) == 1:
@@ -80,7 +67,7 @@ class Batcher:
         try:
             conn = await self._pool.getconn()
         except BaseException as error:
-            _fail(calls, error)
+            fail(calls, error)
             if not isinstance(error, Exception):
                 raise
             return
@@ -91,7 +78,7 @@ class Batcher:
             else:
                 retry = await _answer(conn, calls)
         except BaseException as error:
-            _fail(calls, error)
+            fail(calls, error)
             if not isinstance(error, Exception):
                 raise
         finally:
@@ -109,13 +96,13 @@ async def _answer(conn: Any, calls: list[_Call]) -> list[_Call]:
         result = cursor.pgresult
         if result is None:
             if broken:  # it may or may not have committed: the caller hears of the break
-                _fail([call], psycopg.OperationalError("the connection broke mid-batch"))
+                fail([call], psycopg.OperationalError("the connection broke mid-batch"))
             else:
                 retry.append(call)  # it failed and rolled back; alone, it says why
         elif result.status == _ROWS:
-            _settle(call[2], await cursor.fetchone())
+            settle(call[1], await cursor.fetchone())
         else:
-            _settle(call[2], None)
+            settle(call[1], None)
     return retry
 
 
@@ -124,7 +111,7 @@ async def _pipelined(conn: Any, calls: list[_Call]) -> list[AsyncCursor[TupleRow
     (a statement that failed leaves its cursor without a result)."""
     cursors: list[AsyncCursor[TupleRow]] = []
     async with conn.pipeline() as pipeline:
-        for sql, params, _ in calls:
+        for (sql, params), _ in calls:
             cursor = conn.cursor(row_factory=tuple_row)
             # An error raised here may be an earlier statement's; each is checked below.
             with contextlib.suppress(Exception):
@@ -140,23 +127,12 @@ async def _pipelined(conn: Any, calls: list[_Call]) -> list[AsyncCursor[TupleRow
 
 
 async def _alone(pool: Pool, call: _Call) -> None:
-    sql, params, reply = call
+    (sql, params), reply = call
     try:
         row = await one(pool, sql, params)
     except BaseException as error:
-        _fail([call], error)
+        fail([call], error)
         if not isinstance(error, Exception):
             raise
         return
-    _settle(reply, row)
-
-
-def _settle(reply: asyncio.Future[TupleRow | None], row: TupleRow | None) -> None:
-    if not reply.done():  # its caller may have been cancelled meanwhile
-        reply.set_result(row)
-
-
-def _fail(calls: list[_Call], error: BaseException) -> None:
-    for *_, reply in calls:
-        if not reply.done():
-            reply.set_exception(error)
+    settle(reply, row)

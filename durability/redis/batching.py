@@ -20,12 +20,13 @@ little, so there each call goes straight to the script object.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
+
+from durability.turns import Queued, TurnBatcher, fail, settle
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -35,81 +36,55 @@ __all__ = ["Batcher"]
 #: The most scripts one pipeline carries; a bigger burst is sent as several.
 MOST = 128
 
-_Call = tuple["AsyncScript", list[Any], list[Any], "asyncio.Future[Any]"]
+_Run = tuple["AsyncScript", list[Any], list[Any]]  # a script, its keys, its args
+_Call = Queued[_Run, Any]
 
 
 class Batcher:
     """Runs scripts on `client`, each turn's calls as one pipeline (see the module doc)."""
 
-    __slots__ = ("_client", "_enabled", "_queued", "_sending")
+    __slots__ = ("_client", "_turns")
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self._enabled = not isinstance(client, RedisCluster)
-        self._queued: list[_Call] = []
-        self._sending: set[asyncio.Task[None]] = set()
+        self._turns: TurnBatcher[_Run, Any] | None = (
+            None if isinstance(client, RedisCluster) else TurnBatcher(self._send, MOST)
+        )
 
     async def run(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """The reply of `script` run with `keys` and `args` (its error, raised)."""
-        if not self._enabled:
+        if self._turns is None:
             return await script(keys=list(keys), args=list(args))
-        loop = asyncio.get_running_loop()
-        reply: asyncio.Future[Any] = loop.create_future()
-        if not self._queued:
-            loop.call_soon(self._flush)
-        self._queued.append((script, list(keys), list(args), reply))
-        return await reply
-
-    def _flush(self) -> None:
-        queued, self._queued = self._queued, []
-        for start in range(0, len(queued), MOST):
-            self._hold(asyncio.ensure_future(self._send(queued[start : start + MOST])))
-
-    def _hold(self, task: asyncio.Task[None]) -> None:
-        # Held until done: the loop keeps only weak references to tasks.
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        return await self._turns.call((script, list(keys), list(args)))
 
     async def _send(self, calls: list[_Call], reloaded: bool = False) -> None:
         try:
             if len(calls) == 1 and not reloaded:
-                script, keys, args, reply = calls[0]
-                _settle(reply, await script(keys=keys, args=args))  # loads it on NOSCRIPT
+                (script, keys, args), reply = calls[0]
+                settle(reply, await script(keys=keys, args=args))  # loads it on NOSCRIPT
                 return
             pipe = self._client.pipeline(transaction=False)
-            for script, keys, args, _ in calls:
+            for (script, keys, args), _ in calls:
                 pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
             results = await pipe.execute(raise_on_error=False)
         except BaseException as error:  # every caller of this batch sees what went wrong
-            for *_, reply in calls:
-                if not reply.done():
-                    reply.set_exception(error)
+            fail(calls, error)
             if not isinstance(error, Exception):
                 raise
             return
         unloaded: list[_Call] = []
         for call, result in zip(calls, results, strict=True):
-            reply = call[3]
             if isinstance(result, NoScriptError) and not reloaded:
                 unloaded.append(call)  # the server's script cache was emptied: it did not run
             elif isinstance(result, Exception):
-                if not reply.done():
-                    reply.set_exception(result)
+                fail([call], result)
             else:
-                _settle(reply, result)
+                settle(call[1], result)
         if unloaded:
             try:
-                for text in {call[0].script for call in unloaded}:
+                for text in {script.script for (script, _, _), _ in unloaded}:
                     await self._client.script_load(text)
             except Exception as error:
-                for *_, reply in unloaded:
-                    if not reply.done():
-                        reply.set_exception(error)
+                fail(unloaded, error)
                 return
             await self._send(unloaded, reloaded=True)
-
-
-def _settle(reply: asyncio.Future[Any], value: Any) -> None:
-    if not reply.done():  # its caller may have been cancelled meanwhile
-        reply.set_result(value)
-

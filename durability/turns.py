@@ -1,0 +1,66 @@
+"""`TurnBatcher`: gather the calls made in one turn of the event loop and send them together.
+
+Both network stores use it for their hot path (`durability.redis.batching`,
+`durability.postgres.batching`): a worker at capacity has dozens of passes asking for a store
+call at once, and sending each alone costs a connection, a `send` and a server wakeup apiece.
+Each call queues its request with a future and awaits it; the first call of a turn schedules
+one flush for the next turn, which hands the queue, at most `most` requests at a time, to the
+store's `send`. `send` settles every future it is given (`settle` / `fail` skip one whose
+caller was cancelled meanwhile); a lone request is sent at the next turn, alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Any, Generic, TypeVar
+
+__all__ = ["Queued", "TurnBatcher", "fail", "settle"]
+
+Q = TypeVar("Q")  # what a call asks for
+R = TypeVar("R")  # what it gets back
+
+#: A request and the future its caller awaits.
+Queued = tuple[Q, asyncio.Future[R]]
+
+
+class TurnBatcher(Generic[Q, R]):
+    """Hands each turn's requests to `send` in groups of at most `most` (see the module doc)."""
+
+    __slots__ = ("_most", "_queued", "_send", "_sending")
+
+    def __init__(self, send: Callable[[list[Queued[Q, R]]], Awaitable[None]], most: int) -> None:
+        self._send = send
+        self._most = most
+        self._queued: list[Queued[Q, R]] = []
+        self._sending: set[asyncio.Future[None]] = set()
+
+    async def call(self, request: Q) -> R:
+        """What `send` settles `request`'s future with (or the error it fails it with)."""
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[R] = loop.create_future()
+        if not self._queued:
+            loop.call_soon(self._flush)
+        self._queued.append((request, reply))
+        return await reply
+
+    def _flush(self) -> None:
+        queued, self._queued = self._queued, []
+        for start in range(0, len(queued), self._most):
+            task = asyncio.ensure_future(self._send(queued[start : start + self._most]))
+            # Held until done: the loop keeps only weak references to tasks.
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
+
+
+def settle(reply: asyncio.Future[Any], value: object) -> None:
+    """Give `reply` its value, unless its caller was cancelled meanwhile."""
+    if not reply.done():
+        reply.set_result(value)
+
+
+def fail(queued: Iterable[Queued[Any, Any]], error: BaseException) -> None:
+    """Fail every one of `queued` not settled yet with `error`."""
+    for _, reply in queued:
+        if not reply.done():
+            reply.set_exception(error)
