@@ -129,9 +129,8 @@ class RedisDurable(SplitDurable):
             return await super().take(within, budget, alive)
         claim_args = self._redis_checkpointer._claim_args(budget, alive)
         scheduler = self._redis_scheduler
-        stream = isinstance(scheduler, RedisStreamScheduler)
         glance = within <= _GLANCE
-        if glance or not (stream and self._waited):
+        if glance or not self._waited:  # only a stream's waiting take ever sets it
             if isinstance(scheduler, RedisStreamScheduler):
                 args = (GROUP, scheduler.consumer, FIELD)
                 read = ScriptCall("stream_take", (scheduler.ready,), args)
