@@ -7,11 +7,13 @@ never pytest).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping
 from datetime import datetime
 
 from durability.interfaces import Checkpointer, Pass
-from durability.stepwise import Run, utcnow
+from durability.stepwise import Completed, Run, utcnow
+from durability.worker import Event
 
 
 def passing(
@@ -30,3 +32,39 @@ def passing(
 
 
 __all__ = ["passing"]
+
+
+class Observed:
+    """A `work()` observer that keeps every event and lets a test wait for a condition on
+    them (`until`), failing after `patience` seconds rather than hanging."""
+
+    def __init__(self, patience: float = 5.0) -> None:
+        self.events: list[Event] = []
+        self.patience = patience
+        self._changed = asyncio.Event()
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+        self._changed.set()
+
+    def of(self, workflow: str, kind: str | None = None) -> list[Event]:
+        return [
+            event
+            for event in self.events
+            if event.workflow == workflow and (kind is None or event.kind == kind)
+        ]
+
+    def kinds(self, workflow: str) -> list[str]:
+        return [event.kind for event in self.of(workflow)]
+
+    def outcomes(self, workflow: str) -> list[object]:
+        return [event.outcome for event in self.of(workflow, "outcome")]
+
+    def completed(self, workflow: str) -> bool:
+        return any(isinstance(outcome, Completed) for outcome in self.outcomes(workflow))
+
+    async def until(self, condition: Callable[[], bool], seconds: float | None = None) -> None:
+        async with asyncio.timeout(self.patience if seconds is None else seconds):
+            while not condition():
+                self._changed.clear()
+                await self._changed.wait()

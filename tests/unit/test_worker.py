@@ -36,7 +36,8 @@ from durability.interfaces import (
 )
 from durability.memory import MemoryCheckpointer, MemoryScheduler
 from durability.stepwise import Blocked, Completed, Run, Sleeping
-from durability.worker import Event, work
+from durability.testing import Observed
+from durability.worker import work
 
 R = TypeVar("R")
 LEASE = timedelta(milliseconds=500)
@@ -47,40 +48,6 @@ _ids = itertools.count()
 
 def workflow_id() -> str:
     return f"worker-test-{next(_ids)}-{time.monotonic_ns()}"
-
-
-class Observed:
-    """An observer that keeps every event and lets a test wait for one."""
-
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self._changed = asyncio.Event()
-
-    def __call__(self, event: Event) -> None:
-        self.events.append(event)
-        self._changed.set()
-
-    def of(self, workflow: str, kind: str | None = None) -> list[Event]:
-        return [
-            event
-            for event in self.events
-            if event.workflow == workflow and (kind is None or event.kind == kind)
-        ]
-
-    def kinds(self, workflow: str) -> list[str]:
-        return [event.kind for event in self.of(workflow)]
-
-    def outcomes(self, workflow: str) -> list[object]:
-        return [event.outcome for event in self.of(workflow, "outcome")]
-
-    def completed(self, workflow: str) -> bool:
-        return any(isinstance(outcome, Completed) for outcome in self.outcomes(workflow))
-
-    async def until(self, condition: Callable[[], bool], seconds: float = 5.0) -> None:
-        async with asyncio.timeout(seconds):
-            while not condition():
-                self._changed.clear()
-                await self._changed.wait()
 
 
 @contextlib.asynccontextmanager

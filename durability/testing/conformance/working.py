@@ -16,8 +16,9 @@ from datetime import timedelta
 from durability.codec import as_int, as_text
 from durability.interfaces import Durable
 from durability.stepwise import Blocked, Completed, Run, Sleeping
+from durability.testing import Observed
 from durability.testing.conformance.claims import fresh
-from durability.worker import Event, work
+from durability.worker import work
 
 TICK = timedelta(milliseconds=50)
 WITHIN = timedelta(milliseconds=200)
@@ -25,31 +26,9 @@ WITHIN = timedelta(milliseconds=200)
 PATIENCE = 15.0
 
 
-class _Observed:
-    def __init__(self) -> None:
-        self.events: list[Event] = []
-        self._changed = asyncio.Event()
-
-    def __call__(self, event: Event) -> None:
-        self.events.append(event)
-        self._changed.set()
-
-    def outcomes(self, workflow: str) -> list[object]:
-        return [e.outcome for e in self.events if e.workflow == workflow and e.kind == "outcome"]
-
-    def completed(self, workflow: str) -> bool:
-        return any(isinstance(o, Completed) for o in self.outcomes(workflow))
-
-    async def until(self, condition: Callable[[], bool]) -> None:
-        async with asyncio.timeout(PATIENCE):
-            while not condition():
-                self._changed.clear()
-                await self._changed.wait()
-
-
 @contextlib.asynccontextmanager
 async def _working(
-    durable: Durable, body: Callable[[Run], Awaitable[object]], observed: _Observed, pool: int
+    durable: Durable, body: Callable[[Run], Awaitable[object]], observed: Observed, pool: int
 ) -> AsyncIterator[None]:
     task = asyncio.create_task(
         work(durable, body, pool=pool, tick=TICK, within=WITHIN, observer=observed)
@@ -69,7 +48,7 @@ class WorkContract:
         self, durable: Durable
     ) -> None:
         workflow = fresh()
-        observed = _Observed()
+        observed = Observed(PATIENCE)
         performed: Counter[str] = Counter()
 
         def charge() -> int:
@@ -104,7 +83,7 @@ class WorkContract:
         self, durable: Durable
     ) -> None:
         workflows = [fresh() for _ in range(12)]
-        observed = _Observed()
+        observed = Observed(PATIENCE)
         performed: Counter[str] = Counter()
 
         async def body(run: Run) -> int:
