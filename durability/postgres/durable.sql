@@ -116,26 +116,11 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT cou
 -- that version is the one the snapshot saw (or the claim row is new); otherwise NULL, and the
 -- pass loads.
 --
--- The `taken` CTE is the scheduler's take (scheduler.sql) verbatim: change both together.
+-- The `taken` CTE is the scheduler's take, included from scheduler.sql (`taking`).
 -- Committed without waiting for the WAL flush, like the scheduler's take (the receipt is the
 -- clock, not a sequence step: see there) and the claim (see checkpointer.sql): a take lost in
 -- a crash is a row that shows again and a claim whose token no later claim repeats.
-WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
-quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
-taken AS (
-    UPDATE durability.queue AS q
-    SET visible_at = now.t + %(lease)s,
-        receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
-    FROM now, (SELECT count(*) FROM quick) AS unflushed
-    WHERE q.queue = %(queue)s AND q.workflow = (
-        SELECT workflow FROM durability.queue
-        WHERE queue = %(queue)s AND visible_at <= (SELECT t FROM now)
-        ORDER BY visible_at
-        LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    )
-    RETURNING q.workflow, q.receipt
-),
+-- include: scheduler.sql taking
 latest AS MATERIALIZED (
     SELECT c.xmin::text AS version FROM durability.claims AS c
     WHERE c.workflow = (SELECT workflow FROM taken)

@@ -20,17 +20,10 @@ ready AS (
 told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM ready)
 SELECT count(*) FROM told
 
--- name: take
--- Take the earliest visible row, skipping rows another worker is taking right now, and hide it
--- for one lease under a new receipt. Also report how long until the earliest row still hidden
--- becomes visible (a sleeper, or a lease that may lapse), so an idle worker knows when to look.
---
--- The receipt is the database clock in microseconds, or one more than the row's receipt if
--- that is ahead, NOT a sequence step, so this commit need not wait for the WAL flush (see
--- the module docstring): a take lost in a crash handed out a receipt no later take of the row
--- can repeat, because the clock has moved on by the restart. Receipts the synchronous writers
--- (make_ready, wake_at) mint from the sequence are far below any clock value, so the two
--- kinds never meet.
+-- name: taking
+-- The part every take begins with (`take` here, and `take` in durable.sql, which includes it):
+-- the clock, the commit setting, and the `taken` CTE that hides the earliest visible row for
+-- one lease under a new receipt. Not a statement of its own; it ends inside the WITH list.
 WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
 quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
 taken AS (
@@ -47,6 +40,19 @@ taken AS (
     )
     RETURNING q.workflow, q.receipt
 ),
+
+-- name: take
+-- Take the earliest visible row, skipping rows another worker is taking right now, and hide it
+-- for one lease under a new receipt. Also report how long until the earliest row still hidden
+-- becomes visible (a sleeper, or a lease that may lapse), so an idle worker knows when to look.
+--
+-- The receipt is the database clock in microseconds, or one more than the row's receipt if
+-- that is ahead, NOT a sequence step, so this commit need not wait for the WAL flush (see
+-- the module docstring): a take lost in a crash handed out a receipt no later take of the row
+-- can repeat, because the clock has moved on by the restart. Receipts the synchronous writers
+-- (make_ready, wake_at) mint from the sequence are far below any clock value, so the two
+-- kinds never meet.
+-- include: scheduler.sql taking
 hidden AS (
     SELECT min(visible_at) AS at FROM durability.queue
     WHERE queue = %(queue)s AND visible_at > (SELECT t FROM now)

@@ -33,19 +33,29 @@ Params: TypeAlias = Mapping[str, object]
 _ROWS = pq.ExecStatus.TUPLES_OK
 
 _HEADER = re.compile(r"^-- name: (\w+)[ \t]*$", re.MULTILINE)
+#: `-- include: <file> <name>`: that statement's text here (a part defined earlier in the same
+#: file, or any statement of another file), so two statements that share a part say it once.
+_INCLUDE = re.compile(r"^-- include: (\S+) (\w+)[ \t]*$")
 
 
 @cache
 def statements(filename: str) -> Mapping[str, str]:
-    """The named statements of one `.sql` file beside this module."""
+    """The named statements of one `.sql` file beside this module (with `-- include:` lines
+    replaced by the part they name)."""
     text = files(__package__).joinpath(filename).read_text(encoding="utf-8")
     parts = _HEADER.split(text)
     named: dict[str, str] = {}
     for name, body in zip(parts[1::2], parts[2::2], strict=True):
         if name in named:
             raise ValueError(f"{filename}: statement {name!r} is defined twice")
-        # Comment lines are for readers of the file, not for the wire.
-        lines = [line for line in body.splitlines() if not line.lstrip().startswith("--")]
+        lines = []
+        for line in body.splitlines():
+            included = _INCLUDE.match(line)
+            if included:  # a part another statement shares, spliced in where it stands
+                source, part = included.groups()
+                lines.append((named if source == filename else statements(source))[part])
+            elif not line.lstrip().startswith("--"):  # comments are for readers, not the wire
+                lines.append(line)
         named[name] = "\n".join(lines).strip()
     return named
 
