@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from psycopg import AsyncCursor
 
+from durability.interfaces import Delivery, Pass
 from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
 
 if TYPE_CHECKING:
@@ -111,15 +112,21 @@ class _Counting(AsyncCursor[Any]):
         return await super().execute(query, params, **kwargs)
 
 
-async def test_finish_releases_and_answers_in_one_statement(make_pool: MakePool) -> None:
-    counted = await make_pool(size=1, cursor_factory=_Counting)
-    durable = durable_over(counted)
-    workflow = _unique("one")
+async def _delivered_and_claimed(durable: PostgresDurable, workflow: str) -> tuple[Delivery, Pass]:
+    """Make `workflow` ready, take its delivery and claim it, as a pass begins."""
     await durable.scheduler.make_ready(workflow)
     delivery = await durable.scheduler.next_ready(timedelta(milliseconds=200))
     assert delivery is not None and delivery.workflow == workflow
     holder = await durable.checkpointer.claim(workflow, LEASE, LEASE)
     assert holder is not None
+    return delivery, holder
+
+
+async def test_finish_releases_and_answers_in_one_statement(make_pool: MakePool) -> None:
+    counted = await make_pool(size=1, cursor_factory=_Counting)
+    durable = durable_over(counted)
+    workflow = _unique("one")
+    delivery, holder = await _delivered_and_claimed(durable, workflow)
 
     _Counting.sent.clear()
     await durable.finish(holder, delivery)
@@ -136,11 +143,7 @@ async def test_finish_releases_and_answers_in_one_statement(make_pool: MakePool)
 async def test_finish_keeps_a_wakeup_that_landed_mid_pass(pool: Pool) -> None:
     durable = durable_over(pool)
     workflow = _unique("mid")
-    await durable.scheduler.make_ready(workflow)
-    delivery = await durable.scheduler.next_ready(timedelta(milliseconds=200))
-    assert delivery is not None
-    holder = await durable.checkpointer.claim(workflow, LEASE, LEASE)
-    assert holder is not None
+    delivery, holder = await _delivered_and_claimed(durable, workflow)
     await durable.arrive(workflow, "input", 1)  # lands while the pass runs
 
     await durable.finish(holder, delivery)
@@ -154,11 +157,7 @@ async def test_finish_keeps_a_wakeup_that_landed_mid_pass(pool: Pool) -> None:
 async def test_finish_with_a_stale_token_leaves_the_newer_claim(pool: Pool) -> None:
     durable = durable_over(pool)
     workflow = _unique("stale")
-    await durable.scheduler.make_ready(workflow)
-    delivery = await durable.scheduler.next_ready(timedelta(milliseconds=200))
-    assert delivery is not None
-    old = await durable.checkpointer.claim(workflow, LEASE, LEASE)
-    assert old is not None
+    delivery, old = await _delivered_and_claimed(durable, workflow)
     await durable.checkpointer.release(old)
     newer = await durable.checkpointer.claim(workflow, LEASE, LEASE)
     assert newer is not None and newer.token > old.token
