@@ -1,6 +1,7 @@
 """The worker end to end over every store: submit-to-first-pass latency, throughput, idle cost.
 
     .venv/bin/python benchmarks/bench_worker.py [--stores memory,redis-stream,...] [--quick]
+        [--scenarios latency,throughput,idle]
     .venv/bin/python benchmarks/bench_worker.py --profile redis-stream   # cProfile, no files
 
 Each store is opened through `open_durable`, isolated per run (its own Redis namespace, SQLite
@@ -114,6 +115,7 @@ class Params:
     pools: tuple[int, ...]
 
 
+SCENARIOS = ("latency", "throughput", "idle")
 FULL = Params(rate=20, latency_seconds=15, workflows=3000, idle_seconds=20, pools=POOLS)
 QUICK = Params(rate=20, latency_seconds=5, workflows=1500, idle_seconds=8, pools=POOLS)
 
@@ -194,10 +196,11 @@ def counted_durable(durable: Durable, counts: Counter[str]) -> Durable:
 
 def count_redis_commands(counts: Counter[str]) -> None:
     """Count every command this process's redis.asyncio clients send, naming scripts by their
-    file, whether sent alone or inside a pipeline; `round trips` counts each send-and-wait
-    (a lone command, or a whole pipeline), which is what batching saves."""
+    file, whether sent alone, inside a pipeline or on a `Lane`; `round trips` counts each
+    send-and-wait (a lone command, or a whole pipeline), which is what batching saves."""
     from redis.asyncio.client import Pipeline, Redis
 
+    from durability.redis.lane import Lane
     from durability.redis.lua import source
 
     scripts: dict[str, str] = {}
@@ -231,8 +234,17 @@ def count_redis_commands(counts: Counter[str]) -> None:
             counts["round trips"] += 1
         return await original_pipeline(self, raise_on_error)
 
+    original_lane = Lane.execute
+
+    async def lane_execute(self: Lane, commands: Any, **options: Any) -> list[Any]:
+        for command in commands:
+            counts[name_of(tuple(command))] += 1
+        counts["round trips"] += 1
+        return await original_lane(self, commands, **options)
+
     Redis.execute_command = execute_command  # type: ignore[method-assign]
     Pipeline.execute = execute  # type: ignore[method-assign]
+    Lane.execute = lane_execute  # type: ignore[method-assign]
 
 
 def _composed_digests(template: str) -> dict[str, str]:
@@ -1005,6 +1017,9 @@ async def main(args: argparse.Namespace) -> None:
     unknown = set(selected) - set(STORES)
     if unknown:
         raise SystemExit(f"unknown store(s) {sorted(unknown)}; choose from {STORES}")
+    scenarios = {s.strip() for s in args.scenarios.split(",") if s.strip()}
+    if scenarios - set(SCENARIOS):
+        raise SystemExit(f"unknown scenario(s) {sorted(scenarios - set(SCENARIOS))}")
     p = QUICK if args.quick else FULL
     began, clock = datetime.now(UTC), time.perf_counter()
     load = os.getloadavg()
@@ -1020,25 +1035,29 @@ async def main(args: argparse.Namespace) -> None:
         rows: list[Row] = []
         for store in selected:
             rows += await baseline(stores, store)
-            for poll_ms in LATENCY_POLLS[store]:
+            for poll_ms in LATENCY_POLLS[store] if "latency" in scenarios else ():
                 found = await latency(stores, store, poll_ms, p)
                 rows += found
                 p50 = next(r.value for r in found if r.statistic == "p50")
                 print(f"[{time.perf_counter() - clock:5.0f} s] latency {store} poll={poll_ms}:"
                       f" p50 {p50:.2f} ms", flush=True)
-            for pool in p.pools:
+            for pool in p.pools if "throughput" in scenarios else ():
                 found, _ = await throughput(stores, store, pool, p)
                 rows += found
                 rate = next(r.value for r in found if r.metric == "passes_per_second")
                 print(f"[{time.perf_counter() - clock:5.0f} s] throughput {store} pool={pool}:"
                       f" {rate:.0f}/s", flush=True)
-        rows += await idle(stores, selected, p)
+        if "idle" in scenarios:
+            rows += await idle(stores, selected, p)
     rows = _mark_best(rows)
     print()
     print(table(rows))
     print("\nwhere the round trips go (per pass at the best pool; per second when idle):")
     print(detail(rows))
     elapsed = time.perf_counter() - clock
+    if scenarios != set(SCENARIOS):
+        print(f"\nonly {sorted(scenarios)} ran: results/ left as it was ({elapsed:.0f} s)")
+        return
     RESULTS.mkdir(exist_ok=True)
     with (RESULTS / "bench_worker.csv").open("w", newline="") as out:
         writer = csv.DictWriter(out, fieldnames=[*Row.__dataclass_fields__, "target"])
@@ -1088,6 +1107,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--stores", default=",".join(STORES))
     parser.add_argument("--quick", action="store_true", help="shorter runs, fewer workflows")
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS),
+                        help="run only these (results/ is written only when all three ran)")
     parser.add_argument("--profile", action="store_true",
                         help="only a cProfile of one throughput run per store; writes nothing")
     parser.add_argument("--redis-url", help="use this Redis instead of a private server each")

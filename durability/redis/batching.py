@@ -4,9 +4,10 @@ A worker at capacity runs dozens of passes, and each pass is three scripts (take
 finish). Sent one by one, every script costs a connection checkout, a `send` and a wakeup of
 the server; on a virtual machine the wakeup dominates, and the worker's CPU goes to the kernel
 rather than to passes. `Batcher.run` queues a script and sends everything queued in the same
-turn of the event loop as one pipeline on one connection, so a burst of passes costs one send
-and one server wakeup. A lone call (an idle worker, a submission from an API process) is sent
-at the next turn of the loop, alone, as it would have been.
+turn of the event loop as one pipeline on the batcher's `Lane` (one connection it keeps, on which
+batches follow each other without waiting for the replies before them), so a burst of passes
+costs one send and one server wakeup. A lone call (an idle worker, a submission from an API
+process) is sent at the next turn of the loop, alone, as it would have been.
 
 Nothing about a script changes: each is still its own atomic `EVALSHA`, its reply or error
 goes to the caller that asked for it, and one script's error does not touch another's (the
@@ -26,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
+from durability.redis.lane import Lane
 from durability.turns import Queued, TurnBatcher, fail, settle
 
 if TYPE_CHECKING:
@@ -43,13 +45,15 @@ _Call = Queued[_Run, Any]
 class Batcher:
     """Runs scripts on `client`, each turn's calls as one pipeline (see the module doc)."""
 
-    __slots__ = ("_client", "_turns")
+    __slots__ = ("_client", "_lane", "_turns")
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self._turns: TurnBatcher[_Run, Any] | None = (
-            None if isinstance(client, RedisCluster) else TurnBatcher(self._send, MOST)
-        )
+        self._turns: TurnBatcher[_Run, Any] | None = None
+        self._lane: Lane | None = None
+        if not isinstance(client, RedisCluster):
+            self._turns = TurnBatcher(self._send, MOST)
+            self._lane = Lane(client.connection_pool)
 
     async def run(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """The reply of `script` run with `keys` and `args` (its error, raised)."""
@@ -58,15 +62,12 @@ class Batcher:
         return await self._turns.call((script, list(keys), list(args)))
 
     async def _send(self, calls: list[_Call], reloaded: bool = False) -> None:
+        assert self._lane is not None  # batching only where there is a lane
+        commands = [
+            ("EVALSHA", script.sha, len(keys), *keys, *args) for (script, keys, args), _ in calls
+        ]
         try:
-            if len(calls) == 1 and not reloaded:
-                (script, keys, args), reply = calls[0]
-                settle(reply, await script(keys=keys, args=args))  # loads it on NOSCRIPT
-                return
-            pipe = self._client.pipeline(transaction=False)
-            for (script, keys, args), _ in calls:
-                pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            results = await pipe.execute(raise_on_error=False)
+            results = await self._lane.execute(commands)
         except BaseException as error:  # every caller of this batch sees what went wrong
             fail(calls, error)
             if not isinstance(error, Exception):

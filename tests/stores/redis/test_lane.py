@@ -1,0 +1,143 @@
+"""`Lane`: callers pipeline commands on one kept connection and each gets exactly its replies,
+whatever the others do (fail, get cancelled, lose the connection)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Callable
+
+import pytest
+from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import ResponseError
+
+from durability.redis.lane import Lane
+
+
+async def _clients_named(redis: Redis, name: str) -> int:
+    listed = await redis.client_list()
+    return sum(1 for client in listed if client.get("name") == name)
+
+
+async def test_concurrent_callers_each_get_their_replies_in_order(
+    redis: Redis, namespace: str
+) -> None:
+    lane = Lane(redis.connection_pool)
+    counter = f"{namespace}:n"
+
+    async def one(i: int) -> list[object]:
+        return await lane.execute([("INCR", counter), ("ECHO", f"call-{i}")])
+
+    replies = await asyncio.gather(*(one(i) for i in range(200)))
+    assert [echo for _, echo in replies] == [f"call-{i}" for i in range(200)]
+    # INCR's replies are 1..200 in the order the commands reached the server: the order of
+    # the calls, since each is written in the step it is made.
+    assert [count for count, _ in replies] == list(range(1, 201))
+
+
+async def test_an_error_reply_is_its_commands_alone(redis: Redis, namespace: str) -> None:
+    lane = Lane(redis.connection_pool)
+    key = f"{namespace}:text"
+    await redis.set(key, "not a number")
+    first, second = await asyncio.gather(
+        lane.execute([("ECHO", "before"), ("INCR", key), ("ECHO", "after")]),
+        lane.execute([("ECHO", "other")]),
+    )
+    assert first[0] == "before" and first[2] == "after"
+    assert isinstance(first[1], ResponseError)
+    assert second == ["other"]
+
+
+async def test_all_callers_share_one_connection(
+    spawn_redis: Callable[..., int], private_client: Callable[[int], Redis]
+) -> None:
+    port = spawn_redis()
+    client, observer = private_client(port), private_client(port)
+    try:
+        lane = Lane(client.connection_pool)
+        await lane.execute([("CLIENT", "SETNAME", "lane")])
+        before = int((await observer.info("stats"))["total_connections_received"])
+        await asyncio.gather(*(lane.execute([("PING",)]) for _ in range(100)))
+        after = int((await observer.info("stats"))["total_connections_received"])
+        assert after == before
+        assert await _clients_named(observer, "lane") == 1
+    finally:
+        await client.aclose()
+        await observer.aclose()
+
+
+async def test_a_cancelled_caller_leaves_the_connection_to_the_others(
+    redis: Redis, namespace: str
+) -> None:
+    lane = Lane(redis.connection_pool)
+    key = f"{namespace}:list"
+    # The first caller blocks on the server; the second's command is written behind it.
+    blocked = asyncio.create_task(lane.execute([("BLPOP", key, 5)]))
+    behind = asyncio.create_task(lane.execute([("ECHO", "behind")]))
+    await asyncio.sleep(0.05)
+    blocked.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await blocked
+    await redis.rpush(key, "x")  # ends the block: its reply is read and dropped
+    assert await asyncio.wait_for(behind, 5) == ["behind"]
+    assert await lane.execute([("ECHO", "later")]) == ["later"]
+
+
+async def test_drop_on_cancel_ends_a_blocked_read_on_the_server(
+    redis: Redis, namespace: str
+) -> None:
+    lane = Lane(redis.connection_pool)
+    key = f"{namespace}:list"
+    name = f"{namespace}-lane"
+    await lane.execute([("CLIENT", "SETNAME", name)])
+    blocked = asyncio.create_task(lane.execute([("BLPOP", key, 5)], drop_on_cancel=True))
+    await asyncio.sleep(0.05)
+    blocked.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await blocked
+    for _ in range(100):  # the server notices the closed socket within a few milliseconds
+        if await _clients_named(redis, name) == 0:
+            break
+        await asyncio.sleep(0.01)
+    assert await _clients_named(redis, name) == 0
+    # Nothing popped what a cancelled caller would have lost; the lane opens a new connection.
+    await redis.rpush(key, "kept")
+    assert await lane.execute([("LPOP", key)]) == ["kept"]
+
+
+async def test_a_connection_the_server_closed_while_idle_is_opened_again(redis: Redis) -> None:
+    lane = Lane(redis.connection_pool)
+    [first] = await lane.execute([("CLIENT", "ID")])
+    assert int(await redis.execute_command("CLIENT", "KILL", "ID", first)) == 1
+    await asyncio.sleep(0.05)  # the close reaches the lane's idle socket
+    # Not an error for a caller that wrote nothing on the dead connection: a new one serves it.
+    again, second = await lane.execute([("ECHO", "again"), ("CLIENT", "ID")])
+    assert again == "again"
+    assert second != first
+
+
+async def test_a_server_that_went_away_fails_every_caller_outstanding(
+    spawn_redis: Callable[..., int],
+) -> None:
+    port = spawn_redis()
+    client = Redis(port=port, retry=Retry(NoBackoff(), 0))
+    killer = Redis(port=port, retry=Retry(NoBackoff(), 0))
+    try:
+        lane = Lane(client.connection_pool)
+        blocked = [
+            asyncio.create_task(lane.execute([("BLPOP", "never", 5)])),
+            asyncio.create_task(lane.execute([("ECHO", "behind")])),
+        ]
+        await asyncio.sleep(0.05)
+        with contextlib.suppress(RedisConnectionError):
+            await killer.shutdown(nosave=True)
+        outcomes = await asyncio.gather(*blocked, return_exceptions=True)
+        assert all(isinstance(o, RedisConnectionError) for o in outcomes), outcomes
+        with pytest.raises(RedisConnectionError):
+            await lane.execute([("PING",)])
+    finally:
+        await client.aclose()
+        await killer.aclose()
