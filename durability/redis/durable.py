@@ -11,11 +11,12 @@ run as one script (`joined.lua` with a checkpoint body and then a scheduler body
 | `take` | the scheduler's read (without blocking), then `claim.lua` | `next_ready`, then `claim` |
 
 `take` tries the one script first (a busy worker starts each pass in one round trip). When it
-finds nothing, on the stream it waits in one pipeline: a blocking `XREADGROUP` under a waiting
-consumer of its own, and right behind it `stream_took.lua`, which Redis runs as soon as the
-read is served, handing the entry to the worker's consumer and claiming its workflow; so a
-woken worker also starts its pass one round trip after the wakeup lands, and after an empty
-wait the next take goes straight to that pipeline (an idle worker sends it once per `within`).
+finds nothing, on the stream it waits in one pipeline on a connection kept for it (a `Lane`):
+a blocking `XREADGROUP` under a waiting consumer of its own, and right behind it
+`stream_took.lua`, which Redis runs as soon as the read is served, handing the entry to the
+worker's consumer and claiming its workflow; so a woken worker also starts its pass one round
+trip after the wakeup lands, and after an empty wait the next take goes straight to that
+pipeline (an idle worker sends it once per `within`).
 A take that may wait only a few milliseconds never blocks (see `_GLANCE`). The set scheduler
 polls, so it falls back to `next_ready` and then a claim.
 
@@ -55,6 +56,7 @@ from durability.interfaces import (
     to_ms,
 )
 from durability.redis.checkpointer import RedisCheckpointer
+from durability.redis.lane import Lane
 from durability.redis.lua import ScriptCall, source
 from durability.redis.namespace import text
 from durability.redis.sortedset import RedisSetScheduler
@@ -73,7 +75,14 @@ class RedisDurable(SplitDurable):
     """A `Durable` over a `RedisCheckpointer` and a Redis scheduler: `arrive`, `deliver` and
     `finish` are one round trip each when both share one client to a single node."""
 
-    __slots__ = ("_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts", "_waited")
+    __slots__ = (
+        "_joined",
+        "_redis_checkpointer",
+        "_redis_scheduler",
+        "_scripts",
+        "_waited",
+        "_waiting_lane",
+    )
 
     def __init__(
         self,
@@ -93,6 +102,9 @@ class RedisDurable(SplitDurable):
         # Whether the last read found the queue empty and waited: the next read then waits at
         # once rather than first looking without waiting (which would cost a round trip).
         self._waited = False
+        # The connection the stream's waiting take blocks on, kept apart from the batcher's:
+        # a blocked read holds up every command written behind it.
+        self._waiting_lane: Lane | None = None
 
     @property
     def joined(self) -> bool:
@@ -170,16 +182,20 @@ class RedisDurable(SplitDurable):
         waiter = f"{scheduler.consumer}~waiting"
         keys = [scheduler.ready]
         args: list[str | int] = [4, GROUP, scheduler.consumer, waiter, FIELD, *claim_args]
-        client = self._redis_checkpointer.redis
+        if self._waiting_lane is None:
+            client = self._redis_checkpointer.redis
+            assert not isinstance(client, RedisCluster)  # only a joined durable waits here
+            self._waiting_lane = Lane(client.connection_pool)
         for block in scheduler.blocks(within):
             self._waited = True
-            pipe = client.pipeline(transaction=False)
-            pipe.execute_command(
+            read = (
                 "XREADGROUP", "GROUP", GROUP, waiter, "COUNT", 1, "BLOCK", max(to_ms(block), 1),
                 "STREAMS", scheduler.ready, ">",
             )
-            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            read, reply = await pipe.execute(raise_on_error=False)
+            took = ("EVALSHA", script.sha, len(keys), *keys, *args)
+            # A take cancelled mid-wait closes the connection, which ends the blocked read
+            # before it can hand an entry to a take that is gone.
+            read, reply = await self._waiting_lane.execute([read, took], drop_on_cancel=True)
             if isinstance(read, Exception):
                 raise read
             if isinstance(reply, NoScriptError):
