@@ -3,8 +3,8 @@
 Both network stores use it for their hot path (`durability.redis.batching`,
 `durability.postgres.batching`): a worker at capacity has dozens of passes asking for a store
 call at once, and sending each alone costs a connection, a `send` and a server wakeup apiece.
-Each call queues its request with a future and awaits it; the first call of a turn schedules
-one flush for the next turn, which hands the queue, at most `most` requests at a time, to the
+Each call queues its request with a future and awaits it; the first call of a turn starts one
+task, whose first step (next turn) hands the queue, at most `most` requests at a time, to the
 store's `send`. `send` settles every future it is given (`settle` / `fail` skip one whose
 caller was cancelled meanwhile); a lone request is sent at the next turn, alone.
 """
@@ -40,17 +40,22 @@ class TurnBatcher(Generic[Q, R]):
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[R] = loop.create_future()
         if not self._queued:
-            loop.call_soon(self._flush)
+            # The task's first step runs after every call made in this turn has queued.
+            self._hold(loop.create_task(self._flush()))
         self._queued.append((request, reply))
         return await reply
 
-    def _flush(self) -> None:
+    async def _flush(self) -> None:
         queued, self._queued = self._queued, []
-        for start in range(0, len(queued), self._most):
-            task = asyncio.ensure_future(self._send(queued[start : start + self._most]))
-            # Held until done: the loop keeps only weak references to tasks.
-            self._sending.add(task)
-            task.add_done_callback(self._sending.discard)
+        most = self._most
+        for start in range(most, len(queued), most):
+            self._hold(asyncio.ensure_future(self._send(queued[start : start + most])))
+        await self._send(queued[:most])
+
+    def _hold(self, task: asyncio.Future[None]) -> None:
+        # Held until done: the loop keeps only weak references to tasks.
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
 
 
 def settle(reply: asyncio.Future[Any], value: object) -> None:

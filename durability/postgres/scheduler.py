@@ -174,8 +174,11 @@ class PostgresScheduler:
             if timeout <= 0:
                 continue
             if listening and changed is not None:
+                # asyncio.timeout, not wait_for: no task of its own, so a notification wakes
+                # this read a turn of the loop sooner.
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(changed.wait(), timeout)
+                    async with asyncio.timeout(timeout):
+                        await changed.wait()
             else:
                 await asyncio.sleep(timeout)
 
