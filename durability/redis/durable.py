@@ -17,8 +17,9 @@ a blocking `XREADGROUP` under a waiting consumer of its own, and right behind it
 worker's consumer and claiming its workflow; so a woken worker also starts its pass one round
 trip after the wakeup lands, and after an empty wait the next take goes straight to that
 pipeline (an idle worker sends it once per `within`).
-A take that may wait only a few milliseconds never blocks (see `_GLANCE`). The set scheduler
-polls, so it falls back to `next_ready` and then a claim.
+A take that may wait only a few milliseconds never blocks (see `_GLANCE`). On the set
+scheduler the take polls with the one script, on the scheduler's fixed beat
+(`durability.polling`), so a workflow found is also claimed in that round trip.
 
 Every script goes through the checkpointer's `Batcher`: those that concurrent passes ask for
 in one turn of the event loop travel as one pipeline.
@@ -55,6 +56,7 @@ from durability.interfaces import (
     positive,
     to_ms,
 )
+from durability.polling import beats
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lane import Lane
 from durability.redis.lua import ScriptCall, source
@@ -141,23 +143,29 @@ class RedisDurable(SplitDurable):
             return await super().take(within, budget, alive)
         claim_args = self._redis_checkpointer._claim_args(budget, alive)
         scheduler = self._redis_scheduler
-        glance = within <= _GLANCE
-        if glance or not self._waited:  # only a stream's waiting take ever sets it
-            if isinstance(scheduler, RedisStreamScheduler):
-                args = (GROUP, scheduler.consumer, FIELD)
-                read = ScriptCall("stream_take", (scheduler.ready,), args)
-            else:
-                read = ScriptCall("set_take", (scheduler.schedule,), (to_ms(scheduler.lease),))
-            script = self._take_script(read.name)
-            batcher = self._redis_checkpointer._batcher
-            reply = await batcher.run(script, read.keys, [len(read.args), *read.args, *claim_args])
+        if isinstance(scheduler, RedisStreamScheduler):
+            args: tuple[object, ...] = (GROUP, scheduler.consumer, FIELD)
+            read = ScriptCall("stream_take", (scheduler.ready,), args)
+        else:
+            read = ScriptCall("set_take", (scheduler.schedule,), (to_ms(scheduler.lease),))
+        script = self._take_script(read.name)
+        batcher = self._redis_checkpointer._batcher
+        keys, script_args = read.keys, [len(read.args), *read.args, *claim_args]
+        if within <= _GLANCE:
+            reply = await batcher.run(script, keys, script_args)
+            return self._taken(reply, alive) if reply else None
+        if isinstance(scheduler, RedisStreamScheduler):
+            if not self._waited:
+                reply = await batcher.run(script, keys, script_args)
+                if reply:
+                    return self._taken(reply, alive)
+            return await self._wait_and_take(scheduler, within, alive, claim_args)
+        # The set is polled: every look is the one script, on the scheduler's beat.
+        async for _ in beats(scheduler.poll, within):
+            reply = await batcher.run(script, keys, script_args)
             if reply:
                 return self._taken(reply, alive)
-            if glance:
-                return None
-        if isinstance(scheduler, RedisStreamScheduler):
-            return await self._wait_and_take(scheduler, within, alive, claim_args)
-        return await super().take(within, budget, alive)
+        return None
 
     def _taken(self, reply: Any, alive: timedelta) -> Taken:
         workflow, receipt = text(reply[0][0]), text(reply[0][1])

@@ -24,11 +24,11 @@ held member from a waiting one and always steps off a receipt.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
 from durability.interfaces import Delivery, check_workflow, positive, to_ms
+from durability.polling import beats
 from durability.redis.lua import ScriptCall, script
 from durability.redis.namespace import check_namespace, from_ms, key, ms, text
 
@@ -66,23 +66,15 @@ class RedisSetScheduler:
         await self._make_ready(keys=[self.schedule], args=[check_workflow(workflow)])
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
-        """Take the longest-visible workflow, polling every `poll` for at most `within`.
-
-        Sleeps `min(poll, what is left of within)`, so a poll longer than `within` costs one
-        extra attempt at the end and nothing else.
-        """
+        """Take the longest-visible workflow, looking every `poll` (on a fixed beat: see
+        `durability.polling`) for at most `within`, and once more when `within` is up."""
         positive("within", within)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within.total_seconds()
         lease = to_ms(self.lease)
-        while True:
+        async for _ in beats(self.poll, within):
             taken = await self._take(keys=[self.schedule], args=[lease])
             if taken:
                 return Delivery(text(taken[0]), text(taken[1]))
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return None
-            await asyncio.sleep(min(self.poll.total_seconds(), remaining))
+        return None
 
     async def done(self, delivery: Delivery) -> None:
         """Remove the workflow unless something rescheduled it after the pass took it."""
