@@ -32,6 +32,7 @@ from redis.asyncio.client import Pipeline
 
 from durability.interfaces import claimed
 from durability.redis import Acknowledged, LuaEffect, RedisCheckpointer, workflow_tag
+from durability.redis.lane import Lane
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "bench_redis_checkpointer.json"
 BUDGET = timedelta(minutes=1)
@@ -55,6 +56,20 @@ class CountingRedis(Redis):
     def pipeline(self, transaction: bool = True, shard_hint: Any = None) -> Pipeline:
         self.sent["PIPELINE"] += 1
         return super().pipeline(transaction=transaction, shard_hint=shard_hint)
+
+
+def count_lanes(client: CountingRedis) -> None:
+    """Count what the checkpointer's `Lane` sends on `client`'s pool too: a lone command by its
+    name, several as one pipeline (the lane writes them in one send and waits once)."""
+    original = Lane.execute
+
+    async def execute(self: Lane, commands: Any, **options: Any) -> list[Any]:
+        if self._pool is client.connection_pool:
+            name = str(commands[0][0]).upper() if len(commands) == 1 else "PIPELINE"
+            client.sent[name] += 1
+        return await original(self, commands, **options)
+
+    Lane.execute = execute  # type: ignore[method-assign]
 
 
 def _percentile(ordered: list[float], fraction: float) -> float:
@@ -95,6 +110,7 @@ async def main(iterations: int) -> None:
     url = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     client = CountingRedis.from_url(url, decode_responses=True)
     assert isinstance(client, CountingRedis)
+    count_lanes(client)
     prefix = f"bench-ckpt-{uuid.uuid4().hex[:8]}"
     store = RedisCheckpointer(redis=client, ttl=timedelta(minutes=10))
     waited = RedisCheckpointer(
