@@ -6,8 +6,10 @@ rather than two: a one-step pass is three statements, take, record and finish).
 `take` waits for work in the scheduler's own loop (`PostgresScheduler.waiting`): the same
 LISTEN/NOTIFY wake-up, the same poll fallback, and no statement at all while nothing has been
 announced since the last empty read. Only the statement it runs differs from `next_ready`'s.
-Its commit waits for the WAL flush, as the scheduler's take does (the receipt comes from a
-sequence; see scheduler.py): the claim, which alone would skip the flush, shares it for free.
+Like the scheduler's take and the claim, it commits without waiting for the WAL flush (the
+receipt is the clock, not a sequence step; see scheduler.py and durable.sql). A read that
+follows a wait (a notification, or the poll) is sent at once; the first goes through the
+batcher with whatever else the worker's passes ask for in that turn.
 
 That closes the window `SplitDurable` has to order around: a value recorded with no wakeup
 queued for it (arrive, deliver) or wakeups cancelled with records left (delete) cannot be
@@ -107,8 +109,11 @@ class PostgresDurable:
         params = {"queue": scheduler.queue, "lease": scheduler.lease, "budget": budget,
                   "alive": alive}
 
-        async def read() -> Look[Taken]:
-            row = await self._checkpointer._batcher.one(_SQL["take"], params)
+        async def read(waited: bool) -> Look[Taken]:
+            if waited:  # woken (or the poll came): nothing to batch with, send at once
+                row = await one(self._checkpointer.pool, _SQL["take"], params)
+            else:
+                row = await self._checkpointer._batcher.one(_SQL["take"], params)
             assert row is not None  # FROM now CROSS JOIN hidden: always one row
             workflow, receipt, earliest, hidden_for, token, deadline, found = row
             if workflow is None:

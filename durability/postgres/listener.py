@@ -96,6 +96,9 @@ class Listener:
                     async for note in conn.notifies():
                         if note.payload == self._queue:
                             self._bump()
+                            # Let the woken readers send their reads before this task goes
+                            # back to waiting on the socket, which costs a while to set up.
+                            await asyncio.sleep(0)
                 except psycopg.Error as error:
                     log.warning("lost the listening connection for %r: %s", self._queue, error)
                 finally:

@@ -128,19 +128,22 @@ class PostgresScheduler:
     async def next_ready(self, within: timedelta) -> Delivery | None:
         return await self.waiting(within, self._take)
 
-    async def _take(self) -> Look[Delivery]:
+    async def _take(self, waited: bool = False) -> Look[Delivery]:
         row = await one(self._pool, _SQL["take"], {"queue": self.queue, "lease": self.lease})
         assert row is not None
         workflow, receipt, earliest, hidden_for = row
         found = None if workflow is None else Delivery(workflow, str(receipt))
         return Look(found, earliest, hidden_for)
 
-    async def waiting(self, within: timedelta, read: Callable[[], Awaitable[Look[T]]]) -> T | None:
+    async def waiting(
+        self, within: timedelta, read: Callable[[bool], Awaitable[Look[T]]]
+    ) -> T | None:
         """Run `read` (one statement that tries to take a row and says when the earliest hidden
         one becomes visible) until it finds something or `within` runs out, waiting between
         reads for a notification, that row's time or `poll`, whichever comes first. While the
         last empty read still describes the queue, nothing is announced and no row is due, no
-        statement is sent at all.
+        statement is sent at all. `read` is told whether it follows a wait (a woken reader
+        should send at once rather than batch with others: nothing else is in flight).
 
         `next_ready` and `PostgresDurable.take` both wait here, differing only in `read`."""
         positive("within", within)
@@ -149,6 +152,7 @@ class PostgresScheduler:
         listener = self._listener
         if listener is not None:
             await listener.start()
+        waited = False
         while True:
             listening = listener is not None and listener.listening
             generation, changed = listener.mark() if listener is not None else (0, None)
@@ -156,7 +160,7 @@ class PostgresScheduler:
             if quiet is not None:
                 look_again = quiet.until  # nothing announced since the last empty read
             else:
-                look = await read()
+                look = await read(waited)
                 if look.found is not None:
                     self._quiet = None
                     return look.found
@@ -173,6 +177,7 @@ class PostgresScheduler:
             timeout = min(end, look_again) - loop.time()
             if timeout <= 0:
                 continue
+            waited = True
             if listening and changed is not None:
                 # asyncio.timeout, not wait_for: no task of its own, so a notification wakes
                 # this read a turn of the loop sooner.
