@@ -18,8 +18,10 @@ and it runs only while a reply is outstanding.
   outstanding on it: a command written and not answered may or may not have run, so the lane
   never sends it again. A connection the server closed while the lane sat idle is noticed
   before anything is written on it, and opened again.
-- The connection is checked out of the client's pool and never returned, so closing the
-  client closes it (an owned pool counts one connection fewer for everything else).
+- The connection is checked out of the client's pool, so closing the client closes it. A
+  pool with room (`KEEP_FROM` connections or more: redis-py's default has no bound) lends it
+  for the lane's life. A tighter one gets it back whenever no reply is outstanding, so a lane
+  never starves the client's other commands of the pool's last connections.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from redis.exceptions import ResponseError
 
 __all__ = ["Lane"]
 
+#: The least `max_connections` of a pool whose connection a lane keeps between bursts.
+KEEP_FROM = 8
+
 #: How many commands a caller wrote, the replies read for it so far, and where they go.
 _Waiting = tuple[int, list[Any], "asyncio.Future[list[Any]]"]
 
@@ -41,10 +46,11 @@ _Waiting = tuple[int, list[Any], "asyncio.Future[list[Any]]"]
 class Lane:
     """Pipelines every caller's commands on one connection of `pool` (see the module doc)."""
 
-    __slots__ = ("_connection", "_opening", "_pool", "_reading", "_waiting")
+    __slots__ = ("_connection", "_keep", "_opening", "_pool", "_reading", "_waiting")
 
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
+        self._keep = getattr(pool, "max_connections", KEEP_FROM) >= KEEP_FROM
         self._connection: AbstractConnection | None = None
         self._opening = asyncio.Lock()
         self._waiting: deque[_Waiting] = deque()
@@ -115,6 +121,11 @@ class Lane:
                 raise
         finally:
             self._reading = None
+            if not self._keep and self._connection is connection:
+                # Nothing is outstanding (the loop ran dry, or failed them all): a tight pool
+                # gets its connection back until the next call.
+                self._connection = None
+                await self._pool.release(connection)
 
 
 def _usable(connection: AbstractConnection) -> bool:

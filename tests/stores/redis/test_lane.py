@@ -8,13 +8,13 @@ import contextlib
 from collections.abc import Callable
 
 import pytest
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from durability.redis.lane import Lane
+from durability.redis.lane import KEEP_FROM, Lane
 
 
 async def _clients_named(redis: Redis, name: str) -> int:
@@ -141,3 +141,35 @@ async def test_a_server_that_went_away_fails_every_caller_outstanding(
     finally:
         await client.aclose()
         await killer.aclose()
+
+
+async def test_a_tight_pool_gets_its_connection_back_between_calls(redis: Redis) -> None:
+    kwargs = redis.connection_pool.connection_kwargs
+    pool = BlockingConnectionPool(
+        host=kwargs["host"], port=kwargs["port"], max_connections=1, timeout=1
+    )
+    client = Redis(connection_pool=pool, decode_responses=True)
+    try:
+        lane = Lane(pool)
+        for i in range(3):
+            assert await lane.execute([("ECHO", f"lane-{i}")]) == [f"lane-{i}".encode()]
+            # The pool's only connection is back: the client's own command gets it at once
+            # (kept by the lane, this would wait a second and fail).
+            assert await client.ping()
+    finally:
+        await client.aclose()
+        await pool.aclose()
+
+
+async def test_a_roomy_pool_lends_the_lane_one_connection_for_good(redis: Redis) -> None:
+    kwargs = redis.connection_pool.connection_kwargs
+    pool = BlockingConnectionPool(
+        host=kwargs["host"], port=kwargs["port"], max_connections=KEEP_FROM, timeout=1
+    )
+    try:
+        lane = Lane(pool)
+        [first] = await lane.execute([("CLIENT", "ID")])
+        [second] = await lane.execute([("CLIENT", "ID")])
+        assert first == second
+    finally:
+        await pool.aclose()
