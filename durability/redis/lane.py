@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
-from redis.exceptions import ResponseError
+from redis.exceptions import ConnectionError, ResponseError
 
 __all__ = ["Lane"]
 
@@ -65,23 +65,28 @@ class Lane:
             connection = await self._open()
         loop = asyncio.get_running_loop()
         replies: asyncio.Future[list[Any]] = loop.create_future()
+        # Queued and written in one step, so the queue's order is the wire's order. (Not through
+        # `send_packed_command`: with a socket timeout it writes from a task of its own, a turn
+        # of the loop later, and it would open a new connection under a closed one.)
         self._waiting.append((len(commands), [], replies))
+        writer = connection._writer  # the stream `_usable` checked
+        assert writer is not None
+        writer.writelines(connection.pack_commands(commands))
         if self._reading is None:
             self._reading = loop.create_task(self._read(connection))
         try:
-            # Written before this call first yields (the connection is open), so in the order
-            # the callers were queued in.
-            await connection.send_packed_command(
-                connection.pack_commands(commands), check_health=False
-            )
+            if writer.transport.get_write_buffer_size():  # the kernel took less than all of it
+                async with asyncio.timeout(connection.socket_timeout):
+                    await writer.drain()
             return await replies
         except asyncio.CancelledError:
             if drop_on_cancel and (replies.cancelled() or not replies.done()):
                 await connection.disconnect(nowait=True)
             raise
-        except Exception:  # the write failed and closed the connection: nothing is answered
+        except (OSError, TimeoutError) as error:  # the reader fails the other callers
             replies.cancel()
-            raise
+            await connection.disconnect(nowait=True)
+            raise ConnectionError(f"writing to Redis failed: {error!r}") from error
 
     async def _open(self) -> AbstractConnection:
         async with self._opening:
@@ -91,6 +96,10 @@ class Lane:
             if not _usable(connection):
                 await connection.disconnect(nowait=True)
                 await connection.connect()
+            if not _usable(connection):
+                raise TypeError(
+                    f"{type(connection).__name__} has no open stream a Lane can write on"
+                )
             return connection
 
     async def _read(self, connection: AbstractConnection) -> None:
@@ -129,6 +138,8 @@ class Lane:
 
 
 def _usable(connection: AbstractConnection) -> bool:
-    """Whether `connection` is open and the server has not closed its end."""
+    """Whether `connection` is open and the server has not closed its end (redis-py's asyncio
+    connections keep their asyncio streams as `_reader` and `_writer`)."""
     reader = getattr(connection, "_reader", None)
-    return connection.is_connected and reader is not None and not reader.at_eof()
+    writer = getattr(connection, "_writer", None)
+    return reader is not None and writer is not None and not reader.at_eof()

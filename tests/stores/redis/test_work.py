@@ -182,14 +182,24 @@ async def test_a_claim_brings_the_checkpoint_it_found(redis: Redis, namespace: s
 
 
 class CountingConnection(Connection):
-    """A connection that counts what it writes to the socket: one per round trip (a pipeline
-    is written at once, so it counts once too)."""
+    """A connection that counts its writes to the socket: one per round trip (a pipeline, or a
+    `Lane`'s batch, is written at once, so it counts once too)."""
 
     sent: ClassVar[list[int]] = [0]
 
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        type(self).sent[0] += 1
-        await super().send_packed_command(command, check_health)
+    async def connect(self) -> None:
+        await super().connect()  # type: ignore[no-untyped-call]
+        writer = self._writer
+        if writer is None or getattr(writer, "counted", False):
+            return  # connect() may run again on an open connection
+        write = writer.writelines
+
+        def counted(data: Any) -> None:
+            type(self).sent[0] += 1
+            write(data)
+
+        writer.writelines = counted  # type: ignore[method-assign]
+        writer.counted = True  # type: ignore[attr-defined]
 
 
 Counting = tuple[Redis, Callable[[], int]]
