@@ -18,9 +18,10 @@ Same method as benchmarks/bench_worker.py, on the same servers (a private `redis
 run; a throwaway Postgres database per run), with the worker in a process of its own (spawn):
 
 1. Latency, open loop: one worker with the rival's defaults; this process enqueues 20 jobs a
-   second for 15 s after a short warm-up; latency = `time.time()` as the job function starts in
-   the worker minus `time.time()` just before the enqueue call (`submit_to_first_pass`, to keep
-   bench_worker's metric names; `arrive_call` is the enqueue call itself).
+   second (on average: bench_worker's Poisson schedule) for 15 s after a short warm-up;
+   latency = `time.time()` as the job function starts in the worker minus `time.time()` just
+   before the enqueue call (`submit_to_first_pass`, to keep bench_worker's metric names;
+   `arrive_call` is the enqueue call itself).
 2. Throughput: 3000 jobs enqueued first, then one worker process with concurrency 16/32/64
    through the rival's own knob (saq `Worker(concurrency=)`, procrastinate
    `run_worker_async(concurrency=)`, pgqueuer `run(max_concurrent_tasks=)` with

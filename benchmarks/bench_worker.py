@@ -8,8 +8,9 @@ Each store is opened through `open_durable`, isolated per run (its own Redis nam
 file, Postgres queue in a throwaway database). Except on memory, the worker runs in a process
 of its own (spawn) with the URL, so every number includes crossing processes.
 
-1. Latency, open loop: this process calls `arrive` at a fixed rate while one worker runs;
-   latency = the worker's "started" `Event.at` minus `time.time()` just before `arrive`.
+1. Latency, open loop: this process calls `arrive` 20 times a second on average (Poisson
+   arrivals from a fixed seed) while one worker runs; latency = the worker's "started"
+   `Event.at` minus `time.time()` just before `arrive`.
 2. Throughput: N workflows made ready first, then one worker process with `pool` 16/32/64
    runs a one-step body; passes a second = outcomes / (last outcome - first start). Round
    trips per pass from the server (Redis INFO commandstats; Postgres pg_stat_database) and
@@ -54,6 +55,7 @@ import multiprocessing
 import os
 import platform
 import pstats
+import random
 import resource
 import shutil
 import socket
@@ -116,6 +118,7 @@ class Params:
 
 
 SCENARIOS = ("latency", "throughput", "idle")
+ARRIVAL_SEED = 20  # the open loop's Poisson schedule (see `submit_open_loop`)
 FULL = Params(rate=20, latency_seconds=15, workflows=3000, idle_seconds=20, pools=POOLS)
 QUICK = Params(rate=20, latency_seconds=5, workflows=1500, idle_seconds=8, pools=POOLS)
 
@@ -642,10 +645,16 @@ def percentile(ordered: list[float], q: float) -> float:
 async def submit_open_loop(
     durable: Durable, prefix: str, rate: float, seconds: float, arrived: dict[str, float]
 ) -> dict[str, float]:
-    """`arrive` at a fixed rate, each submission its own task so a slow one delays none;
-    when each was submitted (and, into `arrived`, when its `arrive` returned)."""
+    """`arrive` `rate` times a second on average, each submission its own task so a slow one
+    delays none; when each was submitted (and, into `arrived`, when its `arrive` returned).
+
+    The gaps are exponential (Poisson arrivals, from a fixed seed, so every run and every store
+    gets the same schedule): at a fixed 50 ms gap a polling worker's 50 ms beat locks onto the
+    submissions' phase, and its latency is wherever that phase happens to fall rather than the
+    wait of a submission made at a random moment."""
     loop = asyncio.get_running_loop()
     submitted: dict[str, float] = {}
+    gaps = random.Random(ARRIVAL_SEED)
 
     async def one(i: int) -> None:
         workflow = f"{prefix}-{i}"
@@ -654,12 +663,13 @@ async def submit_open_loop(
         arrived[workflow] = time.time()
 
     tasks = []
-    begin = loop.time() + 0.05
+    at = loop.time() + 0.05
     for i in range(round(rate * seconds)):
-        delay = begin + i / rate - loop.time()
+        delay = at - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
         tasks.append(asyncio.create_task(one(i)))
+        at += gaps.expovariate(rate)
     await asyncio.gather(*tasks)
     return submitted
 
