@@ -9,8 +9,8 @@ file, Postgres queue in a throwaway database). Except on memory, the worker runs
 of its own (spawn) with the URL, so every number includes crossing processes.
 
 1. Latency, open loop: this process calls `arrive` 20 times a second on average (Poisson
-   arrivals from a fixed seed) while one worker runs; latency = the worker's "started"
-   `Event.at` minus `time.time()` just before `arrive`.
+   arrivals from a fixed seed) for 15 s, 45 s on a polled store, while one worker runs;
+   latency = the worker's "started" `Event.at` minus `time.time()` just before `arrive`.
 2. Throughput: N workflows made ready first, then one worker process with `pool` 16/32/64
    runs a one-step body; passes a second = outcomes / (last outcome - first start). Round
    trips per pass from the server (Redis INFO commandstats; Postgres pg_stat_database) and
@@ -18,7 +18,7 @@ of its own (spawn) with the URL, so every number includes crossing processes.
    calls through a counting proxy of the checkpointer and scheduler).
 3. Idle: a worker with default `work()` settings and nothing to do; store calls, server
    commands and the worker process's CPU per second. All stores idle at once (idle workers
-   do not compete), which keeps a full run under four minutes.
+   do not compete), which keeps a full run near five minutes.
 0. Baseline: one trivial request to the server hot and after 50 ms idle (Redis PING,
    Postgres SELECT 1 and a committed INSERT), the floor under every hop of an open-loop
    submission on this machine.
@@ -119,6 +119,7 @@ class Params:
 
 SCENARIOS = ("latency", "throughput", "idle")
 ARRIVAL_SEED = 20  # the open loop's Poisson schedule (see `submit_open_loop`)
+POLLED_LONGER = 3  # a polled store's latency runs this many times longer (see `latency`)
 FULL = Params(rate=20, latency_seconds=15, workflows=3000, idle_seconds=20, pools=POOLS)
 QUICK = Params(rate=20, latency_seconds=5, workflows=1500, idle_seconds=8, pools=POOLS)
 
@@ -679,13 +680,16 @@ async def latency(stores: Stores, store: str, poll_ms: float | None, p: Params) 
     prefix = f"lat-{uuid.uuid4().hex[:8]}"
     poll = None if poll_ms is None else timedelta(milliseconds=poll_ms)
     grace = 1.0 + 3 * (poll_ms or 0) / 1000
+    # A polled store's latency is spread evenly over a whole poll, so its median needs more
+    # submissions to mean as much (300 leave about +-1.5 ms at a 50 ms poll; 900, +-0.8).
+    seconds = p.latency_seconds * (1 if poll_ms is None else POLLED_LONGER)
     arrived: dict[str, float] = {}
     if store == "memory":  # one process: submitter and worker share the store object
         async with open_durable(url, lease=LEASE) as durable:
             run = WorkerRun(durable, None, None, {"calls": Counter()})
             run.start()
             await submit_open_loop(durable, f"{prefix}-warm", 20, 0.5, {})
-            submitted = await submit_open_loop(durable, prefix, p.rate, p.latency_seconds, arrived)
+            submitted = await submit_open_loop(durable, prefix, p.rate, seconds, arrived)
             await asyncio.sleep(grace)
             result = await run.stop()
     else:
@@ -695,7 +699,7 @@ async def latency(stores: Stores, store: str, poll_ms: float | None, p: Params) 
         async with open_durable(url, lease=LEASE, poll=poll) as durable:
             await submit_open_loop(durable, f"{prefix}-warm", 20, 0.5, {})
             await asyncio.sleep(0.5)
-            submitted = await submit_open_loop(durable, prefix, p.rate, p.latency_seconds, arrived)
+            submitted = await submit_open_loop(durable, prefix, p.rate, seconds, arrived)
             await asyncio.sleep(grace)
             result = await worker.stop()
     started: dict[str, float] = result["started"]
