@@ -105,8 +105,13 @@ class RedisDurable(SplitDurable):
         # once rather than first looking without waiting (which would cost a round trip).
         self._waited = False
         # The connection the stream's waiting take blocks on, kept apart from the batcher's:
-        # a blocked read holds up every command written behind it.
-        self._waiting_lane: Lane | None = None
+        # a blocked read holds up every command written behind it. (It opens on first use.)
+        waits = self._joined and isinstance(scheduler, RedisStreamScheduler)
+        self._waiting_lane = (
+            Lane(client.connection_pool)
+            if waits and not isinstance(client, RedisCluster)  # (joined: never a cluster)
+            else None
+        )
 
     @property
     def joined(self) -> bool:
@@ -190,10 +195,8 @@ class RedisDurable(SplitDurable):
         waiter = f"{scheduler.consumer}~waiting"
         keys = [scheduler.ready]
         args: list[str | int] = [4, GROUP, scheduler.consumer, waiter, FIELD, *claim_args]
-        if self._waiting_lane is None:
-            client = self._redis_checkpointer.redis
-            assert not isinstance(client, RedisCluster)  # only a joined durable waits here
-            self._waiting_lane = Lane(client.connection_pool)
+        lane = self._waiting_lane
+        assert lane is not None  # a joined durable over a stream has one
         for block in scheduler.blocks(within):
             self._waited = True
             read = (
@@ -203,7 +206,7 @@ class RedisDurable(SplitDurable):
             took = ("EVALSHA", script.sha, len(keys), *keys, *args)
             # A take cancelled mid-wait closes the connection, which ends the blocked read
             # before it can hand an entry to a take that is gone.
-            read, reply = await self._waiting_lane.execute([read, took], drop_on_cancel=True)
+            read, reply = await lane.execute([read, took], drop_on_cancel=True)
             if isinstance(read, Exception):
                 raise read
             if isinstance(reply, NoScriptError):

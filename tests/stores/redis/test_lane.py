@@ -143,11 +143,16 @@ async def test_a_server_that_went_away_fails_every_caller_outstanding(
         await killer.aclose()
 
 
-async def test_a_tight_pool_gets_its_connection_back_between_calls(redis: Redis) -> None:
+def _capped(redis: Redis, most: int) -> BlockingConnectionPool:
+    """A pool to `redis`'s server of at most `most` connections, waiting a second for one."""
     kwargs = redis.connection_pool.connection_kwargs
-    pool = BlockingConnectionPool(
-        host=kwargs["host"], port=kwargs["port"], max_connections=1, timeout=1
+    return BlockingConnectionPool(
+        host=kwargs["host"], port=kwargs["port"], max_connections=most, timeout=1
     )
+
+
+async def test_a_tight_pool_gets_its_connection_back_between_calls(redis: Redis) -> None:
+    pool = _capped(redis, 1)
     client = Redis(connection_pool=pool, decode_responses=True)
     try:
         lane = Lane(pool)
@@ -162,10 +167,7 @@ async def test_a_tight_pool_gets_its_connection_back_between_calls(redis: Redis)
 
 
 async def test_a_roomy_pool_lends_the_lane_one_connection_for_good(redis: Redis) -> None:
-    kwargs = redis.connection_pool.connection_kwargs
-    pool = BlockingConnectionPool(
-        host=kwargs["host"], port=kwargs["port"], max_connections=KEEP_FROM, timeout=1
-    )
+    pool = _capped(redis, KEEP_FROM)
     try:
         lane = Lane(pool)
         [first] = await lane.execute([("CLIENT", "ID")])
