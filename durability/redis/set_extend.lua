@@ -7,10 +7,11 @@ if not held or tonumber(held) ~= tonumber(ARGV[2]) then
 end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local wanted = now + tonumber(ARGV[3]) + 0.5
+-- A receipt of its own, as set_take.lua makes one: this script's microsecond as the fraction.
+local wanted = now + tonumber(ARGV[3]) + (tonumber(clock[2]) % 1000 + 0.5) / 1000
 if wanted <= tonumber(held) then
   return ARGV[2]  -- never shortens
 end
-local receipt = string.format('%.1f', wanted)
+local receipt = string.format('%.4f', wanted)
 redis.call('ZADD', KEYS[1], receipt, ARGV[1])
 return receipt

@@ -1,7 +1,8 @@
 -- Make a workflow visible now, without ever landing on a receipt a pass is holding.
 -- KEYS[1] = {ns}:schedule   ARGV[1] = workflow
 --
--- Scores are whole milliseconds, except a receipt (next_ready's now + lease), which ends in .5.
+-- Scores are whole milliseconds, except a receipt (next_ready's now + lease), which has a
+-- fraction (the taking script's microsecond, never zero).
 -- So a fractional score means a pass holds (or held) the member, and moving it to any whole
 -- score changes the receipt: that pass's done then compares unequal and leaves the wakeup.
 local clock = redis.call('TIME')

@@ -11,7 +11,12 @@ local first = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1)
 if #first == 0 then
   return false
 end
--- The .5 marks the score as a receipt (see set_make_ready.lua).
-local receipt = string.format('%.1f', now + tonumber(ARGV[1]) + 0.5)
+-- A fraction marks the score as a receipt (see set_make_ready.lua), and it is this take's
+-- microsecond within the millisecond (offset by half, so never whole): a member taken, woken
+-- and taken again within one millisecond still gets a receipt of its own each time, so the
+-- first pass's done cannot delete what the second take holds. (Scripts run one at a time and
+-- last longer than a microsecond; a double near 1.8e12 tells apart steps of 1/4096 ms.)
+local fraction = (tonumber(clock[2]) % 1000 + 0.5) / 1000
+local receipt = string.format('%.4f', now + tonumber(ARGV[1]) + fraction)
 redis.call('ZADD', KEYS[1], receipt, first[1])
 return {first[1], receipt}

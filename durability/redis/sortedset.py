@@ -7,7 +7,7 @@ milliseconds of the server's clock:
 |---|---|
 | ready | when it became ready (at or before now) |
 | asleep | its deadline (in the future, whole ms) |
-| held by a pass | taken-at + lease, plus .5: the receipt |
+| held by a pass | taken-at + lease, plus a fraction: the receipt |
 
 What that buys: being due and being ready are the same score, so there is no timer to move
 sleepers, no pending list, nothing to reclaim (a lapsed lease just makes the score visible
@@ -18,8 +18,9 @@ floor under how fast a submission starts.
 The one subtlety is the lost wakeup. A workflow is one member, so a wakeup landing mid-pass can
 only be written on top of the member the pass holds. The score a pass took is its receipt and
 `done` removes the member only while the score still equals it; every other writer writes a
-different score. Receipts end in .5 and every other score is whole, so `make_ready` can tell a
-held member from a waiting one and always steps off a receipt.
+different score. Receipts have a fraction (the taking script's microsecond, so two takes of one
+member never hand out the same receipt, even within a millisecond) and every other score is
+whole, so `make_ready` can tell a held member from a waiting one and always steps off a receipt.
 """
 
 from __future__ import annotations

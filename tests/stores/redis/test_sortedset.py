@@ -66,6 +66,25 @@ async def test_a_wakeup_landing_mid_pass_survives_done(redis: Redis, namespace: 
     assert await scheduler.next_ready(SHORT) is None
 
 
+async def test_a_pass_taken_again_in_the_same_millisecond_gets_a_receipt_of_its_own(
+    redis: Redis, namespace: str
+) -> None:
+    # Take, wake, take again: on a quick server all three land within one millisecond, and
+    # the two takes must still hand out different receipts, or the first pass's done would
+    # delete the member the second take (and the wakeup it answers) still holds.
+    scheduler = _scheduler(redis, namespace)
+    for i in range(100):
+        workflow = f"{namespace}-{i}"
+        await scheduler.make_ready(workflow)
+        first = await _take(scheduler)
+        await scheduler.make_ready(workflow)
+        second = await _take(scheduler)
+        assert second.receipt != first.receipt
+        await scheduler.done(first)
+        assert await redis.zscore(scheduler.schedule, workflow) == float(second.receipt)
+        await scheduler.done(second)
+
+
 async def test_a_wakeup_after_the_lease_lapsed_survives_the_late_done(
     redis: Redis, namespace: str
 ) -> None:
