@@ -5,7 +5,8 @@ deletes afterwards. For each scheduler it times many closed-loop round trips of 
 (latency per wakeup, not throughput under load: the lab's `latency` experiment is the open-loop
 measure) and counts the requests each call sends, by counting the client's commands rather
 than the server's (other clients share the server). It also counts what an idle
-`next_ready(1 s)` costs: one blocking read on the stream, one attempt per poll on the set.
+`next_ready(1 s)` costs: one blocking read on the stream and on the set with its doorbell, one
+attempt per poll on the set without it.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_redis_schedulers.py [--iterations 2000]
 
@@ -117,15 +118,20 @@ async def main(iterations: int) -> dict[str, Any]:
     namespace = f"bench-{uuid.uuid4().hex[:10]}"
     stream = RedisStreamScheduler(redis=client, namespace=f"{namespace}-stream")
     sorted_set = RedisSetScheduler(redis=client, namespace=f"{namespace}-set")
+    polled = RedisSetScheduler(redis=client, namespace=f"{namespace}-polled", doorbell=False)
     try:
         info = await client.info("server")
         rows = [
             await _measure("redis-stream", stream, client, iterations),
-            await _measure("redis-set (poll 50 ms)", sorted_set, client, iterations),
+            await _measure("redis-set (doorbell)", sorted_set, client, iterations),
+            await _measure("redis-set (no doorbell, poll 50 ms)", polled, client, iterations),
         ]
         trimmed = await stream.trim()
     finally:
-        await client.delete(stream.ready, stream.sleeping, sorted_set.schedule)
+        await client.delete(
+            stream.ready, stream.sleeping, sorted_set.schedule, polled.schedule,
+            sorted_set.doorbell or "",
+        )
         await client.aclose()
     return {
         "benchmark": "make_ready -> next_ready -> done, closed loop, one client",

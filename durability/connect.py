@@ -10,8 +10,9 @@
 
 Query parameters the URL may carry (anything else is refused, so a typo is not ignored):
 
-- Redis: `scheduler` (`stream`, the default, or `set`) and `namespace` (the queue's key prefix,
-  default `durability`); the rest of the URL goes to `redis.asyncio.Redis.from_url`.
+- Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (the queue's key prefix,
+  default `durability`) and, for the set, `doorbell` (`on`, the default, or `off` to poll
+  alone); the rest of the URL goes to `redis.asyncio.Redis.from_url`.
 - Postgres: `queue` (the queue's name, default `default`); the rest goes to libpq.
 - SQLite: `queue`, and nothing else.
 
@@ -118,8 +119,11 @@ async def _redis(
     from durability.redis.packing import PackedConnection
 
     parts = urlsplit(url)
-    ours, rest = _options(parts.query, ("scheduler", "namespace"))
+    ours, rest = _options(parts.query, ("scheduler", "namespace", "doorbell"))
     kind = ours.get("scheduler", "stream")
+    doorbell = ours.get("doorbell", "on")
+    if doorbell not in ("on", "off") or (kind != "set" and "doorbell" in ours):
+        raise ValueError(f"doorbell must be 'on' or 'off', and only with scheduler=set: {url!r}")
     namespace = ours.get("namespace", "durability")
     # redis-py 8 gives every command a 5 s socket timeout, which it enforces by wrapping each
     # send in a task of its own: a fifth of a worker's CPU per round trip. A URL that wants a
@@ -138,8 +142,13 @@ async def _redis(
         if kind == "stream":
             scheduler = RedisStreamScheduler(redis=client, namespace=namespace, lease=lease)
         elif kind == "set":
-            extra = {} if poll is None else {"poll": poll}
-            scheduler = RedisSetScheduler(redis=client, namespace=namespace, lease=lease, **extra)
+            scheduler = RedisSetScheduler(
+                redis=client,
+                namespace=namespace,
+                lease=lease,
+                doorbell=doorbell == "on",
+                **({} if poll is None else {"poll": poll}),
+            )
         else:
             raise ValueError(f"redis scheduler must be 'stream' or 'set', got {kind!r} in {url!r}")
         await client.ping()

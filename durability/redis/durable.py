@@ -18,7 +18,10 @@ worker's consumer and claiming its workflow; so a woken worker also starts its p
 trip after the wakeup lands, and after an empty wait the next take goes straight to that
 pipeline (an idle worker sends it once per `within`).
 A take that may wait only a few milliseconds never blocks (see `_GLANCE`). On the set
-scheduler the take polls with the one script, on the scheduler's fixed beat
+scheduler with its doorbell (see sortedset.py) the take waits the same way: a `BLPOP` on the
+doorbell and right behind it the one script, which runs as soon as a ring (or the block's
+end) lets the read go, so a rung worker also starts its pass one round trip after the ring.
+Without the doorbell the take polls with the one script, on the scheduler's fixed beat
 (`durability.polling`), so a workflow found is also claimed in that round trip.
 
 Every script goes through the checkpointer's `Batcher`: those that concurrent passes ask for
@@ -39,6 +42,7 @@ scheduler on different clients (different servers, perhaps).
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
@@ -78,6 +82,7 @@ class RedisDurable(SplitDurable):
     `finish` are one round trip each when both share one client to a single node."""
 
     __slots__ = (
+        "_hidden_at",
         "_joined",
         "_redis_checkpointer",
         "_redis_scheduler",
@@ -104,9 +109,15 @@ class RedisDurable(SplitDurable):
         # Whether the last read found the queue empty and waited: the next read then waits at
         # once rather than first looking without waiting (which would cost a round trip).
         self._waited = False
-        # The connection the stream's waiting take blocks on, kept apart from the batcher's:
-        # a blocked read holds up every command written behind it. (It opens on first use.)
-        waits = self._joined and isinstance(scheduler, RedisStreamScheduler)
+        # On the set: when (loop time) the earliest hidden member shows, as the last empty
+        # look said; None if nothing was hidden.
+        self._hidden_at: float | None = None
+        # The connection a waiting take blocks on (the stream's XREADGROUP, the set's BLPOP),
+        # kept apart from the batcher's: a blocked read holds up every command written behind
+        # it. (It opens on first use.)
+        waits = self._joined and (
+            isinstance(scheduler, RedisStreamScheduler) or scheduler.doorbell is not None
+        )
         self._waiting_lane = (
             Lane(client.connection_pool)
             if waits and not isinstance(client, RedisCluster)  # (joined: never a cluster)
@@ -152,23 +163,25 @@ class RedisDurable(SplitDurable):
             args: tuple[object, ...] = (GROUP, scheduler.consumer, FIELD)
             read = ScriptCall("stream_take", (scheduler.ready,), args)
         else:
-            read = ScriptCall("set_take", (scheduler.schedule,), (to_ms(scheduler.lease),))
+            read = ScriptCall("set_take", scheduler.keys, (to_ms(scheduler.lease),))
         script = self._take_script(read.name)
         batcher = self._redis_checkpointer._batcher
         keys, script_args = read.keys, [len(read.args), *read.args, *claim_args]
         if within <= _GLANCE:
             reply = await batcher.run(script, keys, script_args)
-            return self._taken(reply, alive) if reply else None
+            return self._taken(reply, alive) if reply and reply[0] else None
         if isinstance(scheduler, RedisStreamScheduler):
             if not self._waited:
                 reply = await batcher.run(script, keys, script_args)
                 if reply:
                     return self._taken(reply, alive)
             return await self._wait_and_take(scheduler, within, alive, claim_args)
-        # The set is polled: every look is the one script, on the scheduler's beat.
+        if scheduler.doorbell is not None:
+            return await self._ring_and_take(scheduler, within, alive, script, script_args)
+        # Polled: every look is the one script, on the scheduler's beat.
         async for _ in beats(scheduler.poll, within):
             reply = await batcher.run(script, keys, script_args)
-            if reply:
+            if reply[0]:
                 return self._taken(reply, alive)
         return None
 
@@ -219,6 +232,56 @@ class RedisDurable(SplitDurable):
                 self._waited = False
                 return self._taken(reply, alive)
         return None
+
+    async def _ring_and_take(
+        self,
+        scheduler: RedisSetScheduler,
+        within: timedelta,
+        alive: timedelta,
+        script: AsyncScript,
+        args: list[Any],
+    ) -> Taken | None:
+        """Look, and between empty looks wait for the doorbell: a BLPOP and, right behind it on
+        the same connection, the look (take and claim in one script), which Redis runs as soon
+        as a ring or the block's end lets the BLPOP go. A wait too short to block for is a
+        pause of at most `poll` (see `RedisSetScheduler.wait`)."""
+        loop = asyncio.get_running_loop()
+        end = loop.time() + within.total_seconds()
+        keys = list(scheduler.keys)
+        lane = self._waiting_lane
+        assert lane is not None and scheduler.doorbell is not None
+        reply: Any = None
+        if not self._waited:
+            reply = await self._redis_checkpointer._batcher.run(script, keys, args)
+        while True:
+            if reply is not None:
+                if reply[0]:
+                    self._waited = False
+                    return self._taken(reply, alive)
+                hidden_ms = reply[1]
+                now = loop.time()
+                self._hidden_at = None if hidden_ms is None else now + float(text(hidden_ms)) / 1000
+            now = loop.time()
+            left = end - now
+            if left <= 0:
+                return None
+            hidden = None if self._hidden_at is None else (self._hidden_at - now) * 1000
+            block, pause = scheduler.wait(left, hidden)
+            if block is None:
+                await asyncio.sleep(pause)
+                reply = await self._redis_checkpointer._batcher.run(script, keys, args)
+                continue
+            self._waited = True
+            look = ("EVALSHA", script.sha, len(keys), *keys, *args)
+            # Cancelled mid-wait, the connection is closed, ending the BLPOP before the look
+            # behind it can claim a workflow for a take that is gone.
+            _, reply = await lane.execute(
+                [("BLPOP", scheduler.doorbell, f"{block:.3f}"), look], drop_on_cancel=True
+            )
+            if isinstance(reply, NoScriptError):  # the script cache was emptied: load it
+                reply = await script(keys=keys, args=args)
+            elif isinstance(reply, Exception):
+                raise reply
 
     def _take_script(self, read: str) -> AsyncScript:
         pair = (read, "claim")

@@ -1,7 +1,8 @@
 -- Take the workflow that has been visible longest: hide it for one lease and hand out the
 -- score it now has as the receipt.
--- KEYS[1] = {ns}:schedule   ARGV[1] = lease in ms
--- Returns {workflow, receipt} or nil when nothing is visible.
+-- KEYS[1] = {ns}:schedule   KEYS[2] = {ns}:doorbell (absent: no doorbell)   ARGV[1] = lease in ms
+-- Returns {workflow, receipt}, or when nothing is visible {false, ms until the earliest hidden
+-- member shows (a sleeper's deadline or a lease running out), or false if there is none}.
 --
 -- One script, because reading the lowest member and moving it in two round trips would hand
 -- the same member to two workers.
@@ -9,7 +10,17 @@ local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local first = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1)
 if #first == 0 then
-  return false
+  -- Nothing visible, so every ring still on the doorbell announced a change this look has
+  -- seen: clear them, or a reader about to wait would wake at once for nothing.
+  if KEYS[2] then
+    redis.call('DEL', KEYS[2])
+  end
+  local hidden = redis.call(
+    'ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%d', now), '+inf', 'WITHSCORES', 'LIMIT', 0, 1)
+  if #hidden == 0 then
+    return {false, false}
+  end
+  return {false, tostring(tonumber(hidden[2]) - now)}
 end
 -- A fraction marks the score as a receipt (see set_make_ready.lua), and it is this take's
 -- microsecond within the millisecond (offset by half, so never whole): a member taken, woken

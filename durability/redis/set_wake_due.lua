@@ -1,5 +1,6 @@
 -- The earliest moment a sleeping workflow becomes visible, after `now`.
--- KEYS[1] = {ns}:schedule   ARGV[1] = now in Unix ms, or '' for the server's clock
+-- KEYS[1] = {ns}:schedule   KEYS[2] = {ns}:doorbell (absent: no doorbell)
+-- ARGV[1] = now in Unix ms, or '' for the server's clock
 -- Returns that score, or nil if nothing sleeps.
 --
 -- Being due and being ready are the same score here, so there is nothing to move, except when
@@ -17,6 +18,10 @@ if now > server then
     -- Whole scores only: a fractional one is a pass's receipt, not a sleeper.
     if tonumber(due[i + 1]) % 1 == 0 then
       redis.call('ZADD', KEYS[1], server, due[i])
+      if KEYS[2] then
+        redis.call('LPUSH', KEYS[2], 1)
+        redis.call('LTRIM', KEYS[2], 0, 63)
+      end
     end
   end
 end

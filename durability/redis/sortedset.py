@@ -12,8 +12,20 @@ milliseconds of the server's clock:
 What that buys: being due and being ready are the same score, so there is no timer to move
 sleepers, no pending list, nothing to reclaim (a lapsed lease just makes the score visible
 again) and nothing to trim: a workflow is one member however many wakeups it gets. What it
-costs: there is no blocking read, so `next_ready` polls every `poll`, and that interval is a
-floor under how fast a submission starts.
+costs: a ZSET has no blocking read for "a score at or before now", so the design's reader
+polls every `poll`, and that interval is a floor under how fast a submission starts.
+
+The doorbell (on by default; `doorbell=False` is the design as published, polling alone) lifts
+that floor. `{ns}:doorbell` is a short LIST: every script that makes a member visible, or
+brings the earliest hidden one forward (`make_ready`, `wake_at`), pushes onto it in the same
+script, so a ring exists exactly when its change does. An idle reader blocks on it with `BLPOP`
+for as long as nothing is due: until the earliest hidden member shows (the empty look says
+when), `within` runs out, or `_UNANNOUNCED` passes (the fallback for a member some other code
+wrote with a plain ZADD). A ring wakes one waiting reader, which looks at once. An empty look
+clears the doorbell in the same script: whatever rang before it is already seen, so rings never
+pile up into wakeups for nothing, and with nobody waiting the list is capped at 64 anyway.
+Redis times a blocked command out on its clock tick (100 ms at the default hz), so a wait
+shorter than `_SHORTEST_BLOCK` is not blocked for: the reader polls every `poll` through it.
 
 The one subtlety is the lost wakeup. A workflow is one member, so a wakeup landing mid-pass can
 only be written on top of the member the pass holds. The score a pass took is its receipt and
@@ -25,19 +37,29 @@ whole, so `make_ready` can tell a held member from a waiting one and always step
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
 from durability.interfaces import Delivery, check_workflow, positive, to_ms
 from durability.polling import beats
 from durability.redis.lua import ScriptCall, script
-from durability.redis.namespace import check_namespace, from_ms, key, ms, text
+from durability.redis.namespace import block_slice, check_namespace, from_ms, key, ms, text
 
 __all__ = ["RedisSetScheduler"]
 
+#: With the doorbell, the longest an idle reader waits for a ring before looking anyway.
+_UNANNOUNCED = 2.0
+#: The shortest wait worth a BLPOP: Redis ends a block on its clock tick (every 1/hz s: 100 ms
+#: at the default hz 10), so a shorter one may last a whole tick longer than asked.
+_SHORTEST_BLOCK = 0.25
+#: What a block is cut short by so that, ending on the tick after it, it still ends in time.
+_TICK = 0.1
+
 
 class RedisSetScheduler:
-    """A `Scheduler` over one Redis ZSET. Polls; see the module docstring for the trade."""
+    """A `Scheduler` over one Redis ZSET, woken by a doorbell LIST or, without it, polling;
+    see the module docstring for the trade."""
 
     def __init__(
         self,
@@ -46,12 +68,17 @@ class RedisSetScheduler:
         namespace: str = "durability",
         lease: timedelta = timedelta(seconds=30),
         poll: timedelta = timedelta(milliseconds=50),
+        doorbell: bool = True,
     ) -> None:
         self.lease = positive("lease", lease)
         self.poll = positive("poll", poll)
         self.namespace = check_namespace(namespace)
         self.schedule = key(namespace, "schedule")
+        self.doorbell = key(namespace, "doorbell") if doorbell else None
+        #: The KEYS of every script: the schedule, and the doorbell if there is one.
+        self.keys = (self.schedule,) if self.doorbell is None else (self.schedule, self.doorbell)
         self._redis = redis
+        self._slice = block_slice(redis)
         self._make_ready = script(redis, "set_make_ready")
         self._take = script(redis, "set_take")
         self._done = script(redis, "set_done")
@@ -64,18 +91,47 @@ class RedisSetScheduler:
         return None
 
     async def make_ready(self, workflow: str) -> None:
-        await self._make_ready(keys=[self.schedule], args=[check_workflow(workflow)])
+        await self._make_ready(keys=self.keys, args=[check_workflow(workflow)])
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
-        """Take the longest-visible workflow, looking every `poll` (on a fixed beat: see
-        `durability.polling`) for at most `within`, and once more when `within` is up."""
+        """Take the longest-visible workflow, waiting at most `within`: on the doorbell (see
+        the module docstring), or without one looking every `poll` (on a fixed beat: see
+        `durability.polling`) and once more when `within` is up."""
         positive("within", within)
-        lease = to_ms(self.lease)
-        async for _ in beats(self.poll, within):
-            taken = await self._take(keys=[self.schedule], args=[lease])
-            if taken:
+        args = [to_ms(self.lease)]
+        if self.doorbell is None:
+            async for _ in beats(self.poll, within):
+                taken = await self._take(keys=self.keys, args=args)
+                if taken and taken[0]:
+                    return Delivery(text(taken[0]), text(taken[1]))
+            return None
+        loop = asyncio.get_running_loop()
+        end = loop.time() + within.total_seconds()
+        while True:
+            taken = await self._take(keys=self.keys, args=args)
+            if taken[0]:
                 return Delivery(text(taken[0]), text(taken[1]))
-        return None
+            left = end - loop.time()
+            if left <= 0:
+                return None
+            block, pause = self.wait(left, taken[1])
+            if block is None:
+                await asyncio.sleep(pause)
+            else:
+                await self._redis.blpop([self.doorbell], timeout=block)
+
+    def wait(self, left: float, hidden_ms: object) -> tuple[float | None, float]:
+        """How an empty look is followed, given `left` seconds of the read's `within` and the
+        look's ms until the earliest hidden member shows (None if none): a BLPOP on the
+        doorbell for (seconds, 0), or no block and a pause of (None, seconds) before looking
+        again, when the wait is too short for Redis to time a block out on time."""
+        wait = min(left, _UNANNOUNCED)
+        if hidden_ms is not None:
+            wait = min(wait, max(float(text(hidden_ms)) / 1000, 0.0))
+        if wait < _SHORTEST_BLOCK:
+            return None, min(wait, self.poll.total_seconds())
+        block = wait - _TICK
+        return (block if self._slice is None else min(block, self._slice.total_seconds())), 0.0
 
     async def done(self, delivery: Delivery) -> None:
         """Remove the workflow unless something rescheduled it after the pass took it."""
@@ -91,7 +147,7 @@ class RedisSetScheduler:
         return self._redis
 
     def _wakeup_call(self, workflow: str) -> ScriptCall:
-        return ScriptCall("set_make_ready", (self.schedule,), (check_workflow(workflow),))
+        return ScriptCall("set_make_ready", self.keys, (check_workflow(workflow),))
 
     def _done_call(self, delivery: Delivery) -> ScriptCall:
         workflow = check_workflow(delivery.workflow)
@@ -101,7 +157,7 @@ class RedisSetScheduler:
         """Score the workflow `when`; keeps an earlier wakeup that landed mid-pass. Declines if
         the member is gone (cancelled)."""
         woken = await self._wake_at(
-            keys=[self.schedule],
+            keys=self.keys,
             args=[check_workflow(delivery.workflow), delivery.receipt, ms(when)],
         )
         return bool(woken)
@@ -114,7 +170,7 @@ class RedisSetScheduler:
         `now` ahead of the server's clock pulls the sleepers due by then forward to be ready.
         """
         moment = "" if now is None else str(ms(now))
-        earliest = await self._wake_due(keys=[self.schedule], args=[moment])
+        earliest = await self._wake_due(keys=self.keys, args=[moment])
         return None if earliest is None else from_ms(earliest)
 
     async def reclaim(self, idle: timedelta) -> Delivery | None:

@@ -5,7 +5,8 @@
 --
 -- KEYS: the scheduler's.  ARGV[1] = how many ARGV the take part takes (n); ARGV[2 .. n+1]
 -- are its ARGV, the rest the claim's (budget_ms, alive_ms, ttl_ms).
--- Returns false when nothing was ready, else {{workflow, receipt part}, claim reply or false}.
+-- Returns the take part's own reply when it took nothing (false, or a table whose first item
+-- is false), else {{workflow, receipt part}, claim reply or false}.
 local n = tonumber(ARGV[1])
 local take_args, claim_args = {}, {}
 for i = 2, n + 1 do take_args[#take_args + 1] = ARGV[i] end
@@ -21,8 +22,8 @@ local function claim(KEYS, ARGV)
 end
 
 local taken = take(KEYS, take_args)
-if not taken then
-  return false
+if not taken or not taken[1] then
+  return taken
 end
 local base = 'workflow:{' .. taken[1] .. '}'
 return {taken, claim({base, base .. ':pass', base .. ':order'}, claim_args) or false}
