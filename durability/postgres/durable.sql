@@ -141,8 +141,10 @@ claimed AS (
     RETURNING c.workflow, c.token, c.deadline, xmax::text = '0' AS inserted
 ),
 hidden AS (
+    -- Only wanted when nothing was taken: otherwise a one-time filter skips the scan.
     SELECT min(visible_at) AS at FROM durability.queue
     WHERE queue = %(queue)s AND visible_at > (SELECT t FROM now)
+      AND NOT EXISTS (SELECT FROM taken)
 )
 SELECT taken.workflow,
        taken.receipt,

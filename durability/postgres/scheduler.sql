@@ -54,8 +54,10 @@ taken AS (
 -- kinds never meet.
 -- include: scheduler.sql taking
 hidden AS (
+    -- Only wanted when nothing was taken: otherwise a one-time filter skips the scan.
     SELECT min(visible_at) AS at FROM durability.queue
     WHERE queue = %(queue)s AND visible_at > (SELECT t FROM now)
+      AND NOT EXISTS (SELECT FROM taken)
 )
 SELECT (SELECT workflow FROM taken),
        (SELECT receipt FROM taken),
