@@ -277,7 +277,8 @@ def _composed_digests(template: str) -> dict[str, str]:
 
 
 def count_pg_statements(counts: Counter[str]) -> None:
-    """Count every statement this process's psycopg cursors execute, named by its .sql entry."""
+    """Count every statement this process sends (through psycopg's cursors, and through the
+    batcher's pipelines), named by its .sql entry."""
     from psycopg import AsyncCursor
 
     from durability.postgres.statements import statements
@@ -294,6 +295,18 @@ def count_pg_statements(counts: Counter[str]) -> None:
         return await original(self, query, params, **kwargs)
 
     AsyncCursor.execute = execute  # type: ignore[method-assign]
+
+    # The batcher writes its pipelines with libpq's calls, not through cursors: count there.
+    from durability.postgres import batching
+
+    answer = batching._answer
+
+    async def answered(conn: Any, calls: Any) -> Any:
+        for (text, _), _ in calls:
+            counts[named.get(text, text.split(None, 1)[0].upper() if text.strip() else "?")] += 1
+        return await answer(conn, calls)
+
+    batching._answer = answered
 
 
 async def count_sqlite_statements(

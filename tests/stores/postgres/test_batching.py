@@ -6,12 +6,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 import psycopg
 import pytest
 
 from durability.postgres.batching import Batcher
+from durability.postgres.statements import one
 
 if TYPE_CHECKING:
     from durability.postgres.statements import Pool
@@ -96,6 +98,60 @@ async def test_a_connection_killed_mid_batch_fails_what_did_not_answer(
         else:
             assert isinstance(outcome, Exception), outcome
     assert {0, 1, 2} <= stored  # committed before the connection died
+    # ... and answered before it died: their callers got their rows, not the break.
+    assert outcomes[:3] == [(0,), (1,), (2,)]
     assert any(isinstance(o, Exception) for o in outcomes[4:])
     # The pool carries on with a fresh connection.
     assert await batcher.one("SELECT %(x)s::int", {"x": 5}) == (5,)
+
+
+async def test_every_value_converts_as_it_does_through_a_cursor(pool: Pool) -> None:
+    batcher = Batcher(pool)
+    sql = (
+        "SELECT %(text)s::text, %(small)s::bigint, %(big)s::bigint, %(none)s::text,"
+        " %(span)s::interval, %(moment)s::timestamptz, %(flag)s::bool,"
+        " %(moment)s + %(span)s, %(text)s || %(text)s"
+    )
+    params = [
+        {"text": "é{x}", "small": 3, "big": 2**62, "none": None, "span": timedelta(seconds=1.5),
+         "moment": datetime(2026, 1, 2, 3, 4, 5, 600_000, tzinfo=UTC), "flag": True},
+        {"text": "", "small": -1, "big": 0, "none": "set", "span": timedelta(days=-2),
+         "moment": datetime(1999, 12, 31, tzinfo=UTC), "flag": False},
+    ]
+    batched = await asyncio.gather(*(batcher.one(sql, p) for p in params))
+    alone = [await one(pool, sql, p) for p in params]
+    assert batched == alone
+    assert batched[0] is not None and batched[0][0] == "é{x}" and batched[0][2] == 2**62
+
+
+async def test_statements_prepared_on_a_connection_survive_it_forgetting_them(
+    make_pool: MakePool,
+) -> None:
+    single = await make_pool(size=1)
+    batcher = Batcher(single)
+    sql = "SELECT %(i)s::int * 2"
+    assert await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(3))) == [
+        (0,), (2,), (4,)
+    ]
+    async with single.connection() as conn:
+        await conn.execute("DEALLOCATE ALL")  # what a pooler's reset or DISCARD ALL does
+    assert await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(3))) == [
+        (0,), (2,), (4,)
+    ]
+    assert await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(3, 5))) == [
+        (6,), (8,)
+    ]
+    # Prepared again (not sent alone from then on): the batcher noticed what was forgotten.
+    async with single.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT count(*) FROM pg_prepared_statements WHERE name LIKE 'durability%'"
+        )
+        assert await cursor.fetchone() == (1,)
+
+
+async def test_a_statement_with_a_literal_percent_is_still_sent(pool: Pool) -> None:
+    batcher = Batcher(pool)
+    sql = "SELECT '5%%' || %(x)s::text"
+    assert await asyncio.gather(batcher.one(sql, {"x": "a"}), batcher.one(sql, {"x": "b"})) == [
+        ("5%a",), ("5%b",)
+    ]
