@@ -277,8 +277,8 @@ def _composed_digests(template: str) -> dict[str, str]:
 
 
 def count_pg_statements(counts: Counter[str]) -> None:
-    """Count every statement this process sends (through psycopg's cursors, and through the
-    batcher's pipelines), named by its .sql entry."""
+    """Count every statement this process sends (through psycopg's cursors, and through
+    `wire.exchange`), named by its .sql entry."""
     from psycopg import AsyncCursor
 
     from durability.postgres.statements import statements
@@ -296,17 +296,18 @@ def count_pg_statements(counts: Counter[str]) -> None:
 
     AsyncCursor.execute = execute  # type: ignore[method-assign]
 
-    # The batcher writes its pipelines with libpq's calls, not through cursors: count there.
-    from durability.postgres import batching
+    # Most statements are written with libpq's calls, not through cursors: count there too
+    # (a statement `exchange` hands back to a cursor is then counted twice: it was sent twice).
+    from durability.postgres import wire
 
-    answer = batching._answer
+    exchange = wire.exchange
 
-    async def answered(conn: Any, calls: Any) -> Any:
-        for (text, _), _ in calls:
+    async def exchanged(conn: Any, sent: Any) -> Any:
+        for text, _ in sent:
             counts[named.get(text, text.split(None, 1)[0].upper() if text.strip() else "?")] += 1
-        return await answer(conn, calls)
+        return await exchange(conn, sent)
 
-    batching._answer = answered
+    wire.exchange = exchanged
 
 
 async def count_sqlite_statements(

@@ -16,9 +16,12 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
+from psycopg import AsyncCursor
+
+from durability.postgres import wire
 
 if TYPE_CHECKING:
     from durability.postgres.statements import Pool
@@ -143,3 +146,31 @@ async def make_pool(database_url: str) -> AsyncIterator[MakePool]:
 async def pool(make_pool: MakePool) -> Pool:
     """An open autocommit pool on the session database, closed after the test."""
     return await make_pool()
+
+
+class Counting(AsyncCursor[Any]):
+    """A cursor_factory that marks a pool whose statements are kept in `sent`, whichever way
+    they go: through a cursor, or through `wire.exchange` (see the `counting` fixture). The
+    listener's own LISTEN is left out."""
+
+    sent: ClassVar[list[str]] = []
+
+    async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
+        if not str(query).startswith("LISTEN"):
+            type(self).sent.append(str(query))
+        return await super().execute(query, params, **kwargs)
+
+
+@pytest.fixture
+def counting(monkeypatch: pytest.MonkeyPatch) -> type[Counting]:
+    """`Counting`, emptied, with `wire.exchange` counting for its pools too."""
+    Counting.sent.clear()
+    exchange = wire.exchange
+
+    async def counted(conn: Any, statements: Any) -> Any:
+        if getattr(conn, "cursor_factory", None) is Counting:
+            Counting.sent.extend(str(sql) for sql, _ in statements)
+        return await exchange(conn, statements)
+
+    monkeypatch.setattr(wire, "exchange", counted)
+    return Counting

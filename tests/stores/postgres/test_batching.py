@@ -155,3 +155,19 @@ async def test_a_statement_with_a_literal_percent_is_still_sent(pool: Pool) -> N
     assert await asyncio.gather(batcher.one(sql, {"x": "a"}), batcher.one(sql, {"x": "b"})) == [
         ("5%a",), ("5%b",)
     ]
+
+
+async def test_a_pool_that_must_not_prepare_gets_no_prepared_statements(
+    make_pool: MakePool,
+) -> None:
+    # psycopg's switch for poolers (PgBouncer in transaction mode) that cannot keep them.
+    unprepared = await make_pool(size=1, prepare_threshold=None)
+    batcher = Batcher(unprepared)
+    sql = "SELECT %(i)s::int + 1"
+    assert await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(3))) == [
+        (1,), (2,), (3,)
+    ]
+    assert await one(unprepared, sql, {"i": 9}) == (10,)
+    async with unprepared.connection() as conn:
+        cursor = await conn.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert await cursor.fetchone() == (0,)

@@ -9,15 +9,15 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
-
-from psycopg import AsyncCursor
+from typing import TYPE_CHECKING
 
 from durability.interfaces import Delivery
 from durability.postgres import PostgresCheckpointer, PostgresScheduler
 
 if TYPE_CHECKING:
     from durability.postgres.statements import Pool
+
+    from .conftest import Counting
 
 MakePool = Callable[..., Awaitable["Pool"]]
 LONG_POLL = timedelta(seconds=30)  # longer than any wait below: only a notification can help
@@ -151,18 +151,11 @@ async def test_the_listener_reconnects_after_its_connection_is_killed(
 
 
 async def test_an_idle_reader_reads_once_until_something_is_announced(
-    make_pool: MakePool,
+    make_pool: MakePool, counting: type[Counting]
 ) -> None:
-    statements: list[str] = []
-
-    class Counting(AsyncCursor[Any]):
-        async def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
-            if not str(query).startswith("LISTEN"):  # the listener's own, once
-                statements.append(str(query))
-            return await super().execute(query, params, **options)
-
+    statements = counting.sent
     queue, workflow = _names()
-    pool = await make_pool(cursor_factory=Counting)
+    pool = await make_pool(cursor_factory=counting)
     idle = PostgresScheduler(pool=pool, queue=queue, poll=LONG_POLL)
     other = PostgresScheduler(pool=await make_pool(size=1), queue=queue, notify=False)
     try:

@@ -10,15 +10,15 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
-
-from psycopg import AsyncCursor
+from typing import TYPE_CHECKING
 
 from durability.interfaces import Taken
 from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
 
 if TYPE_CHECKING:
     from durability.postgres.statements import Pool
+
+    from .conftest import Counting
 
 MakePool = Callable[..., Awaitable["Pool"]]
 LEASE = timedelta(seconds=2)
@@ -38,15 +38,6 @@ def _durable(
     return PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
 
 
-class _Counting(AsyncCursor[Any]):
-    """Keeps the text of every statement executed through it (but the listener's LISTEN)."""
-
-    sent: ClassVar[list[str]] = []
-
-    async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        if not str(query).startswith("LISTEN"):
-            type(self).sent.append(str(query))
-        return await super().execute(query, params, **kwargs)
 
 
 async def test_take_hands_out_the_delivery_and_a_claim_carrying_the_checkpoint(
@@ -114,15 +105,15 @@ async def test_take_of_a_workflow_a_live_pass_holds_hands_out_no_claim(pool: Poo
         await durable.scheduler.close()
 
 
-async def test_take_is_one_statement(make_pool: MakePool) -> None:
-    counted = await make_pool(size=1, cursor_factory=_Counting)
+async def test_take_is_one_statement(make_pool: MakePool, counting: type[Counting]) -> None:
+    counted = await make_pool(size=1, cursor_factory=counting)
     durable = _durable(counted)
     workflow = _unique("one")
     try:
         await durable.arrive(workflow, "order", 1)
-        _Counting.sent.clear()
+        counting.sent.clear()
         taken = await durable.take(SHORT, BUDGET, LEASE)
-        sent = list(_Counting.sent)
+        sent = list(counting.sent)
     finally:
         await durable.scheduler.close()
     assert taken is not None and taken.holder is not None
@@ -132,28 +123,28 @@ async def test_take_is_one_statement(make_pool: MakePool) -> None:
 
 
 async def test_an_idle_take_reads_once_until_something_is_announced(
-    make_pool: MakePool,
+    make_pool: MakePool, counting: type[Counting]
 ) -> None:
-    counted = await make_pool(cursor_factory=_Counting)
+    counted = await make_pool(cursor_factory=counting)
     queue, workflow = _unique("q"), _unique("late")
     idle = _durable(counted, queue=queue, poll=LONG_POLL)
     other = PostgresScheduler(pool=await make_pool(size=1), queue=queue, notify=False)
     try:
-        _Counting.sent.clear()
+        counting.sent.clear()
         for _ in range(3):
             assert await idle.take(timedelta(milliseconds=100), BUDGET, LEASE) is None
             assert await idle.scheduler.wake_due() is None
-        assert len(_Counting.sent) == 1, _Counting.sent  # one read; the quiet after it is known
+        assert len(counting.sent) == 1, counting.sent  # one read; the quiet after it is known
         # A blocked take is ended by the notification, not by the 30 s poll.
         reader = asyncio.create_task(idle.take(timedelta(seconds=5), BUDGET, LEASE))
         await asyncio.sleep(0.2)
         assert not reader.done()
-        assert len(_Counting.sent) == 1, _Counting.sent
+        assert len(counting.sent) == 1, counting.sent
         await other.make_ready(workflow)
         taken = await reader
         assert taken is not None and taken.delivery.workflow == workflow
         assert taken.holder is not None
-        assert len(_Counting.sent) == 2, _Counting.sent
+        assert len(counting.sent) == 2, counting.sent
     finally:
         await idle.scheduler.close()
 

@@ -11,15 +11,15 @@ import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
-
-from psycopg import AsyncCursor
+from typing import TYPE_CHECKING
 
 from durability.interfaces import Delivery, Pass
 from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
 
 if TYPE_CHECKING:
     from durability.postgres.statements import Pool
+
+    from .conftest import Counting
 
 MakePool = Callable[..., Awaitable["Pool"]]
 TICK = timedelta(milliseconds=50)
@@ -102,14 +102,6 @@ async def test_a_write_committed_under_the_claim_s_snapshot_is_never_missed(
     assert await checkpointer.load(workflow) == {"late": 1}
 
 
-class _Counting(AsyncCursor[Any]):
-    """Keeps the text of every statement executed through it."""
-
-    sent: ClassVar[list[str]] = []
-
-    async def execute(self, query: Any, params: Any = None, **kwargs: Any) -> Any:
-        type(self).sent.append(str(query))
-        return await super().execute(query, params, **kwargs)
 
 
 async def _delivered_and_claimed(durable: PostgresDurable, workflow: str) -> tuple[Delivery, Pass]:
@@ -122,15 +114,17 @@ async def _delivered_and_claimed(durable: PostgresDurable, workflow: str) -> tup
     return delivery, holder
 
 
-async def test_finish_releases_and_answers_in_one_statement(make_pool: MakePool) -> None:
-    counted = await make_pool(size=1, cursor_factory=_Counting)
+async def test_finish_releases_and_answers_in_one_statement(
+    make_pool: MakePool, counting: type[Counting]
+) -> None:
+    counted = await make_pool(size=1, cursor_factory=counting)
     durable = durable_over(counted)
     workflow = _unique("one")
     delivery, holder = await _delivered_and_claimed(durable, workflow)
 
-    _Counting.sent.clear()
+    counting.sent.clear()
     await durable.finish(holder, delivery)
-    sent = list(_Counting.sent)
+    sent = list(counting.sent)
     await durable.scheduler.close()
 
     assert len(sent) == 1

@@ -1,0 +1,211 @@
+"""`exchange`: statements sent with libpq's own calls (psycopg's `pq` layer), each prepared
+once per connection and then sent as Bind and Execute, in pipeline mode with a Sync after each,
+so every one is its own transaction whatever else travels with it.
+
+Why not a cursor: psycopg's cursor and pipeline machinery costs about 0.16 ms of client CPU a
+statement on the machine of `results/`, this path about 0.05 ms. A worker at capacity is
+bounded by that CPU, and an idle one pays it, several times over on a CPU that sat idle, on
+the way from a notification to its pass. Values are still dumped and rows loaded by psycopg's
+own adapters (a `Transformer` of the connection), so every type converts exactly as through a
+cursor.
+
+A connection whose `prepare_threshold` is None (psycopg's switch for poolers such as
+PgBouncer in transaction mode, which cannot keep a session's prepared statements) gets each
+statement parsed every time instead.
+
+Only the plain case is taken here; anything else is left to the cursor, which knows every
+rule: a statement whose text holds a `%` other than `%(name)s` placeholders, parameters that
+are not a mapping, a libpq without pipeline mode (before 14), and any statement that failed
+(sent again through a cursor, it raises its own error; it rolled back, so that is a retry of a
+transaction that did not happen). A connection that breaks is reported as broken for every
+statement that had not answered (whether those committed is unknown, as ever), and closed.
+A connection left owing answers any other way (cancelled mid-read, say) is closed too: it
+cannot go back to a pool like that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import re
+import weakref
+from collections.abc import Mapping, Sequence
+from functools import cache
+from typing import Any, Final
+
+import psycopg
+from psycopg import abc, pq
+from psycopg.adapt import PyFormat, Transformer
+from psycopg.rows import TupleRow
+
+__all__ = ["AGAIN", "CAN_PIPELINE", "Outcome", "exchange"]
+
+#: Whether this libpq can pipeline (14+); without it every statement goes through a cursor.
+CAN_PIPELINE: Final = pq.version() >= 140000 and hasattr(pq.PGconn, "enter_pipeline_mode")
+
+
+class _Again:
+    """The outcome of a statement to send again through a cursor (see the module doc)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "AGAIN"
+
+
+AGAIN: Final = _Again()
+#: What became of one statement: its first row (None: no row), AGAIN, or the connection's
+#: break, if it broke before the statement answered.
+Outcome = tuple[Any, ...] | None | _Again | psycopg.OperationalError
+
+_Status = pq.ExecStatus
+_PLACEHOLDER = re.compile(r"%\((\w+)\)s|%")
+_Key = tuple[bytes, tuple[int, ...]]
+
+#: Per connection, the statements prepared on it: (text, parameter types) -> name.
+_PREPARED: weakref.WeakKeyDictionary[Any, dict[_Key, bytes]] = weakref.WeakKeyDictionary()
+_NAMES = itertools.count()
+
+
+@cache
+def _compiled(sql: str) -> tuple[bytes, tuple[str, ...]] | None:
+    """`sql` with `$1, $2, ...` for its `%(name)s` placeholders, or None if it holds any other
+    `%` (which psycopg would read as an escape or a positional placeholder)."""
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            raise ValueError(sql)
+        if name not in names:
+            names.append(name)
+        return f"${names.index(name) + 1}"
+
+    try:
+        text = _PLACEHOLDER.sub(number, sql)
+    except ValueError:
+        return None
+    return text.encode(), tuple(names)
+
+
+async def exchange(conn: Any, statements: Sequence[tuple[str, object]]) -> list[Outcome]:
+    """Send `statements` ((sql, params) each) down `conn`, an autocommit connection nobody
+    else is using, in one pipeline; what became of each, in order."""
+    if not CAN_PIPELINE:
+        return [AGAIN] * len(statements)
+    pgconn: pq.abc.PGconn = conn.pgconn
+    transformer: abc.Transformer = Transformer(conn)
+    prepared = _PREPARED.setdefault(conn, {})
+    preparing = getattr(conn, "prepare_threshold", 5) is not None
+    outcomes: list[Outcome] = [AGAIN] * len(statements)
+    # The index of each statement sent, and the key it prepared under (None: prepared before).
+    sent: list[tuple[int, _Key | None]] = []
+    answered = 0
+    try:
+        pgconn.enter_pipeline_mode()
+        for index, (sql, params) in enumerate(statements):
+            compiled = _compiled(sql)
+            if compiled is None or not isinstance(params, Mapping):
+                continue
+            text, names = compiled
+            values = transformer.dump_sequence(
+                [params[name] for name in names], [PyFormat.AUTO] * len(names)
+            )
+            key = (text, tuple(transformer.types or ()))
+            if not preparing:  # the connection says not to (a pooler that cannot keep them)
+                pgconn.send_query_params(
+                    text, values, param_types=key[1], param_formats=transformer.formats
+                )
+                pgconn.pipeline_sync()
+                sent.append((index, None))
+                continue
+            name = prepared.get(key)
+            fresh = name is None
+            if name is None:
+                # Counted as prepared at once, so a second statement like it in this pipeline
+                # binds it too (the Parse is ahead of it on the wire); forgotten if it failed.
+                name = prepared[key] = f"durability_{next(_NAMES)}".encode()
+                pgconn.send_prepare(name, text, param_types=key[1])
+            pgconn.send_query_prepared(name, values, param_formats=transformer.formats)
+            pgconn.pipeline_sync()
+            sent.append((index, key if fresh else None))
+        while pgconn.flush():
+            await _ready(pgconn.socket, write=True)
+        for index, fresh_key in sent:
+            results = await _until_sync(pgconn)
+            answered += 1
+            outcomes[index] = _outcome(results, fresh_key, prepared, transformer)
+        pgconn.exit_pipeline_mode()
+    except psycopg.OperationalError:
+        pgconn.finish()  # owes answers it will never give
+        _PREPARED.pop(conn, None)
+        broken = psycopg.OperationalError("the connection broke before the statement answered")
+        for index, _ in sent[answered:]:
+            outcomes[index] = broken
+    except BaseException:
+        pgconn.finish()
+        _PREPARED.pop(conn, None)
+        raise
+    return outcomes
+
+
+def _outcome(
+    results: list[pq.abc.PGresult],
+    fresh_key: _Key | None,
+    prepared: dict[_Key, bytes],
+    transformer: abc.Transformer,
+) -> Outcome:
+    """One statement's outcome from its results (its Parse's first, if it sent one)."""
+    if fresh_key is not None:
+        if not results or results[0].status != _Status.COMMAND_OK:
+            prepared.pop(fresh_key, None)
+            return AGAIN
+        results = results[1:]
+    result = results[-1] if results else None
+    if result is None or result.status not in (_Status.TUPLES_OK, _Status.COMMAND_OK):
+        if result is not None and result.error_field(pq.DiagnosticField.SQLSTATE) == b"26000":
+            prepared.clear()  # the session lost its prepared statements (DEALLOCATE ALL)
+        return AGAIN
+    if result.status == _Status.TUPLES_OK and result.ntuples:
+        transformer.set_pgresult(result)
+        row: TupleRow = transformer.load_row(0, tuple)
+        return row
+    return None
+
+
+async def _until_sync(pgconn: pq.abc.PGconn) -> list[pq.abc.PGresult]:
+    """The results of one statement (and its Parse, if any), up to the Sync after it."""
+    results: list[pq.abc.PGresult] = []
+    while True:
+        if pgconn.is_busy():
+            await _ready(pgconn.socket, write=False)
+            pgconn.consume_input()
+            continue
+        result = pgconn.get_result()
+        if result is None:  # the end of one command's results
+            continue
+        if result.status == _Status.PIPELINE_SYNC:
+            return results
+        results.append(result)
+
+
+async def _ready(fileno: int, *, write: bool) -> None:
+    """Wait until the socket can be read (or written)."""
+    loop = asyncio.get_running_loop()
+    ready = loop.create_future()
+
+    def wake() -> None:
+        if not ready.done():
+            ready.set_result(None)
+
+    if write:
+        loop.add_writer(fileno, wake)
+    else:
+        loop.add_reader(fileno, wake)
+    try:
+        await ready
+    finally:
+        if write:
+            loop.remove_writer(fileno)
+        else:
+            loop.remove_reader(fileno)
