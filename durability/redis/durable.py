@@ -254,14 +254,13 @@ class RedisDurable(SplitDurable):
         if not self._waited:
             reply = await self._redis_checkpointer._batcher.run(script, keys, args)
         while True:
+            now = loop.time()
             if reply is not None:
                 if reply[0]:
                     self._waited = False
                     return self._taken(reply, alive)
                 hidden_ms = reply[1]
-                now = loop.time()
                 self._hidden_at = None if hidden_ms is None else now + float(text(hidden_ms)) / 1000
-            now = loop.time()
             left = end - now
             if left <= 0:
                 return None
