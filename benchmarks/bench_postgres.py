@@ -9,8 +9,9 @@ database of its own (`durability_bench_<random>`), created, migrated and dropped
 - make_ready (from another pool) -> a blocked next_ready returning, open loop at 20/s, with
   notifications (LISTEN/NOTIFY) and without (the 50 ms poll);
 - statements and server round trips per public operation, counted on the client: a cursor that
-  counts `execute`, and a connection that counts every exchange that actually waited on the
-  server (BEGIN and COMMIT included);
+  counts `execute`, a connection that counts every exchange that actually waited on the
+  server (BEGIN and COMMIT included), and `wire.exchange`, the libpq path most statements
+  take (each call one round trip, however many statements it pipelines);
 - what an idle worker costs: statements a second of a next_ready loop (plus its wake_due timer),
   and of a whole idle `work()`, counted on the client and from pg_stat_database (transactions
   committed in the benchmark's database, which nobody else uses).
@@ -51,6 +52,7 @@ from durability.postgres import (
     PostgresScheduler,
     SqlEffect,
     migrate,
+    wire,
 )
 
 RESULTS = Path(__file__).resolve().parent.parent / "results" / "bench_postgres.json"
@@ -71,6 +73,21 @@ class Tally:
 
 
 TALLY = Tally()
+
+
+def _count_exchanges() -> None:
+    """Count what `wire.exchange` sends on a counted pool's connections: the statements, and
+    one round trip per call (its pipeline is written at once and read to its last Sync)."""
+    exchange = wire.exchange
+
+    async def counted(conn: Any, sent: Any) -> Any:
+        if isinstance(conn, CountingConnection):
+            for sql, _ in sent:
+                TALLY.statements[_verb(sql)] += 1
+            TALLY.round_trips += 1
+        return await exchange(conn, sent)
+
+    wire.exchange = counted
 
 
 def _verb(query: Any) -> str:
@@ -367,6 +384,7 @@ async def _idle(url: str, prefix: str, seconds: float, kind: str) -> dict[str, A
 
 
 async def main(iterations: int, idle_seconds: float) -> None:
+    _count_exchanges()
     server = os.environ.get("POSTGRES_URL", "postgresql://postgres@127.0.0.1:5432")
     prefix = f"bench-{uuid.uuid4().hex[:8]}"
     async with _database(server) as url:
