@@ -80,12 +80,12 @@ def _count_exchanges() -> None:
     one round trip per call (its pipeline is written at once and read to its last Sync)."""
     exchange = wire.exchange
 
-    async def counted(conn: Any, sent: Any) -> Any:
+    async def counted(conn: Any, sent: Any, *more: Any) -> Any:
         if isinstance(conn, CountingConnection):
             for sql, _ in sent:
                 TALLY.statements[_verb(sql)] += 1
             TALLY.round_trips += 1
-        return await exchange(conn, sent)
+        return await exchange(conn, sent, *more)
 
     wire.exchange = counted
 

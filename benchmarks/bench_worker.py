@@ -302,10 +302,10 @@ def count_pg_statements(counts: Counter[str]) -> None:
 
     exchange = wire.exchange
 
-    async def exchanged(conn: Any, sent: Any) -> Any:
+    async def exchanged(conn: Any, sent: Any, *more: Any) -> Any:
         for text, _ in sent:
             counts[named.get(text, text.split(None, 1)[0].upper() if text.strip() else "?")] += 1
-        return await exchange(conn, sent)
+        return await exchange(conn, sent, *more)
 
     wire.exchange = exchanged
 

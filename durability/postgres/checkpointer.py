@@ -118,7 +118,8 @@ class PostgresCheckpointer:
             "value": encoded,
         }
         for _ in range(_RACES):
-            row = await self._batcher.one(_SQL["record"], params)
+            # One transaction with the turn's other records: they share one commit's WAL flush.
+            row = await self._batcher.one(_SQL["record"], params, together=True)
             assert row is not None  # a SELECT of three scalars always yields a row
             live, written, held = row
             if not live:

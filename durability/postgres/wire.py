@@ -29,7 +29,7 @@ import asyncio
 import itertools
 import re
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from functools import cache
 from typing import Any, Final
 
@@ -88,65 +88,151 @@ def _compiled(sql: str) -> tuple[bytes, tuple[str, ...]] | None:
     return text.encode(), tuple(names)
 
 
-async def exchange(conn: Any, statements: Sequence[tuple[str, object]]) -> list[Outcome]:
+async def exchange(
+    conn: Any,
+    statements: Sequence[tuple[str, object]],
+    together: Collection[int] = (),
+) -> list[Outcome]:
     """Send `statements` ((sql, params) each) down `conn`, an autocommit connection nobody
-    else is using, in one pipeline; what became of each, in order."""
+    else is using, in one pipeline; what became of each, in order.
+
+    `together` names (by index, in the order to send them) statements to send last, as ONE
+    transaction (BEGIN, them, COMMIT): they commit at once or not at all, so each gets its row
+    only once the COMMIT has answered, and if any of them fails they all come back AGAIN (the
+    transaction rolled back; sent alone, each says why). The transaction waits at most
+    `GROUP_LOCK_WAIT` for any lock, so one member stuck behind another transaction's lock
+    holds the others back no longer than that: they all fail, and go alone. Fewer than two:
+    nothing is wrapped."""
     if not CAN_PIPELINE:
         return [AGAIN] * len(statements)
     pgconn: pq.abc.PGconn = conn.pgconn
-    transformer: abc.Transformer = Transformer(conn)
-    prepared = _PREPARED.setdefault(conn, {})
-    preparing = getattr(conn, "prepare_threshold", 5) is not None
+    writer = _Writer(conn)
     outcomes: list[Outcome] = [AGAIN] * len(statements)
-    # The index of each statement sent, and the key it prepared under (None: prepared before).
+    group = list(dict.fromkeys(together))  # in the order given
+    if len(group) < 2:
+        group = []
+    rest = [index for index in range(len(statements)) if index not in set(group)]
+    # What was sent, in order: a statement's index and the key it prepared under (None:
+    # prepared before), or a marker (_BEGIN, _BOUND, _COMMIT) around the group.
     sent: list[tuple[int, _Key | None]] = []
+    members: list[int] = []  # the group's statements actually sent
     answered = 0
+    committed = False
     try:
         pgconn.enter_pipeline_mode()
-        for index, (sql, params) in enumerate(statements):
-            compiled = _compiled(sql)
-            if compiled is None or not isinstance(params, Mapping):
-                continue
-            text, names = compiled
-            values = transformer.dump_sequence(
-                [params[name] for name in names], [PyFormat.AUTO] * len(names)
-            )
-            key = (text, tuple(transformer.types or ()))
-            if not preparing:  # the connection says not to (a pooler that cannot keep them)
-                pgconn.send_query_params(
-                    text, values, param_types=key[1], param_formats=transformer.formats
-                )
-                pgconn.pipeline_sync()
-                sent.append((index, None))
-                continue
-            name = prepared.get(key)
-            fresh = name is None
-            if name is None:
-                # Counted as prepared at once, so a second statement like it in this pipeline
-                # binds it too (the Parse is ahead of it on the wire); forgotten if it failed.
-                name = prepared[key] = f"durability_{next(_NAMES)}".encode()
-                pgconn.send_prepare(name, text, param_types=key[1])
-            pgconn.send_query_prepared(name, values, param_formats=transformer.formats)
-            pgconn.pipeline_sync()
-            sent.append((index, key if fresh else None))
+        for index in rest:
+            writer.send(*statements[index], index, sent)
+        if group:
+            writer.mark(b"BEGIN")
+            sent.append((_BEGIN, None))
+            writer.mark(_BOUND_LOCK_WAIT)
+            sent.append((_BOUND, None))
+            for index in group:
+                if writer.send(*statements[index], index, sent):
+                    members.append(index)
+            writer.mark(b"COMMIT")
+            sent.append((_COMMIT, None))
         while pgconn.flush():
             await _ready(pgconn.socket, write=True)
+        begun = False
         for index, fresh_key in sent:
             results = await _until_sync(pgconn)
             answered += 1
-            outcomes[index] = _outcome(results, fresh_key, prepared, transformer)
+            if index == _BEGIN:
+                begun = _status_is(results, b"BEGIN")
+            elif index == _BOUND:
+                begun = begun and _status_is(results, b"SET")
+            elif index == _COMMIT:
+                committed = begun and _status_is(results, b"COMMIT")
+                if not committed or any(outcomes[i] is AGAIN for i in members):
+                    for member in members:  # rolled back, all of them: each goes alone
+                        outcomes[member] = AGAIN
+            else:
+                outcomes[index] = _outcome(results, fresh_key, writer.prepared, writer.transformer)
         pgconn.exit_pipeline_mode()
     except psycopg.OperationalError:
         pgconn.finish()  # owes answers it will never give
         _PREPARED.pop(conn, None)
         broken = psycopg.OperationalError("the connection broke before the statement answered")
         for index, _ in sent[answered:]:
-            outcomes[index] = broken
+            if index >= 0:
+                outcomes[index] = broken
+        if not committed:  # answered, but whether their transaction committed is unknown
+            for member in members:
+                outcomes[member] = broken
     except BaseException:
         pgconn.finish()
         _PREPARED.pop(conn, None)
         raise
     return outcomes
+
+
+class _Writer:
+    """Writes statements onto one connection in pipeline mode, each followed by a Sync."""
+
+    __slots__ = ("pgconn", "prepared", "preparing", "transformer")
+
+    def __init__(self, conn: Any) -> None:
+        self.pgconn: pq.abc.PGconn = conn.pgconn
+        self.transformer: abc.Transformer = Transformer(conn)
+        self.prepared = _PREPARED.setdefault(conn, {})
+        self.preparing = getattr(conn, "prepare_threshold", 5) is not None
+
+    def mark(self, command: bytes) -> None:
+        """A bare command of the group's own (BEGIN, its lock bound, COMMIT)."""
+        self.pgconn.send_query_params(command, None)
+        self.pgconn.pipeline_sync()
+
+    def send(
+        self, sql: str, params: object, index: int, sent: list[tuple[int, _Key | None]]
+    ) -> bool:
+        """Write one statement and note it in `sent`; False if it is left to a cursor."""
+        compiled = _compiled(sql)
+        if compiled is None or not isinstance(params, Mapping):
+            return False
+        text, names = compiled
+        transformer = self.transformer
+        values = transformer.dump_sequence(
+            [params[name] for name in names], [PyFormat.AUTO] * len(names)
+        )
+        key = (text, tuple(transformer.types or ()))
+        pgconn = self.pgconn
+        if not self.preparing:  # the connection says not to (a pooler that cannot keep them)
+            pgconn.send_query_params(
+                text, values, param_types=key[1], param_formats=transformer.formats
+            )
+            pgconn.pipeline_sync()
+            sent.append((index, None))
+            return True
+        name = self.prepared.get(key)
+        fresh = name is None
+        if name is None:
+            # Counted as prepared at once, so a second statement like it in this pipeline
+            # binds it too (the Parse is ahead of it on the wire); forgotten if it failed.
+            name = self.prepared[key] = f"durability_{next(_NAMES)}".encode()
+            pgconn.send_prepare(name, text, param_types=key[1])
+        pgconn.send_query_prepared(name, values, param_formats=transformer.formats)
+        pgconn.pipeline_sync()
+        sent.append((index, key if fresh else None))
+        return True
+
+
+#: Markers in `exchange`'s list of what was sent.
+_BEGIN: Final = -1
+_BOUND: Final = -2
+_COMMIT: Final = -3
+
+#: The longest a `together` transaction waits for a lock (see `exchange`).
+GROUP_LOCK_WAIT: Final = "50ms"
+_BOUND_LOCK_WAIT: Final = f"SET LOCAL lock_timeout = '{GROUP_LOCK_WAIT}'".encode()
+
+
+def _status_is(results: list[pq.abc.PGresult], tag: bytes) -> bool:
+    """Whether a BEGIN or COMMIT answered with `tag` (a failed transaction's COMMIT answers
+    ROLLBACK, and no error)."""
+    return bool(results) and results[-1].status == _Status.COMMAND_OK and (
+        results[-1].command_status == tag
+    )
 
 
 def _outcome(

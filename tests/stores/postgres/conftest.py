@@ -167,10 +167,10 @@ def counting(monkeypatch: pytest.MonkeyPatch) -> type[Counting]:
     Counting.sent.clear()
     exchange = wire.exchange
 
-    async def counted(conn: Any, statements: Any) -> Any:
+    async def counted(conn: Any, statements: Any, *more: Any) -> Any:
         if getattr(conn, "cursor_factory", None) is Counting:
             Counting.sent.extend(str(sql) for sql, _ in statements)
-        return await exchange(conn, statements)
+        return await exchange(conn, statements, *more)
 
     monkeypatch.setattr(wire, "exchange", counted)
     return Counting

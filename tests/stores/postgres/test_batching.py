@@ -171,3 +171,81 @@ async def test_a_pool_that_must_not_prepare_gets_no_prepared_statements(
     async with unprepared.connection() as conn:
         cursor = await conn.execute("SELECT count(*) FROM pg_prepared_statements")
         assert await cursor.fetchone() == (0,)
+
+
+# Statements marked `together` (a worker's records): one transaction between them, one commit.
+
+
+async def test_statements_marked_together_commit_as_one_transaction(
+    pool: Pool, table: str
+) -> None:
+    batcher = Batcher(pool)
+    insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n, txid_current()"
+    calls = [batcher.one(insert, {"n": n}, together=n < 6) for n in range(9)]
+    rows = [row for row in await asyncio.gather(*calls) if row is not None]
+    assert [n for n, _ in rows] == list(range(9))
+    assert len({txid for _, txid in rows[:6]}) == 1  # the six marked: one transaction
+    assert len({txid for _, txid in rows[6:]}) == 3  # the rest: one each
+    assert rows[6][1] not in {txid for _, txid in rows[:6]}
+    assert await _rows(pool, table) == set(range(9))
+
+
+async def test_a_failure_in_a_together_group_sends_each_alone_and_only_it_fails(
+    pool: Pool, table: str
+) -> None:
+    batcher = Batcher(pool)
+    insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n, txid_current()"
+    calls = [
+        batcher.one("SELECT 1 / %(zero)s::int, 0", {"zero": 0}, together=True) if n == 3
+        else batcher.one(insert, {"n": n}, together=True)
+        for n in range(6)
+    ]
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    assert isinstance(outcomes[3], psycopg.errors.DivisionByZero)
+    good = [0, 1, 2, 4, 5]
+    rows = [outcomes[n] for n in good]
+    assert [row[0] for row in rows if isinstance(row, tuple)] == good
+    # The group rolled back whole, and each went again alone: five transactions, each once.
+    assert len({row[1] for row in rows if isinstance(row, tuple)}) == 5
+    assert await _rows(pool, table) == set(good)
+
+
+async def test_a_connection_killed_inside_a_group_answers_no_member_with_a_row(
+    pool: Pool, table: str
+) -> None:
+    batcher = Batcher(pool)
+    insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n"
+    calls = [batcher.one(insert, {"n": n}, together=True) for n in range(3)]
+    calls.append(batcher.one("SELECT pg_terminate_backend(pg_backend_pid())", {}, together=True))
+    calls.append(batcher.one(insert, {"n": 9}))  # outside the group, sent (and committed) first
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    # The members answered rows before the kill, but their transaction never committed:
+    # a row would say "written" of something that is not there.
+    assert all(isinstance(outcome, psycopg.OperationalError) for outcome in outcomes[:4])
+    assert outcomes[4] == (9,)
+    assert await _rows(pool, table) == {9}
+    assert await batcher.one("SELECT %(x)s::int", {"x": 5}, together=True) == (5,)
+
+
+async def test_a_member_stuck_behind_a_lock_does_not_hold_the_others_back(
+    pool: Pool, make_pool: MakePool, table: str
+) -> None:
+    async with pool.connection() as conn:
+        await conn.execute(f"INSERT INTO {table} (n) VALUES (100)")
+    holder_pool = await make_pool(autocommit=False)
+    async with holder_pool.connection() as holder:
+        await holder.execute(f"SELECT n FROM {table} WHERE n = 100 FOR UPDATE")  # held
+        batcher = Batcher(pool)
+        insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n"
+        free = [asyncio.ensure_future(batcher.one(insert, {"n": n}, together=True))
+                for n in range(3)]
+        stuck = asyncio.ensure_future(batcher.one(
+            f"UPDATE {table} SET n = 101 WHERE n = 100 RETURNING n", {}, together=True
+        ))
+        # The group gives up on its lock wait, and each goes alone: the free ones commit
+        # while the lock is still held (a generous bound: they would wait forever otherwise).
+        assert await asyncio.wait_for(asyncio.gather(*free), 30) == [(0,), (1,), (2,)]
+        assert not stuck.done()
+        await holder.rollback()
+    assert await asyncio.wait_for(stuck, 30) == (101,)
+    assert await _rows(pool, table) == {0, 1, 2, 101}

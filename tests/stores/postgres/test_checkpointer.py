@@ -5,6 +5,7 @@ works), that ids are bound rather than spliced, and that the database's clock is
 from __future__ import annotations
 
 import ast
+import asyncio
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
@@ -13,7 +14,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from durability.codec import Unencodable
-from durability.interfaces import Recorded
+from durability.interfaces import Fenced, Recorded
 from durability.postgres import (
     PostgresCheckpointer,
     PostgresDurable,
@@ -182,3 +183,28 @@ async def test_a_durable_needs_both_halves_on_one_pool(
     other = await make_pool(size=1)
     with pytest.raises(ValueError, match="same pool"):
         PostgresDurable(PostgresCheckpointer(pool=pool), PostgresScheduler(pool=other))
+
+
+async def test_records_of_one_turn_share_one_commit_and_a_fenced_one_fails_alone(
+    pool: Pool,
+) -> None:
+    checkpointer = PostgresCheckpointer(pool=pool)
+    workflows = [_workflow() for _ in range(5)]
+    holders = [await checkpointer.claim(workflow, LONG, LONG) for workflow in workflows]
+    assert all(holder is not None for holder in holders)
+    live = [holder for holder in holders if holder is not None]
+    await checkpointer.discard(workflows[2])  # raises the fence under the third pass
+    outcomes = await asyncio.gather(
+        *(checkpointer.record(holder, "step", {"n": n}) for n, holder in enumerate(live)),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[2], Fenced)
+    assert [outcomes[n] for n in (0, 1, 3, 4)] == [Recorded({"n": n}, True) for n in (0, 1, 3, 4)]
+    async with pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT workflow, xmin::text FROM durability.records WHERE workflow = ANY(%s)",
+            [workflows],
+        )
+        written = dict(await cursor.fetchall())
+    assert sorted(written) == sorted(workflows[n] for n in (0, 1, 3, 4))
+    assert len(set(written.values())) == 1  # one transaction: one commit, one WAL flush
