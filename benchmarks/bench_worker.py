@@ -184,6 +184,8 @@ class CountedDurable:
             Checkpointer, Counting(durable.checkpointer, counts, "checkpointer")
         )
         self.scheduler = cast(Scheduler, Counting(durable.scheduler, counts, "scheduler"))
+        if hasattr(durable, "readers"):  # what the store asks `work` for, counted or not
+            self.readers = durable.readers
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
         return await self._durable.arrive(workflow, key, value)
@@ -307,7 +309,7 @@ def count_pg_statements(counts: Counter[str]) -> None:
             counts[named.get(text, text.split(None, 1)[0].upper() if text.strip() else "?")] += 1
         return await exchange(conn, sent, *more)
 
-    wire.exchange = exchanged
+    wire.exchange = exchanged  # type: ignore[assignment]
 
 
 async def count_sqlite_statements(

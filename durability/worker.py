@@ -42,6 +42,9 @@ from durability.stepwise import Blocked, Completed, Run, Sleeping, resume
 T = TypeVar("T")
 #: How long shutdown waits for a running pass to stop and hand its workflow back.
 SHUTDOWN = timedelta(seconds=5)
+#: How many takes a busy worker keeps in flight at once, for a store that does not say
+#: (`work`'s `readers`): each is a script or statement of its own on most stores.
+READERS = 8
 #: How long after a write the delivery is renewed, unless the pass has ended by then.
 NUDGE = timedelta(milliseconds=100)
 log = logging.getLogger("durability.worker")
@@ -502,7 +505,7 @@ async def work(
     within: timedelta = timedelta(seconds=5),
     contended: timedelta | None = None,
     sweep: timedelta = timedelta(seconds=5),
-    readers: int = 8,
+    readers: int | None = None,
     observer: Observer | None = None,
     clock: Callable[[], datetime] = utcnow,
 ) -> None:
@@ -514,11 +517,15 @@ async def work(
     blocking read; `contended` is how long to wait before looking again at a workflow another
     live pass holds (one tick unless given); `sweep` is how often the timer looks for deadlines
     it was not told about (set by other workers); `readers` caps how many takes a busy worker
-    keeps in flight at once (an idle one keeps one). Cancelling `work` hands every running workflow
+    keeps in flight at once (an idle one keeps one): by default the store's own `readers`
+    attribute if it has one (Postgres answers a turn's takes with one statement, so it asks
+    for many), else `READERS`. Cancelling `work` hands every running workflow
     back to the queue, waiting at most `SHUTDOWN` for a store that does not answer.
     """
     if contended is None:
         contended = tick
+    if readers is None:
+        readers = getattr(durable, "readers", READERS)
     for name, count in (("pool", pool), ("readers", readers)):
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"{name} must be a positive count, got {count!r}")

@@ -35,15 +35,26 @@ from durability.interfaces import (
 from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
 from durability.postgres.listener import CHANNEL
 from durability.postgres.scheduler import Look, PostgresScheduler
-from durability.postgres.statements import one, statements
+from durability.postgres.statements import Params, one, statements
+from durability.turns import Queued, TurnBatcher, fail, settle
 
 _SQL = statements("durable.sql")
+
+#: The most takes one `take_many` statement answers; more in one turn are sent as several.
+MOST_TAKEN = 64
+
+_TakeRow = tuple[object, ...]
 
 
 class PostgresDurable:
     """A `Durable` whose two halves share one pool, so one statement can cover both."""
 
-    __slots__ = ("_checkpointer", "_scheduler")
+    __slots__ = ("_checkpointer", "_scheduler", "_takes")
+
+    #: How many takes `work` keeps in flight for this store unless told otherwise: the takes
+    #: of one turn are one statement here (`_take_many`), so a busy worker's free slots are
+    #: filled by one round trip rather than one per handful of readers.
+    readers = MOST_TAKEN
 
     def __init__(self, checkpointer: PostgresCheckpointer, scheduler: PostgresScheduler) -> None:
         if checkpointer.pool is not scheduler.pool:
@@ -53,6 +64,7 @@ class PostgresDurable:
             )
         self._checkpointer = checkpointer
         self._scheduler = scheduler
+        self._takes: TurnBatcher[Params, _TakeRow] = TurnBatcher(self._take_many, MOST_TAKEN)
 
     @property
     def checkpointer(self) -> PostgresCheckpointer:
@@ -112,8 +124,8 @@ class PostgresDurable:
         async def read(waited: bool) -> Look[Taken]:
             if waited:  # woken (or the poll came): nothing to batch with, send at once
                 row = await one(self._checkpointer.pool, _SQL["take"], params)
-            else:
-                row = await self._checkpointer._batcher.one(_SQL["take"], params)
+            else:  # with the turn's other takes, as one statement (`_take_many`)
+                row = await self._takes.call(params)
             assert row is not None  # FROM now CROSS JOIN hidden: always one row
             workflow, receipt, earliest, hidden_for, token, deadline, found = row
             if workflow is None:
@@ -127,3 +139,36 @@ class PostgresDurable:
             return Look(Taken(delivery, holder), None, None)
 
         return await scheduler.waiting(within, read)
+
+    async def _take_many(self, calls: list[Queued[Params, _TakeRow]]) -> None:
+        """The takes asked for in one turn (a busy worker's readers), each group that asks
+        alike as ONE statement (`take_many`), its rows dealt out one to a caller in the shape
+        of `take`'s row; callers beyond the rows taken get the "nothing visible" answer."""
+        groups: dict[tuple[object, ...], list[Queued[Params, _TakeRow]]] = {}
+        for call in calls:
+            params = call[0]
+            groups.setdefault((params["budget"], params["alive"]), []).append(call)
+        batcher = self._checkpointer._batcher
+        for group in groups.values():
+            params = group[0][0]
+            try:
+                if len(group) == 1:
+                    row = await batcher.one(_SQL["take"], params)
+                    assert row is not None
+                    settle(group[0][1], row)
+                    continue
+                many = await batcher.one(_SQL["take_many"], {**params, "n": len(group)})
+            except BaseException as error:
+                fail(group, error)
+                if not isinstance(error, Exception):
+                    raise
+                continue
+            assert many is not None  # FROM now CROSS JOIN hidden: always one row
+            workflows, receipts, tokens, deadlines, founds, earliest, hidden_for = many
+            taken = len(workflows or ())
+            for index, (_, reply) in enumerate(group):
+                if index < taken:
+                    settle(reply, (workflows[index], receipts[index], None, None,
+                                   tokens[index], deadlines[index], founds[index]))
+                else:
+                    settle(reply, (None, None, earliest, hidden_for, None, None, None))

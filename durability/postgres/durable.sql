@@ -164,3 +164,78 @@ SELECT taken.workflow,
 FROM now CROSS JOIN hidden
 LEFT JOIN taken ON true
 LEFT JOIN claimed ON true
+
+-- name: take_many
+-- `take` for up to %(n)s workflows at once: the several readers of a busy worker that ask in
+-- the same turn share one statement (PostgresDurable gathers them). Each row is taken, hidden
+-- and claimed exactly as `take` does it; the answer is ONE row of arrays, in workflow order
+-- (the order the claim rows are locked in), and, when fewer than n were taken, when the
+-- earliest hidden row becomes visible. Locks: queue rows, then claim rows in workflow order.
+WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
+quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+picked AS MATERIALIZED (
+    SELECT workflow FROM durability.queue
+    WHERE queue = %(queue)s AND visible_at <= (SELECT t FROM now)
+    ORDER BY visible_at
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+),
+taken AS (
+    UPDATE durability.queue AS q
+    SET visible_at = now.t + %(lease)s,
+        receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
+    FROM now, picked, (SELECT count(*) FROM quick) AS unflushed
+    WHERE q.queue = %(queue)s AND q.workflow = picked.workflow
+    RETURNING q.workflow, q.receipt
+),
+latest AS MATERIALIZED (
+    SELECT c.workflow, c.xmin::text AS version FROM durability.claims AS c
+    WHERE c.workflow IN (SELECT workflow FROM taken)
+    ORDER BY c.workflow
+    FOR UPDATE
+),
+claimed AS (
+    INSERT INTO durability.claims AS c (workflow, token, until, deadline)
+    SELECT taken.workflow,
+           floor(extract(epoch FROM now.t) * 1000)::bigint,
+           least(now.t + %(alive)s, now.t + %(budget)s),
+           now.t + %(budget)s
+    FROM taken, now, (SELECT count(*) FROM latest) AS l
+    ORDER BY taken.workflow
+    ON CONFLICT (workflow) DO UPDATE
+        SET token = greatest(EXCLUDED.token, c.token + 1),
+            until = EXCLUDED.until,
+            deadline = EXCLUDED.deadline
+        WHERE NOT (c.until > (SELECT t FROM now) AND c.deadline > (SELECT t FROM now))
+    RETURNING c.workflow, c.token, c.deadline, xmax::text = '0' AS inserted
+),
+hidden AS (
+    -- Only wanted when fewer than n were taken: otherwise a one-time filter skips the scan.
+    SELECT min(visible_at) AS at FROM durability.queue
+    WHERE queue = %(queue)s AND visible_at > (SELECT t FROM now)
+      AND (SELECT count(*) FROM taken) < %(n)s
+),
+answered AS (
+    SELECT taken.workflow,
+           taken.receipt,
+           claimed.token,
+           claimed.deadline,
+           CASE WHEN claimed.inserted
+                  OR (SELECT version FROM latest WHERE latest.workflow = claimed.workflow)
+                     = (SELECT c.xmin::text FROM durability.claims AS c
+                        WHERE c.workflow = claimed.workflow)
+                THEN coalesce(
+                    (SELECT json_agg(json_build_array(r.key, r.value) ORDER BY r.seq)
+                     FROM durability.records AS r WHERE r.workflow = claimed.workflow),
+                    '[]'::json)
+           END AS found
+    FROM taken LEFT JOIN claimed ON claimed.workflow = taken.workflow
+)
+SELECT (SELECT array_agg(workflow ORDER BY workflow) FROM answered),
+       (SELECT array_agg(receipt ORDER BY workflow) FROM answered),
+       (SELECT array_agg(token ORDER BY workflow) FROM answered),
+       (SELECT array_agg(deadline ORDER BY workflow) FROM answered),
+       (SELECT array_agg(found ORDER BY workflow) FROM answered),
+       hidden.at,
+       extract(epoch FROM hidden.at - now.t)::float8
+FROM now CROSS JOIN hidden

@@ -802,6 +802,48 @@ async def test_a_busy_queue_calls_up_extra_readers_and_an_idle_one_keeps_one() -
         assert in_flight == 1  # idle: one read in flight
 
 
+class _AsksForTwoReaders(SplitDurable):
+    """A store that says how many takes it wants in flight (as `PostgresDurable` does)."""
+
+    readers = 2
+
+
+async def test_the_store_s_own_readers_is_the_default_and_an_argument_overrides_it() -> None:
+    checkpointer, memory = stores()
+    durable = _AsksForTwoReaders(checkpointer, memory)
+    in_flight = 0
+    most = 0
+    real = memory.next_ready
+
+    async def slow_read(within: timedelta) -> Delivery | None:
+        nonlocal in_flight, most
+        in_flight += 1
+        most = max(most, in_flight)
+        try:
+            await asyncio.sleep(0.01)
+            return await real(within)
+        finally:
+            in_flight -= 1
+
+    memory.next_ready = slow_read  # type: ignore[method-assign]
+
+    async def body(run: Run) -> int:
+        await asyncio.sleep(0.02)
+        return 1
+
+    for options, cap in (({}, 2), ({"readers": 4}, 4)):
+        most = 0
+        observed = Observed()
+        workflows = [workflow_id() for _ in range(60)]
+        for workflow in workflows:
+            await durable.arrive(workflow, "go", True)
+        async with working(durable, body, observed, pool=8, **options):
+            await observed.until(
+                lambda seen=observed, ours=workflows: all(seen.completed(w) for w in ours)
+            )
+        assert most == cap  # a busy queue fills the cap, and never passes it
+
+
 async def test_only_the_primary_reader_waits_so_a_wakeup_wakes_one_read() -> None:
     checkpointer, memory = stores()
     durable = SplitDurable(checkpointer, memory)

@@ -229,3 +229,35 @@ async def _row(pool: Pool, queue: str, workflow: str) -> tuple[object, int] | No
         )
         row = await cursor.fetchone()
         return None if row is None else (row[0], int(row[1]))
+
+
+async def test_the_takes_of_one_turn_are_one_statement_and_each_gets_its_own_workflow(
+    make_pool: MakePool, counting: type[Counting]
+) -> None:
+    counted = await make_pool(size=1, cursor_factory=counting)
+    durable = _durable(counted)
+    workflows = sorted(_unique("many") for _ in range(3))
+    busy = _unique("busy")
+    try:
+        for n, workflow in enumerate([*workflows, busy]):
+            await durable.arrive(workflow, "order", n)
+        held = await durable.checkpointer.claim(busy, BUDGET, BUDGET)  # a live pass holds it
+        assert held is not None
+        assert await durable.take(SHORT, BUDGET, LEASE) is not None  # the first read: alone
+        counting.sent.clear()
+        # Five readers ask in one turn: the three left, the held one, and nothing.
+        glance = timedelta(milliseconds=1)
+        taken = await asyncio.gather(*(durable.take(glance, BUDGET, LEASE) for _ in range(5)))
+        first = list(counting.sent)
+    finally:
+        await durable.scheduler.close()
+    assert len(first) == 1, first  # one statement answered all five
+    got = [t for t in taken if t is not None]
+    assert len(got) == 3 and taken[3:] == [None, None]
+    by_workflow = {t.delivery.workflow: t for t in got}
+    assert len(by_workflow) == 3  # nobody was handed another's workflow
+    assert by_workflow[busy].holder is None  # queued, but a live pass holds it
+    for t in got:
+        if t.delivery.workflow != busy:
+            assert t.holder is not None and t.holder.workflow == t.delivery.workflow
+            assert t.holder.records == {"order": workflows.index(t.delivery.workflow)}
