@@ -101,6 +101,46 @@ released AS (
 )
 SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT count(*) FROM quick)
 
+-- name: claiming
+-- The part both takes (take, take_many) share after their `taken` CTE: lock the taken
+-- workflows' claim rows in workflow order (`latest`, which follows each row to its newest
+-- version), then claim each as checkpointer.sql's claim does (token max(now_ms, previous + 1),
+-- only if no live claim). Not a statement of its own; it ends inside the WITH list.
+latest AS MATERIALIZED (
+    SELECT c.workflow, c.xmin::text AS version FROM durability.claims AS c
+    WHERE c.workflow IN (SELECT workflow FROM taken)
+    ORDER BY c.workflow
+    FOR UPDATE
+),
+claimed AS (
+    INSERT INTO durability.claims AS c (workflow, token, until, deadline)
+    SELECT taken.workflow,
+           floor(extract(epoch FROM now.t) * 1000)::bigint,
+           least(now.t + %(alive)s, now.t + %(budget)s),
+           now.t + %(budget)s
+    FROM taken, now, (SELECT count(*) FROM latest) AS l
+    ORDER BY taken.workflow
+    ON CONFLICT (workflow) DO UPDATE
+        SET token = greatest(EXCLUDED.token, c.token + 1),
+            until = EXCLUDED.until,
+            deadline = EXCLUDED.deadline
+        WHERE NOT (c.until > (SELECT t FROM now) AND c.deadline > (SELECT t FROM now))
+    RETURNING c.workflow, c.token, c.deadline, xmax::text = '0' AS inserted
+),
+
+-- name: found
+-- The checkpoint a take hands back with each claim (an expression, not a statement): the
+-- records from the statement's snapshot if that snapshot saw the claim row's newest version
+-- (or the row is new), else NULL, and the pass loads them.
+CASE WHEN claimed.inserted
+       OR (SELECT version FROM latest WHERE latest.workflow = claimed.workflow)
+          = (SELECT c.xmin::text FROM durability.claims AS c WHERE c.workflow = claimed.workflow)
+     THEN coalesce(
+         (SELECT json_agg(json_build_array(r.key, r.value) ORDER BY r.seq)
+          FROM durability.records AS r WHERE r.workflow = claimed.workflow),
+         '[]'::json)
+END
+
 -- name: take
 -- next_ready, then claim, as ONE statement: take the earliest visible row (as scheduler.sql's
 -- take does: SKIP LOCKED, hidden for one lease under a new receipt) and claim its workflow
@@ -121,25 +161,7 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT cou
 -- clock, not a sequence step: see there) and the claim (see checkpointer.sql): a take lost in
 -- a crash is a row that shows again and a claim whose token no later claim repeats.
 -- include: scheduler.sql taking
-latest AS MATERIALIZED (
-    SELECT c.xmin::text AS version FROM durability.claims AS c
-    WHERE c.workflow = (SELECT workflow FROM taken)
-    FOR UPDATE
-),
-claimed AS (
-    INSERT INTO durability.claims AS c (workflow, token, until, deadline)
-    SELECT taken.workflow,
-           floor(extract(epoch FROM now.t) * 1000)::bigint,
-           least(now.t + %(alive)s, now.t + %(budget)s),
-           now.t + %(budget)s
-    FROM taken, now, (SELECT count(*) FROM latest) AS l
-    ON CONFLICT (workflow) DO UPDATE
-        SET token = greatest(EXCLUDED.token, c.token + 1),
-            until = EXCLUDED.until,
-            deadline = EXCLUDED.deadline
-        WHERE NOT (c.until > (SELECT t FROM now) AND c.deadline > (SELECT t FROM now))
-    RETURNING c.workflow, c.token, c.deadline, xmax::text = '0' AS inserted
-),
+-- include: durable.sql claiming
 hidden AS (
     -- Only wanted when nothing was taken: otherwise a one-time filter skips the scan.
     SELECT min(visible_at) AS at FROM durability.queue
@@ -152,15 +174,7 @@ SELECT taken.workflow,
        extract(epoch FROM hidden.at - now.t)::float8,
        claimed.token,
        claimed.deadline,
-       CASE WHEN claimed.inserted
-              OR (SELECT version FROM latest)
-                 = (SELECT c.xmin::text FROM durability.claims AS c
-                    WHERE c.workflow = claimed.workflow)
-            THEN coalesce(
-                (SELECT json_agg(json_build_array(r.key, r.value) ORDER BY r.seq)
-                 FROM durability.records AS r WHERE r.workflow = claimed.workflow),
-                '[]'::json)
-       END
+-- include: durable.sql found
 FROM now CROSS JOIN hidden
 LEFT JOIN taken ON true
 LEFT JOIN claimed ON true
@@ -188,27 +202,7 @@ taken AS (
     WHERE q.queue = %(queue)s AND q.workflow = picked.workflow
     RETURNING q.workflow, q.receipt
 ),
-latest AS MATERIALIZED (
-    SELECT c.workflow, c.xmin::text AS version FROM durability.claims AS c
-    WHERE c.workflow IN (SELECT workflow FROM taken)
-    ORDER BY c.workflow
-    FOR UPDATE
-),
-claimed AS (
-    INSERT INTO durability.claims AS c (workflow, token, until, deadline)
-    SELECT taken.workflow,
-           floor(extract(epoch FROM now.t) * 1000)::bigint,
-           least(now.t + %(alive)s, now.t + %(budget)s),
-           now.t + %(budget)s
-    FROM taken, now, (SELECT count(*) FROM latest) AS l
-    ORDER BY taken.workflow
-    ON CONFLICT (workflow) DO UPDATE
-        SET token = greatest(EXCLUDED.token, c.token + 1),
-            until = EXCLUDED.until,
-            deadline = EXCLUDED.deadline
-        WHERE NOT (c.until > (SELECT t FROM now) AND c.deadline > (SELECT t FROM now))
-    RETURNING c.workflow, c.token, c.deadline, xmax::text = '0' AS inserted
-),
+-- include: durable.sql claiming
 hidden AS (
     -- Only wanted when fewer than n were taken: otherwise a one-time filter skips the scan.
     SELECT min(visible_at) AS at FROM durability.queue
@@ -220,15 +214,8 @@ answered AS (
            taken.receipt,
            claimed.token,
            claimed.deadline,
-           CASE WHEN claimed.inserted
-                  OR (SELECT version FROM latest WHERE latest.workflow = claimed.workflow)
-                     = (SELECT c.xmin::text FROM durability.claims AS c
-                        WHERE c.workflow = claimed.workflow)
-                THEN coalesce(
-                    (SELECT json_agg(json_build_array(r.key, r.value) ORDER BY r.seq)
-                     FROM durability.records AS r WHERE r.workflow = claimed.workflow),
-                    '[]'::json)
-           END AS found
+-- include: durable.sql found
+           AS found
     FROM taken LEFT JOIN claimed ON claimed.workflow = taken.workflow
 )
 SELECT (SELECT array_agg(workflow ORDER BY workflow) FROM answered),

@@ -766,27 +766,32 @@ async def test_a_queue_that_fails_for_a_while_is_logged_and_read_again(
     assert sum("reading the queue failed" in r.getMessage() for r in caplog.records) == 3
 
 
+class _SlowReads:
+    """Makes a memory scheduler's reads take a while, like a round trip (so readers overlap
+    only if there are many), and counts how many are in flight, and the most at once."""
+
+    def __init__(self, memory: MemoryScheduler) -> None:
+        self.in_flight = 0
+        self.most = 0
+        self._real = memory.next_ready
+        memory.next_ready = self.read  # type: ignore[method-assign]
+
+    async def read(self, within: timedelta) -> Delivery | None:
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            await asyncio.sleep(0.01)
+            return await self._real(within)
+        finally:
+            self.in_flight -= 1
+
+
 async def test_a_busy_queue_calls_up_extra_readers_and_an_idle_one_keeps_one() -> None:
     checkpointer, memory = stores()
     scheduler = CountingScheduler(memory)
     durable = SplitDurable(checkpointer, scheduler)
     observed = Observed()
-    in_flight = 0
-    most = 0
-    real = memory.next_ready
-
-    async def slow_read(within: timedelta) -> Delivery | None:
-        # A read that takes a while, like a round trip: readers overlap only if there are many.
-        nonlocal in_flight, most
-        in_flight += 1
-        most = max(most, in_flight)
-        try:
-            await asyncio.sleep(0.01)
-            return await real(within)
-        finally:
-            in_flight -= 1
-
-    memory.next_ready = slow_read  # type: ignore[method-assign]
+    reads = _SlowReads(memory)
     workflows = [workflow_id() for _ in range(60)]
     for workflow in workflows:
         await durable.arrive(workflow, "go", True)
@@ -797,9 +802,9 @@ async def test_a_busy_queue_calls_up_extra_readers_and_an_idle_one_keeps_one() -
 
     async with working(durable, body, observed, pool=8, readers=3):
         await observed.until(lambda: all(observed.completed(w) for w in workflows))
-        assert 1 < most <= 3  # busy: more than one read in flight, never more than `readers`
+        assert 1 < reads.most <= 3  # busy: more than one read in flight, never more than 3
         await asyncio.sleep(WITHIN.total_seconds() * 3)  # the extra readers find nothing
-        assert in_flight == 1  # idle: one read in flight
+        assert reads.in_flight == 1  # idle: one read in flight
 
 
 class _AsksForTwoReaders(SplitDurable):
@@ -811,28 +816,14 @@ class _AsksForTwoReaders(SplitDurable):
 async def test_the_store_s_own_readers_is_the_default_and_an_argument_overrides_it() -> None:
     checkpointer, memory = stores()
     durable = _AsksForTwoReaders(checkpointer, memory)
-    in_flight = 0
-    most = 0
-    real = memory.next_ready
-
-    async def slow_read(within: timedelta) -> Delivery | None:
-        nonlocal in_flight, most
-        in_flight += 1
-        most = max(most, in_flight)
-        try:
-            await asyncio.sleep(0.01)
-            return await real(within)
-        finally:
-            in_flight -= 1
-
-    memory.next_ready = slow_read  # type: ignore[method-assign]
+    reads = _SlowReads(memory)
 
     async def body(run: Run) -> int:
         await asyncio.sleep(0.02)
         return 1
 
     for options, cap in (({}, 2), ({"readers": 4}, 4)):
-        most = 0
+        reads.most = 0
         observed = Observed()
         workflows = [workflow_id() for _ in range(60)]
         for workflow in workflows:
@@ -841,7 +832,7 @@ async def test_the_store_s_own_readers_is_the_default_and_an_argument_overrides_
             await observed.until(
                 lambda seen=observed, ours=workflows: all(seen.completed(w) for w in ours)
             )
-        assert most == cap  # a busy queue fills the cap, and never passes it
+        assert reads.most == cap  # a busy queue fills the cap, and never passes it
 
 
 async def test_only_the_primary_reader_waits_so_a_wakeup_wakes_one_read() -> None:
