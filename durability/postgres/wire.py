@@ -111,7 +111,8 @@ async def exchange(
     group = list(dict.fromkeys(together))  # in the order given
     if len(group) < 2:
         group = []
-    rest = [index for index in range(len(statements)) if index not in set(group)]
+    grouped = set(group)
+    rest = [index for index in range(len(statements)) if index not in grouped]
     # What was sent, in order: a statement's index and the key it prepared under (None:
     # prepared before), or a marker (_BEGIN, _BOUND, _COMMIT) around the group.
     sent: list[tuple[int, _Key | None]] = []
