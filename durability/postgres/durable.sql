@@ -108,7 +108,7 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT cou
 -- only if no live claim). Not a statement of its own; it ends inside the WITH list.
 latest AS MATERIALIZED (
     SELECT c.workflow, c.xmin::text AS version FROM durability.claims AS c
-    WHERE c.workflow IN (SELECT workflow FROM taken)
+    WHERE c.workflow = ANY (ARRAY(SELECT workflow FROM taken))  -- by the primary key
     ORDER BY c.workflow
     FOR UPDATE
 ),
@@ -198,8 +198,9 @@ taken AS (
     UPDATE durability.queue AS q
     SET visible_at = now.t + %(lease)s,
         receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
-    FROM now, picked, (SELECT count(*) FROM quick) AS unflushed
-    WHERE q.queue = %(queue)s AND q.workflow = picked.workflow
+    FROM now, (SELECT count(*) FROM quick) AS unflushed
+    WHERE q.queue = %(queue)s
+      AND q.workflow = ANY (ARRAY(SELECT workflow FROM picked))  -- by the primary key
     RETURNING q.workflow, q.receipt
 ),
 -- include: durable.sql claiming
