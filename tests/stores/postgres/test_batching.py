@@ -168,6 +168,10 @@ async def test_a_pool_that_must_not_prepare_gets_no_prepared_statements(
         (1,), (2,), (3,)
     ]
     assert await one(unprepared, sql, {"i": 9}) == (10,)
+    grouped = "SELECT %(i)s::int + 1, txid_current()"
+    rows = await asyncio.gather(*(batcher.one(grouped, {"i": i}, together=True) for i in range(3)))
+    assert [row[0] for row in rows if row is not None] == [1, 2, 3]
+    assert len({row[1] for row in rows if row is not None}) == 1  # still one transaction
     async with unprepared.connection() as conn:
         cursor = await conn.execute("SELECT count(*) FROM pg_prepared_statements")
         assert await cursor.fetchone() == (0,)
