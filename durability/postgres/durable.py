@@ -18,6 +18,7 @@ observed, even by a process that dies between the two halves, because there is n
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, timedelta
 
 from durability.interfaces import (
@@ -142,33 +143,39 @@ class PostgresDurable:
 
     async def _take_many(self, calls: list[Queued[Params, _TakeRow]]) -> None:
         """The takes asked for in one turn (a busy worker's readers), each group that asks
-        alike as ONE statement (`take_many`), its rows dealt out one to a caller in the shape
-        of `take`'s row; callers beyond the rows taken get the "nothing visible" answer."""
+        alike as ONE statement (`take_many`), the groups side by side."""
         groups: dict[tuple[object, ...], list[Queued[Params, _TakeRow]]] = {}
         for call in calls:
             params = call[0]
             groups.setdefault((params["budget"], params["alive"]), []).append(call)
-        batcher = self._checkpointer._batcher
-        for group in groups.values():
-            params = group[0][0]
-            try:
-                if len(group) == 1:
-                    row = await batcher.one(_SQL["take"], params)
-                    assert row is not None
-                    settle(group[0][1], row)
-                    continue
-                many = await batcher.one(_SQL["take_many"], {**params, "n": len(group)})
-            except BaseException as error:
-                fail(group, error)
-                if not isinstance(error, Exception):
-                    raise
-                continue
-            assert many is not None  # FROM now CROSS JOIN hidden: always one row
-            workflows, receipts, tokens, deadlines, founds, earliest, hidden_for = many
-            taken = len(workflows or ())
-            for index, (_, reply) in enumerate(group):
-                if index < taken:
-                    settle(reply, (workflows[index], receipts[index], None, None,
-                                   tokens[index], deadlines[index], founds[index]))
-                else:
-                    settle(reply, (None, None, earliest, hidden_for, None, None, None))
+        await asyncio.gather(*(self._take_group(group) for group in groups.values()))
+
+    async def _take_group(self, group: list[Queued[Params, _TakeRow]]) -> None:
+        """One statement for takes that ask alike, its rows dealt out one to a caller in the
+        shape of `take`'s row; callers beyond the rows taken get the "nothing visible" answer.
+        A lone take is `take` itself."""
+        params = group[0][0]
+        lone = len(group) == 1
+        try:
+            if lone:
+                row = await self._checkpointer._batcher.one(_SQL["take"], params)
+            else:
+                many = {**params, "n": len(group)}
+                row = await self._checkpointer._batcher.one(_SQL["take_many"], many)
+        except BaseException as error:
+            fail(group, error)
+            if not isinstance(error, Exception):
+                raise
+            return
+        assert row is not None  # FROM now CROSS JOIN hidden: always one row
+        if lone:
+            settle(group[0][1], row)
+            return
+        workflows, receipts, tokens, deadlines, founds, earliest, hidden_for = row
+        taken = len(workflows or ())
+        for index, (_, reply) in enumerate(group):
+            if index < taken:
+                settle(reply, (workflows[index], receipts[index], None, None,
+                               tokens[index], deadlines[index], founds[index]))
+            else:
+                settle(reply, (None, None, earliest, hidden_for, None, None, None))

@@ -124,15 +124,12 @@ async def exchange(
         for index in rest:
             writer.send(*statements[index], index, sent)
         if group:
-            writer.mark(b"BEGIN")
-            sent.append((_BEGIN, None))
-            writer.mark(_BOUND_LOCK_WAIT)
-            sent.append((_BOUND, None))
+            writer.mark(b"BEGIN", _BEGIN, sent)
+            writer.mark(_BOUND_LOCK_WAIT, _BOUND, sent)
             for index in group:
                 if writer.send(*statements[index], index, sent):
                     members.append(index)
-            writer.mark(b"COMMIT")
-            sent.append((_COMMIT, None))
+            writer.mark(b"COMMIT", _COMMIT, sent)
         while pgconn.flush():
             await _ready(pgconn.socket, write=True)
         begun = False
@@ -179,10 +176,12 @@ class _Writer:
         self.prepared = _PREPARED.setdefault(conn, {})
         self.preparing = getattr(conn, "prepare_threshold", 5) is not None
 
-    def mark(self, command: bytes) -> None:
-        """A bare command of the group's own (BEGIN, its lock bound, COMMIT)."""
+    def mark(self, command: bytes, marker: int, sent: list[tuple[int, _Key | None]]) -> None:
+        """Write a bare command of the group's own (BEGIN, its lock bound, COMMIT) and note it
+        in `sent` under its marker."""
         self.pgconn.send_query_params(command, None)
         self.pgconn.pipeline_sync()
+        sent.append((marker, None))
 
     def send(
         self, sql: str, params: object, index: int, sent: list[tuple[int, _Key | None]]
@@ -229,8 +228,8 @@ _BOUND_LOCK_WAIT: Final = f"SET LOCAL lock_timeout = '{GROUP_LOCK_WAIT}'".encode
 
 
 def _status_is(results: list[pq.abc.PGresult], tag: bytes) -> bool:
-    """Whether a BEGIN or COMMIT answered with `tag` (a failed transaction's COMMIT answers
-    ROLLBACK, and no error)."""
+    """Whether one of the group's own commands answered with `tag` (a failed transaction's
+    COMMIT answers ROLLBACK, and no error)."""
     return bool(results) and results[-1].status == _Status.COMMAND_OK and (
         results[-1].command_status == tag
     )
