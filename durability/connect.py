@@ -11,10 +11,15 @@
 Query parameters the URL may carry (anything else is refused, so a typo is not ignored):
 
 - Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (the queue's key prefix,
-  default `durability`) and, for the set, `doorbell` (`on`, the default, or `off` to poll
-  alone); the rest of the URL goes to `redis.asyncio.Redis.from_url`.
-- Postgres: `queue` (the queue's name, default `default`); the rest goes to libpq.
+  default `durability`), for the set `doorbell` (`on`, the default, or `off` to poll alone),
+  and `cluster=on` for a Redis Cluster (the URL names any one node); the rest of the URL
+  goes to `redis.asyncio.Redis.from_url` (or `RedisCluster.from_url`).
+- Postgres: `queue` (the queue's name, default `default`) and `notify` (`on`, the default:
+  idle workers are woken by LISTEN/NOTIFY; `off` to poll alone); the rest goes to libpq.
 - SQLite: `queue`, and nothing else.
+
+Every durable opened here counts what it sends into `durable.traffic` (`durability.traffic`),
+except over a cluster or a `rediss://` / `unix://` connection, which count nothing.
 
 `sqlite:///path` names an absolute path; `sqlite://relative/file.db` a path relative to the
 working directory.
@@ -34,6 +39,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from durability.interfaces import Durable, SplitDurable, positive
 from durability.memory import MemoryCheckpointer, MemoryScheduler
+from durability.traffic import Traffic
 
 __all__ = ["SCHEMES", "open_durable"]
 
@@ -85,7 +91,9 @@ async def open_durable(
     if scheme == "memory":
         if parts.netloc or parts.path.strip("/") or parts.query:
             raise ValueError(f"memory:// takes no host, path or options, got {url!r}")
-        yield SplitDurable(MemoryCheckpointer(), MemoryScheduler(lease=lease))
+        traffic = Traffic()
+        checkpointer = MemoryCheckpointer(traffic=traffic)
+        yield SplitDurable(checkpointer, MemoryScheduler(lease=lease, traffic=traffic), traffic)
     elif scheme in ("redis", "rediss"):
         async with _redis(url, lease, poll, housekeeping) as durable:
             yield durable
@@ -107,7 +115,7 @@ async def open_durable(
 async def _redis(
     url: str, lease: timedelta, poll: timedelta | None, housekeeping: bool
 ) -> AsyncIterator[Durable]:
-    from redis.asyncio import Redis
+    from redis.asyncio import Redis, RedisCluster
 
     from durability.redis import (
         RedisCheckpointer,
@@ -119,8 +127,11 @@ async def _redis(
     from durability.redis.packing import PackedConnection
 
     parts = urlsplit(url)
-    ours, rest = _options(parts.query, ("scheduler", "namespace", "doorbell"))
+    ours, rest = _options(parts.query, ("scheduler", "namespace", "doorbell", "cluster"))
     kind = ours.get("scheduler", "stream")
+    cluster = ours.get("cluster", "off")
+    if cluster not in ("on", "off"):
+        raise ValueError(f"cluster must be 'on' or 'off': {url!r}")
     doorbell = ours.get("doorbell", "on")
     if doorbell not in ("on", "off") or (kind != "set" and "doorbell" in ours):
         raise ValueError(f"doorbell must be 'on' or 'off', and only with scheduler=set: {url!r}")
@@ -131,12 +142,16 @@ async def _redis(
     # read does, and a peer that went away is still noticed by the connection closing.
     timeouts: dict[str, Any] = {} if "socket_timeout" in rest else {"socket_timeout": None}
     # Plain TCP only: rediss:// and unix:// keep the connection class their scheme picks.
+    traffic = Traffic()
     packed: dict[str, Any] = {}
     if parts.scheme == "redis":
-        packed["connection_class"] = PackedConnection
-    client = Redis.from_url(
-        urlunsplit(parts._replace(query=rest)), decode_responses=True, **timeouts, **packed
-    )
+        packed = {"connection_class": PackedConnection, "traffic": traffic}
+    target = urlunsplit(parts._replace(query=rest))
+    client: Any
+    if cluster == "on":
+        client = RedisCluster.from_url(target, decode_responses=True, **timeouts)
+    else:
+        client = Redis.from_url(target, decode_responses=True, **timeouts, **packed)
     try:
         scheduler: RedisStreamScheduler | RedisSetScheduler
         if kind == "stream":
@@ -154,7 +169,7 @@ async def _redis(
         await client.ping()
         await scheduler.prepare()
         # One client for both halves, so arrive, deliver and finish are one script each.
-        durable = RedisDurable(RedisCheckpointer(redis=client), scheduler)
+        durable = RedisDurable(RedisCheckpointer(redis=client), scheduler, traffic)
         if housekeeping and isinstance(scheduler, RedisStreamScheduler):
             async with _beside(trimming(scheduler)):
                 yield durable
@@ -186,21 +201,37 @@ async def _postgres(url: str, lease: timedelta, poll: timedelta | None) -> Async
         PostgresScheduler,
         migrate,
     )
+    from durability.postgres.traffic import attach
 
     parts = urlsplit(url)
-    ours, rest = _options(parts.query, ("queue",))
+    ours, rest = _options(parts.query, ("queue", "notify"))
     queue = ours.get("queue", "default")
+    notify = ours.get("notify", "on")
+    if notify not in ("on", "off"):
+        raise ValueError(f"notify must be 'on' or 'off': {url!r}")
     conninfo = urlunsplit(parts._replace(query=rest))
+    traffic = Traffic()
+
+    async def counted(conn: Any) -> None:
+        attach(conn, traffic)
+
     pool: AsyncConnectionPool = AsyncConnectionPool(
-        conninfo, kwargs={"autocommit": True}, min_size=1, max_size=8, open=False
+        conninfo,
+        kwargs={"autocommit": True},
+        min_size=1,
+        max_size=8,
+        open=False,
+        configure=counted,
     )
     await pool.open(wait=True)
     scheduler: PostgresScheduler | None = None
     try:
         await migrate(pool)
-        scheduler = PostgresScheduler(pool=pool, lease=lease, poll=poll, queue=queue)
+        scheduler = PostgresScheduler(
+            pool=pool, lease=lease, poll=poll, queue=queue, notify=notify == "on"
+        )
         await scheduler.prepare()
-        yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
+        yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler, traffic)
     finally:
         if scheduler is not None:
             await scheduler.close()

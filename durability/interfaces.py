@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
+from durability.traffic import Traffic
+
 #: Inbox entries are ordinary records whose keys the store mints under this prefix, fixed-width
 #: so that lexical order is append order. Step keys may not start with it.
 INBOX = "inbox:"
@@ -131,6 +133,19 @@ class Taken:
 
     delivery: Delivery
     holder: Pass | None
+
+
+@dataclass(frozen=True, slots=True)
+class Footprint:
+    """How big a queue is right now: its entries by part (a stream's entries, a sorted set's
+    members, rows) and, where the store can say, the bytes they take."""
+
+    parts: Mapping[str, int]
+    bytes: int | None = None
+
+    @property
+    def entries(self) -> int:
+        return sum(self.parts.values())
 
 
 class Effect:
@@ -303,6 +318,16 @@ class Scheduler(Protocol):
 
 
 @runtime_checkable
+class Measured(Protocol):
+    """A scheduler that can say how big its queue is (every scheduler this package ships):
+    what grows with wakeups, and what a trimmer or a visibility score keeps bounded."""
+
+    async def footprint(self) -> Footprint:
+        """The queue's size now, read from the store in one round trip where it can."""
+        ...
+
+
+@runtime_checkable
 class Durable(Protocol):
     """A checkpointer and a scheduler, plus the moves that must cross both."""
 
@@ -344,11 +369,14 @@ class SplitDurable:
     with nothing to wake them, rather than a wakeup that would re-run every effect from nothing.
     """
 
-    __slots__ = ("_checkpointer", "_scheduler")
+    __slots__ = ("_checkpointer", "_scheduler", "_traffic")
 
-    def __init__(self, checkpointer: Checkpointer, scheduler: Scheduler) -> None:
+    def __init__(
+        self, checkpointer: Checkpointer, scheduler: Scheduler, traffic: Traffic | None = None
+    ) -> None:
         self._checkpointer = checkpointer
         self._scheduler = scheduler
+        self._traffic = traffic if traffic is not None else Traffic()
 
     @property
     def checkpointer(self) -> Checkpointer:
@@ -357,6 +385,12 @@ class SplitDurable:
     @property
     def scheduler(self) -> Scheduler:
         return self._scheduler
+
+    @property
+    def traffic(self) -> Traffic:
+        """What the two stores count of what they send, if they count into this `Traffic`
+        (every store `open_durable` opens does; `durability.traffic`)."""
+        return self._traffic
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
         recorded = await self._checkpointer.supply(workflow, key, value)

@@ -37,6 +37,7 @@ from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
 from durability.postgres.listener import CHANNEL
 from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import Params, one, statements
+from durability.traffic import Traffic
 from durability.turns import Queued, TurnBatcher, fail, settle
 
 _SQL = statements("durable.sql")
@@ -50,14 +51,19 @@ _TakeRow = tuple[object, ...]
 class PostgresDurable:
     """A `Durable` whose two halves share one pool, so one statement can cover both."""
 
-    __slots__ = ("_checkpointer", "_scheduler", "_takes")
+    __slots__ = ("_checkpointer", "_scheduler", "_takes", "_traffic")
 
     #: How many takes `work` keeps in flight for this store unless told otherwise: the takes
     #: of one turn are one statement here (`_take_many`), so a busy worker's free slots are
     #: filled by one round trip rather than one per handful of readers.
     readers = MOST_TAKEN
 
-    def __init__(self, checkpointer: PostgresCheckpointer, scheduler: PostgresScheduler) -> None:
+    def __init__(
+        self,
+        checkpointer: PostgresCheckpointer,
+        scheduler: PostgresScheduler,
+        traffic: Traffic | None = None,
+    ) -> None:
         if checkpointer.pool is not scheduler.pool:
             raise ValueError(
                 "PostgresDurable needs the checkpointer and scheduler on the same pool: "
@@ -66,6 +72,7 @@ class PostgresDurable:
         self._checkpointer = checkpointer
         self._scheduler = scheduler
         self._takes: TurnBatcher[Params, _TakeRow] = TurnBatcher(self._take_many, MOST_TAKEN)
+        self._traffic = traffic if traffic is not None else Traffic()
 
     @property
     def checkpointer(self) -> PostgresCheckpointer:
@@ -74,6 +81,12 @@ class PostgresDurable:
     @property
     def scheduler(self) -> PostgresScheduler:
         return self._scheduler
+
+    @property
+    def traffic(self) -> Traffic:
+        """What the pool's connections sent, if they count into it (`traffic.attach`: every
+        pool `open_durable` makes does)."""
+        return self._traffic
 
     def _params(self, workflow: str, **more: object) -> dict[str, object]:
         return {"workflow": workflow, "queue": self._scheduler.queue, "channel": CHANNEL, **more}

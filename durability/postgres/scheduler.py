@@ -49,7 +49,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
-from durability.interfaces import Delivery, check_workflow, positive
+from durability.interfaces import Delivery, Footprint, check_workflow, positive
 from durability.postgres.listener import CHANNEL, Listener
 from durability.postgres.statements import Pool, one, statements
 
@@ -252,4 +252,12 @@ class PostgresScheduler:
         row = await one(self._pool, _SQL["cancel"], self._params(check_workflow(workflow)))
         assert row is not None
         return int(row[0])
+
+    async def footprint(self) -> Footprint:
+        """This queue's rows, visible and hidden (sleeping or taken), and the bytes of the
+        queue table with its indexes (every queue of the database shares the table)."""
+        row = await one(self._pool, _SQL["footprint"], {"queue": self.queue})
+        assert row is not None
+        visible, hidden, size = row
+        return Footprint({"visible": int(visible), "hidden": int(hidden)}, int(size))
 

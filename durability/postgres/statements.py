@@ -24,7 +24,7 @@ from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from durability.interfaces import NotMigrated
-from durability.postgres import wire
+from durability.postgres import traffic, wire
 
 #: The pool a store borrows from. Any row factory works (the store asks for tuples itself);
 #: `kwargs={"autocommit": True}` makes each single-statement operation one round trip.
@@ -58,6 +58,7 @@ def statements(filename: str) -> Mapping[str, str]:
             elif not line.lstrip().startswith("--"):  # comments are for readers, not the wire
                 lines.append(line)
         named[name] = "\n".join(lines).strip()
+    traffic.register(filename, named)
     return named
 
 
@@ -96,9 +97,18 @@ async def borrowed(pool: Pool) -> AsyncIterator[AsyncConnection[Any]]:
 
 async def run(conn: AsyncConnection[Any], sql: str, params: Params) -> AsyncCursor[TupleRow]:
     """Execute one statement and return its cursor, with tuple rows whatever the pool says."""
+    _count(conn, sql)
     cursor = conn.cursor(row_factory=tuple_row)
     await cursor.execute(sql, params)
     return cursor
+
+
+def _count(conn: AsyncConnection[Any], sql: str) -> None:
+    """Count one statement sent through a cursor, one round trip of its own."""
+    counting = traffic.of(conn)
+    if counting is not None:
+        counting.request(traffic.name(sql))
+        counting.round_trip()
 
 
 async def one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
@@ -120,6 +130,7 @@ async def one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
                 raise outcome
             if outcome is not wire.AGAIN:
                 return outcome  # type: ignore[return-value]
+        _count(conn, sql)
         cursor = conn.cursor(row_factory=tuple_row)
         await cursor.execute(sql, params)
         # The result's status, not `description`, which builds a Column per field to say it.

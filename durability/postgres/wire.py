@@ -38,6 +38,8 @@ from psycopg import abc, pq
 from psycopg.adapt import PyFormat, Transformer
 from psycopg.rows import TupleRow
 
+from durability.postgres import traffic
+
 __all__ = ["AGAIN", "CAN_PIPELINE", "Outcome", "exchange"]
 
 #: Whether this libpq can pipeline (14+); without it every statement goes through a cursor.
@@ -132,6 +134,10 @@ async def exchange(
             writer.mark(b"COMMIT", _COMMIT, sent)
         while pgconn.flush():
             await _ready(pgconn.socket, write=True)
+        counting = traffic.of(conn)
+        if counting is not None and sent:
+            counting.requests(_sent_names(statements, sent))
+            counting.round_trip()
         begun = False
         for index, fresh_key in sent:
             results = await _until_sync(pgconn)
@@ -215,6 +221,16 @@ class _Writer:
         pgconn.pipeline_sync()
         sent.append((index, key if fresh else None))
         return True
+
+
+def _sent_names(
+    statements: Sequence[tuple[str, object]], sent: list[tuple[int, _Key | None]]
+) -> list[str]:
+    """What `exchange` sent, named for counting (the group's own commands by their keyword)."""
+    marks = {_BEGIN: "BEGIN", _BOUND: "SET", _COMMIT: "COMMIT"}
+    return [
+        marks[index] if index < 0 else traffic.name(statements[index][0]) for index, _ in sent
+    ]
 
 
 #: Markers in `exchange`'s list of what was sent.

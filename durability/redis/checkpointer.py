@@ -62,7 +62,7 @@ from durability.interfaces import (
 )
 from durability.redis.batching import Batcher
 from durability.redis.effect import LuaEffect, hash_tag
-from durability.redis.lua import ScriptCall, source
+from durability.redis.lua import ScriptCall, named, source
 
 __all__ = [
     "MAX_WORKFLOW",
@@ -184,7 +184,7 @@ class RedisCheckpointer:
         found = self._scripts.get(name)
         if found is None:
             text = source("prelude") + source(name)
-            found = self._scripts[name] = self._redis.register_script(text)
+            found = self._scripts[name] = named(self._redis.register_script(text), name)
         return found
 
     def _effect_script(self, body: str) -> AsyncScript:
@@ -194,7 +194,7 @@ class RedisCheckpointer:
         if found is None:
             template = source("prelude") + source("transact")
             text = template.replace(_EFFECT_SLOT, body)
-            found = self._effects[body] = self._redis.register_script(text)
+            found = self._effects[body] = named(self._redis.register_script(text), "transact")
         return found
 
     async def _write(self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]) -> Any:

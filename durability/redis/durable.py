@@ -63,10 +63,11 @@ from durability.interfaces import (
 from durability.polling import beats
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lane import Lane
-from durability.redis.lua import ScriptCall, source
+from durability.redis.lua import ScriptCall, named, source
 from durability.redis.namespace import text
 from durability.redis.sortedset import RedisSetScheduler
 from durability.redis.stream import FIELD, GROUP, RedisStreamScheduler, receipt_of
+from durability.traffic import Traffic
 
 __all__ = ["RedisDurable"]
 
@@ -95,8 +96,9 @@ class RedisDurable(SplitDurable):
         self,
         checkpointer: RedisCheckpointer,
         scheduler: RedisStreamScheduler | RedisSetScheduler,
+        traffic: Traffic | None = None,
     ) -> None:
-        super().__init__(checkpointer, scheduler)
+        super().__init__(checkpointer, scheduler, traffic)
         self._redis_checkpointer = checkpointer
         self._redis_scheduler = scheduler
         client = checkpointer.redis
@@ -291,7 +293,9 @@ class RedisDurable(SplitDurable):
                 .replace("--[[TAKE]]", source(read))
                 .replace("--[[CLAIM]]", source("prelude") + source("claim"))
             )
-            found = self._scripts[pair] = self._redis_checkpointer.redis.register_script(text_)
+            found = self._scripts[pair] = named(
+                self._redis_checkpointer.redis.register_script(text_), f"{read}+claim"
+            )
         return found
 
     async def _run(self, first: ScriptCall, then: ScriptCall) -> Any:
@@ -317,5 +321,7 @@ class RedisDurable(SplitDurable):
                 .replace("--[[THEN]]", source(then.name))
             )
             # Registered once per pair: the digest is computed here, not per call.
-            found = self._scripts[pair] = self._redis_checkpointer.redis.register_script(text)
+            found = self._scripts[pair] = named(
+                self._redis_checkpointer.redis.register_script(text), f"{first.name}+{then.name}"
+            )
         return found

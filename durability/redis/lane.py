@@ -72,6 +72,9 @@ class Lane:
         writer = connection._writer  # the stream `_usable` checked
         assert writer is not None
         writer.writelines(connection.pack_commands(commands))
+        traffic = getattr(connection, "traffic", None)  # a PackedConnection counts its sends
+        if traffic is not None:
+            traffic.round_trip()
         if self._reading is None:
             self._reading = loop.create_task(self._read(connection))
         try:

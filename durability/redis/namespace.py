@@ -15,7 +15,9 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-__all__ = ["block_slice", "check_namespace", "from_ms", "key", "ms", "text"]
+from durability.interfaces import Footprint
+
+__all__ = ["block_slice", "check_namespace", "footprint", "from_ms", "key", "ms", "text"]
 
 
 def check_namespace(namespace: str) -> str:
@@ -32,6 +34,22 @@ def check_namespace(namespace: str) -> str:
 def key(namespace: str, name: str) -> str:
     """`{<namespace>}:<name>`: one queue's keys share a cluster slot through the tag."""
     return f"{{{namespace}}}:{name}"
+
+
+async def footprint(redis: Any, parts: dict[str, tuple[str, str]]) -> Footprint:
+    """A queue's `Footprint` in one script: `parts` names each key as (key, kind), kind being
+    how it is counted (`stream`, `zset` or `list`, see footprint.lua)."""
+    from durability.redis.lua import script
+
+    names = list(parts)
+    keys = [parts[name][0] for name in names]
+    kinds = [parts[name][1] for name in names]
+    reply = await script(redis, "footprint")(keys=keys, args=kinds)
+    counted = [int(text(value)) for value in reply]
+    return Footprint(
+        {name: counted[2 * i] for i, name in enumerate(names)},
+        sum(counted[1::2]),
+    )
 
 
 def text(value: object) -> str:

@@ -41,10 +41,18 @@ import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
-from durability.interfaces import Delivery, check_workflow, positive, to_ms
+from durability.interfaces import Delivery, Footprint, check_workflow, positive, to_ms
 from durability.polling import beats
 from durability.redis.lua import ScriptCall, script
-from durability.redis.namespace import block_slice, check_namespace, from_ms, key, ms, text
+from durability.redis.namespace import (
+    block_slice,
+    check_namespace,
+    footprint,
+    from_ms,
+    key,
+    ms,
+    text,
+)
 
 __all__ = ["RedisSetScheduler"]
 
@@ -190,3 +198,12 @@ class RedisSetScheduler:
 
     async def cancel(self, workflow: str) -> int:
         return int(await self._redis.zrem(self.schedule, check_workflow(workflow)))
+
+    async def footprint(self) -> Footprint:
+        """The schedule's members (one per workflow queued, sleeping or held); the doorbell's
+        bytes count, its rings do not (they are not work)."""
+        parts = {"schedule": (self.schedule, "zset")}
+        if self.doorbell is not None:
+            parts["doorbell"] = (self.doorbell, "list")
+        found = await footprint(self._redis, parts)
+        return Footprint({"schedule": found.parts["schedule"]}, found.bytes)

@@ -36,9 +36,17 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
-from durability.interfaces import Delivery, check_workflow, positive, to_ms
+from durability.interfaces import Delivery, Footprint, check_workflow, positive, to_ms
 from durability.redis.lua import ScriptCall, script
-from durability.redis.namespace import block_slice, check_namespace, from_ms, key, ms, text
+from durability.redis.namespace import (
+    block_slice,
+    check_namespace,
+    footprint,
+    from_ms,
+    key,
+    ms,
+    text,
+)
 
 __all__ = ["GROUP", "RedisStreamScheduler"]
 
@@ -249,6 +257,12 @@ class RedisStreamScheduler:
             keys=[self.ready, self.sleeping], args=[GROUP, check_workflow(workflow)]
         )
         return int(gone)
+
+    async def footprint(self) -> Footprint:
+        """The stream's entries (acknowledged ones included, until trimmed) and the sleepers."""
+        return await footprint(
+            self._redis, {"stream": (self.ready, "stream"), "sleeping": (self.sleeping, "zset")}
+        )
 
     async def trim(self) -> int:
         """Remove entries every consumer group has acknowledged; return how many went.

@@ -32,6 +32,8 @@ async def test_memory_url_opens_a_fresh_memory_store_with_the_lease_given() -> N
         ("redis://127.0.0.1:6379/0?scheduler=list", "'list'"),
         ("sqlite://", "file path"),
         ("sqlite:///tmp/x.db?journal=wal", "journal"),
+        ("redis://127.0.0.1:6379/0?cluster=maybe", "cluster"),
+        ("postgresql://postgres@127.0.0.1:5432/test?notify=sometimes", "notify"),
     ],
 )
 async def test_a_url_no_store_answers_is_refused_by_name(url: str, named: str) -> None:
@@ -53,3 +55,13 @@ def test_importing_the_library_and_connect_needs_no_driver() -> None:
         "assert not loaded, loaded"
     )
     subprocess.run([sys.executable, "-c", check], check=True)
+
+
+async def test_postgres_notify_off_polls_alone(postgres_database: str) -> None:
+    store_url = f"{postgres_database}?queue=notify-off"
+    async with open_durable(f"{store_url}&notify=off", poll=timedelta(milliseconds=20)) as off:
+        scheduler = off.scheduler
+        assert scheduler.poll == timedelta(milliseconds=20)  # type: ignore[attr-defined]
+        assert scheduler._listener is None  # type: ignore[attr-defined]
+    async with open_durable(store_url) as on:
+        assert on.scheduler._listener is not None  # type: ignore[attr-defined]
