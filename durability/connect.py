@@ -12,7 +12,8 @@ Query parameters the URL may carry (anything else is refused, so a typo is not i
 
 - Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (the queue's key prefix,
   default `durability`), for the set `doorbell` (`on`, the default, or `off` to poll alone),
-  and `cluster=on` for a Redis Cluster (the URL names any one node); the rest of the URL
+  `cluster=on` for a Redis Cluster (the URL names any one node) and, for the stream,
+  `trim_every_ms` (how often housekeeping trims; 10 s by default); the rest of the URL
   goes to `redis.asyncio.Redis.from_url` (or `RedisCluster.from_url`).
 - Postgres: `queue` (the queue's name, default `default`) and `notify` (`on`, the default:
   idle workers are woken by LISTEN/NOTIFY; `off` to poll alone); the rest goes to libpq.
@@ -127,7 +128,8 @@ async def _redis(
     from durability.redis.packing import PackedConnection
 
     parts = urlsplit(url)
-    ours, rest = _options(parts.query, ("scheduler", "namespace", "doorbell", "cluster"))
+    allowed = ("scheduler", "namespace", "doorbell", "cluster", "trim_every_ms")
+    ours, rest = _options(parts.query, allowed)
     kind = ours.get("scheduler", "stream")
     cluster = ours.get("cluster", "off")
     if cluster not in ("on", "off"):
@@ -171,7 +173,8 @@ async def _redis(
         # One client for both halves, so arrive, deliver and finish are one script each.
         durable = RedisDurable(RedisCheckpointer(redis=client), scheduler, traffic)
         if housekeeping and isinstance(scheduler, RedisStreamScheduler):
-            async with _beside(trimming(scheduler)):
+            every = timedelta(milliseconds=float(ours.get("trim_every_ms", 10_000)))
+            async with _beside(trimming(scheduler, positive("trim_every_ms", every))):
                 yield durable
         else:
             yield durable
