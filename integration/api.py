@@ -24,6 +24,11 @@ write and its queueing could have lost. Refusals write nothing:
 | 413 | a body over `MAX_BODY` bytes (by `Content-Length`, and by the bytes actually read) |
 | 422 | a body that is not the expected JSON; the response names each field at fault |
 
+Every store call is bounded by `store_timeout` (`--store-timeout`): a store that is down or does
+not answer in time gets 503 with `Retry-After` and `{"detail": ...}`, and the API carries on once
+the store is back. A 503 cannot say whether a write it cut short happened, so a client resends
+it: `POST /orders` under the same key is idempotent.
+
 With `--store memory://` the process also runs a worker, since a memory store lives in one
 process; over any other store run `durability-worker` processes beside it.
 """
@@ -34,21 +39,22 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import re
 import signal
 import time
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import UTC, datetime, timedelta
 from types import FrameType
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 import uvicorn
 from fastapi import FastAPI, Header, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
 
-from durability import Durable
-from durability.connect import open_durable
+from durability import Durable, positive
+from durability.connect import open_durable, unavailable
 from integration import cli
 from integration.log import configure, fields
 from integration.orders import unwind_id
@@ -65,7 +71,13 @@ MAX_BODY = 64 * 1024
 #: rollback (`<id>:unwind`); no braces, which Redis keys reserve; bounded, as Redis wants.
 ORDER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
+#: How long one store call may take before the request gets 503.
+STORE_TIMEOUT = timedelta(seconds=5)
+#: What a 503 tells the client to wait before trying again.
+RETRY_AFTER = timedelta(seconds=2)
+
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
 
 class LineIn(BaseModel):
@@ -118,6 +130,10 @@ class Refused(Exception):
         self.detail = detail
 
 
+class StoreDown(Exception):
+    """A store call failed for want of the store (down, or no answer in time): 503."""
+
+
 def _field(location: tuple[int | str, ...]) -> str:
     return ".".join(str(part) for part in location) or "body"
 
@@ -167,14 +183,28 @@ def make_app(
     *,
     max_body: int = MAX_BODY,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    store_timeout: timedelta = STORE_TIMEOUT,
+    retry_after: timedelta = RETRY_AFTER,
 ) -> FastAPI:
-    """The API over `durable`. It never runs a workflow."""
+    """The API over `durable`. It never runs a workflow.
+
+    Each store call is given `store_timeout`; one that fails because the store is down, or
+    takes longer, answers 503 with `Retry-After: retry_after` (in whole seconds, at least 1).
+    """
+    positive("store_timeout", store_timeout)
+    positive("retry_after", retry_after)
     app = FastAPI(title="durability: orders", version="0.1.0")
     checkpointer = durable.checkpointer
+    limit = store_timeout.total_seconds()
+    wait = str(max(1, math.ceil(retry_after.total_seconds())))
 
     @app.exception_handler(Refused)
     async def refused(_: Request, error: Refused) -> Response:
         return JSONResponse({"detail": error.detail}, status_code=error.status)
+
+    @app.exception_handler(StoreDown)
+    async def store_down(_: Request, error: StoreDown) -> Response:
+        return JSONResponse({"detail": str(error)}, status_code=503, headers={"Retry-After": wait})
 
     @app.middleware("http")
     async def access(
@@ -194,8 +224,26 @@ def make_app(
         )
         return response
 
+    async def store(call: Coroutine[Any, Any, T]) -> T:
+        """`call` (one store operation) bounded by `store_timeout`; `StoreDown` if the store
+        is unreachable or slower than that. Cancelling a call is safe on every store: its reply
+        is dropped, or its connection closed, never handed to another caller."""
+        try:
+            async with asyncio.timeout(limit):
+                return await call
+        except TimeoutError:
+            log.warning("store too slow", extra=fields(timeout=store_timeout))
+            raise StoreDown(f"the store did not answer within {limit:g} s; try again") from None
+        except Exception as error:
+            if not unavailable(error):
+                raise
+            log.warning("store unavailable", extra=fields(error=repr(error)))
+            raise StoreDown(
+                f"the store is unavailable ({type(error).__name__}); try again"
+            ) from None
+
     async def known(order_id: str) -> dict[str, object]:
-        records = await checkpointer.load(order_id)
+        records = await store(checkpointer.load(order_id))
         if ORDER not in records:
             raise Refused(404, f"no order {order_id!r}")
         return records
@@ -207,10 +255,10 @@ def make_app(
     ) -> Response:
         order_id = _order_id(idempotency_key, missing=400)
         order = (await _parse(request, OrderIn, max_body)).order().to_record()
-        held = (await checkpointer.load(order_id)).get(ORDER)
+        held = (await store(checkpointer.load(order_id))).get(ORDER)
         if held is not None and held != order:
             raise Refused(409, f"Idempotency-Key {order_id!r} already names a different order")
-        recorded = await durable.arrive(order_id, ORDER, order)
+        recorded = await store(durable.arrive(order_id, ORDER, order))
         if recorded.value != order:  # lost a race to a different order under the same key
             raise Refused(409, f"Idempotency-Key {order_id!r} already names a different order")
         log.info("order submitted", extra=fields(order=order_id, first=recorded.first))
@@ -223,12 +271,12 @@ def make_app(
     @app.get("/orders/{order_id}")
     async def view(order_id: str) -> Response:
         order_id = _order_id(order_id, missing=404)
-        written = await checkpointer.history(order_id)
+        written = await store(checkpointer.history(order_id))
         records = {w.key: w.value for w in written}
         if ORDER not in records:
             raise Refused(404, f"no order {order_id!r}")
         undoing = unwind_id(order_id)
-        rollback = await checkpointer.history(undoing)
+        rollback = await store(checkpointer.history(undoing))
         now = clock()
         stage = status(records, {w.key: w.value for w in rollback}, now)
         return JSONResponse(
@@ -255,7 +303,7 @@ def make_app(
             raise Refused(
                 409, f"order {order_id!r} is not waiting for a confirmation ({stage.stage})"
             )
-        recorded = await durable.arrive(order_id, APPROVAL, confirmation.approved_by)
+        recorded = await store(durable.arrive(order_id, APPROVAL, confirmation.approved_by))
         if not recorded.first:
             raise Refused(409, f"order {order_id!r} was already confirmed by {recorded.value!r}")
         log.info("order confirmed", extra=fields(order=order_id, by=confirmation.approved_by))
@@ -269,7 +317,7 @@ def make_app(
         stage = status(records, {}, clock())
         if not stage.listening:
             raise Refused(409, f"order {order_id!r} does not read messages ({stage.stage})")
-        entry = await durable.deliver(order_id, {"text": sent.text})
+        entry = await store(durable.deliver(order_id, {"text": sent.text}))
         log.info("message delivered", extra=fields(order=order_id, entry=entry.key))
         return JSONResponse({"id": order_id, "entry": entry.key}, status_code=202)
 
@@ -278,8 +326,8 @@ def make_app(
         order_id = _order_id(order_id, missing=404)
         await known(order_id)
         # The rollback first: while the order still exists a retry can find both.
-        removed = await durable.delete(unwind_id(order_id))
-        removed += await durable.delete(order_id)
+        removed = await store(durable.delete(unwind_id(order_id)))
+        removed += await store(durable.delete(order_id))
         log.info("order deleted", extra=fields(order=order_id, records=removed))
         return JSONResponse({"id": order_id, "deleted": removed})
 
@@ -289,7 +337,7 @@ def make_app(
 async def run(args: argparse.Namespace) -> None:
     async with open_durable(args.store, lease=args.lease) as durable:
         config = uvicorn.Config(
-            make_app(durable),
+            make_app(durable, store_timeout=args.store_timeout, retry_after=args.retry_after),
             host=args.host,
             port=args.port,
             log_config=None,  # our key=value lines, not uvicorn's formats
@@ -327,6 +375,18 @@ def main(argv: list[str] | None = None) -> None:
     made = cli.parser("durability-api", "Serve the orders API over a store.")
     made.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
     made.add_argument("--port", type=int, default=8000, help="default 8000")
+    made.add_argument(
+        "--store-timeout",
+        type=cli.duration,
+        default=STORE_TIMEOUT,
+        help="how long one store call may take before the request gets 503 (default 5s)",
+    )
+    made.add_argument(
+        "--retry-after",
+        type=cli.duration,
+        default=RETRY_AFTER,
+        help="the Retry-After a 503 carries, rounded up to whole seconds (default 2s)",
+    )
     cli.add_worker_options(made)
     args = made.parse_args(argv)
     configure(args.log_level)
