@@ -18,7 +18,7 @@ write and its queueing could have lost. Refusals write nothing:
 
 | status | when |
 |---|---|
-| 400 | no `Idempotency-Key`, or one outside `[A-Za-z0-9._-]`, 1-128 characters |
+| 400 | no `Idempotency-Key`, more than one, or one outside `[A-Za-z0-9._-]`, 1-128 characters |
 | 404 | no such order |
 | 409 | the key names a different order; a confirmation or message the order does not wait for |
 | 413 | a body over `MAX_BODY` bytes (by `Content-Length`, and by the bytes actually read) |
@@ -27,7 +27,9 @@ write and its queueing could have lost. Refusals write nothing:
 Every store call is bounded by `store_timeout` (`--store-timeout`): a store that is down or does
 not answer in time gets 503 with `Retry-After` and `{"detail": ...}`, and the API carries on once
 the store is back. A 503 cannot say whether a write it cut short happened, so a client resends
-it: `POST /orders` under the same key is idempotent.
+it: `POST /orders` under the same key is idempotent. `/openapi.json` documents each body and
+every status (`integration.document`); `OPTIONS` on a path, and a 405, name every method in
+`Allow`.
 
 With `--store memory://` the process also runs a worker, since a memory store lives in one
 process; over any other store run `durability-worker` processes beside it.
@@ -46,20 +48,37 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime, timedelta
 from types import FrameType
-from typing import Annotated, Any, TypeVar
+from typing import Any, TypeVar
 
 import uvicorn
-from fastapi import FastAPI, Header, Request, Response
+from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
+from starlette.types import Scope
 
 from durability import Durable, positive
 from durability.connect import open_durable, unavailable
 from integration import cli
+from integration.document import (
+    LOCATION,
+    ConfirmationIn,
+    Confirmed,
+    Deleted,
+    Delivered,
+    DocumentedApp,
+    MessageIn,
+    OrderIn,
+    OrderView,
+    Submitted,
+    body_of,
+    responses,
+)
 from integration.log import configure, fields
 from integration.orders import unwind_id
 from integration.payout import APPROVAL
-from integration.submission import SKU, Kind, Line, Order
 from integration.worker import effects_from, redacted, serve
 from integration.workflow import ORDER, history, status
 
@@ -78,47 +97,6 @@ RETRY_AFTER = timedelta(seconds=2)
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
-
-
-class LineIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    sku: Annotated[str, Field(pattern=f"^{SKU.pattern}$")]
-    quantity: Annotated[int, Field(ge=1, le=10_000)]
-    cents: Annotated[int, Field(ge=0, le=100_000_000)]
-
-
-class OrderIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    kind: Kind = "payout"
-    customer: Annotated[str, Field(min_length=1, max_length=200)]
-    lines: Annotated[list[LineIn], Field(max_length=100, validate_default=True)] = []
-
-    @field_validator("lines")
-    @classmethod
-    def _lines_unless_console(cls, lines: list[LineIn], info: ValidationInfo) -> list[LineIn]:
-        # `kind` is declared first, so it is validated (and in `info.data`) by now.
-        kind = info.data.get("kind", "payout")
-        if kind != "console" and not lines:
-            raise ValueError(f"a {kind} order needs at least one line")
-        return lines
-
-    def order(self) -> Order:
-        lines = [Line(line.sku, line.quantity, line.cents) for line in self.lines]
-        return Order.of(self.kind, self.customer, lines)
-
-
-class ConfirmationIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    approved_by: Annotated[str, Field(min_length=1, max_length=200)]
-
-
-class MessageIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    text: Annotated[str, Field(min_length=1, max_length=4000)]
 
 
 class Refused(Exception):
@@ -178,6 +156,25 @@ def _order_id(value: str | None, *, missing: int) -> str:
     return value
 
 
+def _idempotency_key(request: Request) -> str:
+    """The one `Idempotency-Key` of `request`: two would name two orders, and which one the
+    client meant cannot be guessed."""
+    given = request.headers.getlist("idempotency-key")
+    if len(given) > 1:
+        raise Refused(400, f"send one Idempotency-Key header, not {len(given)}")
+    return _order_id(given[0] if given else None, missing=400)
+
+
+def _allowed(app: FastAPI, scope: Scope) -> str:
+    """Every method some route of `app` answers on the path of `scope`, for `Allow`."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
 def make_app(
     durable: Durable,
     *,
@@ -193,7 +190,11 @@ def make_app(
     """
     positive("store_timeout", store_timeout)
     positive("retry_after", retry_after)
-    app = FastAPI(title="durability: orders", version="0.1.0")
+    app = DocumentedApp(
+        title="durability: orders",
+        version="0.1.0",
+        description="Orders over a durable store: submit, watch, confirm, message, delete.",
+    )
     checkpointer = durable.checkpointer
     limit = store_timeout.total_seconds()
     wait = str(max(1, math.ceil(retry_after.total_seconds())))
@@ -205,6 +206,14 @@ def make_app(
     @app.exception_handler(StoreDown)
     async def store_down(_: Request, error: StoreDown) -> Response:
         return JSONResponse({"detail": str(error)}, status_code=503, headers={"Retry-After": wait})
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> Response:
+        if error.status_code == 405:
+            # Starlette names the methods of the first route on the path only; a path served by
+            # several routes (GET and DELETE /orders/{id}) has them all.
+            error.headers = {**(error.headers or {}), "Allow": _allowed(app, request.scope)}
+        return await http_exception_handler(request, error)
 
     @app.middleware("http")
     async def access(
@@ -248,12 +257,36 @@ def make_app(
             raise Refused(404, f"no order {order_id!r}")
         return records
 
-    @app.post("/orders")
-    async def submit(
-        request: Request,
-        idempotency_key: Annotated[str | None, Header()] = None,
-    ) -> Response:
-        order_id = _order_id(idempotency_key, missing=400)
+    @app.post(
+        "/orders",
+        status_code=201,
+        responses=responses(
+            {
+                201: {"model": Submitted, "description": "a new order", "headers": LOCATION},
+                200: {
+                    "model": Submitted,
+                    "description": "this order was already submitted under this key",
+                    "headers": LOCATION,
+                },
+            },
+            (400, 409, 413, 422),
+        ),
+        openapi_extra={
+            **body_of(OrderIn),
+            "parameters": [
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": True,
+                    "description": "the order id: resending under it is idempotent",
+                    "schema": {"type": "string", "pattern": f"^{ORDER_ID.pattern}$"},
+                }
+            ],
+        },
+    )
+    async def submit(request: Request) -> Response:
+        """Submit an order under the id its `Idempotency-Key` names."""
+        order_id = _idempotency_key(request)
         order = (await _parse(request, OrderIn, max_body)).order().to_record()
         held = (await store(checkpointer.load(order_id))).get(ORDER)
         if held is not None and held != order:
@@ -268,8 +301,12 @@ def make_app(
             headers={"Location": f"/orders/{order_id}"},
         )
 
-    @app.get("/orders/{order_id}")
+    @app.get(
+        "/orders/{order_id}",
+        responses=responses({200: {"model": OrderView, "description": "the order"}}, (404,)),
+    )
     async def view(order_id: str) -> Response:
+        """The order's checkpoint as a progress view."""
         order_id = _order_id(order_id, missing=404)
         written = await store(checkpointer.history(order_id))
         records = {w.key: w.value for w in written}
@@ -293,8 +330,17 @@ def make_app(
             }
         )
 
-    @app.post("/orders/{order_id}/confirmation")
+    @app.post(
+        "/orders/{order_id}/confirmation",
+        status_code=202,
+        responses=responses(
+            {202: {"model": Confirmed, "description": "the approval, recorded"}},
+            (400, 404, 409, 413, 422),
+        ),
+        openapi_extra=body_of(ConfirmationIn),
+    )
     async def confirm(order_id: str, request: Request) -> Response:
+        """Approve an order that waits for a confirmation."""
         order_id = _order_id(order_id, missing=404)
         confirmation = await _parse(request, ConfirmationIn, max_body)
         records = await known(order_id)
@@ -309,8 +355,17 @@ def make_app(
         log.info("order confirmed", extra=fields(order=order_id, by=confirmation.approved_by))
         return JSONResponse({"id": order_id, "approved_by": recorded.value}, status_code=202)
 
-    @app.post("/orders/{order_id}/messages")
+    @app.post(
+        "/orders/{order_id}/messages",
+        status_code=202,
+        responses=responses(
+            {202: {"model": Delivered, "description": "the message, in the inbox"}},
+            (400, 404, 409, 413, 422),
+        ),
+        openapi_extra=body_of(MessageIn),
+    )
     async def message(order_id: str, request: Request) -> Response:
+        """Deliver a message to a console order's inbox."""
         order_id = _order_id(order_id, missing=404)
         sent = await _parse(request, MessageIn, max_body)
         records = await known(order_id)
@@ -321,8 +376,14 @@ def make_app(
         log.info("message delivered", extra=fields(order=order_id, entry=entry.key))
         return JSONResponse({"id": order_id, "entry": entry.key}, status_code=202)
 
-    @app.delete("/orders/{order_id}")
+    @app.delete(
+        "/orders/{order_id}",
+        responses=responses(
+            {200: {"model": Deleted, "description": "the order, forgotten"}}, (404,)
+        ),
+    )
     async def delete(order_id: str) -> Response:
+        """Forget an order and its rollback (their wakeups first)."""
         order_id = _order_id(order_id, missing=404)
         await known(order_id)
         # The rollback first: while the order still exists a retry can find both.
@@ -331,6 +392,11 @@ def make_app(
         log.info("order deleted", extra=fields(order=order_id, records=removed))
         return JSONResponse({"id": order_id, "deleted": removed})
 
+    async def options(request: Request) -> Response:
+        return Response(status_code=204, headers={"Allow": _allowed(app, request.scope)})
+
+    for path in ("/orders", "/orders/{order_id}"):
+        app.add_api_route(path, options, methods=["OPTIONS"], include_in_schema=False)
     return app
 
 
