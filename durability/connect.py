@@ -283,7 +283,7 @@ async def _redis(
                 doorbell=doorbell == "on",
                 **({} if poll is None else {"poll": poll}),
             )
-        db = parts.path.strip("/") or "0"
+        db = dict(parse_qsl(rest)).get("db") or parts.path.strip("/") or "0"  # as redis-py reads it
         where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}/{db}"
         try:
             async with asyncio.timeout(connect_timeout.total_seconds()):
