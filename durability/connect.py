@@ -36,6 +36,7 @@ import sys
 from collections import Counter
 from collections.abc import AsyncIterator, Collection, Coroutine
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -406,9 +407,14 @@ async def _sqlite(url: str, lease: timedelta, poll: timedelta | None) -> AsyncIt
     if not path or path == "/":
         raise ValueError(f"sqlite:// needs a file path (sqlite:///path/to/file.db), got {url!r}")
     queue = ours.get("queue", "default")
+    # Checked here because SQLite would only say "unable to open database file" (and aiosqlite
+    # leaves the thread of a connection that failed to open to finish on its own).
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise StoreUnavailable(f"the directory of the SQLite file {path!r} does not exist")
     try:
         database = await open_database(path)
-    except sqlite3.OperationalError as error:  # a directory that does not exist, say
+    except sqlite3.OperationalError as error:  # not allowed to create or open it, say
         raise StoreUnavailable(f"could not open the SQLite file {path!r}: {error}") from error
     try:
         await migrate(database)
