@@ -211,9 +211,10 @@ class Run:
         *,
         within: timedelta | None = None,
     ) -> T:
-        """Run `fn` (sync or async) once and record its result as `key`; every later pass gets
-        the recorded value back without running it. `within` says how long the step may take,
-        so the claim is stretched before it starts."""
+        """Run `fn` (sync or async) and record its result as `key`; every later pass gets
+        the recorded value back without running it. `fn` runs at least once: a pass that dies
+        between `fn` and its record runs it again (`transact` is the exactly-once form).
+        `within` says how long the step may take, so the claim is stretched before it starts."""
         check_key(key)
         if within is not None:
             positive("within", within)
