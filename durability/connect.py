@@ -10,11 +10,14 @@
 
 Query parameters the URL may carry (anything else is refused, so a typo is not ignored):
 
-- Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (the queue's key prefix,
-  default `durability`) and, for the set, `doorbell` (`on`, the default, or `off` to poll
-  alone); the rest of the URL goes to `redis.asyncio.Redis.from_url`.
-- Postgres: `queue` (the queue's name, default `default`); the rest goes to libpq.
-- SQLite: `queue`, and nothing else.
+- Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (what every key of the
+  queue and of the checkpoints starts with, default `durability`) and, for the set,
+  `doorbell` (`on`, the default, or `off` to poll alone); the rest of the URL goes to
+  `redis.asyncio.Redis.from_url`.
+- Postgres: `queue` (the queue's name, default `default`) and `schema` (the schema the tables
+  live in, created on open, default `durability`: one per application sharing a database);
+  the rest goes to libpq.
+- SQLite: `queue`, and nothing else: the file is the application's own (the namespace).
 
 `sqlite:///path` names an absolute path; `sqlite://relative/file.db` a path relative to the
 working directory.
@@ -154,7 +157,8 @@ async def _redis(
         await client.ping()
         await scheduler.prepare()
         # One client for both halves, so arrive, deliver and finish are one script each.
-        durable = RedisDurable(RedisCheckpointer(redis=client), scheduler)
+        checkpointer = RedisCheckpointer(redis=client, namespace=namespace)
+        durable = RedisDurable(checkpointer, scheduler)
         if housekeeping and isinstance(scheduler, RedisStreamScheduler):
             async with _beside(trimming(scheduler)):
                 yield durable
@@ -186,10 +190,12 @@ async def _postgres(url: str, lease: timedelta, poll: timedelta | None) -> Async
         PostgresScheduler,
         migrate,
     )
+    from durability.postgres.statements import check_schema
 
     parts = urlsplit(url)
-    ours, rest = _options(parts.query, ("queue",))
+    ours, rest = _options(parts.query, ("queue", "schema"))
     queue = ours.get("queue", "default")
+    schema = check_schema(ours.get("schema", "durability"))  # refused before connecting
     conninfo = urlunsplit(parts._replace(query=rest))
     pool: AsyncConnectionPool = AsyncConnectionPool(
         conninfo, kwargs={"autocommit": True}, min_size=1, max_size=8, open=False
@@ -197,10 +203,10 @@ async def _postgres(url: str, lease: timedelta, poll: timedelta | None) -> Async
     await pool.open(wait=True)
     scheduler: PostgresScheduler | None = None
     try:
-        await migrate(pool)
-        scheduler = PostgresScheduler(pool=pool, lease=lease, poll=poll, queue=queue)
+        await migrate(pool, schema)
+        scheduler = PostgresScheduler(pool=pool, lease=lease, poll=poll, queue=queue, schema=schema)
         await scheduler.prepare()
-        yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
+        yield PostgresDurable(PostgresCheckpointer(pool=pool, schema=schema), scheduler)
     finally:
         if scheduler is not None:
             await scheduler.close()

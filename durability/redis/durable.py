@@ -166,7 +166,8 @@ class RedisDurable(SplitDurable):
             read = ScriptCall("set_take", scheduler.keys, (to_ms(scheduler.lease),))
         script = self._take_script(read.name)
         batcher = self._redis_checkpointer._batcher
-        keys, script_args = read.keys, [len(read.args), *read.args, *claim_args]
+        prefix = self._redis_checkpointer.prefix
+        keys, script_args = read.keys, [len(read.args), *read.args, prefix, *claim_args]
         if within <= _GLANCE:
             reply = await batcher.run(script, keys, script_args)
             return self._taken(reply, alive) if reply and reply[0] else None
@@ -207,7 +208,8 @@ class RedisDurable(SplitDurable):
         script = self._take_script("stream_took")
         waiter = f"{scheduler.consumer}~waiting"
         keys = [scheduler.ready]
-        args: list[str | int] = [4, GROUP, scheduler.consumer, waiter, FIELD, *claim_args]
+        prefix = self._redis_checkpointer.prefix
+        args: list[str | int] = [4, GROUP, scheduler.consumer, waiter, FIELD, prefix, *claim_args]
         lane = self._waiting_lane
         assert lane is not None  # a joined durable over a stream has one
         for block in scheduler.blocks(within):
