@@ -1,7 +1,7 @@
 """`RedisStreamScheduler`: wakeups as a stream read by a consumer group, sleepers as a ZSET.
 
-Two keys per queue, both tagged with the namespace so one Lua script may touch both on a
-cluster:
+Three keys per queue, all tagged with the namespace so one Lua script may touch them together
+on a cluster:
 
 | key | type | holds |
 |---|---|---|
