@@ -11,14 +11,17 @@
 Query options are checked before anything connects; an unknown or repeated one is a
 `ValueError` that names it and lists the allowed ones, so a typo is never ignored:
 
-- Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (the queue's key prefix,
-  default `durability`), for the set `doorbell` (`on`, the default, or `off` to poll alone),
-  `cluster=on` for a Redis Cluster (the URL names any one node) and, for the stream,
-  `trim_every_ms` (how often housekeeping trims; 10 s by default); and the options redis-py's
-  `from_url` takes for the connection the scheme picks.
-- Postgres: `queue` (the queue's name, default `default`), `notify` (`on`, the default: idle
-  workers are woken by LISTEN/NOTIFY; `off` to poll alone), and libpq's connection parameters.
-- SQLite: `queue`, and nothing else.
+- Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (what every key of the
+  queue and of the checkpoints starts with, default `durability`), for the set `doorbell`
+  (`on`, the default, or `off` to poll alone), `cluster=on` for a Redis Cluster (the URL
+  names any one node) and, for the stream, `trim_every_ms` (how often housekeeping trims;
+  10 s by default); and the options redis-py's `from_url` takes for the connection the
+  scheme picks.
+- Postgres: `queue` (the queue's name, default `default`), `schema` (the schema the tables
+  live in, created on open, default `durability`: one per application sharing a database),
+  `notify` (`on`, the default: idle workers are woken by LISTEN/NOTIFY; `off` to poll
+  alone), and libpq's connection parameters.
+- SQLite: `queue`, and nothing else: the file is the application's own (the namespace).
 
 A store that cannot be reached fails the open within `connect_timeout` with `StoreUnavailable`
 (a `ConnectionError`) naming where it looked: a refused port, an unknown database, a server that
@@ -315,7 +318,8 @@ async def _redis(
             # A refused port, a database index the server does not have, a failed login.
             raise StoreUnavailable(f"could not connect to Redis at {where}: {error}") from error
         # One client for both halves, so arrive, deliver and finish are one script each.
-        durable = RedisDurable(RedisCheckpointer(redis=client), scheduler, traffic)
+        checkpointer = RedisCheckpointer(redis=client, namespace=namespace)
+        durable = RedisDurable(checkpointer, scheduler, traffic)
         if housekeeping and isinstance(scheduler, RedisStreamScheduler):
             async with _beside(trimming(scheduler, trim_every)):
                 yield durable
@@ -369,10 +373,12 @@ async def _postgres(
         PostgresScheduler,
         migrate,
     )
+    from durability.postgres.statements import check_schema
     from durability.postgres.traffic import attach
 
-    ours, rest = _options(url, ("queue", "notify"), _libpq_options(), "libpq")
+    ours, rest = _options(url, ("queue", "notify", "schema"), _libpq_options(), "libpq")
     queue = ours.get("queue", "default")
+    schema = check_schema(ours.get("schema", "durability"))  # refused before connecting
     notify = ours.get("notify", "on")
     if notify not in ("on", "off"):
         raise ValueError(f"notify must be 'on' or 'off': {url!r}")
@@ -420,12 +426,13 @@ async def _postgres(
             raise StoreUnavailable(
                 f"PostgreSQL at {where} did not answer within {connect_timeout}"
             ) from error
-        await migrate(pool)
+        await migrate(pool, schema)
         scheduler = PostgresScheduler(
-            pool=pool, lease=lease, poll=poll, queue=queue, notify=notify == "on"
+            pool=pool, lease=lease, poll=poll, queue=queue, schema=schema, notify=notify == "on"
         )
         await scheduler.prepare()
-        yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler, traffic)
+        checkpointer = PostgresCheckpointer(pool=pool, schema=schema)
+        yield PostgresDurable(checkpointer, scheduler, traffic)
     finally:
         if scheduler is not None:
             await scheduler.close()

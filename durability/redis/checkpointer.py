@@ -1,17 +1,20 @@
 """`RedisCheckpointer`: a workflow's records and claim in Redis, every guarantee one Lua script.
 
-Layout: three keys per workflow, all hash-tagged `{<id>}` so they share one cluster slot and a
-script may touch them together.
+Layout: three keys per workflow, under the checkpointer's `namespace` (`durability` unless
+given) and hash-tagged `{<id>}` so they share one cluster slot and a script may touch them
+together. The namespace stays outside the braces: the tag is the id alone, so workflows still
+spread over a cluster's nodes, and an effect's keys need only carry `{<id>}` (see effect.py).
 
-| key                    | type | holds                                                      |
-|------------------------|------|------------------------------------------------------------|
-| `workflow:{id}`        | HASH | step key -> encoded value; nothing of the engine's          |
-| `workflow:{id}:pass`   | HASH | `token`, `until`, `deadline` (server ms), `appended` (inbox) |
-| `workflow:{id}:order`  | LIST | `"<ms>:<key>"` per first write, in first-recorded order     |
+| key                         | type | holds                                                  |
+|-----------------------------|------|--------------------------------------------------------|
+| `<ns>:workflow:{id}`        | HASH | step key -> encoded value; nothing of the engine's      |
+| `<ns>:workflow:{id}:pass`   | HASH | `token`, `until`, `deadline` (ms), `appended` (inbox)   |
+| `<ns>:workflow:{id}:order`  | LIST | `"<ms>:<key>"` per first write, in first-recorded order |
 
-So `HGETALL workflow:{id}` is exactly the user's records (an operator or a progress view can
-read it without filtering), while the order list keeps the first-recorded order a hash loses
-once it outgrows its compact encoding (128 fields), and the server time of each write.
+So `HGETALL <ns>:workflow:{id}` is exactly the user's records (an operator or a progress view
+can read it without filtering), while the order list keeps the first-recorded order a hash
+loses once it outgrows its compact encoding (128 fields), and the server time of each write.
+Keys written before namespaces (`workflow:{id}...`) are moved by `migration.move_checkpoints`.
 
 Each operation is one script (`*.lua` beside this module, each prefixed with `prelude.lua`):
 times come from the server's `TIME`, tokens are `max(now_ms, previous + 1)`, and every write
@@ -63,6 +66,7 @@ from durability.interfaces import (
 from durability.redis.batching import Batcher
 from durability.redis.effect import LuaEffect, hash_tag
 from durability.redis.lua import ScriptCall, named, source
+from durability.redis.namespace import DEFAULT, check_namespace
 
 __all__ = [
     "MAX_WORKFLOW",
@@ -97,9 +101,14 @@ def workflow_tag(workflow: str) -> str:
     return "{" + workflow + "}"
 
 
-def workflow_keys(workflow: str) -> tuple[str, str, str]:
-    """The records, claim and order keys of `workflow`, in the order every script takes them."""
-    base = f"workflow:{workflow_tag(workflow)}"
+def workflow_keys(workflow: str, namespace: str = DEFAULT) -> tuple[str, str, str]:
+    """The records, claim and order keys of `workflow` under `namespace`, in the order every
+    script takes them."""
+    return _keys(f"{check_namespace(namespace)}:workflow:", workflow)
+
+
+def _keys(prefix: str, workflow: str) -> tuple[str, str, str]:
+    base = prefix + workflow_tag(workflow)
     return base, f"{base}:pass", f"{base}:order"
 
 
@@ -158,17 +167,23 @@ class NotAcknowledged(RuntimeError):
 
 class RedisCheckpointer:
     """A `Checkpointer` over Redis (a `redis.asyncio` client or cluster client built with
-    `decode_responses=True`). See the module docstring for the key layout."""
+    `decode_responses=True`). Every key it writes lies under `namespace`: two checkpointers
+    with different namespaces never see or fence each other's workflows, whatever the ids.
+    See the module docstring for the key layout."""
 
     def __init__(
         self,
         *,
         redis: Client,
+        namespace: str = DEFAULT,
         ttl: timedelta = timedelta(days=1),
         codec: Codec | None = None,
         durable: Acknowledged | None = None,
     ) -> None:
         self._redis = redis
+        self.namespace = check_namespace(namespace)
+        #: What each workflow's keys start with; the id's `{<id>}` follows.
+        self.prefix = f"{namespace}:workflow:"
         self.ttl = positive("ttl", ttl)
         self._ttl_ms = to_ms(ttl)
         self._codec: Codec = codec or JsonCodec()
@@ -272,7 +287,7 @@ class RedisCheckpointer:
     async def claim(self, workflow: str, budget: timedelta, alive: timedelta) -> Pass | None:
         positive("budget", budget)
         positive("alive", alive)
-        keys = workflow_keys(workflow)
+        keys = self.keys(workflow)
         reply = await self._write(
             self._script("claim"), keys, [to_ms(budget), to_ms(alive), self._ttl_ms]
         )
@@ -295,7 +310,7 @@ class RedisCheckpointer:
         return {flat[i]: decode(flat[i + 1]) for i in range(0, len(flat), 3)}
 
     async def _load(self, workflow: str) -> list[Any]:
-        return _flat(await self._read(self._script("load"), workflow_keys(workflow)))
+        return _flat(await self._read(self._script("load"), self.keys(workflow)))
 
     async def load(self, workflow: str) -> dict[str, object]:
         return self._records(await self._load(workflow))
@@ -311,7 +326,7 @@ class RedisCheckpointer:
     async def record(self, holder: Pass, key: str, value: object) -> Recorded:
         check_key(key)
         encoded = self._codec.encode(value)
-        keys = workflow_keys(holder.workflow)
+        keys = self.keys(holder.workflow)
         args = [holder.token, to_ms(holder.alive), self._ttl_ms, key, encoded]
         reply = await self._write(self._script("record"), keys, args)
         self._fenced(holder, reply)
@@ -323,7 +338,7 @@ class RedisCheckpointer:
         check_key(key)
         if not isinstance(effect, LuaEffect):
             raise TypeError(f"the Redis store performs LuaEffect, not {type(effect).__name__}")
-        keys = workflow_keys(holder.workflow)
+        keys = self.keys(holder.workflow)
         tag = holder.workflow
         for touched in effect.keys:
             # Refused here, before anything is sent, so a single node (which would run it)
@@ -351,7 +366,7 @@ class RedisCheckpointer:
     def _supply_call(self, workflow: str, key: str, value: object) -> tuple[ScriptCall, str]:
         check_key(key)
         encoded = self._codec.encode(value)
-        keys = workflow_keys(workflow)
+        keys = self.keys(workflow)
         return ScriptCall("supply", keys, (key, encoded, self._ttl_ms), prelude=True), encoded
 
     def _supplied(self, reply: Any, encoded: str) -> Recorded:
@@ -366,7 +381,7 @@ class RedisCheckpointer:
 
     def _append_call(self, workflow: str, value: object) -> tuple[ScriptCall, str]:
         encoded = self._codec.encode(value)
-        keys = workflow_keys(workflow)
+        keys = self.keys(workflow)
         args = (encoded, self._ttl_ms, INBOX, INBOX_WIDTH)
         return ScriptCall("append", keys, args, prelude=True), encoded
 
@@ -381,7 +396,7 @@ class RedisCheckpointer:
     async def extend(self, holder: Pass, budget: timedelta, alive: timedelta) -> Pass:
         positive("budget", budget)
         positive("alive", alive)
-        keys = workflow_keys(holder.workflow)
+        keys = self.keys(holder.workflow)
         args = [holder.token, to_ms(budget), to_ms(alive), self._ttl_ms]
         reply = await self._write(self._script("extend"), keys, args)
         self._fenced(holder, reply)
@@ -389,13 +404,13 @@ class RedisCheckpointer:
 
     async def renew(self, holder: Pass, alive: timedelta) -> None:
         positive("alive", alive)
-        keys = workflow_keys(holder.workflow)
+        keys = self.keys(holder.workflow)
         args = [holder.token, to_ms(alive), self._ttl_ms]
         reply = await self._write(self._script("renew"), keys, args)
         self._fenced(holder, reply)
 
     async def discard(self, workflow: str) -> int:
-        keys = workflow_keys(workflow)
+        keys = self.keys(workflow)
         return int(await self._write(self._script("discard"), keys, [self._ttl_ms]))
 
     async def release(self, holder: Pass) -> None:
@@ -403,10 +418,14 @@ class RedisCheckpointer:
         await self._write(self._script(call.name), call.keys, call.args)
 
     def _release_call(self, holder: Pass) -> ScriptCall:
-        keys = workflow_keys(holder.workflow)
+        keys = self.keys(holder.workflow)
         return ScriptCall("release", keys, (holder.token, self._ttl_ms), prelude=True)
 
     # --- beyond the protocol ----------------------------------------------------------------
+
+    def keys(self, workflow: str) -> tuple[str, str, str]:
+        """The records, claim and order keys of `workflow` in this checkpointer's namespace."""
+        return _keys(self.prefix, workflow)
 
     @property
     def redis(self) -> Client:
@@ -425,7 +444,7 @@ class RedisCheckpointer:
         short the TTL. With no `until` (a pass blocked on input from outside, which has no
         deadline) the TTL is re-armed from now. Never shortens an expiry.
         """
-        keys = workflow_keys(workflow)
+        keys = self.keys(workflow)
         if until is not None and until.tzinfo is None:
             raise ValueError("hold needs a timezone-aware datetime")
         at = "" if until is None else str(int(until.timestamp() * 1000))

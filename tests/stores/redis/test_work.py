@@ -45,7 +45,7 @@ def _scheduler(kind: Kind, client: Any, namespace: str, lease: timedelta) -> Any
 async def _durable(kind: Kind, client: Any, namespace: str) -> RedisDurable:
     scheduler = _scheduler(kind, client, namespace, timedelta(seconds=5))
     await scheduler.prepare()
-    return RedisDurable(RedisCheckpointer(redis=client, ttl=TTL), scheduler)
+    return RedisDurable(RedisCheckpointer(redis=client, namespace=namespace, ttl=TTL), scheduler)
 
 
 # --- the contract -------------------------------------------------------------------------
