@@ -10,12 +10,21 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 import pytest
 
-from durability.interfaces import Checkpointer, Fenced, Pass, Recorded
+from durability.interfaces import (
+    MAX_DURATION,
+    MAX_NAME,
+    Checkpointer,
+    Fenced,
+    Pass,
+    Recorded,
+    inbox_key,
+)
+from durability.testing.conformance.bounds import ABSURD, BAD_IDS
 
 #: Long enough that no claim made with it lapses while a test runs.
 LONG = timedelta(seconds=30)
@@ -238,10 +247,70 @@ class ClaimContract:
         with pytest.raises(ValueError, match="alive"):
             await checkpointer.renew(holder, zero)
 
-    async def test_an_empty_workflow_id_is_refused(self, checkpointer: Checkpointer) -> None:
-        with pytest.raises(ValueError):
-            await checkpointer.claim("", LONG, LONG)
-        with pytest.raises(ValueError):
-            await checkpointer.supply("", "step", 1)
-        with pytest.raises(ValueError):
-            await checkpointer.append("", 1)
+    # --- bounds ----------------------------------------------------------------------------
+
+    @pytest.mark.parametrize(("workflow", "error"), BAD_IDS)
+    async def test_a_bad_workflow_id_is_refused(
+        self, checkpointer: Checkpointer, workflow: str, error: type[Exception]
+    ) -> None:
+        for call in (
+            checkpointer.claim(workflow, LONG, LONG),
+            checkpointer.load(workflow),
+            checkpointer.history(workflow),
+            checkpointer.supply(workflow, "step", 1),
+            checkpointer.append(workflow, 1),
+            checkpointer.discard(workflow),
+        ):
+            with pytest.raises(error, match="workflow id"):
+                await call
+
+    async def test_the_longest_ids_are_ids_like_any_other(self, checkpointer: Checkpointer) -> None:
+        # MAX_NAME characters, from one byte of UTF-8 each to four (1 KiB in all).
+        for fill in ("x", "é", "漢", "🎉"):
+            head = fresh(label="long")
+            workflow = head + fill * (MAX_NAME - len(head))
+            assert len(workflow) == MAX_NAME
+            holder = await claim_now(checkpointer, workflow)
+            assert holder.workflow == workflow
+            assert (await checkpointer.record(holder, "step", fill)).first
+            assert (await checkpointer.append(workflow, "mail")).key == inbox_key(1)
+            assert await checkpointer.load(workflow) == {"step": fill, inbox_key(1): "mail"}
+            assert await checkpointer.discard(workflow) == 2
+
+    @pytest.mark.parametrize(("duration", "error"), ABSURD)
+    async def test_an_absurd_duration_writes_nothing(
+        self, checkpointer: Checkpointer, duration: timedelta, error: type[Exception]
+    ) -> None:
+        workflow = fresh()
+        with pytest.raises(error, match="budget"):
+            await checkpointer.claim(workflow, duration, LONG)
+        with pytest.raises(error, match="alive"):
+            await checkpointer.claim(workflow, LONG, duration)
+        # Refused before anything was written: the workflow is free, not locked by a claim
+        # that was written and then failed.
+        holder = await claim_now(checkpointer, workflow)
+        with pytest.raises(error, match="budget"):
+            await checkpointer.extend(holder, duration, LONG)
+        with pytest.raises(error, match="alive"):
+            await checkpointer.extend(holder, LONG, duration)
+        with pytest.raises(error, match="alive"):
+            await checkpointer.renew(holder, duration)
+        # And the claim is as it was: live, and released as any other.
+        assert (await checkpointer.record(holder, "step", 1)).first
+        await checkpointer.release(holder)
+        assert await checkpointer.claim(workflow, LONG, LONG) is not None
+
+    async def test_the_longest_duration_is_a_duration_like_any_other(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        workflow = fresh()
+        holder = await claim_now(checkpointer, workflow, budget=MAX_DURATION, alive=MAX_DURATION)
+        # A century from now, give or take the store's rounding.
+        assert holder.budget_ends - datetime.now(UTC) > MAX_DURATION - timedelta(minutes=1)
+        assert await checkpointer.claim(workflow, LONG, LONG) is None
+        extended = await checkpointer.extend(holder, MAX_DURATION, MAX_DURATION)
+        assert extended.budget_ends >= holder.budget_ends
+        await checkpointer.renew(holder, MAX_DURATION)
+        assert (await checkpointer.record(holder, "step", 1)).first
+        await checkpointer.release(holder)
+        assert await checkpointer.claim(workflow, LONG, LONG) is not None

@@ -13,12 +13,22 @@ that waits for a lease to run out accepts the workflow back through either `recl
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from durability.interfaces import Delivery, Scheduler
+from durability.interfaces import MAX_NAME, Delivery, Scheduler, check_workflow
+from durability.testing.conformance.bounds import (
+    ABSURD_CASES,
+    BAD_ID_CASES,
+    PROPERTY,
+    names,
+    refusal,
+)
 from durability.testing.conformance.claims import fresh
 
 MakeScheduler = Callable[[timedelta], Awaitable[Scheduler]]
@@ -296,3 +306,59 @@ class SchedulerContract:
         delivery = await _take(scheduler, workflow)
         with pytest.raises(ValueError, match="within"):
             await scheduler.extend(delivery, zero)
+
+    # --- bounds -------------------------------------------------------------------------------
+
+    async def test_a_bad_workflow_id_is_refused_and_queues_nothing(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        for workflow, error, _ in BAD_ID_CASES:
+            with pytest.raises(error, match="workflow id"):
+                await scheduler.make_ready(workflow)
+            with pytest.raises(error, match="workflow id"):
+                await scheduler.cancel(workflow)
+        await _nothing_to_take(scheduler, LONG_LEASE)
+
+    async def test_an_absurd_duration_is_refused_and_changes_nothing(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        for duration, error, _ in ABSURD_CASES:
+            with pytest.raises(error, match="lease"):
+                await make_scheduler(duration)
+            with pytest.raises(error, match="within"):
+                await scheduler.next_ready(duration)
+            with pytest.raises(error, match="idle"):
+                await scheduler.reclaim(duration)
+        delivery = await _take(scheduler, workflow)  # still ready: the refused reads took nothing
+        for duration, error, _ in ABSURD_CASES:
+            with pytest.raises(error, match="within"):
+                await scheduler.extend(delivery, duration)
+        kept = await scheduler.extend(delivery, LONG_LEASE)  # still held, as it was
+        assert kept is not None and kept.workflow == workflow
+        await scheduler.done(kept)
+        await _nothing_to_take(scheduler, LONG_LEASE)
+
+    @pytest.fixture
+    async def one_queue(self, make_scheduler: MakeScheduler) -> Scheduler:
+        """One scheduler for all of a property's examples (each takes back what it queued)."""
+        return await make_scheduler(LONG_LEASE)
+
+    @PROPERTY
+    @given(data=st.data())
+    async def test_any_accepted_id_comes_back_exactly_from_the_queue(
+        self, one_queue: Scheduler, data: st.DataObject
+    ) -> None:
+        head = f"p-{uuid.uuid4().hex[:12]}-"
+        workflow = head + data.draw(names(MAX_NAME - len(head)), label="id")
+        bad = refusal(check_workflow, workflow)
+        if bad is not None:
+            with pytest.raises(bad):
+                await one_queue.make_ready(workflow)
+            return
+        await one_queue.make_ready(workflow)
+        delivery = await _take(one_queue, workflow)
+        await one_queue.done(delivery)
