@@ -2,7 +2,8 @@
 
 Part of `CheckpointerContract` (see `durability.testing.conformance.checkpointer`). The clock is
 real: where a claim has to lapse a test sleeps a little past it, and no test asserts how long
-anything took.
+anything took. Where a claim has to stay live, the test times itself and runs again slower if
+the machine stalled past its margin (`pace.at_any_pace`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from durability.interfaces import (
     inbox_key,
 )
 from durability.testing.conformance.bounds import ABSURD, BAD_IDS
+from durability.testing.conformance.pace import Stopwatch, at_any_pace
 
 #: Long enough that no claim made with it lapses while a test runs.
 LONG = timedelta(seconds=30)
@@ -183,52 +185,105 @@ class ClaimContract:
     async def test_renew_cannot_carry_a_claim_past_its_budget(
         self, checkpointer: Checkpointer
     ) -> None:
-        workflow = fresh()
-        # alive == budget, so a stalled host between claim and renew cannot fail the test; a
-        # renew that ignored the budget would still be caught, live at 800ms.
-        budget = timedelta(milliseconds=600)
-        holder = await claim_now(checkpointer, workflow, budget=budget, alive=budget)
-        await checkpointer.renew(holder, timedelta(seconds=5))
-        await asyncio.sleep(0.8)
-        with pytest.raises(Fenced):
-            await checkpointer.record(holder, "late", 1)
-        with pytest.raises(Fenced):
-            await checkpointer.renew(holder, timedelta(seconds=5))
-        assert await checkpointer.load(workflow) == {}
-        assert await checkpointer.claim(workflow, LONG, LONG) is not None
+        async def scenario(scale: float) -> None:
+            workflow = fresh()
+            # alive == budget: the renew only has to land inside the budget.
+            budget = timedelta(milliseconds=600 * scale)
+            clock = Stopwatch()
+            holder = await claim_now(checkpointer, workflow, budget=budget, alive=budget)
+            try:
+                await checkpointer.renew(holder, timedelta(seconds=5 * scale))
+            except Fenced:
+                clock.within(budget.total_seconds(), "claim and renew")
+                raise
+            # Past the budget (a lower bound: a slow machine only makes it later), though the
+            # renew asked for longer; a renew that ignored the budget would still be live.
+            await asyncio.sleep(budget.total_seconds() * 4 / 3)
+            with pytest.raises(Fenced):
+                await checkpointer.record(holder, "late", 1)
+            with pytest.raises(Fenced):
+                await checkpointer.renew(holder, timedelta(seconds=5))
+            assert await checkpointer.load(workflow) == {}
+            assert await checkpointer.claim(workflow, LONG, LONG) is not None
+
+        await at_any_pace(scenario)
 
     async def test_extend_carries_a_claim_past_its_budget(self, checkpointer: Checkpointer) -> None:
-        workflow = fresh()
-        budget = timedelta(milliseconds=400)
-        holder = await claim_now(checkpointer, workflow, budget=budget, alive=budget)
-        extended = await checkpointer.extend(holder, timedelta(seconds=2), timedelta(seconds=2))
-        assert (extended.workflow, extended.token) == (holder.workflow, holder.token)
-        assert extended.budget_ends > holder.budget_ends
-        await asyncio.sleep(0.6)
-        assert await checkpointer.claim(workflow, LONG, LONG) is None
-        assert (await checkpointer.record(extended, "late", 1)).first
+        async def scenario(scale: float) -> None:
+            workflow = fresh()
+            budget = timedelta(milliseconds=400 * scale)
+            stretched = timedelta(seconds=2 * scale)
+            claiming = Stopwatch()
+            holder = await claim_now(checkpointer, workflow, budget=budget, alive=budget)
+            extending = Stopwatch()
+            try:
+                extended = await checkpointer.extend(holder, stretched, stretched)
+            except Fenced:
+                claiming.within(budget.total_seconds(), "claim and extend")
+                raise
+            assert (extended.workflow, extended.token) == (holder.workflow, holder.token)
+            assert extended.budget_ends > holder.budget_ends
+            await asyncio.sleep(budget.total_seconds() * 1.5)  # past the first budget
+            claimed = await checkpointer.claim(workflow, LONG, LONG)
+            if claimed is not None:
+                extending.within(stretched.total_seconds(), "extend and the next claim")
+            assert claimed is None
+            try:
+                assert (await checkpointer.record(extended, "late", 1)).first
+            except Fenced:
+                extending.within(stretched.total_seconds(), "extend and the record")
+                raise
+
+        await at_any_pace(scenario)
 
     async def test_extend_never_shortens_a_claim(self, checkpointer: Checkpointer) -> None:
-        workflow = fresh()
-        holder = await claim_now(
-            checkpointer, workflow, budget=timedelta(seconds=3), alive=timedelta(seconds=3)
-        )
-        tiny = timedelta(milliseconds=50)
-        await checkpointer.extend(holder, tiny, tiny)
-        await checkpointer.renew(holder, tiny)
-        await asyncio.sleep(0.3)
-        assert await checkpointer.claim(workflow, LONG, LONG) is None
-        assert (await checkpointer.record(holder, "still", 1)).first
+        async def scenario(scale: float) -> None:
+            workflow = fresh()
+            held = timedelta(seconds=3 * scale)
+            clock = Stopwatch()
+            holder = await claim_now(checkpointer, workflow, budget=held, alive=held)
+            tiny = timedelta(milliseconds=50)
+            await checkpointer.extend(holder, tiny, tiny)
+            await checkpointer.renew(holder, tiny)
+            await asyncio.sleep(0.3)  # well past `tiny`
+            claimed = await checkpointer.claim(workflow, LONG, LONG)
+            if claimed is not None:
+                clock.within(held.total_seconds(), "the claim and the next")
+            assert claimed is None
+            try:
+                assert (await checkpointer.record(holder, "still", 1)).first
+            except Fenced:
+                clock.within(held.total_seconds(), "the claim and the record")
+                raise
+
+        await at_any_pace(scenario)
 
     async def test_a_write_is_a_sign_of_life(self, checkpointer: Checkpointer) -> None:
-        workflow = fresh()
-        alive = timedelta(milliseconds=500)
-        holder = await claim_now(checkpointer, workflow, budget=LONG, alive=alive)
-        # Twice `alive` in all, but never `alive` between two writes.
-        for beat in range(4):
-            await asyncio.sleep(0.25)
-            assert (await checkpointer.record(holder, f"beat:{beat}", beat)).first
-        assert await checkpointer.claim(workflow, LONG, LONG) is None
+        async def scenario(scale: float) -> None:
+            workflow = fresh()
+            alive = timedelta(milliseconds=500 * scale)
+            limit = alive.total_seconds()
+            # From the sending of one sign of life to the answer to the next: the most the
+            # store's clock can have moved between the two (a write under WAITAOF can take a
+            # good part of `alive` on a busy disk, which a fixed margin did not allow for).
+            since = Stopwatch()
+            holder = await claim_now(checkpointer, workflow, budget=LONG, alive=alive)
+            # Twice `alive` in all, but (on a machine keeping pace) never `alive` between two.
+            for beat in range(4):
+                await asyncio.sleep(limit / 2)
+                sending = Stopwatch()
+                try:
+                    assert (await checkpointer.record(holder, f"beat:{beat}", beat)).first
+                except Fenced:
+                    since.within(limit, f"the sign of life before beat {beat}, and beat {beat}")
+                    raise
+                since = sending
+            claimed = await checkpointer.claim(workflow, LONG, LONG)
+            if claimed is not None:
+                since.within(limit, "the last beat and the claim after it")
+            assert claimed is None
+
+        await at_any_pace(scenario)
 
     @pytest.mark.parametrize("zero", [timedelta(0), timedelta(milliseconds=-1)])
     async def test_durations_must_be_positive(
