@@ -353,6 +353,7 @@ class MemoryScheduler:
 
     @_counted
     async def cancel(self, workflow: str) -> int:
+        check_workflow(workflow)
         gone = 0
         if workflow in self._ready:
             self._ready.remove(workflow)

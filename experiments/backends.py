@@ -63,6 +63,8 @@ class Backend:
 
 
 _NOT_MEMORY = frozenset({"takeover"})  # one process: nothing to kill and take over from
+#: Polling changes how a reader waits, not what the queue holds: their growth is their twin's.
+_POLLED = frozenset({"growth"})
 _OURS_ONLY = frozenset({"growth", "takeover", "scaling"})
 _CLUSTER = frozenset({"idle", "growth", "takeover", "scaling"})
 
@@ -78,12 +80,12 @@ BACKENDS: dict[str, Backend] = {
         Backend("redis-set", "RedisSetScheduler", "redis", "redis7",
                 "scheduler=set&doorbell=on", about="one ZSET by visibility, with its doorbell"),
         Backend("redis-set-polled", "RedisSetScheduler", "redis", "redis7",
-                "scheduler=set&doorbell=off", polled=True,
+                "scheduler=set&doorbell=off", polled=True, skip=_POLLED,
                 about="one ZSET by visibility, polling: the published design"),
         Backend("postgres", "PostgresScheduler", "postgres", "postgres", "notify=on",
                 about="a row per workflow, SKIP LOCKED, woken by LISTEN/NOTIFY"),
         Backend("postgres-polled", "PostgresScheduler", "postgres", "postgres", "notify=off",
-                polled=True, about="the same without notifications: polling"),
+                polled=True, skip=_POLLED, about="the same without notifications: polling"),
         Backend("sqlite", "SqliteScheduler", "sqlite", None, polled=True,
                 about="a row per workflow in one file; other processes poll"),
         Backend("redis-stream-cluster", "RedisStreamScheduler", "redis", "cluster",

@@ -24,8 +24,8 @@ TITLE = "queue size under repeated wakeups"
 
 def plan(quick: bool) -> dict[str, float]:
     if quick:
-        return {"rate": 10.0, "seconds": 4.0, "wakes": 5, "nap_ms": 100, "tail": 2.5,
-                "sample": 0.25, "trim_every_ms": 500}
+        return {"rate": 10.0, "seconds": 2.0, "wakes": 5, "nap_ms": 50, "tail": 1.5,
+                "sample": 0.2, "trim_every_ms": 400}
     return {"rate": 10.0, "seconds": 40.0, "wakes": 20, "nap_ms": 200, "tail": 15.0,
             "sample": 0.5, "trim_every_ms": 5_000}
 

@@ -189,7 +189,7 @@ class Counters:
             loaded = conn.execute(
                 "SELECT 1 FROM pg_extension WHERE extname = 'pg_stat_statements'"
             ).fetchone()
-            if loaded is None:
+            if loaded is None and self.server.private:  # never changed on a shared server
                 with contextlib.suppress(psycopg.Error):
                     conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
                     loaded = (1,)

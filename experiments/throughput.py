@@ -26,14 +26,15 @@ PROCESSES = (1, 2, 4)
 
 
 def workload(quick: bool) -> int:
-    return 600 if quick else 4000
+    return 400 if quick else 4000
 
 
 def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
     if backend.in_process:  # one process by construction
         return [{"processes": 1, "variant": "default"}]
     variants = backend.variants[:1] if quick else backend.variants
-    return [{"processes": n, "variant": v} for v in variants for n in PROCESSES]
+    processes = (1, 2) if quick else PROCESSES
+    return [{"processes": n, "variant": v} for v in variants for n in processes]
 
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:

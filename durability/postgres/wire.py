@@ -15,7 +15,9 @@ statement parsed every time instead.
 
 Only the plain case is taken here; anything else is left to the cursor, which knows every
 rule: a statement whose text holds a `%` other than `%(name)s` placeholders, parameters that
-are not a mapping, a libpq without pipeline mode (before 14), and any statement that failed
+are not a mapping or that fail to dump (text that is not valid Unicode: dumped before anything
+of the statement is written, so it is never on the wire to take another's answer), a libpq
+without pipeline mode (before 14), and any statement that failed
 (sent again through a cursor, it raises its own error; it rolled back, so that is a retry of a
 transaction that did not happen). A connection that breaks is reported as broken for every
 statement that had not answered (whether those committed is unknown, as ever), and closed.
@@ -198,9 +200,14 @@ class _Writer:
             return False
         text, names = compiled
         transformer = self.transformer
-        values = transformer.dump_sequence(
-            [params[name] for name in names], [PyFormat.AUTO] * len(names)
-        )
+        try:
+            values = transformer.dump_sequence(
+                [params[name] for name in names], [PyFormat.AUTO] * len(names)
+            )
+        except Exception:
+            # Nothing of it is written yet: alone, through a cursor, it raises for its caller
+            # only, and the statements around it keep their own answers.
+            return False
         key = (text, tuple(transformer.types or ()))
         pgconn = self.pgconn
         if not self.preparing:  # the connection says not to (a pooler that cannot keep them)

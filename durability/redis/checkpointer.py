@@ -22,9 +22,9 @@ pushes all three keys' expiry to at least `ttl` from now, never shortening it, s
 keep a sleeping workflow past its TTL. `discard` keeps the claim hash (its token raised) so a
 pass still running is fenced.
 
-Workflow ids become part of key names, so ids with `{` or `}` (they would redefine the hash
-tag) and ids longer than `MAX_WORKFLOW` characters are refused with `ValueError` before any key
-is built.
+Workflow ids become part of key names; `check_workflow` (the bound every store shares) refuses
+before any key is built the ids Redis keys cannot hold: with `{` or `}` (they would redefine the
+hash tag), longer than `MAX_WORKFLOW` (`interfaces.MAX_NAME`) characters, or not valid text.
 
 With `durable=Acknowledged(...)` every write travels as one pipeline: the script, then `WAIT`
 (and `WAITAOF` on 7.2+ when asked), on one connection, because `WAIT` counts the writes of the
@@ -51,6 +51,7 @@ from durability.codec import Codec, JsonCodec
 from durability.interfaces import (
     INBOX,
     INBOX_WIDTH,
+    MAX_NAME,
     Effect,
     Entry,
     Fenced,
@@ -79,8 +80,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The longest workflow id, in characters, the Redis stores accept (it is part of key names).
-MAX_WORKFLOW = 256
+#: The longest workflow id, in characters: every store's bound (it is part of key names here).
+MAX_WORKFLOW = MAX_NAME
 
 Client = Redis | RedisCluster
 
@@ -89,16 +90,9 @@ _EFFECT_SLOT = "--[[EFFECT]]"
 
 
 def workflow_tag(workflow: str) -> str:
-    """The hash tag `{<id>}` every key of `workflow` carries, after refusing ids Redis keys
-    cannot hold: empty, containing `{` or `}`, or longer than `MAX_WORKFLOW` characters."""
-    check_workflow(workflow)
-    if "{" in workflow or "}" in workflow:
-        raise ValueError(
-            f"workflow id {workflow!r} contains a brace; Redis would read it as a hash tag"
-        )
-    if len(workflow) > MAX_WORKFLOW:
-        raise ValueError(f"workflow id is {len(workflow)} characters; the bound is {MAX_WORKFLOW}")
-    return "{" + workflow + "}"
+    """The hash tag `{<id>}` every key of `workflow` carries, after `check_workflow` refused
+    an id Redis keys cannot hold (empty, with a brace, too long, not valid text)."""
+    return "{" + check_workflow(workflow) + "}"
 
 
 def workflow_keys(workflow: str, namespace: str = DEFAULT) -> tuple[str, str, str]:

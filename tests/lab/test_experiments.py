@@ -86,7 +86,7 @@ async def test_every_experiment_gives_well_formed_rows(lab: Lab, name: str, back
         assert all(r["value"] > 0 for r in started)  # a pass starts after its submission
     if name == "throughput":
         passes = next(r["value"] for r in rows if r["metric"] == "passes")
-        assert passes >= 600  # every preloaded workflow completed
+        assert passes >= 400  # every preloaded workflow completed
     if name == "growth":
         completed = next(r["value"] for r in rows if r["metric"] == "completed")
         wakeups = next(r["value"] for r in rows if r["metric"] == "wakeups")

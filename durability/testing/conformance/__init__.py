@@ -17,10 +17,16 @@ the fixtures that build the store:
         @pytest.fixture
         async def durable(self) -> Durable: ...             # over a fresh queue
 
+    class TestRedisBounds(BoundsContract):
+        @pytest.fixture
+        def offline(self) -> Durable: ...                  # with no server behind it
+
 The tests talk to a store only through `durability.interfaces`, so memory, Redis, Postgres and
-SQLite all run them unchanged. Importing this needs pytest (it is test support) and no driver.
+SQLite all run them unchanged. Importing this needs pytest and hypothesis (it is test support)
+and no driver.
 """
 
+from durability.testing.conformance.bounds import BoundsContract
 from durability.testing.conformance.checkpointer import CheckpointerContract
 from durability.testing.conformance.claims import fresh
 from durability.testing.conformance.durable import DurableContract
@@ -28,6 +34,7 @@ from durability.testing.conformance.records import EffectKit
 from durability.testing.conformance.scheduler import MakeScheduler, SchedulerContract
 
 __all__ = [
+    "BoundsContract",
     "CheckpointerContract",
     "DurableContract",
     "EffectKit",
