@@ -168,7 +168,10 @@ class Counters:
         return await asyncio.to_thread(self._read)
 
     def _read(self) -> Reading:
-        requests = self._redis() if self.server.kind.startswith("redis") else self._postgres()
+        kind = self.server.kind
+        if kind == "cluster":  # every node counts its own: not one server's figure
+            return Reading(time.time(), {}, self.server.cpu())
+        requests = self._redis() if kind.startswith("redis") else self._postgres()
         return Reading(time.time(), requests, self.server.cpu())
 
     def _redis(self) -> dict[str, int]:

@@ -31,7 +31,7 @@ SEED = 20
 def seconds_at(rate: float, quick: bool) -> float:
     """How long each rate runs: long enough for ~600 submissions at 20/s in a full run."""
     if quick:
-        return 2.0
+        return 1.5
     return {5.0: 30.0, 20.0: 30.0, 100.0: 8.0, 500.0: 3.0}.get(rate, 10.0)
 
 
@@ -66,9 +66,9 @@ async def _run(client: Any, worker: Any, rate: float, count: int, poll_ms: float
     prefix = f"lat{uuid.uuid4().hex[:8]}"
     await worker.request("work", body="one-step")
     # Warm-up: the first passes pay for connections, prepared statements and script loads.
-    await client.request("submit", prefix=f"{prefix}w", rate=20.0, count=10, seed=SEED + 1,
+    await client.request("submit", prefix=f"{prefix}w", rate=50.0, count=6, seed=SEED + 1,
                          value={"warm": True})
-    await asyncio.sleep(0.3)
+    await asyncio.sleep(0.15)
     sent = await client.request("submit", prefix=prefix, rate=rate, count=count, seed=SEED,
                                 value={"sku": "A-1", "qty": 1}, timeout=900)
     grace = 0.5 + 3 * (poll_ms or 50.0) / 1000

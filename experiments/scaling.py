@@ -45,12 +45,12 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
     async with (
-        lab.place(backend) as (place, _),
-        lab.agent(backend, place, housekeeping=False) as agent,
+        lab.place(backend, keep=True) as (place, _),
+        lab.agent(backend, place, housekeeping=False, keep=True) as agent,
     ):
         reply = await agent.request(
             "probe", module=NAME, timeout=1800,
-            args={**params, "repeats": 40 if lab.quick else 150},
+            args={**params, "repeats": 20 if lab.quick else 150},
         )
     rows: list[dict[str, Any]] = reply["rows"]
     return rows
