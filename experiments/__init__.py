@@ -13,4 +13,4 @@ back through `results.load`. This package is not part of the `durability` distri
 """
 
 #: Every experiment, in the order a full run takes them.
-EXPERIMENTS = ("latency", "idle", "growth", "takeover", "throughput", "scaling")
+EXPERIMENTS = ("latency", "idle", "growth", "takeover", "throughput", "scaling", "wakeups")

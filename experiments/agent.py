@@ -155,6 +155,19 @@ class Agent:
         rows = await module.probe(self.store, request.get("args", {}))
         return {"rows": rows}
 
+    async def arrive(self, request: Message) -> Message:
+        """`arrive`, or with `wake` false only `supply` (a value with no wakeup: the control
+        that shows a lost wakeup is seen as lost)."""
+        workflow, key, value = str(request["workflow"]), str(request["key"]), request.get("value")
+        if request.get("wake", True):
+            recorded = await self.store.arrive(workflow, key, value)
+        else:
+            recorded = await self.store.checkpointer.supply(workflow, key, value)
+        return {"first": recorded.first, "at": now_ns()}
+
+    async def records(self, request: Message) -> Message:
+        return {"keys": list(await self.store.checkpointer.load(str(request["workflow"])))}
+
     async def delete(self, request: Message) -> Message:
         return {"records": await self.store.delete(str(request["workflow"]))}
 
@@ -178,8 +191,8 @@ async def main() -> None:
     loop = AgentLoop()
     agent = Agent(loop)
     bodies.notify = lambda event, workflow: loop.emit(event, workflow=workflow, at=now_ns())
-    for name in ("open", "work", "submit", "preload", "mark", "footprint", "probe", "delete",
-                 "stop", "close"):
+    for name in ("open", "work", "submit", "preload", "mark", "footprint", "probe", "arrive",
+                 "records", "delete", "stop", "close"):
         loop.on(name, getattr(agent, name))
     try:
         await loop.run()

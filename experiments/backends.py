@@ -65,8 +65,8 @@ class Backend:
 _NOT_MEMORY = frozenset({"takeover"})  # one process: nothing to kill and take over from
 #: Polling changes how a reader waits, not what the queue holds: their growth is their twin's.
 _POLLED = frozenset({"growth"})
-_OURS_ONLY = frozenset({"growth", "takeover", "scaling"})
-_CLUSTER = frozenset({"idle", "growth", "takeover", "scaling"})
+_OURS_ONLY = frozenset({"growth", "takeover", "scaling", "wakeups"})
+_CLUSTER = frozenset({"idle", "growth", "takeover", "scaling", "wakeups"})
 
 BACKENDS: dict[str, Backend] = {
     b.name: b

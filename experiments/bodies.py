@@ -61,8 +61,24 @@ async def holder(run: Run) -> object:
     return await run.step("held", holding, as_int)
 
 
+async def poked(run: Run) -> object:
+    """For the wakeup race: each pass records how many `poke:*` values it could see, in a
+    step that takes `hold_ms`, so a poke landing mid-pass needs a pass of its own to be seen."""
+    order = await run.awaiting("order", as_dict)
+    seen = sum(1 for key in run.records if key.startswith("poke:"))
+    hold = float(str(order.get("hold_ms", 20))) / 1000
+    notify("holding", run.workflow)
+
+    async def holding() -> int:
+        await asyncio.sleep(hold)
+        return seen
+
+    return await run.step(f"saw:{seen}", holding, as_int)
+
+
 BODIES: dict[str, Callable[[Run], Awaitable[object]]] = {
     "one-step": one_step,
     "waker": waker,
     "holder": holder,
+    "poked": poked,
 }

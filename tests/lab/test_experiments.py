@@ -37,6 +37,7 @@ EXPECTED = {
     "takeover": {"takeover", "lease_plus_tick"},
     "throughput": {"passes_per_s", "passes", "span", "worker_cpu_per_pass"},
     "scaling": {"cost"},
+    "wakeups": {"races", "lost"},
 }
 
 
@@ -55,6 +56,8 @@ def _small(name: str, params: dict[str, Any]) -> dict[str, Any]:
         return {**params, "rate": 40.0}
     if name == "scaling":
         return {**params, "size": 50}
+    if name == "wakeups":
+        return {**params, "races": 10}
     return params
 
 
@@ -92,6 +95,13 @@ async def test_every_experiment_gives_well_formed_rows(lab: Lab, name: str, back
         wakeups = next(r["value"] for r in rows if r["metric"] == "wakeups")
         assert completed >= wakeups  # every wakeup was a pass
         assert [r for r in rows if r["metric"] == "entries"][-1]["value"] == 0  # drained
+
+
+async def test_a_wakeup_given_without_a_wakeup_is_counted_lost(lab: Lab) -> None:
+    experiment = module("wakeups")
+    async with lab.scope():
+        rows = await experiment.measure(lab, BACKENDS["memory"], {"races": 6, "wake": False})
+    assert {r["metric"]: r["value"] for r in rows} == {"races": 6, "lost": 6}
 
 
 async def test_takeover_measures_a_kill_on_sqlite(lab: Lab) -> None:

@@ -1,0 +1,93 @@
+"""`wakeups`: is a wakeup that lands while a pass is running ever lost?
+
+The race every queue design must win: a workflow's pass is running when someone sends it new
+input (`arrive`), so the pass cannot see it; the wakeup that input brings must survive the pass
+answering for its own delivery, or the input waits forever. Here a worker runs `bodies.poked`
+(each pass records how many pokes it saw, in a step that holds the pass for `hold_ms`), and a
+client pokes each workflow at a random moment inside its first pass (just after the pass
+started, or a few milliseconds before it ends, when the pass is about to answer for its
+delivery). A wakeup is *lost* when no later pass ever recorded seeing the poke.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import uuid
+from typing import Any
+
+from experiments.backends import Backend
+from experiments.harness import Lab
+
+NAME = "wakeups"
+TITLE = "wakeups raced against running passes"
+HOLD_MS = 20.0
+
+
+def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
+    # `wake=False` pokes without a wakeup: every one must then count as lost (the tests'
+    # control that a lost wakeup would be seen).
+    return [{"races": 40 if quick else 300, "wake": True}]
+
+
+async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
+    races, wake = int(params["races"]), bool(params.get("wake", True))
+    chance = random.Random(11)
+    prefix = f"wk{uuid.uuid4().hex[:6]}"
+    async with (
+        lab.place(backend) as (place, _),
+        lab.agent(backend, place) as worker,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        client = worker
+        if not backend.in_process:
+            client = await stack.enter_async_context(
+                lab.agent(backend, place, role="client", housekeeping=False))
+        await worker.request("work", body="poked", pool=16)
+        for i in range(races):
+            workflow = f"{prefix}-{i}"
+            await client.request("arrive", workflow=workflow, key="order",
+                                 value={"hold_ms": HOLD_MS})
+            await worker.event("holding", workflow, timeout=30)
+            # Early in the pass, or in its last milliseconds, when done is near.
+            delay = chance.choice([0.0, 0.002, (HOLD_MS - 3) / 1000, (HOLD_MS - 1) / 1000])
+            await asyncio.sleep(delay)
+            await client.request("arrive", workflow=workflow, key="poke:1", value=i, wake=wake)
+        await asyncio.sleep(2.0)  # a poll or two, and the pass the poke brings
+        lost = 0
+        for i in range(races):
+            keys = (await client.request("records", workflow=f"{prefix}-{i}"))["keys"]
+            if "saw:1" not in keys:
+                lost += 1
+        await worker.request("stop")
+    return [
+        {"metric": "races", "value": races, "unit": "count"},
+        {"metric": "lost", "value": lost, "unit": "count"},
+    ]
+
+
+def summary(frame: Any) -> Any:
+    table = frame.pivot_table(index="backend", columns="metric", values="value", aggfunc="sum",
+                              sort=False).reset_index()
+    return table[["backend", "races", "lost"]]
+
+
+def draw(frame: Any) -> Any:
+    from experiments.figures import colour, figure, label
+
+    fig, axes = figure(width=7.0, height=3.8)
+    ax = axes[0][0]
+    table = summary(frame)
+    y = list(range(len(table)))
+    ax.barh(y, table["races"], color="#dddddd", label="wakeups raced against a pass")
+    ax.barh(y, table["lost"], color=[colour(str(b)) for b in table["backend"]],
+            label="wakeups lost")
+    ax.set_yticks(y, list(table["backend"]))
+    ax.invert_yaxis()
+    for i, lost in enumerate(table["lost"]):
+        ax.annotate(f"{int(lost)} lost", (0, i), xytext=(4, 0), textcoords="offset points",
+                    va="center")
+    label(ax, "Wakeups that landed mid-pass, and how many were lost", "wakeups", "")
+    ax.legend(loc="lower right")
+    return fig
