@@ -78,6 +78,13 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
     if requests:
         rows.append({"metric": "requests_per_pass", "value": requests / passes, "unit": "1"})
         rows.append({"metric": "round_trips_per_pass", "value": trips / passes, "unit": "1"})
+        named: dict[str, int] = {}
+        for a, b in zip(after, before, strict=True):
+            for name in set(a["requests"]) | set(b["requests"]):
+                sent = a["requests"].get(name, 0) - b["requests"].get(name, 0)
+                named[name] = named.get(name, 0) + sent
+        rows += [{"metric": "request_per_pass", "request": name, "value": n / passes,
+                  "unit": "1"} for name, n in sorted(named.items()) if n]
     if server_before is not None and server_after is not None and server is not None:
         counts, server_cpu = Counters.delta(server_before, server_after)
         rows.append({"metric": "server_requests_per_pass",
