@@ -38,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     found.add_argument("--sources", help="as for run")
     commands.add_parser("images", help="build local container images (Debian archive)")
     commands.add_parser("rivals", help="make the rivals' virtualenv (.venv-rivals)")
+    books = commands.add_parser("notebooks", help="write notebooks/ and execute them on results/")
+    books.add_argument("names", nargs="*", help="which notebooks (default: all)")
     return parser
 
 
@@ -67,6 +69,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.command == "rivals":
         return make_rivals_venv()
+    if args.command == "notebooks":
+        from experiments.notebooks import build
+
+        for path in build(args.names or None):
+            print(f"wrote {path.relative_to(path.parent.parent)}")
+        return 0
     return 2
 
 

@@ -31,7 +31,8 @@ def colour(backend: str) -> str:
 def style() -> None:
     import matplotlib
 
-    matplotlib.use("Agg")
+    if "inline" not in matplotlib.get_backend():  # files, not a notebook's inline figures
+        matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     plt.rcParams.update({

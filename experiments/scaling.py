@@ -7,7 +7,8 @@ Two dimensions, measured inside one agent process against the store (no worker r
   on the stores that can) plus `load` where it did not, plus `release`;
 - *queue depth*: 1,000 / 10,000 / 100,000 workflows queued (or sleeping); the cost of taking
   one and answering for it (`take` + `finish`, then `make_ready` again so the depth holds),
-  and of a timer's `wake_due` with nothing due.
+  of a timer's `wake_due` with nothing due, and of `cancel` (which the stream must find by
+  reading its entries: the documents' "cancelling costs a scan").
 
 Each size is timed over many repetitions; `summary` gives the median per size and the slope of
 log(cost) against log(size): about 0 is flat, about 1 is linear in the size.
@@ -39,7 +40,8 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
     records = QUICK_RECORDS if quick else RECORDS
     depths = QUICK_DEPTHS if quick else DEPTHS
     found = [{"dimension": d, "size": n} for d in ("records", "inbox") for n in records]
-    found += [{"dimension": d, "size": n} for d in ("ready", "sleeping") for n in depths]
+    found += [{"dimension": d, "size": n} for d in ("ready", "sleeping", "cancel")
+              for n in depths]
     return found
 
 
@@ -133,6 +135,14 @@ async def _queue(durable: Durable, dimension: str, size: int, repeats: int, tag:
             elapsed = (time.perf_counter() - began) * 1000
             await scheduler.make_ready(taken.delivery.workflow)  # the depth holds
             operation = "take_finish"
+        elif dimension == "cancel":
+            workflow = f"{prefix}-{(repeat * 7919) % size}"
+            gone = await scheduler.cancel(workflow)
+            elapsed = (time.perf_counter() - began) * 1000
+            if gone < 1:
+                raise AssertionError(f"cancel found nothing queued for {workflow}")
+            await scheduler.make_ready(workflow)  # the depth holds
+            operation = "cancel"
         else:
             await scheduler.wake_due(datetime.now(UTC))
             elapsed = (time.perf_counter() - began) * 1000
@@ -177,13 +187,17 @@ def summary(frame: Any) -> Any:
 def draw(frame: Any) -> Any:
     from experiments.figures import colour, figure, label
 
-    fig, axes = figure(columns=2, rows=2, width=6.0, height=3.8)
+    fig, axes = figure(columns=3, rows=2, width=5.0, height=3.6)
     rows = frame[frame["metric"] == "cost"]
     titles = {"records": "Claim + load + release against checkpoint records",
               "inbox": "... against inbox entries",
               "ready": "Take + finish against workflows queued",
-              "sleeping": "wake_due against workflows sleeping"}
-    for ax, dimension in zip([a for row in axes for a in row], titles, strict=True):
+              "sleeping": "wake_due against workflows sleeping",
+              "cancel": "cancel against workflows queued"}
+    panels = [a for row in axes for a in row]
+    for ax in panels[len(titles):]:
+        ax.set_visible(False)
+    for ax, dimension in zip(panels, titles, strict=False):
         part = rows[rows["dimension"] == dimension]
         for backend, group in part.groupby("backend", sort=False):
             medians = group.groupby("size")["value"].median()

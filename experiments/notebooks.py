@@ -1,0 +1,352 @@
+"""The notebooks, as source: `python -m experiments notebooks` writes `notebooks/*.ipynb` from
+the cells below and executes each against `results/`, so they are committed with outputs and
+read on a repository page without running anything.
+
+A notebook is a reader's page: a question, the run it shows, a figure, a table, and an answer
+whose numbers are computed from the frame above it (`say(f"...")`), never typed in. The
+cells are kept here rather than edited in JupyterLab so that a change to a notebook is a
+reviewable diff of Python, and the outputs are regenerated, never hand-kept.
+"""
+
+# ruff: noqa: E501  (the cells' prose is wrapped as it should read, not at the code's width)
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["NOTEBOOKS", "build"]
+
+ROOT = Path(__file__).resolve().parent.parent
+HERE = ROOT / "notebooks"
+
+Cell = tuple[str, str]  # ("md" | "code", source)
+
+_IMPORTS = (
+    "from experiments.reading import figure, frame, ms, overview, pick, run_line, say, table"
+)
+
+
+def md(text: str) -> Cell:
+    return ("md", text.strip())
+
+
+def code(text: str) -> Cell:
+    return ("code", text.strip())
+
+
+LATENCY: list[Cell] = [
+    md("""
+# Latency: how soon does a submitted workflow start?
+
+An API process submits workflows (`arrive`) on an open-loop Poisson schedule, fixed in advance,
+while one worker process (pool 16) runs a one-step body. The latency of a submission is the
+worker's *pass started* event minus the moment just before the `arrive` call, both on the
+host's wall clock. Every submission is a row; percentiles are computed here. Polled
+schedulers also run at several poll intervals, since the poll is their floor.
+"""),
+    code(f"{_IMPORTS}\nrun_line('latency')"),
+    code("figure('latency')"),
+    code("""
+t = table('latency')
+at20 = t[(t.rate == 20) & t.poll_ms.isna()].set_index(['backend', 'variant'])
+at20[['n', 'p50', 'p90', 'p99', 'max', 'p50_vs_memory']]
+"""),
+    code("""
+def p(backend, column='p50', rate=20.0, poll=None, variant='default'):
+    rows = t[(t.backend == backend) & (t.rate == rate) & (t.variant == variant)]
+    rows = rows[rows.poll_ms.isna()] if poll is None else rows[rows.poll_ms == poll]
+    return float(rows[column].iloc[0]) if len(rows) else float('nan')
+
+say(f\"\"\"At 20 submissions a second the blocking and woken schedulers start a workflow in about
+a millisecond: **redis-stream** {ms(p('redis-stream'))} at the median and {ms(p('redis-stream', 'p99'))}
+at p99, **redis-set with its doorbell** {ms(p('redis-set'))} / {ms(p('redis-set', 'p99'))},
+**postgres with notifications** {ms(p('postgres'))} / {ms(p('postgres', 'p99'))}. Memory, the
+same worker with no store in between, takes {ms(p('memory'))}: the rest is the store and the
+hop between processes. The polled ones pay their poll: **redis-set-polled** (the design as
+published, 50 ms) {ms(p('redis-set-polled'))}, **postgres-polled** {ms(p('postgres-polled'))} and
+**sqlite** {ms(p('sqlite'))} at the median, about half a poll, with p99 near a whole one
+({ms(p('redis-set-polled', 'p99'))}, {ms(p('sqlite', 'p99'))}).\"\"\")
+"""),
+    md("## Against the arrival rate"),
+    code("""
+rates = t[t.poll_ms.isna() & (t.variant == 'default')].pivot_table(
+    index='backend', columns='rate', values='p50', sort=False)
+rates.round(2)
+"""),
+    code("""
+top = max(rates.columns)
+say(f\"\"\"From 5 to {top:g} submissions a second the medians barely move for the woken schedulers
+(redis-stream {ms(rates.loc['redis-stream'].min())} to {ms(rates.loc['redis-stream'].max())},
+postgres {ms(rates.loc['postgres'].min())} to {ms(rates.loc['postgres'].max())}): at these rates a
+worker is never the bottleneck, and the open loop would show it if it were, as a median that
+climbs with the rate.\"\"\")
+"""),
+    md("## The doorbell against polling"),
+    code("""
+polls = t[t.poll_ms.notna()].pivot_table(index='backend', columns='poll_ms', values='p50',
+                                          sort=False)
+polls.round(2)
+"""),
+    code("""
+fastest = polls.columns.min()
+say(f\"\"\"A polled scheduler's median is about half its poll: redis-set-polled
+{ms(p('redis-set-polled', poll=fastest))} at a {fastest:g} ms poll and
+{ms(p('redis-set-polled', poll=polls.columns.max()))} at {polls.columns.max():g} ms. Polling faster
+buys latency with idle requests (see `idle.ipynb`). The doorbell removes the trade: the same
+sorted set, rung by the script that makes a member visible, starts a workflow in
+{ms(p('redis-set'))}, {p('redis-set-polled') / p('redis-set'):.0f} times sooner than the
+published design at its default poll, for no more idle cost.\"\"\")
+"""),
+]
+
+IDLE: list[Cell] = [
+    md("""
+# Idle cost: what does a worker with nothing to do cost its server?
+
+One worker with `work()`'s defaults and an empty queue, measured over a window after start-up:
+what the worker says it sent (`durable.traffic`), what the server counted (Redis `INFO
+commandstats` on a server of its own; Postgres `pg_stat_statements` for the run's database),
+and CPU seconds per second of worker and server.
+"""),
+    code(f"{_IMPORTS}\nrun_line('idle')"),
+    code("figure('idle')"),
+    code("t = table('idle').set_index(['backend', 'variant'])\nt.round(4)"),
+    code("""
+def v(backend, column='worker_requests', variant='default'):
+    try:
+        return float(t.loc[(backend, variant), column])
+    except KeyError:
+        return float('nan')
+
+say(f\"\"\"An idle worker on a blocking or woken scheduler sends about one request a second or less:
+redis-stream {v('redis-stream'):.1f}/s, redis-set with its doorbell {v('redis-set'):.1f}/s,
+postgres {v('postgres'):.1f}/s (by the worker's own count), using
+{v('redis-stream', 'worker_cpu') * 1000:.1f}, {v('redis-set', 'worker_cpu') * 1000:.1f} and
+{v('postgres', 'worker_cpu') * 1000:.1f} ms of CPU a second. A polled one pays its poll every
+second it waits: redis-set-polled {v('redis-set-polled'):.0f}/s, postgres-polled
+{v('postgres-polled'):.0f}/s, sqlite {v('sqlite'):.0f}/s. The server's counts run higher than the
+worker's on Redis because `INFO commandstats` counts the commands a script runs inside the
+server too.\"\"\")
+"""),
+    md("Where an idle worker's requests go, by name (per second):"),
+    code("""
+f = frame('idle')
+named = f[f.metric == 'worker_request'].pivot_table(index='request', columns='backend',
+                                                     values='value', aggfunc='median')
+named.round(2).fillna('')
+"""),
+]
+
+GROWTH: list[Cell] = [
+    md("""
+# Growth: how big does each queue get when workflows wake many times?
+
+Workflows are submitted at a steady rate; each sleeps briefly many times, so every wakeup goes
+through the queue again. The queue's `footprint()` (stream entries and sleepers, sorted-set
+members, rows; and their bytes) is sampled throughout. The stream scheduler runs with trimming
+(the worker's housekeeping) and without, on Redis 7 (a safe `MINID` trim) and 8.2
+(`XTRIM ... ACKED`).
+"""),
+    code(f"{_IMPORTS}\nrun_line('growth')"),
+    code("figure('growth')"),
+    code("t = table('growth')\nt.round(2)"),
+    code("""
+def g(backend, trimming, column='peak_entries'):
+    rows = t[(t.backend == backend) & (t.trimming.astype(str) == str(trimming))]
+    return float(rows[column].iloc[0]) if len(rows) else float('nan')
+
+wakeups = float(t['wakeups'].max())
+say(f\"\"\"Untrimmed, the stream keeps every wakeup ever made: {g('redis-stream', False, 'final_entries'):,.0f}
+entries at the end for {wakeups:,.0f} wakeups on Redis 7, and
+{g('redis-stream-8.2', False, 'final_entries'):,.0f} on 8.2. Trimmed, it peaks at
+{g('redis-stream', True):,.0f} on 7 and {g('redis-stream-8.2', True):,.0f} on 8.2 and ends at
+{g('redis-stream', True, 'final_entries'):,.0f} and {g('redis-stream-8.2', True, 'final_entries'):,.0f}:
+the `MINID` trim this project runs where `XTRIM ... ACKED` is missing keeps Redis 7 as short as
+8.2. The sorted set never holds more than one member per workflow (peak
+{g('redis-set', ''):,.0f}); the SQL queues hold one row per workflow too (postgres
+{g('postgres', ''):,.0f}, sqlite {g('sqlite', ''):,.0f}), though Postgres' table keeps its size
+on disk ({g('postgres', '', 'final_kib'):,.0f} KiB at the end) until vacuum.\"\"\")
+"""),
+]
+
+TAKEOVER: list[Cell] = [
+    md("""
+# Takeover: how long until a dead worker's workflow runs again?
+
+Two worker processes share the queue. A workflow whose step holds the pass is submitted, and
+whichever worker starts it is SIGKILLed: *mid-step* (a tick and a half into the step) or
+*after-write* (the moment an earlier step's record landed). The takeover is the time from the
+kill to the other worker's *pass started*; the design's bound is about lease + tick (tick is
+a quarter of the lease, at most a second). Each trial starts from idle workers.
+"""),
+    code(f"{_IMPORTS}\nrun_line('takeover')"),
+    code("figure('takeover')"),
+    code("t = table('takeover')\nt.round(3)"),
+    code("""
+worst = t.sort_values('median_vs_bound', ascending=False).iloc[0]
+best = t.sort_values('median_vs_bound').iloc[0]
+within = (t['median_vs_bound'] <= 1.05).mean()
+say(f\"\"\"{within:.0%} of the configurations take over within lease + tick at the median. The
+slowest relative to its bound is **{worst.backend}** at a {worst.lease_s:g} s lease
+({worst.phase}): {worst['median']:.2f} s, {worst.median_vs_bound:.1f} times lease + tick;
+the quickest **{best.backend}** ({best.lease_s:g} s, {best.phase}) at {best['median']:.2f} s.\"\"\")
+"""),
+]
+
+THROUGHPUT: list[Cell] = [
+    md("""
+# Throughput: how much work per second, and what does a pass cost?
+
+The workflows are submitted first, then 1, 2 or 4 worker processes start together; the rate is
+the workflows completed over the span from the first pass start to the last pass end. CPU per
+pass is the workers' CPU over that span; requests and round trips per pass are the workers'
+own counts (`durable.traffic`).
+"""),
+    code(f"{_IMPORTS}\nrun_line('throughput')"),
+    code("figure('throughput')"),
+    code("t = table('throughput')\nt.round(3)"),
+    code("""
+def r(backend, processes=1, column='passes_per_s', variant='default'):
+    rows = t[(t.backend == backend) & (t.processes == processes) & (t.variant == variant)]
+    return float(rows[column].iloc[0]) if len(rows) else float('nan')
+
+say(f\"\"\"One worker process completes {r('redis-stream'):,.0f} one-step workflows a second on
+redis-stream, {r('redis-set'):,.0f} on redis-set, {r('postgres'):,.0f} on postgres and
+{r('sqlite'):,.0f} on sqlite ({r('memory'):,.0f} in memory, the worker alone). A pass costs
+{r('redis-stream', column='requests_per_pass'):.1f} requests on Redis in
+{r('redis-stream', column='round_trips_per_pass'):.2f} round trips (a busy worker's scripts share
+writes), and {r('postgres', column='requests_per_pass'):.1f} statements on Postgres in
+{r('postgres', column='round_trips_per_pass'):.2f} round trips. On this 2-core machine more
+processes mostly share the same two cores with the server: redis-stream goes
+{r('redis-stream', 1):,.0f} → {r('redis-stream', 2):,.0f} → {r('redis-stream', 4):,.0f} with
+1, 2 and 4 processes.\"\"\")
+"""),
+]
+
+SCALING: list[Cell] = [
+    md("""
+# Scaling: how does each cost grow as the work grows?
+
+Measured inside one process against each store, no worker running: the read every pass pays
+for its checkpoint (`claim` + `load` + `release`) against 10 to 10,000 records or inbox
+entries, and a take (`take` + `finish`) and the timer's `wake_due` against 1,000 to 100,000
+queued or sleeping workflows. The slope is that of log(cost) on log(size): about 0 is flat,
+about 1 is linear in the size.
+"""),
+    code(f"{_IMPORTS}\nrun_line('scaling')"),
+    code("figure('scaling')"),
+    code("t = table('scaling')\nt.round(3)"),
+    code("""
+def s(backend, dimension):
+    rows = t[(t.backend == backend) & (t.dimension == dimension)]
+    return float(rows['slope'].iloc[0]) if len(rows) else float('nan')
+
+stores = [b for b in ('redis-stream', 'redis-set', 'postgres', 'sqlite') if b in set(t.backend)]
+say(f\"\"\"A checkpoint is read whole on every pass, so that cost grows with it, nearly linearly
+once the records dominate the round trip (slopes {', '.join(f'{b} {s(b, "records"):.2f}' for b in stores)}),
+inbox entries alike: the documents' "an inbox has no bound" gap, measured. Taking work does
+not grow with the queue (slopes {', '.join(f'{b} {s(b, "ready"):.2f}' for b in stores)}), and
+neither does the timer's look at the sleepers on the server stores
+({', '.join(f'{b} {s(b, "sleeping"):.2f}' for b in stores)}); the memory store's `wake_due`
+walks every sleeper (slope {s('memory', 'sleeping'):.2f}), which is fine for tests and the
+reason it is not a production store.\"\"\")
+"""),
+]
+
+OVERVIEW: list[Cell] = [
+    md("""
+# Choosing a scheduler: the whole comparison on one page
+
+Every scheduler this project ships, measured by the lab on one machine in one run, against
+every measure that decides a queue design. Each column links to its notebook: `latency`,
+`idle`, `growth`, `takeover`, `throughput`, `scaling`; `choosing` holds the design
+documents' own comparison table, reproduced with numbers.
+"""),
+    code(f"{_IMPORTS}\nrun_line('latency', 'throughput')"),
+    code("o = overview().set_index('backend')\no.round(2).fillna('')"),
+    code("figure('latency')"),
+    code("figure('throughput')"),
+    md("## When to choose which"),
+    code("""
+def o_(backend, column):
+    try:
+        return float(o.loc[backend, column])
+    except KeyError:
+        return float('nan')
+
+say(f\"\"\"- **Redis, stream scheduler**: the quickest start ({ms(o_('redis-stream', 'p50 ms @20/s'))}
+  median) and the most throughput, near-zero idle cost; it needs its trimmer (untrimmed it keeps
+  every wakeup: {o_('redis-stream', 'peak, untrimmed'):,.0f} entries in the growth run), which
+  this project runs on any Redis version.
+- **Redis, sorted set with its doorbell**: the same start ({ms(o_('redis-set', 'p50 ms @20/s'))})
+  with one member per workflow and nothing to trim: the simpler structure now costs no
+  latency. Without the doorbell (the published design) it waits half a poll
+  ({ms(o_('redis-set-polled', 'p50 ms @20/s'))}).
+- **Postgres with notifications**: {ms(o_('postgres', 'p50 ms @20/s'))} to start and real commits,
+  in the database you may already run; {o_('postgres', 'wf/s x1'):,.0f} workflows a second from one
+  process.
+- **SQLite**: no server at all; other processes poll ({ms(o_('sqlite', 'p50 ms @20/s'))} median), and
+  {o_('sqlite', 'wf/s x1'):,.0f} workflows a second from one process on one file.\"\"\")
+"""),
+]
+
+CHOOSING: list[Cell] = [
+    md("""
+# The design documents' comparison, with numbers
+
+The Redis design document ends with a table of six rows comparing `RedisStreamScheduler` and
+`RedisSetScheduler` (as published: polling). Here each cell is backed by a measurement or a
+count from the lab, with two more columns: this project's sorted set *with its doorbell*, and
+Postgres with notifications. Below each row: whether the measurement confirms the document,
+refutes it, or changes the answer.
+"""),
+    code(f"{_IMPORTS}\nrun_line('latency', 'idle', 'growth', 'takeover', 'throughput', 'wakeups')"),
+    code("""
+import pandas
+from experiments.choosing import comparison
+rows, verdicts = comparison()
+rows
+"""),
+    code("say('\\n'.join(f'- **{row}**: {text}' for row, text in verdicts.items()))"),
+    md("## The core document's claims the lab can measure"),
+    code("""
+from experiments.choosing import claims
+claims()
+"""),
+]
+
+NOTEBOOKS: dict[str, list[Cell]] = {
+    "overview": OVERVIEW,
+    "choosing": CHOOSING,
+    "latency": LATENCY,
+    "idle": IDLE,
+    "growth": GROWTH,
+    "takeover": TAKEOVER,
+    "throughput": THROUGHPUT,
+    "scaling": SCALING,
+}
+
+
+def build(names: list[str] | None = None, *, execute: bool = True, where: Path = HERE,
+          timeout: int = 300) -> list[Path]:
+    """Write the notebooks (and execute them, saving their outputs); return their paths."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    where.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in names or list(NOTEBOOKS):
+        cells = []
+        for kind, source in NOTEBOOKS[name]:
+            cell = (nbformat.v4.new_markdown_cell if kind == "md" else nbformat.v4.new_code_cell)
+            cells.append(cell(source))
+        book = nbformat.v4.new_notebook(cells=cells, metadata={
+            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+            "language_info": {"name": "python"},
+        })
+        if execute:
+            NotebookClient(book, timeout=timeout, kernel_name="python3",
+                           resources={"metadata": {"path": str(ROOT)}}).execute()
+        path = where / f"{name}.ipynb"
+        nbformat.write(book, path)
+        written.append(path)
+    return written

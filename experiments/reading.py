@@ -1,0 +1,136 @@
+"""What a notebook needs from `results/`, so a notebook is a few cells of reading, not wrangling.
+
+    from experiments.reading import figure, overview, run_line, say, table
+
+`table(name)` is an experiment's summary (the same `report` prints); `figure(name)` its figure,
+drawn from the rows; `run_line(name)` which run the rows came from and the command that makes
+them again; `say(text)` shows a sentence as Markdown, so prose whose numbers come from the
+frame above reads as prose; `overview()` is every scheduler against every measure, one row
+each; `pick(frame, column, **where)` reads one cell by what it means rather than where it is.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+from experiments.results import RESULTS, describe, load, metadata
+
+__all__ = ["figure", "frame", "ms", "overview", "pick", "run_line", "say", "table"]
+
+#: Where notebooks read from: the committed reference run, unless `LAB_RESULTS` names another
+#: folder (a quick run of your own, say).
+WHERE = Path(os.environ.get("LAB_RESULTS", RESULTS))
+
+
+def frame(name: str, where: Path | None = None) -> Any:
+    """An experiment's rows (one observation each)."""
+    return load(name, where or WHERE)
+
+
+def table(name: str, where: Path | None = None) -> Any:
+    """An experiment's summary table."""
+    module = importlib.import_module(f"experiments.{name}")
+    return module.summary(frame(name, where))
+
+
+def figure(name: str, where: Path | None = None) -> Any:
+    """An experiment's figure, drawn from its rows, as an image a notebook shows once."""
+    import io
+
+    import matplotlib.pyplot as plt
+    from IPython.display import Image
+
+    module = importlib.import_module(f"experiments.{name}")
+    drawn = module.draw(frame(name, where))
+    buffer = io.BytesIO()
+    drawn.savefig(buffer, format="png")
+    plt.close(drawn)
+    return Image(data=buffer.getvalue(), format="png")
+
+
+def run_line(*names: str, where: Path | None = None) -> Any:
+    """Which run each experiment's rows come from, as Markdown."""
+    from IPython.display import Markdown
+
+    lines = []
+    for name in names:
+        meta = metadata(name, where or WHERE)
+        versions = meta.get("versions", {})
+        servers = sorted({f"{s['kind']} {s['version']} ({s['source'].split()[0]})"
+                          for s in meta.get("servers", {}).values()})
+        lines.append(
+            f"*{describe(name, where or WHERE)}. Python {versions.get('python', '?')}; "
+            f"servers: {', '.join(servers) or 'none'}.*"
+        )
+    return Markdown("\n\n".join(lines))
+
+
+def say(text: str) -> Any:
+    """`text` shown as Markdown (write it as an f-string over the numbers above)."""
+    from IPython.display import Markdown
+
+    return Markdown(text)
+
+
+def pick(data: Any, column: str, **where: Any) -> float:
+    """The one value of `column` in the rows matching `where` (NaN if none match)."""
+    rows = data
+    for key, wanted in where.items():
+        rows = rows[rows[key] == wanted]
+    if len(rows) == 0:
+        return math.nan
+    return float(rows[column].iloc[0])
+
+
+def ms(value: float, digits: int = 2) -> str:
+    """A duration in milliseconds as prose: '0.58 ms', '26 ms', 'n/a'."""
+    if value != value:  # NaN
+        return "n/a"
+    if value >= 10:
+        return f"{value:,.0f} ms"
+    return f"{value:.{digits}g} ms" if value < 1 else f"{value:.{digits + 1}g} ms"
+
+
+def overview(where: Path | None = None) -> Any:
+    """Every scheduler against every measure: one row per backend (default variant)."""
+    import pandas
+
+    rows: dict[str, dict[str, Any]] = {}
+
+    def put(backend: str, column: str, value: float) -> None:
+        rows.setdefault(backend, {"backend": backend})[column] = value
+
+    latency = table("latency", where)
+    plain = latency[(latency["rate"] == 20.0) & latency["poll_ms"].isna()
+                    & (latency["variant"] == "default")]
+    for _, row in plain.iterrows():
+        put(row["backend"], "p50 ms @20/s", row["p50"])
+        put(row["backend"], "p99 ms @20/s", row["p99"])
+    idle = table("idle", where)
+    for _, row in idle[idle["variant"] == "default"].iterrows():
+        own = row.get("worker_requests")
+        server = row.get("server_requests")
+        put(row["backend"], "idle req/s", own if own == own else server)
+        put(row["backend"], "idle CPU ms/s", row.get("worker_cpu", math.nan) * 1000)
+    growth = table("growth", where)
+    for _, row in growth.iterrows():
+        column = "peak queue" if row["trimming"] in ("", True, "True") else "peak, untrimmed"
+        put(row["backend"], column, row["peak_entries"])
+    takeover = table("takeover", where)
+    if len(takeover):
+        lease = 1.0 if (takeover["lease_s"] == 1.0).any() else float(takeover["lease_s"].min())
+        part = takeover[(takeover["lease_s"] == lease) & (takeover["phase"] == "mid-step")]
+        for _, row in part.iterrows():
+            put(row["backend"], f"takeover s (lease {lease:g} s)", row["median"])
+    throughput = table("throughput", where)
+    for _, row in throughput[throughput["variant"] == "default"].iterrows():
+        put(row["backend"], f"wf/s x{int(row['processes'])}", row["passes_per_s"])
+    scaling = table("scaling", where)
+    for _, row in scaling.iterrows():
+        put(row["backend"], f"slope {row['dimension']}", row["slope"])
+    order = list(dict.fromkeys(list(plain["backend"]) + list(rows)))
+    return pandas.DataFrame([rows[b] for b in order if b in rows])
