@@ -14,6 +14,10 @@ earliest deadline it knows of rather than polling).
 
 An idle worker with nothing asleep therefore costs its store one `reclaim` per tick, one
 `take` per `within`, and one `wake_due` per `sweep`.
+
+Nothing a body raises ends the worker: a failure (an `Exception`, a group of them, or a
+`BaseException` that is not the library's, such as a `KeyboardInterrupt` a step raised) is
+logged and the delivery answered for; only cancelling `work` stops it.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from durability.interfaces import (
     Delivery,
     Durable,
     Fenced,
+    Interruption,
     Pass,
     Retaining,
     Scheduler,
@@ -84,6 +89,14 @@ class _Running:
     sending: bool = False
     claimed: bool = False
     reclaimed: bool = False
+    run: Run | None = None  # the body's Run, once the pass has started it
+
+
+class _Escaped(Exception):
+    """A body raised a `BaseException` that is not the library's (`KeyboardInterrupt`,
+    `SystemExit`, a cancellation nobody asked for, a third party's own): carried out of the
+    pass as an ordinary failure, because raised as itself it would end the worker (asyncio
+    re-raises the first two out of the event loop). The original is its `__cause__`."""
 
 
 def utcnow() -> datetime:
@@ -435,9 +448,7 @@ class _Worker:
             return
         running.holder = holder
         self.emit("started", workflow)
-        running.body = asyncio.create_task(
-            resume(holder, self.checkpointer, self.body, kept=True, on_write=self._written(running))
-        )
+        running.body = asyncio.create_task(self._resume(running, holder))
         try:
             outcome = await running.body
         except asyncio.CancelledError:
@@ -463,9 +474,19 @@ class _Worker:
             await self._hand_back(running.delivery, None)
             return
         except Exception as error:
-            self.emit("failed", workflow, error=error)
-            log.exception("a step of %s raised; the workflow stops until woken", workflow)
+            failure = error.__cause__ if isinstance(error, _Escaped) else error
+            self.emit("failed", workflow, error=failure)
+            log.error(
+                "a step of %s raised; the workflow stops until woken", workflow, exc_info=failure
+            )
             await self._settle(running)
+            deadline = running.run.deadline if running.run is not None else None
+            if deadline is not None:
+                # A sleep this pass reached may be recorded, and the failure answers for the
+                # delivery: without this wakeup nothing would come back for that deadline.
+                await self._retain(workflow, deadline.due)
+                if await self.scheduler.wake_at(running.delivery, deadline.due):
+                    self._scheduled(deadline.due)
             await self.durable.finish(holder, running.delivery)
             return
         self.emit("outcome", workflow, outcome=outcome)
@@ -482,6 +503,34 @@ class _Worker:
             case _:
                 assert_never(outcome)
         await self.durable.finish(holder, running.delivery)
+
+    async def _resume(
+        self, running: _Running, holder: Pass
+    ) -> Completed[object] | Sleeping | Blocked:
+        """One pass of the body, on the worker's clock, as the task the keeper may cancel."""
+
+        def seen(run: Run) -> Awaitable[object]:
+            running.run = run  # so a failed pass can still tell which deadline it noted
+            return self.body(run)
+
+        try:
+            return await resume(
+                holder,
+                self.checkpointer,
+                seen,
+                clock=self.clock,
+                kept=True,
+                on_write=self._written(running),
+            )
+        except (Exception, Interruption):
+            raise
+        except asyncio.CancelledError as cancelled:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # ours: the keeper, or shutdown
+            raise _Escaped(f"the body raised {cancelled!r} unasked") from cancelled
+        except BaseException as foreign:
+            raise _Escaped(f"the body raised {foreign!r}") from foreign
 
     # -- all together ------------------------------------------------------------------
 
@@ -519,8 +568,10 @@ async def work(
     it was not told about (set by other workers); `readers` caps how many takes a busy worker
     keeps in flight at once (an idle one keeps one): by default the store's own `readers`
     attribute if it has one (Postgres answers a turn's takes with one statement, so it asks
-    for many), else `READERS`. Cancelling `work` hands every running workflow
-    back to the queue, waiting at most `SHUTDOWN` for a store that does not answer.
+    for many), else `READERS`. `clock` is the time of the timer and of every pass (the
+    deadlines `run.sleep` records), so a test can move both. Cancelling `work` hands every
+    running workflow back to the queue, waiting at most `SHUTDOWN` for a store that does not
+    answer.
     """
     if contended is None:
         contended = tick

@@ -880,3 +880,141 @@ async def test_readers_must_be_a_positive_count() -> None:
     for bad in (0, -1, True):
         with pytest.raises(ValueError, match="readers"):
             await work(durable, body, readers=bad)
+
+
+# --- 14. nothing a body raises stops the worker -------------------------------------------------
+
+
+class Foreign(BaseException):
+    """A third party's own BaseException, neither a failure type nor the library's."""
+
+
+def _raises(what: BaseException) -> Callable[[Run], Awaitable[object]]:
+    async def body(run: Run) -> object:
+        raise what
+
+    return body
+
+
+async def _mixed(run: Run) -> object:
+    def declined() -> int:
+        raise LookupError("card declined")
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(run.step("charged", declined, as_int))
+        group.create_task(run.awaiting("approved-by", as_text))
+    return None
+
+
+async def _stray(run: Run) -> object:
+    other = MemoryCheckpointer()
+    elsewhere = await claimed(other, workflow_id())
+    return await Run(elsewhere, other, {}).awaiting("approval", as_text)
+
+
+POISONS: dict[str, tuple[Callable[[Run], Awaitable[object]], type[BaseException]]] = {
+    "failure-beside-a-suspension": (_mixed, ExceptionGroup),
+    "exception-group": (
+        _raises(ExceptionGroup("two", [ValueError("one"), KeyError("two")])),
+        ExceptionGroup,
+    ),
+    "keyboard-interrupt": (_raises(KeyboardInterrupt()), KeyboardInterrupt),
+    "system-exit": (_raises(SystemExit(3)), SystemExit),
+    "foreign-base-exception": (_raises(Foreign("not ours")), Foreign),
+    "unasked-cancellation": (_raises(asyncio.CancelledError()), asyncio.CancelledError),
+    "suspension-of-another-run": (_stray, TypeError),
+}
+
+
+@pytest.mark.parametrize("poison", list(POISONS))
+async def test_no_body_can_stop_the_worker(poison: str) -> None:
+    checkpointer, memory = stores()
+    durable = SplitDurable(checkpointer, memory)
+    observed = Observed()
+    bad, good = workflow_id(), workflow_id()
+    poisoned, raised = POISONS[poison]
+
+    async def body(run: Run) -> object:
+        if run.workflow == bad:
+            return await poisoned(run)
+        return await run.step("fine", lambda: "fine", as_text)
+
+    async with working(durable, body, observed, pool=1) as worker:
+        await durable.arrive(bad, "go", True)
+        await observed.until(lambda: bool(observed.of(bad, "failed")))
+        await durable.arrive(good, "go", True)
+        await observed.until(lambda: observed.completed(good))
+        assert not worker.done()
+
+    (failed,) = observed.of(bad, "failed")
+    assert isinstance(failed.error, raised)
+    assert observed.kinds(bad) == ["delivered", "started", "failed"]
+    # Settled: released and answered for, so no other worker inherits the poison.
+    assert await memory.reclaim(timedelta(milliseconds=1)) is None
+    assert await checkpointer.claim(bad, LEASE, LEASE) is not None
+
+
+async def test_a_failed_pass_that_reached_a_sleep_is_woken_at_its_deadline() -> None:
+    durable = SplitDurable(*stores())
+    observed = Observed()
+    workflow = workflow_id()
+    attempts: list[int] = []
+
+    def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise LookupError("the gateway hiccuped")
+        return "charged"
+
+    async def body(run: Run) -> str:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.sleep("cool-off", timedelta(milliseconds=200)))
+            charged = group.create_task(run.step("charged", flaky, as_text))
+        return charged.result()
+
+    # No sweep within the test: only the wakeup the failed pass asked for can bring it back.
+    async with working(durable, body, observed, sweep=timedelta(minutes=1)):
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: observed.completed(workflow))
+
+    assert observed.kinds(workflow).count("failed") == 1
+    assert observed.outcomes(workflow) == [Completed("charged")]
+    noted = await durable.checkpointer.load(workflow)
+    due = datetime.fromisoformat(str(noted["cool-off"]))
+    assert observed.of(workflow, "started")[1].at >= due.timestamp()
+
+
+class Shifted:
+    """A clock a fixed offset from the wall clock, moved by hand."""
+
+    def __init__(self, offset: timedelta) -> None:
+        self.offset = offset
+
+    def __call__(self) -> datetime:
+        return datetime.now().astimezone() + self.offset
+
+
+async def test_the_worker_s_clock_reaches_every_pass() -> None:
+    durable = SplitDurable(*stores())
+    observed = Observed()
+    workflow = workflow_id()
+    clock = Shifted(timedelta(days=3))
+
+    async def body(run: Run) -> str:
+        await run.sleep("settling", timedelta(days=1))
+        return await run.step("paid", lambda: "paid", as_text)
+
+    async with working(durable, body, observed, clock=clock, sweep=TICK):
+        started = clock()
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: len(observed.outcomes(workflow)) == 1)
+        (sleeping,) = observed.outcomes(workflow)
+        assert isinstance(sleeping, Sleeping)
+        # Recorded on the worker's clock, three days ahead of the wall's.
+        assert sleeping.due - started >= timedelta(days=1)
+        assert sleeping.due - clock() <= timedelta(days=1)
+        recorded = (await durable.checkpointer.load(workflow))["settling"]
+        assert datetime.fromisoformat(str(recorded)) == sleeping.due
+        clock.offset += timedelta(days=1)  # the day passes, on that clock
+        await observed.until(lambda: observed.completed(workflow))
+    assert observed.outcomes(workflow)[-1] == Completed("paid")
