@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
+from durability.faults import patiently
 from durability.interfaces import (
     INBOX,
     Checkpointer,
@@ -194,8 +195,9 @@ class Run:
         return suspension
 
     async def _write(self, call: Callable[[], Awaitable[Recorded]]) -> object:
-        """A store write of this pass: the value the key holds after it."""
-        return (await call()).value
+        """A store write of this pass, tried again through a passing fault of the store (a lost
+        connection is not the step failing; see `durability.faults`)."""
+        return (await patiently(self._checkpointer, self.workflow, call)).value
 
     # -- writing -----------------------------------------------------------------------
 
@@ -233,7 +235,12 @@ class Run:
         if self._holder.budget_ends - self._clock() >= within:
             return
         alive = self._holder.alive if self._kept else max(within, self._holder.alive)
-        self._holder = await self._checkpointer.extend(self._holder, within, alive)
+        holder = self._holder
+        self._holder = await patiently(
+            self._checkpointer,
+            self.workflow,
+            lambda: self._checkpointer.extend(holder, within, alive),
+        )
 
     async def step(
         self,
@@ -265,6 +272,8 @@ class Run:
         check_key(key)
 
         async def produce() -> object:
+            # Tried again only when the store failed: a transact that landed answers the second
+            # time with its recorded result and does not perform the effect again.
             return await self._write(lambda: self._checkpointer.transact(self._holder, key, effect))
 
         return parse(await self._once(key, produce))
@@ -406,8 +415,8 @@ async def resume(
     | raises suspensions only (alone or in groups)      | returns `Sleeping` (the earliest   |
     |                                                   | deadline noted) or `Blocked` (all) |
     | returns after its own code caught a suspension    | raises `Swallowed`                 |
-    | raises an `Interruption` (`Fenced`, `Contended`), | raises the first one, unwrapped    |
-    | alone or anywhere in a group                      |                                    |
+    | raises an `Interruption` (`Fenced`, `Contended`,  | raises the first one, unwrapped    |
+    | `StoreUnavailable`), alone or anywhere in a group |                                    |
     | raises a suspension another `Run` raised          | raises `TypeError`                 |
     | raises a failure                                  | raises it unchanged                |
     | raises a group of failures and suspensions        | raises the failures alone: the     |
@@ -418,12 +427,15 @@ async def resume(
     failure and nothing else. Cancelling the pass propagates `CancelledError`.
 
     `clock` is the pass's time (deadlines are recorded on it); `kept` says a driver renews the
-    claim meanwhile; `on_write` is called after each write.
+    claim meanwhile; `on_write` is called after each write. A store that fails a write
+    transiently is tried again (`durability.faults`), and raises `StoreUnavailable` past that.
     """
     if records is None:
         records = holder.records
     if records is None:
-        records = await checkpointer.load(holder.workflow)
+        records = await patiently(
+            checkpointer, holder.workflow, lambda: checkpointer.load(holder.workflow)
+        )
     run = Run(holder, checkpointer, records, clock=clock, kept=kept, on_write=on_write)
     try:
         value = await body(run)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar, assert_never
 
+from durability.faults import StoreUnavailable
 from durability.interfaces import (
     Checkpointer,
     Contended,
@@ -54,7 +55,9 @@ READERS = 8
 NUDGE = timedelta(milliseconds=100)
 log = logging.getLogger("durability.worker")
 
-Kind = Literal["delivered", "started", "outcome", "failed", "contended", "fenced", "expired"]
+Kind = Literal[
+    "delivered", "started", "outcome", "failed", "contended", "fenced", "expired", "unavailable"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,7 +65,8 @@ class Event:
     """One moment in a delivery's life, for an observer (the lab measures through these).
 
     `at` is wall-clock seconds since the epoch (comparable across processes); `outcome` is set
-    on "outcome", `error` on "failed" and "fenced".
+    on "outcome", `error` on "failed", "fenced" and "unavailable" (the store kept failing the
+    pass's writes: the workflow is handed back, not failed).
     """
 
     kind: Kind
@@ -472,6 +476,17 @@ class _Worker:
             log.warning("pass of %s was fenced: %s", workflow, fenced)
             await self._settle(running)
             await self._hand_back(running.delivery, None)
+            return
+        except StoreUnavailable as lost:
+            # Not the workflow's failure: what it recorded stands, and the step whose record
+            # did not land runs again on the next pass.
+            self.emit("unavailable", workflow, error=lost)
+            log.warning("pass of %s stopped: %s", workflow, lost)
+            await self._settle(running)
+            try:
+                await self._hand_back(running.delivery, holder)
+            except Exception:
+                log.exception("handing %s back failed; its lease will", workflow)
             return
         except Exception as error:
             failure = error.__cause__ if isinstance(error, _Escaped) else error

@@ -30,6 +30,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import psycopg
+
 from durability.codec import Codec, JsonCodec
 from durability.interfaces import (
     INBOX,
@@ -71,6 +73,13 @@ class PostgresCheckpointer:
         self._pool = pool
         self._codec: Codec = codec or JsonCodec()
         self._batcher = Batcher(pool)
+
+    def transient(self, error: Exception) -> bool:
+        """A fault a pass tries its write again for (`durability.faults`): psycopg's
+        `OperationalError` is the server's or the connection's (a backend terminated, a server
+        restarting, no connection free in time, a serialization failure or deadlock rolled
+        back), never the statement's; a missing table is `NotMigrated`, and not one."""
+        return isinstance(error, (psycopg.OperationalError, OSError))
 
     @property
     def pool(self) -> Pool:

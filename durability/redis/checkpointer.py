@@ -42,7 +42,14 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
+from redis.exceptions import (
+    ClusterDownError,
+    NoScriptError,
+    ReadOnlyError,
+    TryAgainError,
+)
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from durability.codec import Codec, JsonCodec
 from durability.interfaces import (
@@ -177,6 +184,13 @@ class RedisCheckpointer:
         self._effects: dict[str, AsyncScript] = {}
         self._version: tuple[int, ...] | None = None
         self._batcher = Batcher(redis)
+
+    def transient(self, error: Exception) -> bool:
+        """A fault a pass tries its write again for (`durability.faults`): a lost or refused
+        connection, a timeout, a server still loading, a failover under way (a write that met
+        the old primary as a replica, a cluster slot moving or down)."""
+        passing = (RedisConnectionError, RedisTimeoutError, OSError, ReadOnlyError, TryAgainError)
+        return isinstance(error, (*passing, ClusterDownError))
 
     # --- running scripts --------------------------------------------------------------------
 

@@ -1059,3 +1059,128 @@ def test_a_blocked_outcome_names_at_least_one_key() -> None:
     with pytest.raises(ValueError):
         Blocked(waiting=frozenset(), listening=frozenset())
     assert Blocked(listening=frozenset({"mail"})).waiting == frozenset()
+
+
+# --- 14. a store that fails under a pass ------------------------------------------------------
+
+
+class Flaky(Watched):
+    """Fails the first `failures` writes with a connection error; with `landing`, each failed
+    write lands before its error (the reply lost on the way back)."""
+
+    def __init__(self, inner: MemoryCheckpointer, failures: int, landing: bool = False) -> None:
+        super().__init__(inner)
+        self.failures = failures
+        self.landing = landing
+
+    async def _fault(self) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectionResetError("the connection was cut")
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        self.calls.append(("record", ()))
+        if self.landing and self.failures:
+            await self.inner.record(holder, key, value)
+        await self._fault()
+        return await self.inner.record(holder, key, value)
+
+    async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
+        self.calls.append(("transact", ()))
+        if self.landing and self.failures:
+            await self.inner.transact(holder, key, effect)
+        await self._fault()
+        return await self.inner.transact(holder, key, effect)
+
+
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    import durability.faults
+
+    monkeypatch.setattr(durability.faults, "FIRST", timedelta(milliseconds=1))
+
+
+@pytest.mark.parametrize("landing", [False, True], ids=["lost-write", "lost-reply"])
+async def test_a_write_the_store_failed_is_tried_again_and_the_step_runs_once(
+    store: MemoryCheckpointer, clock: Clock, landing: bool, quick_retries: None
+) -> None:
+    flaky = Flaky(store, failures=2, landing=landing)
+    workflow = workflow_id()
+    ran: list[str] = []
+    ledger: list[int] = []
+
+    def charge() -> str:
+        ran.append("charge")
+        return "charged"
+
+    def book() -> object:
+        ledger.append(1)
+        return len(ledger)
+
+    async def body(run: Run) -> list[object]:
+        charged = await run.step("charged", charge, as_text)
+        booked = await run.transact("booked", MemoryEffect(book), as_int)
+        return [charged, booked]
+
+    holder = await claimed(store, workflow, BUDGET, ALIVE)
+    assert await resume(holder, flaky, body, clock=clock) == Completed(["charged", 1])
+    assert ran == ["charge"]
+    assert ledger == [1]  # the effect the store performs ran once, even when its reply was lost
+    assert flaky.count("record") == 3
+    assert await store.load(workflow) == {"charged": "charged", "booked": 1}
+
+
+async def test_a_store_that_keeps_failing_stops_the_pass_without_running_the_rollback(
+    store: MemoryCheckpointer, clock: Clock, quick_retries: None
+) -> None:
+    from durability.faults import ATTEMPTS, StoreUnavailable
+
+    flaky = Flaky(store, failures=ATTEMPTS)
+    compensated: list[str] = []
+
+    async def body(run: Run) -> str:
+        try:
+            return await run.step("charged", lambda: "charged", as_text)
+        except Exception:
+            compensated.append("refund")
+            raise
+
+    holder = await claimed(store, workflow_id(), BUDGET, ALIVE)
+    with pytest.raises(StoreUnavailable) as caught:
+        await resume(holder, flaky, body, clock=clock)
+    assert isinstance(caught.value.cause, ConnectionResetError)
+    assert flaky.count("record") == ATTEMPTS
+    assert compensated == []
+
+
+async def test_the_body_s_own_connection_error_is_its_failure_not_the_store_s(
+    store: MemoryCheckpointer, clock: Clock, quick_retries: None
+) -> None:
+    ran: list[int] = []
+
+    def call_the_gateway() -> str:
+        ran.append(1)
+        raise ConnectionRefusedError("the gateway is down")
+
+    async def body(run: Run) -> str:
+        return await run.step("charged", call_the_gateway, as_text)
+
+    with pytest.raises(ConnectionRefusedError):
+        await one_pass(store, workflow_id(), body, clock)
+    assert ran == [1]
+
+
+async def test_a_value_the_store_refuses_is_the_step_failing_and_is_not_tried_again(
+    store: MemoryCheckpointer, clock: Clock, quick_retries: None
+) -> None:
+    from durability.codec import Unencodable
+
+    watched = Watched(store)
+
+    async def body(run: Run) -> object:
+        return await run.step("pair", lambda: ("not", "json"), as_json)
+
+    holder = await claimed(store, workflow_id(), BUDGET, ALIVE)
+    with pytest.raises(Unencodable):
+        await resume(holder, watched, body, clock=clock)
+    assert watched.count("record") == 1

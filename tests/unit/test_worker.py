@@ -1018,3 +1018,53 @@ async def test_the_worker_s_clock_reaches_every_pass() -> None:
         clock.offset += timedelta(days=1)  # the day passes, on that clock
         await observed.until(lambda: observed.completed(workflow))
     assert observed.outcomes(workflow)[-1] == Completed("paid")
+
+
+class FailingWrites(MemoryCheckpointer):
+    """Every record fails with a cut connection while `down` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+        self.tries = 0
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        if self.down:
+            self.tries += 1
+            raise ConnectionResetError("the store went away")
+        return await super().record(holder, key, value)
+
+
+async def test_a_store_that_keeps_failing_a_write_gets_the_workflow_handed_back_not_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import durability.faults
+
+    monkeypatch.setattr(durability.faults, "FIRST", timedelta(milliseconds=1))
+    checkpointer = FailingWrites()
+    durable = SplitDurable(checkpointer, MemoryScheduler(lease=LEASE))
+    observed = Observed()
+    workflow = workflow_id()
+    ran: list[int] = []
+
+    def charge() -> str:
+        ran.append(1)
+        if len(ran) == 1:
+            return "charged"
+        checkpointer.down = False  # back by the time the next pass runs
+        return "charged"
+
+    async def body(run: Run) -> str:
+        return await run.step("charged", charge, as_text)
+
+    async with working(durable, body, observed):
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: observed.completed(workflow))
+
+    assert checkpointer.tries == durability.faults.ATTEMPTS
+    assert "failed" not in observed.kinds(workflow)
+    (unavailable,) = observed.of(workflow, "unavailable")
+    assert isinstance(unavailable.error, durability.faults.StoreUnavailable)
+    # The effect whose record never landed ran again: at least once, as every outside effect.
+    assert ran == [1, 1]
+    assert (await checkpointer.load(workflow))["charged"] == "charged"

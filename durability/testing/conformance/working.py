@@ -33,16 +33,17 @@ PATIENCE = 15.0
 
 
 @contextlib.asynccontextmanager
-async def _working(
+async def working(
     durable: Durable,
     body: Callable[[Run], Awaitable[object]],
     observed: Observed,
     pool: int,
     **settings: Any,
 ) -> AsyncIterator[asyncio.Task[None]]:
-    task = asyncio.create_task(
-        work(durable, body, pool=pool, tick=TICK, within=WITHIN, observer=observed, **settings)
-    )
+    """`work` over `durable` for the block (short ticks unless `settings` say otherwise),
+    cancelled on the way out."""
+    options: dict[str, Any] = {"tick": TICK, "within": WITHIN} | settings
+    task = asyncio.create_task(work(durable, body, pool=pool, observer=observed, **options))
     try:
         yield task
     finally:
@@ -101,7 +102,7 @@ class WorkContract:
             mail = await run.receive("mail")
             return {"charged": charged, "approver": approver, "mail": [e.value for e in mail]}
 
-        async with _working(durable, body, observed, pool=4):
+        async with working(durable, body, observed, pool=4):
             await durable.arrive(workflow, "order", 7)
             waiting = Blocked(waiting=frozenset({"approved-by"}))
             await observed.until(lambda: waiting in observed.outcomes(workflow))
@@ -134,7 +135,7 @@ class WorkContract:
             await asyncio.sleep(0.005)  # long enough for the other worker to look
             return first
 
-        async with _working(durable, body, observed, pool=3), _working(
+        async with working(durable, body, observed, pool=3), working(
             durable, body, observed, pool=3
         ):
             for workflow in workflows:
@@ -162,7 +163,7 @@ class WorkContract:
                 group.create_task(run.awaiting("approved-by", as_text))
             return None
 
-        async with _working(durable, body, observed, pool=2) as worker:
+        async with working(durable, body, observed, pool=2) as worker:
             await durable.arrive(bad, "go", True)
             await observed.until(lambda: bool(observed.of(bad, "failed")))
             await durable.arrive(good, "go", True)
@@ -200,7 +201,7 @@ class WorkContract:
 
         # No sweep within the test: only the wakeup of the first pass can bring it back.
         cut = SplitDurable(late, durable.scheduler)
-        async with _working(cut, body, observed, pool=2, sweep=timedelta(minutes=5)):
+        async with working(cut, body, observed, pool=2, sweep=timedelta(minutes=5)):
             await durable.arrive(workflow, "go", True)
             if sibling == "suspends":
                 await observed.until(lambda: len(observed.outcomes(workflow)) == 2)
@@ -229,7 +230,7 @@ class WorkContract:
         async def body(run: Run) -> None:
             await run.sleep("settling", timedelta(days=1))
 
-        async with _working(durable, body, observed, pool=1, clock=clock):
+        async with working(durable, body, observed, pool=1, clock=clock):
             started = clock()
             await durable.arrive(workflow, "go", True)
             await observed.until(lambda: bool(observed.outcomes(workflow)))
