@@ -72,6 +72,7 @@ async def stop(task: asyncio.Task[None]) -> None:
         await task
 
 
+
 def stores(lease: timedelta = LEASE) -> tuple[MemoryCheckpointer, MemoryScheduler]:
     return MemoryCheckpointer(), MemoryScheduler(lease=lease)
 
@@ -589,7 +590,7 @@ async def test_a_workflow_held_by_a_live_pass_is_looked_at_again_later() -> None
 # --- 12. timings --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["budget", "tick", "within", "contended", "sweep"])
+@pytest.mark.parametrize("name", ["budget", "tick", "within", "contended", "sweep", "grace"])
 @pytest.mark.parametrize("bad", [timedelta(0), timedelta(milliseconds=-1)])
 async def test_work_refuses_a_timing_that_is_not_positive(name: str, bad: timedelta) -> None:
     durable = SplitDurable(*stores())
@@ -1068,3 +1069,131 @@ async def test_a_store_that_keeps_failing_a_write_gets_the_workflow_handed_back_
     # The effect whose record never landed ran again: at least once, as every outside effect.
     assert ran == [1, 1]
     assert (await checkpointer.load(workflow))["charged"] == "charged"
+
+
+# --- 15. draining, and a store that is not there yet --------------------------------------------
+
+
+async def test_a_drain_lets_running_passes_finish_their_steps_and_takes_nothing_new() -> None:
+    checkpointer, scheduler = stores()
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    drain = asyncio.Event()
+    first, second, late = workflow_id(), workflow_id(), workflow_id()
+    ran: Counter[str] = Counter()
+    both_inside = asyncio.Event()
+
+    async def capture(workflow: str) -> str:
+        ran[workflow] += 1
+        if len(ran) == 2:
+            both_inside.set()
+        await asyncio.sleep(0.3)  # mid-step when the drain begins
+        return "captured"
+
+    async def body(run: Run) -> str:
+        captured = await run.step("captured", lambda: capture(run.workflow), as_text)
+        return await run.step("paid", lambda: f"paid after {captured}", as_text)
+
+    task = asyncio.create_task(
+        work(durable, body, observer=observed, tick=TICK, within=WITHIN, stop=drain, pool=4)
+    )
+    try:
+        await durable.arrive(first, "go", True)
+        await durable.arrive(second, "go", True)
+        await asyncio.wait_for(both_inside.wait(), 5)
+        drain.set()
+        await durable.arrive(late, "go", True)  # arrives while draining
+        await asyncio.wait_for(task, 10)  # returns by itself, once both passes ended
+    finally:
+        await stop(task)
+
+    assert ran == Counter({first: 1, second: 1})
+    assert observed.completed(first) and observed.completed(second)
+    assert observed.of(late) == []
+    delivery = await scheduler.next_ready(WITHIN)  # still queued, for the next worker
+    assert delivery is not None and delivery.workflow == late
+
+
+async def test_a_drain_hands_back_a_pass_that_outlives_its_grace() -> None:
+    checkpointer, scheduler = stores()
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    drain = asyncio.Event()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> str:
+        return await run.step("stuck", forever, as_text)
+
+    task = asyncio.create_task(
+        work(
+            durable,
+            body,
+            observer=observed,
+            tick=TICK,
+            within=WITHIN,
+            stop=drain,
+            grace=timedelta(milliseconds=200),
+        )
+    )
+    try:
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: bool(observed.of(workflow, "started")))
+        drain.set()
+        await asyncio.wait_for(task, 5)
+    finally:
+        await stop(task)
+
+    assert observed.kinds(workflow) == ["delivered", "started"]
+    # Handed back: released, and queued again without waiting out a lease.
+    assert await checkpointer.claim(workflow, LEASE, LEASE) is not None
+    await scheduler.wake_due()
+    delivery = await scheduler.next_ready(WITHIN)
+    assert delivery is not None and delivery.workflow == workflow
+
+
+class LateScheduler(MemoryScheduler):
+    """A queue whose store does not answer `prepare` for its first `down` tries."""
+
+    def __init__(self, down: int) -> None:
+        super().__init__(lease=LEASE)
+        self.down = down
+        self.tries = 0
+
+    async def prepare(self) -> None:
+        self.tries += 1
+        if self.tries <= self.down:
+            raise ConnectionRefusedError("nothing listens there yet")
+
+
+async def test_a_worker_started_before_its_store_waits_for_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    scheduler = LateScheduler(down=3)
+    durable = SplitDurable(MemoryCheckpointer(), scheduler)
+    observed = Observed()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> int:
+        return await run.step("one", lambda: 1, as_int)
+
+    with caplog.at_level(logging.WARNING, logger="durability.worker"):
+        async with working(durable, body, observed, tick=timedelta(milliseconds=10)):
+            await durable.arrive(workflow, "go", True)
+            await observed.until(lambda: observed.completed(workflow))
+    assert scheduler.tries == 4
+    waits = [r for r in caplog.records if "the store is not ready" in r.getMessage()]
+    assert len(waits) == 3
+
+
+async def test_a_drain_while_the_store_is_not_there_yet_returns() -> None:
+    durable = SplitDurable(MemoryCheckpointer(), LateScheduler(down=10**6))
+    drain = asyncio.Event()
+
+    async def body(run: Run) -> None:
+        return None
+
+    task = asyncio.create_task(work(durable, body, tick=TICK, stop=drain))
+    await asyncio.sleep(3 * TICK.total_seconds())
+    assert not task.done()
+    drain.set()
+    await asyncio.wait_for(task, 5)

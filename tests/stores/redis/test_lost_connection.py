@@ -1,4 +1,5 @@
-"""A connection killed while a pass's record is in flight, on a private `redis-server`.
+"""A connection killed while a pass's record is in flight, and a worker started before its
+server, each on a private `redis-server`.
 
 The store's writes share one pipelined connection (`Lane`). To kill it with the record on it,
 and not merely before (a connection found closed while idle is reopened before anything is
@@ -11,12 +12,22 @@ again rather than report the step as failed.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+import contextlib
+import logging
+import shutil
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Callable, Iterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.retry import Retry
 
+from durability import as_text, work
 from durability.interfaces import Durable
 from durability.redis import (
     RedisCheckpointer,
@@ -24,7 +35,10 @@ from durability.redis import (
     RedisSetScheduler,
     RedisStreamScheduler,
 )
+from durability.stepwise import Run
+from durability.testing import Observed
 from durability.testing.conformance import Cut, StoreFaultContract
+from tests.stores.redis.conftest import unavailable
 
 Clients = tuple[Redis, Redis]
 
@@ -99,3 +113,79 @@ class TestStreamKilledMidRecord(_KilledMidRecord):
 
 class TestSetKilledMidRecord(_KilledMidRecord):
     kind = RedisSetScheduler
+
+
+# --- a worker started before its server ---------------------------------------------------------
+
+
+def _spare_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def redis_server_on(port: int, home: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A private `redis-server` on `port` (no persistence), stopped on the way out."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        unavailable("redis-server is not installed")
+        raise AssertionError("unreachable")
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(home)]
+    with open(home / "server.log", "wb") as out:
+        process = subprocess.Popen(
+            [*command, "--save", "", "--appendonly", "no"], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@pytest.mark.parametrize("kind", [RedisStreamScheduler, RedisSetScheduler], ids=["stream", "set"])
+async def test_a_worker_started_before_its_server_waits_for_it(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, kind: type[RedisStreamScheduler]
+) -> None:
+    port = _spare_port()  # nothing listens there until the server below starts
+    # No retries inside the client: redis-py's own would hide a short outage from the worker.
+    client = Redis(host="127.0.0.1", port=port, decode_responses=True, retry=Retry(NoBackoff(), 0))
+    scheduler = kind(redis=client, namespace="late", lease=timedelta(seconds=5))
+    durable = RedisDurable(RedisCheckpointer(redis=client), scheduler)
+    observed = Observed(15.0)
+
+    async def body(run: Run) -> str:
+        return await run.step("ran", lambda: "ran", as_text)
+
+    tick = timedelta(milliseconds=100)
+    with caplog.at_level(logging.WARNING, logger="durability.worker"):
+        task = asyncio.create_task(
+            work(durable, body, observer=observed, tick=tick, sweep=4 * tick)
+        )
+        try:
+            await asyncio.sleep(1.0)
+            assert not task.done(), "the worker must wait for its store, not exit"
+            with redis_server_on(port, tmp_path):
+                async with asyncio.timeout(10):
+                    while True:
+                        with contextlib.suppress(RedisConnectionError):
+                            await durable.arrive("late-1", "go", True)
+                            break
+                        await asyncio.sleep(0.05)
+                await observed.until(lambda: observed.completed("late-1"))
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+            await client.aclose()
+    # It tried, logged, and tried again: preparing the stream's group, or reading the set.
+    told = ("the store is not ready", "reading the queue failed")
+    waited = [r for r in caplog.records if r.getMessage().startswith(told)]
+    assert len(waited) >= 2
