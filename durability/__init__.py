@@ -19,6 +19,7 @@ from durability.codec import (
     as_none,
     as_text,
 )
+from durability.faults import StoreUnavailable, Transient
 from durability.graph import CompiledGraph, Graph, run_durably
 from durability.interfaces import (
     INBOX,
@@ -88,9 +89,11 @@ __all__ = [
     "Scheduler",
     "Sleeping",
     "SplitDurable",
+    "StoreUnavailable",
     "Suspended",
     "Swallowed",
     "Taken",
+    "Transient",
     "Unencodable",
     "Written",
     "as_bool",
