@@ -25,18 +25,13 @@ from durability.interfaces import Durable
 from durability.stepwise import Run
 from durability.testing import Observed
 from durability.testing.conformance import Cut, StoreFaultContract
-from tests.stores.postgres.conftest import _admin, drop_database, url_for
+from tests.stores.postgres.conftest import create_database, drop_database, url_for
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
     from durability.postgres.statements import Pool
     from tests.stores.postgres.conftest import MakePool
-
-
-def create_named_database(server: str, name: str) -> None:
-    assert name.startswith("durability_")
-    _admin(server, f'CREATE DATABASE "{name}"')
 
 WAITING = """
 SELECT pid FROM pg_stat_activity
@@ -142,7 +137,7 @@ async def test_a_worker_started_before_its_database_exists_waits_for_it(
             try:
                 await asyncio.sleep(1.5)
                 assert not task.done(), "the worker must wait for its database, not exit"
-                await asyncio.to_thread(create_named_database, server, name)
+                await asyncio.to_thread(create_database, server, name)
                 created = True
                 # Migrated after the worker started, then an order from an API of its own.
                 async with AsyncConnectionPool(

@@ -14,10 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
-import socket
-import subprocess
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -38,7 +35,7 @@ from durability.redis import (
 from durability.stepwise import Run
 from durability.testing import Observed
 from durability.testing.conformance import Cut, StoreFaultContract
-from tests.stores.redis.conftest import unavailable
+from tests.stores.redis.conftest import redis_server_on, spare_port
 
 Clients = tuple[Redis, Redis]
 
@@ -118,40 +115,11 @@ class TestSetKilledMidRecord(_KilledMidRecord):
 # --- a worker started before its server ---------------------------------------------------------
 
 
-def _spare_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-@contextlib.contextmanager
-def redis_server_on(port: int, home: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A private `redis-server` on `port` (no persistence), stopped on the way out."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        unavailable("redis-server is not installed")
-        raise AssertionError("unreachable")
-    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(home)]
-    with open(home / "server.log", "wb") as out:
-        process = subprocess.Popen(
-            [*command, "--save", "", "--appendonly", "no"], stdout=out, stderr=subprocess.STDOUT
-        )
-    try:
-        yield process
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 @pytest.mark.parametrize("kind", [RedisStreamScheduler, RedisSetScheduler], ids=["stream", "set"])
 async def test_a_worker_started_before_its_server_waits_for_it(
     tmp_path: Path, caplog: pytest.LogCaptureFixture, kind: type[RedisStreamScheduler]
 ) -> None:
-    port = _spare_port()  # nothing listens there until the server below starts
+    port = spare_port()  # nothing listens there until the server below starts
     # No retries inside the client: redis-py's own would hide a short outage from the worker.
     client = Redis(host="127.0.0.1", port=port, decode_responses=True, retry=Retry(NoBackoff(), 0))
     scheduler = kind(redis=client, namespace="late", lease=timedelta(seconds=5))
