@@ -1,11 +1,17 @@
 #!/usr/bin/env python3
 """Set up and run the project with nothing but Python installed.
 
-    python3 dev.py demo    a workflow with a step, a sleep and an approval, on the memory store
-    python3 dev.py test    ruff, mypy --strict and the whole test suite
+    python3 dev.py lab [ARGS]   the lab, quick: every experiment on every backend it finds,
+                                results in results/quick/ and the comparison tables printed
+                                (ARGS go to `python -m experiments run`, e.g. `--full`)
+    python3 dev.py test         ruff, mypy --strict and the whole test suite
+    python3 dev.py notebooks    JupyterLab on notebooks/
+    python3 dev.py demo         a workflow with a step, a sleep and an approval, in memory
 
 Each command first makes `.venv` beside this file and installs the project with its `dev` extra
-into it (again only when pyproject.toml changed), so a fresh clone needs no other step.
+into it (again only when pyproject.toml changed), so a fresh clone needs no other step; `lab`
+also makes `.venv-rivals` for the job queues it compares against (their drivers conflict with
+ours). `lab --full` is the reference run that writes results/ itself (tens of minutes).
 """
 
 from __future__ import annotations
@@ -49,6 +55,22 @@ def demo() -> None:
     run(PYTHON, ROOT / "examples" / "demo.py")
 
 
+def lab(args: list[str]) -> None:
+    if not (ROOT / ".venv-rivals" / "bin" / "python").exists():
+        run(PYTHON, "-m", "experiments", "rivals")
+    if "--full" in args:
+        args = [a for a in args if a != "--full"]
+    else:
+        args = ["--quick", *args]
+        if not any(a == "--results" or a.startswith("--results=") for a in args):
+            args += ["--results", str(ROOT / "results" / "quick")]
+    run(PYTHON, "-m", "experiments", "run", *args)
+
+
+def notebooks(args: list[str]) -> None:
+    run(PYTHON, "-m", "jupyter", "lab", "--notebook-dir", ROOT / "notebooks", *args)
+
+
 def test(args: list[str]) -> None:
     checked = [name for name in CHECKED if (ROOT / name).is_dir()]
     run(PYTHON, "-m", "ruff", "check", ".")
@@ -57,14 +79,12 @@ def test(args: list[str]) -> None:
 
 
 def main() -> None:
-    if len(sys.argv) < 2 or sys.argv[1] not in {"demo", "test"}:
+    commands = {"demo": lambda _: demo(), "test": test, "lab": lab, "notebooks": notebooks}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__.strip())
         sys.exit(2)
     ensure()
-    if sys.argv[1] == "demo":
-        demo()
-    else:
-        test(sys.argv[2:])
+    commands[sys.argv[1]](sys.argv[2:])
 
 
 if __name__ == "__main__":

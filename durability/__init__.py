@@ -19,7 +19,7 @@ from durability.codec import (
     as_none,
     as_text,
 )
-from durability.faults import StoreUnavailable, Transient
+from durability.faults import StoreDown, Transient
 from durability.graph import CompiledGraph, Graph, run_durably
 from durability.interfaces import (
     INBOX,
@@ -30,7 +30,9 @@ from durability.interfaces import (
     Effect,
     Entry,
     Fenced,
+    Footprint,
     Interruption,
+    Measured,
     NotMigrated,
     Pass,
     Recorded,
@@ -55,6 +57,7 @@ from durability.stepwise import (
     Swallowed,
     resume,
 )
+from durability.traffic import Counted, Sent, Traffic
 from durability.worker import Event, Observer, work
 
 __all__ = [
@@ -65,12 +68,14 @@ __all__ = [
     "CompiledGraph",
     "Completed",
     "Contended",
+    "Counted",
     "Delivery",
     "Durable",
     "Effect",
     "Entry",
     "Event",
     "Fenced",
+    "Footprint",
     "Graph",
     "InputNeeded",
     "Interruption",
@@ -78,6 +83,7 @@ __all__ = [
     "MemoryCheckpointer",
     "MemoryEffect",
     "MemoryScheduler",
+    "Measured",
     "NotMigrated",
     "Observer",
     "Outcome",
@@ -87,12 +93,14 @@ __all__ = [
     "Run",
     "ScheduledWakeup",
     "Scheduler",
+    "Sent",
     "Sleeping",
     "SplitDurable",
-    "StoreUnavailable",
+    "StoreDown",
     "Suspended",
     "Swallowed",
     "Taken",
+    "Traffic",
     "Transient",
     "Unencodable",
     "Written",

@@ -3,7 +3,17 @@
 A store keeps text; a workflow keeps values. The codec is the boundary, and it owes one thing
 above all: what comes back equals what went in. A value that would come back different (a tuple
 through JSON comes back a list) is refused when it is first written, with `Unencodable`, rather
-than discovered on the replay that reads it back.
+than discovered on the replay that reads it back. So is a value no store can carry, before any
+store sees it. `JsonCodec` accepts exactly:
+
+- `None`, `bool`, `str`, `int`, finite `float`, `list`, and `dict` with `str` keys (exact
+  types: not subclasses, which would come back as the base type);
+- text that is valid Unicode, in values and keys alike (no lone surrogate, which is what
+  `os.fsdecode` makes of a file name that is not UTF-8: no store's encoding can send it);
+- ints of at most `MAX_DIGITS` decimal digits (Python's own default limit on converting ints
+  to text, so every reader can parse what any writer wrote);
+- containers nested at most `MAX_DEPTH` deep (past that the encoder, and every reader's
+  decoder, would run out of stack; a value that contains itself is refused the same way).
 
 The `as_*` parsers turn a decoded value into the type a step promised its caller; they raise
 `TypeError` when the recorded value is not of that shape.
@@ -16,6 +26,14 @@ import math
 from typing import Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
+
+#: The most decimal digits an int may have (`sys.int_info.default_max_str_digits`).
+MAX_DIGITS = 4300
+#: How deep lists and dicts may nest: `[[1]]` is 2 deep.
+MAX_DEPTH = 100
+
+#: The smallest int too big to keep: MAX_DIGITS nines are the most allowed.
+_TOO_BIG = 10**MAX_DIGITS
 
 
 class Unencodable(ValueError):
@@ -31,45 +49,127 @@ class Codec(Protocol):
     def decode(self, text: str) -> object: ...
 
 
-def _native(value: object, path: str) -> None:
+class _Refused(Exception):
+    """Why a value was refused, and where: the path is built on the way out of the walk, so
+    the walk itself formats nothing for the values it accepts."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+        self.path: list[str] = []
+
+    def where(self) -> str:
+        steps = self.path[::-1]
+        if len(steps) > 12:  # a value refused for its depth: the ends say where it is
+            steps = [*steps[:6], "...", *steps[-3:]]
+        return "value" + "".join(steps)
+
+
+def _native(value: object, depth: int) -> None:
     """Refuse anything that JSON would not bring back as the same value *and type*.
 
     Exact types, not isinstance: a `StrEnum` member or an `OrderedDict` encodes fine but comes
     back as a plain `str` or `dict`, which is a different value to code that checks its type.
     """
     kind = type(value)
-    if value is None or kind in (bool, str, int):
+    if kind is str or kind is bool or value is None:
         return
+    if isinstance(value, int) and kind is int:
+        if -_TOO_BIG < value < _TOO_BIG:
+            return
+        raise _Refused(f"an int of more than {MAX_DIGITS} digits has no portable text form")
     if isinstance(value, float) and kind is float:
-        if not math.isfinite(value):
-            raise Unencodable(f"{path}: {value!r} has no JSON form")
-        return
+        if math.isfinite(value):
+            return
+        raise _Refused(f"{value!r} has no JSON form")
     if isinstance(value, list) and kind is list:
-        for index, item in enumerate(value):
-            _native(item, f"{path}[{index}]")
+        if depth >= MAX_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_DEPTH} (or contains itself)")
+        at = 0
+        try:
+            for item in value:
+                _native(item, depth + 1)
+                at += 1
+        except _Refused as refused:
+            refused.path.append(f"[{at}]")
+            raise
         return
     if isinstance(value, dict) and kind is dict:
-        for key, item in value.items():
-            if type(key) is not str:
-                raise Unencodable(
-                    f"{path}: key {key!r} is a {type(key).__name__}; JSON keys come back as str"
-                )
-            _native(item, f"{path}[{key!r}]")
+        if depth >= MAX_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_DEPTH} (or contains itself)")
+        key: object = None
+        try:
+            for key, item in value.items():
+                if type(key) is not str:
+                    raise _Refused(
+                        f"key {key!r} is a {type(key).__name__}; JSON keys come back as str"
+                    )
+                _native(item, depth + 1)
+        except _Refused as refused:
+            if type(key) is str:  # the refusal is inside the item, not the key itself
+                refused.path.append(f"[{key!r}]")
+            raise
         return
-    raise Unencodable(
-        f"{path}: a {kind.__name__} does not survive JSON unchanged"
+    raise _Refused(
+        f"a {kind.__name__} does not survive JSON unchanged"
         " (use a list, dict, str, int, float, bool or None, or a codec that knows the type)"
     )
 
 
+def _invalid(text: str) -> str | None:
+    """Why `text` is not valid Unicode (a lone surrogate), or None if it is."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return f"{text!r} is not valid Unicode text ({error.reason} at position {error.start})"
+    return None
+
+
+def _unsendable(value: object, path: str) -> str | None:
+    """Where in `value` (already walked by `_native`) a text is not valid Unicode, and why."""
+    if isinstance(value, str):
+        why = _invalid(value)
+        return None if why is None else f"{path}: {why}"
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _unsendable(item, f"{path}[{index}]")
+            if found is not None:
+                return found
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            why = _invalid(key)
+            if why is not None:
+                return f"{path}: key {why}"
+            found = _unsendable(item, f"{path}[{key!r}]")
+            if found is not None:
+                return found
+    return None
+
+
 class JsonCodec:
-    """The standard library's JSON, restricted to values that round-trip exactly."""
+    """The standard library's JSON, restricted to values that round-trip exactly (see the
+    module docstring for exactly which)."""
 
     __slots__ = ()
 
     def encode(self, value: object) -> str:
-        _native(value, "value")
-        return json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        try:
+            _native(value, 0)
+        except _Refused as refused:
+            raise Unencodable(f"{refused.where()}: {refused.reason}") from None
+        try:
+            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        except ValueError as error:  # an int past this process's own int_max_str_digits
+            raise Unencodable(f"value: {error}") from None
+        # One check of the whole text rather than one per string: ASCII text (the usual case)
+        # is known to be ASCII without a scan, and any other is encoded once, in C.
+        if not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError:
+                raise Unencodable(
+                    _unsendable(value, "value") or "value: is not valid Unicode text"
+                ) from None
+        return text
 
     def decode(self, text: str) -> object:
         return json.loads(text)

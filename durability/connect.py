@@ -8,56 +8,165 @@
 | `postgresql://user@host:port/db` | `PostgresDurable`, tables created on open (`migrate`) |
 | `sqlite:///path/to/file.db` | `SqliteDurable` over that file, migrated on open |
 
-Query parameters the URL may carry (anything else is refused, so a typo is not ignored):
+Query options are checked before anything connects; an unknown or repeated one is a
+`ValueError` that names it and lists the allowed ones, so a typo is never ignored:
 
-- Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (the queue's key prefix,
-  default `durability`) and, for the set, `doorbell` (`on`, the default, or `off` to poll
-  alone); the rest of the URL goes to `redis.asyncio.Redis.from_url`.
-- Postgres: `queue` (the queue's name, default `default`); the rest goes to libpq.
-- SQLite: `queue`, and nothing else.
+- Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (what every key of the
+  queue and of the checkpoints starts with, default `durability`), for the set `doorbell`
+  (`on`, the default, or `off` to poll alone), `cluster=on` for a Redis Cluster (the URL
+  names any one node) and, for the stream, `trim_every_ms` (how often housekeeping trims;
+  10 s by default); and the options redis-py's `from_url` takes for the connection the
+  scheme picks.
+- Postgres: `queue` (the queue's name, default `default`), `schema` (the schema the tables
+  live in, created on open, default `durability`: one per application sharing a database),
+  `notify` (`on`, the default: idle workers are woken by LISTEN/NOTIFY; `off` to poll
+  alone), and libpq's connection parameters.
+- SQLite: `queue`, and nothing else: the file is the application's own (the namespace).
+
+A store that cannot be reached fails the open within `connect_timeout` with `StoreUnavailable`
+(a `ConnectionError`) naming where it looked: a refused port, an unknown database, a server that
+does not answer. `unavailable(error)` tells such an error (and a store going away later) from a
+refusal of what was asked: the API answers it with 503, a worker waits and tries again.
+
+Every durable opened here counts what it sends into `durable.traffic` (`durability.traffic`),
+except over a cluster or a `rediss://` / `unix://` connection, which count nothing.
 
 `sqlite:///path` names an absolute path; `sqlite://relative/file.db` a path relative to the
-working directory.
-
-The API, the worker, the lab and the tests all open their store here. Each driver is imported
-inside its own branch, so `import durability` (and `memory://`) needs none of them.
+working directory. Each driver is imported inside its own branch, so `import durability` (and
+`memory://`) needs none of them.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Coroutine
+import inspect
+import sys
+from collections import Counter
+from collections.abc import AsyncIterator, Collection, Coroutine
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from durability.interfaces import Durable, SplitDurable, positive
 from durability.memory import MemoryCheckpointer, MemoryScheduler
+from durability.traffic import Traffic
 
-__all__ = ["SCHEMES", "open_durable"]
+__all__ = ["CONNECT_TIMEOUT", "SCHEMES", "StoreUnavailable", "open_durable", "unavailable"]
 
 #: Every scheme `open_durable` accepts.
 SCHEMES = ("memory", "redis", "rediss", "postgresql", "postgres", "sqlite")
 
+#: How long `open_durable` waits for a store's first answer by default.
+CONNECT_TIMEOUT = timedelta(seconds=10)
 
-def _options(query: str, allowed: tuple[str, ...]) -> tuple[dict[str, str], str]:
-    """Split our options out of a query string; return them and the query left for the driver
-    (Redis and Postgres pass the rest to their driver, which refuses what it does not know)."""
-    ours: dict[str, str] = {}
-    rest: list[tuple[str, str]] = []
-    for name, value in parse_qsl(query, keep_blank_values=True):
-        if name in allowed:
-            ours[name] = value
-        else:
-            rest.append((name, value))
-    return ours, urlencode(rest)
+#: redis-py URL options whose value is plain text (it converts the others, listed in its
+#: `URL_QUERY_ARGUMENT_PARSERS`). `encoding` and `decode_responses` are left out on purpose:
+#: the stores read back what the codec wrote as UTF-8 text.
+_REDIS_TEXT_OPTIONS = frozenset(
+    {
+        "client_name",
+        "username",
+        "password",
+        "lib_name",
+        "lib_version",
+        "ssl_keyfile",
+        "ssl_certfile",
+        "ssl_cert_reqs",
+        "ssl_ca_certs",
+        "ssl_ca_data",
+        "ssl_ca_path",
+        "ssl_ciphers",
+        "ssl_password",
+    }
+)
 
 
-def _refuse_rest(rest: str, url: str, allowed: tuple[str, ...]) -> None:
-    if rest:
-        names = sorted({name for name, _ in parse_qsl(rest, keep_blank_values=True)})
-        raise ValueError(f"unknown option(s) {names} in store URL {url!r}; allowed: {allowed}")
+class StoreUnavailable(ConnectionError):
+    """The store could not be reached, or did not answer in time, while it was being opened.
+
+    The message names where it looked (host, port and database, never a password), and the
+    driver's own error is its `__cause__`. It may pass: a caller that can wait tries again.
+    """
+
+
+def unavailable(error: BaseException) -> bool:
+    """Whether `error` says the store is unreachable, gone or too slow (so the same request may
+    succeed later), rather than that the request itself was refused.
+
+    Looks only at drivers already imported: one that is not loaded cannot have raised it.
+    """
+    if isinstance(error, ConnectionError | TimeoutError):  # StoreUnavailable among them
+        return True
+    if "redis" in sys.modules:
+        from redis import exceptions as redis_errors
+
+        gone = (
+            redis_errors.ConnectionError,  # refused, reset, closed; loading; failed auth
+            redis_errors.TimeoutError,
+            redis_errors.ReadOnlyError,  # a replica until failover promotes it
+            redis_errors.TryAgainError,  # a cluster slot moving
+            redis_errors.ClusterDownError,
+        )
+        if isinstance(error, gone):
+            return True
+    if "psycopg" in sys.modules:
+        import psycopg
+
+        # Connection failures, a terminated backend, a cancelled statement, the pool's
+        # timeout: the errors of the server's state rather than of the statement.
+        if isinstance(error, psycopg.OperationalError):
+            return True
+    if "durability.sqlite" in sys.modules:
+        import sqlite3
+
+        from durability.sqlite.database import busy
+
+        if isinstance(error, sqlite3.OperationalError) and (
+            busy(error) or "unable to open" in str(error)
+        ):
+            return True
+    return False
+
+
+def _shown(url: str) -> str:
+    """`url` without its password, for messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+
+
+def _options(
+    url: str, ours: tuple[str, ...], driver: Collection[str] = (), whose: str = ""
+) -> tuple[dict[str, str], str]:
+    """Split the query of `url` into our options and the query left for the driver.
+
+    Raises `ValueError` for an option given twice (drivers silently keep one of them) and for
+    one that is neither ours nor in `driver` (a typo would otherwise be ignored, or surface as
+    a driver's `TypeError`, or as a connection that never succeeds).
+    """
+    pairs = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    counts = Counter(name for name, _ in pairs)
+    repeated = sorted(name for name, count in counts.items() if count > 1)
+    if repeated:
+        raise ValueError(
+            f"option(s) {repeated} given more than once in store URL {_shown(url)!r};"
+            " give each option once"
+        )
+    unknown = sorted(name for name in counts if name not in ours and name not in driver)
+    if unknown:
+        allowed = f"{', '.join(ours)}"
+        if driver:
+            allowed += f"; and {whose}'s: {', '.join(sorted(driver))}"
+        raise ValueError(
+            f"unknown option(s) {unknown} in store URL {_shown(url)!r}; allowed: {allowed}"
+        )
+    mine = {name: value for name, value in pairs if name in ours}
+    return mine, urlencode([(name, value) for name, value in pairs if name not in ours])
 
 
 @contextlib.asynccontextmanager
@@ -67,6 +176,7 @@ async def open_durable(
     lease: timedelta = timedelta(seconds=30),
     poll: timedelta | None = None,
     housekeeping: bool = False,
+    connect_timeout: timedelta = CONNECT_TIMEOUT,
 ) -> AsyncIterator[Durable]:
     """Open the store `url` names and yield its `Durable`; close it on exit.
 
@@ -75,9 +185,12 @@ async def open_durable(
     scheduler blocks instead). With `housekeeping`, the store's background upkeep runs while the
     context is open (trimming the Redis stream): a worker asks for it, an API need not.
 
-    Raises `ValueError` naming the scheme for a URL no store answers to.
+    Raises `ValueError` for a URL no store answers to, naming the scheme or the option at fault,
+    before connecting; `StoreUnavailable` if the store does not answer within
+    `connect_timeout`, or refuses the connection (see the module doc).
     """
     positive("lease", lease)
+    positive("connect_timeout", connect_timeout)
     if poll is not None:
         positive("poll", poll)
     parts = urlsplit(url)
@@ -85,12 +198,14 @@ async def open_durable(
     if scheme == "memory":
         if parts.netloc or parts.path.strip("/") or parts.query:
             raise ValueError(f"memory:// takes no host, path or options, got {url!r}")
-        yield SplitDurable(MemoryCheckpointer(), MemoryScheduler(lease=lease))
+        traffic = Traffic()
+        checkpointer = MemoryCheckpointer(traffic=traffic)
+        yield SplitDurable(checkpointer, MemoryScheduler(lease=lease, traffic=traffic), traffic)
     elif scheme in ("redis", "rediss"):
-        async with _redis(url, lease, poll, housekeeping) as durable:
+        async with _redis(url, lease, poll, housekeeping, connect_timeout) as durable:
             yield durable
     elif scheme in ("postgresql", "postgres"):
-        async with _postgres(url, lease, poll) as durable:
+        async with _postgres(url, lease, poll, connect_timeout) as durable:
             yield durable
     elif scheme == "sqlite":
         async with _sqlite(url, lease, poll) as durable:
@@ -98,16 +213,40 @@ async def open_durable(
     else:
         shown = f"{scheme!r}" if scheme else "no scheme"
         raise ValueError(
-            f"unknown store scheme {shown} in {url!r}; use memory://, redis://,"
+            f"unknown store scheme {shown} in {_shown(url)!r}; use memory://, redis://,"
             " postgresql:// or sqlite:///path"
         )
 
 
+def _redis_driver_options(connection_class: type) -> frozenset[str]:
+    """The URL options redis-py's `from_url` hands on to a pool of `connection_class` that the
+    pool or the connection takes as a keyword (any other ends in a `TypeError`)."""
+    from redis.asyncio.connection import URL_QUERY_ARGUMENT_PARSERS, ConnectionPool
+
+    taken: set[str] = set()
+    for cls in (ConnectionPool, *connection_class.__mro__):
+        init = vars(cls).get("__init__")
+        if init is None:
+            continue
+        taken.update(
+            name
+            for name, parameter in inspect.signature(init).parameters.items()
+            if parameter.kind in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY)
+        )
+    return (frozenset(URL_QUERY_ARGUMENT_PARSERS) | _REDIS_TEXT_OPTIONS) & taken
+
+
 @contextlib.asynccontextmanager
 async def _redis(
-    url: str, lease: timedelta, poll: timedelta | None, housekeeping: bool
+    url: str,
+    lease: timedelta,
+    poll: timedelta | None,
+    housekeeping: bool,
+    connect_timeout: timedelta,
 ) -> AsyncIterator[Durable]:
-    from redis.asyncio import Redis
+    from redis.asyncio import Redis, RedisCluster
+    from redis.asyncio.connection import SSLConnection
+    from redis.exceptions import RedisError
 
     from durability.redis import (
         RedisCheckpointer,
@@ -119,8 +258,21 @@ async def _redis(
     from durability.redis.packing import PackedConnection
 
     parts = urlsplit(url)
-    ours, rest = _options(parts.query, ("scheduler", "namespace", "doorbell"))
+    # Plain TCP only: rediss:// keeps the TLS connection class its scheme picks.
+    connection_class = PackedConnection if parts.scheme == "redis" else SSLConnection
+    ours, rest = _options(
+        url,
+        ("scheduler", "namespace", "doorbell", "cluster", "trim_every_ms"),
+        _redis_driver_options(connection_class),
+        "redis-py",
+    )
     kind = ours.get("scheduler", "stream")
+    if kind not in ("stream", "set"):
+        raise ValueError(f"redis scheduler must be 'stream' or 'set', got {kind!r} in {url!r}")
+    cluster = ours.get("cluster", "off")
+    if cluster not in ("on", "off"):
+        raise ValueError(f"cluster must be 'on' or 'off': {url!r}")
+    trim_every = _milliseconds(ours.get("trim_every_ms", "10000"), "trim_every_ms", url)
     doorbell = ours.get("doorbell", "on")
     if doorbell not in ("on", "off") or (kind != "set" and "doorbell" in ours):
         raise ValueError(f"doorbell must be 'on' or 'off', and only with scheduler=set: {url!r}")
@@ -130,18 +282,21 @@ async def _redis(
     # bound says so (`?socket_timeout=5`); otherwise a call waits on the server like a blocking
     # read does, and a peer that went away is still noticed by the connection closing.
     timeouts: dict[str, Any] = {} if "socket_timeout" in rest else {"socket_timeout": None}
-    # Plain TCP only: rediss:// and unix:// keep the connection class their scheme picks.
+    traffic = Traffic()
     packed: dict[str, Any] = {}
     if parts.scheme == "redis":
-        packed["connection_class"] = PackedConnection
-    client = Redis.from_url(
-        urlunsplit(parts._replace(query=rest)), decode_responses=True, **timeouts, **packed
-    )
+        packed = {"connection_class": PackedConnection, "traffic": traffic}
+    target = urlunsplit(parts._replace(query=rest))
+    client: Any
+    if cluster == "on":
+        client = RedisCluster.from_url(target, decode_responses=True, **timeouts)
+    else:
+        client = Redis.from_url(target, decode_responses=True, **timeouts, **packed)
     try:
         scheduler: RedisStreamScheduler | RedisSetScheduler
         if kind == "stream":
             scheduler = RedisStreamScheduler(redis=client, namespace=namespace, lease=lease)
-        elif kind == "set":
+        else:
             scheduler = RedisSetScheduler(
                 redis=client,
                 namespace=namespace,
@@ -149,19 +304,39 @@ async def _redis(
                 doorbell=doorbell == "on",
                 **({} if poll is None else {"poll": poll}),
             )
-        else:
-            raise ValueError(f"redis scheduler must be 'stream' or 'set', got {kind!r} in {url!r}")
-        await client.ping()
-        await scheduler.prepare()
+        db = dict(parse_qsl(rest)).get("db") or parts.path.strip("/") or "0"  # as redis-py reads it
+        where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}/{db}"
+        try:
+            async with asyncio.timeout(connect_timeout.total_seconds()):
+                await client.ping()
+                await scheduler.prepare()
+        except TimeoutError as error:
+            raise StoreUnavailable(
+                f"Redis at {where} did not answer within {connect_timeout}"
+            ) from error
+        except (RedisError, OSError) as error:
+            # A refused port, a database index the server does not have, a failed login.
+            raise StoreUnavailable(f"could not connect to Redis at {where}: {error}") from error
         # One client for both halves, so arrive, deliver and finish are one script each.
-        durable = RedisDurable(RedisCheckpointer(redis=client), scheduler)
+        checkpointer = RedisCheckpointer(redis=client, namespace=namespace)
+        durable = RedisDurable(checkpointer, scheduler, traffic)
         if housekeeping and isinstance(scheduler, RedisStreamScheduler):
-            async with _beside(trimming(scheduler)):
+            async with _beside(trimming(scheduler, trim_every)):
                 yield durable
         else:
             yield durable
     finally:
         await client.aclose()
+
+
+def _milliseconds(text: str, name: str, url: str) -> timedelta:
+    """A URL option that is a positive number of milliseconds, or a `ValueError` naming it."""
+    try:
+        value = timedelta(milliseconds=float(text))
+    except (ValueError, OverflowError):
+        raise ValueError(f"{name} must be a number of milliseconds, got {text!r} in {url!r}"
+                         ) from None
+    return positive(name, value)
 
 
 @contextlib.asynccontextmanager
@@ -176,9 +351,21 @@ async def _beside(upkeep: Coroutine[Any, Any, None]) -> AsyncIterator[None]:
             await task
 
 
+def _libpq_options() -> frozenset[str]:
+    """libpq's connection parameters (the keywords of `PQconndefaults`), and `ssl`, the alias
+    libpq's URI parser takes for `sslmode=require`."""
+    from psycopg import pq
+
+    return frozenset(option.keyword.decode() for option in pq.Conninfo.get_defaults()) | {"ssl"}
+
+
 @contextlib.asynccontextmanager
-async def _postgres(url: str, lease: timedelta, poll: timedelta | None) -> AsyncIterator[Durable]:
-    from psycopg_pool import AsyncConnectionPool
+async def _postgres(
+    url: str, lease: timedelta, poll: timedelta | None, connect_timeout: timedelta
+) -> AsyncIterator[Durable]:
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+    from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
     from durability.postgres import (
         PostgresCheckpointer,
@@ -186,21 +373,66 @@ async def _postgres(url: str, lease: timedelta, poll: timedelta | None) -> Async
         PostgresScheduler,
         migrate,
     )
+    from durability.postgres.statements import check_schema
+    from durability.postgres.traffic import attach
 
-    parts = urlsplit(url)
-    ours, rest = _options(parts.query, ("queue",))
+    ours, rest = _options(url, ("queue", "notify", "schema"), _libpq_options(), "libpq")
     queue = ours.get("queue", "default")
-    conninfo = urlunsplit(parts._replace(query=rest))
-    pool: AsyncConnectionPool = AsyncConnectionPool(
-        conninfo, kwargs={"autocommit": True}, min_size=1, max_size=8, open=False
+    schema = check_schema(ours.get("schema", "durability"))  # refused before connecting
+    notify = ours.get("notify", "on")
+    if notify not in ("on", "off"):
+        raise ValueError(f"notify must be 'on' or 'off': {url!r}")
+    conninfo = urlunsplit(urlsplit(url)._replace(query=rest))
+    try:
+        params = conninfo_to_dict(conninfo)
+    except psycopg.ProgrammingError as error:  # libpq's own parse: a bad port, a bad value
+        raise ValueError(f"store URL {_shown(url)!r}: {error}") from None
+    where = (
+        f"{params.get('host') or 'the local socket'}:{params.get('port') or 5432}"
+        f"/{params.get('dbname') or params.get('user') or '(default)'}"
     )
-    await pool.open(wait=True)
+    seconds = connect_timeout.total_seconds()
+    # One connection first, alone: the pool would retry a refused port or an unknown database
+    # in the background until its own timeout and then report only that it timed out.
+    try:
+        async with asyncio.timeout(seconds):
+            probe = await psycopg.AsyncConnection.connect(conninfo, autocommit=True)
+        await probe.close()
+    except TimeoutError as error:
+        raise StoreUnavailable(
+            f"PostgreSQL at {where} did not answer within {connect_timeout}"
+        ) from error
+    except psycopg.OperationalError as error:
+        said = " ".join(str(error).split())
+        raise StoreUnavailable(f"could not connect to PostgreSQL at {where}: {said}") from error
+    traffic = Traffic()
+
+    async def counted(conn: Any) -> None:
+        attach(conn, traffic)
+
+    pool: AsyncConnectionPool = AsyncConnectionPool(
+        conninfo,
+        kwargs={"autocommit": True},
+        min_size=1,
+        max_size=8,
+        open=False,
+        configure=counted,
+    )
     scheduler: PostgresScheduler | None = None
     try:
-        await migrate(pool)
-        scheduler = PostgresScheduler(pool=pool, lease=lease, poll=poll, queue=queue)
+        try:
+            await pool.open(wait=True, timeout=seconds)
+        except PoolTimeout as error:  # went away since the probe
+            raise StoreUnavailable(
+                f"PostgreSQL at {where} did not answer within {connect_timeout}"
+            ) from error
+        await migrate(pool, schema)
+        scheduler = PostgresScheduler(
+            pool=pool, lease=lease, poll=poll, queue=queue, schema=schema, notify=notify == "on"
+        )
         await scheduler.prepare()
-        yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
+        checkpointer = PostgresCheckpointer(pool=pool, schema=schema)
+        yield PostgresDurable(checkpointer, scheduler, traffic)
     finally:
         if scheduler is not None:
             await scheduler.close()
@@ -209,6 +441,8 @@ async def _postgres(url: str, lease: timedelta, poll: timedelta | None) -> Async
 
 @contextlib.asynccontextmanager
 async def _sqlite(url: str, lease: timedelta, poll: timedelta | None) -> AsyncIterator[Durable]:
+    import sqlite3
+
     from durability.sqlite import (
         SqliteCheckpointer,
         SqliteDurable,
@@ -218,13 +452,20 @@ async def _sqlite(url: str, lease: timedelta, poll: timedelta | None) -> AsyncIt
     )
 
     parts = urlsplit(url)
-    ours, rest = _options(parts.query, ("queue",))
-    _refuse_rest(rest, url, ("queue",))
+    ours, _ = _options(url, ("queue",))
     path = parts.netloc + parts.path
     if not path or path == "/":
         raise ValueError(f"sqlite:// needs a file path (sqlite:///path/to/file.db), got {url!r}")
     queue = ours.get("queue", "default")
-    database = await open_database(path)
+    # Checked here because SQLite would only say "unable to open database file" (and aiosqlite
+    # leaves the thread of a connection that failed to open to finish on its own).
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise StoreUnavailable(f"the directory of the SQLite file {path!r} does not exist")
+    try:
+        database = await open_database(path)
+    except sqlite3.OperationalError as error:  # not allowed to create or open it, say
+        raise StoreUnavailable(f"could not open the SQLite file {path!r}: {error}") from error
     try:
         await migrate(database)
         extra = {} if poll is None else {"poll": poll}

@@ -5,13 +5,14 @@ the file locked by another process) says nothing about the workflow, so it is ne
 the body failing: that would answer for the delivery while the effect just performed has no
 record, and nothing would ever run the workflow again. `patiently` runs one store call, tries it
 again after a doubling pause while the error is *transient*, and past `ATTEMPTS` raises
-`StoreUnavailable`, an `Interruption`, so no `except Exception` in a workflow (a saga's rollback
+`StoreDown`, an `Interruption`, so no `except Exception` in a workflow (a saga's rollback
 net) mistakes it for a failure. Trying again is safe because every write a pass makes is
 first-writer-wins or atomic with its effect: a write that landed before its reply was lost
 answers the second time with what it wrote.
 
-Which errors are transient is the store's to say (`Transient`); a store that does not say gets
-`OSError` (connection refused, reset, timed out).
+Which errors are transient is `durability.connect.unavailable`'s to say (the one judge of
+"the store is unreachable, gone or too slow" for every store this package ships, which the API
+answers with 503); a store of another package may say for itself by being `Transient`.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Protocol, TypeVar, runtime_checkable
 
+from durability.connect import unavailable
 from durability.interfaces import Interruption
 
-__all__ = ["ATTEMPTS", "StoreUnavailable", "Transient", "patiently", "transient"]
+__all__ = ["ATTEMPTS", "StoreDown", "Transient", "patiently", "transient"]
 
 T = TypeVar("T")
 log = logging.getLogger("durability.faults")
@@ -37,7 +39,7 @@ FIRST = timedelta(milliseconds=50)
 LONGEST = timedelta(seconds=1)
 
 
-class StoreUnavailable(Interruption):
+class StoreDown(Interruption):
     """The store kept failing a call of this pass (`cause` is its last error).
 
     The pass stops here; the worker hands the workflow back, or, if the store cannot even take
@@ -69,7 +71,7 @@ def transient(store: object, error: BaseException) -> bool:
         return False
     if isinstance(store, Transient):
         return store.transient(error)
-    return isinstance(error, OSError)
+    return unavailable(error)
 
 
 async def patiently(
@@ -81,7 +83,7 @@ async def patiently(
     first: timedelta | None = None,
 ) -> T:
     """What `call()` returns, trying it again while it fails transiently (see the module doc);
-    `StoreUnavailable` once `attempts` tries (`ATTEMPTS`) have failed, the first pause being
+    `StoreDown` once `attempts` tries (`ATTEMPTS`) have failed, the first pause being
     `first` (`FIRST`). Any other error is raised at once."""
     attempts = ATTEMPTS if attempts is None else attempts
     pause = (FIRST if first is None else first).total_seconds()
@@ -92,7 +94,7 @@ async def patiently(
             if not transient(store, error):
                 raise
             if attempt == attempts:
-                raise StoreUnavailable(workflow, error) from error
+                raise StoreDown(workflow, error) from error
             log.warning(
                 "the store failed a call for %s (try %d of %d); trying again: %r",
                 workflow,

@@ -346,7 +346,7 @@ async def run_durably(
     A result the store's codec cannot bring back unchanged (a tuple through JSON) raises the
     codec's `Unencodable` on the first pass, from `record`. A pass whose claim is superseded or
     lapsed raises `Fenced` at its next record and records nothing more. A store that fails a
-    write transiently is tried again, and past that raises `StoreUnavailable`.
+    write transiently is tried again, and past that raises `StoreDown`.
 
     Returns the result of `output`, by default of the graph's only sink, or, when the graph has
     several sinks, a dict of every sink's result.
@@ -363,7 +363,7 @@ async def run_durably(
     results = {key: recorded[key] for key in graph.keys if key in recorded}
 
     async def settle(key: str, result: object) -> object:
-        # A store that fails the write is tried again, then `StoreUnavailable` (an
+        # A store that fails the write is tried again, then `StoreDown` (an
         # interruption): never a node failing, which would send a saga into its rollback.
         def write() -> Awaitable[Recorded]:
             return checkpointer.record(holder, key, result)

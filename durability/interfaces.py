@@ -6,7 +6,18 @@ to run (a queue of wakeups). `Durable` is the pair plus the moves that must cros
 
 Values here are frozen; control flow that must not be swallowed by `except Exception`
 (`Fenced`, `Contended`) descends from `BaseException`, like `asyncio.CancelledError`.
-Every duration is a `timedelta` and is refused unless positive (`positive`).
+
+Every store refuses the same bad input, with a `ValueError` or `TypeError`, before any I/O:
+
+- a workflow id is a `str` of 1 to `MAX_NAME` (256) characters, valid Unicode (no lone
+  surrogate), without NUL, `{` or `}` (`check_workflow`);
+- a step key is the same with braces allowed, not starting with `INBOX` (`check_key`);
+- a duration is a `timedelta` above zero and at most `MAX_DURATION`, a century (`positive`).
+
+The bound is one for every store, so an id that works on one works on all: ids are part of
+Redis key names (braces would move the cluster hash tag), ids and keys sit in SQL primary keys
+(256 characters is at most 1 KiB of UTF-8, inside every index's limit) and SQL text cannot
+hold NUL. Values are the codec's to refuse (`durability.codec`).
 """
 
 from __future__ import annotations
@@ -16,6 +27,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
+from durability.traffic import Traffic
+
 #: Inbox entries are ordinary records whose keys the store mints under this prefix, fixed-width
 #: so that lexical order is append order. Step keys may not start with it.
 INBOX = "inbox:"
@@ -23,34 +36,68 @@ INBOX = "inbox:"
 INBOX_WIDTH = 20
 
 
+#: The longest workflow id or step key, in characters (see the module docstring).
+MAX_NAME = 256
+#: The longest duration any timing may be: a century. Far past any real budget, lease or
+#: sleep, and far enough inside every store's clock arithmetic (datetime's year 9999, Lua's
+#: 14 significant digits of milliseconds) that `now + duration` never overflows.
+MAX_DURATION = timedelta(days=36_525)
+
+
 def positive(name: str, value: timedelta) -> timedelta:
-    """Return `value` if it is a positive duration, else raise a `ValueError` naming it.
+    """Return `value` if it is a positive duration of at most `MAX_DURATION`, else raise a
+    `ValueError` (a `TypeError` if it is not a `timedelta`) naming it.
 
     None of the timings in this library has a meaningful zero, and a zero is how a duration
-    read from an unset setting usually arrives, so it is refused where it enters.
+    read from an unset setting usually arrives, so it is refused where it enters. So is an
+    absurd one: refused here, it never reaches a store that would write with it and then fail.
     """
     if not isinstance(value, timedelta):
         raise TypeError(f"{name} must be a timedelta, not {type(value).__name__}")
     if value <= timedelta(0):
         raise ValueError(f"{name} must be a positive duration, got {value!r}")
+    if value > MAX_DURATION:
+        raise ValueError(
+            f"{name} must be at most MAX_DURATION ({MAX_DURATION.days} days), got {value!r}"
+        )
     return value
 
 
+def _check_name(what: str, name: str) -> None:
+    """The checks ids and keys share; O(length), and O(1) for the length and ASCII tests."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError(f"{what} must not be empty")
+    if len(name) > MAX_NAME:  # before any scan, so a huge string costs nothing more
+        raise ValueError(f"{what} is {len(name)} characters; the bound is {MAX_NAME}")
+    if "\x00" in name:
+        raise ValueError(f"{what} {name!r} holds a NUL character, which SQL text cannot hold")
+    if not name.isascii():
+        try:
+            name.encode("utf-8")
+        except UnicodeEncodeError as error:
+            # A lone surrogate: what os.fsdecode makes of a file name that is not UTF-8.
+            raise ValueError(
+                f"{what} {name!r} is not valid Unicode text ({error.reason} at position"
+                f" {error.start}), so no store can hold it"
+            ) from None
+
+
 def check_workflow(workflow: str) -> str:
-    """Refuse an id no store can hold: it must be a non-empty string."""
-    if not isinstance(workflow, str):
-        raise TypeError(f"workflow id must be a str, not {type(workflow).__name__}")
-    if not workflow:
-        raise ValueError("workflow id must not be empty")
+    """Return `workflow` if every store can hold it as an id (see the module docstring)."""
+    _check_name("workflow id", workflow)
+    if "{" in workflow or "}" in workflow:
+        raise ValueError(
+            f"workflow id {workflow!r} contains a brace; Redis would read it as a hash tag"
+        )
     return workflow
 
 
 def check_key(key: str) -> str:
-    """Refuse a step key that is empty or lies in the store-owned inbox key space."""
-    if not isinstance(key, str):
-        raise TypeError(f"step key must be a str, not {type(key).__name__}")
-    if not key:
-        raise ValueError("step key must not be empty")
+    """Return `key` if every store can hold it as a step key: the id rules without the brace
+    rule (keys are never part of a Redis key name), outside the store-owned inbox key space."""
+    _check_name("step key", key)
     if key.startswith(INBOX):
         raise ValueError(f"step key {key!r} lies in the inbox key space ({INBOX!r}...)")
     return key
@@ -131,6 +178,19 @@ class Taken:
 
     delivery: Delivery
     holder: Pass | None
+
+
+@dataclass(frozen=True, slots=True)
+class Footprint:
+    """How big a queue is right now: its entries by part (a stream's entries, a sorted set's
+    members, rows) and, where the store can say, the bytes they take."""
+
+    parts: Mapping[str, int]
+    bytes: int | None = None
+
+    @property
+    def entries(self) -> int:
+        return sum(self.parts.values())
 
 
 class Effect:
@@ -303,6 +363,16 @@ class Scheduler(Protocol):
 
 
 @runtime_checkable
+class Measured(Protocol):
+    """A scheduler that can say how big its queue is (every scheduler this package ships):
+    what grows with wakeups, and what a trimmer or a visibility score keeps bounded."""
+
+    async def footprint(self) -> Footprint:
+        """The queue's size now, read from the store in one round trip where it can."""
+        ...
+
+
+@runtime_checkable
 class Durable(Protocol):
     """A checkpointer and a scheduler, plus the moves that must cross both."""
 
@@ -344,11 +414,14 @@ class SplitDurable:
     with nothing to wake them, rather than a wakeup that would re-run every effect from nothing.
     """
 
-    __slots__ = ("_checkpointer", "_scheduler")
+    __slots__ = ("_checkpointer", "_scheduler", "_traffic")
 
-    def __init__(self, checkpointer: Checkpointer, scheduler: Scheduler) -> None:
+    def __init__(
+        self, checkpointer: Checkpointer, scheduler: Scheduler, traffic: Traffic | None = None
+    ) -> None:
         self._checkpointer = checkpointer
         self._scheduler = scheduler
+        self._traffic = traffic if traffic is not None else Traffic()
 
     @property
     def checkpointer(self) -> Checkpointer:
@@ -357,6 +430,12 @@ class SplitDurable:
     @property
     def scheduler(self) -> Scheduler:
         return self._scheduler
+
+    @property
+    def traffic(self) -> Traffic:
+        """What the two stores count of what they send, if they count into this `Traffic`
+        (every store `open_durable` opens does; `durability.traffic`)."""
+        return self._traffic
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
         recorded = await self._checkpointer.supply(workflow, key, value)
@@ -388,6 +467,10 @@ async def take_then_claim(
     alive: timedelta,
 ) -> Taken | None:
     """`Durable.take` as two calls, for a store that cannot do both in one step."""
+    # Checked before the delivery is taken: a claim refused after it would leave the delivery
+    # held by nobody until its lease ran out.
+    positive("budget", budget)
+    positive("alive", alive)
     delivery = await scheduler.next_ready(within)
     if delivery is None:
         return None

@@ -15,9 +15,10 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from durability.codec import Codec, JsonCodec
 from durability.interfaces import (
@@ -25,6 +26,7 @@ from durability.interfaces import (
     Effect,
     Entry,
     Fenced,
+    Footprint,
     Pass,
     Recorded,
     Written,
@@ -33,8 +35,11 @@ from durability.interfaces import (
     inbox_key,
     positive,
 )
+from durability.traffic import Traffic
 
 Clock = Callable[[], datetime]
+P = ParamSpec("P")
+R = TypeVar("R")
 NEVER = datetime.min.replace(tzinfo=UTC)
 
 
@@ -44,6 +49,23 @@ def utcnow() -> datetime:
 
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
+
+
+def _counted(
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    """Count each call into the store's `traffic`: with no server, a call is a round trip."""
+    name = method.__qualname__
+
+    def counted(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        traffic: Traffic = self.traffic
+        traffic.request(name)
+        traffic.round_trip()
+        return method(self, *args, **kwargs)
+
+    counted.__name__, counted.__qualname__ = method.__name__, name
+    counted.__doc__ = method.__doc__
+    return counted
 
 
 class MemoryEffect(Effect):
@@ -72,8 +94,12 @@ class _Workflow:
 class MemoryCheckpointer:
     """A `Checkpointer` over a dict, with the same fencing arithmetic as every server store."""
 
-    def __init__(self, *, clock: Clock = utcnow, codec: Codec | None = None) -> None:
+    def __init__(
+        self, *, clock: Clock = utcnow, codec: Codec | None = None, traffic: Traffic | None = None
+    ) -> None:
         self._clock = clock
+        #: Every call, counted (`durability.traffic`).
+        self.traffic = traffic if traffic is not None else Traffic()
         self._codec: Codec = codec or JsonCodec()
         self._workflows: dict[str, _Workflow] = {}
 
@@ -100,6 +126,7 @@ class MemoryCheckpointer:
         state.records[key] = (encoded, now)
         return Recorded(self._codec.decode(encoded), True)
 
+    @_counted
     async def claim(self, workflow: str, budget: timedelta, alive: timedelta) -> Pass | None:
         positive("budget", budget)
         positive("alive", alive)
@@ -114,12 +141,14 @@ class MemoryCheckpointer:
         records = {key: self._codec.decode(text) for key, (text, _) in state.records.items()}
         return Pass(workflow, claim.token, alive, claim.deadline, records)
 
+    @_counted
     async def load(self, workflow: str) -> dict[str, object]:
         state = self._workflows.get(check_workflow(workflow))
         if state is None:
             return {}
         return {key: self._codec.decode(text) for key, (text, _) in state.records.items()}
 
+    @_counted
     async def history(self, workflow: str) -> list[Written]:
         state = self._workflows.get(check_workflow(workflow))
         if state is None:
@@ -129,6 +158,7 @@ class MemoryCheckpointer:
             for key, (text, at) in state.records.items()
         ]
 
+    @_counted
     async def record(self, holder: Pass, key: str, value: object) -> Recorded:
         check_key(key)
         encoded = self._codec.encode(value)
@@ -137,6 +167,7 @@ class MemoryCheckpointer:
         state.claim.until = max(state.claim.until, min(now + holder.alive, state.claim.deadline))
         return self._write(state, key, encoded, now)
 
+    @_counted
     async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
         check_key(key)
         if not isinstance(effect, MemoryEffect):
@@ -153,11 +184,13 @@ class MemoryCheckpointer:
         state.claim.until = max(state.claim.until, min(now + holder.alive, state.claim.deadline))
         return self._write(state, key, encoded, now)
 
+    @_counted
     async def supply(self, workflow: str, key: str, value: object) -> Recorded:
         check_key(key)
         encoded = self._codec.encode(value)
         return self._write(self._get(workflow), key, encoded, self._clock())
 
+    @_counted
     async def append(self, workflow: str, value: object) -> Entry:
         encoded = self._codec.encode(value)
         state = self._get(workflow)
@@ -166,6 +199,7 @@ class MemoryCheckpointer:
         self._write(state, key, encoded, self._clock())
         return Entry(key, self._codec.decode(encoded))
 
+    @_counted
     async def extend(self, holder: Pass, budget: timedelta, alive: timedelta) -> Pass:
         positive("budget", budget)
         positive("alive", alive)
@@ -175,12 +209,14 @@ class MemoryCheckpointer:
         claim.until = max(claim.until, min(now + alive, claim.deadline))
         return Pass(holder.workflow, holder.token, holder.alive, claim.deadline)
 
+    @_counted
     async def renew(self, holder: Pass, alive: timedelta) -> None:
         positive("alive", alive)
         now = self._clock()
         claim = self._live(holder, now).claim
         claim.until = max(claim.until, min(now + alive, claim.deadline))
 
+    @_counted
     async def discard(self, workflow: str) -> int:
         state = self._get(workflow)
         gone = len(state.records)
@@ -191,6 +227,7 @@ class MemoryCheckpointer:
         state.claim.until = state.claim.deadline = NEVER
         return gone
 
+    @_counted
     async def release(self, holder: Pass) -> None:
         state = self._get(holder.workflow)
         if state.claim.token == holder.token:
@@ -218,16 +255,23 @@ class MemoryScheduler:
     """A `Scheduler` over a FIFO, a pending list and a set of sleepers."""
 
     def __init__(
-        self, *, lease: timedelta = timedelta(seconds=30), clock: Clock = utcnow
+        self,
+        *,
+        lease: timedelta = timedelta(seconds=30),
+        clock: Clock = utcnow,
+        traffic: Traffic | None = None,
     ) -> None:
         self.lease = positive("lease", lease)
         self._clock = clock
+        #: Every call, counted (`durability.traffic`).
+        self.traffic = traffic if traffic is not None else Traffic()
         self._ready: deque[str] = deque()
         self._pending: dict[str, _Held] = {}
         self._sleeping: dict[str, datetime] = {}
         self._ids = itertools.count(1)
         self._waiters: deque[asyncio.Future[None]] = deque()
 
+    @_counted
     async def prepare(self) -> None:
         return None
 
@@ -240,9 +284,11 @@ class MemoryScheduler:
             if _settle(self._waiters.popleft()):
                 break
 
+    @_counted
     async def make_ready(self, workflow: str) -> None:
         self._enqueue(check_workflow(workflow))
 
+    @_counted
     async def next_ready(self, within: timedelta) -> Delivery | None:
         positive("within", within)
         loop = asyncio.get_running_loop()
@@ -267,9 +313,11 @@ class MemoryScheduler:
         self._pending[receipt] = _Held(workflow, self._clock())
         return Delivery(workflow, receipt)
 
+    @_counted
     async def done(self, delivery: Delivery) -> None:
         self._pending.pop(delivery.receipt, None)
 
+    @_counted
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
         if delivery.receipt not in self._pending:
             return False
@@ -277,6 +325,7 @@ class MemoryScheduler:
         self._sleeping[delivery.workflow] = when if held is None else min(held, when)
         return True
 
+    @_counted
     async def wake_due(self, now: datetime | None = None) -> datetime | None:
         moment = now or self._clock()
         for workflow, when in list(self._sleeping.items()):
@@ -285,6 +334,7 @@ class MemoryScheduler:
                 self._enqueue(workflow)
         return min(self._sleeping.values(), default=None)
 
+    @_counted
     async def reclaim(self, idle: timedelta) -> Delivery | None:
         """Take a delivery silent for `idle` (not for the lease: the caller says how long)."""
         positive("idle", idle)
@@ -297,6 +347,7 @@ class MemoryScheduler:
                 return Delivery(held.workflow, fresh)
         return None
 
+    @_counted
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         """Keep the delivery from `reclaim(lease)` for `within` more (never less than before)."""
         positive("within", within)
@@ -306,7 +357,9 @@ class MemoryScheduler:
         held.quiet_from = max(held.quiet_from, self._clock() + within - self.lease)
         return delivery
 
+    @_counted
     async def cancel(self, workflow: str) -> int:
+        check_workflow(workflow)
         gone = 0
         if workflow in self._ready:
             self._ready.remove(workflow)
@@ -318,3 +371,8 @@ class MemoryScheduler:
         if self._sleeping.pop(workflow, None) is not None:
             gone += 1
         return gone
+
+    @_counted
+    async def footprint(self) -> Footprint:
+        parts = {"ready": self._ready, "pending": self._pending, "sleeping": self._sleeping}
+        return Footprint({name: len(part) for name, part in parts.items()})

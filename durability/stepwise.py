@@ -250,9 +250,10 @@ class Run:
         *,
         within: timedelta | None = None,
     ) -> T:
-        """Run `fn` (sync or async) once and record its result as `key`; every later pass gets
-        the recorded value back without running it. `within` says how long the step may take,
-        so the claim is stretched before it starts."""
+        """Run `fn` (sync or async) and record its result as `key`; every later pass gets
+        the recorded value back without running it. `fn` runs at least once: a pass that dies
+        between `fn` and its record runs it again (`transact` is the exactly-once form).
+        `within` says how long the step may take, so the claim is stretched before it starts."""
         check_key(key)
         if within is not None:
             positive("within", within)
@@ -416,7 +417,7 @@ async def resume(
     |                                                   | deadline noted) or `Blocked` (all) |
     | returns after its own code caught a suspension    | raises `Swallowed`                 |
     | raises an `Interruption` (`Fenced`, `Contended`,  | raises the first one, unwrapped    |
-    | `StoreUnavailable`), alone or anywhere in a group |                                    |
+    | `StoreDown`), alone or anywhere in a group |                                    |
     | raises a suspension another `Run` raised          | raises `TypeError`                 |
     | raises a failure                                  | raises it unchanged                |
     | raises a group of failures and suspensions        | raises the failures alone: the     |
@@ -428,7 +429,7 @@ async def resume(
 
     `clock` is the pass's time (deadlines are recorded on it); `kept` says a driver renews the
     claim meanwhile; `on_write` is called after each write. A store that fails a write
-    transiently is tried again (`durability.faults`), and raises `StoreUnavailable` past that.
+    transiently is tried again (`durability.faults`), and raises `StoreDown` past that.
     """
     if records is None:
         records = holder.records

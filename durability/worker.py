@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar, assert_never
 
-from durability.faults import StoreUnavailable
+from durability.faults import StoreDown
 from durability.interfaces import (
     Checkpointer,
     Contended,
@@ -493,7 +493,7 @@ class _Worker:
             await self._settle(running)
             await self._hand_back(running.delivery, None)
             return
-        except StoreUnavailable as lost:
+        except StoreDown as lost:
             # Not the workflow's failure: what it recorded stands, and the step whose record
             # did not land runs again on the next pass.
             self.emit("unavailable", workflow, error=lost)

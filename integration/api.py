@@ -18,11 +18,18 @@ write and its queueing could have lost. Refusals write nothing:
 
 | status | when |
 |---|---|
-| 400 | no `Idempotency-Key`, or one outside `[A-Za-z0-9._-]`, 1-128 characters |
+| 400 | no `Idempotency-Key`, more than one, or one outside `[A-Za-z0-9._-]`, 1-128 characters |
 | 404 | no such order |
 | 409 | the key names a different order; a confirmation or message the order does not wait for |
 | 413 | a body over `MAX_BODY` bytes (by `Content-Length`, and by the bytes actually read) |
 | 422 | a body that is not the expected JSON; the response names each field at fault |
+
+Every store call is bounded by `store_timeout` (`--store-timeout`): a store that is down or does
+not answer in time gets 503 with `Retry-After` and `{"detail": ...}`, and the API carries on once
+the store is back. A 503 cannot say whether a write it cut short happened, so a client resends
+it: `POST /orders` under the same key is idempotent. `/openapi.json` documents each body and
+every status (`integration.document`); `OPTIONS` on a path, and a 405, name every method in
+`Allow`.
 
 With `--store memory://` the process also runs a worker, since a memory store lives in one
 process; over any other store run `durability-worker` processes beside it.
@@ -34,26 +41,44 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import math
 import re
 import signal
 import time
-from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import UTC, datetime, timedelta
 from types import FrameType
-from typing import Annotated, TypeVar
+from typing import Any, TypeVar
 
 import uvicorn
-from fastapi import FastAPI, Header, Request, Response
+from fastapi import FastAPI, Request, Response
+from fastapi.exception_handlers import http_exception_handler
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator
+from pydantic import BaseModel, ValidationError
+from starlette.exceptions import HTTPException
+from starlette.routing import Match
+from starlette.types import Scope
 
-from durability import Durable
-from durability.connect import open_durable
+from durability import Durable, positive
+from durability.connect import open_durable, unavailable
 from integration import cli
+from integration.document import (
+    LOCATION,
+    ConfirmationIn,
+    Confirmed,
+    Deleted,
+    Delivered,
+    DocumentedApp,
+    MessageIn,
+    OrderIn,
+    OrderView,
+    Submitted,
+    body_of,
+    responses,
+)
 from integration.log import configure, fields
 from integration.orders import unwind_id
 from integration.payout import APPROVAL
-from integration.submission import SKU, Kind, Line, Order
 from integration.worker import effects_from, redacted, serve
 from integration.workflow import ORDER, history, status
 
@@ -65,48 +90,13 @@ MAX_BODY = 64 * 1024
 #: rollback (`<id>:unwind`); no braces, which Redis keys reserve; bounded, as Redis wants.
 ORDER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
+#: How long one store call may take before the request gets 503.
+STORE_TIMEOUT = timedelta(seconds=5)
+#: What a 503 tells the client to wait before trying again.
+RETRY_AFTER = timedelta(seconds=2)
+
 M = TypeVar("M", bound=BaseModel)
-
-
-class LineIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    sku: Annotated[str, Field(pattern=f"^{SKU.pattern}$")]
-    quantity: Annotated[int, Field(ge=1, le=10_000)]
-    cents: Annotated[int, Field(ge=0, le=100_000_000)]
-
-
-class OrderIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    kind: Kind = "payout"
-    customer: Annotated[str, Field(min_length=1, max_length=200)]
-    lines: Annotated[list[LineIn], Field(max_length=100, validate_default=True)] = []
-
-    @field_validator("lines")
-    @classmethod
-    def _lines_unless_console(cls, lines: list[LineIn], info: ValidationInfo) -> list[LineIn]:
-        # `kind` is declared first, so it is validated (and in `info.data`) by now.
-        kind = info.data.get("kind", "payout")
-        if kind != "console" and not lines:
-            raise ValueError(f"a {kind} order needs at least one line")
-        return lines
-
-    def order(self) -> Order:
-        lines = [Line(line.sku, line.quantity, line.cents) for line in self.lines]
-        return Order.of(self.kind, self.customer, lines)
-
-
-class ConfirmationIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    approved_by: Annotated[str, Field(min_length=1, max_length=200)]
-
-
-class MessageIn(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
-
-    text: Annotated[str, Field(min_length=1, max_length=4000)]
+T = TypeVar("T")
 
 
 class Refused(Exception):
@@ -116,6 +106,10 @@ class Refused(Exception):
         super().__init__(status, detail)
         self.status = status
         self.detail = detail
+
+
+class StoreDown(Exception):
+    """A store call failed for want of the store (down, or no answer in time): 503."""
 
 
 def _field(location: tuple[int | str, ...]) -> str:
@@ -162,19 +156,64 @@ def _order_id(value: str | None, *, missing: int) -> str:
     return value
 
 
+def _idempotency_key(request: Request) -> str:
+    """The one `Idempotency-Key` of `request`: two would name two orders, and which one the
+    client meant cannot be guessed."""
+    given = request.headers.getlist("idempotency-key")
+    if len(given) > 1:
+        raise Refused(400, f"send one Idempotency-Key header, not {len(given)}")
+    return _order_id(given[0] if given else None, missing=400)
+
+
+def _allowed(app: FastAPI, scope: Scope) -> str:
+    """Every method some route of `app` answers on the path of `scope`, for `Allow`."""
+    methods: set[str] = set()
+    for route in app.router.routes:
+        match, _ = route.matches(scope)
+        if match is not Match.NONE:
+            methods.update(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
+
+
 def make_app(
     durable: Durable,
     *,
     max_body: int = MAX_BODY,
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    store_timeout: timedelta = STORE_TIMEOUT,
+    retry_after: timedelta = RETRY_AFTER,
 ) -> FastAPI:
-    """The API over `durable`. It never runs a workflow."""
-    app = FastAPI(title="durability: orders", version="0.1.0")
+    """The API over `durable`. It never runs a workflow.
+
+    Each store call is given `store_timeout`; one that fails because the store is down, or
+    takes longer, answers 503 with `Retry-After: retry_after` (in whole seconds, at least 1).
+    """
+    positive("store_timeout", store_timeout)
+    positive("retry_after", retry_after)
+    app = DocumentedApp(
+        title="durability: orders",
+        version="0.1.0",
+        description="Orders over a durable store: submit, watch, confirm, message, delete.",
+    )
     checkpointer = durable.checkpointer
+    limit = store_timeout.total_seconds()
+    wait = str(max(1, math.ceil(retry_after.total_seconds())))
 
     @app.exception_handler(Refused)
     async def refused(_: Request, error: Refused) -> Response:
         return JSONResponse({"detail": error.detail}, status_code=error.status)
+
+    @app.exception_handler(StoreDown)
+    async def store_down(_: Request, error: StoreDown) -> Response:
+        return JSONResponse({"detail": str(error)}, status_code=503, headers={"Retry-After": wait})
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, error: HTTPException) -> Response:
+        if error.status_code == 405:
+            # Starlette names the methods of the first route on the path only; a path served by
+            # several routes (GET and DELETE /orders/{id}) has them all.
+            error.headers = {**(error.headers or {}), "Allow": _allowed(app, request.scope)}
+        return await http_exception_handler(request, error)
 
     @app.middleware("http")
     async def access(
@@ -194,23 +233,65 @@ def make_app(
         )
         return response
 
+    async def store(call: Coroutine[Any, Any, T]) -> T:
+        """`call` (one store operation) bounded by `store_timeout`; `StoreDown` if the store
+        is unreachable or slower than that. Cancelling a call is safe on every store: its reply
+        is dropped, or its connection closed, never handed to another caller."""
+        try:
+            async with asyncio.timeout(limit):
+                return await call
+        except TimeoutError:
+            log.warning("store too slow", extra=fields(timeout=store_timeout))
+            raise StoreDown(f"the store did not answer within {limit:g} s; try again") from None
+        except Exception as error:
+            if not unavailable(error):
+                raise
+            log.warning("store unavailable", extra=fields(error=repr(error)))
+            raise StoreDown(
+                f"the store is unavailable ({type(error).__name__}); try again"
+            ) from None
+
     async def known(order_id: str) -> dict[str, object]:
-        records = await checkpointer.load(order_id)
+        records = await store(checkpointer.load(order_id))
         if ORDER not in records:
             raise Refused(404, f"no order {order_id!r}")
         return records
 
-    @app.post("/orders")
-    async def submit(
-        request: Request,
-        idempotency_key: Annotated[str | None, Header()] = None,
-    ) -> Response:
-        order_id = _order_id(idempotency_key, missing=400)
+    @app.post(
+        "/orders",
+        status_code=201,
+        responses=responses(
+            {
+                201: {"model": Submitted, "description": "a new order", "headers": LOCATION},
+                200: {
+                    "model": Submitted,
+                    "description": "this order was already submitted under this key",
+                    "headers": LOCATION,
+                },
+            },
+            (400, 409, 413, 422),
+        ),
+        openapi_extra={
+            **body_of(OrderIn),
+            "parameters": [
+                {
+                    "name": "Idempotency-Key",
+                    "in": "header",
+                    "required": True,
+                    "description": "the order id: resending under it is idempotent",
+                    "schema": {"type": "string", "pattern": f"^{ORDER_ID.pattern}$"},
+                }
+            ],
+        },
+    )
+    async def submit(request: Request) -> Response:
+        """Submit an order under the id its `Idempotency-Key` names."""
+        order_id = _idempotency_key(request)
         order = (await _parse(request, OrderIn, max_body)).order().to_record()
-        held = (await checkpointer.load(order_id)).get(ORDER)
+        held = (await store(checkpointer.load(order_id))).get(ORDER)
         if held is not None and held != order:
             raise Refused(409, f"Idempotency-Key {order_id!r} already names a different order")
-        recorded = await durable.arrive(order_id, ORDER, order)
+        recorded = await store(durable.arrive(order_id, ORDER, order))
         if recorded.value != order:  # lost a race to a different order under the same key
             raise Refused(409, f"Idempotency-Key {order_id!r} already names a different order")
         log.info("order submitted", extra=fields(order=order_id, first=recorded.first))
@@ -220,15 +301,19 @@ def make_app(
             headers={"Location": f"/orders/{order_id}"},
         )
 
-    @app.get("/orders/{order_id}")
+    @app.get(
+        "/orders/{order_id}",
+        responses=responses({200: {"model": OrderView, "description": "the order"}}, (404,)),
+    )
     async def view(order_id: str) -> Response:
+        """The order's checkpoint as a progress view."""
         order_id = _order_id(order_id, missing=404)
-        written = await checkpointer.history(order_id)
+        written = await store(checkpointer.history(order_id))
         records = {w.key: w.value for w in written}
         if ORDER not in records:
             raise Refused(404, f"no order {order_id!r}")
         undoing = unwind_id(order_id)
-        rollback = await checkpointer.history(undoing)
+        rollback = await store(checkpointer.history(undoing))
         now = clock()
         stage = status(records, {w.key: w.value for w in rollback}, now)
         return JSONResponse(
@@ -245,8 +330,17 @@ def make_app(
             }
         )
 
-    @app.post("/orders/{order_id}/confirmation")
+    @app.post(
+        "/orders/{order_id}/confirmation",
+        status_code=202,
+        responses=responses(
+            {202: {"model": Confirmed, "description": "the approval, recorded"}},
+            (400, 404, 409, 413, 422),
+        ),
+        openapi_extra=body_of(ConfirmationIn),
+    )
     async def confirm(order_id: str, request: Request) -> Response:
+        """Approve an order that waits for a confirmation."""
         order_id = _order_id(order_id, missing=404)
         confirmation = await _parse(request, ConfirmationIn, max_body)
         records = await known(order_id)
@@ -255,41 +349,61 @@ def make_app(
             raise Refused(
                 409, f"order {order_id!r} is not waiting for a confirmation ({stage.stage})"
             )
-        recorded = await durable.arrive(order_id, APPROVAL, confirmation.approved_by)
+        recorded = await store(durable.arrive(order_id, APPROVAL, confirmation.approved_by))
         if not recorded.first:
             raise Refused(409, f"order {order_id!r} was already confirmed by {recorded.value!r}")
         log.info("order confirmed", extra=fields(order=order_id, by=confirmation.approved_by))
         return JSONResponse({"id": order_id, "approved_by": recorded.value}, status_code=202)
 
-    @app.post("/orders/{order_id}/messages")
+    @app.post(
+        "/orders/{order_id}/messages",
+        status_code=202,
+        responses=responses(
+            {202: {"model": Delivered, "description": "the message, in the inbox"}},
+            (400, 404, 409, 413, 422),
+        ),
+        openapi_extra=body_of(MessageIn),
+    )
     async def message(order_id: str, request: Request) -> Response:
+        """Deliver a message to a console order's inbox."""
         order_id = _order_id(order_id, missing=404)
         sent = await _parse(request, MessageIn, max_body)
         records = await known(order_id)
         stage = status(records, {}, clock())
         if not stage.listening:
             raise Refused(409, f"order {order_id!r} does not read messages ({stage.stage})")
-        entry = await durable.deliver(order_id, {"text": sent.text})
+        entry = await store(durable.deliver(order_id, {"text": sent.text}))
         log.info("message delivered", extra=fields(order=order_id, entry=entry.key))
         return JSONResponse({"id": order_id, "entry": entry.key}, status_code=202)
 
-    @app.delete("/orders/{order_id}")
+    @app.delete(
+        "/orders/{order_id}",
+        responses=responses(
+            {200: {"model": Deleted, "description": "the order, forgotten"}}, (404,)
+        ),
+    )
     async def delete(order_id: str) -> Response:
+        """Forget an order and its rollback (their wakeups first)."""
         order_id = _order_id(order_id, missing=404)
         await known(order_id)
         # The rollback first: while the order still exists a retry can find both.
-        removed = await durable.delete(unwind_id(order_id))
-        removed += await durable.delete(order_id)
+        removed = await store(durable.delete(unwind_id(order_id)))
+        removed += await store(durable.delete(order_id))
         log.info("order deleted", extra=fields(order=order_id, records=removed))
         return JSONResponse({"id": order_id, "deleted": removed})
 
+    async def options(request: Request) -> Response:
+        return Response(status_code=204, headers={"Allow": _allowed(app, request.scope)})
+
+    for path in ("/orders", "/orders/{order_id}"):
+        app.add_api_route(path, options, methods=["OPTIONS"], include_in_schema=False)
     return app
 
 
 async def run(args: argparse.Namespace) -> None:
     async with open_durable(args.store, lease=args.lease) as durable:
         config = uvicorn.Config(
-            make_app(durable),
+            make_app(durable, store_timeout=args.store_timeout, retry_after=args.retry_after),
             host=args.host,
             port=args.port,
             log_config=None,  # our key=value lines, not uvicorn's formats
@@ -337,6 +451,18 @@ def main(argv: list[str] | None = None) -> None:
     made = cli.parser("durability-api", "Serve the orders API over a store.")
     made.add_argument("--host", default="127.0.0.1", help="default 127.0.0.1")
     made.add_argument("--port", type=int, default=8000, help="default 8000")
+    made.add_argument(
+        "--store-timeout",
+        type=cli.duration,
+        default=STORE_TIMEOUT,
+        help="how long one store call may take before the request gets 503 (default 5s)",
+    )
+    made.add_argument(
+        "--retry-after",
+        type=cli.duration,
+        default=RETRY_AFTER,
+        help="the Retry-After a 503 carries, rounded up to whole seconds (default 2s)",
+    )
     cli.add_worker_options(made)
     args = made.parse_args(argv)
     configure(args.log_level)

@@ -23,7 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from durability import Blocked, Completed, Durable, Event, Sleeping, work
-from durability.connect import open_durable
+from durability.connect import open_durable, unavailable
 from durability.worker import GRACE
 from integration import cli
 from integration.effects import Gateway, Warehouse
@@ -106,9 +106,9 @@ async def opened(
     stack: contextlib.AsyncExitStack, url: str, lease: timedelta, stop: asyncio.Event
 ) -> Durable | None:
     """The store `url` names, opened on `stack`: tried again with a doubling pause (logged)
-    while it does not answer, so the worker may start before its store. `None` if `stop` is
-    set first. A URL no store answers to (`ValueError`) is raised at once: waiting will not
-    change it."""
+    while it is unavailable (`durability.connect.unavailable`: not up yet, unreachable, too
+    slow), so the worker may start before its store. `None` if `stop` is set first. Any other
+    error (a URL no store answers to, say) is raised at once: waiting will not change it."""
     pause = FIRST_TRY_AGAIN
     tries = 0
     while not stop.is_set():
@@ -116,9 +116,9 @@ async def opened(
             return await stack.enter_async_context(
                 open_durable(url, lease=lease, housekeeping=True)
             )
-        except (ValueError, TypeError):
-            raise
         except Exception as error:
+            if not unavailable(error):
+                raise
             tries += 1
             log.warning(
                 "store not ready",

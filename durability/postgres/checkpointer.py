@@ -30,8 +30,6 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-import psycopg
-
 from durability.codec import Codec, JsonCodec
 from durability.interfaces import (
     INBOX,
@@ -48,9 +46,15 @@ from durability.interfaces import (
 )
 from durability.postgres.batching import Batcher
 from durability.postgres.effect import SqlEffect
-from durability.postgres.statements import Pool, borrowed, every, one, run, statements
-
-_SQL = statements("checkpointer.sql")
+from durability.postgres.statements import (
+    DEFAULT_SCHEMA,
+    Pool,
+    borrowed,
+    every,
+    one,
+    run,
+    statements,
+)
 
 #: How many times a first-writer-wins write is retried when it lost a race it cannot see: a
 #: concurrent writer of the same key committed after this statement's snapshot was taken, so
@@ -63,23 +67,21 @@ def _utc(moment: datetime) -> datetime:
 
 
 class PostgresCheckpointer:
-    """A `Checkpointer` over `durability.records` and `durability.claims`.
+    """A `Checkpointer` over the `records` and `claims` tables of `schema` (`durability` unless
+    given; `migrate(pool, schema)` creates them).
 
     `pool` should hand out autocommit connections (`kwargs={"autocommit": True}`) for one round
     trip per operation; a non-autocommit pool works too, at the cost of a BEGIN and a COMMIT.
     """
 
-    def __init__(self, *, pool: Pool, codec: Codec | None = None) -> None:
+    def __init__(
+        self, *, pool: Pool, codec: Codec | None = None, schema: str = DEFAULT_SCHEMA
+    ) -> None:
+        self._sql = statements("checkpointer.sql", schema)
+        self.schema = schema
         self._pool = pool
         self._codec: Codec = codec or JsonCodec()
         self._batcher = Batcher(pool)
-
-    def transient(self, error: Exception) -> bool:
-        """A fault a pass tries its write again for (`durability.faults`): psycopg's
-        `OperationalError` is the server's or the connection's (a backend terminated, a server
-        restarting, no connection free in time, a serialization failure or deadlock rolled
-        back), never the statement's; a missing table is `NotMigrated`, and not one."""
-        return isinstance(error, (psycopg.OperationalError, OSError))
 
     @property
     def pool(self) -> Pool:
@@ -94,7 +96,7 @@ class PostgresCheckpointer:
         positive("budget", budget)
         positive("alive", alive)
         row = await one(
-            self._pool, _SQL["claim"], {"workflow": workflow, "budget": budget, "alive": alive}
+            self._pool, self._sql["claim"], {"workflow": workflow, "budget": budget, "alive": alive}
         )
         if row is None:
             return None
@@ -109,11 +111,11 @@ class PostgresCheckpointer:
         return {key: decode(value) for key, value in pairs}
 
     async def load(self, workflow: str) -> dict[str, object]:
-        rows = await every(self._pool, _SQL["load"], {"workflow": check_workflow(workflow)})
+        rows = await every(self._pool, self._sql["load"], {"workflow": check_workflow(workflow)})
         return {key: self._codec.decode(value) for key, value in rows}
 
     async def history(self, workflow: str) -> list[Written]:
-        rows = await every(self._pool, _SQL["history"], {"workflow": check_workflow(workflow)})
+        rows = await every(self._pool, self._sql["history"], {"workflow": check_workflow(workflow)})
         return [Written(key, self._codec.decode(value), _utc(at)) for key, value, at in rows]
 
     async def record(self, holder: Pass, key: str, value: object) -> Recorded:
@@ -128,7 +130,7 @@ class PostgresCheckpointer:
         }
         for _ in range(_RACES):
             # One transaction with the turn's other records: they share one commit's WAL flush.
-            row = await self._batcher.one(_SQL["record"], params, together=True)
+            row = await self._batcher.one(self._sql["record"], params, together=True)
             assert row is not None  # a SELECT of three scalars always yields a row
             live, written, held = row
             if not live:
@@ -147,7 +149,7 @@ class PostgresCheckpointer:
                   "key": key}
         for _ in range(_RACES):
             async with borrowed(self._pool) as conn, conn.transaction():
-                cursor = await run(conn, _SQL["reserve"], params)
+                cursor = await run(conn, self._sql["reserve"], params)
                 row = await cursor.fetchone()
                 assert row is not None
                 live, reserved, held = row
@@ -158,7 +160,7 @@ class PostgresCheckpointer:
                     # Encoded inside the transaction: a result the codec refuses rolls the
                     # effect back with it, rather than leaving it done and unrecorded.
                     encoded = self._codec.encode(result)
-                    await run(conn, _SQL["fill"], {**params, "value": encoded})
+                    await run(conn, self._sql["fill"], {**params, "value": encoded})
                     return Recorded(self._codec.decode(encoded), True)
                 if held is not None:
                     return Recorded(self._codec.decode(held), False)
@@ -170,7 +172,7 @@ class PostgresCheckpointer:
         encoded = self._codec.encode(value)
         params = {"workflow": workflow, "key": key, "value": encoded}
         for _ in range(_RACES):
-            row = await one(self._pool, _SQL["supply"], params)
+            row = await one(self._pool, self._sql["supply"], params)
             assert row is not None
             written, held = row
             if written is not None:
@@ -184,7 +186,7 @@ class PostgresCheckpointer:
         encoded = self._codec.encode(value)
         row = await one(
             self._pool,
-            _SQL["append"],
+            self._sql["append"],
             {"workflow": workflow, "value": encoded, "prefix": INBOX, "width": INBOX_WIDTH},
         )
         assert row is not None
@@ -195,7 +197,7 @@ class PostgresCheckpointer:
         positive("alive", alive)
         row = await one(
             self._pool,
-            _SQL["extend"],
+            self._sql["extend"],
             {"workflow": holder.workflow, "token": holder.token, "budget": budget, "alive": alive},
         )
         if row is None:
@@ -206,18 +208,18 @@ class PostgresCheckpointer:
         positive("alive", alive)
         row = await one(
             self._pool,
-            _SQL["renew"],
+            self._sql["renew"],
             {"workflow": holder.workflow, "token": holder.token, "alive": alive},
         )
         if row is None:
             raise Fenced(holder.workflow, holder.token)
 
     async def discard(self, workflow: str) -> int:
-        row = await one(self._pool, _SQL["discard"], {"workflow": check_workflow(workflow)})
+        row = await one(self._pool, self._sql["discard"], {"workflow": check_workflow(workflow)})
         assert row is not None
         return int(row[0])
 
     async def release(self, holder: Pass) -> None:
         await one(
-            self._pool, _SQL["release"], {"workflow": holder.workflow, "token": holder.token}
+            self._pool, self._sql["release"], {"workflow": holder.workflow, "token": holder.token}
         )

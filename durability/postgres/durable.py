@@ -34,12 +34,10 @@ from durability.interfaces import (
     positive,
 )
 from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
-from durability.postgres.listener import CHANNEL
 from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import Params, one, statements
+from durability.traffic import Traffic
 from durability.turns import Queued, TurnBatcher, fail, settle
-
-_SQL = statements("durable.sql")
 
 #: The most takes one `take_many` statement answers; more in one turn are sent as several.
 MOST_TAKEN = 64
@@ -50,22 +48,34 @@ _TakeRow = tuple[object, ...]
 class PostgresDurable:
     """A `Durable` whose two halves share one pool, so one statement can cover both."""
 
-    __slots__ = ("_checkpointer", "_scheduler", "_takes")
+    __slots__ = ("_checkpointer", "_scheduler", "_sql", "_takes", "_traffic")
 
     #: How many takes `work` keeps in flight for this store unless told otherwise: the takes
     #: of one turn are one statement here (`_take_many`), so a busy worker's free slots are
     #: filled by one round trip rather than one per handful of readers.
     readers = MOST_TAKEN
 
-    def __init__(self, checkpointer: PostgresCheckpointer, scheduler: PostgresScheduler) -> None:
+    def __init__(
+        self,
+        checkpointer: PostgresCheckpointer,
+        scheduler: PostgresScheduler,
+        traffic: Traffic | None = None,
+    ) -> None:
         if checkpointer.pool is not scheduler.pool:
             raise ValueError(
                 "PostgresDurable needs the checkpointer and scheduler on the same pool: "
                 "its moves are single transactions across both"
             )
+        if checkpointer.schema != scheduler.schema:
+            raise ValueError(
+                f"PostgresDurable needs the checkpointer and scheduler in one schema, got "
+                f"{checkpointer.schema!r} and {scheduler.schema!r}"
+            )
+        self._sql = statements("durable.sql", scheduler.schema)
         self._checkpointer = checkpointer
         self._scheduler = scheduler
         self._takes: TurnBatcher[Params, _TakeRow] = TurnBatcher(self._take_many, MOST_TAKEN)
+        self._traffic = traffic if traffic is not None else Traffic()
 
     @property
     def checkpointer(self) -> PostgresCheckpointer:
@@ -75,8 +85,15 @@ class PostgresDurable:
     def scheduler(self) -> PostgresScheduler:
         return self._scheduler
 
+    @property
+    def traffic(self) -> Traffic:
+        """What the pool's connections sent, if they count into it (`traffic.attach`: every
+        pool `open_durable` makes does)."""
+        return self._traffic
+
     def _params(self, workflow: str, **more: object) -> dict[str, object]:
-        return {"workflow": workflow, "queue": self._scheduler.queue, "channel": CHANNEL, **more}
+        queue, channel = self._scheduler.queue, self._scheduler.channel
+        return {"workflow": workflow, "queue": queue, "channel": channel, **more}
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
         check_workflow(workflow)
@@ -84,7 +101,7 @@ class PostgresDurable:
         codec = self._checkpointer.codec
         params = self._params(workflow, key=key, value=codec.encode(value))
         for _ in range(_RACES):
-            row = await one(self._checkpointer.pool, _SQL["arrive"], params)
+            row = await one(self._checkpointer.pool, self._sql["arrive"], params)
             assert row is not None
             written, held, _told = row
             if written is not None:
@@ -98,20 +115,20 @@ class PostgresDurable:
         codec = self._checkpointer.codec
         encoded = codec.encode(value)
         params = self._params(workflow, value=encoded, prefix=INBOX, width=INBOX_WIDTH)
-        row = await one(self._checkpointer.pool, _SQL["deliver"], params)
+        row = await one(self._checkpointer.pool, self._sql["deliver"], params)
         assert row is not None
         return Entry(row[0], codec.decode(encoded))
 
     async def delete(self, workflow: str) -> int:
         params = self._params(check_workflow(workflow))
-        row = await one(self._checkpointer.pool, _SQL["delete"], params)
+        row = await one(self._checkpointer.pool, self._sql["delete"], params)
         assert row is not None
         return int(row[0])
 
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         """`release` then `done` as one statement (see `finish` in durable.sql)."""
         params = self._params(holder.workflow, token=holder.token, receipt=int(delivery.receipt))
-        await self._checkpointer._batcher.one(_SQL["finish"], params)
+        await self._checkpointer._batcher.one(self._sql["finish"], params)
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         """`next_ready` then `claim` as one statement (`take` in durable.sql), waiting for work
@@ -124,7 +141,7 @@ class PostgresDurable:
 
         async def read(waited: bool) -> Look[Taken]:
             if waited:  # woken (or the poll came): nothing to batch with, send at once
-                row = await one(self._checkpointer.pool, _SQL["take"], params)
+                row = await one(self._checkpointer.pool, self._sql["take"], params)
             else:  # with the turn's other takes, as one statement (`_take_many`)
                 row = await self._takes.call(params)
             assert row is not None  # FROM now CROSS JOIN hidden: always one row
@@ -158,10 +175,10 @@ class PostgresDurable:
         lone = len(group) == 1
         try:
             if lone:
-                row = await self._checkpointer._batcher.one(_SQL["take"], params)
+                row = await self._checkpointer._batcher.one(self._sql["take"], params)
             else:
                 many = {**params, "n": len(group)}
-                row = await self._checkpointer._batcher.one(_SQL["take_many"], many)
+                row = await self._checkpointer._batcher.one(self._sql["take_many"], many)
         except BaseException as error:
             fail(group, error)
             if not isinstance(error, Exception):

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import re
 from typing import Any
 
 import psycopg
@@ -27,21 +28,27 @@ from durability.postgres.statements import Pool
 
 log = logging.getLogger(__name__)
 
-#: The channel every scheduler notifies and listens on; the payload names the queue. A fixed
-#: identifier, because LISTEN takes no bound parameter and nothing here is interpolated.
+#: The channel the schedulers of the default schema notify and listen on; the payload names
+#: the queue. Another schema's is `<schema>_ready` (`statements.channel`). LISTEN takes no bound
+#: parameter, so the name goes into the statement: only ever a plain lower-case identifier
+#: (checked here), written unquoted so the statement reads as it always has.
 CHANNEL = "durability_ready"
 
+_PLAIN = re.compile(r"[a-z_][a-z0-9_]{0,62}")
 _RETRY_FIRST = 0.05
 _RETRY_MOST = 2.0
 _FIRST_ATTEMPT = 1.0
 
 
 class Listener:
-    """A background LISTEN on `CHANNEL` that counts notifications for one queue."""
+    """A background LISTEN on `channel` that counts notifications for one queue."""
 
-    def __init__(self, pool: Pool, queue: str) -> None:
+    def __init__(self, pool: Pool, queue: str, channel: str = CHANNEL) -> None:
+        if not _PLAIN.fullmatch(channel):
+            raise ValueError(f"a channel must be a plain lower-case identifier, got {channel!r}")
         self._pool = pool
         self._queue = queue
+        self._channel = channel
         self.generation = 0
         self.listening = False
         self._changed = asyncio.Event()
@@ -88,7 +95,7 @@ class Listener:
                 log.warning("cannot connect to listen for %r: %s", self._queue, error)
             else:
                 try:
-                    await conn.execute("LISTEN durability_ready")  # = CHANNEL
+                    await conn.execute(f"LISTEN {self._channel}")
                     self.listening = True
                     delay = _RETRY_FIRST
                     self._attempted.set()

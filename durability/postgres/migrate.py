@@ -9,16 +9,19 @@ a later change to the schema adds one here, beside the lock that will guard it.
 
 from __future__ import annotations
 
-from durability.postgres.statements import Pool, schema
+from durability.postgres.statements import DEFAULT_SCHEMA, Pool
+from durability.postgres.statements import schema as schema_text
 
 #: The advisory lock migrations hold. Any fixed bigint; this one spells "durable" in ASCII.
 MIGRATION_LOCK = 0x647572_61626C65
 
 
-async def migrate(pool: Pool) -> None:
-    """Create the `durability` schema and its tables if missing. Idempotent; safe to call from
-    every process at start-up."""
+async def migrate(pool: Pool, schema: str = DEFAULT_SCHEMA) -> None:
+    """Create `schema` (`durability` unless given) and its tables if missing. Idempotent; safe
+    to call from every process at start-up. Each application on one database migrates and
+    opens its stores with a schema of its own, and sees nothing of another's."""
+    text = schema_text(schema)
     async with pool.connection() as conn, conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
         # No parameters, so psycopg sends the file as one simple query: many statements.
-        await conn.execute(schema())
+        await conn.execute(text)

@@ -49,11 +49,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
-from durability.interfaces import Delivery, check_workflow, positive
-from durability.postgres.listener import CHANNEL, Listener
-from durability.postgres.statements import Pool, one, statements
-
-_SQL = statements("scheduler.sql")
+from durability.interfaces import Delivery, Footprint, check_workflow, positive
+from durability.postgres.listener import Listener
+from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
 
 T = TypeVar("T")
 
@@ -84,7 +82,9 @@ class _Quiet:
 
 
 class PostgresScheduler:
-    """A `Scheduler` over `durability.queue`, one `queue` name per independent queue."""
+    """A `Scheduler` over the `queue` table of `schema` (`durability` unless given), one
+    `queue` name per independent queue. Queues of different schemas notify on channels of
+    their own (`<schema>_ready`), so they never wake each other's workers."""
 
     def __init__(
         self,
@@ -94,16 +94,20 @@ class PostgresScheduler:
         poll: timedelta | None = None,
         queue: str = "default",
         notify: bool = True,
+        schema: str = DEFAULT_SCHEMA,
     ) -> None:
         if not isinstance(queue, str) or not queue:
             raise ValueError("queue must be a non-empty string")
+        self._sql = statements("scheduler.sql", schema)
+        self.schema = schema
+        self.channel = channel(schema)
         self._pool = pool
         self.lease = positive("lease", lease)
         if poll is None:
             poll = _POLL_LISTENING if notify else _POLL_ALONE
         self.poll = positive("poll", poll)
         self.queue = queue
-        self._listener = Listener(pool, queue) if notify else None
+        self._listener = Listener(pool, queue, self.channel) if notify else None
         self._quiet: _Quiet | None = None
 
     @property
@@ -111,11 +115,11 @@ class PostgresScheduler:
         return self._pool
 
     def _params(self, workflow: str, **more: object) -> dict[str, object]:
-        return {"queue": self.queue, "workflow": workflow, "channel": CHANNEL, **more}
+        return {"queue": self.queue, "workflow": workflow, "channel": self.channel, **more}
 
     async def prepare(self) -> None:
         """Fail now, with `NotMigrated`, if the tables are missing; otherwise nothing to do."""
-        await one(self._pool, _SQL["probe"], {})
+        await one(self._pool, self._sql["probe"], {})
 
     async def close(self) -> None:
         """Close the listening connection (the pool is the caller's to close)."""
@@ -123,13 +127,13 @@ class PostgresScheduler:
             await self._listener.close()
 
     async def make_ready(self, workflow: str) -> None:
-        await one(self._pool, _SQL["make_ready"], self._params(check_workflow(workflow)))
+        await one(self._pool, self._sql["make_ready"], self._params(check_workflow(workflow)))
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
         return await self.waiting(within, self._take)
 
     async def _take(self, waited: bool = False) -> Look[Delivery]:
-        row = await one(self._pool, _SQL["take"], {"queue": self.queue, "lease": self.lease})
+        row = await one(self._pool, self._sql["take"], {"queue": self.queue, "lease": self.lease})
         assert row is not None
         workflow, receipt, earliest, hidden_for = row
         found = None if workflow is None else Delivery(workflow, str(receipt))
@@ -202,7 +206,7 @@ class PostgresScheduler:
     async def done(self, delivery: Delivery) -> None:
         await one(
             self._pool,
-            _SQL["done"],
+            self._sql["done"],
             self._params(delivery.workflow, receipt=int(delivery.receipt)),
         )
 
@@ -211,7 +215,7 @@ class PostgresScheduler:
             raise ValueError("when must be a timezone-aware datetime")
         row = await one(
             self._pool,
-            _SQL["wake_at"],
+            self._sql["wake_at"],
             self._params(delivery.workflow, receipt=int(delivery.receipt), when=when),
         )
         return row is not None and row[0] > 0
@@ -227,7 +231,7 @@ class PostgresScheduler:
         quiet = self._still_quiet()
         if quiet is not None:
             return quiet.earliest
-        row = await one(self._pool, _SQL["earliest"], {"queue": self.queue})
+        row = await one(self._pool, self._sql["earliest"], {"queue": self.queue})
         if row is None or row[0] is None:
             return None
         moment: datetime = row[0]
@@ -243,13 +247,21 @@ class PostgresScheduler:
         positive("within", within)
         row = await one(
             self._pool,
-            _SQL["extend"],
+            self._sql["extend"],
             self._params(delivery.workflow, receipt=int(delivery.receipt), within=within),
         )
         return delivery if row is not None else None
 
     async def cancel(self, workflow: str) -> int:
-        row = await one(self._pool, _SQL["cancel"], self._params(check_workflow(workflow)))
+        row = await one(self._pool, self._sql["cancel"], self._params(check_workflow(workflow)))
         assert row is not None
         return int(row[0])
+
+    async def footprint(self) -> Footprint:
+        """This queue's rows, visible and hidden (sleeping or taken), and the bytes of the
+        queue table with its indexes (every queue of the database shares the table)."""
+        row = await one(self._pool, self._sql["footprint"], {"queue": self.queue})
+        assert row is not None
+        visible, hidden, size = row
+        return Footprint({"visible": int(visible), "hidden": int(hidden)}, int(size))
 

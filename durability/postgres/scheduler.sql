@@ -116,3 +116,12 @@ WHERE queue = %(queue)s AND visible_at > (SELECT clock_timestamp())
 
 -- name: probe
 SELECT 1 FROM durability.queue LIMIT 0
+
+-- name: footprint
+-- The queue's rows by state, and what the table and its indexes take on disk (dead tuples
+-- included, until vacuum: the cost of moving visible_at on every take shows here).
+SELECT count(*) FILTER (WHERE visible_at <= clock_timestamp()),
+       count(*) FILTER (WHERE visible_at > clock_timestamp()),
+       pg_total_relation_size('durability.queue')
+FROM durability.queue
+WHERE queue = %(queue)s

@@ -5,6 +5,11 @@ The statements live in `.sql` files beside this module, one file per concept
 header, so they read and diff as SQL. Every value is a bound parameter; nothing is ever
 interpolated into a statement, workflow ids least of all.
 
+The tables live in one schema per application (`durability` unless a store is given another):
+the files name them `durability.<table>`, and `statements(file, schema)` swaps in the schema.
+That is the one thing ever put into statement text, and only after `check_schema` has let
+through nothing but a plain lower-case identifier (a schema cannot be a bound parameter).
+
 `borrowed` is the one place a connection is taken from the pool, and so the one place a missing
 table becomes `NotMigrated` rather than a raw `UndefinedTable`.
 """
@@ -24,7 +29,7 @@ from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from durability.interfaces import NotMigrated
-from durability.postgres import wire
+from durability.postgres import traffic, wire
 
 #: The pool a store borrows from. Any row factory works (the store asks for tuples itself);
 #: `kwargs={"autocommit": True}` makes each single-statement operation one round trip.
@@ -33,16 +38,57 @@ Params: TypeAlias = Mapping[str, object]
 
 _ROWS = pq.ExecStatus.TUPLES_OK
 
+#: The schema the tables live in unless a store is given another.
+DEFAULT_SCHEMA = "durability"
+#: What a schema may be: unquoted, so it reads the same everywhere, and short enough that the
+#: notification channel named after it (`<schema>_ready`) fits Postgres's 63-byte identifiers.
+_SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,56}")
+#: A table (or the receipts sequence) of ours, qualified by the schema in the `.sql` files.
+_QUALIFIED = re.compile(r"\bdurability\.(?=(?:records|claims|queue|receipts)\b)")
+#: Every schema a store of this process was built for: a missing relation in one of them is a
+#: missing migration, not a user's mistake (see `_ours_missing`).
+_SCHEMAS: set[str] = {DEFAULT_SCHEMA}
+
 _HEADER = re.compile(r"^-- name: (\w+)[ \t]*$", re.MULTILINE)
 #: `-- include: <file> <name>`: that statement's text here (a part defined earlier in the same
 #: file, or any statement of another file), so two statements that share a part say it once.
 _INCLUDE = re.compile(r"^-- include: (\S+) (\w+)[ \t]*$")
 
 
+def check_schema(schema: str) -> str:
+    """Refuse a schema name that is not a plain lower-case identifier of at most 57 characters,
+    or that Postgres reserves (`pg_...`)."""
+    if not isinstance(schema, str):
+        raise TypeError(f"schema must be a str, not {type(schema).__name__}")
+    if not _SCHEMA.fullmatch(schema) or schema.startswith("pg_"):
+        raise ValueError(
+            f"schema {schema!r} must be lower-case letters, digits and '_' (not first a digit, "
+            "not starting 'pg_'), at most 57 characters"
+        )
+    return schema
+
+
+def channel(schema: str) -> str:
+    """The notification channel of a schema's queues: `durability_ready` for the default."""
+    return f"{check_schema(schema)}_ready"
+
+
 @cache
-def statements(filename: str) -> Mapping[str, str]:
-    """The named statements of one `.sql` file beside this module (with `-- include:` lines
-    replaced by the part they name)."""
+def statements(filename: str, schema: str = DEFAULT_SCHEMA) -> Mapping[str, str]:
+    """The named statements of one `.sql` file beside this module, over the tables in `schema`
+    (with `-- include:` lines replaced by the part they name)."""
+    check_schema(schema)
+    _SCHEMAS.add(schema)
+    named = _named(filename)
+    if schema == DEFAULT_SCHEMA:
+        return named
+    qualified = {name: _QUALIFIED.sub(f"{schema}.", text) for name, text in named.items()}
+    traffic.register(filename, qualified)
+    return qualified
+
+
+@cache
+def _named(filename: str) -> Mapping[str, str]:
     text = files(__package__).joinpath(filename).read_text(encoding="utf-8")
     parts = _HEADER.split(text)
     named: dict[str, str] = {}
@@ -54,16 +100,22 @@ def statements(filename: str) -> Mapping[str, str]:
             included = _INCLUDE.match(line)
             if included:  # a part another statement shares, spliced in where it stands
                 source, part = included.groups()
-                lines.append((named if source == filename else statements(source))[part])
+                lines.append((named if source == filename else _named(source))[part])
             elif not line.lstrip().startswith("--"):  # comments are for readers, not the wire
                 lines.append(line)
         named[name] = "\n".join(lines).strip()
+    traffic.register(filename, named)
     return named
 
 
-def schema() -> str:
-    """The whole of `schema.sql`, for `migrate`."""
-    return files(__package__).joinpath("schema.sql").read_text(encoding="utf-8")
+def schema(name: str = DEFAULT_SCHEMA) -> str:
+    """The whole of `schema.sql` over the schema `name`, for `migrate`."""
+    text = files(__package__).joinpath("schema.sql").read_text(encoding="utf-8")
+    check_schema(name)
+    _SCHEMAS.add(name)
+    create = "CREATE SCHEMA IF NOT EXISTS {};"
+    text = text.replace(create.format(DEFAULT_SCHEMA), create.format(name))
+    return _QUALIFIED.sub(f"{name}.", text)
 
 
 def _not_migrated(error: BaseException) -> NotMigrated:
@@ -77,9 +129,10 @@ def _not_migrated(error: BaseException) -> NotMigrated:
 def _ours_missing(error: BaseException) -> bool:
     """A missing table or schema of our own: a user's SqlEffect naming a missing table of its
     own is the user's error, and must not be reported as a missing migration."""
-    return isinstance(
-        error, (errors.UndefinedTable, errors.InvalidSchemaName)
-    ) and '"durability' in str(error)
+    if not isinstance(error, (errors.UndefinedTable, errors.InvalidSchemaName)):
+        return False
+    said = str(error)
+    return any(f'"{name}.' in said or f'"{name}"' in said for name in _SCHEMAS)
 
 
 @asynccontextmanager
@@ -96,9 +149,18 @@ async def borrowed(pool: Pool) -> AsyncIterator[AsyncConnection[Any]]:
 
 async def run(conn: AsyncConnection[Any], sql: str, params: Params) -> AsyncCursor[TupleRow]:
     """Execute one statement and return its cursor, with tuple rows whatever the pool says."""
+    _count(conn, sql)
     cursor = conn.cursor(row_factory=tuple_row)
     await cursor.execute(sql, params)
     return cursor
+
+
+def _count(conn: AsyncConnection[Any], sql: str) -> None:
+    """Count one statement sent through a cursor, one round trip of its own."""
+    counting = traffic.of(conn)
+    if counting is not None:
+        counting.request(traffic.name(sql))
+        counting.round_trip()
 
 
 async def one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
@@ -120,6 +182,7 @@ async def one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
                 raise outcome
             if outcome is not wire.AGAIN:
                 return outcome  # type: ignore[return-value]
+        _count(conn, sql)
         cursor = conn.cursor(row_factory=tuple_row)
         await cursor.execute(sql, params)
         # The result's status, not `description`, which builds a Column per field to say it.

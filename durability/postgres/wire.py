@@ -15,7 +15,9 @@ statement parsed every time instead.
 
 Only the plain case is taken here; anything else is left to the cursor, which knows every
 rule: a statement whose text holds a `%` other than `%(name)s` placeholders, parameters that
-are not a mapping, a libpq without pipeline mode (before 14), and any statement that failed
+are not a mapping or that fail to dump (text that is not valid Unicode: dumped before anything
+of the statement is written, so it is never on the wire to take another's answer), a libpq
+without pipeline mode (before 14), and any statement that failed
 (sent again through a cursor, it raises its own error; it rolled back, so that is a retry of a
 transaction that did not happen). A connection that breaks is reported as broken for every
 statement that had not answered (whether those committed is unknown, as ever), and closed.
@@ -37,6 +39,8 @@ import psycopg
 from psycopg import abc, pq
 from psycopg.adapt import PyFormat, Transformer
 from psycopg.rows import TupleRow
+
+from durability.postgres import traffic
 
 __all__ = ["AGAIN", "CAN_PIPELINE", "Outcome", "exchange"]
 
@@ -132,6 +136,10 @@ async def exchange(
             writer.mark(b"COMMIT", _COMMIT, sent)
         while pgconn.flush():
             await _ready(pgconn.socket, write=True)
+        counting = traffic.of(conn)
+        if counting is not None and sent:
+            counting.requests(_sent_names(statements, sent))
+            counting.round_trip()
         begun = False
         for index, fresh_key in sent:
             results = await _until_sync(pgconn)
@@ -192,9 +200,14 @@ class _Writer:
             return False
         text, names = compiled
         transformer = self.transformer
-        values = transformer.dump_sequence(
-            [params[name] for name in names], [PyFormat.AUTO] * len(names)
-        )
+        try:
+            values = transformer.dump_sequence(
+                [params[name] for name in names], [PyFormat.AUTO] * len(names)
+            )
+        except Exception:
+            # Nothing of it is written yet: alone, through a cursor, it raises for its caller
+            # only, and the statements around it keep their own answers.
+            return False
         key = (text, tuple(transformer.types or ()))
         pgconn = self.pgconn
         if not self.preparing:  # the connection says not to (a pooler that cannot keep them)
@@ -215,6 +228,16 @@ class _Writer:
         pgconn.pipeline_sync()
         sent.append((index, key if fresh else None))
         return True
+
+
+def _sent_names(
+    statements: Sequence[tuple[str, object]], sent: list[tuple[int, _Key | None]]
+) -> list[str]:
+    """What `exchange` sent, named for counting (the group's own commands by their keyword)."""
+    marks = {_BEGIN: "BEGIN", _BOUND: "SET", _COMMIT: "COMMIT"}
+    return [
+        marks[index] if index < 0 else traffic.name(statements[index][0]) for index, _ in sent
+    ]
 
 
 #: Markers in `exchange`'s list of what was sent.

@@ -13,7 +13,8 @@ Nothing about a script changes: each is still its own atomic `EVALSHA`, its repl
 goes to the caller that asked for it, and one script's error does not touch another's (the
 pipeline is not a transaction). A `NOSCRIPT` reply means that script did not run; it is sent
 again on its own, which loads it. A connection that fails fails every call of that pipeline,
-as it would have failed each of them sent alone.
+as it would have failed each of them sent alone. A call whose arguments cannot be packed
+fails alone with `Unsendable`, before anything is sent, and the rest go without it.
 
 Only a single-node client batches; a cluster client's pipeline splits by node and gains
 little, so there each call goes straight to the script object.
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
-from durability.redis.lane import Lane
+from durability.redis.lane import Lane, Unsendable
 from durability.turns import Queued, TurnBatcher, fail, settle
 
 if TYPE_CHECKING:
@@ -68,6 +69,12 @@ class Batcher:
         ]
         try:
             results = await self._lane.execute(commands)
+        except Unsendable as refused:  # nothing was sent: that call fails, the others go on
+            fail([calls[refused.index]], refused)
+            rest = calls[: refused.index] + calls[refused.index + 1 :]
+            if rest:
+                await self._send(rest, reloaded)
+            return
         except BaseException as error:  # every caller of this batch sees what went wrong
             fail(calls, error)
             if not isinstance(error, Exception):

@@ -1,17 +1,20 @@
 """`RedisCheckpointer`: a workflow's records and claim in Redis, every guarantee one Lua script.
 
-Layout: three keys per workflow, all hash-tagged `{<id>}` so they share one cluster slot and a
-script may touch them together.
+Layout: three keys per workflow, under the checkpointer's `namespace` (`durability` unless
+given) and hash-tagged `{<id>}` so they share one cluster slot and a script may touch them
+together. The namespace stays outside the braces: the tag is the id alone, so workflows still
+spread over a cluster's nodes, and an effect's keys need only carry `{<id>}` (see effect.py).
 
-| key                    | type | holds                                                      |
-|------------------------|------|------------------------------------------------------------|
-| `workflow:{id}`        | HASH | step key -> encoded value; nothing of the engine's          |
-| `workflow:{id}:pass`   | HASH | `token`, `until`, `deadline` (server ms), `appended` (inbox) |
-| `workflow:{id}:order`  | LIST | `"<ms>:<key>"` per first write, in first-recorded order     |
+| key                         | type | holds                                                  |
+|-----------------------------|------|--------------------------------------------------------|
+| `<ns>:workflow:{id}`        | HASH | step key -> encoded value; nothing of the engine's      |
+| `<ns>:workflow:{id}:pass`   | HASH | `token`, `until`, `deadline` (ms), `appended` (inbox)   |
+| `<ns>:workflow:{id}:order`  | LIST | `"<ms>:<key>"` per first write, in first-recorded order |
 
-So `HGETALL workflow:{id}` is exactly the user's records (an operator or a progress view can
-read it without filtering), while the order list keeps the first-recorded order a hash loses
-once it outgrows its compact encoding (128 fields), and the server time of each write.
+So `HGETALL <ns>:workflow:{id}` is exactly the user's records (an operator or a progress view
+can read it without filtering), while the order list keeps the first-recorded order a hash
+loses once it outgrows its compact encoding (128 fields), and the server time of each write.
+Keys written before namespaces (`workflow:{id}...`) are moved by `migration.move_checkpoints`.
 
 Each operation is one script (`*.lua` beside this module, each prefixed with `prelude.lua`):
 times come from the server's `TIME`, tokens are `max(now_ms, previous + 1)`, and every write
@@ -19,9 +22,9 @@ pushes all three keys' expiry to at least `ttl` from now, never shortening it, s
 keep a sleeping workflow past its TTL. `discard` keeps the claim hash (its token raised) so a
 pass still running is fenced.
 
-Workflow ids become part of key names, so ids with `{` or `}` (they would redefine the hash
-tag) and ids longer than `MAX_WORKFLOW` characters are refused with `ValueError` before any key
-is built.
+Workflow ids become part of key names; `check_workflow` (the bound every store shares) refuses
+before any key is built the ids Redis keys cannot hold: with `{` or `}` (they would redefine the
+hash tag), longer than `MAX_WORKFLOW` (`interfaces.MAX_NAME`) characters, or not valid text.
 
 With `durable=Acknowledged(...)` every write travels as one pipeline: the script, then `WAIT`
 (and `WAITAOF` on 7.2+ when asked), on one connection, because `WAIT` counts the writes of the
@@ -42,19 +45,13 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
-from redis.exceptions import (
-    ClusterDownError,
-    NoScriptError,
-    ReadOnlyError,
-    TryAgainError,
-)
-from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.exceptions import NoScriptError
 
 from durability.codec import Codec, JsonCodec
 from durability.interfaces import (
     INBOX,
     INBOX_WIDTH,
+    MAX_NAME,
     Effect,
     Entry,
     Fenced,
@@ -69,7 +66,8 @@ from durability.interfaces import (
 )
 from durability.redis.batching import Batcher
 from durability.redis.effect import LuaEffect, hash_tag
-from durability.redis.lua import ScriptCall, source
+from durability.redis.lua import ScriptCall, named, source
+from durability.redis.namespace import DEFAULT, check_namespace
 
 __all__ = [
     "MAX_WORKFLOW",
@@ -82,8 +80,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-#: The longest workflow id, in characters, the Redis stores accept (it is part of key names).
-MAX_WORKFLOW = 256
+#: The longest workflow id, in characters: every store's bound (it is part of key names here).
+MAX_WORKFLOW = MAX_NAME
 
 Client = Redis | RedisCluster
 
@@ -92,21 +90,19 @@ _EFFECT_SLOT = "--[[EFFECT]]"
 
 
 def workflow_tag(workflow: str) -> str:
-    """The hash tag `{<id>}` every key of `workflow` carries, after refusing ids Redis keys
-    cannot hold: empty, containing `{` or `}`, or longer than `MAX_WORKFLOW` characters."""
-    check_workflow(workflow)
-    if "{" in workflow or "}" in workflow:
-        raise ValueError(
-            f"workflow id {workflow!r} contains a brace; Redis would read it as a hash tag"
-        )
-    if len(workflow) > MAX_WORKFLOW:
-        raise ValueError(f"workflow id is {len(workflow)} characters; the bound is {MAX_WORKFLOW}")
-    return "{" + workflow + "}"
+    """The hash tag `{<id>}` every key of `workflow` carries, after `check_workflow` refused
+    an id Redis keys cannot hold (empty, with a brace, too long, not valid text)."""
+    return "{" + check_workflow(workflow) + "}"
 
 
-def workflow_keys(workflow: str) -> tuple[str, str, str]:
-    """The records, claim and order keys of `workflow`, in the order every script takes them."""
-    base = f"workflow:{workflow_tag(workflow)}"
+def workflow_keys(workflow: str, namespace: str = DEFAULT) -> tuple[str, str, str]:
+    """The records, claim and order keys of `workflow` under `namespace`, in the order every
+    script takes them."""
+    return _keys(f"{check_namespace(namespace)}:workflow:", workflow)
+
+
+def _keys(prefix: str, workflow: str) -> tuple[str, str, str]:
+    base = prefix + workflow_tag(workflow)
     return base, f"{base}:pass", f"{base}:order"
 
 
@@ -165,17 +161,23 @@ class NotAcknowledged(RuntimeError):
 
 class RedisCheckpointer:
     """A `Checkpointer` over Redis (a `redis.asyncio` client or cluster client built with
-    `decode_responses=True`). See the module docstring for the key layout."""
+    `decode_responses=True`). Every key it writes lies under `namespace`: two checkpointers
+    with different namespaces never see or fence each other's workflows, whatever the ids.
+    See the module docstring for the key layout."""
 
     def __init__(
         self,
         *,
         redis: Client,
+        namespace: str = DEFAULT,
         ttl: timedelta = timedelta(days=1),
         codec: Codec | None = None,
         durable: Acknowledged | None = None,
     ) -> None:
         self._redis = redis
+        self.namespace = check_namespace(namespace)
+        #: What each workflow's keys start with; the id's `{<id>}` follows.
+        self.prefix = f"{namespace}:workflow:"
         self.ttl = positive("ttl", ttl)
         self._ttl_ms = to_ms(ttl)
         self._codec: Codec = codec or JsonCodec()
@@ -185,20 +187,13 @@ class RedisCheckpointer:
         self._version: tuple[int, ...] | None = None
         self._batcher = Batcher(redis)
 
-    def transient(self, error: Exception) -> bool:
-        """A fault a pass tries its write again for (`durability.faults`): a lost or refused
-        connection, a timeout, a server still loading, a failover under way (a write that met
-        the old primary as a replica, a cluster slot moving or down)."""
-        passing = (RedisConnectionError, RedisTimeoutError, OSError, ReadOnlyError, TryAgainError)
-        return isinstance(error, (*passing, ClusterDownError))
-
     # --- running scripts --------------------------------------------------------------------
 
     def _script(self, name: str) -> AsyncScript:
         found = self._scripts.get(name)
         if found is None:
             text = source("prelude") + source(name)
-            found = self._scripts[name] = self._redis.register_script(text)
+            found = self._scripts[name] = named(self._redis.register_script(text), name)
         return found
 
     def _effect_script(self, body: str) -> AsyncScript:
@@ -208,7 +203,7 @@ class RedisCheckpointer:
         if found is None:
             template = source("prelude") + source("transact")
             text = template.replace(_EFFECT_SLOT, body)
-            found = self._effects[body] = self._redis.register_script(text)
+            found = self._effects[body] = named(self._redis.register_script(text), "transact")
         return found
 
     async def _write(self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
@@ -286,7 +281,7 @@ class RedisCheckpointer:
     async def claim(self, workflow: str, budget: timedelta, alive: timedelta) -> Pass | None:
         positive("budget", budget)
         positive("alive", alive)
-        keys = workflow_keys(workflow)
+        keys = self.keys(workflow)
         reply = await self._write(
             self._script("claim"), keys, [to_ms(budget), to_ms(alive), self._ttl_ms]
         )
@@ -309,7 +304,7 @@ class RedisCheckpointer:
         return {flat[i]: decode(flat[i + 1]) for i in range(0, len(flat), 3)}
 
     async def _load(self, workflow: str) -> list[Any]:
-        return _flat(await self._read(self._script("load"), workflow_keys(workflow)))
+        return _flat(await self._read(self._script("load"), self.keys(workflow)))
 
     async def load(self, workflow: str) -> dict[str, object]:
         return self._records(await self._load(workflow))
@@ -325,7 +320,7 @@ class RedisCheckpointer:
     async def record(self, holder: Pass, key: str, value: object) -> Recorded:
         check_key(key)
         encoded = self._codec.encode(value)
-        keys = workflow_keys(holder.workflow)
+        keys = self.keys(holder.workflow)
         args = [holder.token, to_ms(holder.alive), self._ttl_ms, key, encoded]
         reply = await self._write(self._script("record"), keys, args)
         self._fenced(holder, reply)
@@ -337,7 +332,7 @@ class RedisCheckpointer:
         check_key(key)
         if not isinstance(effect, LuaEffect):
             raise TypeError(f"the Redis store performs LuaEffect, not {type(effect).__name__}")
-        keys = workflow_keys(holder.workflow)
+        keys = self.keys(holder.workflow)
         tag = holder.workflow
         for touched in effect.keys:
             # Refused here, before anything is sent, so a single node (which would run it)
@@ -365,7 +360,7 @@ class RedisCheckpointer:
     def _supply_call(self, workflow: str, key: str, value: object) -> tuple[ScriptCall, str]:
         check_key(key)
         encoded = self._codec.encode(value)
-        keys = workflow_keys(workflow)
+        keys = self.keys(workflow)
         return ScriptCall("supply", keys, (key, encoded, self._ttl_ms), prelude=True), encoded
 
     def _supplied(self, reply: Any, encoded: str) -> Recorded:
@@ -380,7 +375,7 @@ class RedisCheckpointer:
 
     def _append_call(self, workflow: str, value: object) -> tuple[ScriptCall, str]:
         encoded = self._codec.encode(value)
-        keys = workflow_keys(workflow)
+        keys = self.keys(workflow)
         args = (encoded, self._ttl_ms, INBOX, INBOX_WIDTH)
         return ScriptCall("append", keys, args, prelude=True), encoded
 
@@ -395,7 +390,7 @@ class RedisCheckpointer:
     async def extend(self, holder: Pass, budget: timedelta, alive: timedelta) -> Pass:
         positive("budget", budget)
         positive("alive", alive)
-        keys = workflow_keys(holder.workflow)
+        keys = self.keys(holder.workflow)
         args = [holder.token, to_ms(budget), to_ms(alive), self._ttl_ms]
         reply = await self._write(self._script("extend"), keys, args)
         self._fenced(holder, reply)
@@ -403,13 +398,13 @@ class RedisCheckpointer:
 
     async def renew(self, holder: Pass, alive: timedelta) -> None:
         positive("alive", alive)
-        keys = workflow_keys(holder.workflow)
+        keys = self.keys(holder.workflow)
         args = [holder.token, to_ms(alive), self._ttl_ms]
         reply = await self._write(self._script("renew"), keys, args)
         self._fenced(holder, reply)
 
     async def discard(self, workflow: str) -> int:
-        keys = workflow_keys(workflow)
+        keys = self.keys(workflow)
         return int(await self._write(self._script("discard"), keys, [self._ttl_ms]))
 
     async def release(self, holder: Pass) -> None:
@@ -417,10 +412,14 @@ class RedisCheckpointer:
         await self._write(self._script(call.name), call.keys, call.args)
 
     def _release_call(self, holder: Pass) -> ScriptCall:
-        keys = workflow_keys(holder.workflow)
+        keys = self.keys(holder.workflow)
         return ScriptCall("release", keys, (holder.token, self._ttl_ms), prelude=True)
 
     # --- beyond the protocol ----------------------------------------------------------------
+
+    def keys(self, workflow: str) -> tuple[str, str, str]:
+        """The records, claim and order keys of `workflow` in this checkpointer's namespace."""
+        return _keys(self.prefix, workflow)
 
     @property
     def redis(self) -> Client:
@@ -439,7 +438,7 @@ class RedisCheckpointer:
         short the TTL. With no `until` (a pass blocked on input from outside, which has no
         deadline) the TTL is re-armed from now. Never shortens an expiry.
         """
-        keys = workflow_keys(workflow)
+        keys = self.keys(workflow)
         if until is not None and until.tzinfo is None:
             raise ValueError("hold needs a timezone-aware datetime")
         at = "" if until is None else str(int(until.timestamp() * 1000))

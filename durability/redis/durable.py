@@ -63,10 +63,12 @@ from durability.interfaces import (
 from durability.polling import beats
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lane import Lane
-from durability.redis.lua import ScriptCall, source
+from durability.redis.lua import ScriptCall, named, source
+from durability.redis.marker import Marker
 from durability.redis.namespace import text
 from durability.redis.sortedset import RedisSetScheduler
-from durability.redis.stream import FIELD, GROUP, RedisStreamScheduler, receipt_of
+from durability.redis.stream import FIELD, GROUP, RedisStreamScheduler, lost_group, receipt_of
+from durability.traffic import Traffic
 
 __all__ = ["RedisDurable"]
 
@@ -95,8 +97,9 @@ class RedisDurable(SplitDurable):
         self,
         checkpointer: RedisCheckpointer,
         scheduler: RedisStreamScheduler | RedisSetScheduler,
+        traffic: Traffic | None = None,
     ) -> None:
-        super().__init__(checkpointer, scheduler)
+        super().__init__(checkpointer, scheduler, traffic)
         self._redis_checkpointer = checkpointer
         self._redis_scheduler = scheduler
         client = checkpointer.redis
@@ -125,6 +128,11 @@ class RedisDurable(SplitDurable):
         )
 
     @property
+    def marker(self) -> Marker:
+        """The scheduler's wipe watch: `marker.wipes`, `marker.last_wipe`, `marker.on_wipe`."""
+        return self._redis_scheduler.marker
+
+    @property
     def joined(self) -> bool:
         """Whether `arrive`, `deliver` and `finish` each run as one script (else two calls)."""
         return self._joined
@@ -151,7 +159,12 @@ class RedisDurable(SplitDurable):
             return
         release = self._redis_checkpointer._release_call(holder)
         done = self._redis_scheduler._done_call(delivery)
-        await self._run(release, done)
+        scheduler = self._redis_scheduler
+        if isinstance(scheduler, RedisStreamScheduler):
+            # Sent again after a lost group, the release part runs twice: it is idempotent.
+            await scheduler.regrouped(self._run, release, done)
+        else:
+            await self._run(release, done)
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         positive("within", within)
@@ -166,13 +179,17 @@ class RedisDurable(SplitDurable):
             read = ScriptCall("set_take", scheduler.keys, (to_ms(scheduler.lease),))
         script = self._take_script(read.name)
         batcher = self._redis_checkpointer._batcher
-        keys, script_args = read.keys, [len(read.args), *read.args, *claim_args]
+        prefix = self._redis_checkpointer.prefix
+        keys, script_args = read.keys, [len(read.args), *read.args, prefix, *claim_args]
         if within <= _GLANCE:
-            reply = await batcher.run(script, keys, script_args)
+            if isinstance(scheduler, RedisStreamScheduler):
+                reply = await scheduler.regrouped(batcher.run, script, keys, script_args)
+            else:
+                reply = await batcher.run(script, keys, script_args)
             return self._taken(reply, alive) if reply and reply[0] else None
         if isinstance(scheduler, RedisStreamScheduler):
             if not self._waited:
-                reply = await batcher.run(script, keys, script_args)
+                reply = await scheduler.regrouped(batcher.run, script, keys, script_args)
                 if reply:
                     return self._taken(reply, alive)
             return await self._wait_and_take(scheduler, within, alive, claim_args)
@@ -207,9 +224,11 @@ class RedisDurable(SplitDurable):
         script = self._take_script("stream_took")
         waiter = f"{scheduler.consumer}~waiting"
         keys = [scheduler.ready]
-        args: list[str | int] = [4, GROUP, scheduler.consumer, waiter, FIELD, *claim_args]
+        prefix = self._redis_checkpointer.prefix
+        args: list[str | int] = [4, GROUP, scheduler.consumer, waiter, FIELD, prefix, *claim_args]
         lane = self._waiting_lane
         assert lane is not None  # a joined durable over a stream has one
+        regrouped = False
         for block in scheduler.blocks(within):
             self._waited = True
             read = (
@@ -220,6 +239,13 @@ class RedisDurable(SplitDurable):
             # A take cancelled mid-wait closes the connection, which ends the blocked read
             # before it can hand an entry to a take that is gone.
             read, reply = await lane.execute([read, took], drop_on_cancel=True)
+            if lost_group(read) and not regrouped:
+                # The server lost the queue (a wipe, or a read blocked when the key went): make
+                # it again, once, and wait on in the time left. The script behind the read
+                # failed the same way and is not looked at.
+                regrouped = True
+                await scheduler.regroup()
+                continue
             if isinstance(read, Exception):
                 raise read
             if isinstance(reply, NoScriptError):
@@ -291,7 +317,9 @@ class RedisDurable(SplitDurable):
                 .replace("--[[TAKE]]", source(read))
                 .replace("--[[CLAIM]]", source("prelude") + source("claim"))
             )
-            found = self._scripts[pair] = self._redis_checkpointer.redis.register_script(text_)
+            found = self._scripts[pair] = named(
+                self._redis_checkpointer.redis.register_script(text_), f"{read}+claim"
+            )
         return found
 
     async def _run(self, first: ScriptCall, then: ScriptCall) -> Any:
@@ -317,5 +345,7 @@ class RedisDurable(SplitDurable):
                 .replace("--[[THEN]]", source(then.name))
             )
             # Registered once per pair: the digest is computed here, not per call.
-            found = self._scripts[pair] = self._redis_checkpointer.redis.register_script(text)
+            found = self._scripts[pair] = named(
+                self._redis_checkpointer.redis.register_script(text), f"{first.name}+{then.name}"
+            )
         return found

@@ -11,6 +11,9 @@ and it runs only while a reply is outstanding.
 
 - An error reply (a script that raised, `NOSCRIPT`) is that command's reply: its caller gets
   the `ResponseError` in its place, the other commands and callers are untouched.
+- A call whose commands cannot be packed (text that is not valid Unicode cannot be encoded)
+  raises `Unsendable` having queued and written nothing: its reply slot is never taken, so no
+  other caller is handed a reply that was not its own.
 - A caller cancelled while its replies are outstanding leaves the connection as it is: its
   replies are read and dropped. With `drop_on_cancel` the connection is closed instead, which
   ends a blocking read on the server before it can hand anything to a caller who has gone.
@@ -34,13 +37,24 @@ from typing import Any
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.exceptions import ConnectionError, ResponseError
 
-__all__ = ["Lane"]
+__all__ = ["Lane", "Unsendable"]
 
 #: The least `max_connections` of a pool whose connection a lane keeps between bursts.
 KEEP_FROM = 8
 
 #: How many commands a caller wrote, the replies read for it so far, and where they go.
 _Waiting = tuple[int, list[Any], "asyncio.Future[list[Any]]"]
+
+
+class Unsendable(ValueError):
+    """A call's commands could not be put into wire form; nothing of the call was sent.
+
+    `index` is the first command of the call that failed (the others may have packed fine);
+    the packer's own error is the `__cause__`."""
+
+    def __init__(self, index: int, error: Exception) -> None:
+        super().__init__(f"command {index} of the call cannot be sent to Redis: {error}")
+        self.index = index
 
 
 class Lane:
@@ -63,6 +77,13 @@ class Lane:
         connection = self._connection
         if connection is None or not _usable(connection):
             connection = await self._open()
+        try:
+            packed = connection.pack_commands(commands)
+        except Exception as error:
+            # Packed before the reply slot is queued: a slot queued for a call that then sent
+            # nothing would take the next call's reply, and every reply after it would shift.
+            await self._unused(connection)
+            raise Unsendable(_culprit(connection, commands), error) from error
         loop = asyncio.get_running_loop()
         replies: asyncio.Future[list[Any]] = loop.create_future()
         # Queued and written in one step, so the queue's order is the wire's order. (Not through
@@ -71,7 +92,10 @@ class Lane:
         self._waiting.append((len(commands), [], replies))
         writer = connection._writer  # the stream `_usable` checked
         assert writer is not None
-        writer.writelines(connection.pack_commands(commands))
+        writer.writelines(packed)
+        traffic = getattr(connection, "traffic", None)  # a PackedConnection counts its sends
+        if traffic is not None:
+            traffic.round_trip()
         if self._reading is None:
             self._reading = loop.create_task(self._read(connection))
         try:
@@ -101,6 +125,12 @@ class Lane:
                     f"{type(connection).__name__} has no open stream a Lane can write on"
                 )
             return connection
+
+    async def _unused(self, connection: AbstractConnection) -> None:
+        """A tight pool gets back a connection no reply is outstanding on (as `_read` does)."""
+        if not self._keep and self._reading is None and self._connection is connection:
+            self._connection = None
+            await self._pool.release(connection)
 
     async def _read(self, connection: AbstractConnection) -> None:
         waiting = self._waiting
@@ -135,6 +165,17 @@ class Lane:
                 # gets its connection back until the next call.
                 self._connection = None
                 await self._pool.release(connection)
+
+
+def _culprit(connection: AbstractConnection, commands: Sequence[Sequence[Any]]) -> int:
+    """The first of `commands` that does not pack on its own (only looked for once packing
+    them all failed)."""
+    for index, command in enumerate(commands):
+        try:
+            connection.pack_command(*command)
+        except Exception:
+            return index
+    return 0  # none fails alone: the failure was the packing of them together
 
 
 def _usable(connection: AbstractConnection) -> bool:

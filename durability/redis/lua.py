@@ -20,7 +20,10 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
 
-__all__ = ["ScriptCall", "script", "source"]
+__all__ = ["ScriptCall", "named", "script", "script_name", "source"]
+
+#: Every script registered through this module, by digest: what `durability.traffic` calls it.
+_NAMES: dict[str, str] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,4 +49,16 @@ def script(client: Any, name: str, package: str = __package__ or "durability.red
     Calling the result with `keys=` and `args=` runs it by digest, loading it on `NOSCRIPT`.
     """
     registered: AsyncScript = client.register_script(source(name, package))
+    return named(registered, name)
+
+
+def named(registered: AsyncScript, name: str) -> AsyncScript:
+    """Remember `registered`'s digest as `name`, so a count of what was sent names it."""
+    _NAMES[str(registered.sha)] = name
     return registered
+
+
+def script_name(sha: object) -> str:
+    """The name a script was registered under, by its digest (`EVALSHA ?` if unknown)."""
+    digest = sha.decode("ascii") if isinstance(sha, bytes) else str(sha)
+    return _NAMES.get(digest, "EVALSHA ?")

@@ -1,10 +1,11 @@
-"""What the two Redis schedulers share: how a queue names its keys, and how it reads replies.
+"""How every Redis store names its keys, and how the schedulers read replies.
 
-A queue's keys are shared by every workflow, so they carry the queue's namespace rather than a
-workflow id, wrapped in braces: the namespace is the Redis Cluster hash tag, so every key of one
-queue lands on one slot and a Lua script may touch all of them. Workflow ids are never part of
-a queue key (they are stream fields and set members), so they need no more than
-`check_workflow`.
+Every key a store writes starts with the namespace it was opened with, so two applications
+on one Redis never meet. A queue's keys are `{<ns>}:<name>`: the namespace is their Redis
+Cluster hash tag, so one queue lands on one slot and a script may touch all of its keys. A
+workflow's keys are `<ns>:workflow:{<id>}...` (see checkpointer.py): the namespace stays
+outside the braces, so the tag is still the id and workflows spread over the cluster. A
+namespace holds no brace for the same reason. `patterns` names both families for SCAN.
 
 Scores and stream ids are milliseconds of the server's clock (`TIME`), never the host's: every
 worker then agrees on what "now" is whatever its own clock says.
@@ -15,7 +16,22 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-__all__ = ["block_slice", "check_namespace", "from_ms", "key", "ms", "text"]
+from durability.interfaces import Footprint
+
+__all__ = [
+    "DEFAULT",
+    "block_slice",
+    "check_namespace",
+    "footprint",
+    "from_ms",
+    "key",
+    "ms",
+    "patterns",
+    "text",
+]
+
+#: The namespace a store uses when it is given none.
+DEFAULT = "durability"
 
 
 def check_namespace(namespace: str) -> str:
@@ -32,6 +48,30 @@ def check_namespace(namespace: str) -> str:
 def key(namespace: str, name: str) -> str:
     """`{<namespace>}:<name>`: one queue's keys share a cluster slot through the tag."""
     return f"{{{namespace}}}:{name}"
+
+
+async def footprint(redis: Any, parts: dict[str, tuple[str, str]]) -> Footprint:
+    """A queue's `Footprint` in one script: `parts` names each key as (key, kind), kind being
+    how it is counted (`stream`, `zset` or `list`, see footprint.lua)."""
+    from durability.redis.lua import script
+
+    names = list(parts)
+    keys = [parts[name][0] for name in names]
+    kinds = [parts[name][1] for name in names]
+    reply = await script(redis, "footprint")(keys=keys, args=kinds)
+    counted = [int(text(value)) for value in reply]
+    return Footprint(
+        {name: counted[2 * i] for i, name in enumerate(names)},
+        sum(counted[1::2]),
+    )
+
+
+def patterns(namespace: str) -> tuple[str, str]:
+    """The SCAN `MATCH` patterns that together find every key the stores write under
+    `namespace`: its queue keys and its workflows' keys. (Braces are plain characters to
+    Redis's glob; the glob's own `*?[]\\` in a namespace are escaped.)"""
+    escaped = "".join("\\" + c if c in "*?[]\\" else c for c in check_namespace(namespace))
+    return f"{{{escaped}}}:*", f"{escaped}:workflow:{{*"
 
 
 def text(value: object) -> str:

@@ -10,6 +10,11 @@ memoryview, another encoding, no hiredis) goes through redis-py's own packer, un
 
 `open_durable` uses it for `redis://` URLs; pass `connection_class=PackedConnection` to
 `Redis(...)` or `Redis.from_url("redis://...")` to use it elsewhere.
+
+It is also where this store counts what it sends (`durability.traffic`): given `traffic=` (a
+connection keyword, so `Redis.from_url(url, connection_class=PackedConnection, traffic=t)`),
+every command it packs is a request, named by the command (a script by its `.lua` file, see
+`lua.script_name`), and every send that waits for replies a round trip.
 """
 
 from __future__ import annotations
@@ -18,6 +23,9 @@ from collections.abc import Callable
 from typing import Any
 
 from redis.asyncio.connection import Connection
+
+from durability.redis.lua import script_name
+from durability.traffic import Traffic
 
 _pack: Callable[[tuple[Any, ...]], bytes] | None
 try:  # hiredis is optional: without it the connection packs as redis-py does
@@ -29,9 +37,21 @@ __all__ = ["PackedConnection"]
 
 
 class PackedConnection(Connection):
-    """A `redis.asyncio.connection.Connection` that packs commands with hiredis (see above)."""
+    """A `redis.asyncio.connection.Connection` that packs commands with hiredis and counts
+    them into `traffic` (see above)."""
+
+    def __init__(self, *, traffic: Traffic | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.traffic = traffic
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        if self.traffic is not None:
+            self.traffic.round_trip()
+        await super().send_packed_command(command, check_health)
 
     def pack_command(self, *args: Any) -> list[bytes]:
+        if self.traffic is not None:
+            self.traffic.request(_name(args))
         encoder = self.encoder
         if _pack is None or encoder.encoding != "utf-8" or encoder.encoding_errors != "strict":
             return super().pack_command(*args)
@@ -46,3 +66,12 @@ class PackedConnection(Connection):
             if kind is not str and kind is not bytes and kind is not int:
                 return super().pack_command(*args)
         return [_pack(args)]
+
+
+def _name(args: tuple[Any, ...]) -> str:
+    """A command's name for counting: its first word, or a script's name for EVALSHA."""
+    first = args[0]
+    name = (first.decode("ascii") if isinstance(first, bytes) else str(first)).upper()
+    if name == "EVALSHA" and len(args) > 1:
+        return script_name(args[1])
+    return name

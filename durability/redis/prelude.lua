@@ -1,7 +1,7 @@
 -- Shared head of every checkpointer script (the Python side prepends it to each body).
--- KEYS[1] = workflow:{id}        the records: user key -> encoded value, nothing else
--- KEYS[2] = workflow:{id}:pass   the claim: token, until, deadline (ms) and the inbox counter
--- KEYS[3] = workflow:{id}:order  a list of "<ms>:<key>", one per first write, in that order
+-- KEYS[1] = <ns>:workflow:{id}        the records: user key -> encoded value, nothing else
+-- KEYS[2] = <ns>:workflow:{id}:pass   the claim: token, until, deadline (ms), inbox counter
+-- KEYS[3] = <ns>:workflow:{id}:order  a list of "<ms>:<key>", one per first write, in order
 
 -- The server's clock, so every worker agrees on what "now" is whatever its host says.
 local clock = redis.call('TIME')

@@ -1,11 +1,18 @@
--- The earliest moment a sleeping workflow becomes visible, after `now`.
--- KEYS[1] = {ns}:schedule   KEYS[2] = {ns}:doorbell (absent: no doorbell)
--- ARGV[1] = now in Unix ms, or '' for the server's clock
--- Returns that score, or nil if nothing sleeps.
+-- The earliest moment a sleeping workflow becomes visible, after `now`, and the queue's marker
+-- (see marker.py), read here so the check costs no round trip.
+-- KEYS[1] = {ns}:schedule   KEYS[2] = {ns}:marker   KEYS[3] = {ns}:doorbell (absent: none)
+-- ARGV[1] = now in Unix ms, or '' for the server's clock   ARGV[2] = a fresh marker
+-- Returns {that score or false if nothing sleeps, marker}.
 --
 -- Being due and being ready are the same score here, so there is nothing to move, except when
 -- a caller passes a `now` ahead of the server's clock (a test that skips time): sleepers due
 -- by then are pulled to the server's now so next_ready sees them.
+local marker = redis.call('GET', KEYS[2])
+if not marker then
+  -- The data set was wiped (or this queue never prepared); the new marker tells the others.
+  redis.call('SET', KEYS[2], ARGV[2])
+  marker = ARGV[2]
+end
 local clock = redis.call('TIME')
 local server = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local now = server
@@ -18,9 +25,9 @@ if now > server then
     -- Whole scores only: a fractional one is a pass's receipt, not a sleeper.
     if tonumber(due[i + 1]) % 1 == 0 then
       redis.call('ZADD', KEYS[1], server, due[i])
-      if KEYS[2] then
-        redis.call('LPUSH', KEYS[2], 1)
-        redis.call('LTRIM', KEYS[2], 0, 63)
+      if KEYS[3] then
+        redis.call('LPUSH', KEYS[3], 1)
+        redis.call('LTRIM', KEYS[3], 0, 63)
       end
     end
   end
@@ -32,11 +39,11 @@ while true do
     'ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%d', now), '+inf', 'WITHSCORES',
     'LIMIT', offset, 64)
   if #batch == 0 then
-    return false
+    return {false, marker}
   end
   for i = 2, #batch, 2 do
     if tonumber(batch[i]) % 1 == 0 then
-      return batch[i]
+      return {batch[i], marker}
     end
   end
   offset = offset + 64

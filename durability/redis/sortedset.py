@@ -1,7 +1,8 @@
 """`RedisSetScheduler`: the whole queue as one ZSET scored by when each workflow is visible.
 
-One key per queue, `{ns}:schedule` (the namespace is the cluster hash tag). A score is Unix
-milliseconds of the server's clock:
+One key per queue, `{ns}:schedule` (the namespace is the cluster hash tag), beside the
+doorbell and the marker (`{ns}:marker`, which notices a wipe of the server's data: see
+marker.py; `wake_due` reads it). A score is Unix milliseconds of the server's clock:
 
 | state | score |
 |---|---|
@@ -41,10 +42,20 @@ import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
-from durability.interfaces import Delivery, check_workflow, positive, to_ms
+from durability.interfaces import Delivery, Footprint, check_workflow, positive, to_ms
 from durability.polling import beats
 from durability.redis.lua import ScriptCall, script
-from durability.redis.namespace import block_slice, check_namespace, from_ms, key, ms, text
+from durability.redis.marker import Marker
+from durability.redis.namespace import (
+    DEFAULT,
+    block_slice,
+    check_namespace,
+    footprint,
+    from_ms,
+    key,
+    ms,
+    text,
+)
 
 __all__ = ["RedisSetScheduler"]
 
@@ -59,13 +70,14 @@ _TICK = 0.1
 
 class RedisSetScheduler:
     """A `Scheduler` over one Redis ZSET, woken by a doorbell LIST or, without it, polling;
-    see the module docstring for the trade."""
+    see the module docstring for the trade. `wipes` and `last_wipe` count the wipes of the server's
+    data this scheduler noticed; `marker.on_wipe` hears of each (`marker.Wiped`)."""
 
     def __init__(
         self,
         *,
         redis: Any,
-        namespace: str = "durability",
+        namespace: str = DEFAULT,
         lease: timedelta = timedelta(seconds=30),
         poll: timedelta = timedelta(milliseconds=50),
         doorbell: bool = True,
@@ -77,6 +89,8 @@ class RedisSetScheduler:
         self.doorbell = key(namespace, "doorbell") if doorbell else None
         #: The KEYS of every script: the schedule, and the doorbell if there is one.
         self.keys = (self.schedule,) if self.doorbell is None else (self.schedule, self.doorbell)
+        #: The wipe watch (see marker.py); `marker.on_wipe` may be set to hear of each wipe.
+        self.marker = Marker(namespace)
         self._redis = redis
         self._slice = block_slice(redis)
         self._make_ready = script(redis, "set_make_ready")
@@ -85,10 +99,32 @@ class RedisSetScheduler:
         self._wake_at = script(redis, "set_wake_at")
         self._extend = script(redis, "set_extend")
         self._wake_due = script(redis, "set_wake_due")
+        self._prepare = script(redis, "set_prepare")
 
     async def prepare(self) -> None:
-        """Nothing to create: a ZSET exists once it has a member."""
-        return None
+        """Write the marker if it is missing (a ZSET needs no creating: it exists once it has a
+        member). Safe to call again at any time."""
+        await self._marked("prepare")
+
+    async def verify(self) -> bool:
+        """Look at the marker now (one round trip, writing it if missing): True if the server's
+        data was wiped since this scheduler last looked. For a process that runs no timer (an
+        API), at whatever low rate it likes."""
+        return await self._marked("verify")
+
+    async def _marked(self, noticed_by: str) -> bool:
+        found = await self._prepare(keys=[self.marker.key], args=[self.marker.fresh()])
+        return self.marker.saw(found, noticed_by)
+
+    @property
+    def wipes(self) -> int:
+        """How many wipes of the server's data this scheduler noticed (see marker.py)."""
+        return self.marker.wipes
+
+    @property
+    def last_wipe(self) -> datetime | None:
+        """When this scheduler noticed the last wipe (this host's clock), or None."""
+        return self.marker.last_wipe
 
     async def make_ready(self, workflow: str) -> None:
         await self._make_ready(keys=self.keys, args=[check_workflow(workflow)])
@@ -168,9 +204,12 @@ class RedisSetScheduler:
         Nothing moves: a sleeper becomes ready when the clock reaches its score. One round
         trip, so the worker's timer can sleep until the answer instead of ticking blind. A
         `now` ahead of the server's clock pulls the sleepers due by then forward to be ready.
+        The same script reads the marker: the worker's timer is the low-rate watch for a wipe.
         """
         moment = "" if now is None else str(ms(now))
-        earliest = await self._wake_due(keys=self.keys, args=[moment])
+        keys = [self.schedule, self.marker.key, *self.keys[1:]]
+        earliest, marker = await self._wake_due(keys=keys, args=[moment, self.marker.fresh()])
+        self.marker.saw(marker, "wake_due")
         return None if earliest is None else from_ms(earliest)
 
     async def reclaim(self, idle: timedelta) -> Delivery | None:
@@ -190,3 +229,12 @@ class RedisSetScheduler:
 
     async def cancel(self, workflow: str) -> int:
         return int(await self._redis.zrem(self.schedule, check_workflow(workflow)))
+
+    async def footprint(self) -> Footprint:
+        """The schedule's members (one per workflow queued, sleeping or held); the doorbell's
+        bytes count, its rings do not (they are not work)."""
+        parts = {"schedule": (self.schedule, "zset")}
+        if self.doorbell is not None:
+            parts["doorbell"] = (self.doorbell, "list")
+        found = await footprint(self._redis, parts)
+        return Footprint({"schedule": found.parts["schedule"]}, found.bytes)

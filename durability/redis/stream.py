@@ -1,12 +1,13 @@
 """`RedisStreamScheduler`: wakeups as a stream read by a consumer group, sleepers as a ZSET.
 
-Two keys per queue, both tagged with the namespace so one Lua script may touch both on a
-cluster:
+Three keys per queue, all tagged with the namespace so one Lua script may touch them together
+on a cluster:
 
 | key | type | holds |
 |---|---|---|
 | `{ns}:ready` | STREAM + group `workers` | an entry per wakeup; the pending list: who holds what |
 | `{ns}:sleeping` | ZSET | a member per sleeping workflow, scored by when it is due (ms) |
+| `{ns}:marker` | STRING | a random value `prepare` writes, to notice a wipe (marker.py) |
 
 Why a stream: `XREADGROUP BLOCK` parks an idle worker inside Redis, so waiting costs nothing
 and a wakeup is picked up the moment it is appended. What it costs: acknowledged entries stay
@@ -18,6 +19,12 @@ another worker (`reclaim`), so a worker that stalled past its lease holds a dead
 late `done`, `wake_at` or `extend` is refused rather than acting on its successor's delivery.
 Every check of a receipt and the write it guards run as one Lua script.
 
+A server that lost its data (a restart without persistence, `FLUSHALL`, a failover to an empty
+replica) has no group: every read and every receipt check is answered `NOGROUP`. Each command
+that needs the group catches that reply, prepares the queue again and sends itself once more
+(`regrouped`), so the normal path costs nothing extra and a worker carries on with whatever
+is submitted after the wipe; the marker says the wipe happened (see marker.py).
+
 Blocking reads and redis-py: the client gives every reply `socket_timeout` seconds (5 by
 default) and drops the connection when one is late, so `next_ready` blocks in slices that end a
 margin before that timeout and loops until `within` is spent; a client built with
@@ -27,20 +34,34 @@ margin before that timeout and loops until `within` is spent; a client built wit
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import socket
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.exceptions import ResponseError
 
-from durability.interfaces import Delivery, check_workflow, positive, to_ms
+from durability.interfaces import Delivery, Footprint, check_workflow, positive, to_ms
 from durability.redis.lua import ScriptCall, script
-from durability.redis.namespace import block_slice, check_namespace, from_ms, key, ms, text
+from durability.redis.marker import Marker
+from durability.redis.namespace import (
+    DEFAULT,
+    block_slice,
+    check_namespace,
+    footprint,
+    from_ms,
+    key,
+    ms,
+    text,
+)
 
-__all__ = ["GROUP", "RedisStreamScheduler"]
+__all__ = ["GROUP", "RedisStreamScheduler", "lost_group"]
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 #: The consumer group every worker of a queue reads through.
 GROUP = "workers"
@@ -67,6 +88,16 @@ def _parse(receipt: str) -> tuple[str, str]:
     return entry, count
 
 
+def lost_group(error: BaseException) -> bool:
+    """Whether Redis answered that the stream or its consumer group is gone: `NOGROUP` to a
+    command (or a script) that needs the group, or `UNBLOCKED ... no longer exists` to a read
+    that was blocked when the key went."""
+    if not isinstance(error, ResponseError):
+        return False
+    said = str(error)
+    return "NOGROUP" in said or (said.startswith("UNBLOCKED") and "no longer exists" in said)
+
+
 def _version(info: Any) -> tuple[int, ...]:
     """The lowest `redis_version` in an INFO reply (one node's dict, or a dict per node)."""
     if isinstance(info, dict) and "redis_version" in info:
@@ -81,14 +112,15 @@ class RedisStreamScheduler:
 
     `consumer` names this scheduler inside the group (one per worker process; a fresh unique
     name by default). `lease` is how long a delivery may go without a sign of life before
-    `reclaim(lease)` in another worker takes it over.
+    `reclaim(lease)` in another worker takes it over. `wipes` and `last_wipe` count the wipes of
+    the server's data this scheduler noticed; `marker.on_wipe` hears of each (`marker.Wiped`).
     """
 
     def __init__(
         self,
         *,
         redis: Any,
-        namespace: str = "durability",
+        namespace: str = DEFAULT,
         lease: timedelta = timedelta(seconds=30),
         consumer: str | None = None,
     ) -> None:
@@ -99,6 +131,8 @@ class RedisStreamScheduler:
             raise ValueError("consumer name must not be empty")
         self.ready = key(namespace, "ready")
         self.sleeping = key(namespace, "sleeping")
+        #: The wipe watch (see marker.py); `marker.on_wipe` may be set to hear of each wipe.
+        self.marker = Marker(namespace)
         self._redis = redis
         self._slice = block_slice(redis)
         self._done = script(redis, "stream_done")
@@ -108,17 +142,55 @@ class RedisStreamScheduler:
         self._extend = script(redis, "stream_extend")
         self._cancel = script(redis, "stream_cancel")
         self._trim = script(redis, "stream_trim")
+        self._prepare = script(redis, "stream_prepare")
         self._cursor = "0-0"
         self._acked: bool | None = None
 
     async def prepare(self) -> None:
-        """Create the stream and its group. The group starts at the stream's beginning, so
-        wakeups appended before any worker prepared are still delivered."""
+        """Create the stream and its group, and the marker, where missing. The group starts at
+        the stream's beginning, so wakeups appended before any worker prepared are still
+        delivered. Safe to call again at any time."""
+        await self._prepared("prepare")
+
+    async def verify(self) -> bool:
+        """Look at the marker now (one round trip, preparing what is missing): True if the
+        server's data was wiped since this scheduler last looked. For a process that runs no
+        timer (an API), at whatever low rate it likes."""
+        return await self._prepared("verify")
+
+    async def regroup(self) -> None:
+        """Prepare again after Redis answered that the group is gone (see `lost_group`)."""
+        await self._prepared("lost group")
+
+    async def regrouped(self, send: Callable[..., Awaitable[T]], /, *args: Any, **kw: Any) -> T:
+        """`await send(*args, **kw)`; if Redis answers that the group is gone, `regroup` and
+        send once more. The normal path is the one call: nothing is asked before it."""
         try:
-            await self._redis.xgroup_create(self.ready, GROUP, id="0", mkstream=True)
+            return await send(*args, **kw)
         except ResponseError as error:
-            if "BUSYGROUP" not in str(error):
+            if not lost_group(error):
                 raise
+        await self.regroup()
+        return await send(*args, **kw)
+
+    async def _prepared(self, noticed_by: str) -> bool:
+        marker, created = await self._prepare(
+            keys=[self.ready, self.marker.key], args=[GROUP, self.marker.fresh()]
+        )
+        wiped = self.marker.saw(marker, noticed_by)
+        if int(created) and not wiped and noticed_by == "lost group":
+            log.warning("the consumer group of %s was gone; it is there again", self.ready)
+        return wiped
+
+    @property
+    def wipes(self) -> int:
+        """How many wipes of the server's data this scheduler noticed (see marker.py)."""
+        return self.marker.wipes
+
+    @property
+    def last_wipe(self) -> datetime | None:
+        """When this scheduler noticed the last wipe (this host's clock), or None."""
+        return self.marker.last_wipe
 
     async def make_ready(self, workflow: str) -> None:
         # Always a new entry: a wakeup that lands mid-pass is its own entry, so it cannot be
@@ -127,8 +199,13 @@ class RedisStreamScheduler:
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
         for block in self.blocks(within):
-            reply = await self._redis.xreadgroup(
-                GROUP, self.consumer, {self.ready: ">"}, count=1, block=to_ms(block)
+            reply = await self.regrouped(
+                self._redis.xreadgroup,
+                GROUP,
+                self.consumer,
+                {self.ready: ">"},
+                count=1,
+                block=to_ms(block),
             )
             delivery = self._first(reply)
             if delivery is not None:
@@ -174,7 +251,7 @@ class RedisStreamScheduler:
 
     async def done(self, delivery: Delivery) -> None:
         entry, count = _parse(delivery.receipt)
-        await self._done(keys=[self.ready], args=[GROUP, entry, count])
+        await self.regrouped(self._done, keys=[self.ready], args=[GROUP, entry, count])
 
     # What `RedisDurable` runs in one script after a checkpoint write (see durable.py).
 
@@ -193,19 +270,22 @@ class RedisStreamScheduler:
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
         entry, count = _parse(delivery.receipt)
         workflow = check_workflow(delivery.workflow)
-        woken = await self._wake_at(
-            keys=[self.ready, self.sleeping], args=[GROUP, entry, count, workflow, ms(when)]
-        )
+        keys, args = [self.ready, self.sleeping], [GROUP, entry, count, workflow, ms(when)]
+        woken = await self.regrouped(self._wake_at, keys=keys, args=args)
         return bool(woken)
 
     async def wake_due(self, now: datetime | None = None) -> datetime | None:
         """Append a wakeup for every sleeper due by `now` (the server's clock if None) and
         return the earliest deadline still sleeping. A returned moment at or before `now` means
-        more sleepers were due than one call moves: call again."""
+        more sleepers were due than one call moves: call again. The same script reads the
+        marker (and prepares the queue again if it is gone): the worker's timer is the low-rate
+        watch for a wipe."""
         moment = "" if now is None else str(ms(now))
-        earliest = await self._wake_due(
-            keys=[self.ready, self.sleeping], args=[moment, _WAKE_BATCH]
+        earliest, marker = await self._wake_due(
+            keys=[self.ready, self.sleeping, self.marker.key],
+            args=[moment, _WAKE_BATCH, self.marker.fresh(), GROUP],
         )
+        self.marker.saw(marker, "wake_due")
         return None if earliest is None else from_ms(earliest)
 
     async def reclaim(self, idle: timedelta) -> Delivery | None:
@@ -218,9 +298,8 @@ class RedisStreamScheduler:
         started = self._cursor
         wrapped = False
         while True:
-            reply = await self._reclaim(
-                keys=[self.ready], args=[GROUP, self.consumer, to_ms(idle), self._cursor]
-            )
+            args = [GROUP, self.consumer, to_ms(idle), self._cursor]
+            reply = await self.regrouped(self._reclaim, keys=[self.ready], args=args)
             self._cursor = text(reply[0])
             if len(reply) == 4:
                 return Delivery(text(reply[2]), receipt_of(text(reply[1]), reply[3]))
@@ -235,9 +314,8 @@ class RedisStreamScheduler:
         positive("within", within)
         entry, count = _parse(delivery.receipt)
         idle = max(0, to_ms(self.lease) - to_ms(within))
-        kept = await self._extend(
-            keys=[self.ready], args=[GROUP, entry, count, self.consumer, idle]
-        )
+        args = [GROUP, entry, count, self.consumer, idle]
+        kept = await self.regrouped(self._extend, keys=[self.ready], args=args)
         return delivery if kept else None
 
     async def cancel(self, workflow: str) -> int:
@@ -249,6 +327,12 @@ class RedisStreamScheduler:
             keys=[self.ready, self.sleeping], args=[GROUP, check_workflow(workflow)]
         )
         return int(gone)
+
+    async def footprint(self) -> Footprint:
+        """The stream's entries (acknowledged ones included, until trimmed) and the sleepers."""
+        return await footprint(
+            self._redis, {"stream": (self.ready, "stream"), "sleeping": (self.sleeping, "zset")}
+        )
 
     async def trim(self) -> int:
         """Remove entries every consumer group has acknowledged; return how many went.

@@ -33,7 +33,7 @@ from durability.interfaces import (
     inbox_key,
     positive,
 )
-from durability.sqlite.database import SqliteDatabase, busy, from_us, now_us, queries
+from durability.sqlite.database import SqliteDatabase, from_us, now_us, queries
 from durability.sqlite.effect import SqliteEffect
 
 __all__ = [
@@ -166,15 +166,6 @@ class SqliteCheckpointer:
     def __init__(self, database: SqliteDatabase, codec: Codec | None = None) -> None:
         self.database = database
         self.codec: Codec = codec or JsonCodec()
-
-    def transient(self, error: Exception) -> bool:
-        """A fault a pass tries its write again for (`durability.faults`): the file locked by
-        another process past `busy_timeout`, or the file system failing under it. A statement
-        SQLite refuses (a missing table is `NotMigrated`) is not one."""
-        if isinstance(error, sqlite3.OperationalError):
-            text = str(error).lower()
-            return busy(error) or "disk i/o" in text or "unable to open" in text
-        return isinstance(error, OSError)
 
     async def claim(self, workflow: str, budget: timedelta, alive: timedelta) -> Pass | None:
         check_workflow(workflow)

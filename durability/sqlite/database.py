@@ -34,10 +34,12 @@ statement (`alone`): there SQLite takes the lock before the statement reads the 
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import re
 import sqlite3
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -48,6 +50,7 @@ from typing import Literal, TypeVar, cast
 import aiosqlite
 
 from durability.interfaces import NotMigrated, positive
+from durability.traffic import Traffic
 
 __all__ = [
     "SqliteDatabase",
@@ -95,8 +98,13 @@ def queries(name: str) -> dict[str, str]:
     """The statements of `<name>.sql` beside this module, keyed by their `-- name:` line."""
     text = files(__package__ or "durability.sqlite").joinpath(f"{name}.sql").read_text("utf-8")
     parts = _NAME.split(text)
-    # parts = [preamble, name1, body1, name2, body2, ...]
-    return {parts[i]: parts[i + 1].strip() for i in range(1, len(parts), 2)}
+    # parts = [preamble, name1, body1, name2, body2, ...]; comments are for readers, not SQLite
+    return {
+        parts[i]: "\n".join(
+            line for line in parts[i + 1].splitlines() if not line.lstrip().startswith("--")
+        ).strip()
+        for i in range(1, len(parts), 2)
+    }
 
 
 def _not_migrated(error: sqlite3.OperationalError) -> bool:
@@ -143,18 +151,21 @@ class SqliteDatabase:
         self._reader_raw = reader_raw
         self._signals: dict[str, asyncio.Event] = {}
         self._closed = False
+        #: What this process sent the file (`durability.traffic`): every statement by its
+        #: leading keyword, counted on its connection's thread, and every hop to a thread.
+        self.traffic = Traffic()
+        self._counters = {id(raw): self.traffic.counter() for raw in (writer_raw, reader_raw)}
+        self._traced: Callable[[str], object] | None = None
 
     # -- running SQL -------------------------------------------------------------------
 
-    @staticmethod
-    async def _run(
-        connection: aiosqlite.Connection, work: Callable[[], T]
-    ) -> T:
+    async def _run(self, connection: aiosqlite.Connection, work: Callable[[], T]) -> T:
         # The connection's own queue: `work` runs on its thread, after anything queued earlier.
         execute = cast(
             "Callable[[Callable[[], T]], Awaitable[T]]",
             connection._execute,  # private: see the module docstring
         )
+        self.traffic.round_trip()
         try:
             return await execute(work)
         except sqlite3.OperationalError as error:
@@ -200,10 +211,15 @@ class SqliteDatabase:
 
     async def trace(self, callback: Callable[[str], object] | None) -> None:
         """Call `callback(sql)` for every statement either connection runs (None stops it):
-        for benchmarks counting statements, and for debugging."""
-        writer, reader = self._writer_raw, self._reader_raw
-        await self._run(self._writer, lambda: writer.set_trace_callback(callback))
-        await self._run(self._reader, lambda: reader.set_trace_callback(callback))
+        for tests counting statements, and for debugging. `traffic` counts regardless."""
+        self._traced = callback
+        await self._count()
+
+    async def _count(self) -> None:
+        """Install the trace hook that counts statements (and calls `trace`'s callback)."""
+        for connection, raw in ((self._writer, self._writer_raw), (self._reader, self._reader_raw)):
+            hook = _counting(self._counters[id(raw)], self._traced)
+            await self._run(connection, functools.partial(raw.set_trace_callback, hook))
 
     # -- in-process wakeups ------------------------------------------------------------
 
@@ -239,6 +255,23 @@ class SqliteDatabase:
 
     def __repr__(self) -> str:
         return f"SqliteDatabase({str(self.path)!r})"
+
+
+def _counting(
+    counter: Counter[str], extra: Callable[[str], object] | None
+) -> Callable[[str], None]:
+    """A trace hook counting each statement by its leading keyword into `counter` (written
+    only from that connection's thread), then calling `extra`."""
+
+    def traced(sql: str) -> None:
+        # The keyword only: the text arrives with its parameters spelled out, so anything
+        # longer would count one name per distinct value.
+        space = sql.find(" ")
+        counter[(sql if space < 0 else sql[:space]).upper()] += 1
+        if extra is not None:
+            extra(sql)
+
+    return traced
 
 
 def busy(error: sqlite3.OperationalError) -> bool:
@@ -318,4 +351,10 @@ async def open_database(
     except BaseException:
         await writer.close()
         raise
-    return SqliteDatabase(path, writer, writer_raw, reader, reader_raw, busy_timeout)
+    database = SqliteDatabase(path, writer, writer_raw, reader, reader_raw, busy_timeout)
+    try:
+        await database._count()
+    except BaseException:
+        await database.close()
+        raise
+    return database

@@ -43,6 +43,7 @@ from durability.sqlite.scheduler import (
     ready_step,
     take_step,
 )
+from durability.traffic import Traffic
 
 __all__ = ["SqliteDurable"]
 
@@ -66,6 +67,12 @@ class SqliteDurable:
     @property
     def scheduler(self) -> Scheduler:
         return self._scheduler
+
+    @property
+    def traffic(self) -> Traffic:
+        """What this process sent the file: statements by leading keyword, and hops to the
+        database's threads as round trips (`SqliteDatabase.traffic`)."""
+        return self._checkpointer.database.traffic
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
         check_workflow(workflow)

@@ -32,7 +32,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TypeVar
 
-from durability.interfaces import Delivery, check_workflow, positive
+from durability.interfaces import Delivery, Footprint, check_workflow, positive
 from durability.sqlite.database import (
     SqliteDatabase,
     from_us,
@@ -256,6 +256,25 @@ class SqliteScheduler:
         return await self.database.alone(
             lambda connection: cancel_step(connection, self.queue, workflow)
         )
+
+    async def footprint(self) -> Footprint:
+        """This queue's rows, visible and hidden (sleeping or taken), and the bytes of the queue
+        table with its indexes where SQLite has its `dbstat` table (else `bytes` is None)."""
+
+        def read(connection: sqlite3.Connection) -> Footprint:
+            visible, hidden = connection.execute(
+                _SQL["footprint"], {"queue": self.queue, "now": now_us()}
+            ).fetchone()
+            try:
+                (size,) = connection.execute(_SQL["footprint_bytes"]).fetchone()
+            except sqlite3.OperationalError:  # built without dbstat
+                size = None
+            return Footprint(
+                {"visible": int(visible), "hidden": int(hidden)},
+                None if size is None else int(size),
+            )
+
+        return await self.database.read(read)
 
     def __repr__(self) -> str:
         return f"SqliteScheduler({self.database!r}, queue={self.queue!r})"

@@ -52,3 +52,14 @@ DELETE FROM durability_queue WHERE queue = :queue AND workflow = :workflow
 
 -- name: earliest
 SELECT min(visible_us) FROM durability_queue WHERE queue = :queue AND visible_us > :now
+
+-- name: footprint
+SELECT count(*) FILTER (WHERE visible_us <= :now), count(*) FILTER (WHERE visible_us > :now)
+FROM durability_queue WHERE queue = :queue
+
+-- name: footprint_bytes
+-- What the queue table and its indexes take in the file (needs SQLite's dbstat table).
+SELECT sum(pgsize) FROM dbstat
+WHERE name IN (
+    SELECT name FROM sqlite_schema WHERE tbl_name = 'durability_queue'
+)

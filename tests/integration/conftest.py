@@ -4,6 +4,9 @@
 Postgres queue in a database this session created (and drops), its own SQLite file. Workflow ids
 carry the test's unique `tag`, so checkpoints never meet another run's either.
 
+`private_redis` and `throwaway_database` are stores a test may take away: a `redis-server` of
+its own on a spare port (to freeze or kill), a Postgres database of its own (to lock or shut).
+
 A server that does not answer skips the test locally and fails it when `CI` is set: CI must
 never pass by silently skipping a store.
 """
@@ -13,6 +16,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import AbstractAsyncContextManager
@@ -174,3 +182,110 @@ def eventually() -> Eventually:
             await asyncio.sleep(0.05)
 
     return wait
+
+
+# -- stores a test may take away -----------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class PrivateRedis:
+    """One `redis-server` of this test's own, which it may freeze, kill and start again.
+
+    Every write is fsynced to its append-only file, so what was written survives a SIGKILL.
+    """
+
+    def __init__(self, home: Path) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            unavailable("redis-server is not installed")
+            raise AssertionError("unreachable")
+        self.binary = binary
+        self.home = home
+        self.port = _free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        command = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1"]
+        command += ["--dir", str(self.home), "--save", "", "--appendonly", "yes"]
+        command += ["--appendfsync", "always"]
+        with (self.home / "server.log").open("ab") as out:
+            self.process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+        give_up = time.monotonic() + 10
+        while time.monotonic() < give_up:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=1) as probe:
+                    probe.sendall(b"PING\r\n")
+                    if probe.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                time.sleep(0.05)
+        pytest.fail(f"the private redis-server did not start; see {self.home / 'server.log'}")
+
+    def signal(self, signum: signal.Signals) -> None:
+        assert self.process is not None
+        self.process.send_signal(signum)
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.process.kill()
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.kill()  # SIGKILL ends a stopped process too
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    server = PrivateRedis(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+class ThrowawayDatabase:
+    """A database made for one test, and the admin moves that take it away and back."""
+
+    def __init__(self) -> None:
+        import psycopg
+
+        self.name = f"durability_outage_{uuid.uuid4().hex[:10]}"
+        try:
+            self.admin = psycopg.connect(POSTGRES_URL, autocommit=True, connect_timeout=3)
+        except psycopg.Error as error:
+            unavailable(f"PostgreSQL at {POSTGRES_URL} does not answer: {error}")
+            raise AssertionError("unreachable") from error
+        self.admin.execute(f'CREATE DATABASE "{self.name}"')
+        self.url = urlunsplit(urlsplit(POSTGRES_URL)._replace(path=f"/{self.name}"))
+
+    def refuse_connections(self) -> None:
+        """New connections are refused and every open one is terminated."""
+        self.admin.execute(f'ALTER DATABASE "{self.name}" WITH ALLOW_CONNECTIONS false')
+        self.admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            (self.name,),
+        )
+
+    def allow_connections(self) -> None:
+        self.admin.execute(f'ALTER DATABASE "{self.name}" WITH ALLOW_CONNECTIONS true')
+
+    def drop(self) -> None:
+        self.allow_connections()
+        self.admin.execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+        self.admin.close()
+
+
+@pytest.fixture
+def throwaway_database() -> Iterator[ThrowawayDatabase]:
+    database = ThrowawayDatabase()
+    try:
+        yield database
+    finally:
+        database.drop()

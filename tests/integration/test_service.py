@@ -19,11 +19,13 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
 
 from durability.connect import open_durable
+from tests.integration.conftest import POSTGRES_URL, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 SKUS = ["alpha", "bravo", "charlie"]
@@ -224,7 +226,28 @@ def test_a_worker_sent_sigterm_mid_step_finishes_its_steps_and_exits(
     assert second.wait(timeout=30) == 0, processes.log("worker-2")
 
 
-@pytest.mark.parametrize("store", ["redis", "sqlite"])
+@contextlib.contextmanager
+def database_later(name: str) -> Iterator[Callable[[], None]]:
+    """`create()` makes the Postgres database `name` (not there before); dropped after."""
+    import psycopg
+
+    try:
+        psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
+    except psycopg.Error as error:
+        unavailable(f"PostgreSQL at {POSTGRES_URL} does not answer: {error}")
+
+    def create() -> None:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+
+    try:
+        yield create
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.parametrize("store", ["redis", "postgres", "sqlite"])
 def test_a_worker_process_started_before_its_store_waits_for_it(
     store: str, processes: Processes, tmp_path: Path, tag: str
 ) -> None:
@@ -233,19 +256,25 @@ def test_a_worker_process_started_before_its_store_waits_for_it(
     effects = tmp_path / "effects.log"
     port = spare_port()
     later = tmp_path / "mounted-later"  # the SQLite file's directory, not there yet
+    database = f"durability_it_{tag}"  # the Postgres database, not created yet
     if store == "redis":
         url = f"redis://127.0.0.1:{port}/0?scheduler=stream&namespace={tag}"
+    elif store == "postgres":
+        url = urlunsplit(urlsplit(POSTGRES_URL)._replace(path=f"/{database}"))
     else:
         url = f"sqlite:///{later / 'store.db'}"
-    worker = processes.start(
-        "worker", "integration.worker", "--store", url, "--effects-log", str(effects)
-    )
-    wait_for(lambda: processes.log("worker").count("store not ready") >= 2, "two tries logged")
-    assert worker.poll() is None, processes.log("worker")
-
     with contextlib.ExitStack() as up:
+        create = up.enter_context(database_later(database)) if store == "postgres" else None
+        worker = processes.start(
+            "worker", "integration.worker", "--store", url, "--effects-log", str(effects)
+        )
+        wait_for(lambda: processes.log("worker").count("store not ready") >= 2, "two tries")
+        assert worker.poll() is None, processes.log("worker")
+
         if store == "redis":
             up.enter_context(redis_server_on(port, tmp_path))
+        elif create is not None:
+            create()
         else:
             later.mkdir()
         wait_for(lambda: "worker ready" in processes.log("worker"), "the worker opens its store")
@@ -254,3 +283,36 @@ def test_a_worker_process_started_before_its_store_waits_for_it(
         wait_for(lambda: effects_of(effects, "capture")[(order, "alpha")] == 1, "it is captured")
         worker.send_signal(signal.SIGTERM)
         assert worker.wait(timeout=30) == 0, processes.log("worker")
+
+
+def test_the_api_s_own_worker_on_memory_drains_its_steps_on_sigterm(
+    processes: Processes, tmp_path: Path, tag: str
+) -> None:
+    effects = tmp_path / "effects.log"
+    port = free_port()
+    api = processes.start(
+        "api", "integration.api", "--store", "memory://", "--port", str(port),
+        "--capture-delay", "700ms", "--grace", "20s", "--effects-log", str(effects),
+    )  # fmt: skip
+    order = f"{tag}-memory"
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+
+        def answers() -> bool:
+            assert api.poll() is None, processes.log("api")
+            try:
+                return http.get("/orders/none").status_code == 404
+            except httpx.TransportError:
+                return False
+
+        wait_for(answers, "the API answers")
+        lines = [{"sku": sku, "quantity": 1, "cents": 100} for sku in ("alpha", "bravo")]
+        submitted = http.post(
+            "/orders", json={"customer": "ada", "lines": lines}, headers={"Idempotency-Key": order}
+        )
+        assert submitted.status_code == 201, submitted.text
+    wait_for(lambda: bool(effects_of(effects, "capturing")), "the first capture began")
+    api.send_signal(signal.SIGTERM)
+    assert api.wait(timeout=30) == 0, processes.log("api")
+    # The capture under way when the signal came was finished, not cut.
+    assert effects_of(effects, "capture")[(order, "alpha")] == 1
+    assert effects_of(effects, "capturing") == effects_of(effects, "capture")

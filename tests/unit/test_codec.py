@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from durability.codec import (
+    MAX_DEPTH,
+    MAX_DIGITS,
     Codec,
     JsonCodec,
     Unencodable,
@@ -144,6 +148,126 @@ def test_a_value_that_would_not_come_back_is_refused_with_its_path(
     with pytest.raises(Unencodable) as refused:
         codec.encode(value)
     assert str(refused.value).startswith(where)
+
+
+def _nested(depth: int) -> list[object]:
+    value: list[object] = [0]
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    ("value", "where", "why"),
+    [
+        ("bad \ud800", "value:", "not valid Unicode"),
+        (os.fsdecode(b"caf\xe9"), "value:", "not valid Unicode"),
+        ({"a": ["ok", "x\udcff"]}, "value['a'][1]:", "not valid Unicode"),
+        ({"a": {"\ud800": 1}}, "value['a']: key", "not valid Unicode"),
+        (10**MAX_DIGITS, "value:", f"more than {MAX_DIGITS} digits"),
+        ({"n": [-(10**5000)]}, "value['n'][0]:", f"more than {MAX_DIGITS} digits"),
+        (_nested(MAX_DEPTH + 1), "value[0][0][0][0][0][0]...[0][0][0]:", "deeper than"),
+        (_nested(5000), "value[0]", "deeper than"),
+    ],
+    ids=["surrogate", "fsdecoded", "in-a-list", "in-a-key", "big-int", "5000-digits",
+         "too-deep", "5000-deep"],
+)
+def test_a_value_no_store_can_carry_is_refused_with_its_path(
+    value: object, where: str, why: str
+) -> None:
+    with pytest.raises(Unencodable, match=why) as refused:
+        codec.encode(value)
+    assert str(refused.value).startswith(where)
+
+
+def test_a_value_that_contains_itself_is_refused() -> None:
+    loop: list[object] = [1]
+    loop.append(loop)
+    table: dict[str, object] = {}
+    table["me"] = table
+    for value in (loop, table):
+        with pytest.raises(Unencodable, match="contains itself"):
+            codec.encode(value)
+
+
+def test_values_at_the_bounds_come_back_exactly() -> None:
+    for value in (10**MAX_DIGITS - 1, -(10**MAX_DIGITS - 1), _nested(MAX_DEPTH)):
+        assert shape(round_trip(value)) == shape(value)
+
+
+def test_an_int_past_this_process_s_own_limit_is_unencodable(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Under the bound, but past a lower limit this process was given: still Unencodable, not
+    # json's plain ValueError.
+    monkeypatch.setattr(sys, "get_int_max_str_digits", sys.get_int_max_str_digits)
+    previous = sys.get_int_max_str_digits()
+    sys.set_int_max_str_digits(1000)
+    try:
+        with pytest.raises(Unencodable, match="value:"):
+            codec.encode(10**2000)
+    finally:
+        sys.set_int_max_str_digits(previous)
+
+
+# Any value a caller might hand a step, including everything the codec must refuse: text with
+# lone surrogates, ints either side of the digit bound, nesting either side of the depth bound,
+# tuples, sets, bytes, non-str keys, non-finite floats.
+# Text with lone surrogates (category Cs) among the rest: joined from characters, because
+# `st.text` over a union of alphabets leaves the surrogates out.
+_characters = st.characters() | st.characters(categories=["Cs"])
+
+
+def _text(most: int) -> st.SearchStrategy[str]:
+    return st.lists(_characters, max_size=most).map("".join)
+
+
+_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=10 ** (MAX_DIGITS - 1), max_value=10 ** (MAX_DIGITS + 1))
+    | st.floats()
+    | st.sampled_from([math.nan, math.inf, -math.inf])
+    | _text(6)
+    | st.binary(max_size=3)
+)
+_anything = st.recursive(
+    _scalars,
+    lambda children: (
+        st.lists(children, max_size=3)
+        | st.tuples(children)
+        | st.frozensets(st.integers(), max_size=2)
+        | st.dictionaries(
+            _text(3) | st.integers(),
+            children,
+            max_size=3,
+        )
+        | st.builds(_nested, st.integers(MAX_DEPTH - 3, MAX_DEPTH + 3))
+    ),
+    max_leaves=12,
+)
+
+
+#: What a refusal says, for the statistics (`--hypothesis-show-statistics`): every kind of
+#: refusal should show up in a run.
+_REASONS = ("Unicode", "digits", "deeper", "survive", "keys come back", "no JSON form")
+
+
+@settings(max_examples=300, deadline=None)
+@given(_anything)
+def test_any_value_round_trips_exactly_or_is_unencodable(value: object) -> None:
+    # Never another exception: not json's ValueError, not RecursionError, not a
+    # UnicodeEncodeError from whatever sends the text on.
+    try:
+        text = codec.encode(value)
+    except Unencodable as refused:
+        reason = str(refused)
+        event(next((kind for kind in _REASONS if kind in reason), reason))
+        return
+    event("round trip")
+    text.encode("utf-8")  # the text is sendable as it is
+    assert shape(codec.decode(text)) == shape(value)
 
 
 def test_an_int_key_refusal_says_why() -> None:

@@ -12,6 +12,7 @@ import pytest
 from durability.interfaces import Checkpointer, Durable, Effect, Scheduler, SplitDurable
 from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
 from durability.testing.conformance import (
+    BoundsContract,
     CheckpointerContract,
     DurableContract,
     EffectKit,
@@ -61,6 +62,14 @@ class TestMemoryScheduler(SchedulerContract):
 class TestMemoryDurable(DurableContract):
     @pytest.fixture
     def durable(self) -> Durable:
+        return SplitDurable(MemoryCheckpointer(), MemoryScheduler())
+
+
+class TestMemoryBounds(BoundsContract):
+    """The memory store does no I/O to come before; its refusals must still be the same."""
+
+    @pytest.fixture
+    def offline(self) -> Durable:
         return SplitDurable(MemoryCheckpointer(), MemoryScheduler())
 
 

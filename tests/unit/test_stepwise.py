@@ -1133,7 +1133,7 @@ async def test_a_write_the_store_failed_is_tried_again_and_the_step_runs_once(
 async def test_a_store_that_keeps_failing_stops_the_pass_without_running_the_rollback(
     store: MemoryCheckpointer, clock: Clock, quick_retries: None
 ) -> None:
-    from durability.faults import ATTEMPTS, StoreUnavailable
+    from durability.faults import ATTEMPTS, StoreDown
 
     flaky = Flaky(store, failures=ATTEMPTS)
     compensated: list[str] = []
@@ -1146,7 +1146,7 @@ async def test_a_store_that_keeps_failing_stops_the_pass_without_running_the_rol
             raise
 
     holder = await claimed(store, workflow_id(), BUDGET, ALIVE)
-    with pytest.raises(StoreUnavailable) as caught:
+    with pytest.raises(StoreDown) as caught:
         await resume(holder, flaky, body, clock=clock)
     assert isinstance(caught.value.cause, ConnectionResetError)
     assert flaky.count("record") == ATTEMPTS

@@ -1065,7 +1065,7 @@ async def test_a_store_that_keeps_failing_a_write_gets_the_workflow_handed_back_
     assert checkpointer.tries == durability.faults.ATTEMPTS
     assert "failed" not in observed.kinds(workflow)
     (unavailable,) = observed.of(workflow, "unavailable")
-    assert isinstance(unavailable.error, durability.faults.StoreUnavailable)
+    assert isinstance(unavailable.error, durability.faults.StoreDown)
     # The effect whose record never landed ran again: at least once, as every outside effect.
     assert ran == [1, 1]
     assert (await checkpointer.load(workflow))["charged"] == "charged"

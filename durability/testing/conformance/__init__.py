@@ -17,13 +17,19 @@ the fixtures that build the store:
         @pytest.fixture
         async def durable(self) -> Durable: ...             # over a fresh queue
 
+    class TestRedisBounds(BoundsContract):
+        @pytest.fixture
+        def offline(self) -> Durable: ...                  # with no server behind it
+
 The tests talk to a store only through `durability.interfaces`, so memory, Redis, Postgres and
-SQLite all run them unchanged. Importing this needs pytest (it is test support) and no driver.
+SQLite all run them unchanged. Importing this needs pytest and hypothesis (it is test support)
+and no driver.
 
 `StoreFaultContract` is opt-in: a store's suite that can make its store fail for real (a killed
 connection, a locked file) subclasses it to show a pass rides the fault out.
 """
 
+from durability.testing.conformance.bounds import BoundsContract
 from durability.testing.conformance.checkpointer import CheckpointerContract
 from durability.testing.conformance.claims import fresh
 from durability.testing.conformance.durable import DurableContract
@@ -32,6 +38,7 @@ from durability.testing.conformance.scheduler import MakeScheduler, SchedulerCon
 from durability.testing.conformance.store_faults import Cut, StoreFaultContract
 
 __all__ = [
+    "BoundsContract",
     "CheckpointerContract",
     "Cut",
     "DurableContract",

@@ -2,7 +2,8 @@
 
 Part of `CheckpointerContract` (see `durability.testing.conformance.checkpointer`). The clock is
 real: where a claim has to lapse a test sleeps a little past it, and no test asserts how long
-anything took.
+anything took. Where a claim has to stay live, the test times itself and runs again slower if
+the machine stalled past its margin (`pace.at_any_pace`).
 """
 
 from __future__ import annotations
@@ -10,12 +11,22 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from itertools import pairwise
 
 import pytest
 
-from durability.interfaces import Checkpointer, Fenced, Pass, Recorded
+from durability.interfaces import (
+    MAX_DURATION,
+    MAX_NAME,
+    Checkpointer,
+    Fenced,
+    Pass,
+    Recorded,
+    inbox_key,
+)
+from durability.testing.conformance.bounds import ABSURD, BAD_IDS
+from durability.testing.conformance.pace import Stopwatch, at_any_pace
 
 #: Long enough that no claim made with it lapses while a test runs.
 LONG = timedelta(seconds=30)
@@ -174,52 +185,105 @@ class ClaimContract:
     async def test_renew_cannot_carry_a_claim_past_its_budget(
         self, checkpointer: Checkpointer
     ) -> None:
-        workflow = fresh()
-        # alive == budget, so a stalled host between claim and renew cannot fail the test; a
-        # renew that ignored the budget would still be caught, live at 800ms.
-        budget = timedelta(milliseconds=600)
-        holder = await claim_now(checkpointer, workflow, budget=budget, alive=budget)
-        await checkpointer.renew(holder, timedelta(seconds=5))
-        await asyncio.sleep(0.8)
-        with pytest.raises(Fenced):
-            await checkpointer.record(holder, "late", 1)
-        with pytest.raises(Fenced):
-            await checkpointer.renew(holder, timedelta(seconds=5))
-        assert await checkpointer.load(workflow) == {}
-        assert await checkpointer.claim(workflow, LONG, LONG) is not None
+        async def scenario(scale: float) -> None:
+            workflow = fresh()
+            # alive == budget: the renew only has to land inside the budget.
+            budget = timedelta(milliseconds=600 * scale)
+            clock = Stopwatch()
+            holder = await claim_now(checkpointer, workflow, budget=budget, alive=budget)
+            try:
+                await checkpointer.renew(holder, timedelta(seconds=5 * scale))
+            except Fenced:
+                clock.within(budget.total_seconds(), "claim and renew")
+                raise
+            # Past the budget (a lower bound: a slow machine only makes it later), though the
+            # renew asked for longer; a renew that ignored the budget would still be live.
+            await asyncio.sleep(budget.total_seconds() * 4 / 3)
+            with pytest.raises(Fenced):
+                await checkpointer.record(holder, "late", 1)
+            with pytest.raises(Fenced):
+                await checkpointer.renew(holder, timedelta(seconds=5))
+            assert await checkpointer.load(workflow) == {}
+            assert await checkpointer.claim(workflow, LONG, LONG) is not None
+
+        await at_any_pace(scenario)
 
     async def test_extend_carries_a_claim_past_its_budget(self, checkpointer: Checkpointer) -> None:
-        workflow = fresh()
-        budget = timedelta(milliseconds=400)
-        holder = await claim_now(checkpointer, workflow, budget=budget, alive=budget)
-        extended = await checkpointer.extend(holder, timedelta(seconds=2), timedelta(seconds=2))
-        assert (extended.workflow, extended.token) == (holder.workflow, holder.token)
-        assert extended.budget_ends > holder.budget_ends
-        await asyncio.sleep(0.6)
-        assert await checkpointer.claim(workflow, LONG, LONG) is None
-        assert (await checkpointer.record(extended, "late", 1)).first
+        async def scenario(scale: float) -> None:
+            workflow = fresh()
+            budget = timedelta(milliseconds=400 * scale)
+            stretched = timedelta(seconds=2 * scale)
+            claiming = Stopwatch()
+            holder = await claim_now(checkpointer, workflow, budget=budget, alive=budget)
+            extending = Stopwatch()
+            try:
+                extended = await checkpointer.extend(holder, stretched, stretched)
+            except Fenced:
+                claiming.within(budget.total_seconds(), "claim and extend")
+                raise
+            assert (extended.workflow, extended.token) == (holder.workflow, holder.token)
+            assert extended.budget_ends > holder.budget_ends
+            await asyncio.sleep(budget.total_seconds() * 1.5)  # past the first budget
+            claimed = await checkpointer.claim(workflow, LONG, LONG)
+            if claimed is not None:
+                extending.within(stretched.total_seconds(), "extend and the next claim")
+            assert claimed is None
+            try:
+                assert (await checkpointer.record(extended, "late", 1)).first
+            except Fenced:
+                extending.within(stretched.total_seconds(), "extend and the record")
+                raise
+
+        await at_any_pace(scenario)
 
     async def test_extend_never_shortens_a_claim(self, checkpointer: Checkpointer) -> None:
-        workflow = fresh()
-        holder = await claim_now(
-            checkpointer, workflow, budget=timedelta(seconds=3), alive=timedelta(seconds=3)
-        )
-        tiny = timedelta(milliseconds=50)
-        await checkpointer.extend(holder, tiny, tiny)
-        await checkpointer.renew(holder, tiny)
-        await asyncio.sleep(0.3)
-        assert await checkpointer.claim(workflow, LONG, LONG) is None
-        assert (await checkpointer.record(holder, "still", 1)).first
+        async def scenario(scale: float) -> None:
+            workflow = fresh()
+            held = timedelta(seconds=3 * scale)
+            clock = Stopwatch()
+            holder = await claim_now(checkpointer, workflow, budget=held, alive=held)
+            tiny = timedelta(milliseconds=50)
+            await checkpointer.extend(holder, tiny, tiny)
+            await checkpointer.renew(holder, tiny)
+            await asyncio.sleep(0.3)  # well past `tiny`
+            claimed = await checkpointer.claim(workflow, LONG, LONG)
+            if claimed is not None:
+                clock.within(held.total_seconds(), "the claim and the next")
+            assert claimed is None
+            try:
+                assert (await checkpointer.record(holder, "still", 1)).first
+            except Fenced:
+                clock.within(held.total_seconds(), "the claim and the record")
+                raise
+
+        await at_any_pace(scenario)
 
     async def test_a_write_is_a_sign_of_life(self, checkpointer: Checkpointer) -> None:
-        workflow = fresh()
-        alive = timedelta(milliseconds=500)
-        holder = await claim_now(checkpointer, workflow, budget=LONG, alive=alive)
-        # Twice `alive` in all, but never `alive` between two writes.
-        for beat in range(4):
-            await asyncio.sleep(0.25)
-            assert (await checkpointer.record(holder, f"beat:{beat}", beat)).first
-        assert await checkpointer.claim(workflow, LONG, LONG) is None
+        async def scenario(scale: float) -> None:
+            workflow = fresh()
+            alive = timedelta(milliseconds=500 * scale)
+            limit = alive.total_seconds()
+            # From the sending of one sign of life to the answer to the next: the most the
+            # store's clock can have moved between the two (a write under WAITAOF can take a
+            # good part of `alive` on a busy disk, which a fixed margin did not allow for).
+            since = Stopwatch()
+            holder = await claim_now(checkpointer, workflow, budget=LONG, alive=alive)
+            # Twice `alive` in all, but (on a machine keeping pace) never `alive` between two.
+            for beat in range(4):
+                await asyncio.sleep(limit / 2)
+                sending = Stopwatch()
+                try:
+                    assert (await checkpointer.record(holder, f"beat:{beat}", beat)).first
+                except Fenced:
+                    since.within(limit, f"the sign of life before beat {beat}, and beat {beat}")
+                    raise
+                since = sending
+            claimed = await checkpointer.claim(workflow, LONG, LONG)
+            if claimed is not None:
+                since.within(limit, "the last beat and the claim after it")
+            assert claimed is None
+
+        await at_any_pace(scenario)
 
     @pytest.mark.parametrize("zero", [timedelta(0), timedelta(milliseconds=-1)])
     async def test_durations_must_be_positive(
@@ -238,10 +302,70 @@ class ClaimContract:
         with pytest.raises(ValueError, match="alive"):
             await checkpointer.renew(holder, zero)
 
-    async def test_an_empty_workflow_id_is_refused(self, checkpointer: Checkpointer) -> None:
-        with pytest.raises(ValueError):
-            await checkpointer.claim("", LONG, LONG)
-        with pytest.raises(ValueError):
-            await checkpointer.supply("", "step", 1)
-        with pytest.raises(ValueError):
-            await checkpointer.append("", 1)
+    # --- bounds ----------------------------------------------------------------------------
+
+    @pytest.mark.parametrize(("workflow", "error"), BAD_IDS)
+    async def test_a_bad_workflow_id_is_refused(
+        self, checkpointer: Checkpointer, workflow: str, error: type[Exception]
+    ) -> None:
+        for call in (
+            checkpointer.claim(workflow, LONG, LONG),
+            checkpointer.load(workflow),
+            checkpointer.history(workflow),
+            checkpointer.supply(workflow, "step", 1),
+            checkpointer.append(workflow, 1),
+            checkpointer.discard(workflow),
+        ):
+            with pytest.raises(error, match="workflow id"):
+                await call
+
+    async def test_the_longest_ids_are_ids_like_any_other(self, checkpointer: Checkpointer) -> None:
+        # MAX_NAME characters, from one byte of UTF-8 each to four (1 KiB in all).
+        for fill in ("x", "é", "漢", "🎉"):
+            head = fresh(label="long")
+            workflow = head + fill * (MAX_NAME - len(head))
+            assert len(workflow) == MAX_NAME
+            holder = await claim_now(checkpointer, workflow)
+            assert holder.workflow == workflow
+            assert (await checkpointer.record(holder, "step", fill)).first
+            assert (await checkpointer.append(workflow, "mail")).key == inbox_key(1)
+            assert await checkpointer.load(workflow) == {"step": fill, inbox_key(1): "mail"}
+            assert await checkpointer.discard(workflow) == 2
+
+    @pytest.mark.parametrize(("duration", "error"), ABSURD)
+    async def test_an_absurd_duration_writes_nothing(
+        self, checkpointer: Checkpointer, duration: timedelta, error: type[Exception]
+    ) -> None:
+        workflow = fresh()
+        with pytest.raises(error, match="budget"):
+            await checkpointer.claim(workflow, duration, LONG)
+        with pytest.raises(error, match="alive"):
+            await checkpointer.claim(workflow, LONG, duration)
+        # Refused before anything was written: the workflow is free, not locked by a claim
+        # that was written and then failed.
+        holder = await claim_now(checkpointer, workflow)
+        with pytest.raises(error, match="budget"):
+            await checkpointer.extend(holder, duration, LONG)
+        with pytest.raises(error, match="alive"):
+            await checkpointer.extend(holder, LONG, duration)
+        with pytest.raises(error, match="alive"):
+            await checkpointer.renew(holder, duration)
+        # And the claim is as it was: live, and released as any other.
+        assert (await checkpointer.record(holder, "step", 1)).first
+        await checkpointer.release(holder)
+        assert await checkpointer.claim(workflow, LONG, LONG) is not None
+
+    async def test_the_longest_duration_is_a_duration_like_any_other(
+        self, checkpointer: Checkpointer
+    ) -> None:
+        workflow = fresh()
+        holder = await claim_now(checkpointer, workflow, budget=MAX_DURATION, alive=MAX_DURATION)
+        # A century from now, give or take the store's rounding.
+        assert holder.budget_ends - datetime.now(UTC) > MAX_DURATION - timedelta(minutes=1)
+        assert await checkpointer.claim(workflow, LONG, LONG) is None
+        extended = await checkpointer.extend(holder, MAX_DURATION, MAX_DURATION)
+        assert extended.budget_ends >= holder.budget_ends
+        await checkpointer.renew(holder, MAX_DURATION)
+        assert (await checkpointer.record(holder, "step", 1)).first
+        await checkpointer.release(holder)
+        assert await checkpointer.claim(workflow, LONG, LONG) is not None

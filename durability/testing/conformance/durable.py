@@ -13,6 +13,7 @@ import pytest
 
 from durability.codec import Unencodable
 from durability.interfaces import INBOX, Durable, Fenced, Recorded
+from durability.testing.conformance.bounds import ABSURD_CASES, BAD_ID_CASES
 from durability.testing.conformance.claims import LONG, fresh
 from durability.testing.conformance.scheduler import ARRIVES, QUIET
 from durability.testing.conformance.working import WorkContract
@@ -125,3 +126,32 @@ class DurableContract(WorkContract):
 
     async def test_delete_of_an_unknown_workflow_is_zero(self, durable: Durable) -> None:
         assert await durable.delete(fresh()) == 0
+
+    async def test_a_bad_workflow_id_is_refused_and_wakes_nothing(
+        self, durable: Durable
+    ) -> None:
+        for workflow, error, _ in BAD_ID_CASES:
+            for call in (
+                durable.arrive(workflow, "order", 1),
+                durable.deliver(workflow, 1),
+                durable.delete(workflow),
+            ):
+                with pytest.raises(error, match="workflow id"):
+                    await call
+        await _quiet(durable)
+
+    async def test_a_take_with_an_absurd_duration_takes_nothing(self, durable: Durable) -> None:
+        workflow = fresh()
+        await durable.arrive(workflow, "order", 1)
+        for duration, error, _ in ABSURD_CASES:
+            with pytest.raises(error, match="budget"):
+                await durable.take(ARRIVES, duration, LONG)
+            with pytest.raises(error, match="alive"):
+                await durable.take(ARRIVES, LONG, duration)
+            with pytest.raises(error, match="within"):
+                await durable.take(duration, LONG, LONG)
+        # Refused before the delivery was taken or the claim written: both still free.
+        taken = await durable.take(ARRIVES, LONG, LONG)
+        assert taken is not None and taken.delivery.workflow == workflow
+        assert taken.holder is not None
+        await durable.finish(taken.holder, taken.delivery)

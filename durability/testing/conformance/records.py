@@ -7,19 +7,33 @@ from __future__ import annotations
 
 import asyncio
 import math
+import uuid
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from durability.codec import Unencodable
 from durability.interfaces import (
     INBOX,
+    MAX_NAME,
     Checkpointer,
     Effect,
     Fenced,
     Recorded,
+    check_key,
+    check_workflow,
     inbox_key,
+)
+from durability.testing.conformance.bounds import (
+    AT_THE_BOUNDS,
+    BAD_KEYS,
+    PROPERTY,
+    UNSTORABLE,
+    names,
+    refusal,
 )
 from durability.testing.conformance.claims import BRIEF, LONG, PAST_BRIEF, claim_now, fresh
 
@@ -75,6 +89,14 @@ ROUND_TRIPS: list[object] = [
     {},
     [1, "two", None, [3.5, False]],
     {"b": 1, "a": {"nested": [True, None, "x"]}, "é": -1.5},
+    # Numbers where text and numeric columns part ways: past 2**53, the extremes of a float,
+    # a float a numeric type would print without its point.
+    2**53 + 1,
+    5e-324,
+    1.7976931348623157e308,
+    1e16,
+    "astral \U0001f389 and separators \u2028\u2029",
+    *AT_THE_BOUNDS,
 ]
 
 # Values JSON would bring back different or not at all: each must be refused before a write.
@@ -86,6 +108,7 @@ UNENCODABLE = [
     pytest.param(math.inf, id="inf"),
     pytest.param(b"bytes", id="bytes"),
     pytest.param({"deep": [1, (2, 3)]}, id="nested-tuple"),
+    *UNSTORABLE,
 ]
 
 
@@ -141,25 +164,61 @@ class RecordContract:
     async def test_unusual_step_keys_are_ordinary_keys(self, checkpointer: Checkpointer) -> None:
         workflow = fresh()
         # Only the exact inbox prefix is reserved; these merely look like structure.
-        keys = ["inbox", "INBOX:1", "a:b:c", "with space", "{braces}", "ünï", "x" * 300, "'; --"]
+        keys = ["inbox", "INBOX:1", "a:b:c", "with space", "{braces}", "ünï", "'; --",
+                "new\nline", "x" * MAX_NAME, "🎉" * MAX_NAME]
         for n, key in enumerate(keys):
             assert (await checkpointer.supply(workflow, key, n)).first
         assert await checkpointer.load(workflow) == {key: n for n, key in enumerate(keys)}
 
-    @pytest.mark.parametrize("key", ["", INBOX, f"{INBOX}x", inbox_key(1)])
+    @pytest.mark.parametrize(("key", "error"), BAD_KEYS)
     async def test_bad_step_keys_are_refused(
-        self, checkpointer: Checkpointer, effect_kit: EffectKit, key: str
+        self, checkpointer: Checkpointer, effect_kit: EffectKit, key: str, error: type[Exception]
     ) -> None:
         workflow = fresh()
         holder = await claim_now(checkpointer, workflow)
-        with pytest.raises(ValueError):
+        with pytest.raises(error, match="step key"):
             await checkpointer.record(holder, key, 1)
-        with pytest.raises(ValueError):
+        with pytest.raises(error, match="step key"):
             await checkpointer.supply(workflow, key, 1)
-        with pytest.raises(ValueError):
+        with pytest.raises(error, match="step key"):
             await checkpointer.transact(holder, key, effect_kit.effect(workflow, 1))
         assert await checkpointer.load(workflow) == {}
         assert await effect_kit.counter(workflow) == 0
+
+    @PROPERTY
+    @given(data=st.data())
+    async def test_an_id_and_key_either_work_or_are_refused_unwritten(
+        self, checkpointer: Checkpointer, data: st.DataObject
+    ) -> None:
+        head = f"p-{uuid.uuid4().hex[:12]}-"  # fresh, and short: the rest is the property's
+        workflow = head + data.draw(names(MAX_NAME - len(head)), label="id")
+        key = data.draw(names(MAX_NAME), label="key")
+        bad_id, bad_key = refusal(check_workflow, workflow), refusal(check_key, key)
+        if bad_id is not None:
+            for call in (
+                checkpointer.claim(workflow, LONG, LONG),
+                checkpointer.supply(workflow, "k", 1),
+                checkpointer.load(workflow),
+            ):
+                with pytest.raises(bad_id):
+                    await call
+            return
+        holder = await claim_now(checkpointer, workflow)
+        if bad_key is not None:
+            with pytest.raises(bad_key):
+                await checkpointer.record(holder, key, 1)
+            with pytest.raises(bad_key):
+                await checkpointer.supply(workflow, key, 1)
+            assert await checkpointer.load(workflow) == {}
+        else:
+            assert await checkpointer.record(holder, key, [key]) == Recorded([key], True)
+            assert await checkpointer.supply(workflow, key, "late") == Recorded([key], False)
+            assert await checkpointer.load(workflow) == {key: [key]}
+            assert [(each.key, each.value) for each in await checkpointer.history(workflow)] == [
+                (key, [key])
+            ]
+        await checkpointer.release(holder)
+        await checkpointer.discard(workflow)
 
     @pytest.mark.parametrize("value", UNENCODABLE)
     async def test_a_value_the_codec_cannot_bring_back_is_refused_unwritten(

@@ -13,13 +13,24 @@ that waits for a lease to run out accepts the workflow back through either `recl
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from durability.interfaces import Delivery, Scheduler
+from durability.interfaces import MAX_NAME, Delivery, Scheduler, check_workflow
+from durability.testing.conformance.bounds import (
+    ABSURD_CASES,
+    BAD_ID_CASES,
+    PROPERTY,
+    names,
+    refusal,
+)
 from durability.testing.conformance.claims import fresh
+from durability.testing.conformance.pace import Stalled, Stopwatch, at_any_pace
 
 MakeScheduler = Callable[[timedelta], Awaitable[Scheduler]]
 
@@ -155,20 +166,26 @@ class SchedulerContract:
     async def test_a_future_wakeup_waits_until_it_is_due(
         self, make_scheduler: MakeScheduler
     ) -> None:
-        scheduler = await make_scheduler(LONG_LEASE)
-        workflow = fresh()
-        await scheduler.make_ready(workflow)
-        delivery = await _take(scheduler, workflow)
-        when = _whole_ms(datetime.now(UTC) + timedelta(seconds=1))
-        assert await scheduler.wake_at(delivery, when)
-        await scheduler.done(delivery)
-        due = await scheduler.wake_due()
-        assert due is not None, "a sleeper must be reported by wake_due"
-        assert due <= when
-        assert await scheduler.next_ready(QUIET) is None
-        await asyncio.sleep(max(0.0, (when - datetime.now(UTC)).total_seconds()) + 0.1)
-        await scheduler.wake_due()
-        await _take(scheduler, workflow)
+        async def scenario(scale: float) -> None:
+            scheduler = await make_scheduler(LONG_LEASE)
+            workflow = fresh()
+            await scheduler.make_ready(workflow)
+            delivery = await _take(scheduler, workflow)
+            when = _whole_ms(datetime.now(UTC) + timedelta(seconds=scale))
+            assert await scheduler.wake_at(delivery, when)
+            await scheduler.done(delivery)
+            due = await scheduler.wake_due()
+            assert due is not None, "a sleeper must be reported by wake_due"
+            assert due <= when
+            early = await scheduler.next_ready(QUIET)
+            if early is not None and datetime.now(UTC) >= when:
+                raise Stalled("the look before the wakeup was due ended after it")
+            assert early is None
+            await asyncio.sleep(max(0.0, (when - datetime.now(UTC)).total_seconds()) + 0.1)
+            await scheduler.wake_due()
+            await _take(scheduler, workflow)
+
+        await at_any_pace(scenario)
 
     async def test_wake_at_declines_after_cancel(self, make_scheduler: MakeScheduler) -> None:
         lease = timedelta(milliseconds=300)
@@ -309,18 +326,29 @@ class SchedulerContract:
     async def test_extend_keeps_a_delivery_past_its_first_lease(
         self, make_scheduler: MakeScheduler
     ) -> None:
-        lease = timedelta(seconds=1)
-        scheduler = await make_scheduler(lease)
-        workflow = fresh()
-        await scheduler.make_ready(workflow)
-        delivery = await _take(scheduler, workflow)
-        await asyncio.sleep(0.6)
-        extended = await scheduler.extend(delivery, lease)
-        assert extended is not None
-        assert extended.workflow == workflow
-        await asyncio.sleep(0.6)  # past the first lease, well inside the extended one
-        await _nothing_to_take(scheduler, lease)
-        await scheduler.done(extended)
+        async def scenario(scale: float) -> None:
+            lease = timedelta(seconds=scale)
+            limit = lease.total_seconds()
+            scheduler = await make_scheduler(lease)
+            workflow = fresh()
+            await scheduler.make_ready(workflow)
+            taking = Stopwatch()
+            delivery = await _take(scheduler, workflow)
+            await asyncio.sleep(limit * 0.6)
+            extending = Stopwatch()
+            extended = await scheduler.extend(delivery, lease)
+            if extended is None:
+                taking.within(limit, "the take and the extend")
+            assert extended is not None
+            assert extended.workflow == workflow
+            await asyncio.sleep(limit * 0.6)  # past the first lease, inside the extended one
+            found = await scheduler.reclaim(lease) or await scheduler.next_ready(QUIET)
+            if found is not None:
+                extending.within(limit, "the extend and the look after it")
+            assert found is None
+            await scheduler.done(extended)
+
+        await at_any_pace(scenario)
 
     @pytest.mark.parametrize("zero", [timedelta(0), timedelta(seconds=-1)])
     async def test_durations_must_be_positive(
@@ -336,3 +364,59 @@ class SchedulerContract:
         delivery = await _take(scheduler, workflow)
         with pytest.raises(ValueError, match="within"):
             await scheduler.extend(delivery, zero)
+
+    # --- bounds -------------------------------------------------------------------------------
+
+    async def test_a_bad_workflow_id_is_refused_and_queues_nothing(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        for workflow, error, _ in BAD_ID_CASES:
+            with pytest.raises(error, match="workflow id"):
+                await scheduler.make_ready(workflow)
+            with pytest.raises(error, match="workflow id"):
+                await scheduler.cancel(workflow)
+        await _nothing_to_take(scheduler, LONG_LEASE)
+
+    async def test_an_absurd_duration_is_refused_and_changes_nothing(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        for duration, error, _ in ABSURD_CASES:
+            with pytest.raises(error, match="lease"):
+                await make_scheduler(duration)
+            with pytest.raises(error, match="within"):
+                await scheduler.next_ready(duration)
+            with pytest.raises(error, match="idle"):
+                await scheduler.reclaim(duration)
+        delivery = await _take(scheduler, workflow)  # still ready: the refused reads took nothing
+        for duration, error, _ in ABSURD_CASES:
+            with pytest.raises(error, match="within"):
+                await scheduler.extend(delivery, duration)
+        kept = await scheduler.extend(delivery, LONG_LEASE)  # still held, as it was
+        assert kept is not None and kept.workflow == workflow
+        await scheduler.done(kept)
+        await _nothing_to_take(scheduler, LONG_LEASE)
+
+    @pytest.fixture
+    async def one_queue(self, make_scheduler: MakeScheduler) -> Scheduler:
+        """One scheduler for all of a property's examples (each takes back what it queued)."""
+        return await make_scheduler(LONG_LEASE)
+
+    @PROPERTY
+    @given(data=st.data())
+    async def test_any_accepted_id_comes_back_exactly_from_the_queue(
+        self, one_queue: Scheduler, data: st.DataObject
+    ) -> None:
+        head = f"p-{uuid.uuid4().hex[:12]}-"
+        workflow = head + data.draw(names(MAX_NAME - len(head)), label="id")
+        bad = refusal(check_workflow, workflow)
+        if bad is not None:
+            with pytest.raises(bad):
+                await one_queue.make_ready(workflow)
+            return
+        await one_queue.make_ready(workflow)
+        delivery = await _take(one_queue, workflow)
+        await one_queue.done(delivery)

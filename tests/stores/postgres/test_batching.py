@@ -68,6 +68,29 @@ async def test_an_error_stays_with_its_statement_and_the_others_commit(
     assert await _rows(pool, table) == set(good)
 
 
+@pytest.mark.parametrize("together", [False, True], ids=["alone", "together"])
+async def test_a_statement_whose_parameters_cannot_be_dumped_fails_alone(
+    pool: Pool, table: str, together: bool
+) -> None:
+    batcher = Batcher(pool)
+    insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n, %(tag)s::text"
+    bad = {0, 4, 5, 9}  # first, adjacent, last
+    # A lone surrogate cannot be encoded for the server: that statement's parameters fail to
+    # dump. It must fail for its own caller, without taking another's row or sinking the batch.
+    calls = [
+        batcher.one(insert, {"n": n, "tag": f"t{n}" + ("\ud800" if n in bad else "")},
+                    together=together)
+        for n in range(10)
+    ]
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    for n in bad:
+        assert isinstance(outcomes[n], UnicodeEncodeError)
+    good = [n for n in range(10) if n not in bad]
+    assert [outcomes[n] for n in good] == [(n, f"t{n}") for n in good]
+    assert await _rows(pool, table) == set(good)
+    assert await batcher.one("SELECT %(x)s::int", {"x": 5}) == (5,)
+
+
 async def test_a_pool_without_autocommit_still_commits_each(
     make_pool: MakePool, table: str, pool: Pool
 ) -> None:

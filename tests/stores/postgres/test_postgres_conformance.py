@@ -11,6 +11,7 @@ import pytest
 
 from durability.interfaces import Checkpointer, Durable, Effect, Scheduler
 from durability.testing.conformance import (
+    BoundsContract,
     CheckpointerContract,
     DurableContract,
     EffectKit,
@@ -110,5 +111,19 @@ class TestPostgresDurable(DurableContract):
 
         scheduler = PostgresScheduler(pool=pool, queue=queue_name())
         await scheduler.prepare()
+        yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
+        await scheduler.close()
+
+
+class TestPostgresBounds(BoundsContract):
+    @pytest.fixture
+    async def offline(self, database_url: str) -> AsyncIterator[Durable]:
+        from psycopg_pool import AsyncConnectionPool
+
+        from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
+
+        # Never opened: anything that asked it for a connection would get PoolClosed.
+        pool: Pool = AsyncConnectionPool(database_url, kwargs={"autocommit": True}, open=False)
+        scheduler = PostgresScheduler(pool=pool, queue=queue_name())
         yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
         await scheduler.close()

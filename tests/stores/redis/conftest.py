@@ -93,6 +93,8 @@ class Servers:
         self._next = first_port
         self._binary = binary
         self._processes: list[subprocess.Popen[bytes]] = []
+        #: The command and process of each server started, by port (for `restart`).
+        self._by_port: dict[int, tuple[list[str], subprocess.Popen[bytes]]] = {}
 
     def start(self, *extra: str, bus: bool = False) -> int:
         """A fresh server (plus `extra` arguments) on a free port; returns the port.
@@ -118,11 +120,29 @@ class Servers:
                 process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
             if _wait_ping(port, process):
                 self._processes.append(process)
+                self._by_port[port] = (command, process)
                 return port
             # Lost a race for the port with another test run: try the next one.
             _stop(process)
         unavailable("no free port for a redis-server")
         raise AssertionError("unreachable")
+
+    def restart(self, port: int) -> None:
+        """Stop the server on `port` (SIGTERM; with persistence off it keeps nothing) and start
+        it again on the same port with the same arguments."""
+        command, process = self._by_port[port]
+        _stop(process)
+        home = self._root / str(port)
+        for _ in range(50):  # the port may linger a moment after the old process exits
+            with open(home / "server.log", "ab") as out:
+                fresh = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+            if _wait_ping(port, fresh):
+                self._processes.append(fresh)
+                self._by_port[port] = (command, fresh)
+                return
+            _stop(fresh)
+            time.sleep(0.1)
+        raise AssertionError(f"redis-server on {port} did not come back")
 
     def stop_all(self) -> None:
         for process in self._processes:
@@ -208,6 +228,17 @@ def spawn_redis(tmp_path: Path) -> Iterator[Callable[..., int]]:
     started = Servers(tmp_path, first_port=_first_port())
     try:
         yield started.start
+    finally:
+        started.stop_all()
+
+
+@pytest.fixture
+def private_servers(tmp_path: Path) -> Iterator[Servers]:
+    """`Servers` of this test's own (`start`, and `restart` of one on its port), all stopped
+    after the test."""
+    started = Servers(tmp_path, first_port=_first_port())
+    try:
+        yield started
     finally:
         started.stop_all()
 

@@ -14,6 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from durability.redis.batching import MOST, Batcher
+from durability.redis.lane import Unsendable
 
 # Counts its calls in KEYS[1] and answers with what it was given, so a reply that reached the
 # wrong caller shows; ARGV[2] == "fail" makes it raise instead.
@@ -53,6 +54,27 @@ async def test_one_error_stays_with_its_caller(redis: Redis, namespace: str) -> 
         [f"call-{i}", counter] for i in range(8) if i != 3
     ]
     assert int(await redis.get(counter) or 0) == 7  # the failing one wrote nothing
+
+
+async def test_a_call_that_cannot_be_packed_fails_alone_and_shifts_no_reply(
+    redis: Redis, namespace: str
+) -> None:
+    batcher = Batcher(redis)
+    echo = redis.register_script(ECHO)
+    counter = f"{namespace}:calls"
+    bad = {0, 5, 6, MOST + 2}  # first, adjacent, and in the second pipeline of the turn
+    n = MOST + 10
+    calls = [
+        batcher.run(echo, [counter], [f"call-{i}" + ("\ud800" if i in bad else ""), "ok"])
+        for i in range(n)
+    ]
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    for i in bad:
+        assert isinstance(outcomes[i], Unsendable)
+    assert [o for i, o in enumerate(outcomes) if i not in bad] == [
+        [f"call-{i}", counter] for i in range(n) if i not in bad
+    ]
+    assert int(await redis.get(counter) or 0) == n - len(bad)
 
 
 async def test_a_cancelled_caller_leaves_the_others_their_replies(

@@ -323,6 +323,43 @@ async def test_bad_ids_are_refused_before_anything_is_sent(bad: str) -> None:
     await nowhere.aclose()
 
 
+class _Verbatim:
+    """A codec that hands text through unchecked, as a user's own codec might."""
+
+    def encode(self, value: object) -> str:
+        assert isinstance(value, str)
+        return value
+
+    def decode(self, text: str) -> object:
+        return text
+
+
+async def test_text_that_cannot_be_sent_fails_its_own_write_and_shifts_no_reply(
+    redis: Redis, namespace: str
+) -> None:
+    # The default codec refuses a lone surrogate (Unencodable); a codec that lets one through
+    # must still cost only its own write. Before, its reply slot was queued on the shared
+    # connection with nothing sent for it, and every later caller got the next one's reply.
+    store = RedisCheckpointer(redis=redis, ttl=timedelta(minutes=10), codec=_Verbatim())
+    workflows = [f"{namespace}-{n}" for n in range(12)]
+    holders = [await claimed(store, workflow) for workflow in workflows]
+    outcomes = await asyncio.gather(
+        *(
+            store.record(holder, "k", f"value-{n}" + ("\ud800" if n in (0, 5) else ""))
+            for n, holder in enumerate(holders)
+        ),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[0], ValueError) and isinstance(outcomes[5], ValueError)
+    loads = await asyncio.gather(*(store.load(workflow) for workflow in workflows))
+    for n, (outcome, loaded) in enumerate(zip(outcomes, loads, strict=True)):
+        if n in (0, 5):
+            assert loaded == {}
+        else:
+            assert not isinstance(outcome, BaseException) and outcome.value == f"value-{n}"
+            assert loaded == {"k": f"value-{n}"}
+
+
 async def test_the_longest_id_is_accepted(store: RedisCheckpointer, namespace: str) -> None:
     workflow = (namespace + "-" + "x" * MAX_WORKFLOW)[:MAX_WORKFLOW]
     assert (await store.supply(workflow, "k", 1)).first

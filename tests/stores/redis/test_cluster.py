@@ -90,3 +90,18 @@ async def test_scripts_come_back_after_every_node_forgets_them(
         assert (await store.record(holder, "b", 2)).first
         assert await store.load(workflow) == {"a": 1, "b": 2}
         await store.discard(workflow)
+
+
+async def test_open_durable_reaches_a_cluster_by_url(cluster_ports: list[int]) -> None:
+    from durability.connect import open_durable
+
+    url = f"redis://127.0.0.1:{cluster_ports[0]}/0?cluster=on&scheduler=set&namespace=cl-url"
+    async with open_durable(url) as durable:
+        assert isinstance(durable.checkpointer.redis, RedisCluster)  # type: ignore[attr-defined]
+        await durable.arrive("cl-url-1", "order", 1)
+        taken = await durable.take(timedelta(seconds=2), timedelta(minutes=1),
+                                   timedelta(seconds=5))
+        assert taken is not None and taken.holder is not None
+        assert taken.delivery.workflow == "cl-url-1"
+        await durable.finish(taken.holder, taken.delivery)
+        assert await durable.delete("cl-url-1") == 1

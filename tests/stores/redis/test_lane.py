@@ -14,7 +14,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from durability.redis.lane import KEEP_FROM, Lane
+from durability.redis.lane import KEEP_FROM, Lane, Unsendable
 
 
 async def _clients_named(redis: Redis, name: str) -> int:
@@ -49,6 +49,49 @@ async def test_an_error_reply_is_its_commands_alone(redis: Redis, namespace: str
     assert first[0] == "before" and first[2] == "after"
     assert isinstance(first[1], ResponseError)
     assert second == ["other"]
+
+
+async def test_a_call_that_cannot_be_packed_sends_nothing_and_shifts_no_reply(
+    redis: Redis, namespace: str
+) -> None:
+    lane = Lane(redis.connection_pool)
+    counter = f"{namespace}:n"
+    # A lone surrogate cannot be encoded as UTF-8: the call that carries one fails to pack.
+    # Had its reply slot been queued anyway, every caller after it would get the next reply.
+    bad = {7, 50, 51, 120}
+
+    async def one(i: int) -> list[object]:
+        text = f"call-{i}\ud800" if i in bad else f"call-{i}"
+        return await lane.execute([("INCR", counter), ("ECHO", text)])
+
+    outcomes = await asyncio.gather(*(one(i) for i in range(150)), return_exceptions=True)
+    for i in bad:
+        refused = outcomes[i]
+        assert isinstance(refused, Unsendable) and isinstance(refused, ValueError)
+        assert refused.index == 1  # the ECHO; the INCR before it packed, and was not sent
+        assert isinstance(refused.__cause__, UnicodeEncodeError)
+    good = [i for i in range(150) if i not in bad]
+    assert [outcomes[i][1] for i in good] == [f"call-{i}" for i in good]  # type: ignore[index]
+    assert [outcomes[i][0] for i in good] == list(range(1, len(good) + 1))  # type: ignore[index]
+    # Nothing of a refused call reached the server, and the lane goes on as before.
+    assert int(await redis.get(counter) or 0) == len(good)
+    assert await lane.execute([("ECHO", "after")]) == ["after"]
+
+
+async def test_a_tight_pool_gets_its_connection_back_after_an_unsendable_call(
+    redis: Redis,
+) -> None:
+    pool = _capped(redis, 1)
+    client = Redis(connection_pool=pool, decode_responses=True)
+    try:
+        lane = Lane(pool)
+        with pytest.raises(Unsendable):
+            await lane.execute([("ECHO", "\udcff")])
+        assert await client.ping()  # the pool's only connection was given back
+        assert await lane.execute([("ECHO", "fine")]) == [b"fine"]
+    finally:
+        await client.aclose()
+        await pool.aclose()
 
 
 async def test_all_callers_share_one_connection(

@@ -14,6 +14,8 @@ import pytest
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from durability import work
 from durability.interfaces import Durable
@@ -24,7 +26,7 @@ from durability.redis import (
     RedisStreamScheduler,
 )
 from durability.stepwise import Completed, Run
-from durability.testing.conformance import DurableContract
+from durability.testing.conformance import BoundsContract, DurableContract
 from durability.worker import Event
 
 #: Short enough that the workflows these tests leave on the shared server go away by themselves.
@@ -45,7 +47,7 @@ def _scheduler(kind: Kind, client: Any, namespace: str, lease: timedelta) -> Any
 async def _durable(kind: Kind, client: Any, namespace: str) -> RedisDurable:
     scheduler = _scheduler(kind, client, namespace, timedelta(seconds=5))
     await scheduler.prepare()
-    return RedisDurable(RedisCheckpointer(redis=client, ttl=TTL), scheduler)
+    return RedisDurable(RedisCheckpointer(redis=client, namespace=namespace, ttl=TTL), scheduler)
 
 
 # --- the contract -------------------------------------------------------------------------
@@ -75,6 +77,31 @@ class TestRedisDurableOnACluster(DurableContract):
         made = await _durable(RedisStreamScheduler, redis_cluster, fresh_id)
         assert not made.joined
         return made
+
+
+@pytest.fixture
+async def nowhere() -> AsyncIterator[Redis]:
+    """A client to a port nothing listens on: anything sent would be a ConnectionError (at
+    once: no retries)."""
+    client = Redis(
+        host="127.0.0.1", port=1, decode_responses=True, retry=Retry(NoBackoff(), 0)
+    )
+    yield client
+    await client.aclose()
+
+
+class TestRedisBoundsOnTheStream(BoundsContract):
+    @pytest.fixture
+    def offline(self, nowhere: Redis) -> Durable:
+        scheduler = RedisStreamScheduler(redis=nowhere, namespace="offline")
+        return RedisDurable(RedisCheckpointer(redis=nowhere), scheduler)
+
+
+class TestRedisBoundsOnTheSet(BoundsContract):
+    @pytest.fixture
+    def offline(self, nowhere: Redis) -> Durable:
+        scheduler = RedisSetScheduler(redis=nowhere, namespace="offline")
+        return RedisDurable(RedisCheckpointer(redis=nowhere), scheduler)
 
 
 # --- one workflow through work() ---------------------------------------------------------

@@ -17,6 +17,7 @@ from durability.sqlite import (
     SqliteScheduler,
 )
 from durability.testing.conformance import (
+    BoundsContract,
     CheckpointerContract,
     DurableContract,
     EffectKit,
@@ -86,3 +87,13 @@ class TestSqliteDurable(DurableContract):
     def durable(self, database: SqliteDatabase) -> Durable:
         return SqliteDurable(SqliteCheckpointer(database), SqliteScheduler(database))
 
+
+
+class TestSqliteBounds(BoundsContract):
+    @pytest.fixture
+    async def offline(self, database: SqliteDatabase) -> Durable:
+        # Both connections closed under the database: any statement would raise
+        # sqlite3.ProgrammingError ("Cannot operate on a closed database").
+        await database.writer(lambda connection: connection.close())
+        await database.read(lambda connection: connection.close())
+        return SqliteDurable(SqliteCheckpointer(database), SqliteScheduler(database))

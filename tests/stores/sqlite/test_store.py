@@ -375,7 +375,7 @@ async def test_a_cancelled_caller_leaves_no_transaction_open(database: SqliteDat
 
 
 @pytest.mark.parametrize(
-    "workflow", ["'; DROP TABLE durability_records; --", 'quote"d', "emoji 🧾", "a\x00b"]
+    "workflow", ["'; DROP TABLE durability_records; --", 'quote"d', "emoji 🧾", "new\nline ?1 :x"]
 )
 async def test_workflow_ids_are_data_not_sql(database: SqliteDatabase, workflow: str) -> None:
     durable = SqliteDurable(SqliteCheckpointer(database), SqliteScheduler(database))

@@ -9,6 +9,7 @@ workflow, and that the take and the claim commit together or not at all.
 from __future__ import annotations
 
 import asyncio
+import sqlite3
 from datetime import timedelta
 
 import pytest
@@ -115,9 +116,17 @@ async def test_a_take_that_fails_after_taking_the_row_leaves_it(
 ) -> None:
     durable = durable_over(database)
     await durable.scheduler.make_ready("rolled-back")
-    # A budget too large for SQLite's integers fails the claim after the row was taken.
-    with pytest.raises(OverflowError):
-        await durable.take(SHORT, timedelta(days=999_999_999), LEASE)
+    # A trigger that refuses every claim fails the take's claim after its UPDATE took the row.
+    # (A budget too large is no way to fail it: that is refused before the transaction.)
+    await database.write(
+        lambda connection: connection.execute(
+            "CREATE TRIGGER refuse_claims BEFORE INSERT ON durability_workflows"
+            " BEGIN SELECT RAISE(ABORT, 'claims refused'); END"
+        )
+    )
+    with pytest.raises(sqlite3.IntegrityError, match="claims refused"):
+        await durable.take(SHORT, BUDGET, LEASE)
+    await database.write(lambda connection: connection.execute("DROP TRIGGER refuse_claims"))
     taken = await durable.take(SHORT, BUDGET, LEASE)
     assert taken is not None and taken.delivery.workflow == "rolled-back"
     assert taken.holder is not None

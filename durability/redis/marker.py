@@ -1,0 +1,91 @@
+"""`Marker`: how a Redis scheduler notices that the server lost its data.
+
+A Redis restarted without persistence, a `FLUSHALL`, a failover to a replica that had not
+caught up: each leaves an empty data set that nothing marks as such, so every workflow queued,
+asleep or held is silently gone and a resubmitted order that was paid is taken for a new one.
+So `prepare` writes `{<ns>}:marker`, a random value, if it is missing, and the scheduler
+remembers what it found. The value is read again inside scripts the scheduler runs anyway (the
+timer's `wake_due`, once per sweep; the recovery from a lost consumer group), so the check
+costs no round trip. A marker gone or changed means the data set it lived in was wiped: one
+ERROR line, `wipes` and `last_wipe` move, and `on_wipe` hears of it. Whichever process puts
+the marker back first, every scheduler that knew the old value reports the wipe, once.
+
+Blind spots: a wipe while no process of the namespace ran (the first `prepare` after it finds
+no marker, as a first start does), and, on a cluster, a wipe of shards other than the one
+holding the queue's slot. Deleting the marker key by hand reads as a wipe.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from durability.redis.namespace import key, text
+
+__all__ = ["Marker", "OnWipe", "Wiped"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class Wiped:
+    """A wipe a scheduler noticed: of which namespace, when (this host's clock), the how-many-th
+    this scheduler has seen, and what noticed it (`prepare`, `wake_due`, `lost group`)."""
+
+    namespace: str
+    at: datetime
+    wipes: int
+    noticed_by: str
+
+
+OnWipe = Callable[[Wiped], None]
+
+
+class Marker:
+    """One namespace's marker key and what this scheduler knows of it (see the module doc)."""
+
+    __slots__ = ("_known", "key", "last_wipe", "namespace", "on_wipe", "wipes")
+
+    def __init__(self, namespace: str, on_wipe: OnWipe | None = None) -> None:
+        self.namespace = namespace
+        #: `{<ns>}:marker`: on the queue's slot, so the queue's own scripts may read it.
+        self.key = key(namespace, "marker")
+        #: How many wipes this scheduler noticed, and when it noticed the last (None: never).
+        self.wipes = 0
+        self.last_wipe: datetime | None = None
+        #: Called with a `Wiped` on each one noticed (assignable; its errors are logged).
+        self.on_wipe = on_wipe
+        self._known: str | None = None
+
+    @staticmethod
+    def fresh() -> str:
+        """A value for a script to write if it finds no marker."""
+        return uuid.uuid4().hex
+
+    def saw(self, found: object, noticed_by: str) -> bool:
+        """Note the marker's value as a script found (or put back) it; True if that shows a
+        wipe since the last look. The first look only learns it."""
+        value = text(found)
+        known, self._known = self._known, value
+        if known is None or known == value:
+            return False
+        self.wipes += 1
+        self.last_wipe = datetime.now(UTC)
+        log.error(
+            "Redis lost the data of namespace %r (its marker %s went, noticed by %s): every "
+            "workflow queued, asleep or held there is gone, and a workflow submitted again now "
+            "runs from its first step. Wipes seen by this scheduler: %d",
+            self.namespace,
+            self.key,
+            noticed_by,
+            self.wipes,
+        )
+        if self.on_wipe is not None:
+            try:
+                self.on_wipe(Wiped(self.namespace, self.last_wipe, self.wipes, noticed_by))
+            except Exception:
+                log.exception("on_wipe failed for namespace %r", self.namespace)
+        return True

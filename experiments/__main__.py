@@ -1,0 +1,152 @@
+"""`python -m experiments`: the lab's command line (see `experiments/__init__.py`)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+
+from experiments import EXPERIMENTS
+from experiments.backends import BACKENDS, select
+from experiments.results import RESULTS
+from experiments.servers import KINDS, SOURCES
+
+#: What the rivals' virtualenv holds (their own queues, and the drivers they need).
+RIVALS = ["saq", "arq", "streaq", "pgqueuer", "procrastinate", "asyncpg", "psycopg[binary]",
+          "psycopg-pool", "hiredis"]
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m experiments",
+                                     description="compare every scheduler, side by side")
+    commands = parser.add_subparsers(dest="command", required=True)
+    run = commands.add_parser("run", help="run experiments and write results/")
+    run.add_argument("names", nargs="*", metavar="NAME",
+                     help=f"experiments to run (default: all of {', '.join(EXPERIMENTS)})")
+    run.add_argument("--backends", help="comma-separated backends (prefix* allowed); default all:"
+                     f" {', '.join(BACKENDS)}")
+    run.add_argument("--quick", action="store_true", help="short runs, fewer configurations")
+    run.add_argument("--repeat", type=int, default=1, help="run each configuration N times")
+    run.add_argument("--sources", help=f"where servers may come from, in order (default "
+                     f"{','.join(SOURCES)}; e.g. container,binary for private servers only)")
+    run.add_argument("--results", default=str(RESULTS), help="where to write results")
+    run.add_argument("--no-figures", action="store_true", help="write no figures")
+    commands.add_parser("report", help="print the comparison tables from results/").add_argument(
+        "--results", default=str(RESULTS))
+    found = commands.add_parser("backends", help="what was found, how, and why not")
+    found.add_argument("--sources", help="as for run")
+    commands.add_parser("images", help="build local container images (Debian archive)")
+    commands.add_parser("rivals", help="make the rivals' virtualenv (.venv-rivals)")
+    return parser
+
+
+def _sources(text: str | None) -> tuple[str, ...] | None:
+    if not text:
+        return None
+    return tuple(s.strip() for s in text.split(",") if s.strip())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "run":
+        return _run(args)
+    if args.command == "report":
+        from pathlib import Path
+
+        from experiments.report import report
+
+        print(report(Path(args.results)))
+        return 0
+    if args.command == "backends":
+        return _backends(_sources(args.sources))
+    if args.command == "images":
+        from experiments.containers import build_images
+
+        print("built:", ", ".join(build_images()) or "nothing (all present)")
+        return 0
+    if args.command == "rivals":
+        return make_rivals_venv()
+    return 2
+
+
+def _run(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from experiments.report import report
+    from experiments.runner import main_sync, run
+
+    names = args.names or list(EXPERIMENTS)
+    unknown = [n for n in names if n not in EXPERIMENTS]
+    if unknown:
+        print(f"unknown experiment(s) {unknown}; choose from {', '.join(EXPERIMENTS)}",
+              file=sys.stderr)
+        return 2
+    try:
+        chosen = select(None if not args.backends else [b.strip() for b in
+                                                         args.backends.split(",") if b.strip()])
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
+    if args.repeat < 1:
+        print("--repeat must be at least 1", file=sys.stderr)
+        return 2
+    command = "python -m experiments " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    where = Path(args.results)
+    failures = main_sync(run(names, chosen, quick=args.quick, repeat=args.repeat,
+                             sources=_sources(args.sources), where=where,
+                             figures=not args.no_figures, command=command))
+    if failures == 130:
+        return 130
+    print(report(where, names))
+    if failures:
+        print(f"{failures} configuration(s) failed: see the messages above and "
+              f"results/<experiment>.json", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _backends(sources: tuple[str, ...] | None) -> int:
+    from experiments.harness import rivals_python
+    from experiments.servers import Servers
+
+    with Servers(sources) if sources else Servers() as servers:
+        for kind in KINDS:
+            server = servers.get(kind)
+            if server is None:
+                print(f"{kind:<9} missing")
+                for reason in servers.reasons.get(kind, []):
+                    print(f"{'':<11}{reason}")
+            else:
+                print(f"{kind:<9} {server.source}: version {server.version}"
+                      f"{' (private)' if server.private else ' (shared)'}")
+        print()
+        rivals = rivals_python()
+        for backend in BACKENDS.values():
+            need = backend.server
+            if backend.rival is not None and rivals is None:
+                state = "skipped: the rivals' virtualenv is missing (python -m experiments rivals)"
+            elif need is None or servers.get(need) is not None:
+                state = "ready"
+            else:
+                state = f"skipped: no {need} server"
+            print(f"{backend.name:<22} {state}")
+    return 0
+
+
+def make_rivals_venv() -> int:
+    """Create `.venv-rivals` with the rival queues (their drivers conflict with ours)."""
+    import venv
+
+    from experiments.harness import RIVALS_VENV
+
+    python = RIVALS_VENV / "bin" / "python"
+    if not python.exists():
+        print(f"creating {RIVALS_VENV.name}/", file=sys.stderr)
+        venv.EnvBuilder(with_pip=True).create(RIVALS_VENV)
+    done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", *RIVALS])
+    return done.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,197 @@
+"""`python -m experiments.agent`: a process that opens one of our backends for the lab.
+
+It speaks `experiments.protocol`: `open` a store by URL, then any of `work` (run `work()` with
+a body from `experiments.bodies`, observed), `submit` (an open-loop schedule of `arrive`s),
+`preload`, `mark` (CPU, what the store sent, what the worker saw), `footprint`, `probe` (an
+experiment's own in-process measurement), `delete` and `stop`. It imports only the public
+API: `durability`, `open_durable`, `work`'s `Event`s and `durable.traffic`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import logging
+import sys
+from collections import Counter
+from datetime import timedelta
+from typing import Any
+
+from durability import Durable, Event, Measured, work
+from durability.connect import open_durable
+from experiments import bodies
+from experiments.protocol import (
+    AgentLoop,
+    Message,
+    cpu_seconds,
+    die_with_parent,
+    now_ns,
+    open_loop,
+    schedule,
+)
+
+
+def _ms(value: object, default: float | None = None) -> timedelta | None:
+    if value is None:
+        return None if default is None else timedelta(milliseconds=default)
+    return timedelta(milliseconds=float(str(value)))
+
+
+class Agent:
+    def __init__(self, loop: AgentLoop) -> None:
+        self.loop = loop
+        self.stack = contextlib.AsyncExitStack()
+        self.durable: Durable | None = None
+        self.worker: asyncio.Task[None] | None = None
+        self.started: dict[str, int] = {}
+        self.kinds: Counter[str] = Counter()
+        self.first_started: int | None = None
+        self.last_outcome: int | None = None
+        self.live = False
+        self.progress_every = 0
+
+    @property
+    def store(self) -> Durable:
+        if self.durable is None:
+            raise RuntimeError("open a store first")
+        return self.durable
+
+    async def open(self, request: Message) -> Message:
+        lease = _ms(request.get("lease_ms"), 30_000)
+        assert lease is not None
+        self.durable = await self.stack.enter_async_context(
+            open_durable(
+                request["url"],
+                lease=lease,
+                poll=_ms(request.get("poll_ms")),
+                housekeeping=bool(request.get("housekeeping", False)),
+            )
+        )
+        return {"ready": True}
+
+    def observe(self, event: Event) -> None:
+        self.kinds[event.kind] += 1
+        at = int(event.at * 1e9)
+        if event.kind == "started":
+            if event.workflow not in self.started:
+                self.started[event.workflow] = at
+            if self.first_started is None:
+                self.first_started = at
+            if self.live:
+                self.loop.emit("started", workflow=event.workflow, at=at)
+        elif event.kind == "outcome":
+            self.last_outcome = at
+            every = self.progress_every
+            if every and self.kinds["outcome"] % every == 0:
+                self.loop.emit("progress", outcomes=self.kinds["outcome"])
+
+    async def work(self, request: Message) -> Message:
+        body = bodies.BODIES[request.get("body", "one-step")]
+        if self.worker is not None:
+            raise RuntimeError("already working: stop first")
+        self.started, self.kinds = {}, Counter()
+        self.first_started = self.last_outcome = None
+        self.live = bool(request.get("live", False))
+        self.progress_every = int(request.get("progress_every", 0))
+        options: dict[str, Any] = {}
+        for name in ("tick", "within", "sweep"):
+            value = _ms(request.get(f"{name}_ms"))
+            if value is not None:
+                options[name] = value
+        if request.get("pool"):
+            options["pool"] = int(request["pool"])
+        self.worker = asyncio.create_task(work(self.store, body, observer=self.observe, **options))
+        return {"working": True, "at": now_ns()}
+
+    async def submit(self, request: Message) -> Message:
+        prefix, value = str(request["prefix"]), request.get("value", {})
+        offsets = schedule(float(request["rate"]), int(request["count"]), int(request["seed"]))
+        submitted, answered = [0] * len(offsets), [0] * len(offsets)
+        durable = self.store
+
+        async def one(i: int) -> None:
+            await durable.arrive(f"{prefix}-{i}", "order", value)
+
+        await open_loop(one, offsets, submitted, answered)
+        return {"submitted": submitted, "answered": answered}
+
+    async def preload(self, request: Message) -> Message:
+        prefix, count = str(request["prefix"]), int(request["count"])
+        value = request.get("value", {})
+        gate = asyncio.Semaphore(int(request.get("concurrency", 32)))
+        durable = self.store
+
+        async def one(i: int) -> None:
+            async with gate:
+                await durable.arrive(f"{prefix}-{i}", "order", value)
+
+        began = now_ns()
+        await asyncio.gather(*(one(i) for i in range(count)))
+        return {"seconds": (now_ns() - began) / 1e9}
+
+    async def mark(self, request: Message) -> Message:
+        sent = self.store.traffic.snapshot() if hasattr(self.store, "traffic") else None
+        return {
+            "at": now_ns(),
+            "cpu": cpu_seconds(),
+            "requests": dict(sent.requests) if sent else {},
+            "round_trips": sent.round_trips if sent else 0,
+            "kinds": dict(self.kinds),
+            "outcomes": self.kinds["outcome"],
+            "first_started": self.first_started,
+            "last_outcome": self.last_outcome,
+        }
+
+    async def footprint(self, request: Message) -> Message:
+        scheduler = self.store.scheduler
+        if not isinstance(scheduler, Measured):
+            return {"parts": {}, "bytes": None}
+        found = await scheduler.footprint()
+        return {"at": now_ns(), "parts": dict(found.parts), "bytes": found.bytes}
+
+    async def probe(self, request: Message) -> Message:
+        module = importlib.import_module(f"experiments.{request['module']}")
+        rows = await module.probe(self.store, request.get("args", {}))
+        return {"rows": rows}
+
+    async def delete(self, request: Message) -> Message:
+        return {"records": await self.store.delete(str(request["workflow"]))}
+
+    async def stop(self, request: Message) -> Message:
+        if self.worker is not None:
+            self.worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.worker
+            self.worker = None
+        return {"started": self.started, "kinds": dict(self.kinds)}
+
+    async def close(self, request: Message) -> Message:
+        await self.stop(request)
+        await self.stack.aclose()
+        self.durable = None
+        self.loop.stopping.set()
+        return {"closed": True}
+
+
+async def main() -> None:
+    loop = AgentLoop()
+    agent = Agent(loop)
+    bodies.notify = lambda event, workflow: loop.emit(event, workflow=workflow, at=now_ns())
+    for name in ("open", "work", "submit", "preload", "mark", "footprint", "probe", "delete",
+                 "stop", "close"):
+        loop.on(name, getattr(agent, name))
+    try:
+        await loop.run()
+    finally:
+        with contextlib.suppress(Exception):
+            await agent.stop({})
+        with contextlib.suppress(Exception):
+            await agent.stack.aclose()
+
+
+if __name__ == "__main__":
+    die_with_parent()
+    logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
+                        format="agent %(levelname)s %(name)s: %(message)s")
+    asyncio.run(main())

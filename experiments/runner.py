@@ -1,0 +1,226 @@
+"""Running experiments: every configuration of every backend that applies, with a progress bar,
+rows stamped with what produced them, results and figures written, failures counted.
+
+An experiment module offers `NAME`, `configurations(backend, quick) -> [params]` and
+`measure(lab, backend, params) -> [rows]`. The runner adds to each row the backend, its
+scheduler, store, server and version, the parameters and the repeat, so a module returns only
+what it measured. A backend whose server cannot be had, or a rival without its virtualenv, is
+skipped with its reason (recorded in the metadata); a configuration that raises is recorded as
+failed, the run goes on, and the exit status says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import os
+import platform
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from experiments import EXPERIMENTS
+from experiments.backends import Backend
+from experiments.harness import ROOT, Lab, cpu_calibration, rivals_python
+from experiments.results import RESULTS, write
+from experiments.servers import Servers
+
+__all__ = ["module", "run", "versions"]
+
+
+def module(name: str) -> ModuleType:
+    if name not in EXPERIMENTS:
+        raise ValueError(f"no experiment {name!r}; choose from {', '.join(EXPERIMENTS)}")
+    return importlib.import_module(f"experiments.{name}")
+
+
+def skip_reason(lab: Lab, backend: Backend) -> str | None:
+    """Why `backend` cannot run here, or None."""
+    if backend.rival is not None and rivals_python() is None:
+        return "the rivals' virtualenv is missing (python -m experiments rivals)"
+    if backend.server is None:
+        return None
+    if lab.servers.get(backend.server) is not None:
+        return None
+    reasons = lab.servers.reasons.get(backend.server, [])
+    return f"no {backend.server} server: " + "; ".join(reasons)
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for package in ("durability", "redis", "hiredis", "psycopg", "psycopg-pool", "aiosqlite",
+                    "testcontainers", "pandas", "matplotlib"):
+        with contextlib.suppress(Exception):
+            from importlib.metadata import version
+
+            found[package] = version(package)
+    import sqlite3
+
+    found["sqlite"] = sqlite3.sqlite_version
+    return found
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
+    return done.stdout.strip()
+
+
+def _stamp(backend: Backend, lab: Lab, name: str, params: dict[str, Any], repeat: int,
+           row: dict[str, Any]) -> dict[str, Any]:
+    server = lab.server(backend)
+    return {
+        "experiment": name,
+        "backend": backend.name,
+        "scheduler": backend.scheduler,
+        "store": backend.store,
+        "server": server.kind if server else ("in-process" if backend.in_process else "file"),
+        "server_version": server.version if server else "",
+        "repeat": repeat,
+        **params,
+        **row,
+    }
+
+
+async def run(
+    names: Sequence[str],
+    backends: Sequence[Backend],
+    *,
+    quick: bool,
+    repeat: int = 1,
+    sources: tuple[str, ...] | None = None,
+    where: Path = RESULTS,
+    figures: bool = True,
+    command: str = "",
+) -> int:
+    """Run `names` over `backends`; write results; return the number of failed configurations."""
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True)
+    modules = [module(name) for name in names]
+    failures = 0
+    servers = Servers(sources) if sources else Servers()
+    with contextlib.suppress(Exception):
+        from experiments import containers
+
+        containers.reap()
+    try:
+        lab = Lab(servers, quick)
+        columns = (TextColumn("[bold]{task.fields[name]:<10}"), BarColumn(),
+                   MofNCompleteColumn(), TimeElapsedColumn(),
+                   TextColumn("{task.description}"))
+        with Progress(*columns, console=console, transient=False) as progress:
+            for experiment in modules:
+                failures += await _one(experiment, backends, lab, progress, repeat, where,
+                                       figures, command, console)
+    finally:
+        await asyncio.to_thread(servers.close)
+    return failures
+
+
+async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, progress: Any,
+               repeat: int, where: Path, figures: bool, command: str, console: Any) -> int:
+    name: str = experiment.NAME
+    began, clock = datetime.now(UTC), time.perf_counter()
+    calibration = await asyncio.to_thread(cpu_calibration)
+    load = os.getloadavg()
+    plan: list[tuple[Backend, dict[str, Any]]] = []
+    skipped: dict[str, str] = {}
+    chosen = [b for b in backends if b.applies(name)]
+    for backend in chosen:
+        reason = await asyncio.to_thread(skip_reason, lab, backend)
+        if reason is not None:
+            skipped[backend.name] = reason
+            continue
+        plan += [(backend, params) for params in experiment.configurations(backend, lab.quick)]
+    task = progress.add_task("", total=len(plan) * repeat, name=name)
+    rows: list[dict[str, Any]] = []
+    failed: dict[str, str] = {}
+    servers_used: dict[str, dict[str, str]] = {}
+    for backend in dict.fromkeys(b for b, _ in plan):
+        server = lab.server(backend)
+        if server is not None:
+            servers_used[backend.name] = {"kind": server.kind, "source": server.source,
+                                          "version": server.version}
+        async with lab.scope():  # what the backend's configurations share, closed after
+            for params in (p for b, p in plan if b is backend):
+                for r in range(repeat):
+                    shown = ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)
+                    progress.update(task, description=f"{backend.name} {shown}")
+                    try:
+                        found = await experiment.measure(lab, backend, params)
+                    except Exception as error:
+                        key = f"{backend.name} {shown} #{r}"
+                        failed[key] = f"{type(error).__name__}: {error}"
+                        console.print(f"[red]{name}: {key} failed:[/red] {failed[key]}")
+                        console.print("".join(traceback.format_exception(error)[-3:]),
+                                      markup=False)
+                    else:
+                        rows += [_stamp(backend, lab, name, params, r, row) for row in found]
+                    progress.advance(task)
+    for backend_name, reason in skipped.items():
+        console.print(f"[yellow]{name}: skipped {backend_name}[/yellow]: {reason}")
+    meta = {
+        "experiment": name,
+        "title": experiment.TITLE,
+        "about": (experiment.__doc__ or "").strip(),
+        "command": command or f"python -m experiments run {name}"
+                              + (" --quick" if lab.quick else ""),
+        "mode": "quick" if lab.quick else "full",
+        "started": began.isoformat(timespec="seconds"),
+        "elapsed_seconds": round(time.perf_counter() - clock, 1),
+        "git_revision": _git("rev-parse", "HEAD"),
+        "git_dirty": bool(_git("status", "--porcelain", "--", "durability", "experiments")),
+        "cores": os.cpu_count(),
+        "machine": platform.platform(),
+        "load_average": {"at_start": load, "at_end": os.getloadavg()},
+        "cpu_calibration_seconds": {
+            "at_start": calibration,
+            "at_end": await asyncio.to_thread(cpu_calibration),
+            "what": "best of 3 runs of a 5M-step pure-Python loop (lower is faster)",
+        },
+        "versions": versions(),
+        "servers": servers_used,
+        "backends": [b.name for b in chosen],
+        "skipped": skipped,
+        "failed": failed,
+        "repeat": repeat,
+        "configurations": [{"backend": b.name, **p} for b, p in plan],
+    }
+    if rows or not failed:
+        write(name, rows, meta, where)
+        if figures and rows:
+            try:
+                from experiments import figures as drawing
+
+                drawing.draw(name, where)
+            except Exception as error:  # a figure that cannot be drawn is a failure too
+                failed["figure"] = f"{type(error).__name__}: {error}"
+                console.print(f"[red]{name}: the figure failed:[/red] {error}")
+    return len(failed)
+
+
+def main_sync(coroutine: Any) -> int:
+    """Run `coroutine` so that Ctrl-C or SIGTERM cancels it (its cleanup runs: agents are
+    killed, servers and containers stopped) and the exit status says it was interrupted."""
+    import signal
+
+    loop = asyncio.new_event_loop()
+    task = loop.create_task(coroutine)
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, task.cancel)
+    try:
+        return int(loop.run_until_complete(task) or 0)
+    except asyncio.CancelledError:
+        print("interrupted: everything the run started has been stopped", file=sys.stderr)
+        return 130
+    finally:
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.close()

@@ -1,0 +1,196 @@
+"""`scaling`: how each cost grows as the work grows, and where it stays flat.
+
+Two dimensions, measured inside one agent process against the store (no worker running):
+
+- *checkpoint size*: a workflow holding 10 / 100 / 1,000 / 10,000 records (or as many inbox
+  entries); the cost of the read every pass pays for it: `claim` (which brings the checkpoint
+  on the stores that can) plus `load` where it did not, plus `release`;
+- *queue depth*: 1,000 / 10,000 / 100,000 workflows queued (or sleeping); the cost of taking
+  one and answering for it (`take` + `finish`, then `make_ready` again so the depth holds),
+  and of a timer's `wake_due` with nothing due.
+
+Each size is timed over many repetitions; `summary` gives the median per size and the slope of
+log(cost) against log(size): about 0 is flat, about 1 is linear in the size.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+import uuid
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from durability import Durable
+from experiments.backends import Backend
+from experiments.harness import Lab
+
+NAME = "scaling"
+TITLE = "cost against checkpoint size and queue depth"
+
+RECORDS = (10, 100, 1_000, 10_000)
+DEPTHS = (1_000, 10_000, 100_000)
+QUICK_RECORDS = (10, 100, 1_000)
+QUICK_DEPTHS = (100, 1_000)
+
+
+def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
+    records = QUICK_RECORDS if quick else RECORDS
+    depths = QUICK_DEPTHS if quick else DEPTHS
+    found = [{"dimension": d, "size": n} for d in ("records", "inbox") for n in records]
+    found += [{"dimension": d, "size": n} for d in ("ready", "sleeping") for n in depths]
+    return found
+
+
+async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
+    async with (
+        lab.place(backend) as (place, _),
+        lab.agent(backend, place, housekeeping=False) as agent,
+    ):
+        reply = await agent.request(
+            "probe", module=NAME, timeout=1800,
+            args={**params, "repeats": 40 if lab.quick else 150},
+        )
+    rows: list[dict[str, Any]] = reply["rows"]
+    return rows
+
+
+# -- inside the agent --------------------------------------------------------------------------
+
+
+async def _gather(count: int, make: Any, concurrency: int = 64) -> None:
+    gate = asyncio.Semaphore(concurrency)
+
+    async def one(i: int) -> None:
+        async with gate:
+            await make(i)
+
+    await asyncio.gather(*(one(i) for i in range(count)))
+
+
+async def probe(durable: Durable, args: dict[str, Any]) -> list[dict[str, Any]]:
+    """Build the workload `args` names in the store, then time its operation."""
+    dimension, size, repeats = str(args["dimension"]), int(args["size"]), int(args["repeats"])
+    tag = uuid.uuid4().hex[:6]
+    if dimension in ("records", "inbox"):
+        return await _checkpoint(durable, dimension, size, repeats, tag)
+    return await _queue(durable, dimension, size, repeats, tag)
+
+
+async def _checkpoint(durable: Durable, dimension: str, size: int, repeats: int, tag: str
+                      ) -> list[dict[str, Any]]:
+    checkpointer = durable.checkpointer
+    workflow = f"sc{tag}"
+    budget, alive = timedelta(minutes=5), timedelta(seconds=30)
+    if dimension == "records":
+        holder = await checkpointer.claim(workflow, budget, alive)
+        assert holder is not None
+        await _gather(size, lambda i: checkpointer.record(holder, f"step:{i}", {"n": i}))
+        await checkpointer.release(holder)
+    else:
+        await _gather(size, lambda i: checkpointer.append(workflow, {"message": i}))
+    rows = []
+    for repeat in range(repeats):
+        began = time.perf_counter()
+        holder = await checkpointer.claim(workflow, budget, alive)
+        assert holder is not None
+        records = holder.records
+        if records is None:
+            records = await checkpointer.load(workflow)
+        await checkpointer.release(holder)
+        elapsed = (time.perf_counter() - began) * 1000
+        if len(records) != size:
+            raise AssertionError(f"the checkpoint holds {len(records)} records, not {size}")
+        rows.append({"operation": "claim_load_release", "repetition": repeat,
+                     "metric": "cost", "value": elapsed, "unit": "ms"})
+    await durable.delete(workflow)
+    return rows
+
+
+async def _queue(durable: Durable, dimension: str, size: int, repeats: int, tag: str
+                 ) -> list[dict[str, Any]]:
+    scheduler = durable.scheduler
+    prefix = f"sq{tag}"
+    await _gather(size, lambda i: scheduler.make_ready(f"{prefix}-{i}"))
+    far = datetime.now(UTC) + timedelta(days=1)
+    if dimension == "sleeping":
+        async def sleep_one(i: int) -> None:
+            delivery = await scheduler.next_ready(timedelta(seconds=5))
+            if delivery is not None:
+                await scheduler.wake_at(delivery, far + timedelta(seconds=i % 1000))
+                await scheduler.done(delivery)
+
+        await _gather(size, sleep_one)
+    rows = []
+    budget, alive = timedelta(minutes=5), timedelta(seconds=30)
+    for repeat in range(repeats):
+        began = time.perf_counter()
+        if dimension == "ready":
+            taken = await durable.take(timedelta(seconds=5), budget, alive)
+            assert taken is not None and taken.holder is not None
+            await durable.finish(taken.holder, taken.delivery)
+            elapsed = (time.perf_counter() - began) * 1000
+            await scheduler.make_ready(taken.delivery.workflow)  # the depth holds
+            operation = "take_finish"
+        else:
+            await scheduler.wake_due(datetime.now(UTC))
+            elapsed = (time.perf_counter() - began) * 1000
+            operation = "wake_due"
+        rows.append({"operation": operation, "repetition": repeat, "metric": "cost",
+                     "value": elapsed, "unit": "ms"})
+    return rows
+
+
+# -- reading the results ----------------------------------------------------------------------
+
+
+def slope(sizes: list[float], costs: list[float]) -> float:
+    """The least-squares slope of log(cost) on log(size)."""
+    points = [(math.log(s), math.log(c)) for s, c in zip(sizes, costs, strict=True)
+              if s > 0 and c > 0]
+    if len(points) < 2:
+        return math.nan
+    mx = sum(x for x, _ in points) / len(points)
+    my = sum(y for _, y in points) / len(points)
+    var = sum((x - mx) ** 2 for x, _ in points)
+    return sum((x - mx) * (y - my) for x, y in points) / var if var else math.nan
+
+
+def summary(frame: Any) -> Any:
+    import pandas
+
+    rows = frame[frame["metric"] == "cost"]
+    medians = rows.groupby(["backend", "dimension", "size"], sort=False)["value"].median()
+    out = []
+    for (backend, dimension), group in medians.groupby(level=[0, 1], sort=False):
+        sizes = [float(s) for s in group.index.get_level_values(2)]
+        costs = [float(c) for c in group.to_numpy()]
+        entry: dict[str, Any] = {"backend": backend, "dimension": dimension,
+                                 "slope": slope(sizes, costs)}
+        for s, c in zip(sizes, costs, strict=True):
+            entry[f"ms@{int(s):,}"] = c
+        out.append(entry)
+    return pandas.DataFrame(out)
+
+
+def draw(frame: Any) -> Any:
+    from experiments.figures import colour, figure, label
+
+    fig, axes = figure(columns=2, rows=2, width=6.0, height=3.8)
+    rows = frame[frame["metric"] == "cost"]
+    titles = {"records": "Claim + load + release against checkpoint records",
+              "inbox": "... against inbox entries",
+              "ready": "Take + finish against workflows queued",
+              "sleeping": "wake_due against workflows sleeping"}
+    for ax, dimension in zip([a for row in axes for a in row], titles, strict=True):
+        part = rows[rows["dimension"] == dimension]
+        for backend, group in part.groupby("backend", sort=False):
+            medians = group.groupby("size")["value"].median()
+            ax.plot(medians.index, medians.to_numpy(), marker="o", label=str(backend),
+                    color=colour(str(backend)))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        label(ax, titles[dimension], "size (log scale)", "median cost (ms, log scale)")
+        ax.legend(loc="upper left", ncol=2)
+    return fig

@@ -1,0 +1,137 @@
+"""`throughput`: one-step workflows completed per second at saturation, for 1, 2 and 4
+worker processes, with the CPU and the round trips each pass costs.
+
+The workflows are submitted first (the queue is full before any worker starts), then the
+worker processes start together; the rate is the workflows completed over the span from the
+first pass start to the last pass end, across all processes. CPU per pass is the worker
+processes' CPU over that span divided by passes (and the server's, where it can be read);
+requests and round trips per pass come from each worker's `durable.traffic` (ours) or the
+server's counters (rivals).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from typing import Any
+
+from experiments.backends import Backend
+from experiments.harness import Agent, Counters, Lab, server_requests
+
+NAME = "throughput"
+TITLE = "workflows per second at saturation"
+
+PROCESSES = (1, 2, 4)
+
+
+def workload(quick: bool) -> int:
+    return 400 if quick else 4000
+
+
+def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
+    if backend.in_process:  # one process by construction
+        return [{"processes": 1, "variant": "default"}]
+    variants = backend.variants[:1] if quick else backend.variants
+    processes = (1, 2) if quick else PROCESSES
+    return [{"processes": n, "variant": v} for v in variants for n in processes]
+
+
+async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
+    processes, variant = int(params["processes"]), str(params["variant"])
+    count = workload(lab.quick)
+    prefix = f"tp{uuid.uuid4().hex[:6]}"
+    async with lab.place(backend) as (place, server), contextlib.AsyncExitStack() as stack:
+        workers: list[Agent] = [
+            await stack.enter_async_context(lab.agent(backend, place, variant=variant))
+            for _ in range(processes)
+        ]
+        loader = workers[0] if backend.in_process else await stack.enter_async_context(
+            lab.agent(backend, place, role="client", housekeeping=False, variant=variant))
+        await loader.request("preload", prefix=prefix, count=count, concurrency=64,
+                             value={"sku": "A-1"}, timeout=900)
+        counters = None
+        if server is not None and server.private:
+            counters = Counters(server, place.base.rsplit("/", 1)[-1])
+        server_before = await counters.read() if counters else None
+        before = [await w.request("mark") for w in workers]
+        await asyncio.gather(*(w.request("work", body="one-step", pool=32) for w in workers))
+        await _until_done(workers, count, patience=600)
+        after = [await w.request("mark") for w in workers]
+        server_after = await counters.read() if counters else None
+        for worker in workers:
+            await worker.request("stop")
+    starts = [a["first_started"] for a in after if a["first_started"]]
+    ends = [a["last_outcome"] for a in after if a["last_outcome"]]
+    passes = sum(a["outcomes"] - b["outcomes"] for a, b in zip(after, before, strict=True))
+    span = (max(ends) - min(starts)) / 1e9
+    cpu = sum(a["cpu"] - b["cpu"] for a, b in zip(after, before, strict=True))
+    rows: list[dict[str, Any]] = [
+        {"metric": "passes_per_s", "value": passes / span, "unit": "1/s"},
+        {"metric": "passes", "value": passes, "unit": "count"},
+        {"metric": "span", "value": span, "unit": "s"},
+        {"metric": "worker_cpu_per_pass", "value": cpu / passes * 1000, "unit": "ms"},
+    ]
+    requests = sum(sum(a["requests"].values()) - sum(b["requests"].values())
+                   for a, b in zip(after, before, strict=True))
+    trips = sum(a["round_trips"] - b["round_trips"] for a, b in zip(after, before, strict=True))
+    if requests:
+        rows.append({"metric": "requests_per_pass", "value": requests / passes, "unit": "1"})
+        rows.append({"metric": "round_trips_per_pass", "value": trips / passes, "unit": "1"})
+    if server_before is not None and server_after is not None and server is not None:
+        counts, server_cpu = Counters.delta(server_before, server_after)
+        rows.append({"metric": "server_requests_per_pass",
+                     "value": server_requests(counts, server.kind) / passes, "unit": "1"})
+        if server_cpu is not None:
+            rows.append({"metric": "server_cpu_per_pass", "value": server_cpu / passes * 1000,
+                         "unit": "ms"})
+    return rows
+
+
+async def _until_done(workers: list[Agent], count: int, patience: float) -> None:
+    """Wait until the workers' passes add up to `count` (asking each every 0.2 s)."""
+    async with asyncio.timeout(patience):
+        while True:
+            marks = await asyncio.gather(*(w.request("mark") for w in workers))
+            if sum(m["outcomes"] for m in marks) >= count:
+                break
+            await asyncio.sleep(0.2)
+    await asyncio.sleep(0.2)  # the last passes' finish lands before the counters are read
+
+
+def summary(frame: Any) -> Any:
+    wanted = ["passes_per_s", "worker_cpu_per_pass", "requests_per_pass", "round_trips_per_pass",
+              "server_requests_per_pass", "server_cpu_per_pass"]
+    rows = frame[frame["metric"].isin(wanted)]
+    table = rows.pivot_table(index=["backend", "variant", "processes"], columns="metric",
+                             values="value", aggfunc="median", sort=False).reset_index()
+    floor = table[(table["backend"] == "memory")]["passes_per_s"]
+    if len(floor) and "passes_per_s" in table:
+        table["vs_memory"] = table["passes_per_s"] / float(floor.iloc[0])
+    return table[[c for c in ["backend", "variant", "processes", *wanted, "vs_memory"]
+                  if c in table.columns]]
+
+
+def draw(frame: Any) -> Any:
+    from experiments.figures import colour, figure, label
+
+    fig, axes = figure(columns=2, width=6.5, height=4.5)
+    rate, cost = axes[0][0], axes[0][1]
+    table = summary(frame)
+    for (backend, variant), group in table.groupby(["backend", "variant"], sort=False):
+        name = backend if variant == "default" else f"{backend} ({variant})"
+        style = "-" if variant == "default" else "--"
+        rate.plot(group["processes"], group["passes_per_s"], marker="o", label=name,
+                  color=colour(str(backend)), linestyle=style)
+        if "worker_cpu_per_pass" in group:
+            cost.plot(group["processes"], group["worker_cpu_per_pass"], marker="o", label=name,
+                      color=colour(str(backend)), linestyle=style)
+    for ax in (rate, cost):
+        ax.set_xticks(list(PROCESSES))
+    rate.set_yscale("log")
+    label(rate, "One-step workflows per second at saturation", "worker processes",
+          "workflows per second (log scale)")
+    label(cost, "Worker CPU per pass", "worker processes", "CPU milliseconds per pass")
+    rate.legend(loc="lower right", ncol=2)
+    cost.legend(loc="upper right", ncol=2)
+    return fig

@@ -1,0 +1,222 @@
+"""The lab: every experiment produces well-formed rows, a backend that cannot be had is skipped
+with its reason, results and figures are written, and an interrupted run leaves nothing behind.
+
+Timings are never asserted: these check the shape of what an experiment returns, not how fast
+anything was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experiments import EXPERIMENTS
+from experiments.backends import BACKENDS, select
+from experiments.harness import Lab
+from experiments.results import load, metadata
+from experiments.runner import module, run, skip_reason
+from experiments.servers import Servers
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: The metrics each experiment must produce for any backend it applies to.
+EXPECTED = {
+    "latency": {"submit_to_first_pass", "arrive_call", "never_started", "submissions"},
+    "idle": {"window", "worker_cpu", "worker_requests", "worker_round_trips"},
+    "growth": {"entries", "workflows", "wakeups", "completed"},
+    "takeover": {"takeover", "lease_plus_tick"},
+    "throughput": {"passes_per_s", "passes", "span", "worker_cpu_per_pass"},
+    "scaling": {"cost"},
+}
+
+
+@pytest.fixture
+async def lab() -> AsyncIterator[Lab]:
+    servers = Servers(("url",))  # memory and SQLite need none
+    try:
+        yield Lab(servers, quick=True)
+    finally:
+        servers.close()
+
+
+def _small(name: str, params: dict[str, Any]) -> dict[str, Any]:
+    """A configuration small enough for a test: the first one, shrunk where it has a size."""
+    if name == "latency":
+        return {**params, "rate": 40.0}
+    if name == "scaling":
+        return {**params, "size": 50}
+    return params
+
+
+def _check(name: str, rows: list[dict[str, Any]]) -> None:
+    assert rows, f"{name} returned no rows"
+    for row in rows:
+        assert {"metric", "value", "unit"} <= set(row), row
+        assert isinstance(row["value"], int | float) and math.isfinite(row["value"]), row
+        assert isinstance(row["unit"], str) and row["unit"], row
+    assert EXPECTED[name] <= {row["metric"] for row in rows}
+
+
+@pytest.mark.parametrize("backend", ["memory", "sqlite"])
+@pytest.mark.parametrize("name", [n for n in EXPERIMENTS if n != "takeover"])
+async def test_every_experiment_gives_well_formed_rows(lab: Lab, name: str, backend: str
+                                                       ) -> None:
+    chosen = BACKENDS[backend]
+    experiment = module(name)
+    params = _small(name, experiment.configurations(chosen, True)[0])
+    async with lab.scope():
+        rows = await experiment.measure(lab, chosen, params)
+    _check(name, rows)
+    if name == "latency":
+        started = [r for r in rows if r["metric"] == "submit_to_first_pass"]
+        never = next(r["value"] for r in rows if r["metric"] == "never_started")
+        assert len(started) + never == next(r["value"] for r in rows
+                                            if r["metric"] == "submissions")
+        assert never == 0
+        assert all(r["value"] > 0 for r in started)  # a pass starts after its submission
+    if name == "throughput":
+        passes = next(r["value"] for r in rows if r["metric"] == "passes")
+        assert passes >= 400  # every preloaded workflow completed
+    if name == "growth":
+        completed = next(r["value"] for r in rows if r["metric"] == "completed")
+        wakeups = next(r["value"] for r in rows if r["metric"] == "wakeups")
+        assert completed >= wakeups  # every wakeup was a pass
+        assert [r for r in rows if r["metric"] == "entries"][-1]["value"] == 0  # drained
+
+
+async def test_takeover_measures_a_kill_on_sqlite(lab: Lab) -> None:
+    experiment = module("takeover")
+    chosen = BACKENDS["sqlite"]
+    async with lab.scope():
+        rows = await experiment.measure(lab, chosen, {"lease_s": 0.5, "phase": "after-write"})
+    _check("takeover", rows)
+    (took,) = [r["value"] for r in rows if r["metric"] == "takeover"]
+    # Nothing can take the workflow over before the dead worker's claim lapses.
+    assert took > 0.25
+
+
+async def test_a_backend_whose_server_cannot_be_had_is_skipped_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("POSTGRES_URL", raising=False)
+    servers = Servers(("url",))
+    try:
+        reason = skip_reason(Lab(servers, quick=True), BACKENDS["postgres"])
+    finally:
+        servers.close()
+    assert reason is not None and "POSTGRES_URL" in reason
+    failures = await run(["idle"], select(["memory", "postgres"]), quick=True,
+                         sources=("url",), where=tmp_path, figures=True)
+    assert failures == 0
+    meta = metadata("idle", tmp_path)
+    assert "postgres" in meta["skipped"] and "POSTGRES_URL" in meta["skipped"]["postgres"]
+    frame = load("idle", tmp_path)
+    assert set(frame["backend"]) == {"memory"}
+    assert (tmp_path / "figures" / "idle.png").stat().st_size > 10_000
+    for field in ("git_revision", "versions", "cores", "cpu_calibration_seconds", "started"):
+        assert meta[field]
+
+
+def _descendants(root: int) -> set[int]:
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            children.setdefault(int(stat[stat.rfind(")") + 2:].split()[1]), []).append(
+                int(entry.name))
+    found, todo = set(), [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture
+def redis_binary() -> Iterator[None]:
+    import shutil
+
+    if shutil.which("redis-server") is None:
+        pytest.skip("needs a redis-server binary")
+    yield
+
+
+def test_an_interrupted_run_leaves_no_process_behind(tmp_path: Path, redis_binary: None
+                                                     ) -> None:
+    run_ = subprocess.Popen(
+        [sys.executable, "-m", "experiments", "run", "latency", "--quick", "--backends",
+         "redis-stream", "--sources", "binary", "--results", str(tmp_path), "--no-figures"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        seen: set[int] = set()
+        deadline = time.monotonic() + 60
+        # Wait until it has a server and agents of its own running: three processes or more.
+        while time.monotonic() < deadline and len(seen) < 3:
+            seen |= _descendants(run_.pid)
+            time.sleep(0.1)
+        assert len(seen) >= 3, "the run never started its server and agents"
+        run_.send_signal(signal.SIGINT)
+        assert run_.wait(60) == 130
+    finally:
+        if run_.poll() is None:
+            run_.kill()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and any(_alive(pid) for pid in seen):
+        time.sleep(0.1)
+    assert not [pid for pid in seen if _alive(pid)], "processes outlived the interrupted run"
+
+
+def _docker_answers() -> str | None:
+    from experiments import containers
+
+    engine = containers.engine()
+    if isinstance(engine, str):
+        return engine
+    for kind in ("redis7", "postgres"):
+        if containers.image_for(kind) is None:
+            return f"no {kind} image: python -m experiments images"
+    return None
+
+
+async def test_an_experiment_runs_end_to_end_on_servers_in_containers(tmp_path: Path) -> None:
+    reason = _docker_answers()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI runs the lab on containers: {reason}")
+        pytest.skip(reason)
+    failures = await asyncio.wait_for(
+        run(["idle"], select(["redis-stream", "postgres"]), quick=True,
+            sources=("container",), where=tmp_path),
+        240,
+    )
+    assert failures == 0
+    meta = metadata("idle", tmp_path)
+    assert not meta["skipped"], meta["skipped"]
+    for backend in ("redis-stream", "postgres"):
+        assert meta["servers"][backend]["source"].startswith("container ")
+    frame = load("idle", tmp_path)
+    assert set(frame["backend"]) == {"redis-stream", "postgres"}
+    server = frame[frame["metric"] == "server_requests"]
+    assert set(server["backend"]) == {"redis-stream", "postgres"}  # counted by the server
