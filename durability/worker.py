@@ -189,6 +189,9 @@ class _Worker:
             await self.freed.wait_for(lambda: len(self.running) + self.reading < self.pool)
 
     async def _free(self, running: _Running) -> None:
+        # The Run holds `_written(running)`, which holds `running`: break that cycle, or every
+        # pass's Run and records would wait for the cyclic collector instead of going now.
+        running.run = None
         self.running.discard(running)
         async with self.freed:
             self.freed.notify_all()
