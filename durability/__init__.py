@@ -19,6 +19,7 @@ from durability.codec import (
     as_none,
     as_text,
 )
+from durability.faults import StoreDown, Transient
 from durability.graph import CompiledGraph, Graph, run_durably
 from durability.interfaces import (
     INBOX,
@@ -95,10 +96,12 @@ __all__ = [
     "Sent",
     "Sleeping",
     "SplitDurable",
+    "StoreDown",
     "Suspended",
     "Swallowed",
     "Taken",
     "Traffic",
+    "Transient",
     "Unencodable",
     "Written",
     "as_bool",

@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeVar, overload
 
-from durability.interfaces import Checkpointer, Pass, check_key
+from durability.faults import patiently
+from durability.interfaces import Checkpointer, Pass, Recorded, check_key
 
 #: A node: an async function taking its dependencies' results positionally, in `after` order.
 NodeFn = Callable[..., Awaitable[object]]
@@ -344,7 +345,8 @@ async def run_durably(
 
     A result the store's codec cannot bring back unchanged (a tuple through JSON) raises the
     codec's `Unencodable` on the first pass, from `record`. A pass whose claim is superseded or
-    lapsed raises `Fenced` at its next record and records nothing more.
+    lapsed raises `Fenced` at its next record and records nothing more. A store that fails a
+    write transiently is tried again, and past that raises `StoreDown`.
 
     Returns the result of `output`, by default of the graph's only sink, or, when the graph has
     several sinks, a dict of every sink's result.
@@ -356,11 +358,17 @@ async def run_durably(
     if output is not None and output not in graph.keys:
         raise ValueError(f"output {output!r} is not a node of the graph ({graph.keys})")
 
-    recorded = await checkpointer.load(holder.workflow)
+    workflow = holder.workflow
+    recorded = await patiently(checkpointer, workflow, lambda: checkpointer.load(workflow))
     results = {key: recorded[key] for key in graph.keys if key in recorded}
 
     async def settle(key: str, result: object) -> object:
-        return (await checkpointer.record(holder, key, result)).value
+        # A store that fails the write is tried again, then `StoreDown` (an
+        # interruption): never a node failing, which would send a saga into its rollback.
+        def write() -> Awaitable[Recorded]:
+            return checkpointer.record(holder, key, result)
+
+        return (await patiently(checkpointer, workflow, write)).value
 
     bound = dict(zip(graph.inputs, inputs, strict=True))
     async with aclosing(graph.stream(bound, results, settle=settle)) as stream:

@@ -243,8 +243,12 @@ def _settle(waiter: asyncio.Future[None]) -> bool:
 
 @dataclass(slots=True)
 class _Held:
+    """A delivery a worker holds. `quiet_from` is when its silence began: the take, or the last
+    extension moved forward by what it asked for beyond a lease (so `extend(d, lease)` is a sign
+    of life now, and `reclaim(idle)` takes it once `idle` has passed since)."""
+
     workflow: str
-    until: datetime
+    quiet_from: datetime
 
 
 class MemoryScheduler:
@@ -306,7 +310,7 @@ class MemoryScheduler:
                     self._waiters.remove(arrived)
         workflow = self._ready.popleft()
         receipt = str(next(self._ids))
-        self._pending[receipt] = _Held(workflow, self._clock() + self.lease)
+        self._pending[receipt] = _Held(workflow, self._clock())
         return Delivery(workflow, receipt)
 
     @_counted
@@ -332,23 +336,25 @@ class MemoryScheduler:
 
     @_counted
     async def reclaim(self, idle: timedelta) -> Delivery | None:
+        """Take a delivery silent for `idle` (not for the lease: the caller says how long)."""
         positive("idle", idle)
         now = self._clock()
         for receipt, held in list(self._pending.items()):
-            if held.until <= now:
+            if held.quiet_from + idle <= now:
                 del self._pending[receipt]
                 fresh = str(next(self._ids))
-                self._pending[fresh] = _Held(held.workflow, now + self.lease)
+                self._pending[fresh] = _Held(held.workflow, now)
                 return Delivery(held.workflow, fresh)
         return None
 
     @_counted
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
+        """Keep the delivery from `reclaim(lease)` for `within` more (never less than before)."""
         positive("within", within)
         held = self._pending.get(delivery.receipt)
         if held is None:
             return None
-        held.until = max(held.until, self._clock() + within)
+        held.quiet_from = max(held.quiet_from, self._clock() + within - self.lease)
         return delivery
 
     @_counted

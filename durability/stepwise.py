@@ -7,11 +7,12 @@ the body again. The code between steps re-runs on every pass and must be pure.
 A step that cannot finish now suspends the pass instead of blocking it: `sleep` until a recorded
 deadline, `awaiting` a value someone will `arrive`, `receive` inbox entries someone will
 `deliver`. Inside a pass a suspension is an exception (it has to unwind straight-line code), and
-each one writes itself onto the `Run` before it is raised, because combinators lose exceptions
-on the way out (a TaskGroup cancels siblings, `gather` keeps the first, `wait` keeps none).
-`resume` is the boundary where suspensions become a value: it reports everything the pass
-reached, not whatever happened to propagate, and refuses (`Swallowed`) a body that returned
-after its own code caught one.
+each one notes itself on the `Run` before it is raised (a sleep before its deadline is even
+written), because combinators lose exceptions on the way out (a TaskGroup cancels siblings,
+`gather` keeps the first, `wait` keeps none). `resume` is the boundary where suspensions become
+a value: it reports everything the pass reached, not whatever happened to propagate. A failure
+beside suspensions is still a failure: `resume` raises the failures alone, suspensions stripped,
+so `except Exception` around it stays the right net (the table is in `resume`'s docstring).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
+from durability.faults import patiently
 from durability.interfaces import (
     INBOX,
     Checkpointer,
@@ -30,6 +32,7 @@ from durability.interfaces import (
     Entry,
     Interruption,
     Pass,
+    Recorded,
     check_key,
     positive,
 )
@@ -71,6 +74,11 @@ class Blocked:
     waiting: frozenset[str] = frozenset()
     listening: frozenset[str] = frozenset()
 
+    def __post_init__(self) -> None:
+        # An empty Blocked would park a workflow that nothing could ever wake.
+        if not self.waiting and not self.listening:
+            raise ValueError("a Blocked pass must name at least one key it waits or listens on")
+
 
 Outcome = Completed[T] | Sleeping | Blocked
 
@@ -84,6 +92,8 @@ class Suspended(BaseException):
     def __init__(self, key: str) -> None:
         super().__init__(key)
         self.key = key
+        #: The `Run` that raised it (set by the Run), so `resume` can refuse a stray one.
+        self.origin: Run | None = None
 
 
 class ScheduledWakeup(Suspended):
@@ -145,7 +155,8 @@ class Run:
         self._kept = kept
         self._on_write = on_write
         self._inflight: dict[str, asyncio.Future[object]] = {}
-        self._sleeps: dict[str, datetime] = {}
+        self._sleeps: dict[str, datetime] = {}  # sleeps that raised
+        self._noted: dict[str, datetime] = {}  # deadlines being written, not yet read back
         self._waiting: set[str] = set()
         self._listening: set[str] = set()
 
@@ -164,6 +175,29 @@ class Run:
 
     def now(self) -> datetime:
         return self._clock()
+
+    @property
+    def deadline(self) -> Sleeping | None:
+        """The earliest deadline this pass noted and has not slept past, or `None`.
+
+        A sleep notes its deadline before writing it, so this covers a deadline whose write was
+        cut short by a sibling's failure or cancellation: the store may hold it, and a driver
+        whose pass then failed should still wake the workflow at it.
+        """
+        deadlines = self._noted | self._sleeps
+        if not deadlines:
+            return None
+        key = min(deadlines, key=lambda k: deadlines[k])
+        return Sleeping(key, deadlines[key])
+
+    def _suspend(self, suspension: Suspended) -> Suspended:
+        suspension.origin = self
+        return suspension
+
+    async def _write(self, call: Callable[[], Awaitable[Recorded]]) -> object:
+        """A store write of this pass, tried again through a passing fault of the store (a lost
+        connection is not the step failing; see `durability.faults`)."""
+        return (await patiently(self._checkpointer, self.workflow, call)).value
 
     # -- writing -----------------------------------------------------------------------
 
@@ -201,7 +235,12 @@ class Run:
         if self._holder.budget_ends - self._clock() >= within:
             return
         alive = self._holder.alive if self._kept else max(within, self._holder.alive)
-        self._holder = await self._checkpointer.extend(self._holder, within, alive)
+        holder = self._holder
+        self._holder = await patiently(
+            self._checkpointer,
+            self.workflow,
+            lambda: self._checkpointer.extend(holder, within, alive),
+        )
 
     async def step(
         self,
@@ -225,7 +264,7 @@ class Run:
             result = fn()
             if inspect.isawaitable(result):
                 result = await result
-            return (await self._checkpointer.record(self._holder, key, result)).value
+            return await self._write(lambda: self._checkpointer.record(self._holder, key, result))
 
         return parse(await self._once(key, produce))
 
@@ -234,7 +273,9 @@ class Run:
         check_key(key)
 
         async def produce() -> object:
-            return (await self._checkpointer.transact(self._holder, key, effect)).value
+            # Tried again only when the store failed: a transact that landed answers the second
+            # time with its recorded result and does not perform the effect again.
+            return await self._write(lambda: self._checkpointer.transact(self._holder, key, effect))
 
         return parse(await self._once(key, produce))
 
@@ -250,8 +291,7 @@ class Run:
         check_key(key)
 
         async def produce() -> object:
-            due = (self._clock() + duration).astimezone(UTC).isoformat()
-            return (await self._checkpointer.record(self._holder, key, due)).value
+            return await self._note_then_record(key, self._clock() + duration)
 
         await self._until(key, _deadline(await self._once(key, produce)))
 
@@ -262,16 +302,23 @@ class Run:
             raise ValueError("sleep_until needs a timezone-aware datetime")
 
         async def produce() -> object:
-            stamp = when.astimezone(UTC).isoformat()
-            return (await self._checkpointer.record(self._holder, key, stamp)).value
+            return await self._note_then_record(key, when)
 
         await self._until(key, _deadline(await self._once(key, produce)))
 
+    async def _note_then_record(self, key: str, due: datetime) -> object:
+        # Noted before the write: a sibling's failure can cancel this branch while the write is
+        # in flight, and the store may then hold a deadline nothing else would report.
+        self._noted[key] = due.astimezone(UTC)
+        stamp = due.astimezone(UTC).isoformat()
+        return await self._write(lambda: self._checkpointer.record(self._holder, key, stamp))
+
     async def _until(self, key: str, due: datetime) -> None:
+        self._noted.pop(key, None)  # read back: from here on it is `_sleeps` or nothing
         if self._clock() >= due:
             return
         self._sleeps[key] = due
-        raise ScheduledWakeup(key, due)
+        raise self._suspend(ScheduledWakeup(key, due))
 
     async def awaiting(self, key: str, parse: Callable[[object], T]) -> T:
         """The value someone supplied as `key`; suspends the pass until there is one."""
@@ -279,7 +326,7 @@ class Run:
         if key in self._records:
             return parse(self._records[key])
         self._waiting.add(key)
-        raise InputNeeded(key)
+        raise self._suspend(InputNeeded(key))
 
     def _inbox(self, after: str | None, upto: str | None, limit: int | None) -> list[Entry]:
         entries = [
@@ -300,12 +347,12 @@ class Run:
             raise ValueError(f"after must be an inbox entry key, got {after!r}")
         if key not in self._records and not self._inbox(after, None, 1) and suspend:
             self._listening.add(key)
-            raise InputNeeded(key)
+            raise self._suspend(InputNeeded(key))
 
         async def produce() -> object:
             taken = self._inbox(after, None, limit)
             last = taken[-1].key if taken else None
-            return (await self._checkpointer.record(self._holder, key, last)).value
+            return await self._write(lambda: self._checkpointer.record(self._holder, key, last))
 
         # What is recorded is the key of the last entry taken: a reference, sound because
         # entries never change, and free to replay because every entry is already loaded.
@@ -339,9 +386,9 @@ class Run:
     def _outcome(self) -> Sleeping | Blocked:
         # Sleeping wins: it alone carries something the driver must act on (a deadline);
         # the branches that wait on input are reached again by the pass the wakeup brings.
-        if self._sleeps:
-            key = min(self._sleeps, key=lambda k: self._sleeps[k])
-            return Sleeping(key, self._sleeps[key])
+        deadline = self.deadline
+        if deadline is not None:
+            return deadline
         return Blocked(frozenset(self._waiting), frozenset(self._listening))
 
 
@@ -363,27 +410,60 @@ async def resume(
 ) -> Completed[T] | Sleeping | Blocked:
     """Run one pass of `body` under `holder` and return what it came to.
 
-    Raises what the body raised if it failed, `Fenced` (unwrapped from any exception group) if
-    the claim was lost, and `Swallowed` if the body caught a suspension and returned. `kept`
-    says a worker renews the claim meanwhile; `on_write` is called after each write.
+    | the body ...                                      | `resume` ...                       |
+    |---------------------------------------------------|------------------------------------|
+    | returns, having reached no suspension             | returns `Completed(value)`         |
+    | raises suspensions only (alone or in groups)      | returns `Sleeping` (the earliest   |
+    |                                                   | deadline noted) or `Blocked` (all) |
+    | returns after its own code caught a suspension    | raises `Swallowed`                 |
+    | raises an `Interruption` (`Fenced`, `Contended`,  | raises the first one, unwrapped    |
+    | `StoreDown`), alone or anywhere in a group |                                    |
+    | raises a suspension another `Run` raised          | raises `TypeError`                 |
+    | raises a failure                                  | raises it unchanged                |
+    | raises a group of failures and suspensions        | raises the failures alone: the     |
+    |                                                   | group split, suspensions stripped  |
+
+    The failures alone are an `ExceptionGroup` (a `BaseExceptionGroup` only if the body itself
+    raised a non-`Exception` such as `KeyboardInterrupt`), so `except Exception` catches every
+    failure and nothing else. Cancelling the pass propagates `CancelledError`.
+
+    `clock` is the pass's time (deadlines are recorded on it); `kept` says a driver renews the
+    claim meanwhile; `on_write` is called after each write. A store that fails a write
+    transiently is tried again (`durability.faults`), and raises `StoreDown` past that.
     """
     if records is None:
         records = holder.records
     if records is None:
-        records = await checkpointer.load(holder.workflow)
+        records = await patiently(
+            checkpointer, holder.workflow, lambda: checkpointer.load(holder.workflow)
+        )
     run = Run(holder, checkpointer, records, clock=clock, kept=kept, on_write=on_write)
     try:
         value = await body(run)
     except BaseException as exc:
-        leaves = _leaves(exc)
-        for leaf in leaves:
-            if isinstance(leaf, Interruption):
-                if leaf is exc:
-                    raise
-                raise leaf from exc
-        if all(isinstance(leaf, Suspended) for leaf in leaves):
-            return run._outcome()
-        raise
-    if run._suspended():
-        raise Swallowed(run._suspended())
-    return Completed(value)
+        stopped = exc
+    else:
+        if run._suspended():
+            raise Swallowed(run._suspended())
+        return Completed(value)
+    # Outside the `except`, so what is raised below carries its own context, not `stopped`'s.
+    leaves = _leaves(stopped)
+    for leaf in leaves:
+        if isinstance(leaf, Interruption):
+            if leaf is stopped:
+                raise stopped
+            raise leaf from stopped
+    for leaf in leaves:
+        if isinstance(leaf, Suspended) and leaf.origin is not run:
+            raise TypeError(
+                f"the pass of {holder.workflow!r} stopped on a suspension of {leaf.key!r} that"
+                " its own Run did not raise (a Run of another pass?); a body suspends only"
+                " through the Run it was given"
+            ) from stopped
+    if all(isinstance(leaf, Suspended) for leaf in leaves):
+        return run._outcome()
+    if isinstance(stopped, BaseExceptionGroup):
+        _, failures = stopped.split(Suspended)
+        assert failures is not None  # not every leaf was a suspension
+        raise failures
+    raise stopped

@@ -10,15 +10,20 @@ free, so a full worker leaves work in the queue for others; one while idle, up t
 while the queue keeps answering), the reclaimer (abandoned deliveries, on its own schedule
 rather than before every read), the keeper (renews the claim and the delivery of every running
 pass together, every tick), and the timer (moves due sleepers to the queue, sleeping until the
-earliest deadline it knows of rather than polling).
+earliest deadline it knows of rather than polling); with `stop`, a fifth waits to drain.
 
 An idle worker with nothing asleep therefore costs its store one `reclaim` per tick, one
 `take` per `within`, and one `wake_due` per `sweep`.
+
+Nothing a body raises ends the worker: a failure (an `Exception`, a group of them, or a
+`BaseException` that is not the library's, such as a `KeyboardInterrupt` a step raised) is
+logged and the delivery answered for; only cancelling `work` stops it, or `stop` (a drain).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -26,12 +31,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar, assert_never
 
+from durability.faults import StoreDown
 from durability.interfaces import (
     Checkpointer,
     Contended,
     Delivery,
     Durable,
     Fenced,
+    Interruption,
     Pass,
     Retaining,
     Scheduler,
@@ -47,9 +54,13 @@ SHUTDOWN = timedelta(seconds=5)
 READERS = 8
 #: How long after a write the delivery is renewed, unless the pass has ended by then.
 NUDGE = timedelta(milliseconds=100)
+#: How long a drain (`work`'s `stop`) waits for running passes by default.
+GRACE = timedelta(seconds=30)
 log = logging.getLogger("durability.worker")
 
-Kind = Literal["delivered", "started", "outcome", "failed", "contended", "fenced", "expired"]
+Kind = Literal[
+    "delivered", "started", "outcome", "failed", "contended", "fenced", "expired", "unavailable"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,7 +68,8 @@ class Event:
     """One moment in a delivery's life, for an observer (the lab measures through these).
 
     `at` is wall-clock seconds since the epoch (comparable across processes); `outcome` is set
-    on "outcome", `error` on "failed" and "fenced".
+    on "outcome", `error` on "failed", "fenced" and "unavailable" (the store kept failing the
+    pass's writes: the workflow is handed back, not failed).
     """
 
     kind: Kind
@@ -84,6 +96,18 @@ class _Running:
     sending: bool = False
     claimed: bool = False
     reclaimed: bool = False
+    run: Run | None = None  # the body's Run, once the pass has started it
+
+
+class _Escaped(Exception):
+    """A body raised a `BaseException` that is not the library's (`KeyboardInterrupt`,
+    `SystemExit`, a cancellation nobody asked for, a third party's own): carried out of the
+    pass as an ordinary failure, because raised as itself it would end the worker (asyncio
+    re-raises the first two out of the event loop). The original is its `__cause__`."""
+
+
+class _Drained(Exception):
+    """Raised by the drain once it is over, so the task group cancels what is left."""
 
 
 def utcnow() -> datetime:
@@ -114,6 +138,7 @@ class _Worker:
         readers: int,
         observer: Observer | None,
         clock: Callable[[], datetime],
+        grace: timedelta = GRACE,
     ) -> None:
         self.durable = durable
         self.checkpointer: Checkpointer = durable.checkpointer
@@ -136,6 +161,8 @@ class _Worker:
         self.readers = readers
         self.reading = 0
         self.extra_readers = 0
+        self.grace = grace
+        self.stopping = False  # draining: take nothing new
 
     # -- events ------------------------------------------------------------------------
 
@@ -162,6 +189,9 @@ class _Worker:
             await self.freed.wait_for(lambda: len(self.running) + self.reading < self.pool)
 
     async def _free(self, running: _Running) -> None:
+        # The Run holds `_written(running)`, which holds `running`: break that cycle, or every
+        # pass's Run and records would wait for the cyclic collector instead of going now.
+        running.run = None
         self.running.discard(running)
         async with self.freed:
             self.freed.notify_all()
@@ -199,6 +229,8 @@ class _Worker:
         failures = 0
         while True:
             await self._wait_for_slot()
+            if self.stopping:
+                return
             self.reading += 1
             try:
                 # Only the primary reader waits for work; an extra one glances and leaves. Were
@@ -224,12 +256,16 @@ class _Worker:
                 if not primary:
                     return
                 continue
+            if self.stopping:
+                # Taken while the drain began: give it straight back rather than start it.
+                await self._hand_back(taken.delivery, taken.holder)
+                return
             await self._admit(taken.delivery, holder=taken.holder, claimed=True)
             self._call_readers()
 
     def _call_readers(self) -> None:
         """The queue had work: add a reader while slots are free and the cap allows."""
-        if self.passes is None or self.extra_readers + 1 >= self.readers:
+        if self.passes is None or self.stopping or self.extra_readers + 1 >= self.readers:
             return
         if len(self.running) + self.reading >= self.pool:
             return
@@ -435,9 +471,7 @@ class _Worker:
             return
         running.holder = holder
         self.emit("started", workflow)
-        running.body = asyncio.create_task(
-            resume(holder, self.checkpointer, self.body, kept=True, on_write=self._written(running))
-        )
+        running.body = asyncio.create_task(self._resume(running, holder))
         try:
             outcome = await running.body
         except asyncio.CancelledError:
@@ -462,10 +496,31 @@ class _Worker:
             await self._settle(running)
             await self._hand_back(running.delivery, None)
             return
-        except Exception as error:
-            self.emit("failed", workflow, error=error)
-            log.exception("a step of %s raised; the workflow stops until woken", workflow)
+        except StoreDown as lost:
+            # Not the workflow's failure: what it recorded stands, and the step whose record
+            # did not land runs again on the next pass.
+            self.emit("unavailable", workflow, error=lost)
+            log.warning("pass of %s stopped: %s", workflow, lost)
             await self._settle(running)
+            try:
+                await self._hand_back(running.delivery, holder)
+            except Exception:
+                log.exception("handing %s back failed; its lease will", workflow)
+            return
+        except Exception as error:
+            failure = error.__cause__ if isinstance(error, _Escaped) else error
+            self.emit("failed", workflow, error=failure)
+            log.error(
+                "a step of %s raised; the workflow stops until woken", workflow, exc_info=failure
+            )
+            await self._settle(running)
+            deadline = running.run.deadline if running.run is not None else None
+            if deadline is not None:
+                # A sleep this pass reached may be recorded, and the failure answers for the
+                # delivery: without this wakeup nothing would come back for that deadline.
+                await self._retain(workflow, deadline.due)
+                if await self.scheduler.wake_at(running.delivery, deadline.due):
+                    self._scheduled(deadline.due)
             await self.durable.finish(holder, running.delivery)
             return
         self.emit("outcome", workflow, outcome=outcome)
@@ -483,16 +538,91 @@ class _Worker:
                 assert_never(outcome)
         await self.durable.finish(holder, running.delivery)
 
+    async def _resume(
+        self, running: _Running, holder: Pass
+    ) -> Completed[object] | Sleeping | Blocked:
+        """One pass of the body, on the worker's clock, as the task the keeper may cancel."""
+
+        def seen(run: Run) -> Awaitable[object]:
+            running.run = run  # so a failed pass can still tell which deadline it noted
+            return self.body(run)
+
+        try:
+            return await resume(
+                holder,
+                self.checkpointer,
+                seen,
+                clock=self.clock,
+                kept=True,
+                on_write=self._written(running),
+            )
+        except (Exception, Interruption):
+            raise
+        except asyncio.CancelledError as cancelled:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # ours: the keeper, or shutdown
+            raise _Escaped(f"the body raised {cancelled!r} unasked") from cancelled
+        except BaseException as foreign:
+            raise _Escaped(f"the body raised {foreign!r}") from foreign
+
     # -- all together ------------------------------------------------------------------
 
-    async def run(self) -> None:
-        await self.scheduler.prepare()
-        async with asyncio.TaskGroup() as passes:
-            self.passes = passes
-            passes.create_task(self.reader())
-            passes.create_task(self.reclaimer())
-            passes.create_task(self.keeper())
-            passes.create_task(self.timer())
+    async def _prepared(self, stop: asyncio.Event | None) -> bool:
+        """Prepare the queue, trying again with a growing pause (up to `sweep`) while the store
+        is not there yet, so a worker may start before its store. False if `stop` came first."""
+        failures = 0
+        while True:
+            try:
+                await self.scheduler.prepare()
+                return True
+            except Exception as error:
+                failures += 1
+                pause = min(self.tick * 2 ** min(failures - 1, 10), self.sweep)
+                log.warning(
+                    "the store is not ready (try %d: %r); trying again in %s",
+                    failures,
+                    error,
+                    pause,
+                )
+            _stop_if_cancelled()
+            if stop is None:
+                await asyncio.sleep(pause.total_seconds())
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), pause.total_seconds())
+            if stop.is_set():
+                return False
+
+    async def _drain(self, stop: asyncio.Event, quits: list[asyncio.Task[None]]) -> None:
+        """Once `stop` is set: take nothing new, give the running passes `grace` to end on their
+        own, then end (raising `_Drained`), which cancels what is left and so hands it back."""
+        await stop.wait()
+        self.stopping = True
+        for task in quits:  # the reclaimer only ever brings new work (the timer brings it to
+            task.cancel()  # the queue, for every worker, so it goes on)
+        log.info("draining: %d pass(es) running, %s to finish", len(self.running), self.grace)
+        try:
+            async with asyncio.timeout(self.grace.total_seconds()), self.freed:
+                await self.freed.wait_for(lambda: not self.running)
+        except TimeoutError:
+            log.warning("drain: grace over, handing back %d pass(es)", len(self.running))
+        raise _Drained
+
+    async def run(self, stop: asyncio.Event | None = None) -> None:
+        if not await self._prepared(stop):
+            return
+        try:
+            async with asyncio.TaskGroup() as passes:
+                self.passes = passes
+                passes.create_task(self.reader())
+                quits = [passes.create_task(self.reclaimer())]
+                passes.create_task(self.keeper())
+                passes.create_task(self.timer())
+                if stop is not None:
+                    passes.create_task(self._drain(stop, quits))
+        except* _Drained:
+            log.info("drained")
 
 
 async def work(
@@ -508,8 +638,11 @@ async def work(
     readers: int | None = None,
     observer: Observer | None = None,
     clock: Callable[[], datetime] = utcnow,
+    stop: asyncio.Event | None = None,
+    grace: timedelta = GRACE,
 ) -> None:
-    """Run passes of `body` for every workflow `durable`'s scheduler hands out, until cancelled.
+    """Run passes of `body` for every workflow `durable`'s scheduler hands out, until cancelled
+    or drained.
 
     `pool` bounds concurrent passes; `budget` is how long one pass may hold a workflow however
     alive it looks (a step that knows better passes `within` to `run.step`); `tick` is how often
@@ -519,8 +652,20 @@ async def work(
     it was not told about (set by other workers); `readers` caps how many takes a busy worker
     keeps in flight at once (an idle one keeps one): by default the store's own `readers`
     attribute if it has one (Postgres answers a turn's takes with one statement, so it asks
-    for many), else `READERS`. Cancelling `work` hands every running workflow
-    back to the queue, waiting at most `SHUTDOWN` for a store that does not answer.
+    for many), else `READERS`. `clock` is the time of the timer and of every pass (the
+    deadlines `run.sleep` records), so a test can move both.
+
+    Stopping, two ways:
+
+    - Setting `stop` drains: `work` takes nothing new, gives the passes running then up to
+      `grace` to end on their own (each finishes its steps, so a deploy re-runs none), hands
+      back whatever is still running after that, and returns.
+    - Cancelling `work` hands every running workflow back to the queue at once, waiting at
+      most `SHUTDOWN` for a store that does not answer.
+
+    A store that is not there yet when `work` starts is tried again, with a growing pause,
+    until it answers (or `stop` is set); one that fails while `work` runs is ridden out by
+    each loop, and a pass whose writes it keeps failing is handed back, not failed.
     """
     if contended is None:
         contended = tick
@@ -535,6 +680,7 @@ async def work(
         ("within", within),
         ("contended", contended),
         ("sweep", sweep),
+        ("grace", grace),
     ):
         positive(name, value)
     worker = _Worker(
@@ -549,5 +695,6 @@ async def work(
         readers=min(readers, pool),
         observer=observer,
         clock=clock,
+        grace=grace,
     )
-    await worker.run()
+    await worker.run(stop)

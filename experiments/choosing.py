@@ -206,7 +206,7 @@ def comparison(where: Path | None = None) -> tuple[Any, dict[str, str]]:
         median, bound = n.took_over(backend, lease)
         ratios[backend] = median / bound if bound == bound and bound else math.nan
         cells[backend] = (f"{median:.2f} s at a {lease:g} s lease "
-                          f"({ratios[backend]:.2f} × lease + tick)")
+                          f"({ratios[backend]:.2f} x lease + tick)")
     table_rows["Taking over a dead worker"] = cells
     slow = [b for b, r in ratios.items() if r == r and r > 1.2]
     verdicts["Taking over a dead worker"] = (
@@ -214,7 +214,7 @@ def comparison(where: Path | None = None) -> tuple[Any, dict[str, str]]:
         if not slow else
         f"Changes the answer for {', '.join(slow)}: a row that becomes visible because a lease "
         f"ran out rings no doorbell and sends no notification, so an idle reader only finds it "
-        f"at its next look ({', '.join(f'{b} {ratios[b]:.1f}×' for b in slow)} lease + tick); "
+        f"at its next look ({', '.join(f'{b} {ratios[b]:.1f}x' for b in slow)} lease + tick); "
         f"the polled set, which looks every poll, and the stream, whose reclaimer looks every "
         f"tick, do not wait"
     ) + "."
@@ -255,12 +255,13 @@ def claims(where: Path | None = None) -> Any:
         return float(found.iloc[0]) if len(found) else math.nan
 
     rows.append(("a checkpoint is read whole, so an inbox has no bound",
-                 f"claim + load slope against inbox entries: redis {slope('redis-stream', 'inbox'):.2f}, "
-                 f"postgres {slope('postgres', 'inbox'):.2f}",
+                 f"claim + load slope against inbox entries: redis "
+                 f"{slope('redis-stream', 'inbox'):.2f}, postgres {slope('postgres', 'inbox'):.2f}",
                  "confirms: the read grows with the inbox"))
     rows.append(("cancelling a queued wakeup costs a scan on the stream",
-                 f"cancel slope against queued workflows: stream {slope('redis-stream', 'cancel'):.2f}, "
-                 f"set {slope('redis-set', 'cancel'):.2f}, postgres {slope('postgres', 'cancel'):.2f}",
+                 f"cancel slope against queued workflows: stream "
+                 f"{slope('redis-stream', 'cancel'):.2f}, set {slope('redis-set', 'cancel'):.2f}, "
+                 f"postgres {slope('postgres', 'cancel'):.2f}",
                  "confirms" if slope("redis-stream", "cancel") > 0.5 else "refutes"))
     races, lost = n.wakeups_of("redis-set")
     rows.append(("the set's receipt means no wakeup is lost",

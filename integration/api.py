@@ -412,10 +412,18 @@ async def run(args: argparse.Namespace) -> None:
         )
         server = uvicorn.Server(config)
         worker: asyncio.Task[None] | None = None
+        drain = asyncio.Event()
         if args.store.startswith("memory:"):
             # A memory store lives in this process, so its worker has to as well.
             worker = asyncio.create_task(
-                serve(durable, effects_from(args), pool=args.pool, tick=args.tick)
+                serve(
+                    durable,
+                    effects_from(args),
+                    pool=args.pool,
+                    tick=args.tick,
+                    stop=drain,
+                    grace=args.grace,
+                )
             )
         log.info(
             "api ready",
@@ -425,7 +433,9 @@ async def run(args: argparse.Namespace) -> None:
             await server.serve()
         finally:
             if worker is not None:
-                worker.cancel()
+                # Drained, not cancelled: the passes running finish their steps (up to
+                # `--grace`), since whatever a memory store holds ends with this process.
+                drain.set()
                 with contextlib.suppress(asyncio.CancelledError):
                     await worker
         log.info("api stopped")

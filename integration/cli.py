@@ -73,6 +73,13 @@ def add_worker_options(made: argparse.ArgumentParser) -> None:
         help="how often claims are renewed and abandoned work is looked for (default 1s)",
     )
     made.add_argument(
+        "--grace",
+        type=duration,
+        default=timedelta(seconds=30),
+        help="on SIGTERM or SIGINT, how long running passes get to finish before what is left"
+        " is handed back (default 30s; a second signal hands it back at once)",
+    )
+    made.add_argument(
         "--settlement",
         type=duration,
         default=timedelta(days=2),

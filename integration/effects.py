@@ -6,7 +6,9 @@ once. Calls are keyed by the workflow id (the idempotency key a real gateway wou
 Two knobs exist for tests and demonstrations:
 
 - `journal`: a file every effect appends one line to (`capture workflow=... sku=... pid=...`),
-  the side channel a test reads to count effects performed by *other processes*;
+  the side channel a test reads to count effects performed by *other processes*; a capture
+  also appends `capturing ...` as it begins, so a capture that was started and cut short
+  (its worker stopped mid-step) shows as a start without its end;
 - `Gateway(slow=...)`: how long a capture takes, so a test can kill a worker mid-payout;
 - `Warehouse(unshippable=..., release_failures=...)`: a SKU that cannot ship (the forward
   fulfilment fails and is rolled back), and a number of releases that fail before one works
@@ -39,6 +41,10 @@ class _Journal:
 
     def note(self, effect: str, **fields: object) -> None:
         self.calls[effect] += 1
+        self.write(effect, **fields)
+
+    def write(self, effect: str, **fields: object) -> None:
+        """Append the line alone (not counted in `calls`)."""
         if self.path is None:
             return
         described = " ".join(f"{key}={value}" for key, value in fields.items())
@@ -72,7 +78,8 @@ class Gateway:
 
     async def capture(self, workflow: str, sku: str, cents: int) -> str:
         # The slow part comes before the effect, as a real call's round trip would: a worker
-        # killed while it sleeps has captured nothing.
+        # killed while it sleeps has captured nothing (but has journalled that it began).
+        self._journal.write("capturing", workflow=workflow, sku=sku, cents=cents)
         if self._slow is not None:
             await asyncio.sleep(self._slow.total_seconds())
         self._journal.note("capture", workflow=workflow, sku=sku, cents=cents)

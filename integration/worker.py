@@ -1,9 +1,11 @@
 """The worker process: `durability-worker --store URL` (or `python -m integration.worker`).
 
-It opens the store named by `--store`, runs `work` with the order body
-(`integration.workflow.OrderWorkflow`) until SIGTERM or SIGINT, then drains: cancelling `work`
-hands every running workflow back to the queue at once, so another worker picks it up without
-waiting out a lease. Run as many as you like; they share nothing but the store.
+It opens the store named by `--store` (trying again, with a growing pause, while the store is
+not there yet, so the processes of a deployment may start in any order), and runs `work` with
+the order body (`integration.workflow.OrderWorkflow`) until SIGTERM or SIGINT. Then it drains:
+it takes nothing new, lets the passes running finish for up to `--grace` (so a deploy re-runs
+none of their steps), hands back what is left and exits; a second signal hands everything back
+at once. Run as many as you like; they share nothing but the store.
 
 `memory://` is refused here, because a memory store lives in one process: run
 `durability-api --store memory://`, which runs a worker beside the API.
@@ -21,13 +23,18 @@ from datetime import timedelta
 from pathlib import Path
 
 from durability import Blocked, Completed, Durable, Event, Sleeping, work
-from durability.connect import open_durable
+from durability.connect import open_durable, unavailable
+from durability.worker import GRACE
 from integration import cli
 from integration.effects import Gateway, Warehouse
 from integration.log import configure, fields
 from integration.workflow import Effects, OrderWorkflow
 
 log = logging.getLogger("integration.worker")
+
+#: The first and the longest pause between two tries to open a store that is not there yet.
+FIRST_TRY_AGAIN = timedelta(milliseconds=500)
+LONGEST_TRY_AGAIN = timedelta(seconds=30)
 
 
 def effects_from(args: argparse.Namespace) -> Effects:
@@ -71,6 +78,11 @@ def observe(event: Event) -> None:
             )
         case "contended" | "fenced" | "expired":
             log.warning(f"pass {event.kind}", extra=fields(workflow=event.workflow))
+        case "unavailable":
+            log.warning(
+                "pass handed back: the store did not answer",
+                extra=fields(workflow=event.workflow, error=repr(event.error)),
+            )
 
 
 async def serve(
@@ -79,35 +91,82 @@ async def serve(
     *,
     pool: int = 16,
     tick: timedelta = timedelta(seconds=1),
+    stop: asyncio.Event | None = None,
+    grace: timedelta = GRACE,
 ) -> None:
-    """Run the order workflows over `durable` until cancelled (which hands them back)."""
+    """Run the order workflows over `durable` until `stop` is set (a drain of up to `grace`)
+    or until cancelled (which hands them back at once)."""
     body = OrderWorkflow(durable.checkpointer, effects)
-    await work(durable, body, pool=pool, tick=tick, observer=observe)
+    await work(
+        durable, body, pool=pool, tick=tick, observer=observe, stop=stop, grace=grace
+    )
 
 
-async def _until_signalled(task: asyncio.Task[None]) -> None:
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(signum, task.cancel)
-    try:
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
+async def opened(
+    stack: contextlib.AsyncExitStack, url: str, lease: timedelta, stop: asyncio.Event
+) -> Durable | None:
+    """The store `url` names, opened on `stack`: tried again with a doubling pause (logged)
+    while it is unavailable (`durability.connect.unavailable`: not up yet, unreachable, too
+    slow), so the worker may start before its store. `None` if `stop` is set first. Any other
+    error (a URL no store answers to, say) is raised at once: waiting will not change it."""
+    pause = FIRST_TRY_AGAIN
+    tries = 0
+    while not stop.is_set():
+        try:
+            return await stack.enter_async_context(
+                open_durable(url, lease=lease, housekeeping=True)
+            )
+        except Exception as error:
+            if not unavailable(error):
+                raise
+            tries += 1
+            log.warning(
+                "store not ready",
+                extra=fields(store=redacted(url), tries=tries, error=repr(error), again_in=pause),
+            )
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), pause.total_seconds())
+        pause = min(pause * 2, LONGEST_TRY_AGAIN)
+    return None
 
 
 async def run(args: argparse.Namespace) -> None:
-    async with open_durable(args.store, lease=args.lease, housekeeping=True) as durable:
-        log.info(
-            "worker ready",
-            extra=fields(store=redacted(args.store), pool=args.pool, lease=args.lease),
-        )
-        task = asyncio.create_task(
-            serve(durable, effects_from(args), pool=args.pool, tick=args.tick)
-        )
-        await _until_signalled(task)
-        log.info("worker drained", extra=fields(store=redacted(args.store)))
+    stop = asyncio.Event()
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def signalled(signum: signal.Signals) -> None:
+        if stop.is_set() and main is not None:
+            log.warning("signalled again: handing back at once", extra=fields(signal=signum.name))
+            main.cancel()
+            return
+        log.info("draining", extra=fields(signal=signum.name, grace=args.grace))
+        stop.set()
+
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, signalled, signum)
+    store = redacted(args.store)
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            durable = await opened(stack, args.store, args.lease, stop)
+            if durable is None:
+                log.info("worker stopped before its store answered", extra=fields(store=store))
+                return
+            log.info("worker ready", extra=fields(store=store, pool=args.pool, lease=args.lease))
+            await serve(
+                durable,
+                effects_from(args),
+                pool=args.pool,
+                tick=args.tick,
+                stop=stop,
+                grace=args.grace,
+            )
+            log.info("worker drained", extra=fields(store=store))
+    except asyncio.CancelledError:
+        log.info("worker stopped", extra=fields(store=store))
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
 
 
 def redacted(url: str) -> str:

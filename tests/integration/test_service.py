@@ -1,10 +1,14 @@
 """End to end: a real API process and two real worker processes over a shared store, driven
 over HTTP. One worker is SIGKILLed mid-payout; the other finishes it, and no line is captured
-twice. Effects are counted through the journal file the workers' fake gateway appends to.
+twice. A worker sent SIGTERM mid-capture finishes its captures before it exits, and a worker
+started before its store waits for it. Effects are counted through the journal file the
+workers' fake gateway appends to.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -13,10 +17,15 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 import pytest
+
+from durability.connect import open_durable
+from tests.integration.conftest import POSTGRES_URL, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 SKUS = ["alpha", "bravo", "charlie"]
@@ -153,3 +162,157 @@ def test_a_worker_killed_mid_payout_is_taken_over_with_no_capture_twice(
     assert survivor.wait(timeout=20) == 0, processes.log(f"worker-{workers.index(survivor) + 1}")
     assert api.wait(timeout=20) == 0, processes.log("api")
     assert "worker drained" in processes.log(f"worker-{workers.index(survivor) + 1}")
+
+
+# --- stopping and starting a worker process -----------------------------------------------------
+
+
+def order_record(*skus: str) -> dict[str, object]:
+    """A payout's submission as the API records it."""
+    lines = [{"sku": sku, "quantity": 1, "cents": 100} for sku in skus]
+    return {"kind": "payout", "customer": "ada", "lines": lines}
+
+
+def arrive(url: str, *values: tuple[str, str, object]) -> None:
+    """`durable.arrive` each `(workflow, key, value)` from this process, as an API would."""
+
+    async def send() -> None:
+        async with open_durable(url, lease=timedelta(seconds=1)) as durable:
+            for workflow, key, value in values:
+                await durable.arrive(workflow, key, value)
+
+    asyncio.run(send())
+
+
+def effects_of(path: Path, effect: str) -> Counter[tuple[str, str]]:
+    return Counter((e["workflow"], e["sku"]) for e in journal(path) if e["effect"] == effect)
+
+
+def test_a_worker_sent_sigterm_mid_step_finishes_its_steps_and_exits(
+    shared_store_url: str, processes: Processes, tmp_path: Path, tag: str
+) -> None:
+    effects = tmp_path / "effects.log"
+    worker_args = ["--store", shared_store_url, "--lease", "1s", "--tick", "200ms"]
+    worker_args += ["--settlement", "1s", "--capture-delay", "700ms", "--grace", "20s"]
+    worker_args += ["--effects-log", str(effects)]
+    first = processes.start("worker-1", "integration.worker", *worker_args)
+    orders = [f"{tag}-{n}" for n in range(2)]
+    skus = ["alpha", "bravo"]
+    arrive(shared_store_url, *((order, "order", order_record(*skus)) for order in orders))
+
+    # Both orders are inside their first capture when the deploy's SIGTERM arrives.
+    wait_for(
+        lambda: {w for w, _ in effects_of(effects, "capturing")} == set(orders),
+        "each order's first capture began",
+    )
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=30) == 0, processes.log("worker-1")
+    # Every capture it began, it finished: nothing was cut mid-step.
+    assert effects_of(effects, "capturing") == effects_of(effects, "capture")
+    assert "draining" in processes.log("worker-1")
+    assert "worker drained" in processes.log("worker-1")
+
+    # The next worker carries on from the records: it captures nothing again, and pays.
+    second = processes.start("worker-2", "integration.worker", *worker_args)
+    arrive(shared_store_url, *((order, "approved-by", "dana") for order in orders))
+    wait_for(
+        lambda: len([e for e in journal(effects) if e["effect"] == "payout"]) == len(orders),
+        "every order is paid",
+    )
+    once = Counter({(order, sku): 1 for order in orders for sku in skus})
+    assert effects_of(effects, "capturing") == once
+    assert effects_of(effects, "capture") == once
+    second.send_signal(signal.SIGTERM)
+    assert second.wait(timeout=30) == 0, processes.log("worker-2")
+
+
+@contextlib.contextmanager
+def database_later(name: str) -> Iterator[Callable[[], None]]:
+    """`create()` makes the Postgres database `name` (not there before); dropped after."""
+    import psycopg
+
+    try:
+        psycopg.connect(POSTGRES_URL, connect_timeout=3).close()
+    except psycopg.Error as error:
+        unavailable(f"PostgreSQL at {POSTGRES_URL} does not answer: {error}")
+
+    def create() -> None:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+
+    try:
+        yield create
+    finally:
+        with psycopg.connect(POSTGRES_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.mark.parametrize("store", ["redis", "postgres", "sqlite"])
+def test_a_worker_process_started_before_its_store_waits_for_it(
+    store: str, processes: Processes, tmp_path: Path, tag: str
+) -> None:
+    from tests.stores.redis.conftest import redis_server_on, spare_port
+
+    effects = tmp_path / "effects.log"
+    port = spare_port()
+    later = tmp_path / "mounted-later"  # the SQLite file's directory, not there yet
+    database = f"durability_it_{tag}"  # the Postgres database, not created yet
+    if store == "redis":
+        url = f"redis://127.0.0.1:{port}/0?scheduler=stream&namespace={tag}"
+    elif store == "postgres":
+        url = urlunsplit(urlsplit(POSTGRES_URL)._replace(path=f"/{database}"))
+    else:
+        url = f"sqlite:///{later / 'store.db'}"
+    with contextlib.ExitStack() as up:
+        create = up.enter_context(database_later(database)) if store == "postgres" else None
+        worker = processes.start(
+            "worker", "integration.worker", "--store", url, "--effects-log", str(effects)
+        )
+        wait_for(lambda: processes.log("worker").count("store not ready") >= 2, "two tries")
+        assert worker.poll() is None, processes.log("worker")
+
+        if store == "redis":
+            up.enter_context(redis_server_on(port, tmp_path))
+        elif create is not None:
+            create()
+        else:
+            later.mkdir()
+        wait_for(lambda: "worker ready" in processes.log("worker"), "the worker opens its store")
+        order = f"{tag}-late"
+        arrive(url, (order, "order", order_record("alpha")))
+        wait_for(lambda: effects_of(effects, "capture")[(order, "alpha")] == 1, "it is captured")
+        worker.send_signal(signal.SIGTERM)
+        assert worker.wait(timeout=30) == 0, processes.log("worker")
+
+
+def test_the_api_s_own_worker_on_memory_drains_its_steps_on_sigterm(
+    processes: Processes, tmp_path: Path, tag: str
+) -> None:
+    effects = tmp_path / "effects.log"
+    port = free_port()
+    api = processes.start(
+        "api", "integration.api", "--store", "memory://", "--port", str(port),
+        "--capture-delay", "700ms", "--grace", "20s", "--effects-log", str(effects),
+    )  # fmt: skip
+    order = f"{tag}-memory"
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+
+        def answers() -> bool:
+            assert api.poll() is None, processes.log("api")
+            try:
+                return http.get("/orders/none").status_code == 404
+            except httpx.TransportError:
+                return False
+
+        wait_for(answers, "the API answers")
+        lines = [{"sku": sku, "quantity": 1, "cents": 100} for sku in ("alpha", "bravo")]
+        submitted = http.post(
+            "/orders", json={"customer": "ada", "lines": lines}, headers={"Idempotency-Key": order}
+        )
+        assert submitted.status_code == 201, submitted.text
+    wait_for(lambda: bool(effects_of(effects, "capturing")), "the first capture began")
+    api.send_signal(signal.SIGTERM)
+    assert api.wait(timeout=30) == 0, processes.log("api")
+    # The capture under way when the signal came was finished, not cut.
+    assert effects_of(effects, "capture")[(order, "alpha")] == 1
+    assert effects_of(effects, "capturing") == effects_of(effects, "capture")

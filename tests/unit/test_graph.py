@@ -12,7 +12,7 @@ import pytest
 
 from durability.codec import Unencodable, as_dict
 from durability.graph import CompiledGraph, Graph, run_durably
-from durability.interfaces import Fenced, Pass, claimed
+from durability.interfaces import Fenced, Pass, Recorded, claimed
 from durability.memory import MemoryCheckpointer
 
 _ids = itertools.count()
@@ -579,6 +579,51 @@ async def test_a_superseded_pass_stops_with_fenced_and_records_nothing_after() -
     assert await checkpointer.load(workflow) == {"a": "a"}
     assert downstream == 0
     assert c_cancelled.is_set()
+
+
+class CutOnce(MemoryCheckpointer):
+    """Loses the reply of its first `cuts` records to a cut connection (the write landed)."""
+
+    def __init__(self, cuts: int) -> None:
+        super().__init__()
+        self.cuts = cuts
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        recorded = await super().record(holder, key, value)
+        if self.cuts:
+            self.cuts -= 1
+            raise ConnectionResetError("the reply was lost")
+        return recorded
+
+
+async def test_a_record_whose_reply_was_lost_is_tried_again_not_rolled_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import durability.faults
+
+    monkeypatch.setattr(durability.faults, "FIRST", timedelta(milliseconds=1))
+    checkpointer = CutOnce(cuts=2)
+    workflow = workflow_id()
+    charged: list[int] = []
+    rolled_back: list[str] = []
+
+    async def charge() -> object:
+        charged.append(1)
+        return "charged"
+
+    graph = Graph()
+    graph.node("charged", charge)
+    graph.node("shipped", value, after=("charged",))
+
+    try:
+        result = await one_pass(graph.compile(), checkpointer, workflow)
+    except Exception:  # a saga's net: it must not see the store's fault
+        rolled_back.append("refund")
+        raise
+    assert result == "charged"
+    assert charged == [1]
+    assert rolled_back == []
+    assert await checkpointer.load(workflow) == {"charged": "charged", "shipped": "charged"}
 
 
 async def test_output_selection_and_input_binding() -> None:

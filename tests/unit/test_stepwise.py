@@ -31,7 +31,9 @@ from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
 from durability.stepwise import (
     Blocked,
     Completed,
+    InputNeeded,
     Run,
+    ScheduledWakeup,
     Sleeping,
     Suspended,
     Swallowed,
@@ -887,3 +889,298 @@ async def test_a_step_refuses_a_window_that_is_not_positive(
     with pytest.raises(ValueError, match="within"):
         await run.step("x", lambda: ran.append(1), as_json, within=within)
     assert ran == []
+
+
+# --- 13. what a pass reports when it fails, and a suspension it did not raise ------------------
+
+
+def no_such_sku() -> int:
+    raise LookupError("no such sku")
+
+
+async def test_a_failure_beside_a_suspension_is_raised_alone_as_an_exception_group(
+    store: MemoryCheckpointer, clock: Clock
+) -> None:
+    async def body(run: Run) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.step("a", no_such_sku, as_int))
+            group.create_task(run.awaiting("b", as_text))
+            group.create_task(run.sleep("c", timedelta(hours=1)))
+
+    with pytest.raises(ExceptionGroup) as caught:
+        await one_pass(store, workflow_id(), body, clock)
+    # An ordinary ExceptionGroup of the failures alone: `except Exception` is the whole net.
+    assert type(caught.value) is ExceptionGroup
+    assert [type(leaf) for leaf in caught.value.exceptions] == [LookupError]
+    assert not caught.group_contains(Suspended)
+
+
+async def test_a_failure_is_raised_unchanged(store: MemoryCheckpointer, clock: Clock) -> None:
+    async def body(run: Run) -> int:
+        return await run.step("a", no_such_sku, as_int)
+
+    with pytest.raises(LookupError, match="no such sku"):
+        await one_pass(store, workflow_id(), body, clock)
+
+
+class Foreign(BaseException):
+    """A library's own BaseException: not a failure type the body's `except Exception` sees."""
+
+
+async def test_a_foreign_base_exception_beside_a_suspension_keeps_its_kind(
+    store: MemoryCheckpointer, clock: Clock
+) -> None:
+    def foreign() -> int:
+        raise Foreign("not ours")
+
+    async def body(run: Run) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.step("a", foreign, as_int))
+            group.create_task(run.awaiting("b", as_text))
+
+    with pytest.raises(BaseExceptionGroup) as caught:
+        await one_pass(store, workflow_id(), body, clock)
+    assert [type(leaf) for leaf in caught.value.exceptions] == [Foreign]
+
+
+class SlowWrites(Watched):
+    """Records reach the store only when `release_writes` is set, and land even if the pass
+    that asked was cancelled meanwhile (a write on the wire, its reply never read)."""
+
+    def __init__(self, inner: MemoryCheckpointer) -> None:
+        super().__init__(inner)
+        self.in_flight = asyncio.Event()
+        self.release_writes = asyncio.Event()
+        self.landed: list[asyncio.Task[Recorded]] = []
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        async def land() -> Recorded:
+            await self.release_writes.wait()
+            return await self.inner.record(holder, key, value)
+
+        task = asyncio.create_task(land())
+        self.landed.append(task)
+        self.in_flight.set()
+        return await asyncio.shield(task)
+
+
+@pytest.mark.parametrize("sibling", ["suspends", "fails"])
+async def test_a_sleep_cut_short_while_its_deadline_is_written_is_still_reported(
+    store: MemoryCheckpointer, clock: Clock, sibling: str
+) -> None:
+    slow = SlowWrites(store)
+    workflow = workflow_id()
+    seen: list[Run] = []
+
+    async def then_stop(run: Run) -> None:
+        await slow.in_flight.wait()  # the sleep's deadline is on its way to the store
+        if sibling == "suspends":
+            await run.awaiting("approved", as_text)
+        raise LookupError("the sibling failed")
+
+    async def body(run: Run) -> None:
+        seen.append(run)
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.sleep("nap", timedelta(hours=1)))
+            group.create_task(then_stop(run))
+
+    holder = await claimed(store, workflow, BUDGET, ALIVE)
+    due = T0 + timedelta(hours=1)
+    if sibling == "suspends":
+        assert await resume(holder, slow, body, clock=clock) == Sleeping("nap", due)
+    else:
+        with pytest.raises(ExceptionGroup):
+            await resume(holder, slow, body, clock=clock)
+    # Either way the pass still knows the deadline the store is about to hold.
+    assert seen[0].deadline == Sleeping("nap", due)
+    slow.release_writes.set()
+    await asyncio.gather(*slow.landed)
+    assert await store.load(workflow) == {"nap": due.isoformat()}
+
+
+async def test_a_sleep_that_is_over_by_the_time_it_is_written_leaves_no_deadline(
+    store: MemoryCheckpointer, clock: Clock
+) -> None:
+    class SlowClock(Watched):
+        async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+            clock.advance(timedelta(seconds=2))  # the write took longer than the sleep
+            return await self.inner.record(holder, key, value)
+
+    seen: list[Run] = []
+
+    async def body(run: Run) -> str:
+        seen.append(run)
+        await run.sleep("blink", timedelta(seconds=1))
+        return "awake"
+
+    holder = await claimed(store, workflow_id(), BUDGET, ALIVE)
+    assert await resume(holder, SlowClock(store), body, clock=clock) == Completed("awake")
+    assert seen[0].deadline is None
+
+
+async def test_a_suspension_another_run_raised_is_refused(
+    store: MemoryCheckpointer, clock: Clock
+) -> None:
+    other = await claimed(store, workflow_id(), BUDGET, ALIVE)
+
+    async def nested(run: Run) -> str:
+        inner = Run(other, store, {}, clock=clock)
+        return await inner.awaiting("elsewhere", as_text)
+
+    async def by_hand(run: Run) -> str:
+        raise InputNeeded("made up")
+
+    for body in (nested, by_hand):
+        with pytest.raises(TypeError, match="did not raise"):
+            await one_pass(store, workflow_id(), body, clock)
+
+
+async def test_a_stray_suspension_among_this_run_s_own_is_refused(
+    store: MemoryCheckpointer, clock: Clock
+) -> None:
+    async def stray() -> None:
+        raise ScheduledWakeup("not mine", T0)
+
+    async def body(run: Run) -> None:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.awaiting("mine", as_text))
+            group.create_task(stray())
+
+    with pytest.raises(TypeError, match="not mine") as caught:
+        await one_pass(store, workflow_id(), body, clock)
+    # Both reached the group: the pass's own suspension does not hide the stray one.
+    assert isinstance(caught.value.__cause__, BaseExceptionGroup)
+    assert len(caught.value.__cause__.exceptions) == 2
+
+
+def test_a_blocked_outcome_names_at_least_one_key() -> None:
+    with pytest.raises(ValueError, match="at least one key"):
+        Blocked()
+    with pytest.raises(ValueError):
+        Blocked(waiting=frozenset(), listening=frozenset())
+    assert Blocked(listening=frozenset({"mail"})).waiting == frozenset()
+
+
+# --- 14. a store that fails under a pass ------------------------------------------------------
+
+
+class Flaky(Watched):
+    """Fails the first `failures` writes with a connection error; with `landing`, each failed
+    write lands before its error (the reply lost on the way back)."""
+
+    def __init__(self, inner: MemoryCheckpointer, failures: int, landing: bool = False) -> None:
+        super().__init__(inner)
+        self.failures = failures
+        self.landing = landing
+
+    async def _fault(self) -> None:
+        if self.failures > 0:
+            self.failures -= 1
+            raise ConnectionResetError("the connection was cut")
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        self.calls.append(("record", ()))
+        if self.landing and self.failures:
+            await self.inner.record(holder, key, value)
+        await self._fault()
+        return await self.inner.record(holder, key, value)
+
+    async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
+        self.calls.append(("transact", ()))
+        if self.landing and self.failures:
+            await self.inner.transact(holder, key, effect)
+        await self._fault()
+        return await self.inner.transact(holder, key, effect)
+
+
+@pytest.fixture
+def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
+    import durability.faults
+
+    monkeypatch.setattr(durability.faults, "FIRST", timedelta(milliseconds=1))
+
+
+@pytest.mark.parametrize("landing", [False, True], ids=["lost-write", "lost-reply"])
+async def test_a_write_the_store_failed_is_tried_again_and_the_step_runs_once(
+    store: MemoryCheckpointer, clock: Clock, landing: bool, quick_retries: None
+) -> None:
+    flaky = Flaky(store, failures=2, landing=landing)
+    workflow = workflow_id()
+    ran: list[str] = []
+    ledger: list[int] = []
+
+    def charge() -> str:
+        ran.append("charge")
+        return "charged"
+
+    def book() -> object:
+        ledger.append(1)
+        return len(ledger)
+
+    async def body(run: Run) -> list[object]:
+        charged = await run.step("charged", charge, as_text)
+        booked = await run.transact("booked", MemoryEffect(book), as_int)
+        return [charged, booked]
+
+    holder = await claimed(store, workflow, BUDGET, ALIVE)
+    assert await resume(holder, flaky, body, clock=clock) == Completed(["charged", 1])
+    assert ran == ["charge"]
+    assert ledger == [1]  # the effect the store performs ran once, even when its reply was lost
+    assert flaky.count("record") == 3
+    assert await store.load(workflow) == {"charged": "charged", "booked": 1}
+
+
+async def test_a_store_that_keeps_failing_stops_the_pass_without_running_the_rollback(
+    store: MemoryCheckpointer, clock: Clock, quick_retries: None
+) -> None:
+    from durability.faults import ATTEMPTS, StoreDown
+
+    flaky = Flaky(store, failures=ATTEMPTS)
+    compensated: list[str] = []
+
+    async def body(run: Run) -> str:
+        try:
+            return await run.step("charged", lambda: "charged", as_text)
+        except Exception:
+            compensated.append("refund")
+            raise
+
+    holder = await claimed(store, workflow_id(), BUDGET, ALIVE)
+    with pytest.raises(StoreDown) as caught:
+        await resume(holder, flaky, body, clock=clock)
+    assert isinstance(caught.value.cause, ConnectionResetError)
+    assert flaky.count("record") == ATTEMPTS
+    assert compensated == []
+
+
+async def test_the_body_s_own_connection_error_is_its_failure_not_the_store_s(
+    store: MemoryCheckpointer, clock: Clock, quick_retries: None
+) -> None:
+    ran: list[int] = []
+
+    def call_the_gateway() -> str:
+        ran.append(1)
+        raise ConnectionRefusedError("the gateway is down")
+
+    async def body(run: Run) -> str:
+        return await run.step("charged", call_the_gateway, as_text)
+
+    with pytest.raises(ConnectionRefusedError):
+        await one_pass(store, workflow_id(), body, clock)
+    assert ran == [1]
+
+
+async def test_a_value_the_store_refuses_is_the_step_failing_and_is_not_tried_again(
+    store: MemoryCheckpointer, clock: Clock, quick_retries: None
+) -> None:
+    from durability.codec import Unencodable
+
+    watched = Watched(store)
+
+    async def body(run: Run) -> object:
+        return await run.step("pair", lambda: ("not", "json"), as_json)
+
+    holder = await claimed(store, workflow_id(), BUDGET, ALIVE)
+    with pytest.raises(Unencodable):
+        await resume(holder, watched, body, clock=clock)
+    assert watched.count("record") == 1

@@ -72,6 +72,7 @@ async def stop(task: asyncio.Task[None]) -> None:
         await task
 
 
+
 def stores(lease: timedelta = LEASE) -> tuple[MemoryCheckpointer, MemoryScheduler]:
     return MemoryCheckpointer(), MemoryScheduler(lease=lease)
 
@@ -589,7 +590,7 @@ async def test_a_workflow_held_by_a_live_pass_is_looked_at_again_later() -> None
 # --- 12. timings --------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", ["budget", "tick", "within", "contended", "sweep"])
+@pytest.mark.parametrize("name", ["budget", "tick", "within", "contended", "sweep", "grace"])
 @pytest.mark.parametrize("bad", [timedelta(0), timedelta(milliseconds=-1)])
 async def test_work_refuses_a_timing_that_is_not_positive(name: str, bad: timedelta) -> None:
     durable = SplitDurable(*stores())
@@ -880,3 +881,319 @@ async def test_readers_must_be_a_positive_count() -> None:
     for bad in (0, -1, True):
         with pytest.raises(ValueError, match="readers"):
             await work(durable, body, readers=bad)
+
+
+# --- 14. nothing a body raises stops the worker -------------------------------------------------
+
+
+class Foreign(BaseException):
+    """A third party's own BaseException, neither a failure type nor the library's."""
+
+
+def _raises(what: BaseException) -> Callable[[Run], Awaitable[object]]:
+    async def body(run: Run) -> object:
+        raise what
+
+    return body
+
+
+async def _mixed(run: Run) -> object:
+    def declined() -> int:
+        raise LookupError("card declined")
+
+    async with asyncio.TaskGroup() as group:
+        group.create_task(run.step("charged", declined, as_int))
+        group.create_task(run.awaiting("approved-by", as_text))
+    return None
+
+
+async def _stray(run: Run) -> object:
+    other = MemoryCheckpointer()
+    elsewhere = await claimed(other, workflow_id())
+    return await Run(elsewhere, other, {}).awaiting("approval", as_text)
+
+
+POISONS: dict[str, tuple[Callable[[Run], Awaitable[object]], type[BaseException]]] = {
+    "failure-beside-a-suspension": (_mixed, ExceptionGroup),
+    "exception-group": (
+        _raises(ExceptionGroup("two", [ValueError("one"), KeyError("two")])),
+        ExceptionGroup,
+    ),
+    "keyboard-interrupt": (_raises(KeyboardInterrupt()), KeyboardInterrupt),
+    "system-exit": (_raises(SystemExit(3)), SystemExit),
+    "foreign-base-exception": (_raises(Foreign("not ours")), Foreign),
+    "unasked-cancellation": (_raises(asyncio.CancelledError()), asyncio.CancelledError),
+    "suspension-of-another-run": (_stray, TypeError),
+}
+
+
+@pytest.mark.parametrize("poison", list(POISONS))
+async def test_no_body_can_stop_the_worker(poison: str) -> None:
+    checkpointer, memory = stores()
+    durable = SplitDurable(checkpointer, memory)
+    observed = Observed()
+    bad, good = workflow_id(), workflow_id()
+    poisoned, raised = POISONS[poison]
+
+    async def body(run: Run) -> object:
+        if run.workflow == bad:
+            return await poisoned(run)
+        return await run.step("fine", lambda: "fine", as_text)
+
+    async with working(durable, body, observed, pool=1) as worker:
+        await durable.arrive(bad, "go", True)
+        await observed.until(lambda: bool(observed.of(bad, "failed")))
+        await durable.arrive(good, "go", True)
+        await observed.until(lambda: observed.completed(good))
+        assert not worker.done()
+
+    (failed,) = observed.of(bad, "failed")
+    assert isinstance(failed.error, raised)
+    assert observed.kinds(bad) == ["delivered", "started", "failed"]
+    # Settled: released and answered for, so no other worker inherits the poison.
+    assert await memory.reclaim(timedelta(milliseconds=1)) is None
+    assert await checkpointer.claim(bad, LEASE, LEASE) is not None
+
+
+async def test_a_failed_pass_that_reached_a_sleep_is_woken_at_its_deadline() -> None:
+    durable = SplitDurable(*stores())
+    observed = Observed()
+    workflow = workflow_id()
+    attempts: list[int] = []
+
+    def flaky() -> str:
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise LookupError("the gateway hiccuped")
+        return "charged"
+
+    async def body(run: Run) -> str:
+        async with asyncio.TaskGroup() as group:
+            group.create_task(run.sleep("cool-off", timedelta(milliseconds=200)))
+            charged = group.create_task(run.step("charged", flaky, as_text))
+        return charged.result()
+
+    # No sweep within the test: only the wakeup the failed pass asked for can bring it back.
+    async with working(durable, body, observed, sweep=timedelta(minutes=1)):
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: observed.completed(workflow))
+
+    assert observed.kinds(workflow).count("failed") == 1
+    assert observed.outcomes(workflow) == [Completed("charged")]
+    noted = await durable.checkpointer.load(workflow)
+    due = datetime.fromisoformat(str(noted["cool-off"]))
+    assert observed.of(workflow, "started")[1].at >= due.timestamp()
+
+
+class Shifted:
+    """A clock a fixed offset from the wall clock, moved by hand."""
+
+    def __init__(self, offset: timedelta) -> None:
+        self.offset = offset
+
+    def __call__(self) -> datetime:
+        return datetime.now().astimezone() + self.offset
+
+
+async def test_the_worker_s_clock_reaches_every_pass() -> None:
+    durable = SplitDurable(*stores())
+    observed = Observed()
+    workflow = workflow_id()
+    clock = Shifted(timedelta(days=3))
+
+    async def body(run: Run) -> str:
+        await run.sleep("settling", timedelta(days=1))
+        return await run.step("paid", lambda: "paid", as_text)
+
+    async with working(durable, body, observed, clock=clock, sweep=TICK):
+        started = clock()
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: len(observed.outcomes(workflow)) == 1)
+        (sleeping,) = observed.outcomes(workflow)
+        assert isinstance(sleeping, Sleeping)
+        # Recorded on the worker's clock, three days ahead of the wall's.
+        assert sleeping.due - started >= timedelta(days=1)
+        assert sleeping.due - clock() <= timedelta(days=1)
+        recorded = (await durable.checkpointer.load(workflow))["settling"]
+        assert datetime.fromisoformat(str(recorded)) == sleeping.due
+        clock.offset += timedelta(days=1)  # the day passes, on that clock
+        await observed.until(lambda: observed.completed(workflow))
+    assert observed.outcomes(workflow)[-1] == Completed("paid")
+
+
+class FailingWrites(MemoryCheckpointer):
+    """Every record fails with a cut connection while `down` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = True
+        self.tries = 0
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        if self.down:
+            self.tries += 1
+            raise ConnectionResetError("the store went away")
+        return await super().record(holder, key, value)
+
+
+async def test_a_store_that_keeps_failing_a_write_gets_the_workflow_handed_back_not_failed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import durability.faults
+
+    monkeypatch.setattr(durability.faults, "FIRST", timedelta(milliseconds=1))
+    checkpointer = FailingWrites()
+    durable = SplitDurable(checkpointer, MemoryScheduler(lease=LEASE))
+    observed = Observed()
+    workflow = workflow_id()
+    ran: list[int] = []
+
+    def charge() -> str:
+        ran.append(1)
+        if len(ran) == 1:
+            return "charged"
+        checkpointer.down = False  # back by the time the next pass runs
+        return "charged"
+
+    async def body(run: Run) -> str:
+        return await run.step("charged", charge, as_text)
+
+    async with working(durable, body, observed):
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: observed.completed(workflow))
+
+    assert checkpointer.tries == durability.faults.ATTEMPTS
+    assert "failed" not in observed.kinds(workflow)
+    (unavailable,) = observed.of(workflow, "unavailable")
+    assert isinstance(unavailable.error, durability.faults.StoreDown)
+    # The effect whose record never landed ran again: at least once, as every outside effect.
+    assert ran == [1, 1]
+    assert (await checkpointer.load(workflow))["charged"] == "charged"
+
+
+# --- 15. draining, and a store that is not there yet --------------------------------------------
+
+
+async def test_a_drain_lets_running_passes_finish_their_steps_and_takes_nothing_new() -> None:
+    checkpointer, scheduler = stores()
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    drain = asyncio.Event()
+    first, second, late = workflow_id(), workflow_id(), workflow_id()
+    ran: Counter[str] = Counter()
+    both_inside = asyncio.Event()
+
+    async def capture(workflow: str) -> str:
+        ran[workflow] += 1
+        if len(ran) == 2:
+            both_inside.set()
+        await asyncio.sleep(0.3)  # mid-step when the drain begins
+        return "captured"
+
+    async def body(run: Run) -> str:
+        captured = await run.step("captured", lambda: capture(run.workflow), as_text)
+        return await run.step("paid", lambda: f"paid after {captured}", as_text)
+
+    task = asyncio.create_task(
+        work(durable, body, observer=observed, tick=TICK, within=WITHIN, stop=drain, pool=4)
+    )
+    try:
+        await durable.arrive(first, "go", True)
+        await durable.arrive(second, "go", True)
+        await asyncio.wait_for(both_inside.wait(), 5)
+        drain.set()
+        await durable.arrive(late, "go", True)  # arrives while draining
+        await asyncio.wait_for(task, 10)  # returns by itself, once both passes ended
+    finally:
+        await stop(task)
+
+    assert ran == Counter({first: 1, second: 1})
+    assert observed.completed(first) and observed.completed(second)
+    assert observed.of(late) == []
+    delivery = await scheduler.next_ready(WITHIN)  # still queued, for the next worker
+    assert delivery is not None and delivery.workflow == late
+
+
+async def test_a_drain_hands_back_a_pass_that_outlives_its_grace() -> None:
+    checkpointer, scheduler = stores()
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    drain = asyncio.Event()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> str:
+        return await run.step("stuck", forever, as_text)
+
+    task = asyncio.create_task(
+        work(
+            durable,
+            body,
+            observer=observed,
+            tick=TICK,
+            within=WITHIN,
+            stop=drain,
+            grace=timedelta(milliseconds=200),
+        )
+    )
+    try:
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: bool(observed.of(workflow, "started")))
+        drain.set()
+        await asyncio.wait_for(task, 5)
+    finally:
+        await stop(task)
+
+    assert observed.kinds(workflow) == ["delivered", "started"]
+    # Handed back: released, and queued again without waiting out a lease.
+    assert await checkpointer.claim(workflow, LEASE, LEASE) is not None
+    await scheduler.wake_due()
+    delivery = await scheduler.next_ready(WITHIN)
+    assert delivery is not None and delivery.workflow == workflow
+
+
+class LateScheduler(MemoryScheduler):
+    """A queue whose store does not answer `prepare` for its first `down` tries."""
+
+    def __init__(self, down: int) -> None:
+        super().__init__(lease=LEASE)
+        self.down = down
+        self.tries = 0
+
+    async def prepare(self) -> None:
+        self.tries += 1
+        if self.tries <= self.down:
+            raise ConnectionRefusedError("nothing listens there yet")
+
+
+async def test_a_worker_started_before_its_store_waits_for_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    scheduler = LateScheduler(down=3)
+    durable = SplitDurable(MemoryCheckpointer(), scheduler)
+    observed = Observed()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> int:
+        return await run.step("one", lambda: 1, as_int)
+
+    with caplog.at_level(logging.WARNING, logger="durability.worker"):
+        async with working(durable, body, observed, tick=timedelta(milliseconds=10)):
+            await durable.arrive(workflow, "go", True)
+            await observed.until(lambda: observed.completed(workflow))
+    assert scheduler.tries == 4
+    waits = [r for r in caplog.records if "the store is not ready" in r.getMessage()]
+    assert len(waits) == 3
+
+
+async def test_a_drain_while_the_store_is_not_there_yet_returns() -> None:
+    durable = SplitDurable(MemoryCheckpointer(), LateScheduler(down=10**6))
+    drain = asyncio.Event()
+
+    async def body(run: Run) -> None:
+        return None
+
+    task = asyncio.create_task(work(durable, body, tick=TICK, stop=drain))
+    await asyncio.sleep(3 * TICK.total_seconds())
+    assert not task.done()
+    drain.set()
+    await asyncio.wait_for(task, 5)

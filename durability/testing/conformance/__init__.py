@@ -24,6 +24,9 @@ the fixtures that build the store:
 The tests talk to a store only through `durability.interfaces`, so memory, Redis, Postgres and
 SQLite all run them unchanged. Importing this needs pytest and hypothesis (it is test support)
 and no driver.
+
+`StoreFaultContract` is opt-in: a store's suite that can make its store fail for real (a killed
+connection, a locked file) subclasses it to show a pass rides the fault out.
 """
 
 from durability.testing.conformance.bounds import BoundsContract
@@ -32,13 +35,16 @@ from durability.testing.conformance.claims import fresh
 from durability.testing.conformance.durable import DurableContract
 from durability.testing.conformance.records import EffectKit
 from durability.testing.conformance.scheduler import MakeScheduler, SchedulerContract
+from durability.testing.conformance.store_faults import Cut, StoreFaultContract
 
 __all__ = [
     "BoundsContract",
     "CheckpointerContract",
+    "Cut",
     "DurableContract",
     "EffectKit",
     "MakeScheduler",
     "SchedulerContract",
+    "StoreFaultContract",
     "fresh",
 ]

@@ -283,6 +283,46 @@ class SchedulerContract:
         await scheduler.done(retaken)
         assert await scheduler.next_ready(QUIET) is None
 
+    async def test_reclaim_counts_silence_against_idle_not_the_lease(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        lease = timedelta(milliseconds=300)
+        scheduler = await make_scheduler(lease)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        await _take(scheduler, workflow)
+        await asyncio.sleep(0.45)  # past the lease, well short of the idle asked for below
+        assert await scheduler.reclaim(LONG_LEASE) is None, "reclaim(idle) must wait out `idle`"
+        # Not lost either: it still comes back, by this scheduler's own door.
+        retaken = await _retaken(scheduler, lease)
+        assert retaken is not None and retaken.workflow == workflow
+        await scheduler.done(retaken)
+
+    async def test_reclaim_takes_a_delivery_silent_for_idle_within_its_lease(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        lease = timedelta(milliseconds=800)
+        idle = timedelta(milliseconds=200)
+        scheduler = await make_scheduler(lease)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        await _take(scheduler, workflow)
+        await asyncio.sleep(0.35)  # silent for more than `idle`, well inside the lease
+        taken = await scheduler.reclaim(idle)
+        if taken is not None:
+            # A scheduler with a pending list hands it over on `idle`, whatever its lease.
+            assert taken.workflow == workflow
+            await scheduler.done(taken)
+            return
+        # A visibility-scored one never hands anything over through `reclaim`: the lease makes
+        # the row visible again. It must not be using its lease for `idle` instead.
+        assert await scheduler.next_ready(QUIET) is None  # still inside the lease
+        await asyncio.sleep(0.6)  # past the lease
+        assert await scheduler.reclaim(idle) is None
+        again = await scheduler.next_ready(ARRIVES)
+        assert again is not None and again.workflow == workflow
+        await scheduler.done(again)
+
     async def test_extend_keeps_a_delivery_past_its_first_lease(
         self, make_scheduler: MakeScheduler
     ) -> None:

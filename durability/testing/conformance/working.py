@@ -3,6 +3,9 @@
 These run the real `work` loop on the real clock with short ticks, so they are the slowest
 part of the contract (a second or so each). They are what makes "a workflow cannot tell which
 store it got" a claim the suite checks rather than one the documentation makes.
+
+Where a scenario needs a write to go wrong at a precise moment, the store's checkpointer is
+wrapped (`LateReply`): the write reaches the real store, and only its reply is held back.
 """
 
 from __future__ import annotations
@@ -11,10 +14,13 @@ import asyncio
 import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
+
+import pytest
 
 from durability.codec import as_int, as_text
-from durability.interfaces import Durable
+from durability.interfaces import Checkpointer, Durable, Pass, Recorded, SplitDurable
 from durability.stepwise import Blocked, Completed, Run, Sleeping
 from durability.testing import Observed
 from durability.testing.conformance.claims import fresh
@@ -27,18 +33,52 @@ PATIENCE = 15.0
 
 
 @contextlib.asynccontextmanager
-async def _working(
-    durable: Durable, body: Callable[[Run], Awaitable[object]], observed: Observed, pool: int
-) -> AsyncIterator[None]:
-    task = asyncio.create_task(
-        work(durable, body, pool=pool, tick=TICK, within=WITHIN, observer=observed)
-    )
+async def working(
+    durable: Durable,
+    body: Callable[[Run], Awaitable[object]],
+    observed: Observed,
+    pool: int,
+    **settings: Any,
+) -> AsyncIterator[asyncio.Task[None]]:
+    """`work` over `durable` for the block (short ticks unless `settings` say otherwise),
+    cancelled on the way out."""
+    options: dict[str, Any] = {"tick": TICK, "within": WITHIN} | settings
+    task = asyncio.create_task(work(durable, body, pool=pool, observer=observed, **options))
     try:
-        yield
+        yield task
     finally:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+class LateReply:
+    """The store's checkpointer, except that the first record of `key` lands and then never
+    answers (`landed` is set once it is in the store): what a pass sees when it is cancelled
+    after its write reached the server and before the reply came back."""
+
+    def __init__(self, inner: Checkpointer, key: str) -> None:
+        self._inner = inner
+        self._key = key
+        self.landed = asyncio.Event()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def record(self, holder: Pass, key: str, value: object) -> Recorded:
+        recorded = await self._inner.record(holder, key, value)
+        if key == self._key and not self.landed.is_set():
+            self.landed.set()
+            await asyncio.Event().wait()  # the reply that never comes; only a cancel ends it
+        return recorded
+
+
+class Foreign(BaseException):
+    """A third party's own BaseException: neither a failure type nor the library's."""
+
+
+def _no_such_sku() -> int:
+    raise LookupError("no such sku")
 
 
 class WorkContract:
@@ -62,7 +102,7 @@ class WorkContract:
             mail = await run.receive("mail")
             return {"charged": charged, "approver": approver, "mail": [e.value for e in mail]}
 
-        async with _working(durable, body, observed, pool=4):
+        async with working(durable, body, observed, pool=4):
             await durable.arrive(workflow, "order", 7)
             waiting = Blocked(waiting=frozenset({"approved-by"}))
             await observed.until(lambda: waiting in observed.outcomes(workflow))
@@ -95,7 +135,7 @@ class WorkContract:
             await asyncio.sleep(0.005)  # long enough for the other worker to look
             return first
 
-        async with _working(durable, body, observed, pool=3), _working(
+        async with working(durable, body, observed, pool=3), working(
             durable, body, observed, pool=3
         ):
             for workflow in workflows:
@@ -103,3 +143,100 @@ class WorkContract:
             await observed.until(lambda: all(observed.completed(w) for w in workflows))
 
         assert performed == Counter({workflow: 1 for workflow in workflows})
+
+    # --- what no body can do, and what a cut-short pass still owes ----------------------------
+
+    @pytest.mark.parametrize("poison", ["failure-beside-a-suspension", "keyboard", "foreign"])
+    async def test_no_body_can_stop_the_worker(self, durable: Durable, poison: str) -> None:
+        bad, good = fresh("poison"), fresh("after")
+        observed = Observed(PATIENCE)
+
+        async def body(run: Run) -> object:
+            if run.workflow != bad:
+                return await run.step("fine", lambda: "fine", as_text)
+            if poison == "keyboard":
+                raise KeyboardInterrupt  # asyncio would re-raise it out of the event loop
+            if poison == "foreign":
+                raise Foreign("not ours")
+            async with asyncio.TaskGroup() as group:
+                group.create_task(run.step("charged", _no_such_sku, as_int))
+                group.create_task(run.awaiting("approved-by", as_text))
+            return None
+
+        async with working(durable, body, observed, pool=2) as worker:
+            await durable.arrive(bad, "go", True)
+            await observed.until(lambda: bool(observed.of(bad, "failed")))
+            await durable.arrive(good, "go", True)
+            await observed.until(lambda: observed.completed(good))
+            assert not worker.done()
+        assert observed.kinds(bad) == ["delivered", "started", "failed"]
+        # Settled: the claim was released, so nobody waits out a lease to inherit the poison.
+        holder = await durable.checkpointer.claim(bad, WITHIN, WITHIN)
+        assert holder is not None
+        await durable.checkpointer.release(holder)
+        await durable.delete(bad)
+
+    @pytest.mark.parametrize("sibling", ["suspends", "fails"])
+    async def test_a_sleep_whose_reply_a_sibling_cut_short_still_wakes_the_workflow(
+        self, durable: Durable, sibling: str
+    ) -> None:
+        workflow = fresh("cut")
+        observed = Observed(PATIENCE)
+        late = LateReply(durable.checkpointer, "nap")
+        failures: list[int] = []
+
+        async def stop_it(run: Run) -> None:
+            await late.landed.wait()  # the deadline is in the store; its reply is not back
+            if sibling == "suspends":
+                await run.awaiting("approved-by", as_text)
+            elif not failures:
+                failures.append(1)
+                raise LookupError("the sibling failed")
+
+        async def body(run: Run) -> str:
+            async with asyncio.TaskGroup() as group:
+                group.create_task(run.sleep("nap", timedelta(milliseconds=200)))
+                group.create_task(stop_it(run))
+            return "woke"
+
+        # No sweep within the test: only the wakeup of the first pass can bring it back.
+        cut = SplitDurable(late, durable.scheduler)
+        async with working(cut, body, observed, pool=2, sweep=timedelta(minutes=5)):
+            await durable.arrive(workflow, "go", True)
+            if sibling == "suspends":
+                await observed.until(lambda: len(observed.outcomes(workflow)) == 2)
+            else:
+                await observed.until(lambda: observed.completed(workflow))
+        outcomes = observed.outcomes(workflow)
+        records = await durable.checkpointer.load(workflow)
+        due = datetime.fromisoformat(str(records["nap"]))
+        if sibling == "suspends":
+            assert outcomes == [Sleeping("nap", due), Blocked(waiting=frozenset({"approved-by"}))]
+        else:
+            assert observed.kinds(workflow).count("failed") == 1
+            assert outcomes == [Completed("woke")]
+        # The second pass came from the deadline, nothing else.
+        assert observed.of(workflow, "started")[1].at >= due.timestamp()
+        await durable.delete(workflow)
+
+    async def test_the_worker_s_clock_is_the_clock_of_its_passes(self, durable: Durable) -> None:
+        workflow = fresh("clock")
+        observed = Observed(PATIENCE)
+        ahead = timedelta(days=3)
+
+        def clock() -> datetime:
+            return datetime.now().astimezone() + ahead
+
+        async def body(run: Run) -> None:
+            await run.sleep("settling", timedelta(days=1))
+
+        async with working(durable, body, observed, pool=1, clock=clock):
+            started = clock()
+            await durable.arrive(workflow, "go", True)
+            await observed.until(lambda: bool(observed.outcomes(workflow)))
+        (sleeping,) = observed.outcomes(workflow)
+        assert isinstance(sleeping, Sleeping)
+        assert sleeping.due - started >= timedelta(days=1)  # on the worker's clock, not the wall's
+        recorded = (await durable.checkpointer.load(workflow))["settling"]
+        assert datetime.fromisoformat(str(recorded)) == sleeping.due
+        await durable.delete(workflow)

@@ -50,8 +50,10 @@ def _admin(server: str, sql: str) -> None:
         conn.execute(psql.SQL(sql))  # only ever our own fixed DDL with a generated name
 
 
-def create_database(server: str) -> str:
-    name = f"durability_{uuid.uuid4().hex[:12]}"
+def create_database(server: str, name: str | None = None) -> str:
+    """Create a database (a fresh `durability_<random>` name unless given one); its name."""
+    name = name or f"durability_{uuid.uuid4().hex[:12]}"
+    assert name.startswith("durability_"), "only ever create a database this run can drop"
     _admin(server, f'CREATE DATABASE "{name}"')
     return name
 

@@ -150,6 +150,36 @@ class Servers:
         self._processes.clear()
 
 
+def spare_port() -> int:
+    """A loopback port nothing listens on now (for a server a test starts there later)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@contextlib.contextmanager
+def redis_server_on(port: int, home: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A private `redis-server` on `port` (no persistence), stopped on the way out."""
+    binary = shutil.which("redis-server")
+    if binary is None:
+        unavailable("redis-server is not installed")
+        raise AssertionError("unreachable")
+    command = [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(home)]
+    with open(home / "server.log", "wb") as out:
+        process = subprocess.Popen(
+            [*command, "--save", "", "--appendonly", "no"], stdout=out, stderr=subprocess.STDOUT
+        )
+    try:
+        yield process
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 # --- the shared server ----------------------------------------------------------------------
 
 
