@@ -2,20 +2,22 @@
 asyncpg; an insert trigger sends a NOTIFY.
 
 How it waits: `QueueManager.run` dequeues until nothing is left, then waits for a
-notification on its LISTEN connection, or for `dequeue_timeout` (30 s) to pass, and
-dequeues again. A job is started on its NOTIFY, so no poll stands between submit and start.
-The setting that most decides its throughput instead is `batch_size`, the jobs one dequeue
-statement takes (10); "tuned" raises it to 32 where the concurrency allows (pgqueuer wants
-`max_concurrent_tasks` at least twice the batch, so with a `pool` the batch is at most half).
+notification on its LISTEN connection, or for `dequeue_timeout` (30 s, the fallback for a
+lost one) to pass, and dequeues again. A job is started on its NOTIFY, so no setting stands
+between submit and start (its 0.1 s re-check when work turns up between two dequeues is fixed).
+What most decides its throughput is `batch_size`, the jobs one dequeue statement takes (10);
+"tuned" raises it to 32 where the concurrency allows: pgqueuer wants `max_concurrent_tasks`
+at least twice the batch, so under a `pool` the batch is at most half of it.
 
 | variant | settings |
 |---|---|
 | default | `PgQueuer.run(batch_size=10, dequeue_timeout=30 s, max_concurrent_tasks=None)` |
 | tuned | the same with `batch_size=32` |
 
-`pool` sets `max_concurrent_tasks`. The worker is a `PgQueuer` (its queue and schedule
-managers) on one asyncpg connection, as pgqueuer's documentation builds it; a client
-enqueues through `Queries` over a small pool. Stopped by setting `PgQueuer.shutdown`.
+`pool` sets `max_concurrent_tasks`. The worker is a `PgQueuer` (its queue manager, and its
+schedule manager, which looks at the schedule table once a second) on one asyncpg connection,
+as pgqueuer's documentation builds it; a client enqueues through `Queries` over a small pool.
+Stopped by setting `PgQueuer.shutdown`, which lets the jobs running finish.
 """
 
 from __future__ import annotations

@@ -2,18 +2,18 @@
 
 How it waits: the worker's producer reads new entries with `XREADGROUP ... BLOCK idle_timeout`
 (60 s), so a task is read the moment it is added; the submit-to-start path polls nothing.
-No setting decides that latency, so "tuned" turns the one that most decides throughput
-beside the concurrency (which `pool` sets): `prefetch`, the tasks read ahead into the worker's
-buffer beyond those running (by default as many as `concurrency`), raised to 4x.
+No setting decides that latency, and its idle cost is a pipeline every 0.5 s (delayed tasks,
+aborts, cron) that no setting changes. Throughput is decided by `concurrency`, which `pool`
+sets; the one other knob on that path is the read-ahead, `prefetch` (tasks buffered beyond
+those running, by default as many as run), so "tuned" raises it to 4x the concurrency.
 
 | variant | settings |
 |---|---|
-| default | `Worker(concurrency=16, prefetch=None)` (read ahead: 16 beyond the 16 running) |
+| default | `Worker(concurrency=16, prefetch=None)`: 16 buffered beyond the 16 running |
 | tuned | `Worker(concurrency=16, prefetch=4 * concurrency)` |
 
-Besides the blocking read, a worker runs a pipeline every 0.5 s (delayed tasks, aborts, cron;
-not configurable) and renews its health key every 0.9 `idle_timeout`. Stopped by cancelling
-the task running `Worker.run_async()`, which is what streaq's own signal handler does.
+Stopped by cancelling the task running `Worker.run_async()`, which is what streaq's own
+signal handler does (it cancels the worker's task group).
 """
 
 from __future__ import annotations
@@ -65,9 +65,7 @@ class Streaq:
         entered = asyncio.get_running_loop().create_future()
         self.holding = asyncio.create_task(self._hold(client, entered))
         await entered
-        factor = PREFETCH[opening.variant]
-        return {"concurrency": CONCURRENCY,
-                "prefetch": None if factor is None else f"{factor} * concurrency"}
+        return {"concurrency": CONCURRENCY, "prefetch_per_slot": PREFETCH[opening.variant]}
 
     async def start(self, pool: int | None, ledger: Ledger) -> None:
         self.worker, _ = self._worker(pool or CONCURRENCY, ledger)
