@@ -12,9 +12,11 @@ from experiments.backends import BACKENDS, select
 from experiments.results import RESULTS
 from experiments.servers import KINDS, SOURCES
 
-#: What the rivals' virtualenv holds (their own queues, and the drivers they need).
-RIVALS = ["saq", "arq", "streaq", "pgqueuer", "procrastinate", "asyncpg", "psycopg[binary]",
-          "psycopg-pool", "hiredis"]
+#: What the rivals' virtualenv holds: their own queues and the drivers they need, pinned to
+#: versions that work together (arq wants redis-py below 6, which is why they live apart).
+RIVALS = ["saq==0.26.4", "arq==0.28.0", "streaq==7.2.0", "pgqueuer==1.6.0",
+          "procrastinate==3.10.0", "redis==5.3.1", "hiredis==3.5.0", "coredis==6.9.0",
+          "asyncpg==0.32.0", "psycopg[binary]==3.3.9", "psycopg-pool==3.3.3"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -142,19 +144,32 @@ def _backends(sources: tuple[str, ...] | None) -> int:
     return 0
 
 
-def make_rivals_venv() -> int:
-    """Create `.venv-rivals` with the rival queues (their drivers conflict with ours)."""
+def make_rivals_venv(timeout: float | None = None) -> int:
+    """Create `.venv-rivals` with the rival queues (their drivers conflict with ours), or
+    bring it up to `RIVALS`; a no-op when it already holds them. `timeout` bounds the pip run
+    (seconds); the exit status is pip's (1 on a timeout)."""
+    import hashlib
     import venv
 
     from experiments.harness import RIVALS_VENV
 
     python = RIVALS_VENV / "bin" / "python"
+    stamp = RIVALS_VENV / ".installed"
+    wanted = hashlib.sha256("\n".join(RIVALS).encode()).hexdigest()
+    if python.exists() and stamp.exists() and stamp.read_text() == wanted:
+        return 0
     if not python.exists():
         print(f"creating {RIVALS_VENV.name}/", file=sys.stderr)
         venv.EnvBuilder(with_pip=True).create(RIVALS_VENV)
-    done = subprocess.run([str(python), "-m", "pip", "install", "--quiet", *RIVALS])
+    try:
+        done = subprocess.run([str(python), "-m", "pip", "install", "--quiet",
+                               "--disable-pip-version-check", *RIVALS], timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"pip did not finish in {timeout:g} s", file=sys.stderr)
+        return 1
+    if done.returncode == 0:
+        stamp.write_text(wanted)  # written last: a half-made virtualenv is made again
     return done.returncode
-
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,84 @@
+"""arq on Redis: one sorted set of job ids per queue, scored by when each may run, polled.
+
+How it waits: the worker's main loop reads the due ids (`ZRANGEBYSCORE ... LIMIT`) every
+`poll_delay` (0.5 s by default) and sleeps in between; an enqueue wakes nobody. So
+`poll_delay` is the floor under the submit-to-start latency (half a poll on average, one at
+worst), and "tuned" turns it down to 10 ms, one of the poll intervals the lab sweeps for our
+own polled schedulers, at the cost of 100 reads a second from an idle worker.
+
+| variant | settings |
+|---|---|
+| default | `Worker(poll_delay=0.5, max_jobs=10)` |
+| tuned | `Worker(poll_delay=0.01, max_jobs=10)` |
+
+`pool` sets `max_jobs`. The worker runs with `handle_signals=False` under `async_run()` and is
+stopped with `Worker.close()`, arq's way for a worker embedded in another program.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import Any
+
+from arq import create_pool
+from arq.connections import RedisSettings
+from arq.worker import Worker, func
+
+from experiments.rivals.common import JOB, Ledger, Opening, serve
+
+SETTINGS: dict[str, dict[str, Any]] = {
+    "default": {},
+    "tuned": {"poll_delay": 0.01},
+}
+
+
+class Arq:
+    def __init__(self) -> None:
+        self.opening: Opening | None = None
+        self.settings: dict[str, Any] = {}
+        self.client: Any = None
+        self.worker: Any = None
+        self.running: asyncio.Task[None] | None = None
+
+    async def open(self, opening: Opening) -> dict[str, Any]:
+        self.opening = opening
+        self.settings = dict(SETTINGS[opening.variant])
+        self.client = await create_pool(RedisSettings.from_dsn(opening.base),
+                                        default_queue_name=opening.queue)
+        return self.settings
+
+    async def start(self, pool: int | None, ledger: Ledger) -> None:
+        assert self.opening is not None
+
+        async def lab_job(ctx: dict[str, Any], workflow: str) -> dict[str, object]:
+            return ledger.run(workflow)
+
+        options = dict(self.settings)
+        if pool is not None:
+            options["max_jobs"] = pool
+        # A worker per `work`: `close()` closes the pool it made, so it cannot run again.
+        self.worker = Worker(functions=[func(lab_job, name=JOB)], queue_name=self.opening.queue,
+                             redis_settings=RedisSettings.from_dsn(self.opening.base),
+                             handle_signals=False, **options)
+        self.running = asyncio.create_task(self.worker.async_run())
+
+    async def halt(self) -> None:
+        if self.worker is not None:
+            await self.worker.close()
+        if self.running is not None:
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.running
+        self.worker = self.running = None
+
+    async def enqueue(self, key: str) -> None:
+        await self.client.enqueue_job(JOB, key)
+
+    async def close(self) -> None:
+        if self.client is not None:
+            await self.client.aclose()
+            self.client = None
+
+
+if __name__ == "__main__":
+    serve(Arq)

@@ -1,0 +1,158 @@
+"""Each rival's agent speaks the lab's protocol: opened as a worker and as a client on one
+isolated place, the worker starts every job the client submits exactly once, says so live
+and in `stop`, and can work again after a stop with its bookkeeping reset.
+
+The agents run in the rivals' own virtualenv, as the lab runs them; a missing one is built
+first (`make_rivals_venv`, what `python -m experiments rivals` does), so a fresh clone tests
+them too. Real servers: Redis on 6379 (queues named by a unique tag), Postgres on 5432 (a
+throwaway database per test).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import pytest
+
+from experiments.__main__ import make_rivals_venv
+from experiments.harness import Agent, rivals_python
+
+REDIS = "redis://127.0.0.1:6379/0"
+POSTGRES = "postgresql://postgres@127.0.0.1:5432"
+RIVALS = {"saq": "redis", "arq": "redis", "streaq": "redis", "pgqueuer": "postgres",
+          "procrastinate": "postgres"}
+
+
+def unavailable(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(f"CI requires this: {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def python() -> str:
+    """The rivals' interpreter, their virtualenv made (or brought up to date) first."""
+    if make_rivals_venv(timeout=600) != 0:
+        unavailable("the rivals' virtualenv could not be made (pip failed)")
+    found = rivals_python()
+    assert found is not None
+    return found
+
+
+def _admin(statement: str) -> None:
+    import psycopg
+
+    with psycopg.connect(f"{POSTGRES}/postgres", autocommit=True, connect_timeout=3) as conn:
+        conn.execute(statement)  # only our own DDL with a generated name
+
+
+@pytest.fixture
+def base(request: pytest.FixtureRequest) -> Iterator[str]:
+    """A server base URL for the rival under test: Redis as it is, Postgres a database of
+    the test's own, dropped after."""
+    if RIVALS[request.node.callspec.params["rival"]] == "redis":
+        import redis
+
+        try:
+            redis.Redis.from_url(REDIS, socket_connect_timeout=2).ping()
+        except redis.RedisError as error:
+            unavailable(f"no Redis on 6379: {error}")
+        yield REDIS
+        return
+    name = f"durability_rivals_{uuid.uuid4().hex[:10]}"
+    try:
+        _admin(f'CREATE DATABASE "{name}"')
+    except Exception as error:
+        unavailable(f"no Postgres on 5432: {error}")
+    try:
+        yield f"{POSTGRES}/{name}"
+    finally:
+        _admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@contextlib.asynccontextmanager
+async def agents(python: str, rival: str, count: int) -> AsyncIterator[list[Agent]]:
+    started: list[Agent] = []
+    try:
+        for n in range(count):
+            started.append(await Agent.start(python, f"experiments.rivals.{rival}",
+                                             f"{rival}/{n}"))
+        yield started
+    finally:
+        for agent in started:
+            await agent.close()
+
+
+async def _done(worker: Agent, count: int) -> dict[str, Any]:
+    async with asyncio.timeout(30):
+        while True:
+            marked = await worker.request("mark")
+            if marked["outcomes"] >= count:
+                return marked
+            await asyncio.sleep(0.1)
+
+
+@pytest.mark.parametrize("rival", list(RIVALS))
+async def test_every_submitted_job_starts_exactly_once(python: str, base: str,
+                                                        rival: str) -> None:
+    tag = f"t{uuid.uuid4().hex[:8]}"
+    prefix = f"job{uuid.uuid4().hex[:6]}"
+    async with agents(python, rival, 2) as (worker, client):
+        # Both open the same place at once: a Postgres rival installs its schema then.
+        opened = await asyncio.gather(*(
+            agent.request("open", url="", base=base, tag=tag, lease_ms=30_000, poll_ms=None,
+                          housekeeping=role == "worker", variant=variant, role=role,
+                          timeout=60)
+            for agent, role, variant in ((worker, "worker", "tuned"),
+                                         (client, "client", "default"))))
+        for reply in opened:
+            assert reply["ready"] is True
+            assert isinstance(reply["settings"], dict)
+        assert opened[0]["settings"] != opened[1]["settings"], "tuned must differ"
+
+        before = await worker.request("mark")
+        assert before["outcomes"] == 0 and before["first_started"] is None
+        working = await worker.request("work", body="one-step", pool=4, live=True)
+        assert working["working"] is True and isinstance(working["at"], int)
+
+        count = 8
+        sent = await client.request("submit", prefix=prefix, rate=40.0, count=count, seed=3,
+                                    value={"sku": "A-1"})
+        assert len(sent["submitted"]) == len(sent["answered"]) == count
+        assert all(a >= s > 0 for s, a in zip(sent["submitted"], sent["answered"],
+                                              strict=True))
+        marked = await _done(worker, count)
+        assert set(marked) >= {"at", "cpu", "requests", "round_trips", "kinds", "outcomes",
+                               "first_started", "last_outcome"}
+        assert marked["last_outcome"] >= marked["first_started"] >= min(sent["submitted"])
+        await asyncio.sleep(0.3)  # a second start of any job would land by now
+        stopped = await worker.request("stop")
+        keys = {f"{prefix}-{i}" for i in range(count)}
+        assert set(stopped["started"]) == keys
+        assert stopped["kinds"] == {"started": count, "outcome": count}
+        for i, submitted in enumerate(sent["submitted"]):
+            assert stopped["started"][f"{prefix}-{i}"] >= submitted
+        live = set()
+        while not worker.events.empty():
+            event = worker.events.get_nowait()
+            if event["event"] == "started":
+                live.add(event["workflow"])
+        assert live == keys
+
+        # Again after a stop, from a preloaded queue: a fresh count, the old jobs not rerun.
+        loaded = await client.request("preload", prefix=f"{prefix}p", count=3, concurrency=2,
+                                      value={})
+        assert loaded["seconds"] >= 0
+        await worker.request("work", body="one-step")
+        await _done(worker, 3)
+        await asyncio.sleep(0.3)
+        again = await worker.request("stop")
+        assert set(again["started"]) == {f"{prefix}p-{i}" for i in range(3)}
+        assert again["kinds"] == {"started": 3, "outcome": 3}
+        assert (await worker.request("footprint"))["bytes"] is None
+        assert (await client.request("close"))["closed"] is True
