@@ -47,6 +47,8 @@ from durability.interfaces import (
 from durability.stepwise import Blocked, Completed, Run, Sleeping, resume
 
 T = TypeVar("T")
+#: How often claims are renewed and abandoned deliveries looked for, unless the lease is short.
+TICK = timedelta(seconds=1)
 #: How long shutdown waits for a running pass to stop and hand its workflow back.
 SHUTDOWN = timedelta(seconds=5)
 #: How many takes a busy worker keeps in flight at once, for a store that does not say
@@ -148,6 +150,12 @@ class _Worker:
         self.pool = pool
         self.budget = budget
         self.tick = tick
+        # A row that becomes visible because a dead worker's lease ran out rings no doorbell
+        # and sends no notification: an idle reader on a visibility-scored queue (the set,
+        # Postgres, SQLite) finds it only at its next look. So no wait outlasts half a lease,
+        # and such a takeover waits at most that much past the lease (costless at the
+        # default lease, where `within` is the shorter).
+        self.wait = min(within, self.lease / 2)
         self.within = within
         self.contended = contended
         self.sweep = sweep
@@ -236,7 +244,7 @@ class _Worker:
                 # Only the primary reader waits for work; an extra one glances and leaves. Were
                 # the extra ones to wait too, every wakeup would wake all of them at once (a
                 # Postgres notification reaches every waiter), each taking its turn to read.
-                within = self.within if primary else GLANCE
+                within = self.wait if primary else GLANCE
                 taken = await self.durable.take(within, self.budget, self.lease)
             except Exception:
                 if not primary:
@@ -631,7 +639,7 @@ async def work(
     *,
     pool: int = 16,
     budget: timedelta = timedelta(minutes=5),
-    tick: timedelta = timedelta(seconds=1),
+    tick: timedelta | None = None,
     within: timedelta = timedelta(seconds=5),
     contended: timedelta | None = None,
     sweep: timedelta = timedelta(seconds=5),
@@ -646,14 +654,16 @@ async def work(
 
     `pool` bounds concurrent passes; `budget` is how long one pass may hold a workflow however
     alive it looks (a step that knows better passes `within` to `run.step`); `tick` is how often
-    claims and deliveries are renewed and abandoned deliveries looked for; `within` bounds one
-    blocking read; `contended` is how long to wait before looking again at a workflow another
-    live pass holds (one tick unless given); `sweep` is how often the timer looks for deadlines
-    it was not told about (set by other workers); `readers` caps how many takes a busy worker
-    keeps in flight at once (an idle one keeps one): by default the store's own `readers`
-    attribute if it has one (Postgres answers a turn's takes with one statement, so it asks
-    for many), else `READERS`. `clock` is the time of the timer and of every pass (the
-    deadlines `run.sleep` records), so a test can move both.
+    claims and deliveries are renewed and abandoned deliveries looked for (by default a second,
+    or a quarter of the lease if that is shorter: tick follows lease); `within` bounds one
+    blocking read (and no wait outlasts half a lease, so an idle worker finds a dead worker's
+    workflow soon after its lease runs out); `contended` is how long to wait before looking
+    again at a workflow another live pass holds (one tick unless given); `sweep` is how often
+    the timer looks for deadlines it was not told about (set by other workers); `readers` caps
+    how many takes a busy worker keeps in flight at once (an idle one keeps one): by default the
+    store's own `readers` attribute if it has one (Postgres answers a turn's takes with one
+    statement, so it asks for many), else `READERS`. `clock` is the time of the timer and of
+    every pass (the deadlines `run.sleep` records), so a test can move both.
 
     Stopping, two ways:
 
@@ -667,6 +677,9 @@ async def work(
     until it answers (or `stop` is set); one that fails while `work` runs is ridden out by
     each loop, and a pass whose writes it keeps failing is handed back, not failed.
     """
+    if tick is None:
+        # Renewal must keep up with the lease, or a live pass's claim lapses between ticks.
+        tick = min(TICK, positive("lease", durable.scheduler.lease) / 4)
     if contended is None:
         contended = tick
     if readers is None:

@@ -65,6 +65,8 @@ class Backend:
 _NOT_MEMORY = frozenset({"takeover"})  # one process: nothing to kill and take over from
 #: Polling changes how a reader waits, not what the queue holds: their growth is their twin's.
 _POLLED = frozenset({"growth"})
+#: The same scheduler code on another server version: measured where the version matters.
+_SAME_CODE = frozenset({"takeover", "scaling", "wakeups"})
 _OURS_ONLY = frozenset({"growth", "takeover", "scaling", "wakeups"})
 _CLUSTER = frozenset({"idle", "growth", "takeover", "scaling", "wakeups"})
 
@@ -76,7 +78,8 @@ BACKENDS: dict[str, Backend] = {
         Backend("redis-stream", "RedisStreamScheduler", "redis", "redis7",
                 "scheduler=stream", about="stream + consumer group + sleeping ZSET, Redis 7"),
         Backend("redis-stream-8.2", "RedisStreamScheduler", "redis", "redis8",
-                "scheduler=stream", about="the same on Redis 8.2 (XTRIM ... ACKED)"),
+                "scheduler=stream", skip=_SAME_CODE,
+                about="the same on Redis 8.2 (XTRIM ... ACKED)"),
         Backend("redis-set", "RedisSetScheduler", "redis", "redis7",
                 "scheduler=set&doorbell=on", about="one ZSET by visibility, with its doorbell"),
         Backend("redis-set-polled", "RedisSetScheduler", "redis", "redis7",

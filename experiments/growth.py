@@ -26,7 +26,7 @@ def plan(quick: bool) -> dict[str, float]:
     if quick:
         return {"rate": 10.0, "seconds": 1.5, "wakes": 5, "nap_ms": 50, "tail": 1.0,
                 "sample": 0.2, "trim_every_ms": 400}
-    return {"rate": 10.0, "seconds": 40.0, "wakes": 20, "nap_ms": 200, "tail": 15.0,
+    return {"rate": 10.0, "seconds": 25.0, "wakes": 20, "nap_ms": 200, "tail": 8.0,
             "sample": 0.5, "trim_every_ms": 5_000}
 
 

@@ -67,6 +67,13 @@ def versions() -> dict[str, str]:
     return found
 
 
+def _rivals() -> list[str]:
+    """The rivals' pinned versions (their virtualenv is built from exactly these)."""
+    from experiments.__main__ import RIVALS
+
+    return list(RIVALS)
+
+
 def _git(*args: str) -> str:
     done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
     return done.stdout.strip()
@@ -187,6 +194,7 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
             "what": "best of 3 runs of a 5M-step pure-Python loop (lower is faster)",
         },
         "versions": versions(),
+        "rival_versions": _rivals(),
         "servers": servers_used,
         "backends": [b.name for b in chosen],
         "skipped": skipped,

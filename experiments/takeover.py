@@ -8,7 +8,7 @@ the claim and the delivery were renewed), or `after-write` the moment an earlier
 record has landed (a write is a sign of life, so the claim was fresh). The time from the
 kill to the other worker's "started" event is the takeover; the design's bound is about
 lease + tick. Each trial's victim is replaced by a fresh worker, the workflow is deleted, and
-the workers sit idle for a second before the next submission, so every trial meets survivors
+the workers sit idle for a moment before the next submission, so every trial meets survivors
 waiting for work, as a real takeover does.
 """
 
@@ -27,7 +27,7 @@ TITLE = "takeover of a killed worker's workflow"
 
 LEASES_S = (0.5, 1.0, 2.0, 5.0)
 #: How long the workers wait, idle, before each trial's submission.
-SETTLE_S = 1.0
+SETTLE_S = 0.7
 PHASES = ("mid-step", "after-write")
 
 

@@ -168,7 +168,10 @@ class PostgresScheduler:
                 if look.found is not None:
                     self._quiet = None
                     return look.found
-                wait = self.poll.total_seconds()
+                # No row hidden now can show before `hidden_for`; one another worker takes
+                # after this read can show (its taker dead) no sooner than a lease from now,
+                # and nobody announces that: so look again within a lease, whatever `poll` is.
+                wait = min(self.poll, self.lease).total_seconds()
                 if look.hidden_for is not None:
                     wait = min(wait, max(look.hidden_for, 0.0))
                 look_again = loop.time() + wait

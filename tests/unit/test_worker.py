@@ -865,8 +865,9 @@ async def test_only_the_primary_reader_waits_so_a_wakeup_wakes_one_read() -> Non
         await observed.until(lambda: all(observed.completed(w) for w in workflows))
         await asyncio.sleep(0.1)  # far less than `within`: only a waiting read can remain
         # Had the extra readers waited `within` too, all four would still be waiting here, and
-        # the next wakeup would set every one of them reading at once.
-        assert waiting == [long]
+        # the next wakeup would set every one of them reading at once. (The primary waits
+        # `within`, but never past half a lease.)
+        assert waiting == [min(long, memory.lease / 2)]
         late = workflow_id()
         await durable.arrive(late, "go", True)
         await observed.until(lambda: observed.completed(late))
@@ -1197,3 +1198,47 @@ async def test_a_drain_while_the_store_is_not_there_yet_returns() -> None:
     assert not task.done()
     drain.set()
     await asyncio.wait_for(task, 5)
+
+
+async def test_no_wait_outlasts_half_a_lease_so_an_expired_delivery_is_soon_found() -> None:
+    checkpointer, memory = stores()
+    durable = SplitDurable(checkpointer, memory)
+    waits: list[timedelta] = []
+    real = memory.next_ready
+
+    async def read(within: timedelta) -> Delivery | None:
+        waits.append(within)
+        return await real(within)
+
+    memory.next_ready = read  # type: ignore[method-assign]
+
+    async def body(run: Run) -> int:
+        return 1
+
+    observed = Observed()
+    async with working(durable, body, observed, within=timedelta(hours=1)):
+        await asyncio.sleep(0.05)
+    assert waits and max(waits) == memory.lease / 2
+
+
+async def test_tick_follows_a_short_lease_so_a_long_step_keeps_its_claim() -> None:
+    # A lease shorter than the default tick: renewed only every second, the claim of a pass in
+    # a step of a second and a half would lapse, and the pass would be fenced or taken over.
+    checkpointer, _ = stores()
+    scheduler = MemoryScheduler(lease=timedelta(milliseconds=400))
+    durable = SplitDurable(checkpointer, scheduler)
+    workflow = workflow_id()
+
+    async def body(run: Run) -> int:
+        return await run.step("long", lambda: asyncio.sleep(1.5, result=1), as_int)
+
+    observed = Observed(patience=20)
+    await durable.arrive(workflow, "go", True)
+    task = asyncio.create_task(work(durable, body, observer=observed))  # the default tick
+    try:
+        await observed.until(lambda: observed.completed(workflow))
+    finally:
+        await stop(task)
+    kinds = [event.kind for event in observed.of(workflow)]
+    assert kinds.count("started") == 1
+    assert "fenced" not in kinds and "expired" not in kinds

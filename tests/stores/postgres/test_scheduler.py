@@ -213,10 +213,17 @@ async def test_a_closed_scheduler_has_no_listening_connection(make_pool: MakePoo
     scheduler = PostgresScheduler(pool=pool, queue=f"q-{uuid.uuid4().hex}")
     assert await scheduler.next_ready(timedelta(milliseconds=50)) is None
     await scheduler.close()
-    async with pool.connection() as conn:
-        cursor = await conn.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
-            " AND query LIKE 'LISTEN%%'",
-            (name,),
-        )
-        assert await cursor.fetchone() == (0,)
+    # The server's backend exits a moment after the client closed its end: wait for it.
+    listening: tuple[object, ...] | None = None
+    for _ in range(100):
+        async with pool.connection() as conn:
+            cursor = await conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+                " AND query LIKE 'LISTEN%%'",
+                (name,),
+            )
+            listening = await cursor.fetchone()
+        if listening == (0,):
+            break
+        await asyncio.sleep(0.05)
+    assert listening == (0,)
