@@ -34,6 +34,9 @@ def _parser() -> argparse.ArgumentParser:
                      f"{','.join(SOURCES)}; e.g. container,binary for private servers only)")
     run.add_argument("--results", default=str(RESULTS), help="where to write results")
     run.add_argument("--no-figures", action="store_true", help="write no figures")
+    run.add_argument("--merge", action="store_true",
+                     help="replace only these backends' rows in existing results (the metadata"
+                     " then lists each run and the backends it gave)")
     commands.add_parser("report", help="print the comparison tables from results/").add_argument(
         "--results", default=str(RESULTS))
     found = commands.add_parser("backends", help="what was found, how, and why not")
@@ -105,7 +108,8 @@ def _run(args: argparse.Namespace) -> int:
     where = Path(args.results)
     failures = main_sync(run(names, chosen, quick=args.quick, repeat=args.repeat,
                              sources=_sources(args.sources), where=where,
-                             figures=not args.no_figures, command=command))
+                             figures=not args.no_figures, command=command,
+                             merge=args.merge))
     if failures == 130:
         return 130
     print(report(where, names))

@@ -16,6 +16,7 @@ import contextlib
 import importlib
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import time
@@ -29,7 +30,7 @@ from typing import Any
 from experiments import EXPERIMENTS
 from experiments.backends import Backend
 from experiments.harness import ROOT, Lab, cpu_calibration, rivals_python
-from experiments.results import RESULTS, write
+from experiments.results import RESULTS, metadata, write
 from experiments.servers import Servers
 
 __all__ = ["module", "run", "versions"]
@@ -105,6 +106,7 @@ async def run(
     where: Path = RESULTS,
     figures: bool = True,
     command: str = "",
+    merge: bool = False,
 ) -> int:
     """Run `names` over `backends`; write results; return the number of failed configurations."""
     from rich.console import Console
@@ -118,6 +120,7 @@ async def run(
         from experiments import containers
 
         containers.reap()
+    lab: Lab | None = None
     try:
         lab = Lab(servers, quick)
         columns = (TextColumn("[bold]{task.fields[name]:<10}"), BarColumn(),
@@ -126,14 +129,17 @@ async def run(
         with Progress(*columns, console=console, transient=False) as progress:
             for experiment in modules:
                 failures += await _one(experiment, backends, lab, progress, repeat, where,
-                                       figures, command, console)
+                                       figures, command, console, merge)
     finally:
         await asyncio.to_thread(servers.close)
+        if lab is not None:
+            shutil.rmtree(lab.scratch, ignore_errors=True)  # the SQLite files of the run
     return failures
 
 
 async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, progress: Any,
-               repeat: int, where: Path, figures: bool, command: str, console: Any) -> int:
+               repeat: int, where: Path, figures: bool, command: str, console: Any,
+               merge: bool) -> int:
     name: str = experiment.NAME
     began, clock = datetime.now(UTC), time.perf_counter()
     calibration = await asyncio.to_thread(cpu_calibration)
@@ -202,6 +208,8 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
         "repeat": repeat,
         "configurations": [{"backend": b.name, **p} for b, p in plan],
     }
+    if merge and (where / f"{name}.csv").exists():
+        rows, meta = _merged(name, where, rows, meta, {b.name for b in chosen})
     if rows or not failed:
         write(name, rows, meta, where)
         if figures and rows:
@@ -213,6 +221,57 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
                 failed["figure"] = f"{type(error).__name__}: {error}"
                 console.print(f"[red]{name}: the figure failed:[/red] {error}")
     return len(failed)
+
+
+def _merged(name: str, where: Path, rows: list[dict[str, Any]], meta: dict[str, Any],
+            ran: set[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """This run's rows in place of the earlier rows of the backends it ran, the earlier rows of
+    every other backend kept; the metadata lists both runs, and which backends each gave."""
+    import csv
+
+    with (where / f"{name}.csv").open(newline="") as table:
+        earlier = [row for row in csv.DictReader(table) if row.get("backend") not in ran]
+    kept = sorted({row["backend"] for row in earlier})
+    before = metadata(name, where)
+    runs = before.pop("runs", None) or [{
+        key: before.get(key) for key in ("command", "mode", "started", "elapsed_seconds",
+                                          "git_revision", "git_dirty", "cpu_calibration_seconds",
+                                          "load_average")}]
+    for run_ in runs:
+        run_["backends"] = [b for b in run_.get("backends", kept) if b in kept]
+    this = {key: meta.get(key) for key in ("command", "mode", "started", "elapsed_seconds",
+                                            "git_revision", "git_dirty",
+                                            "cpu_calibration_seconds", "load_average")}
+    this["backends"] = sorted(ran)
+    merged = dict(meta)
+    merged["runs"] = [r for r in runs if r["backends"]] + [this]
+    merged["backends"] = sorted(set(kept) | ran)
+    merged["servers"] = {**{b: s for b, s in before.get("servers", {}).items() if b in kept},
+                         **meta.get("servers", {})}
+    merged["skipped"] = {**{b: r for b, r in before.get("skipped", {}).items()
+                            if b not in ran}, **meta.get("skipped", {})}
+    merged["configurations"] = [c for c in before.get("configurations", [])
+                                if c.get("backend") in kept] + meta.get("configurations", [])
+    return [*_typed(earlier), *rows], merged
+
+
+def _typed(rows: list[dict[str, str]]) -> list[dict[str, Any]]:
+    """CSV text back to numbers where it is one (so merged rows write as they were read)."""
+    out: list[dict[str, Any]] = []
+    for row in rows:
+        typed: dict[str, Any] = {}
+        for key, text in row.items():
+            if text == "":
+                continue
+            try:
+                typed[key] = int(text)
+            except ValueError:
+                try:
+                    typed[key] = float(text)
+                except ValueError:
+                    typed[key] = text
+        out.append(typed)
+    return out
 
 
 def main_sync(coroutine: Any) -> int:

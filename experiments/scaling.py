@@ -46,9 +46,13 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
 
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
+    # A checkpoint's size is its own, so the checkpoint dimensions share one store; a queue's
+    # depth is the whole queue's, so each depth gets a queue of its own (a stream keeps every
+    # entry a deeper run left behind, and cancel reads them all).
+    keep = params["dimension"] in ("records", "inbox")
     async with (
-        lab.place(backend, keep=True) as (place, _),
-        lab.agent(backend, place, housekeeping=False, keep=True) as agent,
+        lab.place(backend, keep=keep) as (place, _),
+        lab.agent(backend, place, housekeeping=False, keep=keep) as agent,
     ):
         reply = await agent.request(
             "probe", module=NAME, timeout=1800,

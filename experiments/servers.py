@@ -138,8 +138,8 @@ def postgres_version(url: str, timeout: float = 2.0) -> str:
 
 
 def _process_tree_cpu(root: int) -> float | None:
-    """CPU seconds of `root` and every process under it (Linux /proc), e.g. a postmaster and
-    its backends."""
+    """CPU seconds of `root` and every process under it, exited ones included (Linux /proc),
+    e.g. a postmaster and its backends."""
     tick = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
     times: dict[int, float] = {}
@@ -153,7 +153,9 @@ def _process_tree_cpu(root: int) -> float | None:
         fields = stat[stat.rfind(")") + 2 :].split()
         pid, ppid = int(entry.name), int(fields[1])
         children.setdefault(ppid, []).append(pid)
-        times[pid] = (int(fields[11]) + int(fields[12])) / tick
+        # utime + stime, and cutime + cstime: the CPU of children it has reaped (a postmaster
+        # reaps its backends), which would otherwise vanish from the sum as they exit.
+        times[pid] = sum(int(field) for field in fields[11:15]) / tick
     if root not in times:
         return None
     total, todo = 0.0, [root]
@@ -362,7 +364,15 @@ class Servers:
         cli = shutil.which("redis-cli")
         if binary is None or cli is None:
             return "a cluster needs redis-server and redis-cli on PATH"
-        base = free_port(3, bus=True)
+        for attempt in range(3):  # a port taken between the look and the start: another range
+            try:
+                return self._cluster_on(binary, cli, free_port(3, bus=True))
+            except RuntimeError:
+                if attempt == 2:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _cluster_on(self, binary: str, cli: str, base: int) -> Server | str:
         ports = [base, base + 1, base + 2]
         for port in ports:
             conf = self._scratch / f"cluster-{port}.conf"

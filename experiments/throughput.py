@@ -115,8 +115,13 @@ def summary(frame: Any) -> Any:
     floor = table[(table["backend"] == "memory")]["passes_per_s"]
     if len(floor) and "passes_per_s" in table:
         table["vs_memory"] = table["passes_per_s"] / float(floor.iloc[0])
-    return table[[c for c in ["backend", "variant", "processes", *wanted, "vs_memory"]
-                  if c in table.columns]]
+    # The spread over repeats (`--repeat`), beside the median.
+    rates = frame[frame["metric"] == "passes_per_s"].groupby(
+        ["backend", "variant", "processes"], sort=False)["value"]
+    spread = rates.agg(runs="count", min="min", max="max").reset_index()
+    table = table.merge(spread, on=["backend", "variant", "processes"], how="left")
+    return table[[c for c in ["backend", "variant", "processes", *wanted, "vs_memory", "runs",
+                              "min", "max"] if c in table.columns]]
 
 
 def draw(frame: Any) -> Any:
