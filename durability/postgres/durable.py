@@ -102,6 +102,7 @@ class PostgresDurable:
         params = self._params(workflow, key=key, value=codec.encode(value))
         for _ in range(_RACES):
             row = await one(self._checkpointer.pool, self._sql["arrive"], params)
+            self._scheduler.changed()
             assert row is not None
             written, held, _told = row
             if written is not None:
@@ -116,12 +117,14 @@ class PostgresDurable:
         encoded = codec.encode(value)
         params = self._params(workflow, value=encoded, prefix=INBOX, width=INBOX_WIDTH)
         row = await one(self._checkpointer.pool, self._sql["deliver"], params)
+        self._scheduler.changed()
         assert row is not None
         return Entry(row[0], codec.decode(encoded))
 
     async def delete(self, workflow: str) -> int:
         params = self._params(check_workflow(workflow))
         row = await one(self._checkpointer.pool, self._sql["delete"], params)
+        self._scheduler.changed()
         assert row is not None
         return int(row[0])
 
@@ -129,6 +132,7 @@ class PostgresDurable:
         """`release` then `done` as one statement (see `finish` in durable.sql)."""
         params = self._params(holder.workflow, token=holder.token, receipt=int(delivery.receipt))
         await self._checkpointer._batcher.one(self._sql["finish"], params)
+        self._scheduler.changed()
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         """`next_ready` then `claim` as one statement (`take` in durable.sql), waiting for work

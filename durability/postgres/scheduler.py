@@ -20,7 +20,8 @@ on the scheduler's listening connection for the sooner of a notification for its
 row's time, and `poll`. `make_ready` and `wake_at` notify in the statement that commits them.
 `poll` is only the fallback for a change nobody announced (a row written with plain SQL, or a
 notification lost with a dropped connection); with `notify=True` it defaults to two seconds, and
-a later `next_ready` or `wake_due` inside that quiet window, with nothing announced meanwhile,
+a later `next_ready` or `wake_due` inside that quiet window, with nothing announced meanwhile
+(and nothing written by this scheduler itself: it does not wait to hear of its own writes),
 issues no statement at all, so an idle worker costs about half a statement a second
 (benchmarks/bench_postgres.py measures it). With `notify=False` it defaults to 50 ms and is the
 floor under how fast anything starts.
@@ -126,8 +127,15 @@ class PostgresScheduler:
         if self._listener is not None:
             await self._listener.close()
 
+    def changed(self) -> None:
+        """Forget the last empty read: this process has just written to the queue, and must
+        not wait to hear of its own write (a notification lands a moment after its commit;
+        `cancel`, `done` and `extend` send none). `PostgresDurable` calls it for its moves."""
+        self._quiet = None
+
     async def make_ready(self, workflow: str) -> None:
         await one(self._pool, self._sql["make_ready"], self._params(check_workflow(workflow)))
+        self.changed()
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
         return await self.waiting(within, self._take)
@@ -212,6 +220,7 @@ class PostgresScheduler:
             self._sql["done"],
             self._params(delivery.workflow, receipt=int(delivery.receipt)),
         )
+        self.changed()
 
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
         if when.tzinfo is None:
@@ -221,6 +230,7 @@ class PostgresScheduler:
             self._sql["wake_at"],
             self._params(delivery.workflow, receipt=int(delivery.receipt), when=when),
         )
+        self.changed()
         return row is not None and row[0] > 0
 
     async def wake_due(self, now: datetime | None = None) -> datetime | None:
@@ -253,10 +263,12 @@ class PostgresScheduler:
             self._sql["extend"],
             self._params(delivery.workflow, receipt=int(delivery.receipt), within=within),
         )
+        self.changed()
         return delivery if row is not None else None
 
     async def cancel(self, workflow: str) -> int:
         row = await one(self._pool, self._sql["cancel"], self._params(check_workflow(workflow)))
+        self.changed()
         assert row is not None
         return int(row[0])
 

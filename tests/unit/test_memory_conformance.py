@@ -14,11 +14,14 @@ from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
 from durability.testing.conformance import (
     BoundsContract,
     CheckpointerContract,
+    CheckpointerModelContract,
     DurableContract,
     EffectKit,
     MakeScheduler,
     SchedulerContract,
+    SchedulerModelContract,
 )
+from durability.testing.conformance.timeline import FakeTime
 
 
 class _Counters:
@@ -71,6 +74,35 @@ class TestMemoryBounds(BoundsContract):
     @pytest.fixture
     def offline(self) -> Durable:
         return SplitDurable(MemoryCheckpointer(), MemoryScheduler())
+
+
+class TestMemoryCheckpointerModel(CheckpointerModelContract):
+    """The model-based test on a clock it moves by hand: lapses are exact and free."""
+
+    @pytest.fixture
+    def timeline(self) -> FakeTime:
+        return FakeTime()
+
+    @pytest.fixture
+    def checkpointer(self, timeline: FakeTime) -> Checkpointer:
+        return MemoryCheckpointer(clock=timeline.now)
+
+    @pytest.fixture
+    def effect_kit(self) -> EffectKit:
+        return _Counters()
+
+
+class TestMemorySchedulerModel(SchedulerModelContract):
+    @pytest.fixture
+    def timeline(self) -> FakeTime:
+        return FakeTime()
+
+    @pytest.fixture
+    def make_scheduler(self, timeline: FakeTime) -> MakeScheduler:
+        async def make(lease: timedelta) -> Scheduler:
+            return MemoryScheduler(lease=lease, clock=timeline.now)
+
+        return make
 
 
 def test_the_suite_imports_no_store_driver() -> None:

@@ -21,6 +21,12 @@ the fixtures that build the store:
         @pytest.fixture
         def offline(self) -> Durable: ...                  # with no server behind it
 
+and the model-based tests (`model`), which reuse those fixtures:
+
+    class TestRedisCheckpointerModel(CheckpointerModelContract):
+        checkpointer = TestRedisCheckpointer.checkpointer
+        effect_kit = TestRedisCheckpointer.effect_kit
+
 The tests talk to a store only through `durability.interfaces`, so memory, Redis, Postgres and
 SQLite all run them unchanged. Importing this needs pytest and hypothesis (it is test support)
 and no driver.
@@ -33,6 +39,7 @@ from durability.testing.conformance.bounds import BoundsContract
 from durability.testing.conformance.checkpointer import CheckpointerContract
 from durability.testing.conformance.claims import fresh
 from durability.testing.conformance.durable import DurableContract
+from durability.testing.conformance.model import CheckpointerModelContract, SchedulerModelContract
 from durability.testing.conformance.records import EffectKit
 from durability.testing.conformance.scheduler import MakeScheduler, SchedulerContract
 from durability.testing.conformance.store_faults import Cut, StoreFaultContract
@@ -40,11 +47,13 @@ from durability.testing.conformance.store_faults import Cut, StoreFaultContract
 __all__ = [
     "BoundsContract",
     "CheckpointerContract",
+    "CheckpointerModelContract",
     "Cut",
     "DurableContract",
     "EffectKit",
     "MakeScheduler",
     "SchedulerContract",
+    "SchedulerModelContract",
     "StoreFaultContract",
     "fresh",
 ]

@@ -13,10 +13,12 @@ from durability.interfaces import Checkpointer, Durable, Effect, Scheduler
 from durability.testing.conformance import (
     BoundsContract,
     CheckpointerContract,
+    CheckpointerModelContract,
     DurableContract,
     EffectKit,
     MakeScheduler,
     SchedulerContract,
+    SchedulerModelContract,
 )
 
 if TYPE_CHECKING:
@@ -127,3 +129,12 @@ class TestPostgresBounds(BoundsContract):
         scheduler = PostgresScheduler(pool=pool, queue=queue_name())
         yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
         await scheduler.close()
+
+
+class TestPostgresCheckpointerModel(CheckpointerModelContract):
+    checkpointer = TestPostgresCheckpointer.checkpointer
+    effect_kit = TestPostgresCheckpointer.effect_kit
+
+
+class TestPostgresSchedulerModel(SchedulerModelContract):
+    make_scheduler = TestPostgresScheduler.make_scheduler

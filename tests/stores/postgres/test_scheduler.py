@@ -11,6 +11,8 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+import pytest
+
 from durability.interfaces import Delivery
 from durability.postgres import PostgresCheckpointer, PostgresScheduler
 
@@ -227,3 +229,45 @@ async def test_a_closed_scheduler_has_no_listening_connection(make_pool: MakePoo
             break
         await asyncio.sleep(0.05)
     assert listening == (0,)
+
+
+async def test_a_cancel_is_seen_by_the_next_wake_due_though_it_announces_nothing(
+    pool: Pool,
+) -> None:
+    # Found by the model-based test: an idle reader keeps its last empty read until a
+    # notification says the queue changed, and cancel sends none, so the timer was told of a
+    # sleeper that was already gone.
+    queue, workflow = _names()
+    scheduler = PostgresScheduler(pool=pool, queue=queue, poll=LONG_POLL)
+    try:
+        await scheduler.make_ready(workflow)
+        delivery = await scheduler.next_ready(BLOCKED)
+        assert delivery is not None
+        assert await scheduler.wake_at(delivery, datetime.now(UTC) + timedelta(hours=1))
+        await scheduler.done(delivery)
+        assert await scheduler.next_ready(timedelta(milliseconds=50)) is None  # remembered
+        assert await scheduler.wake_due() is not None
+        assert await scheduler.cancel(workflow) == 1
+        assert await scheduler.wake_due() is None
+    finally:
+        await scheduler.close()
+
+
+async def test_its_own_make_ready_is_seen_before_the_notification_arrives(
+    pool: Pool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The notification of a commit reaches the listening connection a moment after the commit
+    # returns; on a busy machine, later than a short next_ready waits. This object wrote the
+    # wakeup itself, so it must not need to hear of it: the listener is kept deaf here.
+    queue, workflow = _names()
+    scheduler = PostgresScheduler(pool=pool, queue=queue, poll=LONG_POLL)
+    try:
+        assert await scheduler.next_ready(timedelta(milliseconds=50)) is None  # remembered
+        listener = scheduler._listener
+        assert listener is not None and listener.listening
+        monkeypatch.setattr(listener, "_bump", lambda: None)
+        await scheduler.make_ready(workflow)
+        delivery = await scheduler.next_ready(timedelta(milliseconds=50))
+        assert delivery is not None and delivery.workflow == workflow
+    finally:
+        await scheduler.close()

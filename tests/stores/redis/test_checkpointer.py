@@ -28,7 +28,11 @@ from durability.redis import (
     workflow_keys,
     workflow_tag,
 )
-from durability.testing.conformance import CheckpointerContract, EffectKit
+from durability.testing.conformance import (
+    CheckpointerContract,
+    CheckpointerModelContract,
+    EffectKit,
+)
 
 HOST = "127.0.0.1"
 ROOT = Path(__file__).resolve().parents[3]
@@ -496,3 +500,8 @@ class TestRedisCheckpointer(CheckpointerContract):
     @pytest.fixture
     def effect_kit(self, redis: Redis, lua_counter: Callable[[Redis], EffectKit]) -> EffectKit:
         return lua_counter(redis)
+
+
+class TestRedisCheckpointerModel(CheckpointerModelContract):
+    checkpointer = TestRedisCheckpointer.checkpointer
+    effect_kit = TestRedisCheckpointer.effect_kit

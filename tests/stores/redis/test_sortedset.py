@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from durability.interfaces import Delivery, Scheduler
 from durability.redis.sortedset import RedisSetScheduler
-from durability.testing.conformance import MakeScheduler, SchedulerContract
+from durability.testing.conformance import MakeScheduler, SchedulerContract, SchedulerModelContract
 
 WAIT = timedelta(milliseconds=200)
 SHORT = timedelta(milliseconds=20)
@@ -221,3 +221,7 @@ class TestRedisSetContract(SchedulerContract):
             return scheduler
 
         return make
+
+
+class TestRedisSetModel(SchedulerModelContract):
+    make_scheduler = TestRedisSetContract.make_scheduler

@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from durability.interfaces import Delivery, Scheduler
 from durability.redis.stream import GROUP, RedisStreamScheduler
-from durability.testing.conformance import MakeScheduler, SchedulerContract
+from durability.testing.conformance import MakeScheduler, SchedulerContract, SchedulerModelContract
 
 WAIT = timedelta(milliseconds=200)
 SHORT = timedelta(milliseconds=20)
@@ -254,3 +254,7 @@ class TestRedisStreamContract(SchedulerContract):
             return scheduler
 
         return make
+
+
+class TestRedisStreamModel(SchedulerModelContract):
+    make_scheduler = TestRedisStreamContract.make_scheduler

@@ -19,10 +19,12 @@ from durability.sqlite import (
 from durability.testing.conformance import (
     BoundsContract,
     CheckpointerContract,
+    CheckpointerModelContract,
     DurableContract,
     EffectKit,
     MakeScheduler,
     SchedulerContract,
+    SchedulerModelContract,
 )
 
 
@@ -97,3 +99,12 @@ class TestSqliteBounds(BoundsContract):
         await database.writer(lambda connection: connection.close())
         await database.read(lambda connection: connection.close())
         return SqliteDurable(SqliteCheckpointer(database), SqliteScheduler(database))
+
+
+class TestSqliteCheckpointerModel(CheckpointerModelContract):
+    checkpointer = TestSqliteCheckpointer.checkpointer
+    effect_kit = TestSqliteCheckpointer.effect_kit
+
+
+class TestSqliteSchedulerModel(SchedulerModelContract):
+    make_scheduler = TestSqliteScheduler.make_scheduler
