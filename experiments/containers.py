@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -227,18 +228,25 @@ def build_images(say: Callable[[str], None] = print) -> list[str]:
 
 
 def _mirror() -> str:
-    """The Debian mirror apt already uses (deb822 or one-line sources), else the default."""
-    for path in [Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*")]:
+    """The Debian mirror apt already uses for bookworm's `main` (deb822 or one-line sources),
+    else the default. Other sources (a vendor's repository, security) are passed over."""
+    for path in [Path("/etc/apt/sources.list"), *sorted(Path("/etc/apt/sources.list.d").glob("*"))]:
         try:
             text = path.read_text()
         except OSError:
             continue
+        for stanza in text.split("\n\n"):
+            fields = dict(line.split(":", 1) for line in stanza.splitlines()
+                          if ":" in line and not line.startswith(("#", "deb ")))
+            uris = fields.get("URIs", "").split()
+            if uris and "bookworm" in fields.get("Suites", "").split() \
+                    and "main" in fields.get("Components", "").split():
+                return uris[0]
         for line in text.splitlines():
-            words = line.split()
-            if line.startswith("URIs:") and len(words) > 1 and "security" not in words[1]:
-                return words[1]
-            if words[:1] == ["deb"] and len(words) > 2 and "security" not in words[1]:
-                return words[1]
+            words = re.sub(r"\[[^]]*\]", " ", line).split()  # drop "[signed-by=...]"
+            if words[:1] == ["deb"]:
+                if len(words) > 3 and words[2] == "bookworm" and "main" in words[3:]:
+                    return words[1]
     return "http://deb.debian.org/debian"
 
 

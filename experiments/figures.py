@@ -70,6 +70,6 @@ def draw(experiment: str, where: Path) -> Path:
     fig = module.draw(frame)
     out = where / "figures" / f"{experiment}.png"
     out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out)
+    fig.savefig(out, bbox_inches="tight")
     plt.close(fig)
     return out

@@ -149,7 +149,8 @@ def draw(frame: Any) -> Any:
     cdf.set_xscale("log")
     label(cdf, "Submit → first pass at 20/s (open loop)", "latency (ms, log scale)",
           "share of submissions")
-    cdf.legend(loc="lower right", ncol=2)
+    # the CDFs' legend goes below the figure: inside, it would cover the slowest curves
+    fig.legend(*cdf.get_legend_handles_labels(), loc="outside lower center", ncol=6)
     swept = rows[rows["poll_ms"].notna()]
     for backend, group in swept.groupby("backend", sort=False):
         table = group.groupby("poll_ms")["value"].quantile(0.5)

@@ -21,7 +21,7 @@ HERE = ROOT / "notebooks"
 Cell = tuple[str, str]  # ("md" | "code", source)
 
 _IMPORTS = (
-    "from experiments.reading import figure, frame, ms, overview, pick, run_line, say, table"
+    "from experiments.reading import blank, figure, frame, ms, overview, pick, run_line, say, table"
 )
 
 
@@ -132,7 +132,7 @@ server too.\"\"\")
 f = frame('idle')
 named = f[f.metric == 'worker_request'].pivot_table(index='request', columns='backend',
                                                      values='value', aggfunc='median')
-named.round(2).fillna('')
+blank(named)
 """),
 ]
 
@@ -262,7 +262,7 @@ every measure that decides a queue design. Each column links to its notebook: `l
 documents' own comparison table, reproduced with numbers.
 """),
     code(f"{_IMPORTS}\nrun_line('latency', 'throughput')"),
-    code("o = overview().set_index('backend')\no.round(2).fillna('')"),
+    code("o = overview().set_index('backend')\nblank(o)"),
     code("figure('latency')"),
     code("figure('throughput')"),
     md("## When to choose which"),

@@ -19,11 +19,31 @@ from typing import Any
 
 from experiments.results import RESULTS, describe, load, metadata
 
-__all__ = ["figure", "frame", "ms", "overview", "pick", "run_line", "say", "table"]
+__all__ = ["blank", "figure", "frame", "ms", "overview", "pick", "run_line", "say", "table"]
 
 #: Where notebooks read from: the committed reference run, unless `LAB_RESULTS` names another
 #: folder (a quick run of your own, say).
 WHERE = Path(os.environ.get("LAB_RESULTS", RESULTS))
+
+
+def _readable() -> None:
+    """Tables shown whole: a cell of prose is not cut at 50 characters, nor a wide table
+    folded into pieces."""
+    try:
+        import pandas
+    except ImportError:  # the lab extra is not installed: nothing to show tables with
+        return
+    pandas.set_option("display.max_colwidth", None)
+    pandas.set_option("display.width", 200)
+    pandas.set_option("display.max_columns", 30)
+
+
+_readable()
+
+
+def blank(data: Any, digits: int = 2) -> Any:
+    """`data` rounded, with its missing cells shown empty rather than as NaN."""
+    return data.round(digits).astype(object).where(data.notna(), "")
 
 
 def frame(name: str, where: Path | None = None) -> Any:
@@ -47,7 +67,7 @@ def figure(name: str, where: Path | None = None) -> Any:
     module = importlib.import_module(f"experiments.{name}")
     drawn = module.draw(frame(name, where))
     buffer = io.BytesIO()
-    drawn.savefig(buffer, format="png")
+    drawn.savefig(buffer, format="png", bbox_inches="tight")
     plt.close(drawn)
     return Image(data=buffer.getvalue(), format="png")
 

@@ -144,6 +144,6 @@ def draw(frame: Any) -> Any:
     label(rate, "One-step workflows per second at saturation", "worker processes",
           "workflows per second (log scale)")
     label(cost, "Worker CPU per pass", "worker processes", "CPU milliseconds per pass")
-    rate.legend(loc="lower right", ncol=2)
-    cost.legend(loc="upper right", ncol=2)
+    # one legend for both panels (the same series), below them, clear of every line
+    fig.legend(*rate.get_legend_handles_labels(), loc="outside lower center", ncol=6)
     return fig
