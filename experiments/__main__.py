@@ -37,8 +37,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--merge", action="store_true",
                      help="replace only these backends' rows in existing results (the metadata"
                      " then lists each run and the backends it gave)")
-    commands.add_parser("report", help="print the comparison tables from results/").add_argument(
-        "--results", default=str(RESULTS))
+    report = commands.add_parser("report", help="print the comparison tables from results/")
+    report.add_argument("--results", default=str(RESULTS))
+    report.add_argument("--figures", action="store_true",
+                        help="also draw each experiment's figure again from its rows")
     found = commands.add_parser("backends", help="what was found, how, and why not")
     found.add_argument("--sources", help="as for run")
     commands.add_parser("images", help="build local container images (Debian archive)")
@@ -64,6 +66,13 @@ def main(argv: list[str] | None = None) -> int:
         from experiments.report import report
 
         print(report(Path(args.results)))
+        if args.figures:
+            from experiments import EXPERIMENTS
+            from experiments.figures import draw
+
+            for name in EXPERIMENTS:
+                if (Path(args.results) / f"{name}.csv").exists():
+                    print(f"drew {draw(name, Path(args.results))}")
         return 0
     if args.command == "backends":
         return _backends(_sources(args.sources))

@@ -74,11 +74,19 @@ rates.round(2)
 """),
     code("""
 top = max(rates.columns)
-say(f\"\"\"From 5 to {top:g} submissions a second the medians barely move for the woken schedulers
-(redis-stream {ms(rates.loc['redis-stream'].min())} to {ms(rates.loc['redis-stream'].max())},
-postgres {ms(rates.loc['postgres'].min())} to {ms(rates.loc['postgres'].max())}): at these rates a
-worker is never the bottleneck, and the open loop would show it if it were, as a median that
-climbs with the rate.\"\"\")
+woken = [b for b in ('redis-stream', 'redis-set', 'postgres') if b in rates.index]
+span = ', '.join(f'{b} {ms(rates.loc[b].min())} to {ms(rates.loc[b].max())}' for b in woken)
+swamped = [b for b in rates.index if rates.loc[b, top] > 5 * rates.loc[b, 20.0]]
+swamped_text = (
+    f" Not everything keeps up at {top:g}/s; what does not queues: "
+    + ', '.join(f'{b} {ms(rates.loc[b, top])} at the median against {ms(rates.loc[b, 20.0])} at 20/s'
+                for b in swamped) + '.'
+) if swamped else ''
+say(f\"\"\"From 5 to {top:g} submissions a second the woken schedulers' medians stay within a few
+milliseconds ({span}); a busy worker is already awake, so the stream's and the set's fall as the
+rate rises, while Postgres' rises at {top:g}/s, where each start costs a notification and a
+transaction.{swamped_text} An open loop shows a scheduler that cannot keep up as a median that
+climbs with the rate, not as a lower rate.\"\"\")
 """),
     md("## The doorbell against polling"),
     code("""
@@ -117,7 +125,8 @@ def v(backend, column='worker_requests', variant='default'):
     except KeyError:
         return float('nan')
 
-say(f\"\"\"An idle worker on a blocking or woken scheduler sends about one request a second or less:
+woken = ['redis-stream', 'redis-set', 'postgres']
+say(f\"\"\"An idle worker on a blocking or woken scheduler sends at most {max(v(b) for b in woken):.1f} requests a second:
 redis-stream {v('redis-stream'):.1f}/s, redis-set with its doorbell {v('redis-set'):.1f}/s,
 postgres {v('postgres'):.1f}/s (by the worker's own count), using
 {v('redis-stream', 'worker_cpu') * 1000:.1f}, {v('redis-set', 'worker_cpu') * 1000:.1f} and
@@ -185,7 +194,11 @@ a quarter of the lease, at most a second). Each trial starts from idle workers.
 worst = t.sort_values('median_vs_bound', ascending=False).iloc[0]
 best = t.sort_values('median_vs_bound').iloc[0]
 within = (t['median_vs_bound'] <= 1.05).mean()
-say(f\"\"\"{within:.0%} of the configurations take over within lease + tick at the median. The
+of_lease = t['median'] / t['lease_s']
+say(f\"\"\"{within:.0%} of the configurations take over within lease + tick at the median, and
+the median takeover is {of_lease.min():.2f} to {of_lease.max():.2f} times the lease: the lease is
+what a dead worker costs, so choose it as the longest you can wait, not the longest a step
+takes (a live worker renews it every tick). The
 slowest relative to its bound is **{worst.backend}** at a {worst.lease_s:g} s lease
 ({worst.phase}): {worst['median']:.2f} s, {worst.median_vs_bound:.1f} times lease + tick;
 the quickest **{best.backend}** ({best.lease_s:g} s, {best.phase}) at {best['median']:.2f} s.\"\"\")
@@ -220,6 +233,24 @@ processes mostly share the same two cores with the server: redis-stream goes
 {r('redis-stream', 1):,.0f} → {r('redis-stream', 2):,.0f} → {r('redis-stream', 4):,.0f} with
 1, 2 and 4 processes.\"\"\")
 """),
+    md("## Beside the job queues people would pick instead"),
+    code("""
+def best(backend):
+    rows = t[(t.backend == backend) & (t.processes == 1)]
+    return float(rows['passes_per_s'].max()) if len(rows) else float('nan')
+
+rivals = [b for b in ('saq', 'arq', 'streaq', 'pgqueuer', 'procrastinate') if b in set(t.backend)]
+say(f\"\"\"From one process, each at its better variant (default or tuned):
+{', '.join(f'**{b}** {best(b):,.0f}/s' for b in rivals)}. On Redis this project's stream
+scheduler completes {r('redis-stream') / best('saq'):.1f} times as many as saq and
+{r('redis-stream') / best('streaq'):.1f} times as many as streaq, each pass with a checkpoint
+written. On Postgres, **pgqueuer outruns this project's scheduler**
+({best('pgqueuer'):,.0f}/s against {r('postgres'):,.0f}/s, using
+{r('pgqueuer', column='worker_cpu_per_pass'):.2f} ms of worker CPU a job against
+{r('postgres', column='worker_cpu_per_pass'):.2f}): a pgqueuer job is a row dequeued in batches with
+no checkpoint to claim, record and release, while procrastinate ({best('procrastinate'):,.0f}/s)
+takes one job per transaction.\"\"\")
+"""),
 ]
 
 SCALING: list[Cell] = [
@@ -241,6 +272,11 @@ def s(backend, dimension):
     return float(rows['slope'].iloc[0]) if len(rows) else float('nan')
 
 stores = [b for b in ('redis-stream', 'redis-set', 'postgres', 'sqlite') if b in set(t.backend)]
+deepest = max(int(c.removeprefix('ms@').replace(',', '')) for c in t.columns if c.startswith('ms@'))
+
+def big(backend, dimension='cancel'):
+    rows = t[(t.backend == backend) & (t.dimension == dimension)]
+    return float(rows[f'ms@{deepest:,}'].iloc[0]) if len(rows) else float('nan')
 say(f\"\"\"A checkpoint is read whole on every pass, so that cost grows with it, nearly linearly
 once the records dominate the round trip (slopes {', '.join(f'{b} {s(b, "records"):.2f}' for b in stores)}),
 inbox entries alike: the documents' "an inbox has no bound" gap, measured. Taking work does
@@ -248,7 +284,11 @@ not grow with the queue (slopes {', '.join(f'{b} {s(b, "ready"):.2f}' for b in s
 neither does the timer's look at the sleepers on the server stores
 ({', '.join(f'{b} {s(b, "sleeping"):.2f}' for b in stores)}); the memory store's `wake_due`
 walks every sleeper (slope {s('memory', 'sleeping'):.2f}), which is fine for tests and the
-reason it is not a production store.\"\"\")
+reason it is not a production store. Cancelling a queued workflow is where the stream pays for
+being addressed by entry id: it reads the stream to find the workflow's entries (slope
+{s('redis-stream', 'cancel'):.2f}, {ms(big('redis-stream'))} at {deepest:,.0f} queued), while the
+set and the SQL queues delete one member or row ({ms(big('redis-set'))} and
+{ms(big('postgres'))}): the design document's "cancelling costs a scan", measured.\"\"\")
 """),
 ]
 
@@ -285,7 +325,12 @@ say(f\"\"\"- **Redis, stream scheduler**: the quickest start ({ms(o_('redis-stre
   in the database you may already run; {o_('postgres', 'wf/s x1'):,.0f} workflows a second from one
   process.
 - **SQLite**: no server at all; other processes poll ({ms(o_('sqlite', 'p50 ms @20/s'))} median), and
-  {o_('sqlite', 'wf/s x1'):,.0f} workflows a second from one process on one file.\"\"\")
+  {o_('sqlite', 'wf/s x1'):,.0f} workflows a second from one process on one file.
+- **A job queue instead** (no checkpoint: a job that fails half-way starts again from the top):
+  saq starts a job in {ms(o_('saq', 'p50 ms @20/s'))} and runs {o_('saq', 'wf/s x1'):,.0f} a second
+  from one process, below the Redis schedulers here on both; pgqueuer runs
+  {o_('pgqueuer', 'wf/s x1'):,.0f} a second, more than this project's Postgres scheduler, because a
+  job has no checkpoint to claim, record and release.\"\"\")
 """),
 ]
 

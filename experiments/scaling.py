@@ -205,10 +205,11 @@ def draw(frame: Any) -> Any:
         part = rows[rows["dimension"] == dimension]
         for backend, group in part.groupby("backend", sort=False):
             medians = group.groupby("size")["value"].median()
-            ax.plot(medians.index, medians.to_numpy(), marker="o", label=str(backend),
-                    color=colour(str(backend)))
+            fitted = slope([float(x) for x in medians.index], [float(y) for y in medians])
+            ax.plot(medians.index, medians.to_numpy(), marker="o",
+                    label=f"{backend} (slope {fitted:.2f})", color=colour(str(backend)))
         ax.set_xscale("log")
         ax.set_yscale("log")
         label(ax, titles[dimension], "size (log scale)", "median cost (ms, log scale)")
-        ax.legend(loc="upper left", ncol=2)
+        ax.legend(loc="best", ncol=2, fontsize=7)
     return fig
