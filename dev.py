@@ -31,9 +31,9 @@ STAMP = VENV / ".installed"
 CHECKED = ["durability", "integration", "experiments"]
 
 
-def run(*argv: str | Path) -> None:
+def run(*argv: str | Path, env: dict[str, str] | None = None) -> None:
     print("+", " ".join(str(a) for a in argv), flush=True)
-    done = subprocess.run([str(a) for a in argv], cwd=ROOT)
+    done = subprocess.run([str(a) for a in argv], cwd=ROOT, env=env)
     if done.returncode:
         sys.exit(done.returncode)
 
@@ -68,7 +68,10 @@ def lab(args: list[str]) -> None:
 
 
 def notebooks(args: list[str]) -> None:
-    run(PYTHON, "-m", "jupyter", "lab", "--notebook-dir", ROOT / "notebooks", *args)
+    # The kernels start in notebooks/; the lab's reading helpers live beside it.
+    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+    run(PYTHON, "-m", "jupyter", "lab", "--notebook-dir", ROOT / "notebooks", *args,
+        env={**os.environ, "PYTHONPATH": path})
 
 
 def test(args: list[str]) -> None:

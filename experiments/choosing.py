@@ -171,7 +171,7 @@ def comparison(where: Path | None = None) -> tuple[Any, dict[str, str]]:
         unit = "statements" if backend == "postgres" else "scripts/commands"
         cells[backend] = (f"{keys} queue key(s)/table(s); a pass: {distinct} distinct {unit}, "
                           f"{requests:.1f} requests in {trips:.2f} round trips; idle: {parts} "
-                          f"kinds of request")
+                          f"kind{'s' if parts != 1 else ''} of request")
     table_rows["Moving parts"] = cells
     s_distinct, s_requests, _ = n.per_pass("redis-stream")
     b_distinct, b_requests, _ = n.per_pass("redis-set")

@@ -21,7 +21,7 @@ HERE = ROOT / "notebooks"
 Cell = tuple[str, str]  # ("md" | "code", source)
 
 _IMPORTS = (
-    "from experiments.reading import blank, figure, frame, ms, overview, pick, run_line, say, table"
+    "from experiments.reading import blank, figure, frame, ms, overview, pick, prose, run_line, say, table"
 )
 
 
@@ -296,13 +296,39 @@ OVERVIEW: list[Cell] = [
     md("""
 # Choosing a scheduler: the whole comparison on one page
 
-Every scheduler this project ships, measured by the lab on one machine in one run, against
-every measure that decides a queue design. Each column links to its notebook: `latency`,
-`idle`, `growth`, `takeover`, `throughput`, `scaling`; `choosing` holds the design
-documents' own comparison table, reproduced with numbers.
+Every scheduler this project ships, and the job queues people would pick instead, measured by
+the lab on one machine against every measure that decides a queue design. Each measure has a
+notebook of its own: [latency](latency.ipynb), [idle cost](idle.ipynb),
+[growth](growth.ipynb), [takeover](takeover.ipynb), [throughput](throughput.ipynb),
+[scaling](scaling.ipynb); [choosing](choosing.ipynb) holds the design documents' own
+comparison table, reproduced with numbers. An empty cell is a measure not taken for that
+backend (the rivals have no checkpoint to scale, and no counting hook of ours).
 """),
-    code(f"{_IMPORTS}\nrun_line('latency', 'throughput')"),
-    code("o = overview().set_index('backend')\nblank(o)"),
+    code(f"{_IMPORTS}\nrun_line('latency', 'idle', 'takeover', 'throughput', 'growth', 'scaling')"),
+    md("## Speed and what waiting costs"),
+    code("""
+o = overview().set_index('backend')
+took = [c for c in o.columns if c.startswith('takeover')]
+blank(o[['p50 ms @20/s', 'p99 ms @20/s', 'idle req/s', 'idle CPU ms/s', *took]].dropna(how='all'))
+"""),
+    md("""
+Latency is submit → first pass at 20 submissions a second; idle cost is one worker with
+nothing to do (requests by the worker's own count where it has one, else the server's); the
+takeover is the median time from a worker's SIGKILL mid-step to another worker's pass.
+"""),
+    md("## Capacity, growth and how each cost grows"),
+    code("""
+capacity = [c for c in ['wf/s x1', 'wf/s x2', 'wf/s x4', 'peak queue', 'peak, untrimmed',
+                        'slope records', 'slope ready', 'slope sleeping', 'slope cancel']
+            if c in o.columns]
+blank(o[capacity].dropna(how='all'))
+"""),
+    md("""
+Workflows a second at saturation from 1, 2 and 4 worker processes; the queue's peak entries
+while 5,000 wakeups go through it (the stream trimmed, and untrimmed); and the log-log slope of
+a cost against its size (0: flat, 1: linear): a checkpoint's records, the workflows queued or
+sleeping, and cancelling one of them.
+"""),
     code("figure('latency')"),
     code("figure('throughput')"),
     md("## When to choose which"),
@@ -314,7 +340,8 @@ def o_(backend, column):
         return float('nan')
 
 say(f\"\"\"- **Redis, stream scheduler**: the quickest start ({ms(o_('redis-stream', 'p50 ms @20/s'))}
-  median) and the most throughput, near-zero idle cost; it needs its trimmer (untrimmed it keeps
+  median), {o_('redis-stream', 'wf/s x1'):,.0f} workflows a second from one process, near-zero
+  idle cost; it needs its trimmer (untrimmed it keeps
   every wakeup: {o_('redis-stream', 'peak, untrimmed'):,.0f} entries in the growth run), which
   this project runs on any Redis version.
 - **Redis, sorted set with its doorbell**: the same start ({ms(o_('redis-set', 'p50 ms @20/s'))})
@@ -349,13 +376,13 @@ refutes it, or changes the answer.
 import pandas
 from experiments.choosing import comparison
 rows, verdicts = comparison()
-rows
+prose(rows)
 """),
     code("say('\\n'.join(f'- **{row}**: {text}' for row, text in verdicts.items()))"),
     md("## The core document's claims the lab can measure"),
     code("""
 from experiments.choosing import claims
-claims()
+prose(claims(), index=False)
 """),
 ]
 

@@ -19,7 +19,8 @@ from typing import Any
 
 from experiments.results import RESULTS, describe, load, metadata
 
-__all__ = ["blank", "figure", "frame", "ms", "overview", "pick", "run_line", "say", "table"]
+__all__ = ["blank", "figure", "frame", "ms", "overview", "pick", "prose", "run_line", "say",
+           "table"]
 
 #: Where notebooks read from: the committed reference run, unless `LAB_RESULTS` names another
 #: folder (a quick run of your own, say).
@@ -41,9 +42,21 @@ def _readable() -> None:
 _readable()
 
 
-def blank(data: Any, digits: int = 2) -> Any:
-    """`data` rounded, with its missing cells shown empty rather than as NaN."""
-    return data.round(digits).astype(object).where(data.notna(), "")
+def blank(data: Any) -> Any:
+    """`data` for reading: numbers at the precision they deserve (1,262 and 18,270, 25.5,
+    0.94), missing cells empty rather than NaN."""
+
+    def shown(value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            return value
+        if value != value:
+            return ""
+        size = abs(value)
+        if size >= 10 and value == int(value):
+            return f"{value:,.0f}"
+        return f"{value:,.0f}" if size >= 100 else f"{value:.1f}" if size >= 10 else f"{value:.2f}"
+
+    return data.map(shown)
 
 
 def frame(name: str, where: Path | None = None) -> Any:
@@ -73,20 +86,29 @@ def figure(name: str, where: Path | None = None) -> Any:
 
 
 def run_line(*names: str, where: Path | None = None) -> Any:
-    """Which run each experiment's rows come from, as Markdown."""
+    """Which run each experiment's rows come from, and the command that makes them again, as
+    Markdown: one line for one experiment, a table for several (what they share said once)."""
     from IPython.display import Markdown
 
-    lines = []
-    for name in names:
-        meta = metadata(name, where or WHERE)
-        versions = meta.get("versions", {})
-        servers = sorted({f"{s['kind']} {s['version']} ({s['source'].split()[0]})"
-                          for s in meta.get("servers", {}).values()})
-        lines.append(
-            f"*{describe(name, where or WHERE)}. Python {versions.get('python', '?')}; "
-            f"servers: {', '.join(servers) or 'none'}.*"
-        )
-    return Markdown("\n\n".join(lines))
+    place = where or WHERE
+    metas = {name: metadata(name, place) for name in names}
+    servers = sorted({f"{s['kind']} {s['version']} ({s['source'].split()[0]})"
+                      for meta in metas.values() for s in meta.get("servers", {}).values()})
+    pythons = sorted({str(m.get("versions", {}).get("python", "?")) for m in metas.values()})
+    shared = f"Python {', '.join(pythons)}; servers: {', '.join(servers) or 'none'}."
+    if len(names) == 1:
+        return Markdown(f"*{describe(names[0], place)}. {shared}*")
+    lines = ["| experiment | revision | started | cores | CPU calibration | reproduce with |",
+             "|---|---|---|---|---|---|"]
+    for name, meta in metas.items():
+        revision = str(meta.get("git_revision", "?"))[:10]
+        if meta.get("git_dirty"):
+            revision += " (uncommitted changes)"
+        calibration = meta.get("cpu_calibration_seconds", {}).get("at_start", "?")
+        lines.append(f"| {name} | {revision} | {str(meta.get('started', '?'))[:16]} | "
+                     f"{meta.get('cores', '?')} | {calibration} s | "
+                     f"`{meta.get('command', '?')}` |")
+    return Markdown("\n".join(lines) + f"\n\n*{meta.get('mode', '?')} runs. {shared}*")
 
 
 def say(text: str) -> Any:
@@ -94,6 +116,23 @@ def say(text: str) -> Any:
     from IPython.display import Markdown
 
     return Markdown(text)
+
+
+def prose(data: Any, index: bool = True) -> Any:
+    """A table of sentences as a Markdown table, left-aligned so that it reads (an HTML table
+    right-aligns its cells, and neither JupyterLab nor a repository page keeps a notebook's
+    styles)."""
+    from IPython.display import Markdown
+
+    def cell(value: Any) -> str:
+        return str(value).replace("|", "\\|").replace("\n", " ")
+
+    columns = ([str(data.index.name or "")] if index else []) + [str(c) for c in data.columns]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(":---" for _ in columns) + "|"]
+    for key, row in data.iterrows():
+        cells = ([f"**{cell(key)}**"] if index else []) + [cell(v) for v in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return Markdown("\n".join(lines))
 
 
 def pick(data: Any, column: str, **where: Any) -> float:
