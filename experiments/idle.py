@@ -23,7 +23,7 @@ TITLE = "idle worker: requests and CPU per second"
 
 def window(quick: bool) -> tuple[float, float]:
     """(settle, measure) seconds."""
-    return (1.0, 1.5) if quick else (11.0, 15.0)
+    return (0.5, 1.0) if quick else (11.0, 15.0)
 
 
 def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:

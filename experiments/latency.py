@@ -32,7 +32,7 @@ def seconds_at(rate: float, quick: bool) -> float:
     """How long each rate runs: 600 submissions at 20/s in a full run (the headline), and a few
     hundred to a thousand at the others."""
     if quick:
-        return 1.5
+        return 1.0
     return {5.0: 12.0, 20.0: 30.0, 100.0: 5.0, 500.0: 2.0}.get(rate, 10.0)
 
 
