@@ -236,7 +236,9 @@ class PostgresCheckpointer:
             "state": state,
             "detail": json.dumps(dict(detail)),
         }
-        return await one(self._pool, self._sql["settle"], params) is not None
+        # With the turn's records: it touches only this workflow's rows, so it may share their
+        # commit (and their WAL flush).
+        return await self._batcher.one(self._sql["settle"], params, together=True) is not None
 
     async def look(self, workflow: str) -> Look:
         row = await one(self._pool, self._sql["look"], {"workflow": check_workflow(workflow)})

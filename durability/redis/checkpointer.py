@@ -424,8 +424,8 @@ class RedisCheckpointer:
         gone, token = await self._write(self._script("discard"), keys, [self._ttl_ms])
         # The standing is on the namespace's slot, so a second script: a crash between the two
         # leaves a standing for records that are gone, which `look` reports as it stood.
-        await self._standings_script("unstand")(
-            keys=self._standing_keys(), args=[workflow, int(token)]
+        await self._write(
+            self._standings_script("unstand"), self._standing_keys(), [workflow, int(token)]
         )
         return int(gone)
 
@@ -449,7 +449,9 @@ class RedisCheckpointer:
         text = json.dumps(dict(detail))
         args: list[str | int] = [holder.workflow, holder.token, 3 + STATES.index(state), state,
                                  text]
-        written = await self._standings_script("settle")(keys=self._standing_keys(), args=args)
+        # Through the batcher, like every other write of a pass: at capacity the standings of a
+        # turn's passes go out in the same pipeline as their records and finishes.
+        written = await self._write(self._standings_script("settle"), self._standing_keys(), args)
         return bool(int(written))
 
     def _standing(self, workflow: str, held: str | None) -> Standing | None:
@@ -486,8 +488,10 @@ class RedisCheckpointer:
             above = _successor(prefix.encode())
             if above is not None:
                 high = b"(" + above
-        reply = await self._standings_script("standings")(
-            keys=[namespace_key(self.namespace, "standings"), index], args=[low, high, limit]
+        reply = await self._batcher.run(
+            self._standings_script("standings"),
+            [namespace_key(self.namespace, "standings"), index],
+            [low, high, limit],
         )
         found = (self._standing(reply[i], reply[i + 1]) for i in range(0, len(reply), 2))
         return [standing for standing in found if standing is not None]

@@ -64,6 +64,7 @@ async def test_a_failed_order_is_listed_shown_and_retried(
         assert failure["type"] == "ReleaseFailed" and failure["attempt"] == 1
         assert failure["retry_at"] is None
         assert await state() == "failed"
+        assert (await client.get(f"/orders/{order}")).json()["stage"] == "failed"
 
         retried = await client.post(f"/orders/{order}/retry")
         assert retried.status_code == 202 and retried.json() == {"id": order, "retried": True}
