@@ -17,7 +17,9 @@ An idle worker with nothing asleep therefore costs its store one `reclaim` per t
 
 Nothing a body raises ends the worker: a failure (an `Exception`, a group of them, or a
 `BaseException` that is not the library's, such as a `KeyboardInterrupt` a step raised) is
-logged and the delivery answered for; only cancelling `work` stops it, or `stop` (a drain).
+recorded in the checkpoint (`durability.failures`), logged once, and either retried after the
+policy's backoff or left failed; only cancelling `work` stops it, or `stop` (a drain). Each
+pass ends by writing where it left the workflow (`Ledger.settle`), for `status` and listings.
 """
 
 from __future__ import annotations
@@ -654,6 +656,9 @@ class _Worker:
                 self._scheduled(wake)
         else:
             await self._stand(holder, "failed", {"failure": noted.to_record()})
+            # A store that forgets idle checkpoints keeps a failed one a full retention from
+            # now, so the failure is there to read (and to retry) for that long at least.
+            await self._retain(workflow, now)
             self.emit("dead", workflow, error=failure, attempt=tried)
         await self.durable.finish(holder, running.delivery)
 
