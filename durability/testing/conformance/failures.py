@@ -374,6 +374,19 @@ class FailuresContract:
             [*names, f"{prefix}99", f"{prefix}00a"]
         )
         assert (await listing(prefix=prefix + "zz")).statuses == []
+        # Code point order on every store, whatever a database's collation would say: 'z'
+        # (U+007A) before 'é' (U+00E9) before the emoji (U+1F600, four bytes of UTF-8).
+        odd = [f"{prefix}~\U0001f600", f"{prefix}~z", f"{prefix}~\u00e9"]
+        for name in odd:
+            await _settled(durable, name, "blocked", waiting=["approved-by"])
+        ordered = await listing(state="blocked", prefix=f"{prefix}~")
+        assert [s.workflow for s in ordered.statuses] == sorted(odd)
+        assert ordered.statuses[0].workflow.endswith("z")
+        assert ordered.statuses[0].waiting == frozenset({"approved-by"})
+        tail = await listing(state="blocked", prefix=f"{prefix}~", after=f"{prefix}~z")
+        assert [s.workflow for s in tail.statuses] == sorted(odd)[1:]
+        for name in odd:
+            await durable.delete(name)
         for status in everything.statuses:
             await durable.delete(status.workflow)
 
