@@ -19,6 +19,7 @@ from durability.codec import (
     as_none,
     as_text,
 )
+from durability.failures import ONCE, Failure, Retry
 from durability.faults import StoreDown, Transient
 from durability.graph import CompiledGraph, Graph, run_durably
 from durability.interfaces import (
@@ -45,6 +46,7 @@ from durability.interfaces import (
     positive,
 )
 from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
+from durability.status import Inspectable, Page, Status
 from durability.stepwise import (
     Blocked,
     Completed,
@@ -53,6 +55,7 @@ from durability.stepwise import (
     Run,
     ScheduledWakeup,
     Sleeping,
+    StepTimeout,
     Suspended,
     Swallowed,
     resume,
@@ -62,6 +65,7 @@ from durability.worker import Event, Observer, work
 
 __all__ = [
     "INBOX",
+    "ONCE",
     "Blocked",
     "Checkpointer",
     "Codec",
@@ -74,10 +78,12 @@ __all__ = [
     "Effect",
     "Entry",
     "Event",
+    "Failure",
     "Fenced",
     "Footprint",
     "Graph",
     "InputNeeded",
+    "Inspectable",
     "Interruption",
     "JsonCodec",
     "MemoryCheckpointer",
@@ -87,14 +93,18 @@ __all__ = [
     "NotMigrated",
     "Observer",
     "Outcome",
+    "Page",
     "Pass",
     "Recorded",
     "Retaining",
+    "Retry",
     "Run",
     "ScheduledWakeup",
     "Scheduler",
     "Sent",
     "Sleeping",
+    "Status",
+    "StepTimeout",
     "SplitDurable",
     "StoreDown",
     "Suspended",

@@ -25,15 +25,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 from durability.traffic import Traffic
+
+if TYPE_CHECKING:
+    from durability.status import Page, Status
 
 #: Inbox entries are ordinary records whose keys the store mints under this prefix, fixed-width
 #: so that lexical order is append order. Step keys may not start with it.
 INBOX = "inbox:"
 #: Width of the decimal sequence number in an inbox key: `inbox:00000000000000000042`.
 INBOX_WIDTH = 20
+#: Records the engine itself writes under a pass's claim (a failed attempt, an explicit retry:
+#: `durability.failures`) live under this prefix. Step keys and supplied keys may not start
+#: with it, so nothing from outside can forge or shadow one; only `record` takes them.
+ENGINE = "engine:"
 
 
 #: The longest workflow id or step key, in characters (see the module docstring).
@@ -96,7 +103,17 @@ def check_workflow(workflow: str) -> str:
 
 def check_key(key: str) -> str:
     """Return `key` if every store can hold it as a step key: the id rules without the brace
-    rule (keys are never part of a Redis key name), outside the store-owned inbox key space."""
+    rule (keys are never part of a Redis key name), outside the store-owned inbox key space and
+    the engine's own (`ENGINE`)."""
+    check_recorded_key(key)
+    if key.startswith(ENGINE):
+        raise ValueError(f"step key {key!r} lies in the engine's key space ({ENGINE!r}...)")
+    return key
+
+
+def check_recorded_key(key: str) -> str:
+    """`check_key` for `Checkpointer.record`, which alone may also write the engine's keys
+    (a pass records its own failure under its claim, fenced like any step)."""
     _check_name("step key", key)
     if key.startswith(INBOX):
         raise ValueError(f"step key {key!r} lies in the inbox key space ({INBOX!r}...)")
@@ -191,6 +208,59 @@ class Footprint:
     @property
     def entries(self) -> int:
         return sum(self.parts.values())
+
+
+#: The states a pass can leave a workflow in, as a `Ledger` holds them. "queued" is written by
+#: `durable.retry`; the others by the worker as each pass ends. (A running workflow is one a
+#: live claim holds, and a status says so; it is never a stored state.)
+STATES = ("queued", "sleeping", "blocked", "failed", "completed")
+#: The most workflows one `Ledger.standings` call returns.
+MAX_PAGE = 1000
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where the last pass (or an explicit retry) left a workflow, as the store holds it:
+    `state` (one of `STATES`), its JSON `detail` (`until`; `waiting` and `listening`; the
+    `failure` record), and the store's time of writing it."""
+
+    workflow: str
+    state: str
+    detail: Mapping[str, object]
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """One workflow as the store sees it now: its standing, whether a live claim holds it, and
+    whether it has any records at all (a workflow supplied and never yet run has no standing)."""
+
+    standing: Standing | None
+    claimed: bool
+    known: bool
+
+
+def check_state(state: str | None) -> str | None:
+    """Return `state` if it is `None` or one of `STATES`; refuse anything else by name."""
+    if state is not None and state not in STATES:
+        raise ValueError(f"state must be one of {', '.join(STATES)}; got {state!r}")
+    return state
+
+
+def check_page(prefix: str | None, limit: int, after: str | None) -> None:
+    """Refuse a listing's bad prefix (not a str, or longer than an id), limit (not a count from
+    1 to `MAX_PAGE`) or cursor (not a workflow id), before any I/O."""
+    if prefix is not None:
+        if not isinstance(prefix, str):
+            raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
+        if prefix:
+            check_workflow(prefix)
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        raise TypeError(f"limit must be an int, not {type(limit).__name__}")
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be from 1 to {MAX_PAGE}, got {limit}")
+    if after is not None:
+        check_workflow(after)
 
 
 class Effect:
@@ -312,6 +382,34 @@ class Retaining(Protocol):
     suspended: its records must outlive `until` by the store's retention."""
 
     async def hold(self, workflow: str, until: datetime) -> None: ...
+
+
+@runtime_checkable
+class Ledger(Protocol):
+    """A checkpointer that also holds where each workflow's last pass left it, indexed by state,
+    so `status` is one look and a listing by state is an index read (every store here is one).
+    """
+
+    async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
+        """Write the workflow's standing under the pass's claim; False (writing nothing) if a
+        pass of a newer claim has settled it, or the workflow was discarded since the claim
+        was taken (the SQL and memory stores refuse any claim but the current one; Redis keeps
+        the standing on the namespace's slot, apart from the claim, and compares tokens). A
+        lapsed claim may still settle: what its pass came to is still true of the checkpoint.
+        """
+        ...
+
+    async def look(self, workflow: str) -> Look:
+        """The workflow's standing, whether a live claim holds it, whether it has records."""
+        ...
+
+    async def standings(
+        self, state: str | None, prefix: str | None, limit: int, after: str | None
+    ) -> list[Standing]:
+        """Up to `limit` standings in workflow id order (by code point), past `after`, whose
+        ids start with `prefix` and, if `state` is given, in that state. A page read while
+        others write never repeats a workflow or skips one that stayed in the state."""
+        ...
 
 
 @runtime_checkable
@@ -457,6 +555,33 @@ class SplitDurable:
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         await self._checkpointer.release(holder)
         await self._scheduler.done(delivery)
+
+    # `status`, `list` and `retry` are `durability.status.Inspected`'s, imported when first
+    # asked for: that module builds on this one.
+
+    async def status(self, workflow: str) -> Status:
+        from durability.status import status
+
+        return await status(self._checkpointer, workflow)
+
+    async def list(
+        self,
+        *,
+        state: str | None = None,
+        prefix: str | None = None,
+        limit: int = 100,
+        after: str | None = None,
+    ) -> Page:
+        from durability.status import listing
+
+        return await listing(
+            self._checkpointer, state=state, prefix=prefix, limit=limit, after=after
+        )
+
+    async def retry(self, workflow: str) -> bool:
+        from durability.status import retry
+
+        return await retry(self._checkpointer, self._scheduler, workflow)
 
 
 async def take_then_claim(

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -27,10 +28,15 @@ from durability.interfaces import (
     Entry,
     Fenced,
     Footprint,
+    Look,
     Pass,
     Recorded,
+    Standing,
     Written,
     check_key,
+    check_page,
+    check_recorded_key,
+    check_state,
     check_workflow,
     inbox_key,
     positive,
@@ -89,6 +95,7 @@ class _Workflow:
     records: dict[str, tuple[str, datetime]] = field(default_factory=dict)
     claim: _Claim = field(default_factory=_Claim)
     appended: int = 0
+    standing: Standing | None = None
 
 
 class MemoryCheckpointer:
@@ -160,7 +167,7 @@ class MemoryCheckpointer:
 
     @_counted
     async def record(self, holder: Pass, key: str, value: object) -> Recorded:
-        check_key(key)
+        check_recorded_key(key)
         encoded = self._codec.encode(value)
         now = self._clock()
         state = self._live(holder, now)
@@ -221,6 +228,7 @@ class MemoryCheckpointer:
         state = self._get(workflow)
         gone = len(state.records)
         state.records.clear()
+        state.standing = None
         # Raise the fence: a pass still running is refused at its next write, and the next
         # claim is stamped above anything handed out before.
         state.claim.token = max(_ms(self._clock()), state.claim.token + 1)
@@ -232,6 +240,45 @@ class MemoryCheckpointer:
         state = self._get(holder.workflow)
         if state.claim.token == holder.token:
             state.claim.until = NEVER
+
+    # -- the ledger: where each workflow's last pass left it ----------------------------------
+
+    @_counted
+    async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
+        check_state(state)
+        text = json.dumps(dict(detail))  # what a server store would hold: JSON, or a refusal
+        workflow = self._get(holder.workflow)
+        if workflow.claim.token != holder.token:
+            return False
+        workflow.standing = Standing(holder.workflow, state, json.loads(text), self._clock())
+        return True
+
+    @_counted
+    async def look(self, workflow: str) -> Look:
+        state = self._workflows.get(check_workflow(workflow))
+        if state is None:
+            return Look(None, False, False)
+        now = self._clock()
+        claimed = now < state.claim.until and now < state.claim.deadline
+        return Look(state.standing, claimed, bool(state.records))
+
+    @_counted
+    async def standings(
+        self, state: str | None, prefix: str | None, limit: int, after: str | None
+    ) -> list[Standing]:
+        check_state(state)
+        check_page(prefix, limit, after)
+        found = sorted(
+            (w.standing for w in self._workflows.values() if w.standing is not None),
+            key=lambda standing: standing.workflow,
+        )
+        return [
+            standing
+            for standing in found
+            if (state is None or standing.state == state)
+            and (not prefix or standing.workflow.startswith(prefix))
+            and (after is None or standing.workflow > after)
+        ][:limit]
 
 
 def _settle(waiter: asyncio.Future[None]) -> bool:

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
+from durability.failures import Retry
 from durability.faults import patiently
 from durability.interfaces import (
     INBOX,
@@ -124,6 +125,24 @@ class Swallowed(RuntimeError):
         self.keys = keys
 
 
+class StepTimeout(TimeoutError):
+    """A step's effect ran past its `timeout` and was cancelled: a failed attempt."""
+
+    def __init__(self, key: str, timeout: timedelta) -> None:
+        super().__init__(f"step {key!r} ran past its timeout of {timeout}")
+        self.key = key
+        self.timeout = timeout
+
+
+@dataclass(frozen=True, slots=True)
+class StepFailed:
+    """A step whose effect raised in this pass, with the retry policy it asked for."""
+
+    key: str
+    retry: Retry | None
+    error: BaseException
+
+
 # --- the run ------------------------------------------------------------------------------
 
 
@@ -159,6 +178,7 @@ class Run:
         self._noted: dict[str, datetime] = {}  # deadlines being written, not yet read back
         self._waiting: set[str] = set()
         self._listening: set[str] = set()
+        self._failed: list[StepFailed] = []  # steps whose effect raised, in order
 
     @property
     def workflow(self) -> str:
@@ -242,6 +262,11 @@ class Run:
             lambda: self._checkpointer.extend(holder, within, alive),
         )
 
+    @property
+    def failed_steps(self) -> tuple[StepFailed, ...]:
+        """The steps of this pass whose effect raised, in the order they did."""
+        return tuple(self._failed)
+
     async def step(
         self,
         key: str,
@@ -249,21 +274,50 @@ class Run:
         parse: Callable[[object], T],
         *,
         within: timedelta | None = None,
+        retry: Retry | None = None,
+        # The name the issue and every caller use; it bounds the effect, not this await.
+        timeout: timedelta | None = None,  # noqa: ASYNC109
     ) -> T:
         """Run `fn` (sync or async) and record its result as `key`; every later pass gets
         the recorded value back without running it. `fn` runs at least once: a pass that dies
         between `fn` and its record runs it again (`transact` is the exactly-once form).
-        `within` says how long the step may take, so the claim is stretched before it starts."""
+
+        `within` says how long the step may take, so the claim is stretched before it starts.
+        `retry` is how this step is tried again when `fn` raises (the worker's `retry` if
+        `None`). `timeout` bounds how long an async `fn` may run: past it the effect is
+        cancelled and the step raises `StepTimeout`, a failed attempt like any other. A
+        `timeout` longer than the claim's budget left stretches the claim to cover it, as a
+        `within` would, so the step is ended by its own timeout rather than by the budget.
+        """
         check_key(key)
         if within is not None:
             positive("within", within)
+        if timeout is not None:
+            positive("timeout", timeout)
+        if retry is not None and not isinstance(retry, Retry):
+            raise TypeError(f"retry must be a Retry, not {type(retry).__name__}")
+        window = max((w for w in (within, timeout) if w is not None), default=None)
 
-        async def produce() -> object:
-            if within is not None:
-                await self._stretch(within)
+        async def perform() -> object:
             result = fn()
             if inspect.isawaitable(result):
-                result = await result
+                if timeout is None:
+                    return await result
+                try:
+                    async with asyncio.timeout(timeout.total_seconds()):
+                        return await result
+                except TimeoutError as expired:
+                    raise StepTimeout(key, timeout) from expired
+            return result
+
+        async def produce() -> object:
+            if window is not None:
+                await self._stretch(window)
+            try:
+                result = await perform()
+            except Exception as error:
+                self._failed.append(StepFailed(key, retry, error))
+                raise
             return await self._write(lambda: self._checkpointer.record(self._holder, key, result))
 
         return parse(await self._once(key, produce))

@@ -17,7 +17,9 @@ An idle worker with nothing asleep therefore costs its store one `reclaim` per t
 
 Nothing a body raises ends the worker: a failure (an `Exception`, a group of them, or a
 `BaseException` that is not the library's, such as a `KeyboardInterrupt` a step raised) is
-logged and the delivery answered for; only cancelling `work` stops it, or `stop` (a drain).
+recorded in the checkpoint (`durability.failures`), logged once, and either retried after the
+policy's backoff or left failed; only cancelling `work` stops it, or `stop` (a drain). Each
+pass ends by writing where it left the workflow (`Ledger.settle`), for `status` and listings.
 """
 
 from __future__ import annotations
@@ -31,7 +33,9 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar, assert_never
 
-from durability.faults import StoreDown
+from durability.failures import FAILURE, ONCE, Failure, Retry, attempt, describe, failed, leaves
+from durability.failures import next_key as next_engine_key
+from durability.faults import StoreDown, patiently
 from durability.interfaces import (
     Checkpointer,
     Contended,
@@ -39,6 +43,7 @@ from durability.interfaces import (
     Durable,
     Fenced,
     Interruption,
+    Ledger,
     Pass,
     Retaining,
     Scheduler,
@@ -61,7 +66,16 @@ GRACE = timedelta(seconds=30)
 log = logging.getLogger("durability.worker")
 
 Kind = Literal[
-    "delivered", "started", "outcome", "failed", "contended", "fenced", "expired", "unavailable"
+    "delivered",
+    "started",
+    "outcome",
+    "failed",
+    "retrying",
+    "dead",
+    "contended",
+    "fenced",
+    "expired",
+    "unavailable",
 ]
 
 
@@ -71,7 +85,10 @@ class Event:
 
     `at` is wall-clock seconds since the epoch (comparable across processes); `outcome` is set
     on "outcome", `error` on "failed", "fenced" and "unavailable" (the store kept failing the
-    pass's writes: the workflow is handed back, not failed).
+    pass's writes: the workflow is handed back, not failed). A failed attempt is "failed"
+    (with its `attempt`), then "retrying" (with `due`, when it is tried again) or "dead" (the
+    workflow has failed, and only `durable.retry` brings it back); a pass that finds its
+    workflow already failed is "dead" alone.
     """
 
     kind: Kind
@@ -79,6 +96,8 @@ class Event:
     at: float
     outcome: Completed[object] | Sleeping | Blocked | None = None
     error: BaseException | None = None
+    attempt: int | None = None
+    due: datetime | None = None
 
 
 Observer = Callable[[Event], None]
@@ -106,6 +125,15 @@ class _Escaped(Exception):
     `SystemExit`, a cancellation nobody asked for, a third party's own): carried out of the
     pass as an ordinary failure, because raised as itself it would end the worker (asyncio
     re-raises the first two out of the event loop). The original is its `__cause__`."""
+
+
+class _AlreadyFailed(Interruption):
+    """The pass found its workflow failed (a final failure recorded, no retry since): nothing
+    is run, whatever woke it."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(f"failed: {failure.type}: {failure.message}")
+        self.failure = failure
 
 
 class _Drained(Exception):
@@ -141,6 +169,7 @@ class _Worker:
         observer: Observer | None,
         clock: Callable[[], datetime],
         grace: timedelta = GRACE,
+        retry: Retry = ONCE,
     ) -> None:
         self.durable = durable
         self.checkpointer: Checkpointer = durable.checkpointer
@@ -171,6 +200,7 @@ class _Worker:
         self.extra_readers = 0
         self.grace = grace
         self.stopping = False  # draining: take nothing new
+        self.retry = retry
 
     # -- events ------------------------------------------------------------------------
 
@@ -180,11 +210,13 @@ class _Worker:
         workflow: str,
         outcome: Completed[object] | Sleeping | Blocked | None = None,
         error: BaseException | None = None,
+        attempt: int | None = None,
+        due: datetime | None = None,
     ) -> None:
         if self.observer is None:
             return
         try:
-            self.observer(Event(kind, workflow, time.time(), outcome, error))
+            self.observer(Event(kind, workflow, time.time(), outcome, error, attempt, due))
         except Exception:
             log.exception("observer failed on %s for %s", kind, workflow)
 
@@ -397,6 +429,18 @@ class _Worker:
         if isinstance(self.checkpointer, Retaining):
             await self.checkpointer.hold(workflow, until)
 
+    async def _stand(self, holder: Pass, state: str, detail: dict[str, object]) -> None:
+        """Write where the pass left its workflow, for `status` and listings. Never what stops a
+        pass from being answered for: a standing not written is logged and left to the next."""
+        if not isinstance(self.checkpointer, Ledger):
+            return
+        try:
+            if not await self.checkpointer.settle(holder, state, detail):
+                log.info("%s: a newer pass has its standing; %s not written", holder.workflow,
+                         state)
+        except Exception:
+            log.exception("writing the standing of %s (%s) failed", holder.workflow, state)
+
     async def _hand_back(self, delivery: Delivery, holder: Pass | None) -> None:
         """Give a workflow back to the queue at once (declined if it was deleted meanwhile)."""
         if holder is not None:
@@ -515,35 +559,107 @@ class _Worker:
             except Exception:
                 log.exception("handing %s back failed; its lease will", workflow)
             return
+        except _AlreadyFailed as dead:
+            self.emit("dead", workflow, error=dead, attempt=dead.failure.attempt)
+            log.info("%s has failed; not running it (durable.retry brings it back)", workflow)
+            await self._settle(running)
+            await self.durable.finish(holder, running.delivery)
+            return
         except Exception as error:
             failure = error.__cause__ if isinstance(error, _Escaped) else error
-            self.emit("failed", workflow, error=failure)
-            log.error(
-                "a step of %s raised; the workflow stops until woken", workflow, exc_info=failure
-            )
+            assert failure is not None
             await self._settle(running)
-            deadline = running.run.deadline if running.run is not None else None
-            if deadline is not None:
-                # A sleep this pass reached may be recorded, and the failure answers for the
-                # delivery: without this wakeup nothing would come back for that deadline.
-                await self._retain(workflow, deadline.due)
-                if await self.scheduler.wake_at(running.delivery, deadline.due):
-                    self._scheduled(deadline.due)
-            await self.durable.finish(holder, running.delivery)
+            await self._failed(running, holder, failure)
             return
         self.emit("outcome", workflow, outcome=outcome)
         await self._settle(running)
         match outcome:
             case Sleeping(due=due):
+                await self._stand(holder, "sleeping", {"until": due.isoformat()})
                 await self._retain(workflow, due)
                 if await self.scheduler.wake_at(running.delivery, due):
                     self._scheduled(due)
-            case Blocked():
+            case Blocked(waiting=waiting, listening=listening):
+                await self._stand(
+                    holder, "blocked", {"waiting": sorted(waiting), "listening": sorted(listening)}
+                )
                 await self._retain(workflow, self.clock())
             case Completed():
-                pass
+                await self._stand(holder, "completed", {})
             case _:
                 assert_never(outcome)
+        await self.durable.finish(holder, running.delivery)
+
+    async def _failed(self, running: _Running, holder: Pass, failure: BaseException) -> None:
+        """Record a failed attempt under the pass's claim, then wake the workflow after its
+        backoff or leave it failed. The record comes first: a pass that cannot write it (fenced,
+        or its store down) decides nothing, and the workflow is handed back as it would be for
+        any other refused write."""
+        workflow = running.delivery.workflow
+        run = running.run
+        records = dict(run.records) if run is not None else await self.checkpointer.load(workflow)
+        ours = {id(leaf) for leaf in leaves(failure)}
+        step = next(
+            (noted for noted in (run.failed_steps if run is not None else ()) if id(noted.error)
+             in ours),
+            None,
+        )
+        policy = step.retry if step is not None and step.retry is not None else self.retry
+        key = step.key if step is not None else None
+        tried = attempt(records, key)
+        now = self.clock()
+        due: datetime | None = None
+        if policy.retries(failure) and tried < policy.attempts:
+            due = now + policy.pause(tried)
+        kind, message, trace = describe(failure)
+        noted = Failure(key, kind, message, trace, tried, now, due)
+        self.emit("failed", workflow, error=failure, attempt=tried, due=due)
+        log.error(
+            "workflow %s failed on attempt %d (%s): %s",
+            workflow,
+            tried,
+            "body" if key is None else f"step {key!r}",
+            f"trying again at {due.isoformat()}" if due else "it has failed for good",
+            exc_info=failure,
+        )
+        name = next_engine_key(records, FAILURE)
+        try:
+            await patiently(
+                self.checkpointer,
+                workflow,
+                lambda: self.checkpointer.record(holder, name, noted.to_record()),
+            )
+        except Fenced as fenced:
+            self.emit("fenced", workflow, error=fenced)
+            log.warning("pass of %s was fenced recording its failure: %s", workflow, fenced)
+            await self._hand_back(running.delivery, None)
+            return
+        except StoreDown as lost:
+            self.emit("unavailable", workflow, error=lost)
+            log.warning("pass of %s could not record its failure: %s", workflow, lost)
+            try:
+                await self._hand_back(running.delivery, holder)
+            except Exception:
+                log.exception("handing %s back failed; its lease will", workflow)
+            return
+        if due is not None:
+            # A sleep this pass reached may be recorded too: wake at whichever comes first (the
+            # pass that comes sleeps on, or tries the step again).
+            deadline = run.deadline if run is not None else None
+            wake = due if deadline is None else min(due, deadline.due)
+            self.emit("retrying", workflow, attempt=tried, due=due)
+            await self._stand(
+                holder, "sleeping", {"until": wake.isoformat(), "failure": noted.to_record()}
+            )
+            await self._retain(workflow, wake)
+            if await self.scheduler.wake_at(running.delivery, wake):
+                self._scheduled(wake)
+        else:
+            await self._stand(holder, "failed", {"failure": noted.to_record()})
+            # A store that forgets idle checkpoints keeps a failed one a full retention from
+            # now, so the failure is there to read (and to retry) for that long at least.
+            await self._retain(workflow, now)
+            self.emit("dead", workflow, error=failure, attempt=tried)
         await self.durable.finish(holder, running.delivery)
 
     async def _resume(
@@ -553,6 +669,9 @@ class _Worker:
 
         def seen(run: Run) -> Awaitable[object]:
             running.run = run  # so a failed pass can still tell which deadline it noted
+            dead = failed(run.records)
+            if dead is not None:
+                raise _AlreadyFailed(dead)
             return self.body(run)
 
         try:
@@ -648,6 +767,7 @@ async def work(
     clock: Callable[[], datetime] = utcnow,
     stop: asyncio.Event | None = None,
     grace: timedelta = GRACE,
+    retry: Retry = ONCE,
 ) -> None:
     """Run passes of `body` for every workflow `durable`'s scheduler hands out, until cancelled
     or drained.
@@ -664,6 +784,12 @@ async def work(
     store's own `readers` attribute if it has one (Postgres answers a turn's takes with one
     statement, so it asks for many), else `READERS`. `clock` is the time of the timer and of
     every pass (the deadlines `run.sleep` records), so a test can move both.
+
+    `retry` is how a failed pass is tried again, unless the step that failed names its own
+    (`run.step(..., retry=...)`): after a failure with attempts left the workflow is woken after
+    the policy's pause (`wake_at`, never a busy loop), and after the last, or a failure the
+    policy does not retry, it has failed: recorded so, and not run again until `durable.retry`.
+    The default, `ONCE`, retries nothing. Attempts are counted in the store (`failures`).
 
     Stopping, two ways:
 
@@ -687,6 +813,8 @@ async def work(
     for name, count in (("pool", pool), ("readers", readers)):
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"{name} must be a positive count, got {count!r}")
+    if not isinstance(retry, Retry):
+        raise TypeError(f"retry must be a Retry, not {type(retry).__name__}")
     for name, value in (
         ("budget", budget),
         ("tick", tick),
@@ -709,5 +837,6 @@ async def work(
         observer=observer,
         clock=clock,
         grace=grace,
+        retry=retry,
     )
     await worker.run(stop)

@@ -11,6 +11,8 @@ values a workflow waits on. So the API holds nothing and may be restarted or sca
 | `POST /orders/{id}/confirmation` | `arrive(id, "approved-by", name)` | 202 |
 | `POST /orders/{id}/messages` | `deliver(id, {"text": ...})` | 202 with the entry's key |
 | `DELETE /orders/{id}` | `delete(id)` and `delete(id:unwind)` | 200 with records removed |
+| `GET /orders?state=&prefix=&limit=&after=` | `durable.list(...)` | a page of statuses |
+| `POST /orders/{id}/retry` | `durable.retry(id)`: run a failed order again | 202 |
 
 The `Idempotency-Key` is the workflow id, so a resubmission addresses the same workflow:
 `arrive` is first-writer-wins, and re-sending it also supplies the wakeup a crash between its
@@ -59,8 +61,10 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
-from durability import Durable, positive
+from durability import Contended, Durable, positive
 from durability.connect import open_durable, unavailable
+from durability.interfaces import MAX_PAGE, STATES, check_workflow
+from durability.status import Inspectable
 from integration import cli
 from integration.document import (
     LOCATION,
@@ -71,7 +75,9 @@ from integration.document import (
     DocumentedApp,
     MessageIn,
     OrderIn,
+    OrderList,
     OrderView,
+    Retried,
     Submitted,
     body_of,
     responses,
@@ -79,7 +85,7 @@ from integration.document import (
 from integration.log import configure, fields
 from integration.orders import unwind_id
 from integration.payout import APPROVAL
-from integration.worker import effects_from, redacted, serve
+from integration.worker import effects_from, redacted, retry_from, serve
 from integration.workflow import ORDER, history, status
 
 log = logging.getLogger("integration.api")
@@ -156,6 +162,15 @@ def _order_id(value: str | None, *, missing: int) -> str:
     return value
 
 
+def _cursor(value: str) -> bool:
+    """Whether `value` can be a listing's cursor: a workflow id (an order's or a rollback's)."""
+    try:
+        check_workflow(value)
+    except ValueError:
+        return False
+    return True
+
+
 def _idempotency_key(request: Request) -> str:
     """The one `Idempotency-Key` of `request`: two would name two orders, and which one the
     client meant cannot be guessed."""
@@ -196,6 +211,9 @@ def make_app(
         description="Orders over a durable store: submit, watch, confirm, message, delete.",
     )
     checkpointer = durable.checkpointer
+    if not isinstance(durable, Inspectable):
+        raise TypeError(f"{type(durable).__name__} cannot say a workflow's status (no status)")
+    inspect: Inspectable = durable
     limit = store_timeout.total_seconds()
     wait = str(max(1, math.ceil(retry_after.total_seconds())))
 
@@ -316,6 +334,7 @@ def make_app(
         rollback = await store(checkpointer.history(undoing))
         now = clock()
         stage = status(records, {w.key: w.value for w in rollback}, now)
+        standing = await store(inspect.status(order_id))
         return JSONResponse(
             {
                 "id": order_id,
@@ -327,8 +346,91 @@ def make_app(
                 "as_of": now.isoformat(),
                 "history": history(written),
                 "rollback": {"id": undoing, "history": history(rollback)} if rollback else None,
+                "status": standing.to_json(),
             }
         )
+
+    @app.get(
+        "/orders",
+        responses=responses(
+            {200: {"model": OrderList, "description": "a page of workflows"}}, (422,)
+        ),
+        openapi_extra={
+            "parameters": [
+                {
+                    "name": "state",
+                    "in": "query",
+                    "required": False,
+                    "description": "only workflows whose last pass left them in this state",
+                    "schema": {"type": "string", "enum": list(STATES)},
+                },
+                {
+                    "name": "prefix",
+                    "in": "query",
+                    "required": False,
+                    "description": "only workflows whose id starts with this",
+                    "schema": {"type": "string", "pattern": f"^{ORDER_ID.pattern}$"},
+                },
+                {
+                    "name": "limit",
+                    "in": "query",
+                    "required": False,
+                    "schema": {"type": "integer", "minimum": 1, "maximum": MAX_PAGE},
+                },
+                {
+                    "name": "after",
+                    "in": "query",
+                    "required": False,
+                    "description": "the `after` of the previous page",
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+                },
+            ]
+        },
+    )
+    async def orders(request: Request) -> Response:
+        """A page of orders (and their rollbacks) in id order, by state."""
+        query = request.query_params
+        problems: list[dict[str, str]] = []
+        state = query.get("state")
+        if state is not None and state not in STATES:
+            problems.append({"field": "state", "problem": f"one of {', '.join(STATES)}"})
+        prefix = query.get("prefix")
+        if prefix is not None and not ORDER_ID.fullmatch(prefix):
+            problems.append({"field": "prefix", "problem": "1-128 of [A-Za-z0-9._-]"})
+        raw = query.get("limit", "50")
+        count = int(raw) if raw.isascii() and raw.isdigit() and len(raw) <= 4 else 0
+        if not 1 <= count <= MAX_PAGE:
+            problems.append({"field": "limit", "problem": f"a whole number from 1 to {MAX_PAGE}"})
+        after = query.get("after")
+        if after is not None and not _cursor(after):
+            problems.append({"field": "after", "problem": "the `after` of a previous page"})
+        if problems:
+            raise Refused(422, problems)
+        page = await store(inspect.list(state=state, prefix=prefix, limit=count, after=after))
+        return JSONResponse(
+            {"orders": [found.to_json() for found in page.statuses], "after": page.after}
+        )
+
+    @app.post(
+        "/orders/{order_id}/retry",
+        status_code=202,
+        responses=responses(
+            {202: {"model": Retried, "description": "the order will run again"}}, (404, 409)
+        ),
+    )
+    async def retry(order_id: str) -> Response:
+        """Run a failed order again from its last recorded step."""
+        order_id = _order_id(order_id, missing=404)
+        await known(order_id)
+        try:
+            retried = await store(inspect.retry(order_id))
+        except Contended:
+            raise Refused(409, f"order {order_id!r} is running; it has not failed") from None
+        if not retried:
+            state = (await store(inspect.status(order_id))).state
+            raise Refused(409, f"order {order_id!r} has not failed ({state})")
+        log.info("order retried", extra=fields(order=order_id))
+        return JSONResponse({"id": order_id, "retried": True}, status_code=202)
 
     @app.post(
         "/orders/{order_id}/confirmation",
@@ -423,6 +525,7 @@ async def run(args: argparse.Namespace) -> None:
                     tick=args.tick,
                     stop=drain,
                     grace=args.grace,
+                    retry=retry_from(args),
                 )
             )
         log.info(

@@ -80,6 +80,18 @@ def add_worker_options(made: argparse.ArgumentParser) -> None:
         " is handed back (default 30s; a second signal hands it back at once)",
     )
     made.add_argument(
+        "--attempts",
+        type=positive_count,
+        default=1,
+        help="how many times a failing step is tried before its order fails (default 1)",
+    )
+    made.add_argument(
+        "--backoff",
+        type=duration,
+        default=timedelta(seconds=1),
+        help="the pause after the first failed attempt, doubling after each (default 1s)",
+    )
+    made.add_argument(
         "--settlement",
         type=duration,
         default=timedelta(days=2),

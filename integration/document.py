@@ -9,7 +9,7 @@ JSON Schema too, and an integer is what JSON Schema calls one (`298.0` included)
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from fastapi import FastAPI
 from fastapi.openapi.utils import get_openapi
@@ -32,12 +32,16 @@ __all__ = [
     "Confirmed",
     "Deleted",
     "Delivered",
+    "FailureOut",
     "DocumentedApp",
     "Invalid",
     "MessageIn",
     "OrderIn",
+    "OrderList",
     "OrderView",
     "Refusal",
+    "Retried",
+    "StatusOut",
     "Submitted",
     "body_of",
     "responses",
@@ -175,6 +179,56 @@ class OrderView(BaseModel):
     as_of: Annotated[str, Field(json_schema_extra={"format": "date-time"})]
     history: list[Record]
     rollback: Rollback | None
+    status: StatusOut
+
+
+_MOMENT = Field(json_schema_extra={"format": "date-time"})
+
+
+class FailureOut(BaseModel):
+    """One failed attempt, as the worker recorded it."""
+
+    model_config = _OUT
+
+    step: str | None = Field(description="the step that raised; null for code between steps")
+    type: str
+    message: str
+    traceback: str = Field(description="the traceback's last lines, bounded")
+    attempt: int
+    at: Annotated[str, _MOMENT]
+    retry_at: Annotated[str | None, _MOMENT] = Field(
+        description="when it is tried again; null if the workflow failed"
+    )
+
+
+class StatusOut(BaseModel):
+    """What a workflow is doing, from the store (`durable.status`)."""
+
+    model_config = _OUT
+
+    workflow: str
+    state: Literal["queued", "running", "sleeping", "blocked", "failed", "completed", "unknown"]
+    until: Annotated[str | None, _MOMENT]
+    waiting: list[str]
+    listening: list[str]
+    failure: FailureOut | None
+    at: Annotated[str | None, _MOMENT] = Field(description="when the store wrote the standing")
+
+
+class OrderList(BaseModel):
+    """A page of workflows in id order; pass `after` back for the next page."""
+
+    model_config = _OUT
+
+    orders: list[StatusOut]
+    after: str | None = Field(description="the cursor of the next page; null on the last")
+
+
+class Retried(BaseModel):
+    model_config = _OUT
+
+    id: str
+    retried: bool
 
 
 class Confirmed(BaseModel):

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from durability import Blocked, Completed, Durable, Event, Sleeping, work
 from durability.connect import open_durable, unavailable
+from durability.failures import ONCE, Retry
 from durability.worker import GRACE
 from integration import cli
 from integration.effects import Gateway, Warehouse
@@ -74,7 +75,19 @@ def observe(event: Event) -> None:
         case "failed":
             log.error(
                 "pass failed",
-                extra=fields(workflow=event.workflow, error=repr(event.error)),
+                extra=fields(
+                    workflow=event.workflow, attempt=event.attempt, error=repr(event.error)
+                ),
+            )
+        case "retrying":
+            log.warning(
+                "retrying",
+                extra=fields(workflow=event.workflow, attempt=event.attempt, due=event.due),
+            )
+        case "dead":
+            log.error(
+                "workflow failed",
+                extra=fields(workflow=event.workflow, attempt=event.attempt),
             )
         case "contended" | "fenced" | "expired":
             log.warning(f"pass {event.kind}", extra=fields(workflow=event.workflow))
@@ -93,13 +106,30 @@ async def serve(
     tick: timedelta = timedelta(seconds=1),
     stop: asyncio.Event | None = None,
     grace: timedelta = GRACE,
+    retry: Retry = ONCE,
 ) -> None:
     """Run the order workflows over `durable` until `stop` is set (a drain of up to `grace`)
-    or until cancelled (which hands them back at once)."""
+    or until cancelled (which hands them back at once). A failed pass is tried again as
+    `retry` says (by default not at all: the order fails, and `POST /orders/{id}/retry`
+    brings it back)."""
     body = OrderWorkflow(durable.checkpointer, effects)
     await work(
-        durable, body, pool=pool, tick=tick, observer=observe, stop=stop, grace=grace
+        durable,
+        body,
+        pool=pool,
+        tick=tick,
+        observer=observe,
+        stop=stop,
+        grace=grace,
+        retry=retry,
     )
+
+
+def retry_from(args: argparse.Namespace) -> Retry:
+    """The retry policy the worker options ask for."""
+    if args.attempts == 1:
+        return ONCE
+    return Retry(attempts=args.attempts, initial=args.backoff)
 
 
 async def opened(
@@ -160,6 +190,7 @@ async def run(args: argparse.Namespace) -> None:
                 tick=args.tick,
                 stop=stop,
                 grace=args.grace,
+                retry=retry_from(args),
             )
             log.info("worker drained", extra=fields(store=store))
     except asyncio.CancelledError:

@@ -27,6 +27,7 @@ from datetime import datetime, timedelta
 from typing import assert_never
 
 from durability import Checkpointer, Run, Written
+from durability.failures import failed
 from integration import console, orders, payout
 from integration.effects import Gateway, Warehouse
 from integration.submission import Order
@@ -96,11 +97,16 @@ class Status:
 
 
 def status(records: Mapping[str, object], rollback: Mapping[str, object], now: datetime) -> Status:
-    """The status of an order from its checkpoint, its rollback's, and the time."""
+    """The status of an order from its checkpoint, its rollback's, and the time ("failed" once
+    its last attempt failed for good)."""
     try:
         order = Order.parse(records.get(ORDER))
     except ValueError:
         return Status("unknown", "no order submitted")
+    if failed(records) is not None:
+        # Recorded by the worker as the order's last attempt failed: nothing runs it again
+        # until `POST /orders/{id}/retry`, so no stage it reached is still moving.
+        return Status(order.kind, "failed")
     match order.kind:
         case "payout":
             stage = payout.progress(records, now)

@@ -28,6 +28,8 @@ synchronous: they are the checkpoint itself.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
 from durability.codec import Codec, JsonCodec
@@ -37,10 +39,15 @@ from durability.interfaces import (
     Effect,
     Entry,
     Fenced,
+    Look,
     Pass,
     Recorded,
+    Standing,
     Written,
     check_key,
+    check_page,
+    check_recorded_key,
+    check_state,
     check_workflow,
     positive,
 )
@@ -119,7 +126,7 @@ class PostgresCheckpointer:
         return [Written(key, self._codec.decode(value), _utc(at)) for key, value, at in rows]
 
     async def record(self, holder: Pass, key: str, value: object) -> Recorded:
-        check_key(key)
+        check_recorded_key(key)
         encoded = self._codec.encode(value)
         params = {
             "workflow": holder.workflow,
@@ -218,6 +225,42 @@ class PostgresCheckpointer:
         row = await one(self._pool, self._sql["discard"], {"workflow": check_workflow(workflow)})
         assert row is not None
         return int(row[0])
+
+    # -- the ledger: where each workflow's last pass left it ----------------------------------
+
+    async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
+        check_state(state)
+        params = {
+            "workflow": check_workflow(holder.workflow),
+            "token": holder.token,
+            "state": state,
+            "detail": json.dumps(dict(detail)),
+        }
+        # With the turn's records: it touches only this workflow's rows, so it may share their
+        # commit (and their WAL flush).
+        return await self._batcher.one(self._sql["settle"], params, together=True) is not None
+
+    async def look(self, workflow: str) -> Look:
+        row = await one(self._pool, self._sql["look"], {"workflow": check_workflow(workflow)})
+        assert row is not None  # one row from `now`, whatever the joins find
+        state, detail, at, claimed, known = row
+        standing = None
+        if state is not None:
+            standing = Standing(workflow, state, json.loads(detail), _utc(at))
+        return Look(standing, bool(claimed), bool(known))
+
+    async def standings(
+        self, state: str | None, prefix: str | None, limit: int, after: str | None
+    ) -> list[Standing]:
+        check_state(state)
+        check_page(prefix, limit, after)
+        params = {"state": state, "prefix": prefix or "", "after": after or "", "limit": limit}
+        sql = self._sql["standings_all" if state is None else "standings_in"]
+        rows = await every(self._pool, sql, params)
+        return [
+            Standing(workflow, found, json.loads(detail), _utc(at))
+            for workflow, found, detail, at in rows
+        ]
 
     async def release(self, holder: Pass) -> None:
         await one(

@@ -165,6 +165,9 @@ WITH now AS (SELECT clock_timestamp() AS t),
 gone AS (
     DELETE FROM durability.records WHERE workflow = %(workflow)s RETURNING 1
 ),
+unstood AS (
+    DELETE FROM durability.standings WHERE workflow = %(workflow)s RETURNING 1
+),
 fenced AS (
     INSERT INTO durability.claims AS c (workflow, token, until, deadline)
     SELECT %(workflow)s, floor(extract(epoch FROM now.t) * 1000)::bigint,
@@ -176,7 +179,8 @@ fenced AS (
             deadline = '-infinity'
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM fenced)
+SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM fenced),
+       (SELECT count(*) FROM unstood)
 
 -- name: release
 -- Committed without waiting for the WAL flush: a lost release leaves the claim to lapse.
@@ -184,3 +188,41 @@ WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)
 UPDATE durability.claims SET until = '-infinity'
 FROM quick
 WHERE workflow = %(workflow)s AND token = %(token)s
+
+-- name: settle
+-- Written only under the workflow's current claim token: a newer claim, or a discard (which
+-- raises the token), leaves it untouched. The claim row is locked (FOR SHARE) so a claim or
+-- discard cannot commit between the check and the write.
+WITH holder AS (
+    SELECT 1 FROM durability.claims
+    WHERE workflow = %(workflow)s AND token = %(token)s
+    FOR SHARE
+)
+INSERT INTO durability.standings AS s (workflow, state, detail, at)
+SELECT %(workflow)s, %(state)s, %(detail)s, clock_timestamp() FROM holder
+ON CONFLICT (workflow) DO UPDATE
+    SET state = EXCLUDED.state, detail = EXCLUDED.detail, at = EXCLUDED.at
+RETURNING 1
+
+-- name: look
+-- The standing, whether a live claim holds the workflow, and whether it has records: one trip.
+WITH now AS (SELECT clock_timestamp() AS t)
+SELECT s.state, s.detail, s.at,
+       coalesce((SELECT now.t < c.until AND now.t < c.deadline
+                 FROM durability.claims AS c WHERE c.workflow = %(workflow)s), false),
+       EXISTS (SELECT 1 FROM durability.records AS r WHERE r.workflow = %(workflow)s)
+FROM now
+LEFT JOIN durability.standings AS s ON s.workflow = %(workflow)s
+
+-- name: standings_in
+-- A page of one state: a range of the (state, workflow) index. after and prefix are '' when
+-- not given (every id is above '' and starts with it).
+SELECT workflow, state, detail, at FROM durability.standings
+WHERE state = %(state)s AND workflow > %(after)s AND workflow >= %(prefix)s
+  AND starts_with(workflow, %(prefix)s)
+ORDER BY workflow LIMIT %(limit)s
+
+-- name: standings_all
+SELECT workflow, state, detail, at FROM durability.standings
+WHERE workflow > %(after)s AND workflow >= %(prefix)s AND starts_with(workflow, %(prefix)s)
+ORDER BY workflow LIMIT %(limit)s

@@ -36,6 +36,7 @@ from durability.interfaces import (
 from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
 from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import Params, one, statements
+from durability.status import Inspected
 from durability.traffic import Traffic
 from durability.turns import Queued, TurnBatcher, fail, settle
 
@@ -45,7 +46,7 @@ MOST_TAKEN = 64
 _TakeRow = tuple[object, ...]
 
 
-class PostgresDurable:
+class PostgresDurable(Inspected):
     """A `Durable` whose two halves share one pool, so one statement can cover both."""
 
     __slots__ = ("_checkpointer", "_scheduler", "_sql", "_takes", "_traffic")

@@ -65,6 +65,9 @@ dequeued AS (
 gone AS (
     DELETE FROM durability.records WHERE workflow = %(workflow)s RETURNING 1
 ),
+unstood AS (
+    DELETE FROM durability.standings WHERE workflow = %(workflow)s RETURNING 1
+),
 fenced AS (
     INSERT INTO durability.claims AS c (workflow, token, until, deadline)
     SELECT %(workflow)s, floor(extract(epoch FROM now.t) * 1000)::bigint,
@@ -77,7 +80,7 @@ fenced AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM dequeued),
-       (SELECT count(*) FROM fenced)
+       (SELECT count(*) FROM fenced), (SELECT count(*) FROM unstood)
 
 -- name: finish
 -- release, then done: free the claim if it is still this pass's (token), and compare-and-delete

@@ -44,3 +44,15 @@ CREATE TABLE IF NOT EXISTS durability.queue (
     PRIMARY KEY (queue, workflow)
 );
 CREATE INDEX IF NOT EXISTS queue_by_visibility ON durability.queue (queue, visible_at);
+
+-- Where each workflow's last pass (or an explicit retry) left it: its state and that state's
+-- JSON detail (durability.status). The id is in the "C" collation so the index orders it by
+-- code point, the one order every store lists in, and a listing by state is a range of the
+-- (state, workflow) index, paged by id.
+CREATE TABLE IF NOT EXISTS durability.standings (
+    workflow text COLLATE "C" PRIMARY KEY,
+    state    text        NOT NULL,
+    detail   text        NOT NULL,
+    at       timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX IF NOT EXISTS standings_by_state ON durability.standings (state, workflow);

@@ -44,7 +44,7 @@ DEFAULT_SCHEMA = "durability"
 #: notification channel named after it (`<schema>_ready`) fits Postgres's 63-byte identifiers.
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,56}")
 #: A table (or the receipts sequence) of ours, qualified by the schema in the `.sql` files.
-_QUALIFIED = re.compile(r"\bdurability\.(?=(?:records|claims|queue|receipts)\b)")
+_QUALIFIED = re.compile(r"\bdurability\.(?=(?:records|claims|queue|receipts|standings)\b)")
 #: Every schema a store of this process was built for: a missing relation in one of them is a
 #: missing migration, not a user's mistake (see `_ours_missing`).
 _SCHEMAS: set[str] = {DEFAULT_SCHEMA}

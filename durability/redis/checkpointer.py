@@ -35,9 +35,10 @@ either way the write was applied on the primary, but not with the durability ask
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -52,13 +53,19 @@ from durability.interfaces import (
     INBOX,
     INBOX_WIDTH,
     MAX_NAME,
+    STATES,
     Effect,
     Entry,
     Fenced,
+    Look,
     Pass,
     Recorded,
+    Standing,
     Written,
     check_key,
+    check_page,
+    check_recorded_key,
+    check_state,
     check_workflow,
     inbox_key,
     positive,
@@ -66,8 +73,9 @@ from durability.interfaces import (
 )
 from durability.redis.batching import Batcher
 from durability.redis.effect import LuaEffect, hash_tag
-from durability.redis.lua import ScriptCall, named, source
+from durability.redis.lua import ScriptCall, named, script, source
 from durability.redis.namespace import DEFAULT, check_namespace
+from durability.redis.namespace import key as namespace_key
 
 __all__ = [
     "MAX_WORKFLOW",
@@ -110,6 +118,14 @@ def _flat(dumped: str) -> list[Any]:
     """The records as `dump` (prelude.lua) encodes them: [key, encoded, written_ms, ...]."""
     flat: list[Any] = json.loads(dumped) or []  # "{}" is cjson's empty array
     return flat
+
+
+def _successor(prefix: bytes) -> bytes | None:
+    """The least byte string above every string that starts with `prefix` (None: no bound)."""
+    trimmed = prefix.rstrip(b"\xff")
+    if not trimmed:
+        return None
+    return trimmed[:-1] + bytes([trimmed[-1] + 1])
 
 
 def _ms_to_datetime(ms: int) -> datetime:
@@ -318,7 +334,7 @@ class RedisCheckpointer:
         ]
 
     async def record(self, holder: Pass, key: str, value: object) -> Recorded:
-        check_key(key)
+        check_recorded_key(key)
         encoded = self._codec.encode(value)
         keys = self.keys(holder.workflow)
         args = [holder.token, to_ms(holder.alive), self._ttl_ms, key, encoded]
@@ -405,7 +421,80 @@ class RedisCheckpointer:
 
     async def discard(self, workflow: str) -> int:
         keys = self.keys(workflow)
-        return int(await self._write(self._script("discard"), keys, [self._ttl_ms]))
+        gone, token = await self._write(self._script("discard"), keys, [self._ttl_ms])
+        # The standing is on the namespace's slot, so a second script: a crash between the two
+        # leaves a standing for records that are gone, which `look` reports as it stood.
+        await self._write(
+            self._standings_script("unstand"), self._standing_keys(), [workflow, int(token)]
+        )
+        return int(gone)
+
+    # --- the ledger: where each workflow's last pass left it -------------------------------
+
+    def _standing_keys(self) -> list[str]:
+        return [namespace_key(self.namespace, "standings"), *self._state_keys()]
+
+    def _state_keys(self) -> list[str]:
+        return [namespace_key(self.namespace, f"state:{name}") for name in ("all", *STATES)]
+
+    def _standings_script(self, name: str) -> AsyncScript:
+        found = self._scripts.get(name)
+        if found is None:
+            found = self._scripts[name] = script(self._redis, name)
+        return found
+
+    async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
+        check_state(state)
+        check_workflow(holder.workflow)
+        text = json.dumps(dict(detail))
+        args: list[str | int] = [holder.workflow, holder.token, 3 + STATES.index(state), state,
+                                 text]
+        # Through the batcher, like every other write of a pass: at capacity the standings of a
+        # turn's passes go out in the same pipeline as their records and finishes.
+        written = await self._write(self._standings_script("settle"), self._standing_keys(), args)
+        return bool(int(written))
+
+    def _standing(self, workflow: str, held: str | None) -> Standing | None:
+        if not held:
+            return None
+        _, state, at, detail = [*held.split("\n", 3), "", "", ""][:4]
+        if not state:
+            return None  # a tombstone: the workflow was discarded
+        return Standing(workflow, state, json.loads(detail), _ms_to_datetime(int(at)))
+
+    async def look(self, workflow: str) -> Look:
+        keys = self.keys(workflow)
+        # Two slots (the workflow's, the namespace's), so two round trips, sent together.
+        (claimed, known), held = await asyncio.gather(
+            self._read(self._script("looked"), keys),
+            self._redis.hget(namespace_key(self.namespace, "standings"), workflow),
+        )
+        standing = self._standing(workflow, None if held is None else str(held))
+        return Look(standing, bool(int(claimed)), bool(int(known)))
+
+    async def standings(
+        self, state: str | None, prefix: str | None, limit: int, after: str | None
+    ) -> list[Standing]:
+        check_state(state)
+        check_page(prefix, limit, after)
+        index = namespace_key(self.namespace, f"state:{state or 'all'}")
+        low: str | bytes = "-"
+        if after is not None and (not prefix or after >= prefix):
+            low = "(" + after
+        elif prefix:
+            low = "[" + prefix
+        high: str | bytes = "+"
+        if prefix:
+            above = _successor(prefix.encode())
+            if above is not None:
+                high = b"(" + above
+        reply = await self._batcher.run(
+            self._standings_script("standings"),
+            [namespace_key(self.namespace, "standings"), index],
+            [low, high, limit],
+        )
+        found = (self._standing(reply[i], reply[i + 1]) for i in range(0, len(reply), 2))
+        return [standing for standing in found if standing is not None]
 
     async def release(self, holder: Pass) -> None:
         call = self._release_call(holder)

@@ -17,18 +17,26 @@ the scheduler's, in one transaction (`take` is `claim_step` after the scheduler'
 
 from __future__ import annotations
 
+import json
 import sqlite3
+from collections.abc import Mapping
 from datetime import timedelta
+from typing import Any
 
 from durability.codec import Codec, JsonCodec
 from durability.interfaces import (
     Effect,
     Entry,
     Fenced,
+    Look,
     Pass,
     Recorded,
+    Standing,
     Written,
     check_key,
+    check_page,
+    check_recorded_key,
+    check_state,
     check_workflow,
     inbox_key,
     positive,
@@ -151,6 +159,7 @@ def release_step(connection: sqlite3.Connection, holder: Pass) -> None:
 def discard_step(connection: sqlite3.Connection, workflow: str) -> int:
     """`discard` inside an open write transaction; how many records went."""
     gone = connection.execute(_SQL["forget"], {"workflow": workflow}).rowcount
+    connection.execute(_SQL["unstand"], {"workflow": workflow})
     now = now_us()
     connection.execute(_SQL["fence"], {"workflow": workflow, "now_ms": now // 1000})
     return gone
@@ -193,7 +202,7 @@ class SqliteCheckpointer:
         return [Written(key, self.codec.decode(text), from_us(at)) for key, text, at in rows]
 
     async def record(self, holder: Pass, key: str, value: object) -> Recorded:
-        check_key(key)
+        check_recorded_key(key)
         encoded = self.codec.encode(value)
 
         def work(connection: sqlite3.Connection) -> tuple[str, bool]:
@@ -285,6 +294,51 @@ class SqliteCheckpointer:
     async def release(self, holder: Pass) -> None:
         check_workflow(holder.workflow)
         await self.database.alone(lambda connection: release_step(connection, holder))
+
+    # -- the ledger: where each workflow's last pass left it ----------------------------------
+
+    async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
+        check_state(state)
+        params = {
+            "workflow": check_workflow(holder.workflow),
+            "token": holder.token,
+            "state": state,
+            "detail": json.dumps(dict(detail)),
+        }
+
+        def work(connection: sqlite3.Connection) -> bool:
+            return connection.execute(_SQL["settle"], params | {"now": now_us()}).rowcount > 0
+
+        return await self.database.write(work)
+
+    async def look(self, workflow: str) -> Look:
+        check_workflow(workflow)
+
+        def read(connection: sqlite3.Connection) -> tuple[Any, int]:
+            row = connection.execute(_SQL["look"], {"workflow": workflow}).fetchone()
+            return row, now_us()
+
+        (state, detail, at, until, deadline, known), now = await self.database.read(read)
+        standing = None
+        if state is not None:
+            standing = Standing(workflow, state, json.loads(detail), from_us(at))
+        claimed = until is not None and now < until and now < deadline
+        return Look(standing, claimed, bool(known))
+
+    async def standings(
+        self, state: str | None, prefix: str | None, limit: int, after: str | None
+    ) -> list[Standing]:
+        check_state(state)
+        check_page(prefix, limit, after)
+        params = {"state": state, "prefix": prefix or "", "after": after or "", "limit": limit}
+        sql = _SQL["standings_all" if state is None else "standings_in"]
+        rows = await self.database.read(
+            lambda connection: connection.execute(sql, params).fetchall()
+        )
+        return [
+            Standing(workflow, found, json.loads(detail), from_us(at))
+            for workflow, found, detail, at in rows
+        ]
 
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.database!r})"

@@ -73,3 +73,41 @@ SELECT key, value FROM durability_records WHERE workflow = :workflow ORDER BY se
 
 -- name: history
 SELECT key, value, written_us FROM durability_records WHERE workflow = :workflow ORDER BY seq
+
+-- name: settle
+-- Written only under the workflow's current claim token: a newer claim, or a discard (which
+-- raises the token), leaves it untouched.
+INSERT INTO durability_standings (workflow, state, detail, at_us)
+SELECT :workflow, :state, :detail, :now
+WHERE EXISTS (
+    SELECT 1 FROM durability_workflows WHERE workflow = :workflow AND token = :token
+)
+ON CONFLICT (workflow) DO UPDATE SET
+    state = excluded.state,
+    detail = excluded.detail,
+    at_us = excluded.at_us
+
+-- name: look
+-- The standing, the claim and whether any record exists, in one statement.
+SELECT s.state, s.detail, s.at_us, w.until_us, w.deadline_us,
+       EXISTS (SELECT 1 FROM durability_records AS r WHERE r.workflow = :workflow)
+FROM (SELECT :workflow AS workflow) AS k
+LEFT JOIN durability_standings AS s ON s.workflow = k.workflow
+LEFT JOIN durability_workflows AS w ON w.workflow = k.workflow
+
+-- name: standings_in
+-- A page of one state: a range of the (state, workflow) index. `after` and `prefix` are ''
+-- when not given (every id is above '' and starts with it).
+SELECT workflow, state, detail, at_us FROM durability_standings
+WHERE state = :state AND workflow > :after AND workflow >= :prefix
+  AND substr(workflow, 1, length(:prefix)) = :prefix
+ORDER BY workflow LIMIT :limit
+
+-- name: standings_all
+SELECT workflow, state, detail, at_us FROM durability_standings
+WHERE workflow > :after AND workflow >= :prefix
+  AND substr(workflow, 1, length(:prefix)) = :prefix
+ORDER BY workflow LIMIT :limit
+
+-- name: unstand
+DELETE FROM durability_standings WHERE workflow = :workflow

@@ -43,12 +43,13 @@ from durability.sqlite.scheduler import (
     ready_step,
     take_step,
 )
+from durability.status import Inspected
 from durability.traffic import Traffic
 
 __all__ = ["SqliteDurable"]
 
 
-class SqliteDurable:
+class SqliteDurable(Inspected):
     """A `Durable` whose checkpointer and scheduler share one `SqliteDatabase`."""
 
     __slots__ = ("_checkpointer", "_scheduler")

@@ -35,3 +35,16 @@ CREATE TABLE IF NOT EXISTS durability_queue (
 );
 
 CREATE INDEX IF NOT EXISTS durability_queue_visible ON durability_queue (queue, visible_us);
+
+-- Where each workflow's last pass (or an explicit retry) left it: its state and that state's
+-- JSON detail (durability.status). Indexed by state, then id, so a listing by state is a
+-- range of the index, paged by id.
+CREATE TABLE IF NOT EXISTS durability_standings (
+    workflow TEXT    PRIMARY KEY,
+    state    TEXT    NOT NULL,
+    detail   TEXT    NOT NULL,
+    at_us    INTEGER NOT NULL
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS durability_standings_by_state
+    ON durability_standings (state, workflow);

@@ -21,6 +21,7 @@ from typing import Any, Literal, NoReturn, TypeVar
 import pytest
 
 from durability.codec import as_int, as_text
+from durability.failures import Retry
 from durability.interfaces import (
     Checkpointer,
     Delivery,
@@ -437,7 +438,7 @@ async def test_a_step_that_raises_is_logged_and_the_worker_goes_on(
     with caplog.at_level(logging.ERROR, logger="durability.worker"):
         async with working(durable, body, observed, pool=1):
             await durable.arrive(bad, "go", True)
-            await observed.until(lambda: bool(observed.of(bad, "failed")))
+            await observed.until(lambda: bool(observed.of(bad, "dead")))
             await durable.arrive(good, "go", True)
             await observed.until(lambda: observed.completed(good))
 
@@ -950,7 +951,8 @@ async def test_no_body_can_stop_the_worker(poison: str) -> None:
 
     (failed,) = observed.of(bad, "failed")
     assert isinstance(failed.error, raised)
-    assert observed.kinds(bad) == ["delivered", "started", "failed"]
+    # One attempt (the default retries nothing), so the workflow has failed: "dead".
+    assert observed.kinds(bad) == ["delivered", "started", "failed", "dead"]
     # Settled: released and answered for, so no other worker inherits the poison.
     assert await memory.reclaim(timedelta(milliseconds=1)) is None
     assert await checkpointer.claim(bad, LEASE, LEASE) is not None
@@ -974,8 +976,10 @@ async def test_a_failed_pass_that_reached_a_sleep_is_woken_at_its_deadline() -> 
             charged = group.create_task(run.step("charged", flaky, as_text))
         return charged.result()
 
-    # No sweep within the test: only the wakeup the failed pass asked for can bring it back.
-    async with working(durable, body, observed, sweep=timedelta(minutes=1)):
+    # No sweep within the test, and a retry far off: only the deadline the failed pass noted
+    # can bring it back in time.
+    later = Retry(initial=timedelta(minutes=1), jitter=0)
+    async with working(durable, body, observed, sweep=timedelta(minutes=1), retry=later):
         await durable.arrive(workflow, "go", True)
         await observed.until(lambda: observed.completed(workflow))
 

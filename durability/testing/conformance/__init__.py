@@ -17,6 +17,10 @@ the fixtures that build the store:
         @pytest.fixture
         async def durable(self) -> Durable: ...             # over a fresh queue
 
+`DurableContract` includes `WorkContract` (the real `work` loop over the store) and
+`FailuresContract` (retries, the failed state, step timeouts, `status`, `list`, `retry`), which
+asks the checkpointer to be a `Ledger` and the `Durable` to be `Inspectable`.
+
     class TestRedisBounds(BoundsContract):
         @pytest.fixture
         def offline(self) -> Durable: ...                  # with no server behind it
@@ -39,6 +43,7 @@ from durability.testing.conformance.bounds import BoundsContract
 from durability.testing.conformance.checkpointer import CheckpointerContract
 from durability.testing.conformance.claims import fresh
 from durability.testing.conformance.durable import DurableContract
+from durability.testing.conformance.failures import FailuresContract
 from durability.testing.conformance.model import CheckpointerModelContract, SchedulerModelContract
 from durability.testing.conformance.records import EffectKit
 from durability.testing.conformance.scheduler import MakeScheduler, SchedulerContract
@@ -51,6 +56,7 @@ __all__ = [
     "Cut",
     "DurableContract",
     "EffectKit",
+    "FailuresContract",
     "MakeScheduler",
     "SchedulerContract",
     "SchedulerModelContract",

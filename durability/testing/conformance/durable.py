@@ -15,6 +15,7 @@ from durability.codec import Unencodable
 from durability.interfaces import INBOX, Durable, Fenced, Recorded
 from durability.testing.conformance.bounds import ABSURD_CASES, BAD_ID_CASES
 from durability.testing.conformance.claims import LONG, fresh
+from durability.testing.conformance.failures import FailuresContract
 from durability.testing.conformance.scheduler import ARRIVES, QUIET
 from durability.testing.conformance.working import WorkContract
 
@@ -31,8 +32,9 @@ async def _quiet(durable: Durable) -> None:
     assert await durable.scheduler.next_ready(QUIET) is None
 
 
-class DurableContract(WorkContract):
-    """What every `Durable` must do, alone and under `work`. Subclass and override `durable`."""
+class DurableContract(WorkContract, FailuresContract):
+    """What every `Durable` must do, alone and under `work`, and when its workflows fail.
+    Subclass and override `durable`."""
 
     @pytest.fixture
     def durable(self) -> Durable:

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from durability.codec import as_int, as_text
+from durability.failures import Retry
 from durability.interfaces import Checkpointer, Durable, Pass, Recorded, SplitDurable
 from durability.stepwise import Blocked, Completed, Run, Sleeping
 from durability.testing import Observed
@@ -165,11 +166,12 @@ class WorkContract:
 
         async with working(durable, body, observed, pool=2) as worker:
             await durable.arrive(bad, "go", True)
-            await observed.until(lambda: bool(observed.of(bad, "failed")))
+            await observed.until(lambda: bool(observed.of(bad, "dead")))
             await durable.arrive(good, "go", True)
             await observed.until(lambda: observed.completed(good))
             assert not worker.done()
-        assert observed.kinds(bad) == ["delivered", "started", "failed"]
+        # One attempt (the default retries nothing), so the workflow has failed: "dead".
+        assert observed.kinds(bad) == ["delivered", "started", "failed", "dead"]
         # Settled: the claim was released, so nobody waits out a lease to inherit the poison.
         holder = await durable.checkpointer.claim(bad, WITHIN, WITHIN)
         assert holder is not None
@@ -199,9 +201,11 @@ class WorkContract:
                 group.create_task(stop_it(run))
             return "woke"
 
-        # No sweep within the test: only the wakeup of the first pass can bring it back.
+        # No sweep within the test, and a retry far off: only the deadline the first pass noted
+        # can bring it back in time.
         cut = SplitDurable(late, durable.scheduler)
-        async with working(cut, body, observed, pool=2, sweep=timedelta(minutes=5)):
+        later = Retry(initial=timedelta(minutes=5), jitter=0)
+        async with working(cut, body, observed, pool=2, sweep=timedelta(minutes=5), retry=later):
             await durable.arrive(workflow, "go", True)
             if sibling == "suspends":
                 await observed.until(lambda: len(observed.outcomes(workflow)) == 2)

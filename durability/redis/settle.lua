@@ -1,0 +1,19 @@
+-- Where a pass left its workflow, for status and listings. Every key is the namespace's
+-- (tag {<ns>}), so this runs on one slot, cluster or not; the workflow's own keys are on
+-- another, so the fence here is the token the standing was written with: a standing written
+-- under a newer claim, or a discard's tombstone, is never overwritten by an older pass.
+-- KEYS[1] = {<ns>}:standings       HASH  id -> "<token>\n<state>\n<ms>\n<detail JSON>"
+-- KEYS[2] = {<ns>}:state:all       ZSET  every id with a standing (score 0: ordered by id)
+-- KEYS[3..7] = {<ns>}:state:<s>    ZSET  the ids in state s, for s in queued, sleeping,
+--                                         blocked, failed, completed
+-- ARGV: id, token, index of the state in KEYS (3..7), state, detail JSON.
+-- Returns 1 if written, 0 if a newer standing (or a tombstone) holds the id.
+local held = redis.call('HGET', KEYS[1], ARGV[1])
+if held and tonumber(string.match(held, '^(%d+)')) > tonumber(ARGV[2]) then return 0 end
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. '\n' .. ARGV[4] .. '\n' .. now .. '\n' .. ARGV[5])
+for i = 3, 7 do redis.call('ZREM', KEYS[i], ARGV[1]) end
+redis.call('ZADD', KEYS[2], 0, ARGV[1])
+redis.call('ZADD', KEYS[tonumber(ARGV[3])], 0, ARGV[1])
+return 1
