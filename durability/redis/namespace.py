@@ -88,6 +88,14 @@ def ms(moment: datetime) -> int:
     return (moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1)
 
 
+def ms_at_or_after(moment: datetime) -> int:
+    """A deadline as whole Unix milliseconds, rounded up: a wakeup stored at the millisecond
+    below its deadline would be due, and run, before the deadline it was given."""
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return -(-(moment - datetime(1970, 1, 1, tzinfo=UTC)) // timedelta(milliseconds=1))
+
+
 def from_ms(value: object) -> datetime:
     """A reply holding Unix milliseconds (int, float or their text) as an aware UTC datetime."""
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=float(text(value)))

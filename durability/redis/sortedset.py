@@ -54,6 +54,7 @@ from durability.redis.namespace import (
     from_ms,
     key,
     ms,
+    ms_at_or_after,
     text,
 )
 
@@ -194,7 +195,7 @@ class RedisSetScheduler:
         the member is gone (cancelled)."""
         woken = await self._wake_at(
             keys=self.keys,
-            args=[check_workflow(delivery.workflow), delivery.receipt, ms(when)],
+            args=[check_workflow(delivery.workflow), delivery.receipt, ms_at_or_after(when)],
         )
         return bool(woken)
 

@@ -55,6 +55,7 @@ from durability.redis.namespace import (
     from_ms,
     key,
     ms,
+    ms_at_or_after,
     text,
 )
 
@@ -270,7 +271,8 @@ class RedisStreamScheduler:
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
         entry, count = _parse(delivery.receipt)
         workflow = check_workflow(delivery.workflow)
-        keys, args = [self.ready, self.sleeping], [GROUP, entry, count, workflow, ms(when)]
+        due = ms_at_or_after(when)
+        keys, args = [self.ready, self.sleeping], [GROUP, entry, count, workflow, due]
         woken = await self.regrouped(self._wake_at, keys=keys, args=args)
         return bool(woken)
 

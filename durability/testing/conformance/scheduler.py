@@ -158,7 +158,7 @@ class SchedulerContract:
         workflow = fresh()
         await scheduler.make_ready(workflow)
         delivery = await _take(scheduler, workflow)
-        assert await scheduler.wake_at(delivery, datetime.now(UTC) - ago)
+        assert await scheduler.wake_at(delivery, _whole_ms(datetime.now(UTC)) - ago)
         await scheduler.done(delivery)
         await scheduler.wake_due()
         await _take(scheduler, workflow)
