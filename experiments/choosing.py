@@ -181,7 +181,8 @@ def comparison(where: Path | None = None) -> tuple[Any, dict[str, str]]:
         f"{n.keys('redis-set')}; yet a pass costs about the same on both "
         f"({s_requests:.1f} and {b_requests:.1f} requests, {s_distinct} and {b_distinct} kinds), "
         f"because this project joins each pass's moves into one script each "
-        f"(take + claim, record, release + done). The stream's extra parts show while idle: "
+        f"(take + claim, record, the workflow's standing, release + done). The stream's extra "
+        f"parts show while idle: "
         f"{n.idle_parts('redis-stream')} kinds of request against {n.idle_parts('redis-set')}."
     )
 

