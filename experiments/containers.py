@@ -244,9 +244,9 @@ def _mirror() -> str:
                 return uris[0]
         for line in text.splitlines():
             words = re.sub(r"\[[^]]*\]", " ", line).split()  # drop "[signed-by=...]"
-            if words[:1] == ["deb"]:
-                if len(words) > 3 and words[2] == "bookworm" and "main" in words[3:]:
-                    return words[1]
+            if words[:1] == ["deb"] and len(words) > 3 and words[2] == "bookworm" \
+                    and "main" in words[3:]:
+                return words[1]
     return "http://deb.debian.org/debian"
 
 
