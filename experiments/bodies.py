@@ -133,13 +133,16 @@ def counting(store: str, counters: str, workflow: str) -> Effect:
 
 
 async def chaos(run: Run) -> object:
-    """The chaos run's workload, shaped by its order: `segments` times a step with an external
-    effect (`effect_log`, then `hold_ms` before its answer), a `transact` that counts in the
-    store, and a sleep of `naps_ms[i]` (none for 0); then an approval if `approval`,
-    `messages` inbox messages read as they come, a step that fails (`Flaky`) until `fails` retries have been supplied (`retry:<n>`: the
-    retry of a failed workflow is the lab supplying the input that wakes it), and a last step
-    `done` that records every value the passes saw, so the audit can check each was the one
-    recorded."""
+    """The chaos run's workload, shaped by its order:
+
+    - `segments` times: a step with an external effect (`effect_log`, then `hold_ms` before
+      its answer), a `transact` that counts in the store, a sleep of `naps_ms[i]` (none: 0);
+    - an approval if `approval`; `messages` inbox messages, read as they come;
+    - a step that fails (`Flaky`) until `fails` retries have been supplied (`retry:<n>`: the
+      retry of a failed workflow is the lab supplying the input that wakes it);
+    - a last step `done` recording every value the passes saw, so the audit can check each
+      was the one recorded.
+    """
     order = await run.awaiting("order", as_dict)
     workflow, log = run.workflow, str(order["log"])
     store, counters = str(order["store"]), str(order["counters"])
