@@ -277,6 +277,7 @@ class Chaos:
         self.api_wipes: int | None = None  # the API scheduler's count of wipes, as last heard
         self.serial = 0
         self.hung: list[str] = []
+        self.unanswered = 0  # submissions the API never answered within the run's budget
         self.died: list[str] = []
         self.stopped_working: list[str] = []
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -558,7 +559,10 @@ class Chaos:
             for plan in self.plans.values():
                 submissions.append(self._spawn(self._submit(plan)))
                 await asyncio.sleep(gaps.expovariate(self.profile.rate))
-            await asyncio.gather(*submissions)
+            # Bounded: an API that stopped answering is a finding, not a run that never ends.
+            budget = self.profile.workflows / self.profile.rate * 2 + 60
+            _, unanswered = await asyncio.wait(submissions, timeout=budget)
+            self.unanswered = len(unanswered)
             self.submitting = False
             submitted_end = time.time_ns()
             with contextlib.suppress(BaseException):
@@ -630,9 +634,15 @@ class Chaos:
         names = list(self.plans)
         checkpoints: dict[str, dict[str, Any]] = {}
         for start in range(0, len(names), 200):
-            reply = await self._call("load", workflows=names[start:start + 200])
-            if reply is None:
-                raise AgentFailed("the API could not load the checkpoints for the audit")
+            for attempt in range(5):
+                try:
+                    reply = await self.api.request("load", timeout=60,
+                                                   workflows=names[start:start + 200])
+                    break
+                except AgentFailed:
+                    if attempt == 4:
+                        raise
+                    await asyncio.sleep(1)
             checkpoints |= reply["checkpoints"]
         counts = await self.store.counts(names)
         effects = self.effects()
@@ -707,6 +717,8 @@ class Chaos:
                              ("workers stopped working", self.stopped_working)):
             if found:
                 problems[label] += found
+        if self.unanswered:
+            problems["API stopped answering"].append(f"{self.unanswered} submissions")
         if self.unexpected_failures:
             problems["unexpected failures"].append(json.dumps(dict(self.unexpected_failures)))
         tally = Counter(f.kind for f in self.faults)
@@ -727,7 +739,7 @@ class Chaos:
             "effects_duplicated": duplicated_effects,
             "duplicate_reasons": dict(duplicates),
             "flaky_runs": flaky_runs,
-            "retries": sum(p.retries_sent for p in self.plans.values()),
+            "retries": sum(p.retries_sent for p in kept),
             "messages_delivered": delivered,
             "messages_wanted": wanted,
             # A deliver whose answer was lost is sent again (an inbox append is not keyed):
