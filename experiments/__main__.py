@@ -48,6 +48,8 @@ def _parser() -> argparse.ArgumentParser:
                        " sqlite (default all)")
     chaos.add_argument("--workflows", type=int, help="override the profile's workflow count")
     chaos.add_argument("--results", default=str(RESULTS), help="where to write chaos.csv/json")
+    chaos.add_argument("--merge", action="store_true", help="keep the earlier results of the "
+                       "configurations this run does not give")
     commands.add_parser("report", help="print the comparison tables from results/").add_argument(
         "--results", default=str(RESULTS))
     found = commands.add_parser("backends", help="what was found, how, and why not")
@@ -156,7 +158,7 @@ def _chaos(args: argparse.Namespace) -> int:
                   file=sys.stderr)
             return 2
     command = "python -m experiments " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    failures = main_sync(main_async(profile, names, Path(args.results), command))
+    failures = main_sync(main_async(profile, names, Path(args.results), command, args.merge))
     if failures == 130:
         return 130
     if failures:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import itertools
 import json
 import os
@@ -46,7 +47,7 @@ import platform
 import random
 import time
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -391,10 +392,11 @@ class Chaos:
             return
         plan.submitted_at = int(reply["at"])
         if plan.approval:
-            self._spawn(self._later(self.rng.uniform(0.0, 2.0),
-                                    self._arrive(plan, "approved", f"ok-{plan.workflow}")))
+            self._spawn(self._later(self.rng.uniform(0.0, 2.0), functools.partial(
+                self._arrive, plan, "approved", f"ok-{plan.workflow}")))
         for n in range(plan.messages):
-            self._spawn(self._later(self.rng.uniform(0.0, 3.0), self._deliver(plan, n)))
+            self._spawn(self._later(self.rng.uniform(0.0, 3.0),
+                                    functools.partial(self._deliver, plan, n)))
 
     async def _wiped_since(self, detected: int, wipes: int | None) -> bool:
         """Before sending an order again: has the store been wiped since the first try? (An
@@ -415,9 +417,9 @@ class Chaos:
         if answer.get("wiped"):
             self.detected.append({"by": "api verify()", "at": answer["at"]})
 
-    async def _later(self, delay: float, coroutine: Any) -> None:
+    async def _later(self, delay: float, send: Callable[[], Awaitable[None]]) -> None:
         await asyncio.sleep(delay)
-        await coroutine
+        await send()
 
     async def _deliver(self, plan: Plan, n: int) -> None:
         if self._gone(plan):
@@ -843,9 +845,10 @@ def rows(backend: Backend, persistence: str, summary: dict[str, Any]) -> list[di
 
 
 async def chaos(profile: Profile, backends: list[str] | None = None, *,
-                where: Path = RESULTS, command: str = "") -> int:
-    """Every configuration (or those of `backends`), written to `where`; the number that
-    failed their audit."""
+                where: Path = RESULTS, command: str = "", merge: bool = False) -> int:
+    """Every configuration (or those of `backends`), written to `where` as each ends (so an
+    interrupted run keeps what it finished); the number that failed their audit. With
+    `merge`, the configurations this run does not give keep their earlier rows and summary."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -857,7 +860,29 @@ async def chaos(profile: Profile, backends: list[str] | None = None, *,
     calibration = await asyncio.to_thread(cpu_calibration)
     all_rows: list[dict[str, Any]] = []
     summaries: dict[str, Any] = {}
+    labels = {_label(b, p) for b, p in chosen}
+    if merge:
+        all_rows, summaries = _earlier(where, labels)
     failures = 0
+
+    def save() -> None:
+        meta = {
+            "experiment": NAME, "title": TITLE, "about": (__doc__ or "").strip(),
+            "command": command or f"python -m experiments chaos --profile {profile.name}",
+            "mode": profile.name, "profile": profile.__dict__,
+            "started": began.isoformat(timespec="seconds"),
+            "elapsed_seconds": round(time.perf_counter() - clock, 1),
+            "git_revision": _git("rev-parse", "HEAD"),
+            "git_dirty": bool(_git("status", "--porcelain", "--", "durability",
+                                   "experiments")),
+            "cores": os.cpu_count(), "machine": platform.platform(),
+            "cpu_calibration_seconds": {"at_start": calibration},
+            "versions": versions(),
+            "configurations": summaries,
+            "failed": failures,
+        }
+        write(NAME, all_rows, meta, where)
+
     servers = Servers(("binary",))
     lab = Lab(servers, quick=profile.name != "full")
     columns = (TextColumn("[bold]{task.fields[name]:<18}"), BarColumn(), MofNCompleteColumn(),
@@ -866,7 +891,7 @@ async def chaos(profile: Profile, backends: list[str] | None = None, *,
         with Progress(*columns, console=console, transient=False) as progress:
             for name, persistence in chosen:
                 backend = BACKENDS[name]
-                label = name if persistence == "-" else f"{name}/{persistence}"
+                label = _label(name, persistence)
                 task = progress.add_task("", total=profile.workflows, name=label)
 
                 def show(text: str, done: int, total: int, task: Any = task) -> None:
@@ -878,11 +903,13 @@ async def chaos(profile: Profile, backends: list[str] | None = None, *,
                     failures += 1
                     summaries[label] = {"error": f"{type(error).__name__}: {error}"}
                     console.print(f"[red]chaos {label} failed:[/red] {error}")
+                    save()
                     continue
                 summaries[label] = summary
                 all_rows += rows(backend, persistence, summary)
                 bad = failed(summary)
                 failures += bad
+                save()
                 console.print(("[red]LOSS[/red] " if bad else "[green]ok[/green] ")
                               + f"{label}: " + describe(summary))
     finally:
@@ -890,23 +917,27 @@ async def chaos(profile: Profile, backends: list[str] | None = None, *,
         import shutil
 
         shutil.rmtree(lab.scratch, ignore_errors=True)
-    meta = {
-        "experiment": NAME, "title": TITLE, "about": (__doc__ or "").strip(),
-        "command": command or f"python -m experiments chaos --profile {profile.name}",
-        "mode": profile.name, "profile": profile.__dict__,
-        "started": began.isoformat(timespec="seconds"),
-        "elapsed_seconds": round(time.perf_counter() - clock, 1),
-        "git_revision": _git("rev-parse", "HEAD"),
-        "git_dirty": bool(_git("status", "--porcelain", "--", "durability", "experiments")),
-        "cores": os.cpu_count(), "machine": platform.platform(),
-        "cpu_calibration_seconds": {"at_start": calibration,
-                                    "at_end": await asyncio.to_thread(cpu_calibration)},
-        "versions": versions(),
-        "configurations": summaries,
-        "failed": failures,
-    }
-    write(NAME, all_rows, meta, where)
     return failures
+
+
+def _label(backend: str, persistence: str) -> str:
+    return backend if persistence == "-" else f"{backend}/{persistence}"
+
+
+def _earlier(where: Path, labels: set[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The rows and summaries already in `where` of configurations other than `labels`."""
+    import csv
+
+    table, info = where / f"{NAME}.csv", where / f"{NAME}.json"
+    if not table.exists() or not info.exists():
+        return [], {}
+    with table.open(newline="") as opened:
+        kept = [{k: v for k, v in row.items() if v != ""} for row in csv.DictReader(opened)
+                if _label(row["backend"], row.get("persistence") or "-") not in labels]
+    summaries = {k: v for k, v in json.loads(info.read_text()).get("configurations", {}).items()
+                 if k not in labels}
+    return kept, summaries
+
 
 
 def describe(summary: dict[str, Any]) -> str:
@@ -925,5 +956,5 @@ def describe(summary: dict[str, Any]) -> str:
 
 
 async def main_async(profile: Profile, backends: list[str] | None, where: Path,
-                     command: str) -> int:
-    return await chaos(profile, backends, where=where, command=command)
+                     command: str, merge: bool = False) -> int:
+    return await chaos(profile, backends, where=where, command=command, merge=merge)
