@@ -45,7 +45,7 @@ def _parser() -> argparse.ArgumentParser:
     chaos.add_argument("--profile", choices=("ci", "quick", "full"),
                        help="how big (default full; --quick is --profile quick)")
     chaos.add_argument("--backends", help="comma-separated: redis-stream, redis-set, postgres,"
-                       " sqlite (default all)")
+                       " sqlite, or one Redis persistence (redis-set/none); default all")
     chaos.add_argument("--workflows", type=int, help="override the profile's workflow count")
     chaos.add_argument("--results", default=str(RESULTS), help="where to write chaos.csv/json")
     chaos.add_argument("--merge", action="store_true", help="keep the earlier results of the "
@@ -151,7 +151,8 @@ def _chaos(args: argparse.Namespace) -> int:
     names = None
     if args.backends:
         names = [b.strip() for b in args.backends.split(",") if b.strip()]
-        known = {b for b, _ in CONFIGURATIONS}
+        known = {b for b, _ in CONFIGURATIONS} | {f"{b}/{p}" for b, p in CONFIGURATIONS
+                                                   if p != "-"}
         unknown = [n for n in names if n not in known]
         if unknown:
             print(f"no chaos run for {unknown}; choose from {', '.join(sorted(known))}",

@@ -855,7 +855,8 @@ async def chaos(profile: Profile, backends: list[str] | None = None, *,
     from experiments.runner import _git, versions
 
     console = Console(stderr=True, width=None if os.isatty(2) else 120)
-    chosen = [(b, p) for b, p in CONFIGURATIONS if backends is None or b in backends]
+    chosen = [(b, p) for b, p in CONFIGURATIONS
+              if backends is None or b in backends or _label(b, p) in backends]
     began, clock = datetime.now(UTC), time.perf_counter()
     calibration = await asyncio.to_thread(cpu_calibration)
     all_rows: list[dict[str, Any]] = []
