@@ -37,6 +37,19 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--merge", action="store_true",
                      help="replace only these backends' rows in existing results (the metadata"
                      " then lists each run and the backends it gave)")
+    chaos = commands.add_parser(
+        "chaos", help="kill workers, cut connections, restart servers under load; audit; "
+        "exit 1 on any loss")
+    chaos.add_argument("--quick", action="store_true", help="the quick profile (a minute or so"
+                       " per store)")
+    chaos.add_argument("--profile", choices=("ci", "quick", "full"),
+                       help="how big (default full; --quick is --profile quick)")
+    chaos.add_argument("--backends", help="comma-separated: redis-stream, redis-set, postgres,"
+                       " sqlite, or one Redis persistence (redis-set/none); default all")
+    chaos.add_argument("--workflows", type=int, help="override the profile's workflow count")
+    chaos.add_argument("--results", default=str(RESULTS), help="where to write chaos.csv/json")
+    chaos.add_argument("--merge", action="store_true", help="keep the earlier results of the "
+                       "configurations this run does not give")
     report = commands.add_parser("report", help="print the comparison tables from results/")
     report.add_argument("--results", default=str(RESULTS))
     report.add_argument("--figures", action="store_true",
@@ -60,6 +73,8 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "run":
         return _run(args)
+    if args.command == "chaos":
+        return _chaos(args)
     if args.command == "report":
         from pathlib import Path
 
@@ -125,6 +140,40 @@ def _run(args: argparse.Namespace) -> int:
     if failures:
         print(f"{failures} configuration(s) failed: see the messages above and "
               f"results/<experiment>.json", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _chaos(args: argparse.Namespace) -> int:
+    import dataclasses
+    from pathlib import Path
+
+    from experiments.chaos import CONFIGURATIONS, PROFILES, main_async
+    from experiments.runner import main_sync
+
+    profile = PROFILES[args.profile or ("quick" if args.quick else "full")]
+    if args.workflows is not None:
+        if args.workflows < 1:
+            print("--workflows must be at least 1", file=sys.stderr)
+            return 2
+        profile = dataclasses.replace(profile, workflows=args.workflows)
+    names = None
+    if args.backends:
+        names = [b.strip() for b in args.backends.split(",") if b.strip()]
+        known = {b for b, _ in CONFIGURATIONS} | {f"{b}/{p}" for b, p in CONFIGURATIONS
+                                                   if p != "-"}
+        unknown = [n for n in names if n not in known]
+        if unknown:
+            print(f"no chaos run for {unknown}; choose from {', '.join(sorted(known))}",
+                  file=sys.stderr)
+            return 2
+    command = "python -m experiments " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    failures = main_sync(main_async(profile, names, Path(args.results), command, args.merge))
+    if failures == 130:
+        return 130
+    if failures:
+        print(f"{failures} chaos configuration(s) lost something: see the lines above and "
+              f"{args.results}/chaos.json", file=sys.stderr)
         return 1
     return 0
 

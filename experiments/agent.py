@@ -2,8 +2,9 @@
 
 It speaks `experiments.protocol`: `open` a store by URL, then any of `work` (run `work()` with
 a body from `experiments.bodies`, observed), `submit` (an open-loop schedule of `arrive`s),
-`preload`, `mark` (CPU, what the store sent, what the worker saw), `footprint`, `probe` (an
-experiment's own in-process measurement), `delete` and `stop`. It imports only the public
+`preload`, `mark` (CPU, what the store sent, what the worker saw, whether it still works),
+`footprint`, `probe` (an experiment's own in-process measurement), `arrive`, `deliver`, `load`
+(checkpoints), `verify` (the Redis wipe marker), `delete` and `stop`. It imports only the public
 API: `durability`, `open_durable`, `work`'s `Event`s and `durable.traffic`.
 """
 
@@ -18,7 +19,7 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from durability import Durable, Event, Measured, work
+from durability import Completed, Durable, Event, Measured, work
 from durability.connect import open_durable
 from experiments import bodies
 from experiments.protocol import (
@@ -50,6 +51,7 @@ class Agent:
         self.last_outcome: int | None = None
         self.live = False
         self.progress_every = 0
+        self.emitting: frozenset[str] = frozenset()
 
     @property
     def store(self) -> Durable:
@@ -82,9 +84,14 @@ class Agent:
                 self.loop.emit("started", workflow=event.workflow, at=at)
         elif event.kind == "outcome":
             self.last_outcome = at
+            if "completed" in self.emitting and isinstance(event.outcome, Completed):
+                self.loop.emit("completed", workflow=event.workflow, at=at)
             every = self.progress_every
             if every and self.kinds["outcome"] % every == 0:
                 self.loop.emit("progress", outcomes=self.kinds["outcome"])
+        elif event.kind == "failed" and "failed" in self.emitting:
+            self.loop.emit("failed", workflow=event.workflow, at=at,
+                           error=type(event.error).__name__)
 
     async def work(self, request: Message) -> Message:
         body = bodies.BODIES[request.get("body", "one-step")]
@@ -94,6 +101,13 @@ class Agent:
         self.first_started = self.last_outcome = None
         self.live = bool(request.get("live", False))
         self.progress_every = int(request.get("progress_every", 0))
+        self.emitting = frozenset(str(kind) for kind in request.get("emit", ()))
+        if request.get("quiet"):
+            # Under chaos the store's comings and goings are expected: warnings would bury
+            # the run's own lines. Errors still show, a step failing on purpose does not.
+            for name in ("durability", "psycopg", "redis"):
+                logging.getLogger(name).setLevel(logging.ERROR)
+            logging.getLogger("durability.worker").addFilter(bodies.on_purpose)
         options: dict[str, Any] = {}
         for name in ("tick", "within", "sweep"):
             value = _ms(request.get(f"{name}_ms"))
@@ -141,7 +155,40 @@ class Agent:
             "outcomes": self.kinds["outcome"],
             "first_started": self.first_started,
             "last_outcome": self.last_outcome,
+            "wipes": getattr(self.store.scheduler, "wipes", None),
+            "working": self.worker is not None and not self.worker.done(),
+            "worker_error": self._worker_error(),
         }
+
+    def _worker_error(self) -> str | None:
+        """Why `work()` ended, if it ended on its own (it never should)."""
+        if self.worker is None or not self.worker.done() or self.worker.cancelled():
+            return None
+        error = self.worker.exception()
+        return None if error is None else f"{type(error).__name__}: {error}"
+
+    async def verify(self, request: Message) -> Message:
+        """Ask the scheduler whether the store's data was wiped since it last looked (the
+        Redis schedulers' marker; other stores have none: `wiped` is None)."""
+        scheduler = self.store.scheduler
+        check = getattr(scheduler, "verify", None)
+        if check is None:
+            return {"wiped": None, "wipes": None}
+        wiped = bool(await check())
+        return {"wiped": wiped, "wipes": getattr(scheduler, "wipes", None), "at": now_ns()}
+
+    async def deliver(self, request: Message) -> Message:
+        """One message into a workflow's inbox (and its wakeup)."""
+        entry = await self.store.deliver(str(request["workflow"]), request.get("value"))
+        return {"key": entry.key, "at": now_ns()}
+
+    async def load(self, request: Message) -> Message:
+        """The checkpoints of the workflows named: their records, key by key."""
+        loader = self.store.checkpointer
+        found: dict[str, dict[str, object]] = {}
+        for workflow in request["workflows"]:
+            found[str(workflow)] = dict(await loader.load(str(workflow)))
+        return {"checkpoints": found}
 
     async def footprint(self, request: Message) -> Message:
         scheduler = self.store.scheduler
@@ -192,7 +239,7 @@ async def main() -> None:
     agent = Agent(loop)
     bodies.notify = lambda event, workflow: loop.emit(event, workflow=workflow, at=now_ns())
     for name in ("open", "work", "submit", "preload", "mark", "footprint", "probe", "arrive",
-                 "records", "delete", "stop", "close"):
+                 "records", "delete", "stop", "close", "verify", "deliver", "load"):
         loop.on(name, getattr(agent, name))
     try:
         await loop.run()

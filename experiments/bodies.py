@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import json
+import logging
+import os
+import time
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
-from durability import Run, as_dict, as_int
+from durability import Effect, Run, as_dict, as_int, as_text
 
 __all__ = ["BODIES", "notify"]
 
@@ -76,7 +81,113 @@ async def poked(run: Run) -> object:
     return await run.step(f"saw:{seen}", holding, as_int)
 
 
+class Flaky(RuntimeError):
+    """The chaos body's step failing on purpose, to be retried (see `chaos`)."""
+
+
+def on_purpose(record: logging.LogRecord) -> bool:
+    """A logging filter for the chaos run: drops the line of a `Flaky` step (it fails on
+    purpose) and of a store that went away (the run cuts and restarts it on purpose)."""
+    from durability.connect import unavailable
+
+    error = record.exc_info[1] if record.exc_info else None
+    return not isinstance(error, Flaky) and not (error is not None and unavailable(error))
+
+
+def effect_log(directory: str, workflow: str, step: str) -> str:
+    """Perform the chaos body's external effect: one line appended to this process's log
+    (`O_APPEND`, one `write`, so a SIGKILL leaves whole lines; the kernel keeps what was
+    written when the process dies). Returns the nonce the execution wrote, its result."""
+    nonce = uuid.uuid4().hex[:12]
+    line = json.dumps({"workflow": workflow, "step": step, "nonce": nonce, "pid": os.getpid(),
+                       "at": time.time_ns()}, separators=(",", ":")) + "\n"
+    fd = os.open(os.path.join(directory, f"effects-{os.getpid()}.log"),
+                 os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+    return nonce
+
+
+def counting(store: str, counters: str, workflow: str) -> Effect:
+    """The chaos body's `transact` effect: add one to the workflow's counter in the store
+    itself (`counters` names the Redis key prefix, or the SQL table), returning the new count."""
+    if store == "redis":
+        from durability.redis import LuaEffect, workflow_tag
+
+        return LuaEffect("return redis.call('INCR', KEYS[1])",
+                         [f"{counters}:{workflow_tag(workflow)}"])
+    if store == "postgres":
+        from durability.postgres import SqlEffect
+
+        return SqlEffect(f"INSERT INTO {counters} AS c (workflow, n) VALUES (%s, 1) ON "
+                         "CONFLICT (workflow) DO UPDATE SET n = c.n + 1 RETURNING n",
+                         (workflow,))
+    if store == "sqlite":
+        from durability.sqlite import SqliteEffect
+
+        return SqliteEffect(f"INSERT INTO {counters} (workflow, n) VALUES (?, 1) ON CONFLICT "
+                            f"(workflow) DO UPDATE SET n = n + 1 RETURNING n", (workflow,))
+    raise ValueError(f"no counter effect for store {store!r}")
+
+
+async def chaos(run: Run) -> object:
+    """The chaos run's workload, shaped by its order:
+
+    - `segments` times: a step with an external effect (`effect_log`, then `hold_ms` before
+      its answer), a `transact` that counts in the store, a sleep of `naps_ms[i]` (none: 0);
+    - an approval if `approval`; `messages` inbox messages, read as they come;
+    - a step that fails (`Flaky`) until `fails` retries have been supplied (`retry:<n>`: the
+      retry of a failed workflow is the lab supplying the input that wakes it);
+    - a last step `done` recording every value the passes saw, so the audit can check each
+      was the one recorded.
+    """
+    order = await run.awaiting("order", as_dict)
+    workflow, log = run.workflow, str(order["log"])
+    store, counters = str(order["store"]), str(order["counters"])
+    seen: list[str] = []
+    listed = order.get("naps_ms", [])
+    naps = [int(str(n)) for n in listed] if isinstance(listed, list) else []
+    hold = float(str(order.get("hold_ms", 0))) / 1000
+
+    async def performed(step: str) -> str:
+        nonce = effect_log(log, workflow, step)
+        await asyncio.sleep(hold)  # the effect's answer takes a while, as a real one does
+        return nonce
+
+    for i in range(int(str(order.get("segments", 1)))):
+        seen.append(await run.step(f"step:{i}", functools.partial(performed, f"step:{i}"),
+                                   as_text))
+        seen.append(str(await run.transact(f"count:{i}", counting(store, counters, workflow),
+                                           as_int)))
+        if i < len(naps) and naps[i] > 0:
+            await run.sleep(f"nap:{i}", timedelta(milliseconds=naps[i]))
+    if order.get("approval"):
+        seen.append(await run.awaiting("approved", as_text))
+    cursor: str | None = None
+    read, wanted = 0, int(str(order.get("messages", 0)))
+    while read < wanted:
+        entries = await run.receive(f"read:{read}", after=cursor)
+        cursor = entries[-1].key
+        read += len(entries)
+        seen.extend(str(entry.value) for entry in entries)
+    fails = int(str(order.get("fails", 0)))
+    if fails:
+        retries = sum(1 for key in run.records if key.startswith("retry:"))
+
+        def flaky() -> str:
+            nonce = effect_log(log, workflow, "flaky")
+            if retries < fails:
+                raise Flaky(f"{workflow}: failing on purpose ({retries} of {fails} retries)")
+            return nonce
+
+        seen.append(await run.step("flaky", flaky, as_text))
+    return await run.step("done", lambda: "|".join(seen), as_text)
+
+
 BODIES: dict[str, Callable[[Run], Awaitable[object]]] = {
+    "chaos": chaos,
     "one-step": one_step,
     "waker": waker,
     "holder": holder,

@@ -49,7 +49,8 @@ def shown(binary: str | Path) -> str:
     except ValueError:
         return str(binary)
 
-__all__ = ["KINDS", "SOURCES", "Server", "Servers", "free_port"]
+
+__all__ = ["KINDS", "SOURCES", "Restartable", "Server", "Servers", "free_port"]
 
 KINDS = ("redis7", "redis8", "postgres", "cluster")
 SOURCES = ("url", "port", "container", "binary")
@@ -222,6 +223,21 @@ class Servers:
         with contextlib.ExitStack() as stack:
             started = self._find(kind, private, stack)
             yield started or self.get(kind)
+
+    @contextlib.contextmanager
+    def restartable(self, kind: str, *, persistence: str = "aof") -> Iterator[Restartable]:
+        """A private server of `kind` (`redis7` or `postgres`) from a local binary, on a port
+        of its own, that the block may stop, kill and start again at will (the chaos run);
+        stopped after the block. Redis `persistence` is `aof` (appendonly, fsync every second:
+        nothing acknowledged is lost when the process dies) or `none` (a restart wipes it).
+        `RuntimeError` if no binary can be had (the reason says which)."""
+        restartable = Restartable(kind, self._scratch / f"restartable-{uuid.uuid4().hex[:6]}",
+                                  persistence)
+        try:
+            restartable.start()
+            yield restartable
+        finally:
+            restartable.stop(hard=True)
 
     def _find(self, kind: str, sources: tuple[str, ...], stack: contextlib.ExitStack
               ) -> Server | None:
@@ -452,6 +468,88 @@ class Servers:
         return Server("postgres", url, f"binary {shown(Path(found) / 'postgres')}",
                       postgres_version(url), private=True,
                       cpu=lambda: _process_tree_cpu(process.pid))
+
+
+class Restartable:
+    """One private server process the chaos run may kill and start again: the same port, the
+    same data directory, so what it persisted is there when it comes back (`Servers.restartable`
+    makes one)."""
+
+    def __init__(self, kind: str, home: Path, persistence: str = "aof") -> None:
+        if kind not in ("redis7", "postgres"):
+            raise ValueError(f"a restartable server is redis7 or postgres, not {kind!r}")
+        if persistence not in ("aof", "none"):
+            raise ValueError(f"persistence is aof or none, not {persistence!r}")
+        self.kind, self.home, self.persistence = kind, home, persistence
+        self.port = free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        home.mkdir(parents=True)
+        if kind == "redis7":
+            binary = shutil.which("redis-server")
+            if binary is None:
+                raise RuntimeError("no redis-server on PATH")
+            self._command = [binary, "--port", str(self.port), "--bind", HOST, "--dir",
+                             str(home), "--loglevel", "warning", "--save", ""]
+            self._command += (["--appendonly", "yes", "--appendfsync", "everysec"]
+                              if persistence == "aof" else ["--appendonly", "no"])
+            self.url = f"redis://{HOST}:{self.port}/0"
+            self._user: Callable[[], None] = lambda: None
+            return
+        found = _postgres_bin()
+        if found is None:
+            raise RuntimeError("no initdb/postgres on PATH or under /usr/lib/postgresql")
+        self._user = _drop_root(home)
+        done = subprocess.run(
+            [str(found / "initdb"), "-D", str(home / "data"), "-U", "postgres", "--auth=trust",
+             "--encoding=UTF8", "--no-sync"],
+            capture_output=True, text=True, timeout=120, preexec_fn=self._user,
+        )
+        if done.returncode:
+            raise RuntimeError(f"initdb failed: {done.stderr.strip()[:160]}")
+        self._command = [str(found / "postgres"), "-D", str(home / "data"), "-p", str(self.port),
+                         "-k", str(home), "-c", f"listen_addresses={HOST}",
+                         "-c", "max_connections=200"]
+        self.url = f"postgresql://postgres@{HOST}:{self.port}/postgres"
+
+    @property
+    def server(self) -> Server:
+        """What `Lab.place` needs to make a corner of it."""
+        version = (redis_version(self.url) if self.kind == "redis7"
+                   else postgres_version(self.url))
+        return Server(self.kind, self.url, f"restartable {self._command[0]}", version,
+                      private=True)
+
+    def start(self) -> None:
+        """Start the server (again) and wait until it answers."""
+        if self.process is not None and self.process.poll() is None:
+            return
+        self.process = subprocess.Popen(
+            self._command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            preexec_fn=_both(_die_with_parent, self._user),
+        )
+        self.starts += 1
+        probe = ((lambda: redis_version(self.url, 0.5)) if self.kind == "redis7"
+                 else (lambda: postgres_version(self.url, 1)))
+        _await(probe, self.process, f"{self.kind} on {self.port}", within=60)
+
+    def stop(self, *, hard: bool) -> None:
+        """Stop it: `hard` is SIGKILL for Redis and an immediate shutdown (crash recovery on
+        the next start) for Postgres; otherwise a clean shutdown."""
+        process = self.process
+        if process is None or process.poll() is not None:
+            return
+        if self.kind == "postgres":
+            process.send_signal(signal.SIGQUIT if hard else signal.SIGINT)
+        elif hard:
+            process.kill()
+        else:
+            process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
 
 
 def _both(first: Callable[[], None], then: Callable[[], None]) -> Callable[[], None]:

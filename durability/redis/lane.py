@@ -75,7 +75,10 @@ class Lane:
     ) -> list[Any]:
         """The replies to `commands`, in order; an error reply is its `ResponseError`."""
         connection = self._connection
-        if connection is None or not _usable(connection):
+        # While the connection opens, its socket is up before its handshake is answered: a
+        # command written then would have its reply read by the handshake, and the
+        # handshake's replies handed to this caller. So a call waits for the opening to end.
+        if connection is None or self._opening.locked() or not _usable(connection):
             connection = await self._open()
         try:
             packed = connection.pack_commands(commands)
@@ -97,7 +100,7 @@ class Lane:
         if traffic is not None:
             traffic.round_trip()
         if self._reading is None:
-            self._reading = loop.create_task(self._read(connection))
+            self._reading = loop.create_task(self._read(connection, self._waiting))
         try:
             if writer.transport.get_write_buffer_size():  # the kernel took less than all of it
                 async with asyncio.timeout(connection.socket_timeout):
@@ -118,6 +121,12 @@ class Lane:
             if connection is None:
                 connection = self._connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
             if not _usable(connection):
+                # The server closed it (or it broke): whatever is outstanding on it will never
+                # be answered. Its callers fail now, and its reader goes with the old socket
+                # *before* the connection opens again: a reader left running would read the
+                # new socket's first replies (the handshake's, or the next caller's) as
+                # replies to the old commands, shifting every reply after them.
+                self._abandon()
                 await connection.disconnect(nowait=True)
                 await connection.connect()
             if not _usable(connection):
@@ -126,14 +135,26 @@ class Lane:
                 )
             return connection
 
+    def _abandon(self) -> None:
+        """Fail every caller outstanding on the current connection with a `ConnectionError`
+        and stop its reader; the next commands get a queue (and a reader) of their own."""
+        waiting, self._waiting = self._waiting, deque()
+        reading, self._reading = self._reading, None
+        lost = ConnectionError("Redis closed the connection with replies outstanding")
+        while waiting:
+            _, _, future = waiting.popleft()
+            if not future.done():
+                future.set_exception(lost)
+        if reading is not None:
+            reading.cancel()
+
     async def _unused(self, connection: AbstractConnection) -> None:
         """A tight pool gets back a connection no reply is outstanding on (as `_read` does)."""
         if not self._keep and self._reading is None and self._connection is connection:
             self._connection = None
             await self._pool.release(connection)
 
-    async def _read(self, connection: AbstractConnection) -> None:
-        waiting = self._waiting
+    async def _read(self, connection: AbstractConnection, waiting: deque[_Waiting]) -> None:
         try:
             while waiting:
                 count, replies, future = waiting[0]
@@ -159,12 +180,14 @@ class Lane:
             if not isinstance(error, Exception):
                 raise
         finally:
-            self._reading = None
-            if not self._keep and self._connection is connection:
-                # Nothing is outstanding (the loop ran dry, or failed them all): a tight pool
-                # gets its connection back until the next call.
-                self._connection = None
-                await self._pool.release(connection)
+            # An abandoned reader (`_abandon`) leaves the lane to the one that replaced it.
+            if self._reading is asyncio.current_task():
+                self._reading = None
+                if not self._keep and self._connection is connection:
+                    # Nothing is outstanding (the loop ran dry, or failed them all): a tight
+                    # pool gets its connection back until the next call.
+                    self._connection = None
+                    await self._pool.release(connection)
 
 
 def _culprit(connection: AbstractConnection, commands: Sequence[Sequence[Any]]) -> int:
@@ -180,7 +203,14 @@ def _culprit(connection: AbstractConnection, commands: Sequence[Sequence[Any]]) 
 
 def _usable(connection: AbstractConnection) -> bool:
     """Whether `connection` is open and the server has not closed its end (redis-py's asyncio
-    connections keep their asyncio streams as `_reader` and `_writer`)."""
+    connections keep their asyncio streams as `_reader` and `_writer`).
+
+    Closed means the end of the stream was *received*, even with replies still buffered
+    before it (`at_eof()` is false until they are read): a command written now would never be
+    answered. A reset, or a transport closing, is closed too."""
     reader = getattr(connection, "_reader", None)
     writer = getattr(connection, "_writer", None)
-    return reader is not None and writer is not None and not reader.at_eof()
+    if reader is None or writer is None:
+        return False
+    ended = getattr(reader, "_eof", False) or reader.at_eof()
+    return not ended and reader.exception() is None and not writer.transport.is_closing()

@@ -1,0 +1,117 @@
+"""The chaos run at CI size: each store's workflows come through worker SIGKILLs, cut
+connections and server restarts with nothing lost, except what a Redis restarted without
+persistence held, and that loss is detected, never silent.
+
+Each configuration runs on private servers started from local binaries (`redis-server`,
+Postgres' `initdb`), never the shared ones; a machine without them skips, CI has them. No
+timing is asserted: the profile's deadline only bounds how long the run may take to finish.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experiments.backends import BACKENDS
+from experiments.chaos import CONFIGURATIONS, PROFILES, failed, run_one
+from experiments.harness import Lab
+from experiments.servers import Servers
+
+ROOT = Path(__file__).resolve().parents[2]
+CI = PROFILES["ci"]
+
+
+def _binaries(store: str) -> str | None:
+    """Why this store's chaos run cannot be had here, or None."""
+    if store == "redis" and shutil.which("redis-server") is None:
+        return "no redis-server on PATH"
+    if store == "postgres" and shutil.which("initdb") is None and not list(
+            Path("/usr/lib/postgresql").glob("*/bin/initdb")):
+        return "no initdb on PATH or under /usr/lib/postgresql"
+    return None
+
+
+@pytest.fixture
+async def lab() -> AsyncIterator[Lab]:
+    servers = Servers(("binary",))
+    lab = Lab(servers, quick=True)
+    try:
+        yield lab
+    finally:
+        servers.close()
+        shutil.rmtree(lab.scratch, ignore_errors=True)
+
+
+async def _run(lab: Lab, name: str, persistence: str, **options: Any) -> dict[str, Any]:
+    backend = BACKENDS[name]
+    reason = _binaries(backend.store)
+    if reason is not None:
+        pytest.skip(reason)
+    return await run_one(lab, backend, persistence, options.pop("profile", CI), **options)
+
+
+@pytest.mark.parametrize(("name", "persistence"), CONFIGURATIONS,
+                         ids=[f"{b}-{p}" if p != "-" else b for b, p in CONFIGURATIONS])
+async def test_chaos_loses_nothing_it_must_not(lab: Lab, name: str, persistence: str) -> None:
+    summary = await _run(lab, name, persistence)
+    assert summary["problems"] == {}, json.dumps(summary["problems"], indent=1)
+    assert not failed(summary)
+    # The faults really happened: every kind this store can meet, at least once.
+    assert summary["workers_killed"] >= 1
+    if name != "sqlite":
+        assert summary["connections_cut"] >= 1
+        assert summary["server_restarts"] >= 1
+    # Everything not lost in a detected wipe completed, each effect performed.
+    assert summary["completed"] + summary["lost_total"] == summary["workflows"]
+    assert summary["flaky_runs"] >= summary["retries"] > 0
+    if persistence == "none":
+        assert summary["wipes"] == 1
+        assert summary["wipes_detected_by"], "the wipe went unnoticed"
+        assert summary["completed"] > 0  # what came after the wipe came through
+    else:
+        assert summary["lost_total"] == 0
+        assert summary["completed"] == summary["workflows"]
+
+
+async def test_an_undetected_wipe_fails_the_audit(lab: Lab) -> None:
+    """The control: a lab that never asks whether Redis was wiped meets the same wipe, and
+    the audit reports the loss as a loss instead of passing it."""
+    small = dataclasses.replace(CI, workflows=60, rate=10.0, finish_s=15)
+    summary = await _run(lab, "redis-set", "none", profile=small, watch_wipes=False)
+    assert summary["wipes"] == 1
+    assert failed(summary)
+    assert "wipe not detected" in summary["problems"]
+
+
+def test_the_command_writes_its_results_and_exits_zero(tmp_path: Path) -> None:
+    if _binaries("redis") is not None:
+        pytest.skip("no redis-server")
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments", "chaos", "--profile", "ci", "--workflows", "40",
+         "--backends", "sqlite", "--results", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = (tmp_path / "chaos.csv").read_text().splitlines()
+    assert table[0].startswith("experiment,backend,")
+    assert any(",completed," in line and ",40," in line for line in table), table
+    meta = json.loads((tmp_path / "chaos.json").read_text())
+    assert meta["mode"] == "ci" and meta["failed"] == 0
+    assert set(meta["configurations"]) == {"sqlite"}
+
+
+def test_an_unknown_backend_is_refused_by_name() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments", "chaos", "--backends", "memory"],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+    assert done.returncode == 2
+    assert "memory" in done.stderr and "redis-stream" in done.stderr
