@@ -19,7 +19,7 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from durability import Completed, Durable, Event, Measured, work
+from durability import Completed, Durable, Event, Inspectable, Measured, work
 from durability.connect import open_durable
 from experiments import bodies
 from experiments.protocol import (
@@ -92,6 +92,8 @@ class Agent:
         elif event.kind == "failed" and "failed" in self.emitting:
             self.loop.emit("failed", workflow=event.workflow, at=at,
                            error=type(event.error).__name__)
+        elif event.kind == "dead" and "dead" in self.emitting:
+            self.loop.emit("dead", workflow=event.workflow, at=at)
 
     async def work(self, request: Message) -> Message:
         body = bodies.BODIES[request.get("body", "one-step")]
@@ -182,6 +184,22 @@ class Agent:
         entry = await self.store.deliver(str(request["workflow"]), request.get("value"))
         return {"key": entry.key, "at": now_ns()}
 
+    async def status(self, request: Message) -> Message:
+        """`durable.status` of one workflow: its state, as the store tells it."""
+        store = self.store
+        if not isinstance(store, Inspectable):
+            raise TypeError(f"{type(store).__name__} offers no status")
+        standing = await store.status(str(request["workflow"]))
+        return {"state": standing.state, "at": now_ns()}
+
+    async def retry(self, request: Message) -> Message:
+        """`durable.retry` of a failed workflow: whether it was failed and is queued again."""
+        store = self.store
+        if not isinstance(store, Inspectable):
+            raise TypeError(f"{type(store).__name__} offers no retry")
+        again = await store.retry(str(request["workflow"]))
+        return {"retried": again, "at": now_ns()}
+
     async def load(self, request: Message) -> Message:
         """The checkpoints of the workflows named: their records, key by key."""
         loader = self.store.checkpointer
@@ -239,7 +257,8 @@ async def main() -> None:
     agent = Agent(loop)
     bodies.notify = lambda event, workflow: loop.emit(event, workflow=workflow, at=now_ns())
     for name in ("open", "work", "submit", "preload", "mark", "footprint", "probe", "arrive",
-                 "records", "delete", "stop", "close", "verify", "deliver", "load"):
+                 "records", "delete", "stop", "close", "verify", "deliver", "load", "retry",
+                 "status"):
         loop.on(name, getattr(agent, name))
     try:
         await loop.run()

@@ -16,8 +16,8 @@ servers on 6379 and 5432 are never touched. Configurations (`CONFIGURATIONS`):
 
 The workload is `bodies.chaos`: steps whose external effect is a line in a log file, a
 `transact` that counts in the store itself, sleeps, an approval, inbox messages, and a step
-that fails on purpose until the lab retries it (the retry of a failed workflow is the lab
-supplying `retry:<n>`, which wakes it: `run.step` has no retry option on this branch).
+that fails on purpose until the lab retries it (`durable.retry`, through the API process, once
+the worker reports the workflow failed).
 
 The audit (`audit`): every workflow completed; every step recorded, and its record the result
 of an execution that really happened; every `transact` applied exactly once (the store's
@@ -113,6 +113,7 @@ class Plan:
     lost: str | None = None  # why, when the lab knows it is gone (a detected wipe)
     failures: int = 0
     retries_sent: int = 0
+    watched: bool = False  # a watcher retries it while it stands failed
     delivered: list[str] = field(default_factory=list)  # the inbox keys the API was given
 
     def order(self, log: str, store: str, counters: str) -> dict[str, Any]:
@@ -299,7 +300,7 @@ class Chaos:
 
     async def start_worker(self) -> Worker:
         agent = await self._agent("worker")
-        await agent.request("work", body="chaos", emit=["completed", "failed"], pool=16,
+        await agent.request("work", body="chaos", emit=["completed", "failed", "dead"], pool=16,
                             quiet=True, sweep_ms=1000, within_ms=1000)
         self.serial += 1
         worker = Worker(agent, self.serial)
@@ -326,14 +327,29 @@ class Chaos:
                     self.unexpected_failures[str(message.get("error"))] += 1
                 plan.failures += 1
                 self._spawn(self._retry(plan))
+            elif message["event"] == "dead":  # a pass that found it failed: still to retry
+                self._spawn(self._retry(plan))
 
     async def _retry(self, plan: Plan) -> None:
-        """A failed workflow is retried by the input that wakes it (`retry:<n>`)."""
-        await asyncio.sleep(self.rng.uniform(0.05, 0.5))
-        if plan.retries_sent >= plan.failures or plan.lost:
+        """A failed workflow is retried as an operator would: a while after the failure was
+        seen, `durable.retry` through the API process, for as long as `status` says it stands
+        failed (a retry asked before the failing pass has settled finds nothing failed yet, and
+        a worker killed after recording a failure never reports it)."""
+        if plan.watched:
             return
-        plan.retries_sent += 1
-        await self._arrive(plan, f"retry:{plan.retries_sent}", plan.retries_sent)
+        plan.watched = True
+        try:
+            while plan.completed_at is None and not self._gone(plan):
+                await asyncio.sleep(self.rng.uniform(0.05, 0.5))
+                standing = await self._call("status", workflow=plan.workflow)
+                if standing is None or standing.get("state") != "failed":
+                    if plan.retries_sent >= plan.fails:
+                        return  # retried as often as it fails: it runs to the end by itself
+                    continue
+                plan.retries_sent += 1
+                await self._call("retry", workflow=plan.workflow)
+        finally:
+            plan.watched = False
 
     # -- talking to the API ---------------------------------------------------------------
 
