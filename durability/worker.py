@@ -204,7 +204,10 @@ class _Worker:
         self.retry = retry
         # Asked once, not per pass: a runtime protocol check costs more than the call it guards.
         self.ledger = self.checkpointer if isinstance(self.checkpointer, Ledger) else None
-        self.settling = durable if isinstance(durable, Settling) else None
+        # (A checkpointer that keeps no standings has none to write: its passes just finish.)
+        self.settling: Settling | None = None
+        if self.ledger is not None and isinstance(durable, Settling):
+            self.settling = durable
         self.retaining = self.checkpointer if isinstance(self.checkpointer, Retaining) else None
 
     # -- events ------------------------------------------------------------------------
