@@ -296,25 +296,23 @@ class Run:
             positive("timeout", timeout)
         if retry is not None and not isinstance(retry, Retry):
             raise TypeError(f"retry must be a Retry, not {type(retry).__name__}")
-        window = max((w for w in (within, timeout) if w is not None), default=None)
-
-        async def perform() -> object:
-            result = fn()
-            if inspect.isawaitable(result):
-                if timeout is None:
-                    return await result
-                try:
-                    async with asyncio.timeout(timeout.total_seconds()):
-                        return await result
-                except TimeoutError as expired:
-                    raise StepTimeout(key, timeout) from expired
-            return result
+        window = within if timeout is None else timeout if within is None else max(within, timeout)
 
         async def produce() -> object:
             if window is not None:
                 await self._stretch(window)
+            # The effect inline, not in a coroutine of its own: this is every step's path.
             try:
-                result = await perform()
+                result = fn()
+                if inspect.isawaitable(result):
+                    if timeout is None:
+                        result = await result
+                    else:
+                        try:
+                            async with asyncio.timeout(timeout.total_seconds()):
+                                result = await result
+                        except TimeoutError as expired:
+                            raise StepTimeout(key, timeout) from expired
             except Exception as error:
                 self._failed.append(StepFailed(key, retry, error))
                 raise

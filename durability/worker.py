@@ -47,6 +47,7 @@ from durability.interfaces import (
     Pass,
     Retaining,
     Scheduler,
+    Settling,
     positive,
 )
 from durability.stepwise import Blocked, Completed, Run, Sleeping, resume
@@ -201,6 +202,13 @@ class _Worker:
         self.grace = grace
         self.stopping = False  # draining: take nothing new
         self.retry = retry
+        # Asked once, not per pass: a runtime protocol check costs more than the call it guards.
+        self.ledger = self.checkpointer if isinstance(self.checkpointer, Ledger) else None
+        # (A checkpointer that keeps no standings has none to write: its passes just finish.)
+        self.settling: Settling | None = None
+        if self.ledger is not None and isinstance(durable, Settling):
+            self.settling = durable
+        self.retaining = self.checkpointer if isinstance(self.checkpointer, Retaining) else None
 
     # -- events ------------------------------------------------------------------------
 
@@ -426,20 +434,40 @@ class _Worker:
 
     async def _retain(self, workflow: str, until: datetime) -> None:
         """A store that forgets idle checkpoints must keep a suspended one past its wait."""
-        if isinstance(self.checkpointer, Retaining):
-            await self.checkpointer.hold(workflow, until)
+        if self.retaining is not None:
+            await self.retaining.hold(workflow, until)
 
-    async def _stand(self, holder: Pass, state: str, detail: dict[str, object]) -> None:
-        """Write where the pass left its workflow, for `status` and listings. Never what stops a
-        pass from being answered for: a standing not written is logged and left to the next."""
-        if not isinstance(self.checkpointer, Ledger):
+    async def _finish(
+        self, holder: Pass, delivery: Delivery, state: str, detail: dict[str, object]
+    ) -> None:
+        """End the pass and write where it left its workflow, for `status` and listings: in the
+        same step where the durable can (`Settling`), else the standing and then `finish`. A
+        standing is never what stops a pass from being answered for: one not written is logged
+        and left to the next pass."""
+        workflow = holder.workflow
+        if self.settling is not None:
+            try:
+                stood = await self.settling.finish_settled(holder, delivery, state, detail)
+            except Exception:
+                log.exception(
+                    "finishing %s with its standing (%s) failed; finishing without it",
+                    workflow,
+                    state,
+                )
+                await self.durable.finish(holder, delivery)
+                return
+        elif self.ledger is None:
+            await self.durable.finish(holder, delivery)
             return
-        try:
-            if not await self.checkpointer.settle(holder, state, detail):
-                log.info("%s: a newer pass has its standing; %s not written", holder.workflow,
-                         state)
-        except Exception:
-            log.exception("writing the standing of %s (%s) failed", holder.workflow, state)
+        else:
+            try:
+                stood = await self.ledger.settle(holder, state, detail)
+            except Exception:
+                log.exception("writing the standing of %s (%s) failed", workflow, state)
+                stood = None
+            await self.durable.finish(holder, delivery)
+        if stood is False:
+            log.info("%s: a newer pass has its standing; %s not written", workflow, state)
 
     async def _hand_back(self, delivery: Delivery, holder: Pass | None) -> None:
         """Give a workflow back to the queue at once (declined if it was deleted meanwhile)."""
@@ -573,22 +601,25 @@ class _Worker:
             return
         self.emit("outcome", workflow, outcome=outcome)
         await self._settle(running)
+        # The standing is written with the finish (`_finish`), while the claim still holds
+        # or in the same step as its release: a status reads "running" until it lands.
+        state: str
+        detail: dict[str, object]
         match outcome:
+            case Completed():
+                state, detail = "completed", {}
             case Sleeping(due=due):
-                await self._stand(holder, "sleeping", {"until": due.isoformat()})
+                state, detail = "sleeping", {"until": due.isoformat()}
                 await self._retain(workflow, due)
                 if await self.scheduler.wake_at(running.delivery, due):
                     self._scheduled(due)
             case Blocked(waiting=waiting, listening=listening):
-                await self._stand(
-                    holder, "blocked", {"waiting": sorted(waiting), "listening": sorted(listening)}
-                )
+                state = "blocked"
+                detail = {"waiting": sorted(waiting), "listening": sorted(listening)}
                 await self._retain(workflow, self.clock())
-            case Completed():
-                await self._stand(holder, "completed", {})
             case _:
                 assert_never(outcome)
-        await self.durable.finish(holder, running.delivery)
+        await self._finish(holder, running.delivery, state, detail)
 
     async def _failed(self, running: _Running, holder: Pass, failure: BaseException) -> None:
         """Record a failed attempt under the pass's claim, then wake the workflow after its
@@ -648,19 +679,18 @@ class _Worker:
             deadline = run.deadline if run is not None else None
             wake = due if deadline is None else min(due, deadline.due)
             self.emit("retrying", workflow, attempt=tried, due=due)
-            await self._stand(
-                holder, "sleeping", {"until": wake.isoformat(), "failure": noted.to_record()}
-            )
+            state = "sleeping"
+            detail: dict[str, object] = {"until": wake.isoformat(), "failure": noted.to_record()}
             await self._retain(workflow, wake)
             if await self.scheduler.wake_at(running.delivery, wake):
                 self._scheduled(wake)
         else:
-            await self._stand(holder, "failed", {"failure": noted.to_record()})
+            state, detail = "failed", {"failure": noted.to_record()}
             # A store that forgets idle checkpoints keeps a failed one a full retention from
             # now, so the failure is there to read (and to retry) for that long at least.
             await self._retain(workflow, now)
             self.emit("dead", workflow, error=failure, attempt=tried)
-        await self.durable.finish(holder, running.delivery)
+        await self._finish(holder, running.delivery, state, detail)
 
     async def _resume(
         self, running: _Running, holder: Pass

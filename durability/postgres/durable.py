@@ -19,6 +19,8 @@ observed, even by a process that dies between the two halves, because there is n
 from __future__ import annotations
 
 import asyncio
+import json
+from collections.abc import Mapping
 from datetime import UTC, timedelta
 
 from durability.interfaces import (
@@ -30,6 +32,7 @@ from durability.interfaces import (
     Recorded,
     Taken,
     check_key,
+    check_state,
     check_workflow,
     positive,
 )
@@ -134,6 +137,23 @@ class PostgresDurable(Inspected):
         params = self._params(holder.workflow, token=holder.token, receipt=int(delivery.receipt))
         await self._checkpointer._batcher.one(self._sql["finish"], params)
         self._scheduler.changed()
+
+    async def finish_settled(
+        self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
+    ) -> bool:
+        """`settle`, `release` and `done` as one statement (`finish_settled` in durable.sql)."""
+        check_state(state)
+        params = self._params(
+            check_workflow(holder.workflow),
+            token=holder.token,
+            receipt=int(delivery.receipt),
+            state=state,
+            detail=json.dumps(dict(detail)),
+        )
+        row = await self._checkpointer._batcher.one(self._sql["finish_settled"], params)
+        self._scheduler.changed()
+        assert row is not None  # one row of counts, whatever the CTEs did
+        return bool(row[0])
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         """`next_ready` then `claim` as one statement (`take` in durable.sql), waiting for work

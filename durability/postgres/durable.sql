@@ -104,6 +104,36 @@ released AS (
 )
 SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT count(*) FROM quick)
 
+-- name: finish_settled
+-- finish, with the pass's standing written in the same statement (checkpointer.sql's settle):
+-- a pass ends in one round trip, and no one sees the claim released and the standing old. The
+-- standing is written only if the release found the claim still this pass's token (the
+-- release's UPDATE locks the claim row and reads its newest version, as settle's FOR SHARE
+-- does), so a newer claim or a discard leaves it untouched. Locks: queue row, claim row (as
+-- finish), then the standing, which reads from the release. Committed without waiting for the WAL
+-- flush, like finish: a standing lost in a crash is lost with the done, so the queue row shows
+-- again and the pass that comes writes it.
+WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+done AS (
+    DELETE FROM durability.queue
+    WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
+    RETURNING 1
+),
+released AS (
+    UPDATE durability.claims SET until = '-infinity'
+    FROM quick, (SELECT count(*) FROM done) AS answered
+    WHERE workflow = %(workflow)s AND token = %(token)s
+    RETURNING 1
+),
+stood AS (
+    INSERT INTO durability.standings AS s (workflow, state, detail, at)
+    SELECT %(workflow)s, %(state)s, %(detail)s, clock_timestamp() FROM released
+    ON CONFLICT (workflow) DO UPDATE
+        SET state = EXCLUDED.state, detail = EXCLUDED.detail, at = EXCLUDED.at
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM stood), (SELECT count(*) FROM done), (SELECT count(*) FROM quick)
+
 -- name: claiming
 -- The part both takes (take, take_many) share after their `taken` CTE: lock the taken
 -- workflows' claim rows in workflow order (`latest`, which follows each row to its newest

@@ -36,6 +36,7 @@ either way the write was applied on the primary, but not with the durability ask
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 from collections.abc import Mapping, Sequence
@@ -432,7 +433,12 @@ class RedisCheckpointer:
     # --- the ledger: where each workflow's last pass left it -------------------------------
 
     def _standing_keys(self) -> list[str]:
-        return [namespace_key(self.namespace, "standings"), *self._state_keys()]
+        return [*self._standing_key_tuple]
+
+    @functools.cached_property
+    def _standing_key_tuple(self) -> tuple[str, ...]:
+        # Built once: every standing names the same seven keys.
+        return (namespace_key(self.namespace, "standings"), *self._state_keys())
 
     def _state_keys(self) -> list[str]:
         return [namespace_key(self.namespace, f"state:{name}") for name in ("all", *STATES)]
@@ -444,15 +450,20 @@ class RedisCheckpointer:
         return found
 
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
+        call = self._settle_call(holder, state, detail)
+        # Through the batcher, like every other write of a pass: at capacity the standings of a
+        # turn's passes go out in the same pipeline as their records and finishes.
+        written = await self._write(self._standings_script("settle"), call.keys, call.args)
+        return bool(int(written))
+
+    def _settle_call(self, holder: Pass, state: str, detail: Mapping[str, object]) -> ScriptCall:
+        """settle.lua's run for this standing, checked and encoded, not yet sent (`settle`,
+        and `RedisDurable.finish_settled`, which runs it inside the finish's script)."""
         check_state(state)
         check_workflow(holder.workflow)
         text = json.dumps(dict(detail))
-        args: list[str | int] = [holder.workflow, holder.token, 3 + STATES.index(state), state,
-                                 text]
-        # Through the batcher, like every other write of a pass: at capacity the standings of a
-        # turn's passes go out in the same pipeline as their records and finishes.
-        written = await self._write(self._standings_script("settle"), self._standing_keys(), args)
-        return bool(int(written))
+        args = (holder.workflow, holder.token, 3 + STATES.index(state), state, text)
+        return ScriptCall("settle", self._standing_key_tuple, args)
 
     def _standing(self, workflow: str, held: str | None) -> Standing | None:
         if not held:

@@ -8,6 +8,7 @@ run as one script (`joined.lua` with a checkpoint body and then a scheduler body
 | `arrive` | `supply.lua`, then the scheduler's wakeup | `supply`, then `make_ready` |
 | `deliver` | `append.lua`, then the scheduler's wakeup | `append`, then `make_ready` |
 | `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
+| `finish_settled` | `settle`, `release`, the done (`settled.lua`) | the three, in order |
 | `take` | the scheduler's read (without blocking), then `claim.lua` | `next_ready`, then `claim` |
 
 `take` tries the one script first (a busy worker starts each pass in one round trip). When it
@@ -43,6 +44,7 @@ scheduler on different clients (different servers, perhaps).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -165,6 +167,45 @@ class RedisDurable(SplitDurable):
             await scheduler.regrouped(self._run, release, done)
         else:
             await self._run(release, done)
+
+    async def finish_settled(
+        self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
+    ) -> bool:
+        """The standing, the release and the done as one script (`settled.lua`) when joined;
+        else the three in that order (`SplitDurable.finish_settled`)."""
+        if not self._joined:
+            return await super().finish_settled(holder, delivery, state, detail)
+        release = self._redis_checkpointer._release_call(holder)
+        stand = self._redis_checkpointer._settle_call(holder, state, detail)
+        done = self._redis_scheduler._done_call(delivery)
+        script = self._settled_script(release.name, done.name)
+        keys = [*release.keys, *stand.keys, *done.keys]
+        args = [len(release.args), len(stand.args), *release.args, *stand.args, *done.args]
+        send = self._redis_checkpointer._batcher.run
+        scheduler = self._redis_scheduler
+        if isinstance(scheduler, RedisStreamScheduler):
+            # Sent again after a lost group, the standing and the release run twice: each is
+            # idempotent under the same token.
+            reply = await scheduler.regrouped(send, script, keys, args)
+        else:
+            reply = await send(script, keys, args)
+        return bool(int(reply[1]))
+
+    def _settled_script(self, release: str, done: str) -> AsyncScript:
+        name = f"{release}+settle+{done}"
+        pair = (name, "")
+        found = self._scripts.get(pair)
+        if found is None:
+            text_ = source("prelude") + (
+                source("settled")
+                .replace("--[[FIRST]]", source(release))
+                .replace("--[[STAND]]", source("settle"))
+                .replace("--[[THEN]]", source(done))
+            )
+            found = self._scripts[pair] = named(
+                self._redis_checkpointer.redis.register_script(text_), name
+            )
+        return found
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         positive("within", within)

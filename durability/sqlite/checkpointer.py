@@ -156,6 +156,23 @@ def release_step(connection: sqlite3.Connection, holder: Pass) -> None:
     connection.execute(_SQL["release"], {"workflow": holder.workflow, "token": holder.token})
 
 
+def settle_params(holder: Pass, state: str, detail: Mapping[str, object]) -> dict[str, object]:
+    """`settle_step`'s parameters, checked and encoded (on the caller's side, not the
+    writer's thread)."""
+    check_state(state)
+    return {
+        "workflow": check_workflow(holder.workflow),
+        "token": holder.token,
+        "state": state,
+        "detail": json.dumps(dict(detail)),
+    }
+
+
+def settle_step(connection: sqlite3.Connection, params: dict[str, object]) -> bool:
+    """`settle` inside an open write transaction: whether the standing was written."""
+    return connection.execute(_SQL["settle"], params | {"now": now_us()}).rowcount > 0
+
+
 def discard_step(connection: sqlite3.Connection, workflow: str) -> int:
     """`discard` inside an open write transaction; how many records went."""
     gone = connection.execute(_SQL["forget"], {"workflow": workflow}).rowcount
@@ -298,18 +315,8 @@ class SqliteCheckpointer:
     # -- the ledger: where each workflow's last pass left it ----------------------------------
 
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
-        check_state(state)
-        params = {
-            "workflow": check_workflow(holder.workflow),
-            "token": holder.token,
-            "state": state,
-            "detail": json.dumps(dict(detail)),
-        }
-
-        def work(connection: sqlite3.Connection) -> bool:
-            return connection.execute(_SQL["settle"], params | {"now": now_us()}).rowcount > 0
-
-        return await self.database.write(work)
+        params = settle_params(holder, state, detail)
+        return await self.database.write(lambda connection: settle_step(connection, params))
 
     async def look(self, workflow: str) -> Look:
         check_workflow(workflow)

@@ -11,6 +11,7 @@ after the commit, never before.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Mapping
 from datetime import timedelta
 
 from durability.interfaces import (
@@ -33,6 +34,8 @@ from durability.sqlite.checkpointer import (
     claimed_pass,
     discard_step,
     release_step,
+    settle_params,
+    settle_step,
     supply_step,
 )
 from durability.sqlite.database import transaction
@@ -126,6 +129,22 @@ class SqliteDurable(Inspected):
             done_step(connection, queue, delivery)
 
         await self._checkpointer.database.write(work)
+
+    async def finish_settled(
+        self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
+    ) -> bool:
+        """The standing, the release and the done in one write transaction: one commit."""
+        params = settle_params(holder, state, detail)
+        queue = self._scheduler.queue
+
+        def work(connection: sqlite3.Connection) -> bool:
+            # The standing while the claim it is fenced by is still this pass's, then `finish`.
+            stood = settle_step(connection, params)
+            release_step(connection, holder)
+            done_step(connection, queue, delivery)
+            return stood
+
+        return await self._checkpointer.database.write(work)
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         """Take a ready row and claim its workflow in one write transaction, waiting as

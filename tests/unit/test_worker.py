@@ -14,7 +14,7 @@ import itertools
 import logging
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from datetime import datetime, timedelta
 from typing import Any, Literal, NoReturn, TypeVar
 
@@ -31,7 +31,9 @@ from durability.interfaces import (
     Pass,
     Recorded,
     Scheduler,
+    Settling,
     SplitDurable,
+    Taken,
     Written,
     claimed,
 )
@@ -1246,3 +1248,113 @@ async def test_tick_follows_a_short_lease_so_a_long_step_keeps_its_claim() -> No
     kinds = [event.kind for event in observed.of(workflow)]
     assert kinds.count("started") == 1
     assert "fenced" not in kinds and "expired" not in kinds
+
+
+async def _eventually(condition: Callable[[], bool], seconds: float = 5.0) -> None:
+    """Wait until `condition()` holds (polled: no event marks the end of a finish)."""
+    async with asyncio.timeout(seconds):
+        for _ in itertools.count():
+            if condition():
+                return
+            await asyncio.sleep(0.01)
+
+
+class _BrokenSettling(SplitDurable):
+    """A durable whose one-step end of a pass fails every time (as a script the server
+    refused would): the worker must still answer for the pass."""
+
+    __slots__ = ("finished", "tried")
+
+    def __init__(self, checkpointer: MemoryCheckpointer, scheduler: MemoryScheduler) -> None:
+        super().__init__(checkpointer, scheduler)
+        self.tried = 0
+        self.finished = 0
+
+    async def finish(self, holder: Pass, delivery: Delivery) -> None:
+        await super().finish(holder, delivery)
+        self.finished += 1
+
+    async def finish_settled(
+        self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
+    ) -> bool:
+        self.tried += 1
+        raise RuntimeError("the finish's script was refused")
+
+
+async def test_a_finish_with_its_standing_that_fails_still_finishes_the_pass(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    checkpointer, scheduler = stores()
+    durable = _BrokenSettling(checkpointer, scheduler)
+    observed = Observed()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> int:
+        return await run.step("one", lambda: 1, as_int)
+
+    with caplog.at_level(logging.ERROR, logger="durability.worker"):
+        async with working(durable, body, observed):
+            await durable.arrive(workflow, "go", True)
+            await observed.until(lambda: observed.completed(workflow))
+            await _eventually(lambda: durable.finished > 0)
+            # Answered for: the delivery is gone, so no second pass ever comes.
+            assert await scheduler.next_ready(timedelta(milliseconds=300)) is None
+    assert (durable.tried, durable.finished) == (1, 1)
+    assert observed.kinds(workflow) == ["delivered", "started", "outcome"]
+    look = await checkpointer.look(workflow)
+    assert look.standing is None and not look.claimed  # released, the standing left to later
+    assert any(
+        "finishing" in r.getMessage() and workflow in r.getMessage() for r in caplog.records
+    )
+
+
+class _Unsettling:
+    """A `Durable` of someone else's with no `finish_settled`: the worker writes the standing
+    itself, then finishes."""
+
+    def __init__(self, inner: SplitDurable) -> None:
+        self.inner = inner
+        self.finished = 0
+
+    @property
+    def checkpointer(self) -> Checkpointer:
+        return self.inner.checkpointer
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self.inner.scheduler
+
+    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+        return await self.inner.arrive(workflow, key, value)
+
+    async def deliver(self, workflow: str, value: object) -> Entry:
+        return await self.inner.deliver(workflow, value)
+
+    async def delete(self, workflow: str) -> int:
+        return await self.inner.delete(workflow)
+
+    async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        return await self.inner.take(within, budget, alive)
+
+    async def finish(self, holder: Pass, delivery: Delivery) -> None:
+        await self.inner.finish(holder, delivery)
+        self.finished += 1
+
+
+async def test_a_durable_that_cannot_settle_as_it_finishes_gets_its_standing_first() -> None:
+    checkpointer, scheduler = stores()
+    durable = _Unsettling(SplitDurable(checkpointer, scheduler))
+    assert not isinstance(durable, Settling)
+    observed = Observed()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> int:
+        return await run.step("one", lambda: 1, as_int)
+
+    async with working(durable, body, observed):
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: observed.completed(workflow))
+        await _eventually(lambda: durable.finished > 0)
+    look = await checkpointer.look(workflow)
+    assert look.standing is not None and look.standing.state == "completed"
+    assert not look.claimed

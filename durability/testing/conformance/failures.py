@@ -19,11 +19,12 @@ import pytest
 
 from durability.codec import as_int, as_text
 from durability.failures import FAILURE, RETRY, Failure, Retry
-from durability.interfaces import Durable, Ledger
+from durability.interfaces import Durable, Ledger, Settling
 from durability.status import Inspectable, Status
 from durability.stepwise import Run, StepTimeout
 from durability.testing import Observed
 from durability.testing.conformance.claims import LONG, fresh
+from durability.testing.conformance.scheduler import ARRIVES, QUIET
 from durability.testing.conformance.working import PATIENCE, working
 
 #: Three tries, 50 ms then 100 ms apart, exactly (no jitter).
@@ -328,6 +329,63 @@ class FailuresContract:
         assert not await ledger(durable).settle(newer, "completed", {})
         assert (await inspected(durable).status(workflow)).state == "unknown"
         assert (await inspected(durable).list(prefix=workflow)).statuses == []
+
+    async def test_a_pass_finished_with_its_standing_ends_in_one_move_and_older_passes_lose(
+        self, durable: Durable
+    ) -> None:
+        # `Settling.finish_settled`, how the worker ends every pass: the standing, the release
+        # and the done, atomically where the store can. Whatever the standing's fate, the pass
+        # is finished: the claim free, the delivery answered for.
+        assert isinstance(durable, Settling), f"{type(durable).__name__} is not Settling"
+        workflow = fresh("finished")
+        await durable.arrive(workflow, "order", 1)
+        taken = await durable.take(ARRIVES, LONG, timedelta(milliseconds=50))
+        assert taken is not None and taken.holder is not None
+        assert taken.delivery.workflow == workflow
+        older = taken.holder
+        until = datetime.now(UTC) + timedelta(hours=1)
+        detail = {"until": until.isoformat(), "failure": _failure("slept")}
+        assert await durable.finish_settled(older, taken.delivery, "sleeping", detail)
+        status = await inspected(durable).status(workflow)  # not running: the claim is free
+        assert (status.state, status.until) == ("sleeping", until)
+        assert status.failure is not None and status.failure.message == "slept"
+        assert await durable.scheduler.next_ready(QUIET) is None  # the delivery answered for
+        listed = await inspected(durable).list(state="sleeping", prefix=workflow)
+        assert [found.workflow for found in listed.statuses] == [workflow]
+
+        # A newer claim's pass settles; the older pass, finishing late, writes nothing.
+        await durable.arrive(workflow, "more", 2)
+        again = await durable.take(ARRIVES, LONG, LONG)
+        assert again is not None and again.holder is not None
+        assert again.holder.token > older.token
+        assert await durable.finish_settled(again.holder, again.delivery, "completed", {})
+        assert not await durable.finish_settled(older, again.delivery, "failed", {})
+        assert (await inspected(durable).status(workflow)).state == "completed"
+        assert (await inspected(durable).list(state="sleeping", prefix=workflow)).statuses == []
+
+        # After a delete nothing a pass of before can finish with brings a standing back.
+        await durable.delete(workflow)
+        assert not await durable.finish_settled(again.holder, again.delivery, "completed", {})
+        assert (await inspected(durable).status(workflow)).state == "unknown"
+        assert (await inspected(durable).list(prefix=workflow)).statuses == []
+        assert await durable.scheduler.next_ready(QUIET) is None
+
+    async def test_a_bad_standing_at_the_finish_is_refused_before_any_write(
+        self, durable: Durable
+    ) -> None:
+        assert isinstance(durable, Settling)
+        workflow = fresh("misfinished")
+        await durable.arrive(workflow, "order", 1)
+        taken = await durable.take(ARRIVES, LONG, LONG)
+        assert taken is not None and taken.holder is not None
+        with pytest.raises(ValueError, match="state must be one of"):
+            await durable.finish_settled(taken.holder, taken.delivery, "running", {})
+        with pytest.raises(TypeError):
+            await durable.finish_settled(taken.holder, taken.delivery, "completed", {"x": {1}})
+        # Nothing was written: the claim still holds, so the status says running.
+        assert (await inspected(durable).status(workflow)).state == "running"
+        assert await durable.finish_settled(taken.holder, taken.delivery, "completed", {})
+        assert (await inspected(durable).status(workflow)).state == "completed"
 
     # --- listing ----------------------------------------------------------------------------
 
