@@ -19,7 +19,7 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from durability import Completed, Durable, Event, Inspectable, Measured, work
+from durability import Completed, Durable, Event, Inspectable, Measured, Retry, work
 from durability.connect import open_durable
 from experiments import bodies
 from experiments.protocol import (
@@ -117,6 +117,10 @@ class Agent:
                 options[name] = value
         if request.get("pool"):
             options["pool"] = int(request["pool"])
+        if request.get("retry_attempts"):
+            options["retry"] = Retry(attempts=int(request["retry_attempts"]),
+                                     initial=timedelta(milliseconds=float(
+                                         request.get("retry_initial_ms", 50))), jitter=0.2)
         self.worker = asyncio.create_task(work(self.store, body, observer=self.observe, **options))
         return {"working": True, "at": now_ns()}
 

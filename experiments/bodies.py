@@ -19,7 +19,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from durability import Effect, Run, as_dict, as_int, as_text
-from durability.failures import RETRY
+from durability.failures import FAILURE
 
 __all__ = ["BODIES", "notify"]
 
@@ -139,9 +139,9 @@ async def chaos(run: Run) -> object:
     - `segments` times: a step with an external effect (`effect_log`, then `hold_ms` before
       its answer), a `transact` that counts in the store, a sleep of `naps_ms[i]` (none: 0);
     - an approval if `approval`; `messages` inbox messages, read as they come;
-    - a step that fails (`Flaky`), failing the workflow, until it has been retried `fails`
-      times (`durable.retry`, which the lab calls when a worker reports the failure; each
-      retry leaves its record in the checkpoint, which is how the step counts them);
+    - a step that fails (`Flaky`) its first `fails` attempts: the workers' retry policy tries
+      it again after a backoff, and each failed attempt leaves its record in the checkpoint,
+      which is how the step counts them (so a different worker continues the count);
     - a last step `done` recording every value the passes saw, so the audit can check each
       was the one recorded.
     """
@@ -176,7 +176,7 @@ async def chaos(run: Run) -> object:
         seen.extend(str(entry.value) for entry in entries)
     fails = int(str(order.get("fails", 0)))
     if fails:
-        retries = sum(1 for key in run.records if key.startswith(RETRY))
+        retries = sum(1 for key in run.records if key.startswith(FAILURE))
 
         def flaky() -> str:
             nonce = effect_log(log, workflow, "flaky")

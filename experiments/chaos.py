@@ -16,8 +16,8 @@ servers on 6379 and 5432 are never touched. Configurations (`CONFIGURATIONS`):
 
 The workload is `bodies.chaos`: steps whose external effect is a line in a log file, a
 `transact` that counts in the store itself, sleeps, an approval, inbox messages, and a step
-that fails on purpose until the lab retries it (`durable.retry`, through the API process, once
-the worker reports the workflow failed).
+that fails on purpose its first attempts, retried by the workers' own policy (`work(retry=)`:
+a backoff, then another attempt, the count kept in the store).
 
 The audit (`audit`): every workflow completed; every step recorded, and its record the result
 of an execution that really happened; every `transact` applied exactly once (the store's
@@ -97,6 +97,11 @@ PROFILES = {
 # -- the plan -----------------------------------------------------------------------------------
 
 
+#: The most times a workflow's flaky step fails; the workers' retry policy allows one more
+#: attempt than that, so every workflow completes by the worker's retries alone.
+MOST_FAILS = 2
+
+
 @dataclass
 class Plan:
     """One workflow's shape (what `bodies.chaos` reads from its order) and its fate."""
@@ -113,7 +118,6 @@ class Plan:
     lost: str | None = None  # why, when the lab knows it is gone (a detected wipe)
     failures: int = 0
     retries_sent: int = 0
-    watched: bool = False  # a watcher retries it while it stands failed
     delivered: list[str] = field(default_factory=list)  # the inbox keys the API was given
 
     def order(self, log: str, store: str, counters: str) -> dict[str, Any]:
@@ -146,7 +150,7 @@ def plans(profile: Profile, tag: str) -> list[Plan]:
             naps_ms=[rng.choice((0, rng.randint(20, 400))) for _ in range(segments)],
             approval=rng.random() < 0.5,
             messages=rng.choice((0, 0, 1, 2, 3)),
-            fails=rng.choice((0, 0, 0, 0, 0, 0, 0, 1, 1, 2)),
+            fails=rng.choice((0, 0, 0, 0, 0, 0, 0, 1, 1, MOST_FAILS)),
             hold_ms=rng.choice((0, 5, 20, 50)),
         ))
     return made
@@ -275,6 +279,7 @@ class Chaos:
         self.detected: list[dict[str, Any]] = []  # verify() answers that said "wiped"
         self.submitting = True
         self.unexpected_failures: Counter[str] = Counter()
+        self.dead: set[str] = set()  # workflows a worker found out of attempts
         self.api_retries = 0
         self.api_wipes: int | None = None  # the API scheduler's count of wipes, as last heard
         self.serial = 0
@@ -301,6 +306,7 @@ class Chaos:
     async def start_worker(self) -> Worker:
         agent = await self._agent("worker")
         await agent.request("work", body="chaos", emit=["completed", "failed", "dead"], pool=16,
+                            retry_attempts=MOST_FAILS + 1, retry_initial_ms=50,
                             quiet=True, sweep_ms=1000, within_ms=1000)
         self.serial += 1
         worker = Worker(agent, self.serial)
@@ -326,30 +332,9 @@ class Chaos:
                 if message.get("error") != "Flaky":
                     self.unexpected_failures[str(message.get("error"))] += 1
                 plan.failures += 1
-                self._spawn(self._retry(plan))
-            elif message["event"] == "dead":  # a pass that found it failed: still to retry
-                self._spawn(self._retry(plan))
-
-    async def _retry(self, plan: Plan) -> None:
-        """A failed workflow is retried as an operator would: a while after the failure was
-        seen, `durable.retry` through the API process, for as long as `status` says it stands
-        failed (a retry asked before the failing pass has settled finds nothing failed yet, and
-        a worker killed after recording a failure never reports it)."""
-        if plan.watched:
-            return
-        plan.watched = True
-        try:
-            while plan.completed_at is None and not self._gone(plan):
-                await asyncio.sleep(self.rng.uniform(0.05, 0.5))
-                standing = await self._call("status", workflow=plan.workflow)
-                if standing is None or standing.get("state") != "failed":
-                    if plan.retries_sent >= plan.fails:
-                        return  # retried as often as it fails: it runs to the end by itself
-                    continue
-                plan.retries_sent += 1
-                await self._call("retry", workflow=plan.workflow)
-        finally:
-            plan.watched = False
+                plan.retries_sent = plan.failures  # the worker's policy tries it again
+            elif message["event"] == "dead":  # out of attempts: the audit will say so
+                self.dead.add(plan.workflow)
 
     # -- talking to the API ---------------------------------------------------------------
 

@@ -382,7 +382,9 @@ def make_app(
                     "in": "query",
                     "required": False,
                     "description": "the `after` of the previous page",
-                    "schema": {"type": "string", "minLength": 1, "maxLength": 256},
+                    # a workflow id: no NUL (SQL text cannot hold it), no brace (a hash tag)
+                    "schema": {"type": "string", "minLength": 1, "maxLength": 256,
+                               "pattern": "^[^\\u0000{}]+$"},
                 },
             ]
         },
