@@ -243,8 +243,8 @@ class MemoryCheckpointer:
 
     # -- the ledger: where each workflow's last pass left it ----------------------------------
 
-    @_counted
-    async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
+    def _stand(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
+        """Write `holder`'s standing if its claim is still the current one."""
         check_state(state)
         held = _as_json(detail)
         workflow = self._get(holder.workflow)
@@ -254,18 +254,18 @@ class MemoryCheckpointer:
         return True
 
     @_counted
+    async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
+        return self._stand(holder, state, detail)
+
+    @_counted
     async def settle_release(
         self, holder: Pass, state: str, detail: Mapping[str, object]
     ) -> bool:
         """`settle` then `release` in one call, as a server store does them in one request
         (`SplitDurable.finish_settled`)."""
-        check_state(state)
-        held = _as_json(detail)
-        workflow = self._get(holder.workflow)
-        if workflow.claim.token != holder.token:
+        if not self._stand(holder, state, detail):
             return False
-        workflow.standing = Standing(holder.workflow, state, held, self._clock())
-        workflow.claim.until = NEVER
+        self._get(holder.workflow).claim.until = NEVER
         return True
 
     @_counted
