@@ -21,8 +21,9 @@ store, and never wrong about a failure.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol, cast, runtime_checkable
 
 from durability.failures import RETRY, Failure, failed, next_key
@@ -148,21 +149,42 @@ async def listing(
     return Page(statuses, statuses[-1].workflow if len(statuses) == limit else None)
 
 
+#: How long a retry's own claim lasts if the caller dies holding it: a retry is two writes.
+RETRY_HOLD = timedelta(seconds=10)
+
+
+def pending(records: Mapping[str, object]) -> bool:
+    """Whether the last thing recorded is an explicit retry: no pass has recorded anything
+    since, so (if its standing still says queued) the wakeup it asked for may not have come:
+    the caller may have died, or lost the reply."""
+    keys = list(records)
+    return bool(keys) and keys[-1].startswith(RETRY)
+
+
+async def _queued(keeper: Ledger, workflow: str) -> bool:
+    standing = (await keeper.look(workflow)).standing
+    return standing is not None and standing.state == "queued"
+
+
 async def retry(checkpointer: Checkpointer, scheduler: Scheduler, workflow: str) -> bool:
     """Run a failed workflow again from its last recorded step: record a retry (which starts
-    every attempt count again), mark it queued and make it ready. False, changing nothing, if
-    it has not failed; `Contended` if a live pass holds it."""
+    every attempt count again), mark it queued and make it ready. True too when a retry is
+    recorded and no pass has ended since (it stands queued), making it ready again: so a
+    caller whose retry failed halfway (its store cut off after the record, before the wakeup)
+    just asks again. False, changing nothing, if it has not failed; `Contended` if a live pass
+    holds it."""
     check_workflow(workflow)
     keeper = ledger(checkpointer)
-    holder = await claimed(checkpointer, workflow)
+    holder = await claimed(checkpointer, workflow, alive=RETRY_HOLD)
     try:
         records = holder.records
         if records is None:
             records = await checkpointer.load(workflow)
-        if failed(records) is None:
+        if failed(records) is not None:
+            key = next_key(records, RETRY)
+            await checkpointer.record(holder, key, {"at": utcnow().isoformat()})
+        elif not pending(records) or not await _queued(keeper, workflow):
             return False
-        key = next_key(records, RETRY)
-        await checkpointer.record(holder, key, {"at": utcnow().isoformat()})
         if not await keeper.settle(holder, "queued", {}):
             raise Contended(workflow)
     finally:

@@ -441,31 +441,48 @@ class _Worker:
         self, holder: Pass, delivery: Delivery, state: str, detail: dict[str, object]
     ) -> None:
         """End the pass and write where it left its workflow, for `status` and listings: in the
-        same step where the durable can (`Settling`), else the standing and then `finish`. A
-        standing is never what stops a pass from being answered for: one not written is logged
-        and left to the next pass."""
+        same step where the durable can (`Settling`), else the standing and then `finish`.
+
+        A store that fails the write for its own reasons (a cut connection, a restart) is asked
+        again (`patiently`); if it stays down, the pass is left unanswered, so the delivery
+        lapses and the next pass writes the standing: a finish never lands without its
+        standing, or `status` would say the workflow is still what it was (running, sleeping)
+        after it failed or completed. A standing the store refuses outright (not a passing
+        fault) is logged, and the pass finishes without it."""
         workflow = holder.workflow
-        if self.settling is not None:
-            try:
-                stood = await self.settling.finish_settled(holder, delivery, state, detail)
-            except Exception:
-                log.exception(
-                    "finishing %s with its standing (%s) failed; finishing without it",
-                    workflow,
-                    state,
-                )
-                await self.durable.finish(holder, delivery)
-                return
-        elif self.ledger is None:
+        if self.settling is None and self.ledger is None:
             await self.durable.finish(holder, delivery)
             return
-        else:
-            try:
-                stood = await self.ledger.settle(holder, state, detail)
-            except Exception:
-                log.exception("writing the standing of %s (%s) failed", workflow, state)
-                stood = None
+        try:
+            if self.settling is not None:
+                settling = self.settling
+                stood = await patiently(
+                    self.checkpointer,
+                    workflow,
+                    lambda: settling.finish_settled(holder, delivery, state, detail),
+                )
+            else:
+                assert self.ledger is not None
+                ledger = self.ledger
+                stood = await patiently(
+                    self.checkpointer, workflow, lambda: ledger.settle(holder, state, detail)
+                )
+                await self.durable.finish(holder, delivery)
+        except StoreDown as lost:
+            self.emit("unavailable", workflow, error=lost)
+            log.warning(
+                "finishing %s (%s) failed; its delivery lapses and the next pass finishes it: %s",
+                workflow,
+                state,
+                lost,
+            )
+            return
+        except Exception:
+            log.exception(
+                "the store refused the standing of %s (%s); finishing without it", workflow, state
+            )
             await self.durable.finish(holder, delivery)
+            return
         if stood is False:
             log.info("%s: a newer pass has its standing; %s not written", workflow, state)
 
@@ -591,7 +608,10 @@ class _Worker:
             self.emit("dead", workflow, error=dead, attempt=dead.failure.attempt)
             log.info("%s has failed; not running it (durable.retry brings it back)", workflow)
             await self._settle(running)
-            await self.durable.finish(holder, running.delivery)
+            # Written again: the pass that failed it may have died before its standing landed.
+            await self._finish(
+                holder, running.delivery, "failed", {"failure": dead.failure.to_record()}
+            )
             return
         except Exception as error:
             failure = error.__cause__ if isinstance(error, _Escaped) else error

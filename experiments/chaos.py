@@ -17,7 +17,9 @@ servers on 6379 and 5432 are never touched. Configurations (`CONFIGURATIONS`):
 The workload is `bodies.chaos`: steps whose external effect is a line in a log file, a
 `transact` that counts in the store itself, sleeps, an approval, inbox messages, and a step
 that fails on purpose its first attempts, retried by the workers' own policy (`work(retry=)`:
-a backoff, then another attempt, the count kept in the store).
+a backoff, then another attempt, the count kept in the store); a few fail once more than the
+policy allows, fail for good, and are brought back as an operator would, `durable.retry`
+through the API process while `status` says failed (and asked again if the call itself failed).
 
 The audit (`audit`): every workflow completed; every step recorded, and its record the result
 of an execution that really happened; every `transact` applied exactly once (the store's
@@ -97,9 +99,12 @@ PROFILES = {
 # -- the plan -----------------------------------------------------------------------------------
 
 
-#: The most times a workflow's flaky step fails; the workers' retry policy allows one more
-#: attempt than that, so every workflow completes by the worker's retries alone.
+#: The most times a workflow's flaky step fails and still completes by the workers' retries
+#: alone: their policy allows one more attempt than that.
 MOST_FAILS = 2
+#: A workflow whose step fails this often runs out of attempts: it fails for good until the
+#: lab retries it (`durable.retry`), after which its next attempt succeeds.
+DOOMED = MOST_FAILS + 1
 
 
 @dataclass
@@ -118,6 +123,8 @@ class Plan:
     lost: str | None = None  # why, when the lab knows it is gone (a detected wipe)
     failures: int = 0
     retries_sent: int = 0
+    operator_retries: int = 0  # durable.retry calls that answered True
+    watched: bool = False  # a watcher is retrying it while it stands failed
     delivered: list[str] = field(default_factory=list)  # the inbox keys the API was given
 
     def order(self, log: str, store: str, counters: str) -> dict[str, Any]:
@@ -150,7 +157,7 @@ def plans(profile: Profile, tag: str) -> list[Plan]:
             naps_ms=[rng.choice((0, rng.randint(20, 400))) for _ in range(segments)],
             approval=rng.random() < 0.5,
             messages=rng.choice((0, 0, 1, 2, 3)),
-            fails=rng.choice((0, 0, 0, 0, 0, 0, 0, 1, 1, MOST_FAILS)),
+            fails=rng.choice((0, 0, 0, 0, 0, 0, 1, 1, MOST_FAILS, DOOMED)),
             hold_ms=rng.choice((0, 5, 20, 50)),
         ))
     return made
@@ -333,8 +340,32 @@ class Chaos:
                     self.unexpected_failures[str(message.get("error"))] += 1
                 plan.failures += 1
                 plan.retries_sent = plan.failures  # the worker's policy tries it again
-            elif message["event"] == "dead":  # out of attempts: the audit will say so
+            elif message["event"] == "dead":  # out of attempts (or found so by a later pass)
                 self.dead.add(plan.workflow)
+                if plan.fails < DOOMED:
+                    self.unexpected_failures["failed for good within its attempts"] += 1
+                self._spawn(self._retry(plan))
+
+    async def _retry(self, plan: Plan) -> None:
+        """What an operator does with a failed workflow: a while after it failed, and for as
+        long as `status` says it stands failed, `durable.retry` through the API (whose failed
+        calls `_call` asks again: a retry cut off after its record must still wake it)."""
+        if plan.watched:
+            return
+        plan.watched = True
+        try:
+            while plan.completed_at is None and not self._gone(plan):
+                await asyncio.sleep(self.rng.uniform(0.05, 0.5))
+                standing = await self._call("status", workflow=plan.workflow)
+                if standing is None or standing.get("state") != "failed":
+                    if plan.operator_retries:
+                        return  # retried: it runs to the end by itself (or fails again)
+                    continue  # its failing pass has not settled yet
+                answer = await self._call("retry", workflow=plan.workflow)
+                if answer is not None and answer.get("retried"):
+                    plan.operator_retries += 1
+        finally:
+            plan.watched = False
 
     # -- talking to the API ---------------------------------------------------------------
 
@@ -743,6 +774,7 @@ class Chaos:
             "duplicate_reasons": dict(duplicates),
             "flaky_runs": flaky_runs,
             "retries": sum(p.retries_sent for p in kept),
+            "operator_retries": sum(p.operator_retries for p in kept),
             "messages_delivered": delivered,
             "messages_wanted": wanted,
             # A deliver whose answer was lost is sent again (an inbox append is not keyed):
@@ -827,7 +859,8 @@ def rows(backend: Backend, persistence: str, summary: dict[str, Any]) -> list[di
                          ("workers_killed", "kills"), ("connections_cut", "cuts"),
                          ("server_restarts", "restarts"), ("wipes", "restarts"),
                          ("effects_duplicated", "effects"), ("flaky_runs", "runs"),
-                         ("retries", "retries"), ("messages_delivered", "messages"),
+                         ("retries", "retries"), ("operator_retries", "retries"),
+                         ("messages_delivered", "messages"),
                          ("messages_wanted", "messages"),
                          ("messages_delivered_twice", "messages"),
                          ("api_retries", "requests")):

@@ -72,6 +72,7 @@ async def test_chaos_loses_nothing_it_must_not(lab: Lab, name: str, persistence:
     # Everything not lost in a detected wipe completed, each effect performed.
     assert summary["completed"] + summary["lost_total"] == summary["workflows"]
     assert summary["flaky_runs"] >= summary["retries"] > 0
+    assert summary["operator_retries"] > 0  # some failed for good, and durable.retry woke them
     if persistence == "none":
         assert summary["wipes"] == 1
         assert summary["wipes_detected_by"], "the wipe went unnoticed"

@@ -184,3 +184,51 @@ async def test_a_failure_is_logged_once_per_attempt_with_the_workflow_and_attemp
     ]
     (retrying,) = observed.of("logged", "retrying")
     assert retrying.attempt == 1 and retrying.due is not None
+
+
+class _CutTwice(MemoryCheckpointer):
+    """A memory checkpointer whose connection is cut under the first two finishing writes."""
+
+    cuts = 2
+
+    async def settle_release(self, holder: Any, state: str, detail: Any) -> bool:
+        if self.cuts:
+            self.cuts -= 1
+            raise ConnectionError("the connection was cut under the finish")
+        return await super().settle_release(holder, state, detail)
+
+
+async def test_a_finish_cut_off_is_asked_again_so_the_failed_standing_is_not_lost() -> None:
+    # Before: the worker logged the cut and finished without the standing, so `status` went on
+    # saying the workflow was queued while its records said it had failed for good.
+    checkpointer = _CutTwice()
+    durable = SplitDurable(checkpointer, MemoryScheduler(lease=timedelta(seconds=2)))
+    observed = Observed(10)
+
+    def broken() -> int:
+        raise LookupError("no such sku")
+
+    async def body(run: Run) -> int:
+        return await run.step("charge", broken, as_int)
+
+    task = asyncio.create_task(
+        work(durable, body, observer=observed, tick=timedelta(milliseconds=50))
+    )
+    try:
+        await durable.arrive("cut", "go", True)
+        await observed.until(lambda: bool(observed.of("cut", "dead")))
+        async with asyncio.timeout(10):
+            while True:
+                status = await durable.status("cut")
+                if status.state == "failed":
+                    break
+                await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert checkpointer.cuts == 0
+    assert status.failure is not None and status.failure.message == "no such sku"
+    assert await checkpointer.load("cut") and await durable.scheduler.next_ready(
+        timedelta(milliseconds=10)
+    ) is None

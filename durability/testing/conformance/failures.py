@@ -14,13 +14,14 @@ import asyncio
 import time
 from collections import Counter
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import pytest
 
 from durability.codec import as_int, as_text
 from durability.failures import FAILURE, RETRY, Failure, Retry
-from durability.interfaces import Durable, Ledger, Settling
-from durability.status import Inspectable, Status
+from durability.interfaces import Durable, Ledger, Scheduler, Settling
+from durability.status import Inspectable, Status, retry
 from durability.stepwise import Run, StepTimeout
 from durability.testing import Observed
 from durability.testing.conformance.claims import LONG, fresh
@@ -213,6 +214,73 @@ class FailuresContract:
         assert await durable_.retry(workflow) is False  # it has not failed (any more)
         keys = [written.key for written in await durable.checkpointer.history(workflow)]
         assert keys == ["go", "before", f"{FAILURE}000001", f"{RETRY}000001", "flaky"]
+        await durable.delete(workflow)
+
+    async def test_a_retry_cut_off_before_its_wakeup_is_made_ready_when_asked_again(
+        self, durable: Durable
+    ) -> None:
+        """The store answered the retry's record, then the caller lost it before the wakeup
+        (its connection cut, its process killed): asking again must not say "not failed" and
+        leave the workflow queued with nothing to run it."""
+        workflow = fresh("cut-retry")
+        holder = await durable.checkpointer.claim(workflow, LONG, LONG)
+        assert holder is not None
+        await durable.checkpointer.record(holder, f"{FAILURE}000001", _failure("gone"))
+        assert await ledger(durable).settle(holder, "failed", {"failure": _failure("gone")})
+        await durable.checkpointer.release(holder)
+
+        class Unreachable:
+            lease = durable.scheduler.lease
+
+            async def make_ready(self, workflow: str) -> None:
+                raise ConnectionError("the store went away before the wakeup was sent")
+
+        with pytest.raises(ConnectionError):
+            await retry(durable.checkpointer, cast(Scheduler, Unreachable()), workflow)
+        assert (await inspected(durable).status(workflow)).state == "queued"
+
+        observed = Observed(PATIENCE)
+
+        async def body(run: Run) -> str:
+            return "ran"
+
+        async with working(durable, body, observed, pool=1):
+            assert await inspected(durable).retry(workflow) is True
+            await observed.until(lambda: observed.completed(workflow))
+            await _reaches(durable, workflow, "completed")
+        keys = [written.key for written in await durable.checkpointer.history(workflow)]
+        assert keys == [f"{FAILURE}000001", f"{RETRY}000001"]  # one retry, not two
+        assert await inspected(durable).retry(workflow) is False
+        await durable.delete(workflow)
+
+    async def test_a_pass_that_finds_its_workflow_failed_writes_the_failed_standing_again(
+        self, durable: Durable
+    ) -> None:
+        """The pass that failed it died after the failure's record, before its standing: the
+        next pass to find it (a takeover, a late message) states it failed, so `status` and a
+        listing agree with the records."""
+        workflow = fresh("restated")
+        holder = await durable.checkpointer.claim(workflow, LONG, LONG)
+        assert holder is not None
+        await durable.checkpointer.record(holder, f"{FAILURE}000001", _failure("lost"))
+        await durable.checkpointer.release(holder)
+        assert (await inspected(durable).status(workflow)).state == "queued"
+
+        observed = Observed(PATIENCE)
+        ran: list[str] = []
+
+        async def body(run: Run) -> str:
+            ran.append(run.workflow)
+            return "ran"
+
+        async with working(durable, body, observed, pool=1):
+            await durable.arrive(workflow, "late", True)
+            await observed.until(lambda: bool(observed.of(workflow, "dead")))
+            status = await _reaches(durable, workflow, "failed")
+        assert ran == []
+        assert status.failure is not None and status.failure.message == "lost"
+        listed = await inspected(durable).list(state="failed", prefix=workflow)
+        assert [found.workflow for found in listed.statuses] == [workflow]
         await durable.delete(workflow)
 
     async def test_a_step_timeout_cancels_the_effect_and_counts_as_a_failed_attempt(
