@@ -125,6 +125,24 @@ class Swallowed(RuntimeError):
         self.keys = keys
 
 
+async def _bounded(key: str, fn: Callable[[], object], limit: timedelta) -> object:
+    """`fn()` (a coroutine function's awaited, a plain function's run in a thread), or
+    `StepTimeout` once it has run `limit`."""
+    bound = asyncio.timeout(limit.total_seconds())
+    try:
+        async with bound:
+            if inspect.iscoroutinefunction(fn):
+                return await fn()
+            result = await asyncio.to_thread(fn)
+            if inspect.isawaitable(result):  # a plain function that hands back a coroutine
+                result = await result
+            return result
+    except TimeoutError as expired:
+        if not bound.expired():
+            raise  # the effect's own timeout (a socket's, say): its failure, not the step's
+        raise StepTimeout(key, limit) from expired
+
+
 class StepTimeout(TimeoutError):
     """A step's effect ran past its `timeout` and was cancelled: a failed attempt."""
 
@@ -284,8 +302,12 @@ class Run:
 
         `within` says how long the step may take, so the claim is stretched before it starts.
         `retry` is how this step is tried again when `fn` raises (the worker's `retry` if
-        `None`). `timeout` bounds how long an async `fn` may run: past it the effect is
-        cancelled and the step raises `StepTimeout`, a failed attempt like any other. A
+        `None`). `timeout` bounds how long `fn` may run: past it the step raises `StepTimeout`,
+        a failed attempt like any other. An async `fn` is cancelled then; a synchronous one
+        runs in a thread of its own under a timeout (so it cannot block the worker's loop
+        past it), and a thread cannot be stopped: it is abandoned, runs on to its end in the
+        background, and what it returns is dropped (give it a timeout of its own where it can
+        take one, such as a socket's). A
         `timeout` longer than the claim's budget left stretches the claim to cover it, as a
         `within` would, so the step is ended by its own timeout rather than by the budget.
         """
@@ -301,18 +323,14 @@ class Run:
         async def produce() -> object:
             if window is not None:
                 await self._stretch(window)
-            # The effect inline, not in a coroutine of its own: this is every step's path.
             try:
-                result = fn()
-                if inspect.isawaitable(result):
-                    if timeout is None:
+                if timeout is None:
+                    # The effect inline, not in a coroutine of its own: every step's path.
+                    result = fn()
+                    if inspect.isawaitable(result):
                         result = await result
-                    else:
-                        try:
-                            async with asyncio.timeout(timeout.total_seconds()):
-                                result = await result
-                        except TimeoutError as expired:
-                            raise StepTimeout(key, timeout) from expired
+                else:
+                    result = await _bounded(key, fn, timeout)
             except Exception as error:
                 self._failed.append(StepFailed(key, retry, error))
                 raise

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,7 +26,7 @@ from durability.failures import (
 )
 from durability.interfaces import ENGINE, SplitDurable, check_key, claimed
 from durability.memory import MemoryCheckpointer, MemoryScheduler
-from durability.stepwise import Run
+from durability.stepwise import Run, StepTimeout
 from durability.testing import Observed, passing
 from durability.worker import work
 
@@ -232,3 +233,32 @@ async def test_a_finish_cut_off_is_asked_again_so_the_failed_standing_is_not_los
     assert await checkpointer.load("cut") and await durable.scheduler.next_ready(
         timedelta(milliseconds=10)
     ) is None
+
+
+async def test_a_synchronous_step_is_bounded_by_its_timeout_too() -> None:
+    # It runs in a thread of its own: the pass stops waiting at the timeout, the thread (which
+    # nothing can stop) is left to end, and what it returns is dropped.
+    checkpointer = MemoryCheckpointer()
+    run = passing(await claimed(checkpointer, "sync-timed"), checkpointer)
+    release = threading.Event()
+    finished = threading.Event()
+
+    def stuck() -> int:
+        release.wait(60)
+        finished.set()
+        return 1
+
+    with pytest.raises(StepTimeout):
+        await run.step("stuck", stuck, as_int, timeout=timedelta(milliseconds=50))
+    assert not finished.is_set()  # the step ended while its effect was still blocked
+    release.set()
+    await asyncio.to_thread(finished.wait, 60)
+    assert "stuck" not in await checkpointer.load("sync-timed")
+
+    def own_timeout() -> int:
+        raise TimeoutError("the gateway's socket timed out")
+
+    with pytest.raises(TimeoutError, match="gateway") as raised:
+        await run.step("own", own_timeout, as_int, timeout=timedelta(seconds=30))
+    assert not isinstance(raised.value, StepTimeout)  # the effect's failure, not the step's
+    assert await run.step("quick", lambda: 7, as_int, timeout=timedelta(seconds=30)) == 7
