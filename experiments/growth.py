@@ -20,6 +20,9 @@ from experiments.harness import Lab
 
 NAME = "growth"
 TITLE = "queue size under repeated wakeups"
+#: How many backends a quick run measures at once (its figures are queue sizes, which a slower
+#: machine changes little); a full run takes one at a time.
+SIDE_BY_SIDE = 2
 
 
 def plan(quick: bool) -> dict[str, float]:

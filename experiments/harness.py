@@ -297,6 +297,12 @@ class Lab:
             self._kept[key] = await self._scope.enter_async_context(make)
         yield self._kept[key]
 
+    def branch(self) -> Lab:
+        """A lab for work run beside this one's: the same servers and scratch folder, places
+        and agents of its own (a tag of its own, a `scope` of its own)."""
+        # "x" keeps a branch's tags ("<tag>3x1") apart from this lab's ("<tag>31").
+        return Lab(self.servers, self.quick, tag=f"{self.fresh_tag()}x", scratch=self.scratch)
+
     def server(self, backend: Backend) -> Server | None:
         return None if backend.server is None else self.servers.get(backend.server)
 
