@@ -55,7 +55,18 @@ def demo() -> None:
     run(PYTHON, ROOT / "examples" / "demo.py")
 
 
-def lab(args: list[str]) -> None:
+def rivals() -> subprocess.Popen[bytes] | None:
+    """Start making `.venv-rivals` if it is missing, beside the making of `.venv` (its maker
+    needs nothing but the standard library); None if it is there."""
+    if (ROOT / ".venv-rivals" / "bin" / "python").exists():
+        return None
+    print("+ python -m experiments rivals (beside the install)", flush=True)
+    return subprocess.Popen([sys.executable, "-m", "experiments", "rivals"], cwd=ROOT)
+
+
+def lab(args: list[str], making: subprocess.Popen[bytes] | None = None) -> None:
+    if making is not None and making.wait():
+        sys.exit(making.returncode)
     if not (ROOT / ".venv-rivals" / "bin" / "python").exists():
         run(PYTHON, "-m", "experiments", "rivals")
     if "--full" in args:
@@ -86,6 +97,16 @@ def main() -> None:
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
         print(__doc__.strip())
         sys.exit(2)
+    if sys.argv[1] == "lab":
+        making = rivals()
+        try:
+            ensure()
+        except BaseException:
+            if making is not None:
+                making.kill()
+            raise
+        lab(sys.argv[2:], making)
+        return
     ensure()
     commands[sys.argv[1]](sys.argv[2:])
 
