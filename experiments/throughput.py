@@ -42,12 +42,21 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
     count = workload(lab.quick)
     prefix = f"tp{uuid.uuid4().hex[:6]}"
     async with lab.place(backend) as (place, server), contextlib.AsyncExitStack() as stack:
-        workers: list[Agent] = [
-            await stack.enter_async_context(lab.agent(backend, place, variant=variant))
-            for _ in range(processes)
-        ]
-        loader = workers[0] if backend.in_process else await stack.enter_async_context(
-            lab.agent(backend, place, role="client", housekeeping=False, variant=variant))
+        # Started together: each is a process to boot and a store to open, a quarter second
+        # apiece that nothing here measures.
+        starting = [lab.agent(backend, place, variant=variant) for _ in range(processes)]
+        if not backend.in_process:
+            starting.append(lab.agent(backend, place, role="client", housekeeping=False,
+                                      variant=variant))
+        # Every start settles before a failure is raised, so the stack stops all that began.
+        settled = await asyncio.gather(*(stack.enter_async_context(agent) for agent in starting),
+                                       return_exceptions=True)
+        for outcome in settled:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        started = [outcome for outcome in settled if isinstance(outcome, Agent)]
+        workers = started[:processes]
+        loader = started[-1]
         await loader.request("preload", prefix=prefix, count=count, concurrency=64,
                              value={"sku": "A-1"}, timeout=900)
         counters = None
