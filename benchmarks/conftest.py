@@ -65,9 +65,11 @@ class Opened:
         return self.loop.run_until_complete(once())
 
 
-@pytest.fixture(params=STORES)
-def store(request: pytest.FixtureRequest, lab: Lab) -> Iterator[Opened]:
-    backend = BACKENDS[request.param]
+@contextlib.contextmanager
+def opened(lab: Lab, name: str) -> Iterator[Opened]:
+    """`name`'s store open in a place of its own on a loop of its own (skips if it cannot
+    be had here)."""
+    backend = BACKENDS[name]
     reason = skip_reason(lab, backend)
     if reason is not None:
         pytest.skip(reason)
@@ -85,3 +87,16 @@ def store(request: pytest.FixtureRequest, lab: Lab) -> Iterator[Opened]:
     finally:
         loop.run_until_complete(stack.aclose())
         loop.close()
+
+
+@pytest.fixture(params=STORES)
+def store(request: pytest.FixtureRequest, lab: Lab) -> Iterator[Opened]:
+    with opened(lab, request.param) as made:
+        yield made
+
+
+@pytest.fixture(scope="module", params=STORES)
+def kept_store(request: pytest.FixtureRequest, lab: Lab) -> Iterator[Opened]:
+    """`store`, shared by a module's tests (for a workload that is slow to build)."""
+    with opened(lab, request.param) as made:
+        yield made

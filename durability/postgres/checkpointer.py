@@ -36,6 +36,7 @@ from durability.codec import Codec, JsonCodec
 from durability.interfaces import (
     INBOX,
     INBOX_WIDTH,
+    MAX_NAME,
     Effect,
     Entry,
     Fenced,
@@ -71,6 +72,26 @@ _RACES = 8
 
 def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
+
+
+
+#: Above every workflow id in code point order (ids are at most `MAX_NAME` characters).
+_ABOVE_ALL = "\U0010ffff" * (MAX_NAME + 1)
+
+
+def page_bounds(prefix: str | None, after: str | None) -> tuple[str, str]:
+    """A listing page's ids as a range: from `low` (inclusive) to `high` (exclusive), `after`
+    itself to be left out. In code point order, which the "C" collation keeps."""
+    low = prefix or ""
+    if after is not None and after > low:
+        low = after
+    trimmed = (prefix or "").rstrip("\U0010ffff")
+    if not trimmed:
+        return low, _ABOVE_ALL  # no prefix, or one no id can sort past
+    point = ord(trimmed[-1]) + 1
+    if 0xD800 <= point <= 0xDFFF:  # surrogates are not text
+        point = 0xE000
+    return low, trimmed[:-1] + chr(point)
 
 
 class PostgresCheckpointer:
@@ -254,7 +275,8 @@ class PostgresCheckpointer:
     ) -> list[Standing]:
         check_state(state)
         check_page(prefix, limit, after)
-        params = {"state": state, "prefix": prefix or "", "after": after or "", "limit": limit}
+        low, high = page_bounds(prefix, after)
+        params = {"state": state, "low": low, "high": high, "after": after or "", "limit": limit}
         sql = self._sql["standings_all" if state is None else "standings_in"]
         rows = await every(self._pool, sql, params)
         return [

@@ -215,14 +215,17 @@ FROM now
 LEFT JOIN durability.standings AS s ON s.workflow = %(workflow)s
 
 -- name: standings_in
--- A page of one state: a range of the (state, workflow) index. after and prefix are '' when
--- not given (every id is above '' and starts with it).
+-- A page of one state: a range of the (state, workflow) index, from low (inclusive; the cursor
+-- itself left out) to high (exclusive: the least id above every one with the prefix). Stated
+-- as row comparisons, which only that index can answer, because a plan of the workflow key
+-- (which a generic plan picks when it guesses a state is common) reads every id past the
+-- cursor to find a rare state: 35 ms for 100 failed among 100,000.
 SELECT workflow, state, detail, at FROM durability.standings
-WHERE state = %(state)s AND workflow > %(after)s AND workflow >= %(prefix)s
-  AND starts_with(workflow, %(prefix)s)
-ORDER BY workflow LIMIT %(limit)s
+WHERE (state, workflow) >= (%(state)s, %(low)s) AND (state, workflow) < (%(state)s, %(high)s)
+  AND workflow <> %(after)s
+ORDER BY state, workflow LIMIT %(limit)s
 
 -- name: standings_all
 SELECT workflow, state, detail, at FROM durability.standings
-WHERE workflow > %(after)s AND workflow >= %(prefix)s AND starts_with(workflow, %(prefix)s)
+WHERE workflow >= %(low)s AND workflow < %(high)s AND workflow <> %(after)s
 ORDER BY workflow LIMIT %(limit)s
