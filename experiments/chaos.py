@@ -7,7 +7,9 @@ Postgres from `initdb`, on a spare loopback port), so it can be restarted freely
 servers on 6379 and 5432 are never touched. Configurations (`CONFIGURATIONS`):
 
 - `redis-stream`, `redis-set` with `aof`: worker SIGKILLs, `CLIENT KILL`, Redis SIGKILLed or
-  stopped and started again (AOF, fsync every second);
+  stopped and started again (AOF with `appendfsync always`: an acknowledged write is on disk;
+  with `everysec` a SIGKILL loses up to two seconds of acknowledged writes when the disk is
+  busy, a loss of Redis's, not of this library's);
 - `redis-stream`, `redis-set` with `none`: the same, and one restart without persistence (a
   wipe) instead of the others;
 - `postgres`: worker SIGKILLs, `pg_terminate_backend`, Postgres restarted (immediate or fast
