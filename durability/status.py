@@ -155,24 +155,26 @@ RETRY_HOLD = timedelta(seconds=10)
 
 def pending(records: Mapping[str, object]) -> bool:
     """Whether the last thing recorded is an explicit retry: no pass has recorded anything
-    since, so (if its standing still says queued) the wakeup it asked for may not have come:
-    the caller may have died, or lost the reply."""
+    since, so (unless a pass has ended since: `_unsettled`) the wakeup it asked for may not
+    have come: the caller may have died, or lost the reply."""
     keys = list(records)
     return bool(keys) and keys[-1].startswith(RETRY)
 
 
-async def _queued(keeper: Ledger, workflow: str) -> bool:
+async def _unsettled(keeper: Ledger, workflow: str) -> bool:
+    """Whether no pass has ended since a recorded retry: the standing is the retry's (queued),
+    or still the failure's (the retry was cut off before it wrote queued), or missing."""
     standing = (await keeper.look(workflow)).standing
-    return standing is not None and standing.state == "queued"
+    return standing is None or standing.state in ("queued", "failed")
 
 
 async def retry(checkpointer: Checkpointer, scheduler: Scheduler, workflow: str) -> bool:
-    """Run a failed workflow again from its last recorded step: record a retry (which starts
-    every attempt count again), mark it queued and make it ready. True too when a retry is
-    recorded and no pass has ended since (it stands queued), making it ready again: so a
-    caller whose retry failed halfway (its store cut off after the record, before the wakeup)
-    just asks again. False, changing nothing, if it has not failed; `Contended` if a live pass
-    holds it."""
+    """Run a failed workflow again from its last recorded step: record a retry (which starts every
+    attempt count again), mark it queued and make it ready. True too when a retry is recorded
+    and no pass has ended since (it stands queued, or still failed if the retry was cut off
+    before writing queued), finishing it: so a caller whose retry failed halfway (its store cut
+    off after the record, before the wakeup) just asks again. False, changing nothing, if it has
+    not failed; `Contended` if a live pass holds it."""
     check_workflow(workflow)
     keeper = ledger(checkpointer)
     holder = await claimed(checkpointer, workflow, alive=RETRY_HOLD)
@@ -183,7 +185,7 @@ async def retry(checkpointer: Checkpointer, scheduler: Scheduler, workflow: str)
         if failed(records) is not None:
             key = next_key(records, RETRY)
             await checkpointer.record(holder, key, {"at": utcnow().isoformat()})
-        elif not pending(records) or not await _queued(keeper, workflow):
+        elif not pending(records) or not await _unsettled(keeper, workflow):
             return False
         if not await keeper.settle(holder, "queued", {}):
             raise Contended(workflow)

@@ -253,6 +253,24 @@ class FailuresContract:
         assert await inspected(durable).retry(workflow) is False
         await durable.delete(workflow)
 
+        # Cut off earlier still: the retry's record landed, its "queued" did not, so the
+        # workflow still stands failed though its records say it was retried.
+        earlier = fresh("cut-retry-early")
+        holder = await durable.checkpointer.claim(earlier, LONG, LONG)
+        assert holder is not None
+        await durable.checkpointer.record(holder, f"{FAILURE}000001", _failure("gone"))
+        assert await ledger(durable).settle(holder, "failed", {"failure": _failure("gone")})
+        await durable.checkpointer.record(holder, f"{RETRY}000001", {"at": "2026-01-01"})
+        await durable.checkpointer.release(holder)
+        assert (await inspected(durable).status(earlier)).state == "failed"
+        async with working(durable, body, observed, pool=1):
+            assert await inspected(durable).retry(earlier) is True
+            await observed.until(lambda: observed.completed(earlier))
+            await _reaches(durable, earlier, "completed")
+        keys = [written.key for written in await durable.checkpointer.history(earlier)]
+        assert keys == [f"{FAILURE}000001", f"{RETRY}000001"]
+        await durable.delete(earlier)
+
     async def test_a_pass_that_finds_its_workflow_failed_writes_the_failed_standing_again(
         self, durable: Durable
     ) -> None:
