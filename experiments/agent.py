@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import faulthandler
 import importlib
 import logging
+import signal
 import sys
 from collections import Counter
 from datetime import timedelta
@@ -281,6 +283,9 @@ def _not_fenced(record: logging.LogRecord) -> bool:
 
 if __name__ == "__main__":
     die_with_parent()
+    # SIGUSR1 prints every thread's stack to stderr: how the lab sees where an agent that
+    # stopped answering is (the chaos run sends it to a worker that did not answer `mark`).
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="agent %(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:

@@ -49,6 +49,8 @@ import json
 import os
 import platform
 import random
+import signal
+import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Awaitable, Callable
@@ -569,6 +571,11 @@ class Chaos:
             except AgentFailed:
                 if name not in self.hung:
                     self.hung.append(name)
+                    # Where it is stuck: the agent prints its threads' stacks to stderr.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(worker.agent.process.pid, signal.SIGUSR1)
+                    print(f"{name} did not answer mark: its stacks follow on stderr",
+                          file=sys.stderr, flush=True)
                 continue
             if not mark.get("working") and not any(s.startswith(f"{name}:") for s in
                                                    self.stopped_working):
