@@ -265,7 +265,12 @@ class _Worker:
             self._start(delivery, reclaimed, holder, claimed)
             return
         # Only reachable when the reader and the reclaimer both filled the last slot at once.
-        await self._hand_back(delivery, holder)
+        # A store that fails the hand-back must not end the loop that took it (the reader's,
+        # the reclaimer's): the delivery then lapses and is reclaimed like any other.
+        try:
+            await self._hand_back(delivery, holder)
+        except Exception:
+            log.exception("handing %s back failed; its lease will", delivery.workflow)
 
     # -- the loops ---------------------------------------------------------------------
 
@@ -306,7 +311,11 @@ class _Worker:
                 continue
             if self.stopping:
                 # Taken while the drain began: give it straight back rather than start it.
-                await self._hand_back(taken.delivery, taken.holder)
+                try:
+                    await self._hand_back(taken.delivery, taken.holder)
+                except Exception:
+                    log.exception("handing %s back failed; its lease will",
+                                  taken.delivery.workflow)
                 return
             await self._admit(taken.delivery, holder=taken.holder, claimed=True)
             self._call_readers()

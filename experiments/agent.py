@@ -17,6 +17,7 @@ import importlib
 import logging
 import signal
 import sys
+import traceback
 from collections import Counter
 from datetime import timedelta
 from typing import Any
@@ -173,7 +174,12 @@ class Agent:
         if self.worker is None or not self.worker.done() or self.worker.cancelled():
             return None
         error = self.worker.exception()
-        return None if error is None else f"{type(error).__name__}: {error}"
+        if error is None:
+            return None
+        leaves = error.exceptions if isinstance(error, BaseExceptionGroup) else (error,)
+        said = "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in leaves)
+        where = "".join(traceback.format_exception(leaves[0])[-4:])
+        return f"{type(error).__name__} ({said})\n{where}"
 
     async def verify(self, request: Message) -> Message:
         """Ask the scheduler whether the store's data was wiped since it last looked (the

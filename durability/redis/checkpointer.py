@@ -476,11 +476,16 @@ class RedisCheckpointer:
     async def look(self, workflow: str) -> Look:
         keys = self.keys(workflow)
         # Two slots (the workflow's, the namespace's), so two round trips, sent together.
-        (claimed, known), held = await asyncio.gather(
+        (claimed, known, passed), held = await asyncio.gather(
             self._read(self._script("looked"), keys),
             self._redis.hget(namespace_key(self.namespace, "standings"), workflow),
         )
         standing = self._standing(workflow, None if held is None else str(held))
+        if standing is not None and not int(known) and not int(passed):
+            # The checkpoint expired (its ttl) while its standing, on the namespace's slot,
+            # stayed: the workflow is gone, whatever the standing says. (A listing still
+            # names it until that standing is written again or deleted.)
+            standing = None
         return Look(standing, bool(int(claimed)), bool(int(known)))
 
     async def standings(

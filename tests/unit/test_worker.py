@@ -15,7 +15,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, NoReturn, TypeVar
 
 import pytest
@@ -1358,3 +1358,33 @@ async def test_a_durable_that_cannot_settle_as_it_finishes_gets_its_standing_fir
     look = await checkpointer.look(workflow)
     assert look.standing is not None and look.standing.state == "completed"
     assert not look.claimed
+
+
+async def test_a_hand_back_the_store_fails_does_not_end_the_loop_that_took_it() -> None:
+    # Found by the chaos run: the reclaimer took a delivery while the reader filled the last
+    # slot, the hand-back met a cut connection, and the error ended `work()` (an
+    # ExceptionGroup out of its TaskGroup): a dead worker.
+    from durability.worker import _Running, _Worker
+
+    class Cut(MemoryScheduler):
+        async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
+            raise ConnectionError("the connection was cut under the hand-back")
+
+    scheduler = Cut(lease=timedelta(seconds=5))
+    durable = SplitDurable(MemoryCheckpointer(), scheduler)
+
+    async def body(run: Run) -> None:
+        return None
+
+    worker = _Worker(durable, body, pool=1, budget=timedelta(minutes=1),
+                     tick=timedelta(seconds=1), within=timedelta(seconds=1),
+                     contended=timedelta(seconds=1), sweep=timedelta(seconds=5), readers=1,
+                     observer=None, clock=lambda: datetime.now(UTC))
+    await scheduler.make_ready("full")
+    await scheduler.make_ready("late")
+    first = await scheduler.next_ready(timedelta(seconds=1))
+    late = await scheduler.next_ready(timedelta(seconds=1))
+    assert first is not None and late is not None
+    worker.running.add(_Running(first))  # the pool is full
+    await worker._admit(late)  # before: ConnectionError out of the loop that called it
+    assert len(worker.running) == 1  # nothing started past the pool

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
+import uuid
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -28,6 +29,7 @@ from durability.redis import (
     workflow_keys,
     workflow_tag,
 )
+from durability.status import status
 from durability.testing.conformance import (
     CheckpointerContract,
     CheckpointerModelContract,
@@ -505,3 +507,23 @@ class TestRedisCheckpointer(CheckpointerContract):
 class TestRedisCheckpointerModel(CheckpointerModelContract):
     checkpointer = TestRedisCheckpointer.checkpointer
     effect_kit = TestRedisCheckpointer.effect_kit
+
+
+async def test_a_standing_outliving_its_expired_checkpoint_is_not_a_status(redis: Redis) -> None:
+    # The checkpoint's keys expire on their ttl; the standing (on the namespace's slot) has
+    # none. Before: status went on saying "failed" for a workflow whose records were gone, and
+    # retry answered False. Now the workflow is unknown.
+    store = RedisCheckpointer(redis=redis, ttl=timedelta(seconds=1))
+    workflow = f"expiring-{uuid.uuid4().hex[:8]}"
+    holder = await store.claim(workflow, BUDGET, timedelta(milliseconds=200))
+    assert holder is not None
+    await store.record(holder, "charged", 1)
+    assert await store.settle(holder, "failed", {"failure": None})
+    await store.release(holder)
+    assert (await status(store, workflow)).state == "failed"
+    async with asyncio.timeout(30):
+        while True:
+            if not await redis.exists(*store.keys(workflow)):
+                break
+            await asyncio.sleep(0.1)
+    assert (await status(store, workflow)).state == "unknown"
