@@ -123,6 +123,7 @@ class Plan:
     fails: int
     hold_ms: int = 0
     submitted_at: int | None = None  # ns: when its order was acknowledged
+    sent_at: int | None = None  # ns: when the request that was acknowledged was sent
     completed_at: int | None = None
     lost: str | None = None  # why, when the lab knows it is gone (a detected wipe)
     failures: int = 0
@@ -391,10 +392,16 @@ class Chaos:
     def _gone(self, plan: Plan) -> bool:
         """Whether the lab must leave `plan` alone: a wipe took what it had."""
         if plan.lost is None and self.detected and plan.submitted_at is not None and \
-                self.wipe_at is not None and plan.submitted_at < self.wipe_at:
-            plan.lost = ("completed, then its checkpoint went in the wipe (detected)"
-                         if plan.completed_at is not None and plan.completed_at < self.wipe_at
-                         else "in flight in the wipe (detected)")
+                self.wipe_at is not None:
+            if plan.submitted_at < self.wipe_at:
+                plan.lost = ("completed, then its checkpoint went in the wipe (detected)"
+                             if plan.completed_at is not None and
+                             plan.completed_at < self.wipe_at
+                             else "in flight in the wipe (detected)")
+            elif plan.sent_at is not None and plan.sent_at < self.wipe_at:
+                # Sent before the kill, its answer read after it: the write may have been the
+                # old data set's last, answered just before the server died.
+                plan.lost = "answered across the wipe (detected)"
         return plan.lost is not None
 
     async def _arrive(self, plan: Plan, key: str, value: object) -> None:
@@ -416,8 +423,10 @@ class Chaos:
                 plan.lost = "submitted across the wipe (detected)"
                 return
             try:
+                sent = time.time_ns()
                 reply = await self.api.request("arrive", timeout=30, workflow=plan.workflow,
                                                key="order", value=order)
+                plan.sent_at = sent
                 break
             except AgentFailed:
                 self.api_retries += 1
