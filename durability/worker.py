@@ -266,11 +266,8 @@ class _Worker:
             return
         # Only reachable when the reader and the reclaimer both filled the last slot at once.
         # A store that fails the hand-back must not end the loop that took it (the reader's,
-        # the reclaimer's): the delivery then lapses and is reclaimed like any other.
-        try:
-            await self._hand_back(delivery, holder)
-        except Exception:
-            log.exception("handing %s back failed; its lease will", delivery.workflow)
+        # the reclaimer's).
+        await self._give_back(delivery, holder)
 
     # -- the loops ---------------------------------------------------------------------
 
@@ -311,11 +308,7 @@ class _Worker:
                 continue
             if self.stopping:
                 # Taken while the drain began: give it straight back rather than start it.
-                try:
-                    await self._hand_back(taken.delivery, taken.holder)
-                except Exception:
-                    log.exception("handing %s back failed; its lease will",
-                                  taken.delivery.workflow)
+                await self._give_back(taken.delivery, taken.holder)
                 return
             await self._admit(taken.delivery, holder=taken.holder, claimed=True)
             self._call_readers()
@@ -507,6 +500,14 @@ class _Worker:
             self._scheduled(now)
         await self.scheduler.done(delivery)
 
+    async def _give_back(self, delivery: Delivery, holder: Pass | None) -> None:
+        """`_hand_back`, for a caller the store's failure must not stop: a hand-back that
+        fails is logged, and the delivery lapses and is reclaimed like any other."""
+        try:
+            await self._hand_back(delivery, holder)
+        except Exception:
+            log.exception("handing %s back failed; its lease will", delivery.workflow)
+
     async def _contended(self, running: _Running) -> None:
         workflow = running.delivery.workflow
         self.emit("contended", workflow)
@@ -608,10 +609,7 @@ class _Worker:
             self.emit("unavailable", workflow, error=lost)
             log.warning("pass of %s stopped: %s", workflow, lost)
             await self._settle(running)
-            try:
-                await self._hand_back(running.delivery, holder)
-            except Exception:
-                log.exception("handing %s back failed; its lease will", workflow)
+            await self._give_back(running.delivery, holder)
             return
         except _AlreadyFailed as dead:
             self.emit("dead", workflow, error=dead, attempt=dead.failure.attempt)
@@ -697,10 +695,7 @@ class _Worker:
         except StoreDown as lost:
             self.emit("unavailable", workflow, error=lost)
             log.warning("pass of %s could not record its failure: %s", workflow, lost)
-            try:
-                await self._hand_back(running.delivery, holder)
-            except Exception:
-                log.exception("handing %s back failed; its lease will", workflow)
+            await self._give_back(running.delivery, holder)
             return
         if due is not None:
             # A sleep this pass reached may be recorded too: wake at whichever comes first (the
