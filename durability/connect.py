@@ -183,7 +183,8 @@ async def open_durable(
     `lease` is the scheduler's lease (how soon a dead worker's workflow is taken over); `poll`
     how often a polling scheduler looks again (the store's default when `None`; the stream
     scheduler blocks instead). With `housekeeping`, the store's background upkeep runs while the
-    context is open (trimming the Redis stream): a worker asks for it, an API need not.
+    context is open (on Redis: trimming the stream, sweeping expired workflows' standings): a
+    worker asks for it, an API need not.
 
     Raises `ValueError` for a URL no store answers to, naming the scheme or the option at fault,
     before connecting; `StoreUnavailable` if the store does not answer within
@@ -253,6 +254,7 @@ async def _redis(
         RedisDurable,
         RedisSetScheduler,
         RedisStreamScheduler,
+        sweeping,
         trimming,
     )
     from durability.redis.packing import PackedConnection
@@ -320,11 +322,14 @@ async def _redis(
         # One client for both halves, so arrive, deliver and finish are one script each.
         checkpointer = RedisCheckpointer(redis=client, namespace=namespace)
         durable = RedisDurable(checkpointer, scheduler, traffic)
-        if housekeeping and isinstance(scheduler, RedisStreamScheduler):
-            async with _beside(trimming(scheduler, trim_every)):
+        if not housekeeping:
+            yield durable
+        elif isinstance(scheduler, RedisStreamScheduler):
+            async with _beside(sweeping(checkpointer)), _beside(trimming(scheduler, trim_every)):
                 yield durable
         else:
-            yield durable
+            async with _beside(sweeping(checkpointer)):
+                yield durable
     finally:
         await client.aclose()
 

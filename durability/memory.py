@@ -13,6 +13,7 @@ of wakeups, a pending list of deliveries held by workers, and a separate set of 
 from __future__ import annotations
 
 import asyncio
+import bisect
 import itertools
 import json
 from collections import deque
@@ -109,6 +110,9 @@ class MemoryCheckpointer:
         self.traffic = traffic if traffic is not None else Traffic()
         self._codec: Codec = codec or JsonCodec()
         self._workflows: dict[str, _Workflow] = {}
+        #: The ids with a standing in each state (under `None`, in any), sorted: a listing is
+        #: a bisection and a slice, not a sort of every workflow.
+        self._listed: dict[str | None, list[str]] = {}
 
     def _get(self, workflow: str) -> _Workflow:
         check_workflow(workflow)
@@ -228,6 +232,8 @@ class MemoryCheckpointer:
         state = self._get(workflow)
         gone = len(state.records)
         state.records.clear()
+        if state.standing is not None:
+            self._index(workflow, state.standing.state, None)
         state.standing = None
         # Raise the fence: a pass still running is refused at its next write, and the next
         # claim is stamped above anything handed out before.
@@ -250,8 +256,25 @@ class MemoryCheckpointer:
         workflow = self._get(holder.workflow)
         if workflow.claim.token != holder.token:
             return False
+        was = None if workflow.standing is None else workflow.standing.state
         workflow.standing = Standing(holder.workflow, state, held, self._clock())
+        if was != state:
+            self._index(holder.workflow, was, state)
         return True
+
+    def _index(self, workflow: str, was: str | None, state: str | None) -> None:
+        """Move `workflow` between the sorted id lists a listing reads (`_listed`: one per
+        state, and under `None` every id with a standing) as its standing goes from `was` to
+        `state` (`None`: no standing)."""
+        every = self._listed.setdefault(None, [])
+        if was is not None:
+            _drop(self._listed[was], workflow)
+            if state is None:
+                _drop(every, workflow)
+        if state is not None:
+            _put(self._listed.setdefault(state, []), workflow)
+            if was is None:
+                _put(every, workflow)
 
     @_counted
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
@@ -283,17 +306,30 @@ class MemoryCheckpointer:
     ) -> list[Standing]:
         check_state(state)
         check_page(prefix, limit, after)
-        found = sorted(
-            (w.standing for w in self._workflows.values() if w.standing is not None),
-            key=lambda standing: standing.workflow,
-        )
-        return [
-            standing
-            for standing in found
-            if (state is None or standing.state == state)
-            and (not prefix or standing.workflow.startswith(prefix))
-            and (after is None or standing.workflow > after)
-        ][:limit]
+        ids = self._listed.get(state, [])
+        at = 0 if not prefix else bisect.bisect_left(ids, prefix)
+        if after is not None:
+            at = max(at, bisect.bisect_right(ids, after))
+        page: list[Standing] = []
+        for workflow in ids[at : at + limit]:
+            if prefix and not workflow.startswith(prefix):
+                break
+            standing = self._workflows[workflow].standing
+            assert standing is not None  # the lists hold only ids with a standing
+            page.append(standing)
+        return page
+
+
+def _put(ids: list[str], workflow: str) -> None:
+    at = bisect.bisect_left(ids, workflow)
+    if at == len(ids) or ids[at] != workflow:
+        ids.insert(at, workflow)
+
+
+def _drop(ids: list[str], workflow: str) -> None:
+    at = bisect.bisect_left(ids, workflow)
+    if at < len(ids) and ids[at] == workflow:
+        del ids[at]
 
 
 def _as_json(detail: Mapping[str, object]) -> dict[str, object]:

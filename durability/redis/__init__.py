@@ -27,7 +27,7 @@ from durability.redis.migration import Moved, move_checkpoints
 from durability.redis.namespace import patterns
 from durability.redis.sortedset import RedisSetScheduler
 from durability.redis.stream import RedisStreamScheduler
-from durability.redis.trimming import trimming
+from durability.redis.trimming import sweeping, trimming
 
 __all__ = [
     "MAX_WORKFLOW",
@@ -44,6 +44,7 @@ __all__ = [
     "hash_tag",
     "move_checkpoints",
     "patterns",
+    "sweeping",
     "trimming",
     "workflow_keys",
     "workflow_tag",

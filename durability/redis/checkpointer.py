@@ -203,6 +203,7 @@ class RedisCheckpointer:
         self._effects: dict[str, AsyncScript] = {}
         self._version: tuple[int, ...] | None = None
         self._batcher = Batcher(redis)
+        self._swept = 0  # where `sweep`'s walk over the standings has got to
 
     # --- running scripts --------------------------------------------------------------------
 
@@ -483,14 +484,16 @@ class RedisCheckpointer:
         standing = self._standing(workflow, None if held is None else str(held))
         if standing is not None and not int(known) and not int(passed):
             # The checkpoint expired (its ttl) while its standing, on the namespace's slot,
-            # stayed: the workflow is gone, whatever the standing says. (A listing still
-            # names it until that standing is written again or deleted.)
+            # stayed: the workflow is gone, whatever the standing says (`sweep` drops it).
             standing = None
         return Look(standing, bool(int(claimed)), bool(int(known)))
 
     async def standings(
         self, state: str | None, prefix: str | None, limit: int, after: str | None
     ) -> list[Standing]:
+        """A page of standings in id order. A standing whose checkpoint has expired is left out
+        (and dropped, as `sweep` would): each page is checked against the workflows' own keys,
+        one more round trip, and read on past what it left out until the page is full."""
         check_state(state)
         check_page(prefix, limit, after)
         index = namespace_key(self.namespace, f"state:{state or 'all'}")
@@ -504,13 +507,58 @@ class RedisCheckpointer:
             above = _successor(prefix.encode())
             if above is not None:
                 high = b"(" + above
-        reply = await self._batcher.run(
-            self._standings_script("standings"),
-            [namespace_key(self.namespace, "standings"), index],
-            [low, high, limit],
-        )
-        found = (self._standing(reply[i], reply[i + 1]) for i in range(0, len(reply), 2))
-        return [standing for standing in found if standing is not None]
+        page: list[Standing] = []
+        while True:
+            wanted = limit - len(page)
+            reply = await self._batcher.run(
+                self._standings_script("standings"),
+                [namespace_key(self.namespace, "standings"), index],
+                [low, high, wanted],
+            )
+            held = {str(reply[i]): str(reply[i + 1]) for i in range(0, len(reply), 2)}
+            gone = await self._gone(held)
+            for workflow, text in held.items():
+                standing = None if workflow in gone else self._standing(workflow, text)
+                if standing is not None:
+                    page.append(standing)
+            if len(held) < wanted or not gone:
+                return page
+            low = "(" + str(reply[-2])
+
+    async def _gone(self, held: Mapping[str, str]) -> set[str]:
+        """Which of these workflows (id -> the standing held) have no checkpoint any more;
+        their standings are dropped, each only if no newer one has been written since."""
+        if not held:
+            return set()
+        kept = self._standings_script("kept")
+        ids = list(held)
+        # One pipeline on a single node (the batcher); on a cluster, each to its own slot.
+        present = await asyncio.gather(*(self._read(kept, self.keys(id_)) for id_ in ids))
+        gone = {id_ for id_, there in zip(ids, present, strict=True) if not int(there)}
+        if gone:
+            args: list[str] = []
+            for id_ in sorted(gone):
+                args += [id_, held[id_].split("\n", 1)[0]]
+            await self._write(self._standings_script("forget"), self._standing_keys(), args)
+        return gone
+
+    async def sweep(self, count: int = 500) -> tuple[int, bool]:
+        """One step of the walk over this namespace's standings (`HSCAN` of its one hash, never
+        the keyspace) that drops those whose checkpoints have expired, and the tombstones of
+        deleted workflows once their fence has expired too. Without it each finished workflow
+        would leave its standing behind for good after its records expire.
+
+        Looks at about `count` standings; returns how many it dropped and whether the walk
+        has come round to its start (the next step begins a new one)."""
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"count must be a positive number, got {count!r}")
+        key = namespace_key(self.namespace, "standings")
+        cursor, found = await self._redis.hscan(key, self._swept, count=count)
+        self._swept = int(cursor)
+        assert isinstance(found, dict)  # HSCAN without NOVALUES: field -> value
+        held = {str(id_): str(text) for id_, text in found.items()}
+        dropped = len(await self._gone(held))
+        return dropped, self._swept == 0
 
     async def release(self, holder: Pass) -> None:
         call = self._release_call(holder)

@@ -8,12 +8,28 @@
 --                                         blocked, failed, completed
 -- ARGV: id, token, index of the state in KEYS (3..7), state, detail JSON.
 -- Returns 1 if written, 0 if a newer standing (or a tombstone) holds the id.
+--
+-- The indexes move only when the state does: the standing held says which one index has the
+-- id (this script and unstand.lua are the only writers of both, each atomic), so a pass that
+-- ends as its workflow stood costs an HSET alone.
 local held = redis.call('HGET', KEYS[1], ARGV[1])
-if held and tonumber(string.match(held, '^(%d+)')) > tonumber(ARGV[2]) then return 0 end
+local was = nil  -- the state held ('' for a tombstone), or nil for no standing
+if held then
+  local token, state = string.match(held, '^(%d+)\n([^\n]*)')
+  if tonumber(token) > tonumber(ARGV[2]) then return 0 end
+  was = state
+end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. '\n' .. ARGV[4] .. '\n' .. now .. '\n' .. ARGV[5])
-for i = 3, 7 do redis.call('ZREM', KEYS[i], ARGV[1]) end
-redis.call('ZADD', KEYS[2], 0, ARGV[1])
+if was == ARGV[4] then return 1 end
+if was == nil or was == '' then
+  redis.call('ZADD', KEYS[2], 0, ARGV[1])
+else
+  for i = 3, 7 do
+    -- KEYS[i] ends ':state:<s>'; the held state names the one to leave.
+    if string.sub(KEYS[i], -#was - 1) == ':' .. was then redis.call('ZREM', KEYS[i], ARGV[1]) end
+  end
+end
 redis.call('ZADD', KEYS[tonumber(ARGV[3])], 0, ARGV[1])
 return 1

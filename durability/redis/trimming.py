@@ -1,4 +1,5 @@
-"""`trimming`: the task that keeps a stream scheduler's stream short, run beside the worker.
+"""The housekeeping tasks a Redis store runs beside a worker: `trimming` keeps a stream
+scheduler's stream short, `sweeping` drops the standings of workflows whose checkpoints expired.
 
 `XACK` takes an entry off the pending list but leaves it in the stream, so without this task
 the stream grows by one entry per wakeup forever (and `cancel`, which scans it, slows with it).
@@ -6,7 +7,12 @@ the stream grows by one entry per wakeup forever (and `cancel`, which scans it, 
 
 A trim that fails (a dropped connection, a server that refuses the command, a key of the wrong
 type) is logged and tried again next round. It never raises out of the loop, because the
-worker it runs beside must not stop over housekeeping.
+worker it runs beside must not stop over housekeeping. The same holds for a sweep.
+
+A checkpoint expires (its `ttl`) while its standing, on the namespace's slot, would stay for
+good: a service finishing a million workflows a day would keep a million more standings each
+day. `sweeping` walks the namespace's standings a step at a time (`RedisCheckpointer.sweep`,
+an `HSCAN` of one hash) and, once round, waits `every` before the next walk.
 """
 
 from __future__ import annotations
@@ -16,9 +22,10 @@ import logging
 from datetime import timedelta
 
 from durability.interfaces import positive
+from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.stream import RedisStreamScheduler
 
-__all__ = ["trimming"]
+__all__ = ["sweeping", "trimming"]
 
 logger = logging.getLogger(__name__)
 
@@ -38,4 +45,41 @@ async def trimming(
         else:
             if removed:
                 logger.debug("trimmed %d entries from %s", removed, scheduler.ready)
+        await asyncio.sleep(every.total_seconds())
+
+
+#: How long a walk over the standings pauses between steps, so it never hogs the server.
+STEP = timedelta(milliseconds=200)
+
+
+async def sweeping(
+    checkpointer: RedisCheckpointer,
+    every: timedelta = timedelta(minutes=1),
+    step: timedelta = STEP,
+) -> None:
+    """Walk `checkpointer`'s standings, dropping expired ones, every `every` until cancelled."""
+    positive("every", every)
+    positive("step", step)
+    dropped = 0
+    while True:
+        try:
+            gone, round_ = await checkpointer.sweep()
+        except Exception:
+            logger.warning(
+                "sweeping the standings of %s failed; trying again in %s",
+                checkpointer.namespace,
+                every,
+                exc_info=True,
+            )
+            await asyncio.sleep(every.total_seconds())
+            continue
+        dropped += gone
+        if not round_:
+            await asyncio.sleep(step.total_seconds())
+            continue
+        if dropped:
+            logger.info(
+                "dropped %d standings of expired workflows from %s", dropped, checkpointer.namespace
+            )
+        dropped = 0
         await asyncio.sleep(every.total_seconds())

@@ -456,6 +456,23 @@ class FailuresContract:
         assert (await inspected(durable).list(prefix=workflow)).statuses == []
         assert await durable.scheduler.next_ready(QUIET) is None
 
+        # The id used again after the delete: its new passes stand, and list, as any other.
+        await durable.arrive(workflow, "order", 3)
+        anew = await durable.take(ARRIVES, LONG, LONG)
+        assert anew is not None and anew.holder is not None
+        assert await durable.finish_settled(anew.holder, anew.delivery, "blocked",
+                                            {"waiting": ["approval"], "listening": []})
+        listed = await inspected(durable).list(prefix=workflow)
+        assert [(s.workflow, s.state) for s in listed.statuses] == [(workflow, "blocked")]
+        await durable.arrive(workflow, "approval", True)
+        last = await durable.take(ARRIVES, LONG, LONG)
+        assert last is not None and last.holder is not None
+        assert await durable.finish_settled(last.holder, last.delivery, "completed", {})
+        for state, expected in (("blocked", []), ("completed", [workflow])):
+            listed = await inspected(durable).list(state=state, prefix=workflow)
+            assert [s.workflow for s in listed.statuses] == expected
+        await durable.delete(workflow)
+
     async def test_a_bad_standing_at_the_finish_is_refused_before_any_write(
         self, durable: Durable
     ) -> None:

@@ -26,6 +26,7 @@ from durability.redis import (
     LuaEffect,
     RedisCheckpointer,
     hash_tag,
+    sweeping,
     workflow_keys,
     workflow_tag,
 )
@@ -527,3 +528,117 @@ async def test_a_standing_outliving_its_expired_checkpoint_is_not_a_status(redis
                 break
             await asyncio.sleep(0.1)
     assert (await status(store, workflow)).state == "unknown"
+
+
+# --- standings whose checkpoints expired: left out of listings, swept -----------------------
+
+
+async def _stood(store: RedisCheckpointer, workflow: str, state: str) -> None:
+    holder = await store.claim(workflow, BUDGET, timedelta(milliseconds=200))
+    assert holder is not None
+    await store.record(holder, "charged", 1)
+    assert await store.settle(holder, state, {})
+    await store.release(holder)
+
+
+async def test_a_listing_leaves_out_and_drops_standings_whose_checkpoints_expired(
+    redis: Redis, namespace: str
+) -> None:
+    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=timedelta(minutes=10))
+    names = [f"w{i}" for i in range(6)]
+    for name in names:
+        await _stood(store, name, "completed")
+    # What the ttl does to a checkpoint; its standing, on the namespace's slot, stays.
+    for name in names[:4]:
+        await redis.delete(*store.keys(name))
+    standings = f"{{{namespace}}}:standings"
+    assert await redis.hlen(standings) == 6
+
+    # A page of two reads on past the four gone ones, so it is still full.
+    page = await store.standings("completed", None, 2, None)
+    assert [s.workflow for s in page] == names[4:]
+    assert [s.workflow for s in await store.standings(None, None, 10, None)] == names[4:]
+    # ... and the gone ones' standings were dropped on the way, from every index.
+    assert sorted(await redis.hkeys(standings)) == names[4:]
+    assert await redis.zcard(f"{{{namespace}}}:state:all") == 2
+    assert await redis.zcard(f"{{{namespace}}}:state:completed") == 2
+
+
+async def test_a_sweep_drops_expired_standings_and_spent_tombstones_and_nothing_else(
+    redis: Redis, namespace: str
+) -> None:
+    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=timedelta(minutes=10))
+    kept = [f"kept{i:03d}" for i in range(300)]  # past one HSCAN step's few hundred
+    gone = [f"gone{i:03d}" for i in range(300)]
+    for name in (*kept, *gone):
+        await _stood(store, name, "failed")
+    for name in gone:
+        await redis.delete(*store.keys(name))
+    # A deleted workflow leaves a tombstone (its fence) that goes once its claim hash expires;
+    # one whose claim hash is still there keeps it, so a late pass stays fenced.
+    await _stood(store, "deleted-spent", "completed")
+    await _stood(store, "deleted-fenced", "completed")
+    await store.discard("deleted-spent")
+    await store.discard("deleted-fenced")
+    await redis.delete(*store.keys("deleted-spent"))
+
+    dropped, rounds = 0, 0
+    while True:
+        gone_now, round_ = await store.sweep(count=100)
+        dropped += gone_now
+        rounds += 1
+        if round_:
+            break
+    assert rounds > 1  # it walked in steps
+    assert dropped == len(gone) + 1
+    standings = f"{{{namespace}}}:standings"
+    assert sorted(await redis.hkeys(standings)) == sorted([*kept, "deleted-fenced"])
+    assert await redis.zcard(f"{{{namespace}}}:state:failed") == len(kept)
+    assert (await status(store, kept[0])).state == "failed"
+    # A second walk finds nothing more to drop.
+    while True:
+        gone_now, round_ = await store.sweep()
+        assert gone_now == 0
+        if round_:
+            break
+
+
+async def test_a_standing_written_again_after_its_id_was_seen_gone_is_not_dropped(
+    redis: Redis, namespace: str
+) -> None:
+    # Between a sweep seeing a checkpoint gone and dropping its standing, the id may be used
+    # again and its new pass settle: the drop is fenced by the token it saw.
+    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=timedelta(minutes=10))
+    standings = f"{{{namespace}}}:standings"
+    await _stood(store, "again", "failed")
+    seen = {"again": str(await redis.hget(standings, "again"))}
+    await redis.delete(*store.keys("again"))
+    await asyncio.sleep(0.005)  # the next claim's token is a later millisecond
+    await _stood(store, "again", "completed")
+    await redis.delete(*store.keys("again")[2:])  # keep records and claim: it is there
+    assert await store._gone(seen) == set()
+    await redis.delete(*store.keys("again"))
+    assert await store._gone(seen) == {"again"}  # gone, but not the standing seen
+    assert await redis.hexists(standings, "again")  # so the newer standing was not dropped
+    # A listing that finds that one gone drops it in its turn.
+    assert (await store.standings("completed", None, 10, None)) == []
+    assert not await redis.hexists(standings, "again")
+
+
+async def test_housekeeping_sweeps_on_its_own(redis: Redis, namespace: str) -> None:
+    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=timedelta(minutes=10))
+    for name in ("a", "b"):
+        await _stood(store, name, "completed")
+    await redis.delete(*store.keys("a"))
+    task = asyncio.create_task(
+        sweeping(store, every=timedelta(milliseconds=50), step=timedelta(milliseconds=10))
+    )
+    try:
+        async with asyncio.timeout(30):
+            while True:
+                if not await redis.hexists(f"{{{namespace}}}:standings", "a"):
+                    break
+                await asyncio.sleep(0.02)
+    finally:
+        task.cancel()
+    assert await redis.hkeys(f"{{{namespace}}}:standings") == ["b"]

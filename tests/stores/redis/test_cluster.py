@@ -105,3 +105,33 @@ async def test_open_durable_reaches_a_cluster_by_url(cluster_ports: list[int]) -
         assert taken.delivery.workflow == "cl-url-1"
         await durable.finish(taken.holder, taken.delivery)
         assert await durable.delete("cl-url-1") == 1
+
+
+async def test_expired_standings_are_left_out_and_swept_across_the_nodes(
+    redis_cluster: RedisCluster, fresh_id: str
+) -> None:
+    # The standings sit on the namespace's slot, the checkpoints on each workflow's, spread
+    # over the nodes: the listing's check and the sweep ask each workflow's own node.
+    namespace = f"ns-{fresh_id}"
+    store = RedisCheckpointer(redis=redis_cluster, namespace=namespace,
+                              ttl=timedelta(minutes=10))
+    names = [f"{fresh_id}-{n:02d}" for n in range(12)]
+    for name in names:
+        holder = await claimed(store, name)
+        await store.record(holder, "step", 1)
+        assert await store.settle(holder, "completed", {})
+        await store.release(holder)
+    for name in names[::2]:  # what their ttl would do
+        await redis_cluster.delete(*store.keys(name))
+    listed = await store.standings("completed", None, 3, None)
+    assert [s.workflow for s in listed] == names[1:6:2]
+    while True:
+        _, round_ = await store.sweep()
+        if round_:
+            break
+    standings = f"{{{namespace}}}:standings"
+    assert sorted(await redis_cluster.hkeys(standings)) == names[1::2]
+    for name in names[1::2]:
+        await store.discard(name)
+    await redis_cluster.delete(standings, *(f"{{{namespace}}}:state:{s}" for s in
+                                            ("all", "completed")))
