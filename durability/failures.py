@@ -158,6 +158,8 @@ def since_retry(records: Mapping[str, object]) -> list[Failure]:
     """The failures recorded since the last explicit retry, in order."""
     found: list[Failure] = []
     for key, value in records.items():
+        if not key.startswith(ENGINE):  # a step's or the inbox's: every pass reads past them
+            continue
         if key.startswith(RETRY):
             found.clear()
         elif key.startswith(FAILURE):

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+import heapq
 import itertools
 import json
 from collections import deque
@@ -110,9 +111,9 @@ class MemoryCheckpointer:
         self.traffic = traffic if traffic is not None else Traffic()
         self._codec: Codec = codec or JsonCodec()
         self._workflows: dict[str, _Workflow] = {}
-        #: The ids with a standing in each state (under `None`, in any), sorted: a listing is
-        #: a bisection and a slice, not a sort of every workflow.
-        self._listed: dict[str | None, list[str]] = {}
+        #: The ids with a standing in each state, in order: a listing is a bisection and a
+        #: slice (of each state's, merged, for all of them), not a sort of every workflow.
+        self._listed: dict[str, _Sorted] = {}
 
     def _get(self, workflow: str) -> _Workflow:
         check_workflow(workflow)
@@ -263,18 +264,12 @@ class MemoryCheckpointer:
         return True
 
     def _index(self, workflow: str, was: str | None, state: str | None) -> None:
-        """Move `workflow` between the sorted id lists a listing reads (`_listed`: one per
-        state, and under `None` every id with a standing) as its standing goes from `was` to
-        `state` (`None`: no standing)."""
-        every = self._listed.setdefault(None, [])
+        """Move `workflow` between the per-state id sets a listing reads (`_listed`) as its
+        standing goes from `was` to `state` (`None`: no standing)."""
         if was is not None:
-            _drop(self._listed[was], workflow)
-            if state is None:
-                _drop(every, workflow)
+            self._listed[was].discard(workflow)
         if state is not None:
-            _put(self._listed.setdefault(state, []), workflow)
-            if was is None:
-                _put(every, workflow)
+            self._listed.setdefault(state, _Sorted()).add(workflow)
 
     @_counted
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
@@ -306,12 +301,17 @@ class MemoryCheckpointer:
     ) -> list[Standing]:
         check_state(state)
         check_page(prefix, limit, after)
-        ids = self._listed.get(state, [])
-        at = 0 if not prefix else bisect.bisect_left(ids, prefix)
-        if after is not None:
-            at = max(at, bisect.bisect_right(ids, after))
+        low, inclusive = prefix or "", True
+        if after is not None and after >= low:
+            low, inclusive = after, False
+        # A listing of every state merges each state's page: an id stands in one state only.
+        if state is None:
+            sets = list(self._listed.values())
+        else:
+            sets = [self._listed[state]] if state in self._listed else []
+        found = heapq.merge(*(ids.page(low, inclusive, limit) for ids in sets))
         page: list[Standing] = []
-        for workflow in ids[at : at + limit]:
+        for workflow in itertools.islice(found, limit):
             if prefix and not workflow.startswith(prefix):
                 break
             standing = self._workflows[workflow].standing
@@ -320,16 +320,64 @@ class MemoryCheckpointer:
         return page
 
 
-def _put(ids: list[str], workflow: str) -> None:
-    at = bisect.bisect_left(ids, workflow)
-    if at == len(ids) or ids[at] != workflow:
-        ids.insert(at, workflow)
+class _Sorted:
+    """A set of ids kept in code point order, as short sorted runs: adding or removing one is a
+    bisection and a move within its run (not of every id, as one flat list would be), and
+    `page` is a bisection and a slice. Runs split past `RUN` ids and go when emptied."""
 
+    RUN = 512
 
-def _drop(ids: list[str], workflow: str) -> None:
-    at = bisect.bisect_left(ids, workflow)
-    if at < len(ids) and ids[at] == workflow:
-        del ids[at]
+    __slots__ = ("_lasts", "_runs")
+
+    def __init__(self) -> None:
+        self._runs: list[list[str]] = []
+        self._lasts: list[str] = []  # each run's greatest id, for the bisection between runs
+
+    def _run_of(self, workflow: str) -> int:
+        return min(bisect.bisect_left(self._lasts, workflow), len(self._runs) - 1)
+
+    def add(self, workflow: str) -> None:
+        if not self._runs:
+            self._runs.append([workflow])
+            self._lasts.append(workflow)
+            return
+        n = self._run_of(workflow)
+        run = self._runs[n]
+        at = bisect.bisect_left(run, workflow)
+        if at < len(run) and run[at] == workflow:
+            return
+        run.insert(at, workflow)
+        if len(run) > 2 * self.RUN:
+            self._runs[n : n + 1] = [run[: self.RUN], run[self.RUN :]]
+            self._lasts[n : n + 1] = [run[self.RUN - 1], run[-1]]
+        else:
+            self._lasts[n] = run[-1]
+
+    def discard(self, workflow: str) -> None:
+        if not self._runs:
+            return
+        n = self._run_of(workflow)
+        run = self._runs[n]
+        at = bisect.bisect_left(run, workflow)
+        if at == len(run) or run[at] != workflow:
+            return
+        del run[at]
+        if run:
+            self._lasts[n] = run[-1]
+        else:
+            del self._runs[n], self._lasts[n]
+
+    def page(self, low: str, inclusive: bool, limit: int) -> list[str]:
+        """Up to `limit` ids from `low` on (`low` itself only if `inclusive`), in order."""
+        find = bisect.bisect_left if inclusive else bisect.bisect_right
+        n = find(self._lasts, low)
+        found: list[str] = []
+        while n < len(self._runs) and len(found) < limit:
+            run = self._runs[n]
+            at = find(run, low) if not found else 0
+            found += run[at : at + limit - len(found)]
+            n += 1
+        return found
 
 
 def _as_json(detail: Mapping[str, object]) -> dict[str, object]:

@@ -50,6 +50,7 @@ from durability.interfaces import (
     check_recorded_key,
     check_state,
     check_workflow,
+    detail_text,
     positive,
 )
 from durability.postgres.batching import Batcher
@@ -255,7 +256,7 @@ class PostgresCheckpointer:
             "workflow": check_workflow(holder.workflow),
             "token": holder.token,
             "state": state,
-            "detail": json.dumps(dict(detail)),
+            "detail": detail_text(detail),
         }
         # With the turn's records: it touches only this workflow's rows, so it may share their
         # commit (and their WAL flush).

@@ -19,7 +19,6 @@ observed, even by a process that dies between the two halves, because there is n
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import Mapping
 from datetime import UTC, timedelta
 
@@ -34,6 +33,7 @@ from durability.interfaces import (
     check_key,
     check_state,
     check_workflow,
+    detail_text,
     positive,
 )
 from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
@@ -148,7 +148,7 @@ class PostgresDurable(Inspected):
             token=holder.token,
             receipt=int(delivery.receipt),
             state=state,
-            detail=json.dumps(dict(detail)),
+            detail=detail_text(detail),
         )
         row = await self._checkpointer._batcher.one(self._sql["finish_settled"], params)
         self._scheduler.changed()

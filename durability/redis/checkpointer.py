@@ -68,6 +68,7 @@ from durability.interfaces import (
     check_recorded_key,
     check_state,
     check_workflow,
+    detail_text,
     inbox_key,
     positive,
     to_ms,
@@ -462,7 +463,7 @@ class RedisCheckpointer:
         and `RedisDurable.finish_settled`, which runs it inside the finish's script)."""
         check_state(state)
         check_workflow(holder.workflow)
-        text = json.dumps(dict(detail))
+        text = detail_text(detail)
         args = (holder.workflow, holder.token, 3 + STATES.index(state), state, text)
         return ScriptCall("settle", self._standing_key_tuple, args)
 

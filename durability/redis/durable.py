@@ -91,6 +91,7 @@ class RedisDurable(SplitDurable):
         "_redis_checkpointer",
         "_redis_scheduler",
         "_scripts",
+        "_settled",
         "_waited",
         "_waiting_lane",
     )
@@ -111,6 +112,7 @@ class RedisDurable(SplitDurable):
             and checkpointer.acknowledged is None
         )
         self._scripts: dict[tuple[str, str], AsyncScript] = {}
+        self._settled: dict[tuple[str, str], AsyncScript] = {}  # (release, done) -> settled
         # Whether the last read found the queue empty and waited: the next read then waits at
         # once rather than first looking without waiting (which would cost a round trip).
         self._waited = False
@@ -192,6 +194,9 @@ class RedisDurable(SplitDurable):
         return bool(int(reply[1]))
 
     def _settled_script(self, release: str, done: str) -> AsyncScript:
+        found = self._settled.get((release, done))
+        if found is not None:  # every pass's path: no name to build
+            return found
         name = f"{release}+settle+{done}"
         pair = (name, "")
         found = self._scripts.get(pair)
@@ -205,6 +210,7 @@ class RedisDurable(SplitDurable):
             found = self._scripts[pair] = named(
                 self._redis_checkpointer.redis.register_script(text_), name
             )
+        self._settled[(release, done)] = found
         return found
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:

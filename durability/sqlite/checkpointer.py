@@ -38,6 +38,7 @@ from durability.interfaces import (
     check_recorded_key,
     check_state,
     check_workflow,
+    detail_text,
     inbox_key,
     positive,
 )
@@ -164,7 +165,7 @@ def settle_params(holder: Pass, state: str, detail: Mapping[str, object]) -> dic
         "workflow": check_workflow(holder.workflow),
         "token": holder.token,
         "state": state,
-        "detail": json.dumps(dict(detail)),
+        "detail": detail_text(detail),
     }
 
 
