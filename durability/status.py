@@ -15,8 +15,9 @@ together with the claim, so "running" needs no write at the start of every pass:
 | nothing at all                              | unknown                                    |
 
 A standing says what the last pass came to, so input that arrives after it (an approval for a
-blocked workflow) shows only once the pass it wakes has ended: the status is never ahead of the
-store, and never wrong about a failure.
+blocked workflow) shows once a worker takes the pass it wakes (running; with no worker up, the
+status stays blocked, though the input is recorded and the pass queued): the status is never
+ahead of the store, and never wrong about a failure.
 """
 
 from __future__ import annotations

@@ -113,7 +113,8 @@ class _Running:
     delivery: Delivery
     holder: Pass | None = None
     body: asyncio.Task[Completed[object] | Sleeping | Blocked] | None = None
-    extending: asyncio.Task[None] | None = None
+    nudging: asyncio.TimerHandle | None = None  # a renewal waiting for its moment (`NUDGE`)
+    extending: asyncio.Task[None] | None = None  # a renewal on its way
     again: bool = False
     sending: bool = False
     claimed: bool = False
@@ -382,18 +383,27 @@ class _Worker:
         the renewal moot. So it waits `NUDGE` first and is dropped if the pass ends meanwhile.
         (A worker that dies inside that moment is still taken over within a tick of its claim
         lapsing: a reclaimed delivery re-looks at a held claim every tick.)
+
+        A timer, not a task that sleeps: most passes cancel it, and a timer costs the loop one
+        handle to drop where a task costs a start, a cancel and a wait.
         """
+        loop = asyncio.get_running_loop()
+        delay = min(NUDGE, self.tick).total_seconds()
+
+        def start() -> None:
+            running.nudging = None
+            running.extending = asyncio.create_task(self._extend_after_write(running))
 
         def nudge() -> None:
             if running.extending is not None and not running.extending.done():
                 running.again = True
                 return
-            running.extending = asyncio.create_task(self._extend_after_write(running))
+            if running.nudging is None:
+                running.nudging = loop.call_later(delay, start)
 
         return nudge
 
     async def _extend_after_write(self, running: _Running) -> None:
-        await asyncio.sleep(min(NUDGE, self.tick).total_seconds())
         while True:
             running.again = False
             running.sending = True
@@ -524,6 +534,9 @@ class _Worker:
     async def _settle(self, running: _Running) -> None:
         """Let a delivery renewal in flight land before the delivery is answered for; drop one
         that has not started."""
+        if running.nudging is not None:
+            running.nudging.cancel()
+            running.nudging = None
         extending = running.extending
         if extending is None or extending.done():
             return
@@ -549,6 +562,9 @@ class _Worker:
     async def _shutdown(self, running: _Running) -> None:
         """Hand a running workflow back at shutdown, bounded in time: a store that hangs must
         not keep the worker from stopping (the lease hands the workflow back then instead)."""
+        if running.nudging is not None:
+            running.nudging.cancel()
+            running.nudging = None
         pending = [
             task
             for task in (running.body, running.extending)

@@ -39,6 +39,7 @@ import asyncio
 import functools
 import json
 import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -109,6 +110,16 @@ def workflow_keys(workflow: str, namespace: str = DEFAULT) -> tuple[str, str, st
     """The records, claim and order keys of `workflow` under `namespace`, in the order every
     script takes them."""
     return _keys(f"{check_namespace(namespace)}:workflow:", workflow)
+
+
+def _written_ms(held: str) -> float:
+    """When a standing ("<token>\n<state>\n<ms>\n...", or a tombstone "<token>\n\n<ms>")
+    was written, in server ms; a tombstone from before tombstones kept a time counts as old."""
+    parts = held.split("\n", 3)
+    try:
+        return float(parts[2])
+    except (IndexError, ValueError):
+        return float("-inf")
 
 
 def _keys(prefix: str, workflow: str) -> tuple[str, str, str]:
@@ -528,11 +539,17 @@ class RedisCheckpointer:
 
     async def _gone(self, held: Mapping[str, str]) -> set[str]:
         """Which of these workflows (id -> the standing held) have no checkpoint any more;
-        their standings are dropped, each only if no newer one has been written since."""
-        if not held:
+        their standings are dropped, each only if no newer one has been written since.
+
+        Only a standing older than the ttl can have outlived its checkpoint: the pass that
+        wrote it re-armed the checkpoint's ttl as it ended (`release`), so its keys live at
+        least a ttl past the standing's time. Younger ones are not asked about, so a listing
+        or a sweep of fresh workflows costs no round trip per id."""
+        horizon = time.time() * 1000 - self._ttl_ms
+        ids = [id_ for id_, text in held.items() if _written_ms(text) < horizon]
+        if not ids:
             return set()
         kept = self._standings_script("kept")
-        ids = list(held)
         # One pipeline on a single node (the batcher); on a cluster, each to its own slot.
         present = await asyncio.gather(*(self._read(kept, self.keys(id_)) for id_ in ids))
         gone = {id_ for id_, there in zip(ids, present, strict=True) if not int(there)}

@@ -532,6 +532,10 @@ async def test_a_standing_outliving_its_expired_checkpoint_is_not_a_status(redis
 
 # --- standings whose checkpoints expired: left out of listings, swept -----------------------
 
+#: A ttl short enough to wait out: a standing older than it may have outlived its checkpoint.
+SHORT = timedelta(milliseconds=500)
+AN_HOUR = timedelta(hours=1)
+
 
 async def _stood(store: RedisCheckpointer, workflow: str, state: str) -> None:
     holder = await store.claim(workflow, BUDGET, timedelta(milliseconds=200))
@@ -541,18 +545,30 @@ async def _stood(store: RedisCheckpointer, workflow: str, state: str) -> None:
     await store.release(holder)
 
 
+async def _keep(store: RedisCheckpointer, *workflows: str) -> None:
+    """Keep these checkpoints an hour past their ttl, as a long sleep does."""
+    for workflow in workflows:
+        await store.hold(workflow, datetime.now(UTC) + AN_HOUR)
+
+
+async def _past_the_ttl() -> None:
+    # Every standing is now older than the ttl, and every checkpoint not kept has expired
+    # (EXISTS sees an expired key as gone, whether or not the server has reaped it yet).
+    await asyncio.sleep(2 * SHORT.total_seconds())
+
+
 async def test_a_listing_leaves_out_and_drops_standings_whose_checkpoints_expired(
     redis: Redis, namespace: str
 ) -> None:
-    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=timedelta(minutes=10))
+    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=SHORT)
     names = [f"w{i}" for i in range(6)]
     for name in names:
         await _stood(store, name, "completed")
-    # What the ttl does to a checkpoint; its standing, on the namespace's slot, stays.
-    for name in names[:4]:
-        await redis.delete(*store.keys(name))
+        if name in names[4:]:
+            await _keep(store, name)
+    await _past_the_ttl()
     standings = f"{{{namespace}}}:standings"
-    assert await redis.hlen(standings) == 6
+    assert await redis.hlen(standings) == 6  # the standings have no ttl of their own
 
     # A page of two reads on past the four gone ones, so it is still full.
     page = await store.standings("completed", None, 2, None)
@@ -564,23 +580,37 @@ async def test_a_listing_leaves_out_and_drops_standings_whose_checkpoints_expire
     assert await redis.zcard(f"{{{namespace}}}:state:completed") == 2
 
 
+async def test_a_fresh_standing_is_listed_without_asking_after_its_checkpoint(
+    redis: Redis, namespace: str
+) -> None:
+    # Younger than the ttl, a standing's checkpoint cannot have expired (its pass re-armed it
+    # as it ended): the listing asks nothing more. Shown by a checkpoint deleted by hand,
+    # which a listing of fresh standings does not notice.
+    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=AN_HOUR)
+    await _stood(store, "fresh", "completed")
+    await redis.delete(*store.keys("fresh"))
+    listed = await store.standings("completed", None, 10, None)
+    assert [s.workflow for s in listed] == ["fresh"]
+
+
 async def test_a_sweep_drops_expired_standings_and_spent_tombstones_and_nothing_else(
     redis: Redis, namespace: str
 ) -> None:
-    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=timedelta(minutes=10))
+    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=SHORT)
     kept = [f"kept{i:03d}" for i in range(300)]  # past one HSCAN step's few hundred
     gone = [f"gone{i:03d}" for i in range(300)]
     for name in (*kept, *gone):
         await _stood(store, name, "failed")
-    for name in gone:
-        await redis.delete(*store.keys(name))
+        if name in kept:  # at once: a ttl this short runs out while the rest are written
+            await _keep(store, name)
     # A deleted workflow leaves a tombstone (its fence) that goes once its claim hash expires;
     # one whose claim hash is still there keeps it, so a late pass stays fenced.
     await _stood(store, "deleted-spent", "completed")
     await _stood(store, "deleted-fenced", "completed")
     await store.discard("deleted-spent")
     await store.discard("deleted-fenced")
-    await redis.delete(*store.keys("deleted-spent"))
+    await _keep(store, "deleted-fenced")
+    await _past_the_ttl()
 
     dropped, rounds = 0, 0
     while True:
@@ -608,16 +638,14 @@ async def test_a_standing_written_again_after_its_id_was_seen_gone_is_not_droppe
 ) -> None:
     # Between a sweep seeing a checkpoint gone and dropping its standing, the id may be used
     # again and its new pass settle: the drop is fenced by the token it saw.
-    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=timedelta(minutes=10))
+    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=SHORT)
     standings = f"{{{namespace}}}:standings"
     await _stood(store, "again", "failed")
+    await _past_the_ttl()
     seen = {"again": str(await redis.hget(standings, "again"))}
-    await redis.delete(*store.keys("again"))
-    await asyncio.sleep(0.005)  # the next claim's token is a later millisecond
-    await _stood(store, "again", "completed")
-    await redis.delete(*store.keys("again")[2:])  # keep records and claim: it is there
-    assert await store._gone(seen) == set()
-    await redis.delete(*store.keys("again"))
+    await _stood(store, "again", "completed")  # the id used again, a newer token
+    assert await store._gone(seen) == set()  # its checkpoint is there again
+    await _past_the_ttl()
     assert await store._gone(seen) == {"again"}  # gone, but not the standing seen
     assert await redis.hexists(standings, "again")  # so the newer standing was not dropped
     # A listing that finds that one gone drops it in its turn.
@@ -626,10 +654,11 @@ async def test_a_standing_written_again_after_its_id_was_seen_gone_is_not_droppe
 
 
 async def test_housekeeping_sweeps_on_its_own(redis: Redis, namespace: str) -> None:
-    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=timedelta(minutes=10))
+    store = RedisCheckpointer(redis=redis, namespace=namespace, ttl=SHORT)
     for name in ("a", "b"):
         await _stood(store, name, "completed")
-    await redis.delete(*store.keys("a"))
+    await _keep(store, "b")
+    await _past_the_ttl()
     task = asyncio.create_task(
         sweeping(store, every=timedelta(milliseconds=50), step=timedelta(milliseconds=10))
     )
