@@ -504,8 +504,9 @@ class RedisCheckpointer:
         self, state: str | None, prefix: str | None, limit: int, after: str | None
     ) -> list[Standing]:
         """A page of standings in id order. A standing whose checkpoint has expired is left out
-        (and dropped, as `sweep` would): each page is checked against the workflows' own keys,
-        one more round trip, and read on past what it left out until the page is full."""
+        (and dropped, as `sweep` would): the page's standings older than the ttl are checked
+        against their workflows' own keys (`_gone`, one more round trip, only when there are
+        any), and the page reads on past what it left out until it is full."""
         check_state(state)
         check_page(prefix, limit, after)
         index = namespace_key(self.namespace, f"state:{state or 'all'}")
