@@ -322,14 +322,12 @@ async def _redis(
         # One client for both halves, so arrive, deliver and finish are one script each.
         checkpointer = RedisCheckpointer(redis=client, namespace=namespace)
         durable = RedisDurable(checkpointer, scheduler, traffic)
-        if not housekeeping:
+        async with contextlib.AsyncExitStack() as upkeep:
+            if housekeeping:
+                await upkeep.enter_async_context(_beside(sweeping(checkpointer)))
+                if isinstance(scheduler, RedisStreamScheduler):
+                    await upkeep.enter_async_context(_beside(trimming(scheduler, trim_every)))
             yield durable
-        elif isinstance(scheduler, RedisStreamScheduler):
-            async with _beside(sweeping(checkpointer)), _beside(trimming(scheduler, trim_every)):
-                yield durable
-        else:
-            async with _beside(sweeping(checkpointer)):
-                yield durable
     finally:
         await client.aclose()
 

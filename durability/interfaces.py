@@ -22,8 +22,9 @@ hold NUL. Values are the codec's to refuse (`durability.codec`).
 
 from __future__ import annotations
 
+import functools
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
@@ -92,56 +93,58 @@ def _check_name(what: str, name: str) -> None:
             ) from None
 
 
-#: Names already found good, by rule: a pass checks its workflow's id at every call it makes
-#: and its step keys at each write, and a name's validity never changes (a `str` is
-#: immutable), so each is scanned once. Emptied when full, so they stay small.
-_GOOD_IDS: set[str] = set()
-_GOOD_KEYS: set[str] = set()
-_GOOD_RECORDED: set[str] = set()
+#: How many names each check remembers as good (`_remembered`) before it starts afresh.
 _REMEMBERED = 4096
 
 
-def _remember(good: set[str], name: str) -> None:
-    if len(good) >= _REMEMBERED:
-        good.clear()
-    good.add(name)
+def _remembered(check: Callable[[str], str]) -> Callable[[str], str]:
+    """`check`, remembering the names it passed: a pass checks its workflow's id at every call
+    it makes and its step keys at each write, and a `str`'s validity never changes, so each is
+    scanned once. Emptied when full, so it stays small."""
+    good: set[str] = set()
+
+    @functools.wraps(check)
+    def checked(name: str) -> str:
+        if type(name) is str and name in good:
+            return name
+        check(name)
+        if len(good) >= _REMEMBERED:
+            good.clear()
+        good.add(name)
+        return name
+
+    return checked
 
 
+@_remembered
 def check_workflow(workflow: str) -> str:
     """Return `workflow` if every store can hold it as an id (see the module docstring)."""
-    if type(workflow) is str and workflow in _GOOD_IDS:
-        return workflow
     _check_name("workflow id", workflow)
     if "{" in workflow or "}" in workflow:
         raise ValueError(
             f"workflow id {workflow!r} contains a brace; Redis would read it as a hash tag"
         )
-    _remember(_GOOD_IDS, workflow)
     return workflow
 
 
+@_remembered
 def check_key(key: str) -> str:
     """Return `key` if every store can hold it as a step key: the id rules without the brace
     rule (keys are never part of a Redis key name), outside the store-owned inbox key space and
     the engine's own (`ENGINE`)."""
-    if type(key) is str and key in _GOOD_KEYS:
-        return key
     check_recorded_key(key)
     if key.startswith(ENGINE):
         raise ValueError(f"step key {key!r} lies in the engine's key space ({ENGINE!r}...)")
-    _remember(_GOOD_KEYS, key)
     return key
 
 
+@_remembered
 def check_recorded_key(key: str) -> str:
     """`check_key` for `Checkpointer.record`, which alone may also write the engine's keys
     (a pass records its own failure under its claim, fenced like any step)."""
-    if type(key) is str and key in _GOOD_RECORDED:
-        return key
     _check_name("step key", key)
     if key.startswith(INBOX):
         raise ValueError(f"step key {key!r} lies in the inbox key space ({INBOX!r}...)")
-    _remember(_GOOD_RECORDED, key)
     return key
 
 

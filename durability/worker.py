@@ -121,6 +121,12 @@ class _Running:
     reclaimed: bool = False
     run: Run | None = None  # the body's Run, once the pass has started it
 
+    def unnudge(self) -> None:
+        """Drop a renewal still waiting for its moment (the pass is ending)."""
+        if self.nudging is not None:
+            self.nudging.cancel()
+            self.nudging = None
+
 
 class _Escaped(Exception):
     """A body raised a `BaseException` that is not the library's (`KeyboardInterrupt`,
@@ -534,9 +540,7 @@ class _Worker:
     async def _settle(self, running: _Running) -> None:
         """Let a delivery renewal in flight land before the delivery is answered for; drop one
         that has not started."""
-        if running.nudging is not None:
-            running.nudging.cancel()
-            running.nudging = None
+        running.unnudge()
         extending = running.extending
         if extending is None or extending.done():
             return
@@ -562,9 +566,7 @@ class _Worker:
     async def _shutdown(self, running: _Running) -> None:
         """Hand a running workflow back at shutdown, bounded in time: a store that hangs must
         not keep the worker from stopping (the lease hands the workflow back then instead)."""
-        if running.nudging is not None:
-            running.nudging.cancel()
-            running.nudging = None
+        running.unnudge()
         pending = [
             task
             for task in (running.body, running.extending)

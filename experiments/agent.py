@@ -24,6 +24,7 @@ from typing import Any
 
 from durability import Completed, Durable, Event, Inspectable, Measured, Retry, work
 from durability.connect import open_durable
+from durability.failures import leaves
 from experiments import bodies
 from experiments.protocol import (
     AgentLoop,
@@ -176,9 +177,9 @@ class Agent:
         error = self.worker.exception()
         if error is None:
             return None
-        leaves = error.exceptions if isinstance(error, BaseExceptionGroup) else (error,)
-        said = "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in leaves)
-        where = "".join(traceback.format_exception(leaves[0])[-4:])
+        found = leaves(error)
+        said = "; ".join(f"{type(leaf).__name__}: {leaf}" for leaf in found)
+        where = "".join(traceback.format_exception(found[0])[-4:])
         return f"{type(error).__name__} ({said})\n{where}"
 
     async def verify(self, request: Message) -> Message:

@@ -122,6 +122,12 @@ def _written_ms(held: str) -> float:
         return float("-inf")
 
 
+def _vanished(known: object, passed: object) -> bool:
+    """Whether `looked.lua` found neither records nor claim hash: the checkpoint has expired
+    (its ttl) or never existed, and a standing that names it is stale."""
+    return not int(str(known)) and not int(str(passed))
+
+
 def _keys(prefix: str, workflow: str) -> tuple[str, str, str]:
     base = prefix + workflow_tag(workflow)
     return base, f"{base}:pass", f"{base}:order"
@@ -494,7 +500,7 @@ class RedisCheckpointer:
             self._redis.hget(namespace_key(self.namespace, "standings"), workflow),
         )
         standing = self._standing(workflow, None if held is None else str(held))
-        if standing is not None and not int(known) and not int(passed):
+        if standing is not None and _vanished(known, passed):
             # The checkpoint expired (its ttl) while its standing, on the namespace's slot,
             # stayed: the workflow is gone, whatever the standing says (`sweep` drops it).
             standing = None
@@ -550,10 +556,13 @@ class RedisCheckpointer:
         ids = [id_ for id_, text in held.items() if _written_ms(text) < horizon]
         if not ids:
             return set()
-        kept = self._standings_script("kept")
+        looked = self._script("looked")  # what `look` asks, for each id
         # One pipeline on a single node (the batcher); on a cluster, each to its own slot.
-        present = await asyncio.gather(*(self._read(kept, self.keys(id_)) for id_ in ids))
-        gone = {id_ for id_, there in zip(ids, present, strict=True) if not int(there)}
+        seen = await asyncio.gather(*(self._read(looked, self.keys(id_)) for id_ in ids))
+        gone = {
+            id_ for id_, (_, known, passed) in zip(ids, seen, strict=True)
+            if _vanished(known, passed)
+        }
         if gone:
             args: list[str] = []
             for id_ in sorted(gone):

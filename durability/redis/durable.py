@@ -194,12 +194,7 @@ class RedisDurable(SplitDurable):
         return bool(int(reply[1]))
 
     def _settled_script(self, release: str, done: str) -> AsyncScript:
-        found = self._settled.get((release, done))
-        if found is not None:  # every pass's path: no name to build
-            return found
-        name = f"{release}+settle+{done}"
-        pair = (name, "")
-        found = self._scripts.get(pair)
+        found = self._settled.get((release, done))  # every pass's path: one lookup
         if found is None:
             text_ = source("prelude") + (
                 source("settled")
@@ -207,10 +202,9 @@ class RedisDurable(SplitDurable):
                 .replace("--[[STAND]]", source("settle"))
                 .replace("--[[THEN]]", source(done))
             )
-            found = self._scripts[pair] = named(
-                self._redis_checkpointer.redis.register_script(text_), name
+            found = self._settled[(release, done)] = named(
+                self._redis_checkpointer.redis.register_script(text_), f"{release}+settle+{done}"
             )
-        self._settled[(release, done)] = found
         return found
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
