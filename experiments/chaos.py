@@ -300,6 +300,9 @@ class Chaos:
         self.died: list[str] = []
         self.stopped_working: list[str] = []
         self._tasks: set[asyncio.Task[Any]] = set()
+        #: How long a worker may take to answer the health check's `mark` before it is
+        #: reported hung (two thirds of it for the final check).
+        self.patience_s = 30.0
 
     # -- processes ------------------------------------------------------------------------
 
@@ -576,8 +579,17 @@ class Chaos:
                     self.died.append(name)
                 continue
             try:
-                mark = await worker.agent.request("mark", timeout=20 if final else 30)
+                mark = await worker.agent.request(
+                    "mark", timeout=self.patience_s * (2 / 3 if final else 1))
             except AgentFailed:
+                if worker.killed:
+                    # The run killed it while it was being asked (a race, not a hang: its
+                    # reply could never come).
+                    continue
+                if worker.agent.gone:
+                    if name not in self.died:
+                        self.died.append(name)
+                    continue
                 if name not in self.hung:
                     self.hung.append(name)
                     # Where it is stuck: the agent prints its threads' stacks to stderr.

@@ -124,6 +124,11 @@ class Agent:
                                              workflow):
                 return message
 
+    @property
+    def gone(self) -> bool:
+        """Whether the process has ended (its output closed), reaped or not yet."""
+        return self.process.returncode is not None or self._reader.done()
+
     def kill(self) -> int:
         """SIGKILL it now (no shutdown, nothing sent to the server); the moment, in ns."""
         at = time.time_ns()

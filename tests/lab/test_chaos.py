@@ -9,9 +9,12 @@ timing is asserted: the profile's deadline only bounds how long the run may take
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -21,7 +24,15 @@ from typing import Any
 import pytest
 
 from experiments.backends import BACKENDS
-from experiments.chaos import CONFIGURATIONS, PROFILES, failed, run_one
+from experiments.chaos import (
+    CONFIGURATIONS,
+    PROFILES,
+    Chaos,
+    Store,
+    Worker,
+    failed,
+    run_one,
+)
 from experiments.harness import Lab
 from experiments.servers import Servers
 
@@ -90,6 +101,38 @@ async def test_an_undetected_wipe_fails_the_audit(lab: Lab) -> None:
     assert summary["wipes"] == 1
     assert failed(summary)
     assert "wipe not detected" in summary["problems"]
+
+
+@pytest.mark.parametrize("ending", ["killed by the run", "died", "hung"])
+async def test_the_health_check_tells_a_kill_mid_question_from_a_death_and_a_hang(
+        lab: Lab, tmp_path: Path, ending: str) -> None:
+    """A worker that stops answering `mark` is hung; one that exits while asked died; one the
+    run itself SIGKILLs while it is being asked (the monkey and the health check race) is
+    neither. Each agent is stopped (SIGSTOP) first, so its reply cannot come before the end."""
+    backend = BACKENDS["sqlite"]
+    async with lab.place(backend) as (place, _):
+        store = Store(backend, place, None, "chaos_counts", tmp_path / "chaos.db")
+        chaos = Chaos(lab, backend, "-", CI, store, tmp_path, lambda *_: None)
+        chaos.patience_s = 3.0
+        async with chaos.stack:
+            agent = await chaos.stack.enter_async_context(
+                lab.agent(backend, place, role="client", housekeeping=False))
+            worker = Worker(agent, 1)
+            chaos.workers.append(worker)
+            os.kill(agent.process.pid, signal.SIGSTOP)
+            try:
+                asking = asyncio.create_task(chaos.check_workers(final=False))
+                await asyncio.sleep(0.5)  # the question is on its way, unanswered
+                if ending == "killed by the run":
+                    worker.killed = True
+                    agent.kill()
+                elif ending == "died":
+                    os.kill(agent.process.pid, signal.SIGKILL)
+                await asyncio.wait_for(asking, 30)
+            finally:
+                agent.kill()
+    assert chaos.hung == (["worker 1"] if ending == "hung" else [])
+    assert chaos.died == (["worker 1"] if ending == "died" else [])
 
 
 def test_the_command_writes_its_results_and_exits_zero(tmp_path: Path) -> None:
