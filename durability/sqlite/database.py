@@ -50,6 +50,7 @@ from typing import Literal, TypeVar, cast
 import aiosqlite
 
 from durability.interfaces import NotMigrated, positive
+from durability.sqlite.batching import GroupCommit, transaction
 from durability.traffic import Traffic
 
 __all__ = [
@@ -112,19 +113,16 @@ def _not_migrated(error: sqlite3.OperationalError) -> bool:
     return str(error).startswith(("no such table: durability_", "no such table: main.durability_"))
 
 
-def transaction(connection: sqlite3.Connection, work: Callable[[sqlite3.Connection], T]) -> T:
-    """Run `work` inside `BEGIN IMMEDIATE` ... `COMMIT`, rolling back if it raises. Call it on
-    the connection's own thread (`SqliteDatabase.write` does)."""
-    connection.execute("BEGIN IMMEDIATE")
-    try:
-        result = work(connection)
-        connection.execute("COMMIT")
-    except BaseException:
-        # Whatever went wrong (Fenced included), nothing of this transaction may remain.
-        if connection.in_transaction:
-            connection.execute("ROLLBACK")
-        raise
-    return result
+def _translated(error: BaseException) -> BaseException:
+    """The error a caller should see for `error`: `NotMigrated` for a missing table of ours."""
+    if isinstance(error, sqlite3.OperationalError) and _not_migrated(error):
+        migrated = NotMigrated(
+            f"{error}: run `await durability.sqlite.migrate(database)` once before using the"
+            " SQLite stores"
+        )
+        migrated.__cause__ = error
+        return migrated
+    return error
 
 
 class SqliteDatabase:
@@ -156,6 +154,9 @@ class SqliteDatabase:
         self.traffic = Traffic()
         self._counters = {id(raw): self.traffic.counter() for raw in (writer_raw, reader_raw)}
         self._traced: Callable[[str], object] | None = None
+        self._commits = GroupCommit(
+            writer_raw, functools.partial(self._run, writer), _translated
+        )
 
     # -- running SQL -------------------------------------------------------------------
 
@@ -169,33 +170,26 @@ class SqliteDatabase:
         try:
             return await execute(work)
         except sqlite3.OperationalError as error:
-            if _not_migrated(error):
-                raise NotMigrated(
-                    f"{error}: run `await durability.sqlite.migrate(database)` once before"
-                    " using the SQLite stores"
-                ) from error
-            raise
+            translated = _translated(error)
+            if translated is error:
+                raise
+            raise translated from error
 
     async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work(connection)` as one write transaction; its result, or its exception after
-        a rollback. `work` runs on the writer's thread, so it must not touch the event loop."""
-        raw = self._writer_raw
-        return await self._run(self._writer, lambda: transaction(raw, work))
+        a rollback. `work` runs on the writer's thread, so it must not touch the event loop.
+        Writes asked for while the thread is busy share one transaction, each behind a
+        savepoint of its own (`batching.GroupCommit`): one that raises is rolled back alone."""
+        return await self._commits.write(work)
 
     async def alone(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work(connection)`, which must run ONE write statement and read all its rows, as
         the statement's own transaction: SQLite takes the write lock for it up front (waiting
         `busy_timeout`) just as `BEGIN IMMEDIATE` would, and commits when it completes. Two
         statements fewer than `write`; only for a statement that reads no clock, since a time
-        bound before the lock is taken would be stale by however long the lock took."""
-        raw = self._writer_raw
-
-        def alone() -> T:
-            if raw.in_transaction:  # never: every transaction here ends on the thread
-                raise RuntimeError("the writer is inside a transaction")
-            return work(raw)
-
-        return await self._run(self._writer, alone)
+        bound before the lock is taken would be stale by however long the lock took. Asked
+        for while other writes wait, it joins their transaction (`write`)."""
+        return await self._commits.write(work, alone=True)
 
     async def writer(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work(connection)` on the writer's thread with no transaction around it: for a

@@ -38,7 +38,6 @@ from durability.sqlite.checkpointer import (
     settle_step,
     supply_step,
 )
-from durability.sqlite.database import transaction
 from durability.sqlite.scheduler import (
     SqliteScheduler,
     cancel_step,
@@ -165,9 +164,7 @@ class SqliteDurable(Inspected):
 
         # One transaction, not next_ready then claim: one commit and one hop to the writer's
         # thread fewer a pass, and no moment where the row is taken but the claim not yet tried.
-        found = await scheduler.when_ready(
-            within, lambda connection: transaction(connection, work)
-        )
+        found = await scheduler.when_ready(within, work)
         if found is None:
             return None
         delivery, claimed = found

@@ -39,6 +39,7 @@ from durability.sqlite.database import (
     now_us,
     queries,
     to_us,
+    transaction,
 )
 
 __all__ = ["SqliteScheduler", "cancel_step", "done_step", "ready_step", "take_step"]
@@ -143,39 +144,50 @@ class SqliteScheduler:
     def _attempt(
         self,
         take: Callable[[sqlite3.Connection], T | None],
-        look: bool,
+        alone: bool,
         connection: sqlite3.Connection,
     ) -> T | None:
-        """On the writer's thread: `take`, unless `look` and the unlocked look finds nothing."""
-        if look and not self._visible(connection):
+        """On the writer's thread: `take` (alone or in a transaction of its own), unless the
+        unlocked look finds nothing."""
+        if not self._visible(connection):
             return None
-        return take(connection)
+        return take(connection) if alone else transaction(connection, take)
 
     async def when_ready(
-        self, within: timedelta, take: Callable[[sqlite3.Connection], T | None]
+        self,
+        within: timedelta,
+        take: Callable[[sqlite3.Connection], T | None],
+        *,
+        alone: bool = False,
     ) -> T | None:
-        """Run `take` on the writer's thread whenever a row may be ready, until it returns
-        something or `within` runs out (then `None`).
+        """Run `take` as a write whenever a row may be ready, until it returns something or
+        `within` runs out (then `None`).
 
-        `take` is handed the writer connection outside any transaction and must take a row
-        itself (one statement alone, or a whole `transaction`); `None` means it found none.
-        Between tries it waits up to `poll`, or less if this process makes a row ready. While
-        the queue looks idle each try first looks without the write lock, so an idle waiter
-        never holds up the other processes' writers. `next_ready` and `SqliteDurable.take`
-        both wait here.
+        `take` is the body of a write transaction (or, with `alone`, one statement that may run
+        as its own) that takes a row; `None` means it found none. Between tries it waits up to
+        `poll`, or less if this process makes a row ready. While the queue looks idle each try
+        first looks without the write lock, so an idle waiter never holds up the other
+        processes' writers; while it is busy a take is a write like any other, and shares a
+        commit with the writes waiting beside it. `next_ready` and `SqliteDurable.take` both
+        wait here.
         """
         positive("within", within)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + within.total_seconds()
         poll = self.poll.total_seconds()
+        database = self.database
         while True:
             # Taken before looking, so a make_ready committed after the look still wakes us.
-            signal = self.database.signal(self.queue)
+            signal = database.signal(self.queue)
             # The unlocked look keeps an idle poll off the write lock. It is skipped while the
             # queue is known to be busy (the last take found a row) or this process was just
             # told a row is ready: there it would only cost a statement before the take.
-            look = not self._busy
-            found = await self.database.writer(functools.partial(self._attempt, take, look))
+            if not self._busy:
+                found = await database.writer(functools.partial(self._attempt, take, alone))
+            elif alone:
+                found = await database.alone(take)
+            else:
+                found = await database.write(take)
             self._busy = found is not None
             if found is not None:
                 return found
@@ -192,7 +204,7 @@ class SqliteScheduler:
         # Alone, not in BEGIN IMMEDIATE: SQLite takes the write lock for the statement before
         # it reads `durability_now_us()`, and commits when its rows are read (all of them).
         return await self.when_ready(
-            within, lambda connection: take_step(connection, queue, lease)
+            within, lambda connection: take_step(connection, queue, lease), alone=True
         )
 
     async def done(self, delivery: Delivery) -> None:

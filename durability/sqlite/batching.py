@@ -1,0 +1,173 @@
+"""How writes reach a SQLite file: each as one transaction, or many in one (a group commit).
+
+Every write is a Python function run on the writer's thread between `BEGIN IMMEDIATE` and
+`COMMIT` (`transaction`). A worker at capacity has dozens of passes asking for one at once,
+and each costs a hop to the thread, the file's write lock (which other processes wait for, in
+SQLite's busy handler's sleeps of a millisecond and more) and a commit. So `GroupCommit` lets
+the writes that pile up while the thread is busy go in one transaction: each behind a
+savepoint of its own, so one that raises (`Fenced`, a constraint, a bad effect) is rolled back
+alone and its caller gets its error, while the others commit. A lone write is its own
+transaction as before, with nothing added; nothing waits to gather company.
+
+Every caller still learns only after the `COMMIT` of its write, so what it was told landed
+has landed. If the commit fails, or an error ends the whole transaction (a full disk, an I/O
+error: SQLite rolls everything back), every member gets that error, as each would have alone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import sqlite3
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from durability.turns import settle
+
+__all__ = ["MOST", "GroupCommit", "Work", "together", "transaction"]
+
+T = TypeVar("T")
+
+#: The most writes one transaction carries: the file's lock is held while they run, and other
+#: processes wait for it.
+MOST = 64
+
+#: A write: statements run on the writer's connection, inside a transaction someone opened.
+Work = Callable[[sqlite3.Connection], T]
+#: What became of one write: (True, its result) or (False, what it raised).
+Outcome = tuple[bool, Any]
+
+
+def transaction(connection: sqlite3.Connection, work: Work[T]) -> T:
+    """Run `work` inside `BEGIN IMMEDIATE` ... `COMMIT`, rolling back if it raises. Call it on
+    the connection's own thread (`SqliteDatabase.write` does)."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        result = work(connection)
+        connection.execute("COMMIT")
+    except BaseException:
+        # Whatever went wrong (Fenced included), nothing of this transaction may remain.
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        raise
+    return result
+
+
+def together(connection: sqlite3.Connection, works: list[Work[Any]]) -> list[Outcome]:
+    """Run every one of `works` in one write transaction, each behind a savepoint: what each
+    returned or raised. One that raises leaves nothing; the others commit together."""
+    outcomes: list[Outcome] = []
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        for work in works:
+            connection.execute("SAVEPOINT durability_write")
+            try:
+                outcomes.append((True, work(connection)))
+            except BaseException as error:
+                if not connection.in_transaction:
+                    raise  # SQLite rolled the whole transaction back: the others went too
+                connection.execute("ROLLBACK TO durability_write")
+                outcomes.append((False, error))
+            connection.execute("RELEASE durability_write")
+        connection.execute("COMMIT")
+    except BaseException as error:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        return [(False, error)] * len(works)
+    return outcomes
+
+
+#: A queued write: the function, whether it is one statement that may run without
+#: `BEGIN IMMEDIATE` when alone (see `SqliteDatabase.alone`), and its caller's future.
+_Item = tuple[Work[Any], bool, "asyncio.Future[Any]"]
+
+
+class _Gathering:
+    """The writes waiting for the writer's thread. The loop adds to it until the thread takes
+    it (both under `lock`); a write that finds it taken starts the next one."""
+
+    __slots__ = ("items", "lock", "taken")
+
+    def __init__(self, first: _Item) -> None:
+        self.items = [first]
+        self.lock = threading.Lock()
+        self.taken = False
+
+    def join(self, item: _Item) -> bool:
+        with self.lock:
+            if self.taken or len(self.items) >= MOST:
+                return False
+            self.items.append(item)
+            return True
+
+    def take(self) -> list[_Item]:
+        with self.lock:
+            self.taken = True
+            return self.items
+
+
+class GroupCommit:
+    """Writes on one connection, those waiting at the same time committed together.
+
+    `hop(fn)` runs `fn` on the connection's thread after what was queued there before (and
+    translates a failure of the whole hop); `translate` turns one write's own error into the
+    one its caller should see (`NotMigrated`).
+    """
+
+    __slots__ = ("_connection", "_gathering", "_hop", "_hopping", "_translate")
+
+    def __init__(
+        self,
+        connection: sqlite3.Connection,
+        hop: Callable[[Callable[[], list[Outcome]]], Awaitable[list[Outcome]]],
+        translate: Callable[[BaseException], BaseException],
+    ) -> None:
+        self._connection = connection
+        self._hop = hop
+        self._translate = translate
+        self._gathering: _Gathering | None = None
+        self._hopping: set[asyncio.Task[None]] = set()
+
+    async def write(self, work: Work[T], *, alone: bool = False) -> T:
+        """`work`'s result once its transaction committed, or what it raised (rolled back)."""
+        loop = asyncio.get_running_loop()
+        reply: asyncio.Future[T] = loop.create_future()
+        item: _Item = (work, alone, reply)
+        gathering = self._gathering
+        if gathering is None or not gathering.join(item):
+            gathering = self._gathering = _Gathering(item)
+            # Held until done (the loop keeps only weak references to tasks). Its first step
+            # queues the gathering on the thread; writes join it until the thread takes it.
+            task = loop.create_task(self._send(gathering))
+            self._hopping.add(task)
+            task.add_done_callback(self._hopping.discard)
+        return await reply
+
+    async def _send(self, gathering: _Gathering) -> None:
+        try:
+            outcomes = await self._hop(functools.partial(self._commit, gathering))
+        except BaseException as error:
+            for _, _, reply in gathering.items:
+                if not reply.done():
+                    reply.set_exception(error)
+            if isinstance(error, asyncio.CancelledError):
+                raise
+            return
+        for (_, _, reply), (ok, value) in zip(gathering.items, outcomes, strict=True):
+            if ok:
+                settle(reply, value)
+            elif not reply.done():
+                reply.set_exception(self._translate(value))
+
+    def _commit(self, gathering: _Gathering) -> list[Outcome]:
+        """On the writer's thread: every write gathered so far, committed."""
+        items = gathering.take()
+        connection = self._connection
+        if len(items) > 1:
+            return together(connection, [work for work, _, _ in items])
+        work, alone, _ = items[0]
+        try:
+            return [(True, work(connection) if alone else transaction(connection, work))]
+        except BaseException as error:
+            return [(False, error)]
