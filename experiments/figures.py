@@ -1,6 +1,7 @@
 """Figures from results: each experiment module draws its own (`draw(frame) -> Figure`); this
 module gives them one look (labelled axes with units, legends, readable sizes, one colour per
-backend in every figure) and writes `results/figures/<experiment>.png`.
+backend in every figure, and one marker, so lines that lie on each other can still be told
+apart) and writes `results/figures/<experiment>.png`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-__all__ = ["colour", "draw", "figure", "style"]
+__all__ = ["colour", "draw", "figure", "marker", "style"]
 
 _PALETTE = ["#1f77b4", "#d62728", "#ff7f0e", "#2ca02c", "#98df8a", "#9467bd", "#c5b0d5",
             "#8c564b", "#17becf", "#9edae5", "#e377c2", "#f7b6d2", "#7f7f7f", "#bcbd22",
@@ -26,6 +27,17 @@ def colour(backend: str) -> str:
     names = list(BACKENDS)
     index = names.index(backend) if backend in names else len(names) + hash(backend) % 4
     return _PALETTE[index % len(_PALETTE)]
+
+
+#: Related backends share a hue (a scheduler and its polled variant), so each has a marker too.
+_MARKERS = ["o", "s", "^", "D", "v", "P", "X", "<", ">", "p", "h", "*", "d", "8", "H", "o"]
+
+
+def marker(backend: str) -> str:
+    """The same marker for a backend in every figure."""
+    names = list(BACKENDS)
+    index = names.index(backend) if backend in names else len(names) + hash(backend) % 4
+    return _MARKERS[index % len(_MARKERS)]
 
 
 def style() -> None:

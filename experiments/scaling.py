@@ -189,7 +189,7 @@ def summary(frame: Any) -> Any:
 
 
 def draw(frame: Any) -> Any:
-    from experiments.figures import colour, figure, label
+    from experiments.figures import colour, figure, label, marker
 
     fig, axes = figure(columns=3, rows=2, width=5.0, height=3.6)
     rows = frame[frame["metric"] == "cost"]
@@ -206,7 +206,7 @@ def draw(frame: Any) -> Any:
         for backend, group in part.groupby("backend", sort=False):
             medians = group.groupby("size")["value"].median()
             fitted = slope([float(x) for x in medians.index], [float(y) for y in medians])
-            ax.plot(medians.index, medians.to_numpy(), marker="o",
+            ax.plot(medians.index, medians.to_numpy(), marker=marker(str(backend)),
                     label=f"{backend} (slope {fitted:.2f})", color=colour(str(backend)))
         ax.set_xscale("log")
         ax.set_yscale("log")

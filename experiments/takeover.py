@@ -116,7 +116,7 @@ def summary(frame: Any) -> Any:
 
 
 def draw(frame: Any) -> Any:
-    from experiments.figures import colour, figure, label
+    from experiments.figures import colour, figure, label, marker
 
     fig, axes = figure(columns=2, width=6.5, height=4.5)
     table = summary(frame)
@@ -125,11 +125,13 @@ def draw(frame: Any) -> Any:
         for backend, group in part.groupby("backend", sort=False):
             ax.errorbar(group["lease_s"], group["median"],
                         yerr=[group["median"] - group["min"], group["max"] - group["median"]],
-                        marker="o", capsize=3, label=str(backend), color=colour(str(backend)))
+                        marker=marker(str(backend)), capsize=3, label=str(backend),
+                        color=colour(str(backend)))
         if len(part):
+            # Drawn over the series (zorder), since a median can sit right on it.
             leases = sorted(part["lease_s"].unique())
             ax.plot(leases, [lease + tick_for(lease) for lease in leases], color="black",
-                    linestyle="--", linewidth=1, label="lease + tick")
+                    linestyle=(0, (4, 2)), linewidth=1.5, label="lease + tick", zorder=5)
         label(ax, f"Takeover after a SIGKILL ({phase})", "lease (s)",
               "kill → other worker's pass starts (s; median, min to max)")
         ax.legend(loc="upper left")

@@ -134,7 +134,7 @@ def summary(frame: Any) -> Any:
 
 
 def draw(frame: Any) -> Any:
-    from experiments.figures import colour, figure, label
+    from experiments.figures import colour, figure, label, marker
 
     fig, axes = figure(columns=2, width=6.5, height=4.5)
     rate, cost = axes[0][0], axes[0][1]
@@ -142,11 +142,11 @@ def draw(frame: Any) -> Any:
     for (backend, variant), group in table.groupby(["backend", "variant"], sort=False):
         name = backend if variant == "default" else f"{backend} ({variant})"
         style = "-" if variant == "default" else "--"
-        rate.plot(group["processes"], group["passes_per_s"], marker="o", label=name,
-                  color=colour(str(backend)), linestyle=style)
+        look = {"color": colour(str(backend)), "marker": marker(str(backend)),
+                "linestyle": style, "label": name}
+        rate.plot(group["processes"], group["passes_per_s"], **look)
         if "worker_cpu_per_pass" in group:
-            cost.plot(group["processes"], group["worker_cpu_per_pass"], marker="o", label=name,
-                      color=colour(str(backend)), linestyle=style)
+            cost.plot(group["processes"], group["worker_cpu_per_pass"], **look)
     for ax in (rate, cost):
         ax.set_xticks(list(PROCESSES))
     rate.set_yscale("log")

@@ -5,8 +5,9 @@
     durable = SqliteDurable(SqliteCheckpointer(database), SqliteScheduler(database))
 
 Every write is one `BEGIN IMMEDIATE` transaction (the check and the write it guards cannot be
-split), `SqliteDurable`'s moves included, and `SqliteEffect` commits with its record. Import
-this subpackage only with the `sqlite` extra installed; `import durability` never needs it.
+split), `SqliteDurable`'s moves included, and `SqliteEffect` commits with its record; writes
+asked for at the same time share one, each behind a savepoint (`batching`). Import this
+subpackage only with the `sqlite` extra installed; `import durability` never needs it.
 
 One file is one application: the file is the namespace (there is no table prefix), so two
 applications use two files, and removing an application is removing its file. (A `queue`

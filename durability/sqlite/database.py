@@ -17,6 +17,10 @@ A write transaction is one Python function handed to the writer's thread whole:
 - A cancelled caller cannot leave the connection inside an open transaction: the function runs
   to `COMMIT` or `ROLLBACK` on the thread whatever happens to the awaiting task.
 
+Writes that wait for the thread at the same time go in one transaction, each behind a savepoint
+(`batching.GroupCommit`): a busy worker pays one hop, one lock and one commit for a dozen
+passes' writes, and one that raises is still rolled back alone.
+
 Since the one writer thread runs transactions one after another, a process never fights itself
 for the write lock and needs no lock of its own. aiosqlite has no public "run this function on
 the connection's thread", so `_run` uses its queue (`Connection._execute`, present since the
