@@ -26,14 +26,22 @@ def duration(text: str) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def positive_count(text: str) -> int:
+def count(text: str) -> int:
+    """A whole number, zero or more."""
     try:
-        count = int(text)
+        made = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {count}")
-    return count
+    if made < 0:
+        raise argparse.ArgumentTypeError(f"must be zero or more, got {made}")
+    return made
+
+
+def positive_count(text: str) -> int:
+    made = count(text)
+    if made < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {made}")
+    return made
 
 
 def parser(prog: str, description: str) -> argparse.ArgumentParser:
@@ -102,6 +110,12 @@ def add_worker_options(made: argparse.ArgumentParser) -> None:
         type=duration,
         default=None,
         help="make every capture take this long (to watch, or kill, a worker mid-payout)",
+    )
+    made.add_argument(
+        "--declines",
+        type=count,
+        default=0,
+        help="decline the first N captures, to watch an order fail and be retried (default 0)",
     )
     made.add_argument(
         "--effects-log",

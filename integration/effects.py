@@ -10,6 +10,8 @@ Two knobs exist for tests and demonstrations:
   also appends `capturing ...` as it begins, so a capture that was started and cut short
   (its worker stopped mid-step) shows as a start without its end;
 - `Gateway(slow=...)`: how long a capture takes, so a test can kill a worker mid-payout;
+- `Gateway(declines=...)`: how many captures are declined before one goes through, so a
+  payout fails and can be retried (`durability-worker --declines 1`);
 - `Warehouse(unshippable=..., release_failures=...)`: a SKU that cannot ship (the forward
   fulfilment fails and is rolled back), and a number of releases that fail before one works
   (the rollback crashes mid-way and is resumed).
@@ -26,6 +28,10 @@ from pathlib import Path
 
 class CannotShip(RuntimeError):
     """The warehouse cannot ship an order: the forward fulfilment fails here."""
+
+
+class CaptureDeclined(RuntimeError):
+    """The gateway declined a capture (on purpose, `declines` times): the payout fails here."""
 
 
 class ReleaseFailed(RuntimeError):
@@ -58,9 +64,12 @@ class _Journal:
 class Gateway:
     """A fake payment gateway. `charges`, `refunds`, `captures` and `payouts` count calls."""
 
-    def __init__(self, *, journal: Path | None = None, slow: timedelta | None = None) -> None:
+    def __init__(
+        self, *, journal: Path | None = None, slow: timedelta | None = None, declines: int = 0
+    ) -> None:
         self._journal = _Journal(journal)
         self._slow = slow
+        self._declines = declines
 
     @property
     def calls(self) -> Counter[str]:
@@ -82,6 +91,9 @@ class Gateway:
         self._journal.write("capturing", workflow=workflow, sku=sku, cents=cents)
         if self._slow is not None:
             await asyncio.sleep(self._slow.total_seconds())
+        if self._declines > 0:  # declined: nothing captured
+            self._declines -= 1
+            raise CaptureDeclined(f"the gateway declined capturing {sku} for {workflow}")
         self._journal.note("capture", workflow=workflow, sku=sku, cents=cents)
         return f"cap-{workflow}-{sku}"
 

@@ -41,7 +41,7 @@ LONGEST_TRY_AGAIN = timedelta(seconds=30)
 def effects_from(args: argparse.Namespace) -> Effects:
     journal = Path(args.effects_log) if args.effects_log else None
     return Effects(
-        gateway=Gateway(journal=journal, slow=args.capture_delay),
+        gateway=Gateway(journal=journal, slow=args.capture_delay, declines=args.declines),
         warehouse=Warehouse(journal=journal),
         settlement=args.settlement,
     )

@@ -164,6 +164,68 @@ def test_a_worker_killed_mid_payout_is_taken_over_with_no_capture_twice(
     assert "worker drained" in processes.log(f"worker-{workers.index(survivor) + 1}")
 
 
+def test_a_declined_payout_fails_is_listed_and_is_retried_through_the_api(
+    shared_store_url: str, processes: Processes, tmp_path: Path, tag: str
+) -> None:
+    """The README's failed order: the worker declines the first capture (`--declines 1`), the
+    order is listed as failed with its error, and `POST /orders/{id}/retry` runs it again from
+    its last recorded step, so the one capture that happened happened once."""
+    effects = tmp_path / "effects.log"
+    port = free_port()
+    api = processes.start(
+        "api", "integration.api", "--store", shared_store_url, "--port", str(port)
+    )
+    processes.start(
+        "worker", "integration.worker", "--store", shared_store_url, "--settlement", "1h",
+        "--declines", "1", "--effects-log", str(effects),
+    )
+    order = f"{tag}-declined"
+
+    with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+
+        def answers() -> bool:
+            assert api.poll() is None, processes.log("api")
+            try:
+                return http.get("/orders/none").status_code == 404
+            except httpx.TransportError:
+                return False
+
+        def failed() -> list[dict[str, object]]:
+            got = http.get("/orders", params={"state": "failed", "prefix": tag})
+            assert got.status_code == 200, got.text
+            return list(got.json()["orders"])
+
+        def stage() -> object:
+            return http.get(f"/orders/{order}").json()["stage"]
+
+        wait_for(answers, "the API answers")
+        submitted = http.post(
+            "/orders", json=order_record("piano"), headers={"Idempotency-Key": order}
+        )
+        assert submitted.status_code == 201, submitted.text
+        wait_for(lambda: bool(failed()), "the order is listed as failed", within=60)
+        (listed,) = failed()
+        assert listed["workflow"] == order
+        failure = listed["failure"]
+        assert isinstance(failure, dict)
+        assert failure["type"] == "CaptureDeclined" and failure["attempt"] == 1
+        assert failure["step"] == "captured:piano"
+        assert stage() == "failed"
+
+        retried = http.post(f"/orders/{order}/retry")
+        assert retried.status_code == 202, retried.text
+        assert retried.json() == {"id": order, "retried": True}
+        wait_for(lambda: stage() == "settling", "the retried order settles", within=60)
+        assert failed() == []
+        keys = [entry["key"] for entry in http.get(f"/orders/{order}").json()["history"]]
+
+    assert keys.index("engine:failure:000001") < keys.index("engine:retry:000001")
+    assert keys.index("engine:retry:000001") < keys.index("captured:piano")
+    # Declined, then captured: two attempts began, one capture happened.
+    assert effects_of(effects, "capturing") == Counter({(order, "piano"): 2})
+    assert effects_of(effects, "capture") == Counter({(order, "piano"): 1})
+
+
 # --- stopping and starting a worker process -----------------------------------------------------
 
 
