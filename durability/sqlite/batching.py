@@ -147,12 +147,14 @@ class GroupCommit:
     async def _send(self, gathering: _Gathering) -> None:
         try:
             outcomes = await self._hop(functools.partial(self._commit, gathering))
+        except asyncio.CancelledError:
+            for _, _, reply in gathering.items:
+                reply.cancel()
+            raise
         except BaseException as error:
             for _, _, reply in gathering.items:
                 if not reply.done():
                     reply.set_exception(error)
-            if isinstance(error, asyncio.CancelledError):
-                raise
             return
         for (_, _, reply), (ok, value) in zip(gathering.items, outcomes, strict=True):
             if ok:

@@ -131,3 +131,10 @@ async def test_a_missing_table_in_a_shared_transaction_says_to_migrate(path: Pat
     finally:
         await unmigrated.close()
     assert all(isinstance(g, NotMigrated) for g in got), got
+
+
+async def test_a_write_after_close_fails_at_once_and_does_not_hang(path: Path) -> None:
+    closed = await open_database(path)
+    await closed.close()
+    with pytest.raises(ValueError, match="closed"):
+        await asyncio.wait_for(closed.write(_insert("late")), 30)
