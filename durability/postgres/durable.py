@@ -3,6 +3,9 @@
 at all (and `take` and `finish`, which begin and end every pass, cost one round trip each
 rather than two: a one-step pass is three statements, take, record and finish).
 
+A busy worker's takes of one turn are one statement (`take_many`), and so are its finishes
+(`finish_many`): a dozen passes ending together pay for one statement and one commit.
+
 `take` waits for work in the scheduler's own loop (`PostgresScheduler.waiting`): the same
 LISTEN/NOTIFY wake-up, the same poll fallback, and no statement at all while nothing has been
 announced since the last empty read. Only the statement it runs differs from `next_ready`'s.
@@ -19,6 +22,8 @@ observed, even by a process that dies between the two halves, because there is n
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 from collections.abc import Mapping
 from datetime import UTC, timedelta
 
@@ -43,8 +48,12 @@ from durability.status import Inspected
 from durability.traffic import Traffic
 from durability.turns import Queued, TurnBatcher, fail, settle
 
+log = logging.getLogger("durability.postgres")
+
 #: The most takes one `take_many` statement answers; more in one turn are sent as several.
 MOST_TAKEN = 64
+#: The most finishes one `finish_many` statement carries.
+MOST_FINISHED = 64
 
 _TakeRow = tuple[object, ...]
 
@@ -52,7 +61,7 @@ _TakeRow = tuple[object, ...]
 class PostgresDurable(Inspected):
     """A `Durable` whose two halves share one pool, so one statement can cover both."""
 
-    __slots__ = ("_checkpointer", "_scheduler", "_sql", "_takes", "_traffic")
+    __slots__ = ("_checkpointer", "_finishes", "_scheduler", "_sql", "_takes", "_traffic")
 
     #: How many takes `work` keeps in flight for this store unless told otherwise: the takes
     #: of one turn are one statement here (`_take_many`), so a busy worker's free slots are
@@ -79,6 +88,9 @@ class PostgresDurable(Inspected):
         self._checkpointer = checkpointer
         self._scheduler = scheduler
         self._takes: TurnBatcher[Params, _TakeRow] = TurnBatcher(self._take_many, MOST_TAKEN)
+        self._finishes: TurnBatcher[Params, bool] = TurnBatcher(
+            self._finish_many, MOST_FINISHED
+        )
         self._traffic = traffic if traffic is not None else Traffic()
 
     @property
@@ -141,7 +153,8 @@ class PostgresDurable(Inspected):
     async def finish_settled(
         self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
     ) -> bool:
-        """`settle`, `release` and `done` as one statement (`finish_settled` in durable.sql)."""
+        """`settle`, `release` and `done` as one statement (`finish_settled` in durable.sql),
+        shared with the other finishes asked for in the same turn (`_finish_many`)."""
         check_state(state)
         params = self._params(
             check_workflow(holder.workflow),
@@ -150,10 +163,50 @@ class PostgresDurable(Inspected):
             state=state,
             detail=detail_text(detail),
         )
-        row = await self._checkpointer._batcher.one(self._sql["finish_settled"], params)
+        stood = await self._finishes.call(params)
         self._scheduler.changed()
+        return stood
+
+    async def _finish_alone(self, params: Params) -> bool:
+        row = await self._checkpointer._batcher.one(self._sql["finish_settled"], params)
         assert row is not None  # one row of counts, whatever the CTEs did
         return bool(row[0])
+
+    async def _finish_many(self, calls: list[Queued[Params, bool]]) -> None:
+        """The finishes of one turn as ONE statement (`finish_many`); a lone one, or a group
+        naming a workflow twice, as `finish_settled` each. A group whose statement fails is
+        sent again one by one, so each caller gets its own answer or its own error: a finish
+        is safe to send twice (its delete and release compare the receipt and token, and the
+        standing is written again with the same state)."""
+        calls = sorted(calls, key=lambda call: str(call[0]["workflow"]))  # the lock order
+        workflows = [str(params["workflow"]) for params, _ in calls]
+        if len(calls) > 1 and len(set(workflows)) == len(calls):
+            asked = [
+                {key: params[key] for key in ("workflow", "token", "receipt", "state", "detail")}
+                for params, _ in calls
+            ]
+            many_params = {"queue": calls[0][0]["queue"], "asked": json.dumps(asked)}
+            try:
+                row = await self._checkpointer._batcher.one(self._sql["finish_many"], many_params)
+            except Exception as error:
+                log.info("finish_many failed (%s); sending its %d finishes one by one",
+                         error, len(calls))
+            else:
+                assert row is not None
+                stood = set(row[0] or ())
+                for params, reply in calls:
+                    settle(reply, params["workflow"] in stood)
+                return
+        await asyncio.gather(*(self._answer_alone(call) for call in calls))
+
+    async def _answer_alone(self, call: Queued[Params, bool]) -> None:
+        params, reply = call
+        try:
+            settle(reply, await self._finish_alone(params))
+        except BaseException as error:
+            fail([call], error)
+            if not isinstance(error, Exception):
+                raise
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         """`next_ready` then `claim` as one statement (`take` in durable.sql), waiting for work

@@ -260,3 +260,49 @@ SELECT (SELECT array_agg(workflow ORDER BY workflow) FROM answered),
        hidden.at,
        extract(epoch FROM hidden.at - now.t)::float8
 FROM now CROSS JOIN hidden
+
+-- name: finish_many
+-- `finish_settled` for several passes at once: the finishes a busy worker's passes ask for in
+-- the same turn share one statement (PostgresDurable gathers them), so they pay for one
+-- statement and one commit between them. Each is what finish_settled does alone: its queue row
+-- deleted if it still holds the receipt, its claim released if it still holds the token, and
+-- its standing written only if the release happened. The rows are locked by the DELETE and the
+-- UPDATE themselves, as finish_settled locks its own (an explicit FOR UPDATE would write each
+-- row twice), each found through its primary key with `= ANY (ids)`, which walks the index in
+-- id order: queue rows, then claim rows, then standings, each kind in workflow order. The
+-- answer is one row: the workflows whose standing was written.
+WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+asked AS MATERIALIZED (
+    -- From one JSON parameter, not unnest of arrays: the planner sizes unnest by the array it
+    -- is given, so every call would be planned afresh (about 1 ms); a JSON set it sizes the
+    -- same whatever it holds, so the prepared statement keeps one generic plan.
+    SELECT * FROM jsonb_to_recordset(%(asked)s::jsonb)
+        AS a(workflow text, token bigint, receipt bigint, state text, detail text)
+),
+done AS (
+    DELETE FROM durability.queue AS q
+    USING asked AS a
+    WHERE q.queue = %(queue)s
+      AND q.workflow = ANY (ARRAY(SELECT workflow FROM asked))  -- by the primary key
+      AND q.workflow = a.workflow AND q.receipt = a.receipt
+      AND (SELECT count(*) FROM quick) = 1
+    RETURNING 1
+),
+released AS (
+    UPDATE durability.claims AS c SET until = '-infinity'
+    FROM asked AS a
+    WHERE c.workflow = ANY (ARRAY(SELECT workflow FROM asked))  -- by the primary key
+      AND c.workflow = a.workflow AND c.token = a.token
+      AND (SELECT count(*) FROM done) >= 0  -- after the deletes, as in finish_settled
+    RETURNING c.workflow
+),
+stood AS (
+    INSERT INTO durability.standings AS s (workflow, state, detail, at)
+    SELECT a.workflow, a.state, a.detail, clock_timestamp()
+    FROM asked AS a JOIN released AS r ON r.workflow = a.workflow
+    ORDER BY a.workflow
+    ON CONFLICT (workflow) DO UPDATE
+        SET state = EXCLUDED.state, detail = EXCLUDED.detail, at = EXCLUDED.at
+    RETURNING s.workflow
+)
+SELECT (SELECT coalesce(array_agg(workflow), '{}') FROM stood)
