@@ -29,7 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--backends", help="comma-separated backends (prefix* allowed); default all:"
                      f" {', '.join(BACKENDS)}")
     run.add_argument("--quick", action="store_true", help="short runs, fewer configurations")
-    run.add_argument("--repeat", type=int, default=1, help="run each configuration N times")
+    run.add_argument("--repeat", type=int, default=1,
+                     help="run each configuration N times, going round every backend per repeat")
     run.add_argument("--sources", help=f"where servers may come from, in order (default "
                      f"{','.join(SOURCES)}; e.g. container,binary for private servers only)")
     run.add_argument("--results", default=str(RESULTS), help="where to write results")

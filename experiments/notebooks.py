@@ -240,16 +240,18 @@ def best(backend):
     return float(rows['passes_per_s'].max()) if len(rows) else float('nan')
 
 rivals = [b for b in ('saq', 'arq', 'streaq', 'pgqueuer', 'procrastinate') if b in set(t.backend)]
+ahead = best('pgqueuer') > r('postgres')
 say(f\"\"\"From one process, each at its better variant (default or tuned):
 {', '.join(f'**{b}** {best(b):,.0f}/s' for b in rivals)}. On Redis this project's stream
 scheduler completes {r('redis-stream') / best('saq'):.1f} times as many as saq and
 {r('redis-stream') / best('streaq'):.1f} times as many as streaq, each pass with a checkpoint
-written. On Postgres, **pgqueuer outruns this project's scheduler**
+written. On Postgres, {'**pgqueuer outruns this project' + "'" + 's scheduler**' if ahead else
+'this project' + "'" + 's scheduler outruns pgqueuer'}
 ({best('pgqueuer'):,.0f}/s against {r('postgres'):,.0f}/s, using
 {r('pgqueuer', column='worker_cpu_per_pass'):.2f} ms of worker CPU a job against
-{r('postgres', column='worker_cpu_per_pass'):.2f}): a pgqueuer job is a row dequeued in batches with
-no checkpoint to claim, record and release, while procrastinate ({best('procrastinate'):,.0f}/s)
-takes one job per transaction.\"\"\")
+{r('postgres', column='worker_cpu_per_pass'):.2f}){':' if ahead else ', though'} a pgqueuer job is a
+row dequeued in batches with no checkpoint to claim, record and release, while procrastinate
+({best('procrastinate'):,.0f}/s) takes one job per transaction.\"\"\")
 """),
 ]
 
@@ -356,8 +358,9 @@ say(f\"\"\"- **Redis, stream scheduler**: the quickest start ({ms(o_('redis-stre
 - **A job queue instead** (no checkpoint: a job that fails half-way starts again from the top):
   saq starts a job in {ms(o_('saq', 'p50 ms @20/s'))} and runs {o_('saq', 'wf/s x1'):,.0f} a second
   from one process, below the Redis schedulers here on both; pgqueuer runs
-  {o_('pgqueuer', 'wf/s x1'):,.0f} a second, more than this project's Postgres scheduler, because a
-  job has no checkpoint to claim, record and release.\"\"\")
+  {o_('pgqueuer', 'wf/s x1'):,.0f} a second, {'more' if o_('pgqueuer', 'wf/s x1') >
+  o_('postgres', 'wf/s x1') else 'less'} than this project's Postgres scheduler, with no
+  checkpoint to claim, record and release.\"\"\")
 """),
 ]
 

@@ -163,12 +163,13 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
             servers_used[backend.name] = {"kind": server.kind, "source": server.source,
                                           "version": server.version}
 
-    async def of(backend: Backend, lab: Lab) -> list[dict[str, Any]]:
-        """Every configuration of `backend`, in order; its failures noted in `failed`."""
+    async def of(backend: Backend, lab: Lab, rounds: range) -> list[dict[str, Any]]:
+        """Every configuration of `backend`, in order, once for each of `rounds`; its failures
+        noted in `failed`."""
         found_rows: list[dict[str, Any]] = []
         async with lab.scope():  # what the backend's configurations share, closed after
             for params in (p for b, p in plan if b is backend):
-                for r in range(repeat):
+                for r in rounds:
                     shown = ", ".join(f"{k}={v}" for k, v in params.items() if v is not None)
                     progress.update(task, description=f"{backend.name} {shown}")
                     try:
@@ -195,13 +196,20 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
 
         async def beside(backend: Backend) -> list[dict[str, Any]]:
             async with room:
-                return await of(backend, lab.branch())
+                return await of(backend, lab.branch(), range(repeat))
 
         for found in await asyncio.gather(*(beside(backend) for backend in order)):
             rows += found
     else:
+        # Repeats go round every backend in turn rather than one backend at a time, so a spell
+        # in which the machine runs slower (its speed moves by up to 2x) falls on each backend
+        # in one of its repeats, not on all the repeats of a few backends.
+        found_by: dict[str, list[dict[str, Any]]] = {backend.name: [] for backend in order}
+        for r in range(repeat):
+            for backend in order:
+                found_by[backend.name] += await of(backend, lab, range(r, r + 1))
         for backend in order:
-            rows += await of(backend, lab)
+            rows += found_by[backend.name]
     for backend_name, reason in skipped.items():
         console.print(f"[yellow]{name}: skipped {backend_name}[/yellow]: {reason}")
     meta = {

@@ -230,3 +230,32 @@ async def test_an_experiment_runs_end_to_end_on_servers_in_containers(tmp_path: 
     assert set(frame["backend"]) == {"redis-stream", "postgres"}
     server = frame[frame["metric"] == "server_requests"]
     assert set(server["backend"]) == {"redis-stream", "postgres"}  # counted by the server
+
+
+async def test_repeats_go_round_every_backend_and_rows_come_out_in_backend_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--repeat N` measures every backend once per round, so a slow spell of the machine
+    falls on one repeat of each backend rather than on every repeat of a few."""
+    import types
+
+    from experiments import runner
+
+    measured: list[tuple[str, int]] = []
+    fake = types.ModuleType("experiments.fake")
+    fake.NAME, fake.TITLE = "fake", "a fake experiment"  # type: ignore[attr-defined]
+    fake.configurations = lambda backend, quick: [{"size": 1}, {"size": 2}]  # type: ignore[attr-defined]
+
+    async def measure(lab: Lab, backend: Any, params: dict[str, Any]) -> list[dict[str, Any]]:
+        measured.append((backend.name, int(params["size"])))
+        return [{"metric": "calls", "value": len(measured), "unit": "count"}]
+
+    fake.measure = measure  # type: ignore[attr-defined]
+    monkeypatch.setattr(runner, "module", lambda name: fake)
+    failures = await run(["fake"], [BACKENDS["memory"], BACKENDS["sqlite"]], quick=False,
+                         repeat=2, sources=("url",), where=tmp_path, figures=False)
+    assert failures == 0
+    assert measured == [("memory", 1), ("memory", 2), ("sqlite", 1), ("sqlite", 2)] * 2
+    written = load("fake", tmp_path)
+    assert list(written["backend"]) == ["memory"] * 4 + ["sqlite"] * 4
+    assert sorted(written["repeat"].tolist()) == [0, 0, 0, 0, 1, 1, 1, 1]
