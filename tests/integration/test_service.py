@@ -95,6 +95,21 @@ def journal(path: Path) -> list[dict[str, str]]:
     return entries
 
 
+def answering(
+    http: httpx.Client, api: subprocess.Popen[bytes], processes: Processes
+) -> Callable[[], bool]:
+    """Whether the API process answers yet (failing at once, with its log, if it died)."""
+
+    def answers() -> bool:
+        assert api.poll() is None, processes.log("api")
+        try:
+            return http.get("/orders/none").status_code == 404
+        except httpx.TransportError:
+            return False
+
+    return answers
+
+
 def test_a_worker_killed_mid_payout_is_taken_over_with_no_capture_twice(
     shared_store_url: str, processes: Processes, tmp_path: Path, tag: str
 ) -> None:
@@ -110,13 +125,6 @@ def test_a_worker_killed_mid_payout_is_taken_over_with_no_capture_twice(
 
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
 
-        def answers() -> bool:
-            assert api.poll() is None, processes.log("api")
-            try:
-                return http.get("/orders/none").status_code == 404
-            except httpx.TransportError:
-                return False
-
         def view() -> dict[str, object]:
             got = http.get(f"/orders/{order}")
             assert got.status_code == 200, got.text
@@ -127,7 +135,7 @@ def test_a_worker_killed_mid_payout_is_taken_over_with_no_capture_twice(
             assert isinstance(history, list)
             return key in [entry["key"] for entry in history]
 
-        wait_for(answers, "the API answers")
+        wait_for(answering(http, api, processes), "the API answers")
         lines = [{"sku": sku, "quantity": 1, "cents": 100} for sku in SKUS]
         submitted = http.post(
             "/orders", json={"customer": "ada", "lines": lines}, headers={"Idempotency-Key": order}
@@ -183,13 +191,6 @@ def test_a_declined_payout_fails_is_listed_and_is_retried_through_the_api(
 
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
 
-        def answers() -> bool:
-            assert api.poll() is None, processes.log("api")
-            try:
-                return http.get("/orders/none").status_code == 404
-            except httpx.TransportError:
-                return False
-
         def failed() -> list[dict[str, object]]:
             got = http.get("/orders", params={"state": "failed", "prefix": tag})
             assert got.status_code == 200, got.text
@@ -198,7 +199,7 @@ def test_a_declined_payout_fails_is_listed_and_is_retried_through_the_api(
         def stage() -> object:
             return http.get(f"/orders/{order}").json()["stage"]
 
-        wait_for(answers, "the API answers")
+        wait_for(answering(http, api, processes), "the API answers")
         submitted = http.post(
             "/orders", json=order_record("piano"), headers={"Idempotency-Key": order}
         )
@@ -359,14 +360,7 @@ def test_the_api_s_own_worker_on_memory_drains_its_steps_on_sigterm(
     order = f"{tag}-memory"
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
 
-        def answers() -> bool:
-            assert api.poll() is None, processes.log("api")
-            try:
-                return http.get("/orders/none").status_code == 404
-            except httpx.TransportError:
-                return False
-
-        wait_for(answers, "the API answers")
+        wait_for(answering(http, api, processes), "the API answers")
         lines = [{"sku": sku, "quantity": 1, "cents": 100} for sku in ("alpha", "bravo")]
         submitted = http.post(
             "/orders", json={"customer": "ada", "lines": lines}, headers={"Idempotency-Key": order}
