@@ -130,8 +130,13 @@ def draw(frame: Any) -> Any:
         if len(part):
             # Drawn over the series (zorder), since a median can sit right on it.
             leases = sorted(part["lease_s"].unique())
+            # A marker too: a quick run measures one lease, where the line is a single point.
             ax.plot(leases, [lease + tick_for(lease) for lease in leases], color="black",
-                    linestyle=(0, (4, 2)), linewidth=1.5, label="lease + tick", zorder=5)
+                    linestyle=(0, (4, 2)), linewidth=1.5, marker="_", markersize=14,
+                    label="lease + tick", zorder=5)
+            ax.set_xticks(leases)
+            ax.set_xlim(0, max(leases) * 1.1)
+            ax.set_ylim(bottom=0)  # from zero: how far under lease + tick each one is
         label(ax, f"Takeover after a SIGKILL ({phase})", "lease (s)",
               "kill → other worker's pass starts (s; median, min to max)")
         ax.legend(loc="upper left")
