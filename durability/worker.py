@@ -437,8 +437,12 @@ class _Worker:
                     wait = min(wait, (self.known_due - self.clock()).total_seconds())
                 if wait <= 0:
                     break
+                # Not `wait_for`: on 3.11 it returns normally when it is cancelled just as the
+                # event is set (a pass scheduling a sleep as `work` is cancelled), and the
+                # timer then waited out a whole `sweep` before it saw the cancellation.
                 try:
-                    await asyncio.wait_for(self.earlier.wait(), wait)
+                    async with asyncio.timeout(wait):
+                        await self.earlier.wait()
                 except TimeoutError:
                     break
                 self.earlier.clear()
@@ -789,7 +793,8 @@ class _Worker:
                 await asyncio.sleep(pause.total_seconds())
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(stop.wait(), pause.total_seconds())
+                async with asyncio.timeout(pause.total_seconds()):
+                    await stop.wait()
             if stop.is_set():
                 return False
 

@@ -155,7 +155,8 @@ async def opened(
                 extra=fields(store=redacted(url), tries=tries, error=repr(error), again_in=pause),
             )
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(stop.wait(), pause.total_seconds())
+            async with asyncio.timeout(pause.total_seconds()):
+                await stop.wait()
         pause = min(pause * 2, LONGEST_TRY_AGAIN)
     return None
 

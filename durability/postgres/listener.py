@@ -67,7 +67,8 @@ class Listener:
         # Bounded: a server that accepts no connection must not stall a read past its `within`
         # here; the scheduler polls until the listener gets through.
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._attempted.wait(), _FIRST_ATTEMPT)
+            async with asyncio.timeout(_FIRST_ATTEMPT):
+                await self._attempted.wait()
 
     def mark(self) -> tuple[int, asyncio.Event]:
         """The current generation and the event that fires when it next moves."""

@@ -194,8 +194,11 @@ class SqliteScheduler:
             remaining = give_up - loop.time()
             if remaining <= 0:
                 return None
+            # Not `wait_for`, which on 3.11 can swallow a cancellation that comes as the
+            # signal is set: the reader would then take a workflow nobody runs.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(signal.wait(), min(poll, remaining))
+                async with asyncio.timeout(min(poll, remaining)):
+                    await signal.wait()
             if signal.is_set():
                 self._busy = True
 

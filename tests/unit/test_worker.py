@@ -375,6 +375,33 @@ async def test_a_sleeping_workflow_is_woken_by_the_timer() -> None:
     assert scheduler.calls["make_ready"] == 1  # the arrival; the wakeup came from the timer
 
 
+async def test_a_worker_cancelled_as_a_pass_schedules_its_sleep_stops_at_once() -> None:
+    """The timer is waiting when the pass's deadline wakes it and `work` is cancelled in the
+    same turn. `asyncio.wait_for` on 3.11 swallowed that cancellation, and the timer waited out
+    a whole `sweep` (here a minute) before it noticed."""
+    durable = SplitDurable(*stores())
+    observed = Observed()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> None:
+        await run.sleep("nap", timedelta(days=1))
+
+    sweep = timedelta(minutes=1)
+    task = asyncio.create_task(
+        work(durable, body, pool=1, observer=observed, tick=TICK, sweep=sweep)
+    )
+    await durable.arrive(workflow, "go", True)
+    await observed.until(lambda: bool(observed.outcomes(workflow)))
+    task.cancel()
+    await asyncio.wait({task}, timeout=15)
+    try:
+        assert task.done(), "work() still running 15 s after it was cancelled"
+        assert task.cancelled()
+    finally:
+        with contextlib.suppress(asyncio.CancelledError):
+            await task  # with the defect, a whole sweep later
+
+
 async def test_a_deadline_set_by_another_worker_is_found_by_the_sweep() -> None:
     checkpointer, scheduler = stores()
     durable = SplitDurable(checkpointer, scheduler)

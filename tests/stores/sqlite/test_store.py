@@ -177,6 +177,28 @@ async def test_a_due_wake_at_in_this_process_wakes_next_ready_too(
     assert delivery.workflow == "again"
 
 
+async def test_a_reader_cancelled_as_the_signal_comes_ends_cancelled(
+    database: SqliteDatabase,
+) -> None:
+    """`asyncio.wait_for` on 3.11 swallowed a cancellation that came just as the event it
+    waited on was set, so the reader went on reading (for an hour here, or took a workflow that
+    no pass would run). Cancelled at each loop turn after the signal, it must end cancelled."""
+    scheduler = SqliteScheduler(database, poll=HOUR)
+    for turns in range(6):
+        reader = asyncio.create_task(scheduler.next_ready(HOUR))
+        await asyncio.sleep(0.05)
+        assert not reader.done()
+        database.signal(scheduler.queue).set()
+        for _ in range(turns):
+            await asyncio.sleep(0)
+        reader.cancel()
+        await asyncio.wait({reader}, timeout=10)
+        try:
+            assert reader.cancelled(), f"cancelled {turns} turns after the signal, still reading"
+        finally:
+            reader.cancel()
+
+
 async def test_another_connection_s_make_ready_is_found_by_the_poll(
     database: SqliteDatabase, path: Path
 ) -> None:
