@@ -335,7 +335,11 @@ class Lab:
         if backend.server is not None and server is None:
             raise AgentFailed(f"{backend.name}: no {backend.server} server")
         if server is None or server.kind != "postgres":
-            yield Place(server.url if server else "", tag, str(self.scratch)), server
+            try:
+                yield Place(server.url if server else "", tag, str(self.scratch)), server
+            finally:
+                if server is not None and not server.private:  # a private one dies with the run
+                    await asyncio.to_thread(_redis_forget, server, tag)
             return
         database = f"lab_{tag}"
         base = server.url.rsplit("/", 1)[0]
@@ -388,6 +392,41 @@ class Lab:
             yield agent
         finally:
             await agent.close()
+
+
+def _redis_forget(server: Server, tag: str) -> None:
+    """Delete a place's keys from a Redis the lab did not start (the user's own, or the one on
+    6379): its namespace `lab-<tag>` as ours and the rivals' key it (`lab-<tag>`,
+    `lab-<tag>:...`, `{lab-<tag>}:...`, `saq:job:lab-<tag>:...`), and nothing else. Without
+    this each run left thousands of keys behind, the namespace's indexes with no ttl at all."""
+    import redis
+    import redis.cluster
+
+    client: Any
+    if server.kind == "cluster":
+        client = redis.cluster.RedisCluster.from_url(server.url, socket_timeout=10)
+    else:
+        client = redis.Redis.from_url(server.url, socket_timeout=10)
+    try:
+        for pattern in (f"*lab-{tag}:*", f"*lab-{tag}}}*"):
+            batch: list[bytes] = []
+            for key in client.scan_iter(match=pattern, count=1000):
+                batch.append(key)
+                if len(batch) == 500:
+                    _unlink(client, batch)
+            _unlink(client, batch)
+        client.unlink(f"lab-{tag}")  # arq names its queue's key after the queue alone
+    finally:
+        client.close()
+
+
+def _unlink(client: Any, batch: list[bytes]) -> None:
+    if batch:
+        pipe = client.pipeline(transaction=False)
+        for key in batch:  # a command a key: on a cluster the keys sit in many slots
+            pipe.unlink(key)
+        pipe.execute()
+        batch.clear()
 
 
 def _postgres_admin(url: str, statement: str) -> None:

@@ -137,6 +137,44 @@ async def test_a_backend_whose_server_cannot_be_had_is_skipped_with_its_reason(
         assert meta[field]
 
 
+async def test_a_place_on_a_redis_the_lab_did_not_start_is_emptied_after() -> None:
+    """On the user's own Redis (here the one on 6379) a place's keys go with the place: ours
+    and a rival's; a key of another place whose tag starts the same stays."""
+    import redis.asyncio as aioredis
+
+    from durability.connect import open_durable
+
+    servers = Servers(("port",))
+    client = aioredis.Redis.from_url("redis://127.0.0.1:6379/0")
+    try:
+        lab = Lab(servers, quick=True)
+        backend = BACKENDS["redis-set"]
+        reason = skip_reason(lab, backend)
+        if reason is not None:
+            if os.environ.get("CI"):
+                pytest.fail(f"CI has Redis on 6379: {reason}")
+            pytest.skip(reason)
+        async with lab.place(backend) as (place, server):
+            assert server is not None and not server.private
+            neighbour = f"lab-{place.tag}0:kept"  # the next-but-nine place's tag
+            await client.set(neighbour, "1")
+            await client.set(f"saq:job:lab-{place.tag}:job-1", "1")
+            await client.zadd(f"lab-{place.tag}", {"arq-job": 1.0})  # arq's queue
+            async with open_durable(backend.url(place)) as durable:
+                for n in range(5):
+                    await durable.arrive(f"placed-{n}", "go", n)
+            during = [k async for k in client.scan_iter(match=f"*lab-{place.tag}[:}}]*")]
+            assert len(during) >= 6
+        after = [k async for k in client.scan_iter(match=f"*lab-{place.tag}[:}}]*")]
+        assert after == []
+        assert not await client.exists(f"lab-{place.tag}")
+        assert await client.get(neighbour) == b"1"
+        await client.delete(neighbour)
+    finally:
+        await client.aclose()
+        servers.close()
+
+
 def _descendants(root: int) -> set[int]:
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
