@@ -494,10 +494,16 @@ class RedisCheckpointer:
 
     async def look(self, workflow: str) -> Look:
         keys = self.keys(workflow)
-        # Two slots (the workflow's, the namespace's), so two round trips, sent together.
+        # Two slots (the workflow's, the namespace's): sent in the same turn, so the batcher
+        # puts them in one pipeline on a single node (one round trip); a cluster sends each to
+        # its own node, at once.
         (claimed, known, passed), held = await asyncio.gather(
             self._read(self._script("looked"), keys),
-            self._redis.hget(namespace_key(self.namespace, "standings"), workflow),
+            self._batcher.run(
+                self._standings_script("standing"),
+                [namespace_key(self.namespace, "standings")],
+                [workflow],
+            ),
         )
         standing = self._standing(workflow, None if held is None else str(held))
         if standing is not None and _vanished(known, passed):

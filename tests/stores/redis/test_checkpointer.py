@@ -530,6 +530,29 @@ async def test_a_standing_outliving_its_expired_checkpoint_is_not_a_status(redis
     assert (await status(store, workflow)).state == "unknown"
 
 
+async def test_a_status_is_one_round_trip_on_one_node(redis: Redis, namespace: str) -> None:
+    # The look (the workflow's slot) and the standing (the namespace's) were two commands on
+    # two connections, two round trips; through the batcher they share one pipeline.
+    from durability.redis.packing import PackedConnection
+    from durability.traffic import Traffic
+
+    traffic = Traffic()
+    where = redis.connection_pool.connection_kwargs
+    client = Redis.from_url(f"redis://{where['host']}:{where['port']}/0", decode_responses=True,
+                            connection_class=PackedConnection, traffic=traffic)
+    try:
+        store = RedisCheckpointer(redis=client, namespace=namespace, ttl=timedelta(minutes=10))
+        await _stood(store, f"{namespace}-one", "failed")
+        assert (await status(store, f"{namespace}-one")).state == "failed"  # connections made
+        before = traffic.snapshot()
+        found = await status(store, f"{namespace}-one")
+        sent = traffic.snapshot() - before
+        assert found.state == "failed"
+        assert sent.round_trips == 1, sent
+    finally:
+        await client.aclose()
+
+
 # --- standings whose checkpoints expired: left out of listings, swept -----------------------
 
 #: A ttl short enough to wait out: a standing older than it may have outlived its checkpoint.
