@@ -1,4 +1,5 @@
-"""`beats`: when a polling reader looks, on a fixed beat rather than a fixed gap.
+"""`beats`: when a polling reader looks, on a fixed beat rather than a fixed gap; `set_within`:
+an event waited on for at most a while.
 
 A reader that sleeps `poll` after each empty look polls every `poll` plus the look's own round
 trip plus the timer's lateness (the event loop wakes up to a millisecond late), so a workflow
@@ -13,7 +14,7 @@ import math
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import timedelta
 
-__all__ = ["beats"]
+__all__ = ["beats", "set_within"]
 
 
 async def beats(
@@ -40,3 +41,17 @@ async def beats(
             return
         beat = start + (math.floor((now - start) / step) + 1) * step
         await sleep(min(beat, deadline) - now)
+
+
+async def set_within(event: asyncio.Event, seconds: float) -> bool:
+    """Whether `event` is set within `seconds` (waiting at most that long).
+
+    `asyncio.timeout`, not `wait_for`: no task of its own (a set event wakes the waiter a turn
+    of the loop sooner), and on Python 3.11 `wait_for` returns normally when it is cancelled
+    just as the event is set, so a loop around it went on as if nothing had cancelled it."""
+    try:
+        async with asyncio.timeout(seconds):
+            await event.wait()
+    except TimeoutError:
+        return False
+    return True

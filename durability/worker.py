@@ -25,7 +25,6 @@ pass ends by writing where it left the workflow (`Ledger.settle`), for `status` 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -50,6 +49,7 @@ from durability.interfaces import (
     Settling,
     positive,
 )
+from durability.polling import set_within
 from durability.stepwise import Blocked, Completed, Run, Sleeping, resume
 
 T = TypeVar("T")
@@ -437,13 +437,7 @@ class _Worker:
                     wait = min(wait, (self.known_due - self.clock()).total_seconds())
                 if wait <= 0:
                     break
-                # Not `wait_for`: on 3.11 it returns normally when it is cancelled just as the
-                # event is set (a pass scheduling a sleep as `work` is cancelled), and the
-                # timer then waited out a whole `sweep` before it saw the cancellation.
-                try:
-                    async with asyncio.timeout(wait):
-                        await self.earlier.wait()
-                except TimeoutError:
+                if not await set_within(self.earlier, wait):
                     break
                 self.earlier.clear()
 
@@ -792,10 +786,7 @@ class _Worker:
             if stop is None:
                 await asyncio.sleep(pause.total_seconds())
                 continue
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(pause.total_seconds()):
-                    await stop.wait()
-            if stop.is_set():
+            if await set_within(stop, pause.total_seconds()):
                 return False
 
     async def _drain(self, stop: asyncio.Event, quits: list[asyncio.Task[None]]) -> None:

@@ -408,25 +408,14 @@ def _redis_forget(server: Server, tag: str) -> None:
     else:
         client = redis.Redis.from_url(server.url, socket_timeout=10)
     try:
-        for pattern in (f"*lab-{tag}:*", f"*lab-{tag}}}*"):
-            batch: list[bytes] = []
-            for key in client.scan_iter(match=pattern, count=1000):
-                batch.append(key)
-                if len(batch) == 500:
-                    _unlink(client, batch)
-            _unlink(client, batch)
-        client.unlink(f"lab-{tag}")  # arq names its queue's key after the queue alone
-    finally:
-        client.close()
-
-
-def _unlink(client: Any, batch: list[bytes]) -> None:
-    if batch:
+        # One walk of the keyspace; arq names its queue's key after the queue alone.
+        keys = [*client.scan_iter(match=f"*lab-{tag}[:}}]*", count=1000), f"lab-{tag}"]
         pipe = client.pipeline(transaction=False)
-        for key in batch:  # a command a key: on a cluster the keys sit in many slots
+        for key in keys:  # a command a key: on a cluster the keys sit in many slots
             pipe.unlink(key)
         pipe.execute()
-        batch.clear()
+    finally:
+        client.close()
 
 
 def _postgres_admin(url: str, statement: str) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 from durability import Blocked, Completed, Durable, Event, Sleeping, work
 from durability.connect import open_durable, unavailable
 from durability.failures import ONCE, Retry
+from durability.polling import set_within
 from durability.worker import GRACE
 from integration import cli
 from integration.effects import Gateway, Warehouse
@@ -154,9 +155,7 @@ async def opened(
                 "store not ready",
                 extra=fields(store=redacted(url), tries=tries, error=repr(error), again_in=pause),
             )
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(pause.total_seconds()):
-                await stop.wait()
+        await set_within(stop, pause.total_seconds())
         pause = min(pause * 2, LONGEST_TRY_AGAIN)
     return None
 

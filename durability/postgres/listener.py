@@ -24,6 +24,7 @@ from typing import Any
 
 import psycopg
 
+from durability.polling import set_within
 from durability.postgres.statements import Pool
 
 log = logging.getLogger(__name__)
@@ -66,9 +67,7 @@ class Listener:
             self._task = asyncio.create_task(self._run(), name=f"listen:{self._queue}")
         # Bounded: a server that accepts no connection must not stall a read past its `within`
         # here; the scheduler polls until the listener gets through.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(_FIRST_ATTEMPT):
-                await self._attempted.wait()
+        await set_within(self._attempted, _FIRST_ATTEMPT)
 
     def mark(self) -> tuple[int, asyncio.Event]:
         """The current generation and the event that fires when it next moves."""

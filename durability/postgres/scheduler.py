@@ -44,13 +44,13 @@ taken row its lease end; it moves nothing, because nothing needs moving.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from durability.interfaces import Delivery, Footprint, check_workflow, positive
+from durability.polling import set_within
 from durability.postgres.listener import Listener
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
 
@@ -194,11 +194,7 @@ class PostgresScheduler:
                 continue
             waited = True
             if listening and changed is not None:
-                # asyncio.timeout, not wait_for: no task of its own, so a notification wakes
-                # this read a turn of the loop sooner.
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout):
-                        await changed.wait()
+                await set_within(changed, timeout)
             else:
                 await asyncio.sleep(timeout)
 

@@ -24,7 +24,6 @@ its workflow in one transaction where `next_ready` takes it alone.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import secrets
 import sqlite3
@@ -33,6 +32,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from durability.interfaces import Delivery, Footprint, check_workflow, positive
+from durability.polling import set_within
 from durability.sqlite.database import (
     SqliteDatabase,
     from_us,
@@ -194,12 +194,7 @@ class SqliteScheduler:
             remaining = give_up - loop.time()
             if remaining <= 0:
                 return None
-            # Not `wait_for`, which on 3.11 can swallow a cancellation that comes as the
-            # signal is set: the reader would then take a workflow nobody runs.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(min(poll, remaining)):
-                    await signal.wait()
-            if signal.is_set():
+            if await set_within(signal, min(poll, remaining)):
                 self._busy = True
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
