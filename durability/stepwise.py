@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
+from durability.codec import Unencodable
 from durability.failures import Retry
 from durability.faults import patiently
 from durability.interfaces import (
@@ -334,7 +335,14 @@ class Run:
             except Exception as error:
                 self._failed.append(StepFailed(key, retry, error))
                 raise
-            return await self._write(lambda: self._checkpointer.record(self._holder, key, result))
+            try:
+                return await self._write(
+                    lambda: self._checkpointer.record(self._holder, key, result)
+                )
+            except Unencodable as error:
+                # What the step returned cannot be kept: the step failed, not the body around it.
+                self._failed.append(StepFailed(key, retry, error))
+                raise
 
         return parse(await self._once(key, produce))
 

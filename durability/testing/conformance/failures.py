@@ -177,6 +177,23 @@ class FailuresContract:
         assert page.statuses[0].failure == status.failure
         await durable.delete(workflow)
 
+    async def test_a_step_whose_result_cannot_be_recorded_is_the_step_that_failed(
+        self, durable: Durable
+    ) -> None:
+        workflow = fresh("unencodable")
+        observed = Observed(PATIENCE)
+
+        async def body(run: Run) -> object:
+            return await run.step("receipt", lambda: {"at": {1, 2}}, lambda value: value)
+
+        async with working(durable, body, observed, pool=1):
+            await durable.arrive(workflow, "go", True)
+            status = await _reaches(durable, workflow, "failed")
+        assert status.failure is not None
+        assert status.failure.type == "Unencodable" and status.failure.step == "receipt"
+        assert "receipt" not in await durable.checkpointer.load(workflow)
+        await durable.delete(workflow)
+
     async def test_retry_runs_a_failed_workflow_again_from_its_last_recorded_step(
         self, durable: Durable
     ) -> None:
