@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from durability.cancelling import stop_if_cancelled
 from durability.interfaces import Durable, SplitDurable, positive
 from durability.memory import MemoryCheckpointer, MemoryScheduler
 from durability.traffic import Traffic
@@ -204,12 +205,15 @@ async def open_durable(
         yield SplitDurable(checkpointer, MemoryScheduler(lease=lease, traffic=traffic), traffic)
     elif scheme in ("redis", "rediss"):
         async with _redis(url, lease, poll, housekeeping, connect_timeout) as durable:
+            stop_if_cancelled()  # opening went through a driver that can swallow it
             yield durable
     elif scheme in ("postgresql", "postgres"):
         async with _postgres(url, lease, poll, connect_timeout) as durable:
+            stop_if_cancelled()  # opening went through a driver that can swallow it
             yield durable
     elif scheme == "sqlite":
         async with _sqlite(url, lease, poll) as durable:
+            stop_if_cancelled()  # opening went through a driver that can swallow it
             yield durable
     else:
         shown = f"{scheme!r}" if scheme else "no scheme"

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Protocol, TypeVar, runtime_checkable
 
+from durability.cancelling import stop_if_cancelled
 from durability.connect import unavailable
 from durability.interfaces import Interruption
 
@@ -103,6 +104,7 @@ async def patiently(
                 error,
             )
         # Jittered, so the passes a dropped connection failed together do not retry together.
+        stop_if_cancelled()
         await asyncio.sleep(pause * random.uniform(0.5, 1.5))
         pause = min(pause * 2, LONGEST.total_seconds())
     raise AssertionError("unreachable")  # the last try returned or raised

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Literal, TypeVar, assert_never
 
+from durability.cancelling import pause as paused
+from durability.cancelling import stop_if_cancelled
 from durability.failures import FAILURE, ONCE, Failure, Retry, attempt, describe, failed, leaves
 from durability.failures import next_key as next_engine_key
 from durability.faults import StoreDown, patiently
@@ -150,15 +152,6 @@ class _Drained(Exception):
 
 def utcnow() -> datetime:
     return datetime.now(UTC)
-
-
-def _stop_if_cancelled() -> None:
-    """Raise the cancellation a store client swallowed (redis-py 8 can return normally from a
-    command cancelled mid-flight, leaving only `cancelling()` set); a loop that ignored it would
-    keep `work` from ever stopping."""
-    task = asyncio.current_task()
-    if task is not None and task.cancelling():
-        raise asyncio.CancelledError
 
 
 class _Worker:
@@ -303,12 +296,12 @@ class _Worker:
                 failures += 1
                 pause = min(self.tick * 2 ** min(failures - 1, 10), self.sweep)
                 log.exception("reading the queue failed; trying again in %s", pause)
-                await asyncio.sleep(pause.total_seconds())
+                await paused(pause.total_seconds())
                 continue
             finally:
                 self.reading -= 1
             failures = 0
-            _stop_if_cancelled()
+            stop_if_cancelled()
             if taken is None:
                 if not primary:
                     return
@@ -337,14 +330,14 @@ class _Worker:
 
     async def reclaimer(self) -> None:
         while True:
-            _stop_if_cancelled()
-            await asyncio.sleep(self.tick.total_seconds())
+            await paused(self.tick.total_seconds())
             while len(self.running) < self.pool:
                 try:
                     delivery = await self.scheduler.reclaim(self.lease)
                 except Exception:
                     log.exception("reclaim failed; trying again next tick")
                     break
+                stop_if_cancelled()
                 if delivery is None:
                     break
                 log.info("reclaimed %s from a worker that stopped answering", delivery.workflow)
@@ -352,8 +345,7 @@ class _Worker:
 
     async def keeper(self) -> None:
         while True:
-            _stop_if_cancelled()
-            await asyncio.sleep(self.tick.total_seconds())
+            await paused(self.tick.total_seconds())
             if self.running:
                 await asyncio.gather(*(self._keep(r) for r in list(self.running)))
 
@@ -419,6 +411,7 @@ class _Worker:
                 log.exception("extending the delivery of %s failed", running.delivery.workflow)
             finally:
                 running.sending = False
+            stop_if_cancelled()
             if not running.again:
                 return
 
@@ -429,7 +422,7 @@ class _Worker:
             except Exception:
                 log.exception("waking due workflows failed; trying again next tick")
                 self.known_due = self.clock() + self.tick
-            _stop_if_cancelled()
+            stop_if_cancelled()
             self.earlier.clear()
             while True:
                 wait = self.sweep.total_seconds()
@@ -772,6 +765,9 @@ class _Worker:
         while True:
             try:
                 await self.scheduler.prepare()
+                # A cancel swallowed here would start the loops under a task group that never
+                # hears of it, and `work` would never stop.
+                stop_if_cancelled()
                 return True
             except Exception as error:
                 failures += 1
@@ -782,7 +778,7 @@ class _Worker:
                     error,
                     pause,
                 )
-            _stop_if_cancelled()
+            stop_if_cancelled()
             if stop is None:
                 await asyncio.sleep(pause.total_seconds())
                 continue

@@ -41,6 +41,7 @@ from durability import (
     as_text,
     run_durably,
 )
+from durability.cancelling import stop_if_cancelled
 from integration.effects import Gateway, Warehouse
 from integration.submission import Order
 
@@ -209,6 +210,7 @@ async def _claim(checkpointer: Checkpointer, workflow: str, alive: timedelta) ->
             return undoing
         if loop.time() >= give_up:
             raise RollbackHeld(workflow)
+        stop_if_cancelled()
         await asyncio.sleep(min(0.1, alive.total_seconds() / 10))
 
 

@@ -23,6 +23,7 @@ from datetime import timedelta
 from pathlib import Path
 
 from durability import Blocked, Completed, Durable, Event, Sleeping, work
+from durability.cancelling import stop_if_cancelled
 from durability.connect import open_durable, unavailable
 from durability.failures import ONCE, Retry
 from durability.polling import set_within
@@ -155,6 +156,7 @@ async def opened(
                 "store not ready",
                 extra=fields(store=redacted(url), tries=tries, error=repr(error), again_in=pause),
             )
+        stop_if_cancelled()
         await set_within(stop, pause.total_seconds())
         pause = min(pause * 2, LONGEST_TRY_AGAIN)
     return None

@@ -24,6 +24,7 @@ from typing import Any
 
 import psycopg
 
+from durability.cancelling import stop_if_cancelled
 from durability.polling import set_within
 from durability.postgres.statements import Pool
 
@@ -101,6 +102,7 @@ class Listener:
                     self._attempted.set()
                     self._bump()  # whatever was missed while not listening: look again
                     async for note in conn.notifies():
+                        stop_if_cancelled()
                         if note.payload == self._queue:
                             self._bump()
                             # Let the woken readers send their reads before this task goes
@@ -115,6 +117,7 @@ class Listener:
                     with contextlib.suppress(psycopg.Error):
                         await conn.close()
             self._attempted.set()
+            stop_if_cancelled()
             await asyncio.sleep(delay)
             delay = min(delay * 2, _RETRY_MOST)
 

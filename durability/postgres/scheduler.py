@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
+from durability.cancelling import stop_if_cancelled
 from durability.interfaces import Delivery, Footprint, check_workflow, positive
 from durability.polling import set_within
 from durability.postgres.listener import Listener
@@ -173,6 +174,7 @@ class PostgresScheduler:
                 look_again = quiet.until  # nothing announced since the last empty read
             else:
                 look = await read(waited)
+                stop_if_cancelled()
                 if look.found is not None:
                     self._quiet = None
                     return look.found

@@ -50,6 +50,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
+from durability.cancelling import stop_if_cancelled
 from durability.codec import Codec, JsonCodec
 from durability.interfaces import (
     INBOX,
@@ -542,6 +543,7 @@ class RedisCheckpointer:
             )
             held = {str(reply[i]): str(reply[i + 1]) for i in range(0, len(reply), 2)}
             gone = await self._gone(held)
+            stop_if_cancelled()
             for workflow, text in held.items():
                 standing = None if workflow in gone else self._standing(workflow, text)
                 if standing is not None:

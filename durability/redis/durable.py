@@ -52,6 +52,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
+from durability.cancelling import stop_if_cancelled
 from durability.interfaces import (
     Delivery,
     Entry,
@@ -239,6 +240,7 @@ class RedisDurable(SplitDurable):
         # Polled: every look is the one script, on the scheduler's beat.
         async for _ in beats(scheduler.poll, within):
             reply = await batcher.run(script, keys, script_args)
+            stop_if_cancelled()
             if reply[0]:
                 return self._taken(reply, alive)
         return None
@@ -321,6 +323,7 @@ class RedisDurable(SplitDurable):
         if not self._waited:
             reply = await self._redis_checkpointer._batcher.run(script, keys, args)
         while True:
+            stop_if_cancelled()
             now = loop.time()
             if reply is not None:
                 if reply[0]:

@@ -37,6 +37,8 @@ from typing import Any
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.exceptions import ConnectionError, ResponseError
 
+from durability.cancelling import stop_if_cancelled
+
 __all__ = ["Lane", "Unsendable"]
 
 #: The least `max_connections` of a pool whose connection a lane keeps between bursts.
@@ -80,6 +82,9 @@ class Lane:
         # handshake's replies handed to this caller. So a call waits for the opening to end.
         if connection is None or self._opening.locked() or not _usable(connection):
             connection = await self._open()
+            # Opening sends the handshake through redis-py, which can swallow a cancel: a
+            # blocking read sent now would then wait out its whole block.
+            stop_if_cancelled()
         try:
             packed = connection.pack_commands(commands)
         except Exception as error:

@@ -42,6 +42,7 @@ import asyncio
 from datetime import datetime, timedelta
 from typing import Any
 
+from durability.cancelling import stop_if_cancelled
 from durability.interfaces import Delivery, Footprint, check_workflow, positive, to_ms
 from durability.polling import beats
 from durability.redis.lua import ScriptCall, script
@@ -146,6 +147,7 @@ class RedisSetScheduler:
         end = loop.time() + within.total_seconds()
         while True:
             taken = await self._take(keys=self.keys, args=args)
+            stop_if_cancelled()
             if taken[0]:
                 return Delivery(text(taken[0]), text(taken[1]))
             left = end - loop.time()
@@ -156,6 +158,7 @@ class RedisSetScheduler:
                 await asyncio.sleep(pause)
             else:
                 await self._redis.blpop([self.doorbell], timeout=block)
+                stop_if_cancelled()
 
     def wait(self, left: float, hidden_ms: object) -> tuple[float | None, float]:
         """How an empty look is followed, given `left` seconds of the read's `within` and the

@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 
 from redis.exceptions import ResponseError
 
+from durability.cancelling import stop_if_cancelled
 from durability.interfaces import Delivery, Footprint, check_workflow, positive, to_ms
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker
@@ -302,6 +303,7 @@ class RedisStreamScheduler:
         while True:
             args = [GROUP, self.consumer, to_ms(idle), self._cursor]
             reply = await self.regrouped(self._reclaim, keys=[self.ready], args=args)
+            stop_if_cancelled()
             self._cursor = text(reply[0])
             if len(reply) == 4:
                 return Delivery(text(reply[2]), receipt_of(text(reply[1]), reply[3]))

@@ -17,10 +17,10 @@ an `HSCAN` of one hash) and, once round, waits `every` before the next walk.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from datetime import timedelta
 
+from durability.cancelling import pause
 from durability.interfaces import positive
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.stream import RedisStreamScheduler
@@ -45,7 +45,7 @@ async def trimming(
         else:
             if removed:
                 logger.debug("trimmed %d entries from %s", removed, scheduler.ready)
-        await asyncio.sleep(every.total_seconds())
+        await pause(every.total_seconds())
 
 
 #: How long a walk over the standings pauses between steps, so it never hogs the server.
@@ -71,15 +71,15 @@ async def sweeping(
                 every,
                 exc_info=True,
             )
-            await asyncio.sleep(every.total_seconds())
+            await pause(every.total_seconds())
             continue
         dropped += gone
         if not round_:
-            await asyncio.sleep(step.total_seconds())
+            await pause(step.total_seconds())
             continue
         if dropped:
             logger.info(
                 "dropped %d standings of expired workflows from %s", dropped, checkpointer.namespace
             )
         dropped = 0
-        await asyncio.sleep(every.total_seconds())
+        await pause(every.total_seconds())

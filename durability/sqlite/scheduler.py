@@ -31,6 +31,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import TypeVar
 
+from durability.cancelling import stop_if_cancelled
 from durability.interfaces import Delivery, Footprint, check_workflow, positive
 from durability.polling import set_within
 from durability.sqlite.database import (
@@ -191,6 +192,7 @@ class SqliteScheduler:
             self._busy = found is not None
             if found is not None:
                 return found
+            stop_if_cancelled()
             remaining = give_up - loop.time()
             if remaining <= 0:
                 return None

@@ -8,7 +8,9 @@ never pytest).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import random
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from durability.interfaces import Checkpointer, Pass
@@ -31,7 +33,7 @@ def passing(
     return Run(holder, checkpointer, records or {}, clock=clock)
 
 
-__all__ = ["passing"]
+__all__ = ["Cancels", "cancelling", "passing"]
 
 
 class Observed:
@@ -68,3 +70,43 @@ class Observed:
             while not condition():
                 self._changed.clear()
                 await self._changed.wait()
+
+
+
+@dataclass(frozen=True, slots=True)
+class Cancels:
+    """What `cancelling` found: cancellations `made` (of a task still running), and how many of
+    them were `lost` (the task went on past `patience`, or returned as if never asked)."""
+
+    made: int
+    lost: int
+
+
+async def cancelling(
+    start: Callable[[], Awaitable[object]],
+    *,
+    times: int = 200,
+    after: tuple[float, float] = (0.0, 0.004),
+    patience: float = 5.0,
+) -> Cancels:
+    """Cancel a fresh `start()` task `times` times, each after a random `after` seconds (so in
+    the middle of whatever call it is making), and count the cancellations it lost. A task that
+    went on is cancelled again until it stops; one that raised anything else re-raises it."""
+    made = lost = 0
+    for _ in range(times):
+        task = asyncio.ensure_future(start())
+        await asyncio.sleep(random.uniform(*after))
+        if not task.cancel():
+            continue  # it had already ended: nothing was asked of it
+        made += 1
+        done, _ = await asyncio.wait([task], timeout=patience)
+        while not task.done():
+            task.cancel()
+            await asyncio.wait([task], timeout=0.1)
+        if not task.cancelled():
+            error = task.exception()
+            if error is not None and not isinstance(error, asyncio.CancelledError):
+                raise error
+        if not done or not task.cancelled():
+            lost += 1
+    return Cancels(made, lost)
