@@ -31,8 +31,8 @@ the order of timestamps follows the order of commits across processes on one mac
 writer also knows it as the SQL function `durability_now_us()`, for a write that is one
 statement (`alone`): there SQLite takes the lock before the statement reads the clock.
 
-`signal(queue)` / `notify(queue)` wake a `next_ready` waiting in this process the moment a
-`make_ready` here commits, so in-process latency has no polling floor; other processes poll.
+`signal(queue)` / `notify(queue)` wake a `next_ready` waiting the moment a `make_ready`
+commits: in this process directly, in the others on the file through the `doorbell`.
 """
 
 from __future__ import annotations
@@ -55,6 +55,7 @@ import aiosqlite
 
 from durability.interfaces import NotMigrated, positive
 from durability.sqlite.batching import GroupCommit, transaction
+from durability.sqlite.doorbell import Doorbell
 from durability.traffic import Traffic
 
 __all__ = [
@@ -129,6 +130,13 @@ def _translated(error: BaseException) -> BaseException:
     return error
 
 
+class Signal(asyncio.Event):
+    """Set when a queue's rows change for its waiters; `ready` if a row is visible now (a
+    waiter takes at once), not if one only shows sooner than before (it looks first)."""
+
+    ready = False
+
+
 class SqliteDatabase:
     """One SQLite file as this process sees it: a writer and a reader connection.
 
@@ -144,6 +152,8 @@ class SqliteDatabase:
         reader: aiosqlite.Connection,
         reader_raw: sqlite3.Connection,
         busy_timeout: timedelta,
+        *,
+        doorbell: bool = True,
     ) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
@@ -151,7 +161,13 @@ class SqliteDatabase:
         self._writer_raw = writer_raw
         self._reader = reader
         self._reader_raw = reader_raw
-        self._signals: dict[str, asyncio.Event] = {}
+        self._signals: dict[str, Signal] = {}
+        # Other processes on the file ring it when they make work ready (`doorbell`).
+        self._doorbell = (
+            Doorbell(self.path, self._rung)
+            if doorbell and not str(path).startswith("file:")
+            else None
+        )
         self._closed = False
         #: What this process sent the file (`durability.traffic`): every statement by its
         #: leading keyword, counted on its connection's thread, and every hop to a thread.
@@ -221,19 +237,36 @@ class SqliteDatabase:
 
     # -- in-process wakeups ------------------------------------------------------------
 
-    def signal(self, queue: str) -> asyncio.Event:
-        """The event the next `notify(queue)` sets. Take it *before* looking at the queue, so a
-        `make_ready` that commits between the look and the wait still wakes the waiter."""
-        event = self._signals.get(queue)
-        if event is None:
-            event = self._signals[queue] = asyncio.Event()
-        return event
+    def signal(self, queue: str) -> Signal:
+        """The signal the next `notify(queue)` sets, here or (through the doorbell) in another
+        process on the file. Take it *before* looking at the queue, so a `make_ready` that
+        commits between the look and the wait still wakes the waiter."""
+        if self._doorbell is not None:
+            self._doorbell.listen()
+        signal = self._signals.get(queue)
+        if signal is None:
+            signal = self._signals[queue] = Signal()
+        return signal
 
-    def notify(self, queue: str) -> None:
-        """Wake every waiter of `queue` in this process (after a commit made work visible)."""
-        event = self._signals.pop(queue, None)
-        if event is not None:
-            event.set()
+    @property
+    def hears_others(self) -> bool:
+        """Whether another process's `notify` reaches this one's waiters (the doorbell is up),
+        so a waiter needs no more than a slow look in case a ring went missing."""
+        return self._doorbell is not None and self._doorbell.listening
+
+    def notify(self, queue: str, *, ready: bool = True) -> None:
+        """Wake every waiter of `queue`, in this process and in the others on the file, after
+        a commit made a row visible (`ready`) or made one show sooner than it would have
+        (not `ready`: a deadline moved earlier, which the waiters must look at again)."""
+        self._rung(queue, ready)
+        if self._doorbell is not None:
+            self._doorbell.ring(queue, ready)
+
+    def _rung(self, queue: str, ready: bool) -> None:
+        signal = self._signals.pop(queue, None)
+        if signal is not None:
+            signal.ready = signal.ready or ready
+            signal.set()
 
     # -- lifetime ----------------------------------------------------------------------
 
@@ -242,6 +275,8 @@ class SqliteDatabase:
         if self._closed:
             return
         self._closed = True
+        if self._doorbell is not None:
+            self._doorbell.close()
         await self._reader.close()
         await self._writer.close()
 
@@ -329,12 +364,15 @@ async def open_database(
     *,
     busy_timeout: timedelta = timedelta(seconds=5),
     synchronous: Synchronous = "NORMAL",
+    doorbell: bool = True,
 ) -> SqliteDatabase:
     """Open (creating if need be) the SQLite file at `path` for the stores of this process.
 
     `busy_timeout` is how long a statement waits for another process's lock before failing
     with `database is locked`. `synchronous` trades power-loss durability for commit speed
-    (see `Synchronous`). Call `migrate(database)` before the first store operation.
+    (see `Synchronous`). `doorbell` lets the processes on the file wake each other's waiting
+    readers (`durability.sqlite.doorbell`); without it they poll. Call `migrate(database)`
+    before the first store operation.
     """
     positive("busy_timeout", busy_timeout)
     if synchronous not in ("OFF", "NORMAL", "FULL", "EXTRA"):
@@ -349,7 +387,9 @@ async def open_database(
     except BaseException:
         await writer.close()
         raise
-    database = SqliteDatabase(path, writer, writer_raw, reader, reader_raw, busy_timeout)
+    database = SqliteDatabase(
+        path, writer, writer_raw, reader, reader_raw, busy_timeout, doorbell=doorbell
+    )
     try:
         await database._count()
     except BaseException:

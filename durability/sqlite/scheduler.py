@@ -13,12 +13,11 @@ lands mid-pass: it replaces the receipt, so the pass's `done` no longer matches 
 row. Receipts are random 63-bit integers, so one minted after a row was deleted and inserted
 again does not repeat the old one.
 
-`next_ready` polls the file every `poll` (other processes cannot signal this one), but a
-`make_ready` or due `wake_at` in this process wakes it at once through the database's signal.
-An idle poll only reads; the write lock is taken only when a row is there to take, or when
-the queue looked busy at the last take (then the unlocked look would only cost a statement).
-That waiting is `when_ready`, shared with `SqliteDurable.take`, which takes a row and claims
-its workflow in one transaction where `next_ready` takes it alone.
+`next_ready` waits for a ring: a `make_ready` or a sooner `wake_at` in any process on the file
+wakes it at once (the database's signal here, `doorbell` for the others). Between rings it
+looks only when the earliest hidden row shows, and every `LOOK_AGAIN` in case a ring went
+missing; without a doorbell it polls every `poll`. A look reads without the write lock, which
+is taken only to take a row. That waiting is `when_ready`, shared with `SqliteDurable.take`.
 """
 
 from __future__ import annotations
@@ -49,6 +48,9 @@ T = TypeVar("T")
 
 _SQL = queries("scheduler")
 _MICRO = timedelta(microseconds=1)
+#: How often a waiter that hears the other processes' rings looks anyway, in case one went
+#: missing (a process that started listening as another committed).
+LOOK_AGAIN = timedelta(seconds=2)
 
 
 def _receipt() -> int:
@@ -121,6 +123,10 @@ class SqliteScheduler:
         self.queue = queue
         #: Whether the queue looked busy at the last take (a hint: see `next_ready`).
         self._busy = False
+        #: Seconds from the last look until its earliest hidden row shows (see `_attempt`).
+        self._shows_in: float | None = None
+        #: How long a waiter the doorbell reaches goes without looking, at most.
+        self._fallback = max(self.poll, LOOK_AGAIN).total_seconds()
 
     async def prepare(self) -> None:
         """Check the table is there (raises `NotMigrated` if not); nothing to create."""
@@ -135,13 +141,6 @@ class SqliteScheduler:
         await self.database.write(lambda connection: ready_step(connection, self.queue, workflow))
         self.database.notify(self.queue)
 
-    def _visible(self, connection: sqlite3.Connection) -> bool:
-        """Whether a row is ready, read without the write lock."""
-        found = connection.execute(
-            _SQL["probe"], {"queue": self.queue, "now": now_us()}
-        ).fetchall()
-        return bool(found)
-
     def _attempt(
         self,
         take: Callable[[sqlite3.Connection], T | None],
@@ -149,10 +148,18 @@ class SqliteScheduler:
         connection: sqlite3.Connection,
     ) -> T | None:
         """On the writer's thread: `take` (alone or in a transaction of its own), unless the
-        unlocked look finds nothing."""
-        if not self._visible(connection):
+        look without the write lock finds no row visible. Notes in `_shows_in` how soon the
+        earliest hidden row shows (None: no row at all; 0: look again at once)."""
+        (earliest,) = connection.execute(_SQL["probe"], {"queue": self.queue}).fetchone()
+        now = now_us()
+        if earliest is None or earliest > now:
+            self._shows_in = None if earliest is None else (earliest - now) / 1_000_000
             return None
-        return take(connection) if alone else transaction(connection, take)
+        found = take(connection) if alone else transaction(connection, take)
+        # Visible a moment ago, gone now: another process took it, and it shows again when
+        # that taker's lease lapses, which only a new look can tell.
+        self._shows_in = 0.0 if found is None else None
+        return found
 
     async def when_ready(
         self,
@@ -175,15 +182,15 @@ class SqliteScheduler:
         positive("within", within)
         loop = asyncio.get_running_loop()
         give_up = loop.time() + within.total_seconds()
-        poll = self.poll.total_seconds()
         database = self.database
         while True:
             # Taken before looking, so a make_ready committed after the look still wakes us.
             signal = database.signal(self.queue)
-            # The unlocked look keeps an idle poll off the write lock. It is skipped while the
-            # queue is known to be busy (the last take found a row) or this process was just
-            # told a row is ready: there it would only cost a statement before the take.
-            if not self._busy:
+            # The unlocked look keeps an idle waiter off the write lock. It is skipped while the
+            # queue is known to be busy (the last take found a row) or a ring just said a row is
+            # ready: there it would only cost a statement before the take.
+            looked = not self._busy
+            if looked:
                 found = await database.writer(functools.partial(self._attempt, take, alone))
             elif alone:
                 found = await database.alone(take)
@@ -196,8 +203,15 @@ class SqliteScheduler:
             remaining = give_up - loop.time()
             if remaining <= 0:
                 return None
-            if await set_within(signal, min(poll, remaining)):
-                self._busy = True
+            # Rung by every process on the file, a waiter only looks again when the earliest
+            # hidden row shows (a sleeper's deadline, a dead taker's lease), and now and then in
+            # case a ring went missing; deaf, it polls.
+            wait = self._fallback if database.hears_others else self.poll.total_seconds()
+            shows = self._shows_in if looked else 0.0  # a take that missed: look at once
+            if shows is not None:
+                wait = min(wait, shows)
+            if await set_within(signal, min(wait, remaining)):
+                self._busy = signal.ready
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
         queue, lease = self.queue, self.lease
@@ -226,8 +240,9 @@ class SqliteScheduler:
                 },
             ).rowcount
         )
-        if changed and at <= now_us():
-            self.database.notify(self.queue)
+        if changed:
+            # A deadline sooner than the waiters last saw: they look again when it comes.
+            self.database.notify(self.queue, ready=at <= now_us())
         return bool(changed)
 
     async def wake_due(self, now: datetime | None = None) -> datetime | None:

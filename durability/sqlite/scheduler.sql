@@ -13,8 +13,9 @@ ON CONFLICT (queue, workflow) DO UPDATE SET
     receipt = :receipt
 
 -- name: probe
--- Read before locking: an idle poll never takes the write lock.
-SELECT 1 FROM durability_queue WHERE queue = :queue AND visible_us <= :now LIMIT 1
+-- Read before locking: an idle waiter never takes the write lock. The earliest visibility,
+-- past or future: whether a row is ready now, and if not when the first hidden one shows.
+SELECT min(visible_us) FROM durability_queue WHERE queue = :queue
 
 -- name: take
 -- The earliest visible row becomes invisible for a lease, under a fresh receipt. One statement,
