@@ -159,3 +159,24 @@ def test_an_unknown_backend_is_refused_by_name() -> None:
     )
     assert done.returncode == 2
     assert "memory" in done.stderr and "redis-stream" in done.stderr
+
+
+async def test_the_agent_answers_a_retry_that_a_live_pass_holds_up() -> None:
+    # Found by the 10,000-workflow run: `durable.retry` raises `Contended` (not an Exception)
+    # while a pass holds the workflow, so the agent's handler died and the operator's request
+    # waited out its whole timeout.
+    from datetime import timedelta
+
+    from experiments.agent import Agent
+    from experiments.protocol import AgentLoop
+
+    agent = Agent(AgentLoop())
+    await agent.open({"url": "memory://"})
+    try:
+        minute = timedelta(minutes=1)
+        held = await agent.store.checkpointer.claim("held", minute, minute)
+        assert held is not None
+        answer = await agent.retry({"workflow": "held"})
+        assert answer["retried"] is False and answer["contended"] is True
+    finally:
+        await agent.stack.aclose()
