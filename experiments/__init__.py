@@ -26,8 +26,8 @@ EXPERIMENTS = ("latency", "idle", "growth", "takeover", "throughput", "scaling",
 from experiments.api import parameters, run, run_sync, use, where  # noqa: E402
 
 #: The notebooks' readers, from `experiments.reading`, loaded (with pandas) when first asked.
-_READERS = ("blank", "figure", "frame", "ms", "overview", "pick", "prose", "run_line", "say",
-            "table")
+_READERS = ("blank", "figure", "frame", "ms", "overview", "pick", "prose", "reads", "run_line",
+            "say", "table")
 
 __all__ = ["EXPERIMENTS", "parameters", "run", "run_sync", "use", "where", *_READERS]
 

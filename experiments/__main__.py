@@ -84,6 +84,8 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("rivals", help="make the rivals' virtualenv (.venv-rivals)")
     books = commands.add_parser("notebooks", help="write notebooks/ and execute them on results/")
     books.add_argument("names", nargs="*", help="which notebooks (default: all)")
+    books.add_argument("--results", help="execute them on this run's folder instead, and write "
+                       "them into its notebooks/ (the committed ones stay on the reference)")
     return parser
 
 
@@ -164,10 +166,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "rivals":
         return make_rivals_venv()
     if args.command == "notebooks":
-        from experiments.notebooks import build
+        from experiments.notebooks import HERE, build
 
-        for path in build(args.names or None):
-            print(f"wrote {path.relative_to(path.parent.parent)}")
+        run = str(Path(args.results).resolve()) if args.results else None
+        try:
+            written = build(args.names or None, run=run,
+                            where=Path(run) / "notebooks" if run else HERE)
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
+        for path in written:
+            print(f"wrote {_shown(path)}")
         return 0
     return 2
 

@@ -178,12 +178,13 @@ def _interrupts(then: Callable[[], None]) -> Iterator[None]:
 
 def use(run: str | Path | None = None) -> Path:
     """Point the readers (`table`, `figure`, `frame`, `overview`, the notebooks) at `run`: a
-    folder of results, `"latest"` (the newest under `runs/`), or None for the reference run in
-    `results/`; return the folder. A folder holding no results is a `ValueError`."""
+    folder of results (relative to the working directory or the checkout), `"latest"` (the
+    newest under `runs/`), or None for the default (the reference run in `results/`, or what
+    `LAB_RESULTS` names); return the folder. A folder holding no results is a `ValueError`."""
     from experiments import reading
 
     if run is None:
-        folder = RESULTS
+        folder = reading.DEFAULT
     elif str(run) == "latest":
         made = sorted((p for p in SCRATCH.glob("*") if p.is_dir() and modes(p)),
                       key=lambda p: p.stat().st_mtime)

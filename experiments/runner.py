@@ -127,7 +127,7 @@ async def run(
     if where is None:
         where = scratch(names, mode)
     guard(where, names, mode, reference=reference, merge=merge)
-    console.print(f"writing to {where}")
+    console.print(f"writing to {where}", highlight=False)
     failures = 0
     servers = Servers(sources) if sources else Servers()
     with contextlib.suppress(Exception):
