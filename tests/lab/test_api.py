@@ -19,6 +19,7 @@ import subprocess
 import sys
 import warnings
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -61,7 +62,7 @@ async def test_an_unknown_or_bad_parameter_is_refused_by_name_and_nothing_runs(
                       phase="midstep")
     with pytest.raises(ValueError, match="no backend 'memroy'"):
         await lab.run("latency", backends="memroy", quick=True, where=tmp_path / "d")
-    assert not list(tmp_path.iterdir())
+    assert not os.listdir(tmp_path)  # nothing was made
 
 
 async def test_run_sync_inside_a_running_loop_says_to_await_lab_run() -> None:
@@ -194,3 +195,78 @@ def test_a_kernel_started_anywhere_imports_the_lab_and_runs_it_without_a_warning
     assert bars, "no progress bar was shown"
     assert book.cells[2].outputs[0]["text"].strip() == "['memory']"
     assert "a run of its own" in book.cells[1].outputs[-1]["data"]["text/markdown"]
+
+
+def _children(pid: int) -> set[int]:
+    """Every live process below `pid` (from /proc)."""
+    below: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] != "Z":
+            below.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in below.get(todo.pop(), []):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_interrupting_the_kernel_stops_the_run_and_leaves_nothing_behind(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import queue
+    import time
+
+    from jupyter_client.manager import start_new_kernel
+
+    monkeypatch.setenv("LAB_RUNS", str(tmp_path / "runs"))
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path))
+
+    def execute(code: str, interrupt_when: Any = None) -> list[dict[str, Any]]:
+        sent, outputs = client.execute(code), []
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            if interrupt_when is not None and interrupt_when():
+                manager.interrupt_kernel()
+                interrupt_when = None
+            try:
+                message = client.get_iopub_msg(timeout=0.2)
+            except queue.Empty:
+                continue
+            if message["parent_header"].get("msg_id") != sent:
+                continue
+            if message["msg_type"] == "status":
+                if message["content"]["execution_state"] == "idle":
+                    return outputs
+            elif message["msg_type"] in ("stream", "error", "display_data", "execute_result"):
+                outputs.append({"type": message["msg_type"], **message["content"]})
+        raise AssertionError(f"the cell {code!r} did not finish: {outputs}")
+
+    try:
+        (said,) = execute("import os, experiments as lab\nprint(os.getpid())")
+        kernel = int(said["text"])
+        seen: set[int] = set()
+
+        def running() -> bool:  # the run's worker agent is up: interrupt it mid-run
+            seen.update(_children(kernel))
+            return bool(seen)
+
+        stopped = execute("await lab.run('latency', backends='memory', quick=True, "
+                          "seconds=60)", interrupt_when=running)
+        errors = [o for o in stopped if o["type"] == "error"]
+        assert [o["ename"] for o in errors] == ["KeyboardInterrupt"], stopped
+        assert "everything it started has been stopped" in errors[0]["evalue"]
+        assert not [o for o in stopped if o.get("name") == "stderr"], stopped
+        assert seen and not (_children(kernel) & seen), "a process outlived the run"
+        later = execute("import asyncio, gc, time\ntime.sleep(0.5); gc.collect()\n"
+                        "print(len([t for t in asyncio.all_tasks() if 'experiments' in "
+                        "repr(t.get_coro())]))")
+        assert [o.get("text", "").strip() for o in later] == ["0"], later  # nothing pending
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
