@@ -59,8 +59,16 @@ def parameters(name: str) -> dict[str, str]:
 
     experiment = module(name)
     settings: dict[str, str] = getattr(experiment, "SETTINGS", {})
-    return {key: settings.get(key) or "one of, or a list of: " + ", ".join(map(str, values))
-            for key, values in allowed(experiment).items()}
+    found: dict[str, str] = {}
+    for key, values in allowed(experiment).items():
+        listed = ", ".join(map(str, values))
+        if key in settings:
+            found[key] = f"{settings[key]}: a positive number"
+        elif all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            found[key] = f"a positive number or a list of them (the lab's: {listed})"
+        else:
+            found[key] = f"one of {listed}, or a list of them"
+    return found
 
 
 async def run(
