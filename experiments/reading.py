@@ -127,7 +127,7 @@ def reads(where: Path | None = None) -> Any:
         shown = f"{place}/"
     found = modes(place)
     kinds = sorted(set(found.values()))
-    what = ("the reference run" if is_reference(place) else "a run of its own") + (
+    what = ("the reference run" if is_reference(place) else "another run") + (
         f", {kinds[0]}" if len(kinds) == 1 else "")
     line = f"Reading {what}: `{shown}` ({', '.join(found) or 'no results'})."
     if len(kinds) > 1:

@@ -194,7 +194,7 @@ def test_a_kernel_started_anywhere_imports_the_lab_and_runs_it_without_a_warning
     bars = [o for o in outputs if "<progress" in o.get("data", {}).get("text/html", "")]
     assert bars, "no progress bar was shown"
     assert book.cells[2].outputs[0]["text"].strip() == "['memory']"
-    assert "a run of its own" in book.cells[1].outputs[-1]["data"]["text/markdown"]
+    assert "Reading another run, quick" in book.cells[1].outputs[-1]["data"]["text/markdown"]
 
 
 def _children(pid: int) -> set[int]:
