@@ -30,10 +30,10 @@ from experiments.protocol import (
     AgentLoop,
     Message,
     cpu_seconds,
-    die_with_parent,
     now_ns,
     open_loop,
     schedule,
+    supervised,
 )
 
 
@@ -294,7 +294,7 @@ def _not_fenced(record: logging.LogRecord) -> bool:
 
 
 if __name__ == "__main__":
-    die_with_parent()
+    supervised()
     # SIGUSR1 prints every thread's stack to stderr: how the lab sees where an agent that
     # stopped answering is (the chaos run sends it to a worker that did not answer `mark`).
     faulthandler.register(signal.SIGUSR1, all_threads=True)
