@@ -32,12 +32,12 @@ from durability.interfaces import (
     Recorded,
     Scheduler,
     Settling,
-    SplitDurable,
     Taken,
     Written,
     claimed,
 )
 from durability.memory import MemoryCheckpointer, MemoryScheduler
+from durability.split import SplitDurable
 from durability.stepwise import Blocked, Completed, Run, Sleeping
 from durability.testing import Observed
 from durability.worker import GRACE, work
