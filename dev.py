@@ -2,8 +2,9 @@
 """Set up and run the project with nothing but Python installed.
 
     python3 dev.py lab [ARGS]   the lab, quick: every experiment on every backend it finds,
-                                results in results/quick/ and the comparison tables printed
-                                (ARGS go to `python -m experiments run`, e.g. `--full`)
+                                results in a new folder under runs/ (it says which) and the
+                                comparison tables printed; ARGS go to `python -m experiments
+                                run`; `--full` is the reference run, written to results/
     python3 dev.py test         ruff, mypy --strict and the whole test suite
     python3 dev.py notebooks    JupyterLab on notebooks/
     python3 dev.py demo         a workflow with a step, a sleep and an approval, in memory
@@ -11,7 +12,8 @@
 Each command first makes `.venv` beside this file and installs the project with its `dev` extra
 into it (again only when pyproject.toml changed), so a fresh clone needs no other step; `lab`
 also makes `.venv-rivals` for the job queues it compares against (their drivers conflict with
-ours). `lab --full` is the reference run that writes results/ itself (tens of minutes).
+ours). `lab --full` is the reference run that writes results/ itself (tens of minutes); a
+quick run never touches results/.
 """
 
 from __future__ import annotations
@@ -71,18 +73,16 @@ def lab(args: list[str], making: subprocess.Popen[bytes] | None = None) -> None:
         run(PYTHON, "-m", "experiments", "rivals")
     if "--full" in args:
         args = [a for a in args if a != "--full"]
-    else:
-        args = ["--quick", *args]
         if not any(a == "--results" or a.startswith("--results=") for a in args):
-            args += ["--results", str(ROOT / "results" / "quick")]
+            args = ["--reference", *args]  # the full run is the reference run
+    else:
+        args = ["--quick", *args]  # into a folder of its own under runs/ (it says which)
     run(PYTHON, "-m", "experiments", "run", *args)
 
 
 def notebooks(args: list[str]) -> None:
-    # The kernels start in notebooks/; the lab's reading helpers live beside it.
-    path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
-    run(PYTHON, "-m", "jupyter", "lab", "--notebook-dir", ROOT / "notebooks", *args,
-        env={**os.environ, "PYTHONPATH": path})
+    # The kernels import `experiments` from the install (`ensure`), wherever they start.
+    run(PYTHON, "-m", "jupyter", "lab", "--notebook-dir", ROOT / "notebooks", *args)
 
 
 def test(args: list[str]) -> None:

@@ -6,10 +6,12 @@ import argparse
 import shlex
 import subprocess
 import sys
+from pathlib import Path
+from typing import Any
 
 from experiments import EXPERIMENTS
 from experiments.backends import BACKENDS, select
-from experiments.results import RESULTS
+from experiments.results import RESULTS, SCRATCH
 from experiments.servers import KINDS, SOURCES
 
 #: What the rivals' virtualenv holds: their own queues and the drivers they need, pinned to
@@ -23,7 +25,13 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m experiments",
                                      description="compare every scheduler, side by side")
     commands = parser.add_subparsers(dest="command", required=True)
-    run = commands.add_parser("run", help="run experiments and write results/")
+    where = (f"written to a new folder of the run's own under {_shown(SCRATCH)}/ (LAB_RUNS "
+             f"moves it) unless --results or --reference says otherwise")
+    run = commands.add_parser(
+        "run", help="run experiments; " + where,
+        description=f"Run experiments. Results are {where}; the reference run in "
+        f"{_shown(RESULTS)}/ is replaced only with --reference (or --results {_shown(RESULTS)}"
+        " --force), and never by a run of another mode than what it holds (quick beside full).")
     run.add_argument("names", nargs="*", metavar="NAME",
                      help=f"experiments to run (default: all of {', '.join(EXPERIMENTS)})")
     run.add_argument("--backends", help="comma-separated backends (prefix* allowed); default all:"
@@ -33,7 +41,16 @@ def _parser() -> argparse.ArgumentParser:
                      help="run each configuration N times, going round every backend per repeat")
     run.add_argument("--sources", help=f"where servers may come from, in order (default "
                      f"{','.join(SOURCES)}; e.g. container,binary for private servers only)")
-    run.add_argument("--results", default=str(RESULTS), help="where to write results")
+    run.add_argument("--results", help="the folder to write (default: a new one under "
+                     f"{_shown(SCRATCH)}/)")
+    run.add_argument("--reference", action="store_true",
+                     help=f"write the reference run in {_shown(RESULTS)}/ (refused if it would"
+                     " mix a quick run with the full ones there)")
+    run.add_argument("--force", action="store_true",
+                     help=f"let --results name the reference folder {_shown(RESULTS)}/")
+    run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE[,VALUE]",
+                     help="override a parameter of the experiments that have it (rate=5,20;"
+                     " lease_s=1; seconds=3); repeat for several")
     run.add_argument("--no-figures", action="store_true", help="write no figures")
     run.add_argument("--merge", action="store_true",
                      help="replace only these backends' rows in existing results (the metadata"
@@ -48,7 +65,13 @@ def _parser() -> argparse.ArgumentParser:
     chaos.add_argument("--backends", help="comma-separated: redis-stream, redis-set, postgres,"
                        " sqlite, or one Redis persistence (redis-set/none); default all")
     chaos.add_argument("--workflows", type=int, help="override the profile's workflow count")
-    chaos.add_argument("--results", default=str(RESULTS), help="where to write chaos.csv/json")
+    chaos.add_argument("--results", help="the folder to write chaos.csv/json (default: a new"
+                       f" one under {_shown(SCRATCH)}/)")
+    chaos.add_argument("--reference", action="store_true",
+                       help=f"write the reference in {_shown(RESULTS)}/ (a full profile only, if"
+                       " full runs are there)")
+    chaos.add_argument("--force", action="store_true",
+                       help=f"let --results name the reference folder {_shown(RESULTS)}/")
     chaos.add_argument("--merge", action="store_true", help="keep the earlier results of the "
                        "configurations this run does not give")
     report = commands.add_parser("report", help="print the comparison tables from results/")
@@ -61,7 +84,52 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("rivals", help="make the rivals' virtualenv (.venv-rivals)")
     books = commands.add_parser("notebooks", help="write notebooks/ and execute them on results/")
     books.add_argument("names", nargs="*", help="which notebooks (default: all)")
+    books.add_argument("--results", help="execute them on this run's folder instead, and write "
+                       "them into its notebooks/ (the committed ones stay on the reference)")
     return parser
+
+
+def _shown(path: Path) -> str:
+    """`path` relative to the working directory where it is under it (help reads shorter)."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def _where(args: argparse.Namespace, names: list[str], mode: str) -> Path:
+    """The folder a run writes, from --results / --reference / --force; `Refused` (before
+    anything starts) where that would overwrite or mix what it should not."""
+    from experiments.results import Refused, guard, is_reference, scratch
+
+    if args.reference and args.results and not is_reference(Path(args.results)):
+        raise Refused(f"--reference writes {_shown(RESULTS)}/; --results {args.results} names"
+                      " another folder: give one or the other")
+    where = RESULTS if args.reference else Path(args.results) if args.results else None
+    where = where if where is not None else scratch(names, mode)
+    guard(where, names, mode, reference=args.reference or args.force,
+          merge=getattr(args, "merge", False))
+    return where
+
+
+def _settings(given: list[str]) -> dict[str, Any]:
+    """`--set rate=5,20 --set phase=mid-step` as {"rate": [5, 20], "phase": ["mid-step"]}."""
+    found: dict[str, Any] = {}
+    for text in given:
+        name, equals, values = text.partition("=")
+        if not equals or not name.strip() or not values.strip():
+            raise ValueError(f"--set {text!r}: write NAME=VALUE or NAME=VALUE,VALUE")
+        found[name.strip()] = [_value(v.strip()) for v in values.split(",") if v.strip()]
+    return found
+
+
+def _value(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
 
 
 def _sources(text: str | None) -> tuple[str, ...] | None:
@@ -77,8 +145,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "chaos":
         return _chaos(args)
     if args.command == "report":
-        from pathlib import Path
-
         from experiments.report import report
 
         print(report(Path(args.results)))
@@ -100,19 +166,26 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "rivals":
         return make_rivals_venv()
     if args.command == "notebooks":
-        from experiments.notebooks import build
+        from experiments.notebooks import HERE, build
 
-        for path in build(args.names or None):
-            print(f"wrote {path.relative_to(path.parent.parent)}")
+        run = str(Path(args.results).resolve()) if args.results else None
+        try:
+            written = build(args.names or None, run=run,
+                            where=Path(run) / "notebooks" if run else HERE)
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
+        for path in written:
+            print(f"wrote {_shown(path)}")
         return 0
     return 2
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
+    from experiments.overrides import check
     from experiments.report import report
-    from experiments.runner import main_sync, run
+    from experiments.results import Refused
+    from experiments.runner import main_sync, module, run
 
     names = args.names or list(EXPERIMENTS)
     unknown = [n for n in names if n not in EXPERIMENTS]
@@ -129,27 +202,36 @@ def _run(args: argparse.Namespace) -> int:
     if args.repeat < 1:
         print("--repeat must be at least 1", file=sys.stderr)
         return 2
+    try:
+        overrides = check([module(n) for n in names], _settings(args.set))
+        where = _where(args, names, "quick" if args.quick else "full")
+    except (Refused, ValueError) as error:
+        print(error, file=sys.stderr)
+        return 2
     command = "python -m experiments " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    where = Path(args.results)
     failures = main_sync(run(names, chosen, quick=args.quick, repeat=args.repeat,
                              sources=_sources(args.sources), where=where,
                              figures=not args.no_figures, command=command,
-                             merge=args.merge))
+                             merge=args.merge, reference=args.reference or args.force,
+                             overrides=overrides))
     if failures == 130:
         return 130
     print(report(where, names))
+    print(f"results in {_shown(where)}/; in a notebook: "
+          f"lab.use({_shown(where)!r})" + ("" if args.reference else
+                                          " (the reference in results/ is untouched)"))
     if failures:
         print(f"{failures} configuration(s) failed: see the messages above and "
-              f"results/<experiment>.json", file=sys.stderr)
+              f"{_shown(where)}/<experiment>.json", file=sys.stderr)
         return 1
     return 0
 
 
 def _chaos(args: argparse.Namespace) -> int:
     import dataclasses
-    from pathlib import Path
 
-    from experiments.chaos import CONFIGURATIONS, PROFILES, main_async
+    from experiments.chaos import CONFIGURATIONS, NAME, PROFILES, main_async
+    from experiments.results import Refused
     from experiments.runner import main_sync
 
     profile = PROFILES[args.profile or ("quick" if args.quick else "full")]
@@ -168,13 +250,19 @@ def _chaos(args: argparse.Namespace) -> int:
             print(f"no chaos run for {unknown}; choose from {', '.join(sorted(known))}",
                   file=sys.stderr)
             return 2
+    try:
+        where = _where(args, [NAME], profile.name)
+    except Refused as error:
+        print(error, file=sys.stderr)
+        return 2
+    print(f"writing to {_shown(where)}/", file=sys.stderr)
     command = "python -m experiments " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    failures = main_sync(main_async(profile, names, Path(args.results), command, args.merge))
+    failures = main_sync(main_async(profile, names, where, command, args.merge))
     if failures == 130:
         return 130
     if failures:
         print(f"{failures} chaos configuration(s) lost something: see the lines above and "
-              f"{args.results}/chaos.json", file=sys.stderr)
+              f"{_shown(where)}/chaos.json", file=sys.stderr)
         return 1
     return 0
 

@@ -22,7 +22,7 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from durability import Completed, Durable, Event, Inspectable, Measured, Retry, work
+from durability import Completed, Contended, Durable, Event, Inspectable, Measured, Retry, work
 from durability.connect import open_durable
 from durability.failures import leaves
 from experiments import bodies
@@ -30,10 +30,10 @@ from experiments.protocol import (
     AgentLoop,
     Message,
     cpu_seconds,
-    die_with_parent,
     now_ns,
     open_loop,
     schedule,
+    supervised,
 )
 
 
@@ -210,7 +210,12 @@ class Agent:
         store = self.store
         if not isinstance(store, Inspectable):
             raise TypeError(f"{type(store).__name__} offers no retry")
-        again = await store.retry(str(request["workflow"]))
+        try:
+            again = await store.retry(str(request["workflow"]))
+        except Contended:
+            # A live pass holds it (an earlier retry's, say): nothing to do now. Answered, not
+            # raised: `Contended` is not an `Exception`, so the request would go unanswered.
+            return {"retried": False, "contended": True, "at": now_ns()}
         return {"retried": again, "at": now_ns()}
 
     async def load(self, request: Message) -> Message:
@@ -289,7 +294,7 @@ def _not_fenced(record: logging.LogRecord) -> bool:
 
 
 if __name__ == "__main__":
-    die_with_parent()
+    supervised()
     # SIGUSR1 prints every thread's stack to stderr: how the lab sees where an agent that
     # stopped answering is (the chaos run sends it to a worker that did not answer `mark`).
     faulthandler.register(signal.SIGUSR1, all_threads=True)

@@ -574,6 +574,10 @@ class Chaos:
         """Every worker not killed by the run still runs, still works, and answers."""
         for worker in [w for w in self.workers if not w.killed]:
             name = f"worker {worker.serial}"
+            if worker.killed:
+                # The run killed it while this check asked the workers before it (a race: the
+                # 10,000-workflow run counted such a worker as one that died on its own).
+                continue
             if worker.agent.process.returncode is not None:
                 if name not in self.died:
                     self.died.append(name)

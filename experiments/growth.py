@@ -23,6 +23,10 @@ TITLE = "queue size under repeated wakeups"
 #: How many backends a quick run measures at once (its figures are queue sizes, which a slower
 #: machine changes little); a full run takes one at a time.
 SIDE_BY_SIDE = 2
+#: What a run may set beside the configurations' own parameters (`experiments.overrides`).
+SETTINGS = {"rate": "submissions a second", "seconds": "how long it submits",
+            "wakes": "how many times each workflow sleeps and wakes",
+            "nap_ms": "how long each sleep is, in ms"}
 
 
 def plan(quick: bool) -> dict[str, float]:
@@ -40,7 +44,7 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
 
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
-    p = plan(lab.quick)
+    p = {**plan(lab.quick), **{k: params[k] for k in SETTINGS if params.get(k) is not None}}
     trimming = params["trimming"]
     options = f"trim_every_ms={p['trim_every_ms']:g}" if trimming else ""
     count = round(p["rate"] * p["seconds"])

@@ -60,11 +60,25 @@ class Agent:
     @classmethod
     async def start(cls, python: str, module: str, name: str) -> Agent:
         env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONUNBUFFERED": "1"}
-        process = await asyncio.create_subprocess_exec(
+        starting = asyncio.ensure_future(asyncio.create_subprocess_exec(
             python, "-m", module, stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE, stderr=None, env=env, cwd=str(ROOT),
             limit=1 << 26,
-        )
+            # A session of its own: the SIGINT a terminal's Ctrl-C or a kernel's interrupt
+            # sends the lab's process group is the lab's to handle (it stops its agents as it
+            # unwinds); an agent still importing would die of it with a traceback.
+            start_new_session=True,
+        ))
+        try:
+            # Shielded: a start cancelled halfway (an interrupt) has asyncio kill and reap the
+            # child behind its child watcher's back, which then warns into the notebook.
+            process = await asyncio.shield(starting)
+        except asyncio.CancelledError:
+            with contextlib.suppress(Exception):
+                started = await starting
+                started.kill()
+                await started.wait()
+            raise
         return cls(process, name)
 
     async def _read(self) -> None:

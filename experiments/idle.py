@@ -22,6 +22,9 @@ TITLE = "idle worker: requests and CPU per second"
 #: How many backends a quick run measures at once (its figures are counts over a window, and CPU
 #: time, which other work beside it does not change); a full run takes one at a time.
 SIDE_BY_SIDE = 4
+#: What a run may set beside the configurations' own parameters (`experiments.overrides`).
+SETTINGS = {"settle_s": "seconds the worker runs before the window",
+            "window_s": "seconds measured"}
 
 
 def window(quick: bool) -> tuple[float, float]:
@@ -46,6 +49,8 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
 async def _measure(lab: Lab, backend: Backend, params: dict[str, Any], server: Any
                    ) -> list[dict[str, Any]]:
     settle, seconds = window(lab.quick)
+    settle = float(params.get("settle_s") or settle)
+    seconds = float(params.get("window_s") or seconds)
     async with lab.place(backend, server) as (place, used):
         counters = None if used is None else Counters(used, place.base.rsplit("/", 1)[-1])
         async with lab.agent(backend, place, variant=params["variant"]) as worker:

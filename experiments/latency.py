@@ -26,6 +26,8 @@ QUICK_RATES = (20.0,)
 POLLS_MS = (5.0, 10.0, 25.0, 50.0, 100.0)
 QUICK_POLLS_MS = (10.0,)
 SEED = 20
+#: What a run may set beside the configurations' own parameters (`experiments.overrides`).
+SETTINGS = {"seconds": "how long each configuration submits, in seconds"}
 
 
 def seconds_at(rate: float, quick: bool) -> float:
@@ -53,7 +55,10 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
 
 def seconds_for(params: dict[str, Any], quick: bool) -> float:
     """A poll sweep runs at 20/s for half the headline's time: the median of a polled
-    scheduler sits near half its poll however long it runs."""
+    scheduler sits near half its poll however long it runs. A configuration's `seconds` (an
+    override) comes first."""
+    if params.get("seconds") is not None:
+        return float(params["seconds"])
     if params.get("poll_ms") is not None and not quick:
         return 15.0
     return seconds_at(float(params["rate"]), quick)
@@ -172,5 +177,6 @@ def draw(frame: Any) -> Any:
     polls.set_yscale("log")
     label(polls, "Polled schedulers against the poll interval (20/s)", "poll interval (ms)",
           "latency (ms)")
-    polls.legend(loc="upper left", ncol=2)
+    if polls.get_legend_handles_labels()[0]:  # a run with no polled backend draws none
+        polls.legend(loc="upper left", ncol=2)
     return fig

@@ -1,6 +1,8 @@
 """The notebooks, as source: `python -m experiments notebooks` writes `notebooks/*.ipynb` from
 the cells below and executes each against `results/`, so they are committed with outputs and
-read on a repository page without running anything.
+read on a repository page without running anything. Each starts with a parameter cell, `RUN`,
+that says which run it reads (`--results DIR` writes them into `DIR/notebooks/`, executed on
+that run, so the committed ones stay on the reference).
 
 A notebook is a reader's page: a question, the run it shows, a figure, a table, and an answer
 whose numbers are computed from the frame above it (`say(f"...")`), never typed in. The
@@ -20,9 +22,15 @@ HERE = ROOT / "notebooks"
 
 Cell = tuple[str, str]  # ("md" | "code", source)
 
-_IMPORTS = (
-    "from experiments.reading import blank, figure, frame, ms, overview, pick, prose, run_line, say, table"
-)
+#: Every notebook's first cell: which run it reads (a papermill-style parameter cell), said
+#: in its output.
+_PARAMETERS = """
+RUN = {run!r}  # None: the reference run in results/; 'latest': your newest run under runs/; or a folder
+import experiments as lab
+from experiments.reading import blank, figure, frame, ms, overview, pick, prose, run_line, say, table
+lab.use(RUN)
+lab.reads()
+"""
 
 
 def md(text: str) -> Cell:
@@ -43,7 +51,7 @@ worker's *pass started* event minus the moment just before the `arrive` call, bo
 host's wall clock. Every submission is a row; percentiles are computed here. Polled
 schedulers also run at several poll intervals, since the poll is their floor.
 """),
-    code(f"{_IMPORTS}\nrun_line('latency')"),
+    code("run_line('latency')"),
     code("figure('latency')"),
     code("""
 t = table('latency')
@@ -115,7 +123,7 @@ what the worker says it sent (`durable.traffic`), what the server counted (Redis
 commandstats` on a server of its own; Postgres `pg_stat_statements` for the run's database),
 and CPU seconds per second of worker and server.
 """),
-    code(f"{_IMPORTS}\nrun_line('idle')"),
+    code("run_line('idle')"),
     code("figure('idle')"),
     code("t = table('idle').set_index(['backend', 'variant'])\nt.round(4)"),
     code("""
@@ -155,7 +163,7 @@ members, rows; and their bytes) is sampled throughout. The stream scheduler runs
 (the worker's housekeeping) and without, on Redis 7 (a safe `MINID` trim) and 8.2
 (`XTRIM ... ACKED`).
 """),
-    code(f"{_IMPORTS}\nrun_line('growth')"),
+    code("run_line('growth')"),
     code("figure('growth')"),
     code("t = table('growth')\nt.round(2)"),
     code("""
@@ -187,7 +195,7 @@ whichever worker starts it is SIGKILLed: *mid-step* (a tick and a half into the 
 kill to the other worker's *pass started*; the design's bound is about lease + tick (tick is
 a quarter of the lease, at most a second). Each trial starts from idle workers.
 """),
-    code(f"{_IMPORTS}\nrun_line('takeover')"),
+    code("run_line('takeover')"),
     code("figure('takeover')"),
     code("t = table('takeover')\nt.round(3)"),
     code("""
@@ -214,7 +222,7 @@ the workflows completed over the span from the first pass start to the last pass
 pass is the workers' CPU over that span; requests and round trips per pass are the workers'
 own counts (`durable.traffic`).
 """),
-    code(f"{_IMPORTS}\nrun_line('throughput')"),
+    code("run_line('throughput')"),
     code("figure('throughput')"),
     code("t = table('throughput')\nt.round(3)"),
     code("""
@@ -265,7 +273,7 @@ entries, and a take (`take` + `finish`) and the timer's `wake_due` against 1,000
 queued or sleeping workflows. The slope is that of log(cost) on log(size): about 0 is flat,
 about 1 is linear in the size.
 """),
-    code(f"{_IMPORTS}\nrun_line('scaling')"),
+    code("run_line('scaling')"),
     code("figure('scaling')"),
     code("t = table('scaling')\nt.round(3)"),
     code("""
@@ -306,7 +314,7 @@ notebook of its own: [latency](latency.ipynb), [idle cost](idle.ipynb),
 comparison table, reproduced with numbers. An empty cell is a measure not taken for that
 backend (the rivals have no checkpoint to scale, and no counting hook of ours).
 """),
-    code(f"{_IMPORTS}\nrun_line('latency', 'idle', 'takeover', 'throughput', 'growth', 'scaling')"),
+    code("run_line('latency', 'idle', 'takeover', 'throughput', 'growth', 'scaling')"),
     md("## Speed and what waiting costs"),
     code("""
 o = overview().set_index('backend')
@@ -374,7 +382,7 @@ count from the lab, with two more columns: this project's sorted set *with its d
 Postgres with notifications. Below each row: whether the measurement confirms the document,
 refutes it, or changes the answer.
 """),
-    code(f"{_IMPORTS}\nrun_line('latency', 'idle', 'growth', 'takeover', 'throughput', 'wakeups')"),
+    code("run_line('latency', 'idle', 'growth', 'takeover', 'throughput', 'wakeups')"),
     code("""
 import pandas
 from experiments.choosing import comparison
@@ -402,15 +410,22 @@ NOTEBOOKS: dict[str, list[Cell]] = {
 
 
 def build(names: list[str] | None = None, *, execute: bool = True, where: Path = HERE,
-          timeout: int = 300) -> list[Path]:
-    """Write the notebooks (and execute them, saving their outputs); return their paths."""
+          timeout: int = 300, run: str | None = None) -> list[Path]:
+    """Write the notebooks (and execute them, saving their outputs) reading `run` (None: the
+    reference run); return their paths. A name that is no notebook is a `ValueError`."""
     import nbformat
     from nbclient import NotebookClient
 
+    unknown = [n for n in names or [] if n not in NOTEBOOKS]
+    if unknown:
+        raise ValueError(f"no notebook {', '.join(map(repr, unknown))}; choose from "
+                         f"{', '.join(NOTEBOOKS)}")
     where.mkdir(parents=True, exist_ok=True)
     written = []
     for name in names or list(NOTEBOOKS):
-        cells = []
+        first = nbformat.v4.new_code_cell(_PARAMETERS.format(run=run).strip())
+        first.metadata["tags"] = ["parameters"]
+        cells = [first]
         for kind, source in NOTEBOOKS[name]:
             cell = (nbformat.v4.new_markdown_cell if kind == "md" else nbformat.v4.new_code_cell)
             cells.append(cell(source))

@@ -27,6 +27,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 __all__ = [
+    "supervised",
     "AgentLoop",
     "cpu_seconds",
     "die_with_parent",
@@ -61,6 +62,15 @@ def die_with_parent() -> None:
         return
     if os.getppid() == 1:  # the parent died before the request landed
         os._exit(1)
+
+
+def supervised() -> None:
+    """What every agent does first: die with the lab (`die_with_parent`), and leave SIGINT to
+    it. A terminal's Ctrl-C and a kernel's interrupt go to the whole process group; the lab
+    stops its agents itself as it unwinds, so an agent interrupted on its own would only print
+    a traceback into the notebook or terminal and drop its reply."""
+    die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 def schedule(rate: float, count: int, seed: int) -> list[float]:

@@ -2,6 +2,9 @@
 
     from experiments.reading import figure, overview, run_line, say, table
 
+The readers read one run's folder, `WHERE`: the reference run in `results/` unless
+`LAB_RESULTS` names another, or `experiments.use(path)` (a notebook's first cell) points them
+elsewhere; `reads()` says which, as a notebook's first line.
 `table(name)` is an experiment's summary (the same `report` prints); `figure(name)` its figure,
 drawn from the rows; `run_line(name)` which run the rows came from and the command that makes
 them again; `say(text)` shows a sentence as Markdown, so prose whose numbers come from the
@@ -17,14 +20,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from experiments.results import RESULTS, describe, load, metadata
+from experiments.results import RESULTS, describe, is_reference, load, metadata, modes
 
-__all__ = ["blank", "figure", "frame", "ms", "overview", "pick", "prose", "run_line", "say",
-           "table"]
+__all__ = ["DEFAULT", "blank", "figure", "frame", "ms", "overview", "pick", "prose", "reads",
+           "run_line", "say", "table"]
 
-#: Where notebooks read from: the committed reference run, unless `LAB_RESULTS` names another
-#: folder (a quick run of your own, say).
-WHERE = Path(os.environ.get("LAB_RESULTS", RESULTS))
+#: Where notebooks read from unless told (`experiments.use`): the committed reference run, or
+#: the folder `LAB_RESULTS` names (a quick run of your own, say).
+DEFAULT = Path(os.environ.get("LAB_RESULTS") or RESULTS).resolve()
+WHERE = DEFAULT
 
 
 def _readable() -> None:
@@ -109,6 +113,28 @@ def run_line(*names: str, where: Path | None = None) -> Any:
                      f"{meta.get('cores', '?')} | {calibration} s | "
                      f"`{meta.get('command', '?')}` |")
     return Markdown("\n".join(lines) + f"\n\n*{meta.get('mode', '?')} runs. {shared}*")
+
+
+def reads(where: Path | None = None) -> Any:
+    """Which run the readers read, in one line of Markdown: the folder, whether it is the
+    reference, and the mode of its runs (saying so loudly when quick and full are mixed)."""
+    from IPython.display import Markdown
+
+    place = where or WHERE
+    try:
+        shown = f"{place.resolve().relative_to(RESULTS.parent)}/"
+    except ValueError:
+        shown = f"{place}/"
+    found = modes(place)
+    kinds = sorted(set(found.values()))
+    what = ("the reference run" if is_reference(place) else "another run") + (
+        f", {kinds[0]}" if len(kinds) == 1 else "")
+    line = f"Reading {what}: `{shown}` ({', '.join(found) or 'no results'})."
+    if len(kinds) > 1:
+        held = "; ".join(f"{k}: {', '.join(n for n, m in found.items() if m == k)}"
+                         for k in kinds)
+        line += f" **It mixes runs of different modes ({held})**: compare with care."
+    return Markdown(f"*{line} Set `RUN` above, or call `lab.use(path)`, to read another.*")
 
 
 def say(text: str) -> Any:

@@ -6,6 +6,10 @@ the server it ran on and every parameter as columns, then `metric`, `value`, `un
 machine's cores and CPU calibration, when it started and how long it took, and what was
 skipped and why. `load` gives a pandas frame; `metadata` the JSON; `describe` one line saying
 which run a frame came from, for a notebook to print under its figures.
+
+`results/` holds the reference run the README and the notebooks quote, so a run writes to a
+folder of its own under `runs/` (`scratch`) unless it is told to write the reference, and
+`guard` refuses a run that would leave one folder holding quick and full runs side by side.
 """
 
 from __future__ import annotations
@@ -13,16 +17,21 @@ from __future__ import annotations
 import csv
 import json
 import math
-from collections.abc import Iterable, Mapping
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["RESULTS", "describe", "load", "metadata", "write"]
+__all__ = ["RESULTS", "SCRATCH", "Refused", "describe", "guard", "is_reference", "load",
+           "metadata", "modes", "scratch", "write"]
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
+#: Where runs go unless told otherwise: a folder per run (`LAB_RUNS` moves them).
+SCRATCH = Path(os.environ.get("LAB_RUNS") or Path(__file__).resolve().parent.parent / "runs")
 #: The columns every row starts with, in this order; parameters follow, then the observation.
 LEADING = ("experiment", "backend", "scheduler", "store", "server", "server_version",
            "variant", "repeat")
@@ -84,3 +93,55 @@ def describe(experiment: str, where: Path = RESULTS) -> str:
         f"CPU calibration {calibration.get('at_start', '?')} s, "
         f"{meta.get('mode', '?')} run; reproduce with `{meta.get('command', '?')}`"
     )
+
+
+class Refused(ValueError):
+    """A run that would overwrite the reference unasked, or mix quick and full runs in one
+    folder; raised before anything is started or written."""
+
+
+def is_reference(where: Path) -> bool:
+    return where.resolve() == RESULTS.resolve()
+
+
+def scratch(names: Sequence[str], mode: str) -> Path:
+    """A new folder for one run under `SCRATCH`, named for when it started and what it ran
+    (not created: the first result written makes it)."""
+    what = "-".join(names) if 0 < len(names) <= 3 else "all"
+    base = SCRATCH / f"{datetime.now():%Y%m%d-%H%M%S}-{what}-{mode}"
+    path, n = base, 2
+    while path.exists():
+        path, n = base.with_name(f"{base.name}-{n}"), n + 1
+    return path
+
+
+def modes(where: Path) -> dict[str, str]:
+    """The mode (`quick`, `full`, a chaos profile) of each run whose results are in `where`."""
+    found: dict[str, str] = {}
+    for info in sorted(where.glob("*.json")) if where.is_dir() else []:
+        try:
+            meta = json.loads(info.read_text())
+        except ValueError:
+            continue
+        if isinstance(meta, dict) and "mode" in meta:
+            found[info.stem] = str(meta["mode"])
+    return found
+
+
+def guard(where: Path, names: Sequence[str], mode: str, *, reference: bool = False,
+          merge: bool = False) -> None:
+    """Refuse (`Refused`) a run of `names` in `mode` into `where` that would overwrite the
+    reference run without `reference`, or leave `where` holding runs of another mode beside
+    it (what it replaces whole does not count; with `merge` it keeps the rest, so it does)."""
+    if is_reference(where) and not reference:
+        raise Refused(f"{where} holds the reference run: write a run of your own to another "
+                      "folder (the default, under runs/), or say --reference (reference=True) "
+                      "to replace it")
+    other = {name: found for name, found in modes(where).items()
+             if found != mode and (merge or name not in names)}
+    if other:
+        held = ", ".join(f"{name} ({found})" for name, found in sorted(other.items()))
+        raise Refused(f"{where} holds results of another mode: {held}; a {mode} run of "
+                      f"{', '.join(names)} there would mix them (a notebook's overview would "
+                      f"read both). Write it to a folder of its own (the default), or run it "
+                      f"as the others were")

@@ -6,7 +6,9 @@ An experiment module offers `NAME`, `configurations(backend, quick) -> [params]`
 scheduler, store, server and version, the parameters and the repeat, so a module returns only
 what it measured. A backend whose server cannot be had, or a rival without its virtualenv, is
 skipped with its reason (recorded in the metadata); a configuration that raises is recorded as
-failed, the run goes on, and the exit status says so.
+failed, the run goes on, and the exit status says so. A run writes to a folder of its own
+unless it is told to replace the reference (`results.guard`), and may override parameters
+(`experiments.overrides`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
@@ -30,7 +32,9 @@ from typing import Any
 from experiments import EXPERIMENTS
 from experiments.backends import Backend
 from experiments.harness import ROOT, Lab, cpu_calibration, rivals_python
-from experiments.results import RESULTS, metadata, write
+from experiments.overrides import apply
+from experiments.progress import bars
+from experiments.results import guard, metadata, scratch, write
 from experiments.servers import Servers
 
 __all__ = ["module", "run", "versions"]
@@ -103,17 +107,27 @@ async def run(
     quick: bool,
     repeat: int = 1,
     sources: tuple[str, ...] | None = None,
-    where: Path = RESULTS,
+    where: Path | None = None,
     figures: bool = True,
     command: str = "",
     merge: bool = False,
+    reference: bool = False,
+    overrides: Mapping[str, Mapping[str, tuple[Any, ...]]] | None = None,
 ) -> int:
-    """Run `names` over `backends`; write results; return the number of failed configurations."""
+    """Run `names` over `backends`; write results to `where` (a new folder under `runs/` by
+    default; the reference `results/` only with `reference`); return the number of failed
+    configurations. `overrides` (`experiments.overrides.check`) replaces parameters' values,
+    per experiment. `results.Refused` before anything starts if the folder is not one to
+    write this run into."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     console = Console(stderr=True)
     modules = [module(name) for name in names]
+    mode = "quick" if quick else "full"
+    if where is None:
+        where = scratch(names, mode)
+    guard(where, names, mode, reference=reference, merge=merge)
+    console.print(f"writing to {where}", highlight=False)
     failures = 0
     servers = Servers(sources) if sources else Servers()
     with contextlib.suppress(Exception):
@@ -123,13 +137,11 @@ async def run(
     lab: Lab | None = None
     try:
         lab = Lab(servers, quick)
-        columns = (TextColumn("[bold]{task.fields[name]:<10}"), BarColumn(),
-                   MofNCompleteColumn(), TimeElapsedColumn(),
-                   TextColumn("{task.description}"))
-        with Progress(*columns, console=console, transient=False) as progress:
+        with bars(console) as progress:
             for experiment in modules:
+                changed = (overrides or {}).get(experiment.NAME, {})
                 failures += await _one(experiment, backends, lab, progress, repeat, where,
-                                       figures, command, console, merge)
+                                       figures, command, console, merge, changed)
     finally:
         await asyncio.to_thread(servers.close)
         if lab is not None:
@@ -139,7 +151,7 @@ async def run(
 
 async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, progress: Any,
                repeat: int, where: Path, figures: bool, command: str, console: Any,
-               merge: bool) -> int:
+               merge: bool, overrides: Mapping[str, tuple[Any, ...]]) -> int:
     name: str = experiment.NAME
     began, clock = datetime.now(UTC), time.perf_counter()
     calibration = await asyncio.to_thread(cpu_calibration)
@@ -152,7 +164,8 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
         if reason is not None:
             skipped[backend.name] = reason
             continue
-        plan += [(backend, params) for params in experiment.configurations(backend, lab.quick)]
+        plan += [(backend, params) for params in
+                 apply(experiment.configurations(backend, lab.quick), overrides, backend)]
     task = progress.add_task("", total=len(plan) * repeat, name=name)
     failed: dict[str, str] = {}
     servers_used: dict[str, dict[str, str]] = {}
@@ -240,6 +253,7 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
         "repeat": repeat,
         "side_by_side": int(experiment.SIDE_BY_SIDE) if side_by_side else 1,
         "configurations": [{"backend": b.name, **p} for b, p in plan],
+        "overrides": {key: list(values) for key, values in overrides.items()},
     }
     if merge and (where / f"{name}.csv").exists():
         rows, meta = _merged(name, where, rows, meta, {b.name for b in chosen})
@@ -307,11 +321,33 @@ def _typed(rows: list[dict[str, str]]) -> list[dict[str, Any]]:
     return out
 
 
+class LoopRunning(RuntimeError):
+    """A synchronous entry point called where an event loop already runs (a notebook)."""
+
+
+def refuse_inside_a_loop(what: str, instead: str) -> None:
+    """Raise `LoopRunning` saying to `instead` if an event loop runs in this thread: running
+    another would fail, and leave a task behind whose warnings surface in later cells."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return
+    raise LoopRunning(f"{what} cannot run inside a running event loop (a notebook's kernel "
+                      f"runs one): {instead}")
+
+
 def main_sync(coroutine: Any) -> int:
     """Run `coroutine` so that Ctrl-C or SIGTERM cancels it (its cleanup runs: agents are
-    killed, servers and containers stopped) and the exit status says it was interrupted."""
+    killed, servers and containers stopped) and the exit status says it was interrupted.
+    `LoopRunning` (the coroutine closed unstarted) if an event loop already runs here."""
     import signal
 
+    try:
+        refuse_inside_a_loop("the lab's command line", "use `frame = await lab.run(...)` "
+                             "after `import experiments as lab`")
+    except LoopRunning:
+        coroutine.close()
+        raise
     loop = asyncio.new_event_loop()
     task = loop.create_task(coroutine)
     for sig in (signal.SIGINT, signal.SIGTERM):

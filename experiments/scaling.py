@@ -34,6 +34,8 @@ RECORDS = (10, 100, 1_000, 10_000)
 DEPTHS = (1_000, 10_000, 100_000)
 QUICK_RECORDS = (10, 100, 1_000)
 QUICK_DEPTHS = (100, 1_000)
+#: What a run may set beside the configurations' own parameters (`experiments.overrides`).
+SETTINGS = {"repeats": "timed repetitions per size"}
 
 
 def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
@@ -56,7 +58,7 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
     ):
         reply = await agent.request(
             "probe", module=NAME, timeout=1800,
-            args={**params, "repeats": 20 if lab.quick else 150},
+            args={**params, "repeats": params.get("repeats") or (20 if lab.quick else 150)},
         )
     rows: list[dict[str, Any]] = reply["rows"]
     return rows

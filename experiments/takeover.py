@@ -32,6 +32,8 @@ LEASES_S = (0.5, 1.0, 2.0, 5.0)
 #: How long the workers wait, idle, before each trial's submission.
 SETTLE_S = 0.7
 PHASES = ("mid-step", "after-write")
+#: What a run may set beside the configurations' own parameters (`experiments.overrides`).
+SETTINGS = {"trials": "kills per configuration"}
 
 
 def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
@@ -57,7 +59,7 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
                       lease_ms=lease * 1000))
         workers = [await _worker(lab, backend, place, lease, tick, stack) for _ in range(2)]
         await asyncio.sleep(SETTLE_S)
-        for trial in range(trials(lab.quick)):
+        for trial in range(int(params.get("trials") or trials(lab.quick))):
             workflow = f"to{uuid.uuid4().hex[:8]}"
             await client.request("submit", prefix=workflow, rate=1000.0, count=1, seed=trial,
                                  value={"phase": phase, "hold_s": lease * 4 + 10})

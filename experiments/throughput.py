@@ -23,6 +23,8 @@ NAME = "throughput"
 TITLE = "workflows per second at saturation"
 
 PROCESSES = (1, 2, 4)
+#: What a run may set beside the configurations' own parameters (`experiments.overrides`).
+SETTINGS = {"workflows": "workflows preloaded per configuration"}
 
 
 def workload(quick: bool) -> int:
@@ -39,7 +41,7 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
     processes, variant = int(params["processes"]), str(params["variant"])
-    count = workload(lab.quick)
+    count = int(params.get("workflows") or workload(lab.quick))
     prefix = f"tp{uuid.uuid4().hex[:6]}"
     async with lab.place(backend) as (place, server), contextlib.AsyncExitStack() as stack:
         # Started together: each is a process to boot and a store to open, a quarter second

@@ -23,10 +23,10 @@ from experiments.protocol import (
     AgentLoop,
     Message,
     cpu_seconds,
-    die_with_parent,
     now_ns,
     open_loop,
     schedule,
+    supervised,
 )
 
 __all__ = ["JOB", "RESULT", "Ledger", "Opening", "Rival", "serve"]
@@ -209,7 +209,7 @@ async def _main(rival: Rival) -> None:
 def serve(make: Callable[[], Rival], quiet: tuple[str, ...] = ()) -> None:
     """Run an agent for the rival `make()` builds until the lab closes it or goes away;
     `quiet` names the rival's loggers whose info (one line per job) would flood the lab."""
-    die_with_parent()
+    supervised()
     logging.basicConfig(level=logging.WARNING, stream=sys.stderr,
                         format="rival %(levelname)s %(name)s: %(message)s")
     for name in quiet:

@@ -159,3 +159,55 @@ def test_an_unknown_backend_is_refused_by_name() -> None:
     )
     assert done.returncode == 2
     assert "memory" in done.stderr and "redis-stream" in done.stderr
+
+
+async def test_the_agent_answers_a_retry_that_a_live_pass_holds_up() -> None:
+    # Found by the 10,000-workflow run: `durable.retry` raises `Contended` (not an Exception)
+    # while a pass holds the workflow, so the agent's handler died and the operator's request
+    # waited out its whole timeout.
+    from datetime import timedelta
+
+    from experiments.agent import Agent
+    from experiments.protocol import AgentLoop
+
+    agent = Agent(AgentLoop())
+    await agent.open({"url": "memory://"})
+    try:
+        minute = timedelta(minutes=1)
+        held = await agent.store.checkpointer.claim("held", minute, minute)
+        assert held is not None
+        answer = await agent.retry({"workflow": "held"})
+        assert answer["retried"] is False and answer["contended"] is True
+    finally:
+        await agent.stack.aclose()
+
+
+async def test_a_worker_killed_while_the_check_asks_another_is_not_counted_as_died(
+        lab: Lab, tmp_path: Path) -> None:
+    """The check asks the workers one after another: one the run kills while the check waits
+    on an earlier one has exited by the time its turn comes, and did not die on its own."""
+    backend = BACKENDS["sqlite"]
+    async with lab.place(backend) as (place, _):
+        store = Store(backend, place, None, "chaos_counts", tmp_path / "chaos.db")
+        chaos = Chaos(lab, backend, "-", CI, store, tmp_path, lambda *_: None)
+        chaos.patience_s = 20.0
+        async with chaos.stack:
+            slow, later = [
+                Worker(await chaos.stack.enter_async_context(
+                    lab.agent(backend, place, role="client", housekeeping=False)), serial)
+                for serial in (1, 2)
+            ]
+            chaos.workers += [slow, later]
+            os.kill(slow.agent.process.pid, signal.SIGSTOP)  # the check waits on it
+            try:
+                asking = asyncio.create_task(chaos.check_workers(final=False))
+                await asyncio.sleep(0.5)
+                later.killed = True  # the run kills the next one meanwhile
+                later.agent.kill()
+                await later.agent.process.wait()
+                os.kill(slow.agent.process.pid, signal.SIGCONT)
+                await asyncio.wait_for(asking, 30)
+            finally:
+                slow.agent.kill()
+                later.agent.kill()
+    assert chaos.died == [] and chaos.hung == []

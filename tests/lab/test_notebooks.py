@@ -36,3 +36,18 @@ def test_the_notebook_runs_and_draws_its_figures(name: str) -> None:
         if "say(" in cell.source:
             said = [o for o in cell.outputs if "text/markdown" in o.get("data", {})]
             assert said and "nan" not in said[0]["data"]["text/markdown"].lower().split()
+
+
+@pytest.mark.parametrize("name", list(NOTEBOOKS))
+def test_the_committed_notebook_is_what_the_generator_writes(name: str) -> None:
+    """Its cells are `experiments/notebooks.py`'s, after the first: the `RUN` parameter cell
+    that points it at the reference run and says so."""
+    from experiments.notebooks import _PARAMETERS
+
+    committed = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
+    first, *rest = committed.cells
+    assert first.source == _PARAMETERS.format(run=None).strip()
+    assert "parameters" in first.metadata.get("tags", [])
+    assert "Reading the reference run" in first.outputs[0]["data"]["text/markdown"]
+    assert [c.source for c in rest] == [source for _, source in NOTEBOOKS[name]], (
+        f"{name}.ipynb differs from the generator: run `python -m experiments notebooks`")
