@@ -39,13 +39,13 @@ from durability.interfaces import (
     Recorded,
     Retaining,
     Scheduler,
-    SplitDurable,
     Taken,
     Written,
     claimed,
     positive,
 )
 from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
+from durability.split import SplitDurable
 from durability.status import Inspectable, Page, Status
 from durability.stepwise import (
     Blocked,

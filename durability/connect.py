@@ -50,8 +50,9 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Durable, SplitDurable, positive
+from durability.interfaces import Durable, positive
 from durability.memory import MemoryCheckpointer, MemoryScheduler
+from durability.split import SplitDurable
 from durability.traffic import Traffic
 
 __all__ = ["CONNECT_TIMEOUT", "SCHEMES", "StoreUnavailable", "open_durable", "unavailable"]

@@ -20,10 +20,8 @@ every agent process, so importing it loads nothing heavy: the readers come on fi
 
 from typing import Any
 
-#: Every experiment, in the order a full run takes them.
-EXPERIMENTS = ("latency", "idle", "growth", "takeover", "throughput", "scaling", "wakeups")
-
-from experiments.api import parameters, run, run_sync, use, where  # noqa: E402
+from experiments.api import parameters, run, run_sync, use, where
+from experiments.catalogue import EXPERIMENTS
 
 #: The notebooks' readers, from `experiments.reading`, loaded (with pandas) when first asked.
 _READERS = ("blank", "figure", "frame", "ms", "overview", "pick", "prose", "reads", "run_line",

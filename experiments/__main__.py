@@ -9,16 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from experiments import EXPERIMENTS
 from experiments.backends import BACKENDS, select
+from experiments.catalogue import EXPERIMENTS
 from experiments.results import RESULTS, SCRATCH
 from experiments.servers import KINDS, SOURCES
-
-#: What the rivals' virtualenv holds: their own queues and the drivers they need, pinned to
-#: versions that work together (arq wants redis-py below 6, which is why they live apart).
-RIVALS = ["saq==0.26.4", "arq==0.28.0", "streaq==7.2.0", "pgqueuer==1.6.0",
-          "procrastinate==3.10.0", "redis==5.3.1", "hiredis==3.5.0", "coredis==6.9.0",
-          "asyncpg==0.32.0", "psycopg[binary]==3.3.9", "psycopg-pool==3.3.3"]
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -149,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
 
         print(report(Path(args.results)))
         if args.figures:
-            from experiments import EXPERIMENTS
+            from experiments.catalogue import EXPERIMENTS
             from experiments.figures import draw
 
             for name in EXPERIMENTS:
@@ -302,7 +296,7 @@ def make_rivals_venv(timeout: float | None = None) -> int:
     import hashlib
     import venv
 
-    from experiments.harness import RIVALS_VENV
+    from experiments.harness import RIVALS, RIVALS_VENV
 
     python = RIVALS_VENV / "bin" / "python"
     stamp = RIVALS_VENV / ".installed"

@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from experiments import EXPERIMENTS
+from experiments.catalogue import EXPERIMENTS
 from experiments.results import RESULTS, SCRATCH, modes
 
 if TYPE_CHECKING:

@@ -920,7 +920,7 @@ async def chaos(profile: Profile, backends: list[str] | None = None, *,
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from experiments.runner import _git, versions
+    from experiments.provenance import git, versions
 
     console = Console(stderr=True, width=None if os.isatty(2) else 120)
     chosen = [(b, p) for b, p in CONFIGURATIONS
@@ -941,8 +941,8 @@ async def chaos(profile: Profile, backends: list[str] | None = None, *,
             "mode": profile.name, "profile": profile.__dict__,
             "started": began.isoformat(timespec="seconds"),
             "elapsed_seconds": round(time.perf_counter() - clock, 1),
-            "git_revision": _git("rev-parse", "HEAD"),
-            "git_dirty": bool(_git("status", "--porcelain", "--", "durability",
+            "git_revision": git("rev-parse", "HEAD"),
+            "git_dirty": bool(git("status", "--porcelain", "--", "durability",
                                    "experiments")),
             "cores": os.cpu_count(), "machine": platform.platform(),
             "cpu_calibration_seconds": {"at_start": calibration},

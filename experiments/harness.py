@@ -39,6 +39,11 @@ ROOT = Path(__file__).resolve().parent.parent
 #: The rivals' virtualenv (their queues conflict with ours on driver versions: arq needs
 #: redis-py below 6), made by `python3 dev.py lab` or `python -m experiments rivals`.
 RIVALS_VENV = ROOT / ".venv-rivals"
+#: What the rivals' virtualenv holds: their own queues and the drivers they need, pinned to
+#: versions that work together (arq wants redis-py below 6, which is why they live apart).
+RIVALS = ["saq==0.26.4", "arq==0.28.0", "streaq==7.2.0", "pgqueuer==1.6.0",
+          "procrastinate==3.10.0", "redis==5.3.1", "hiredis==3.5.0", "coredis==6.9.0",
+          "asyncpg==0.32.0", "psycopg[binary]==3.3.9", "psycopg-pool==3.3.3"]
 
 
 class AgentFailed(RuntimeError):

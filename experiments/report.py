@@ -10,7 +10,7 @@ import importlib
 from collections.abc import Sequence
 from pathlib import Path
 
-from experiments import EXPERIMENTS
+from experiments.catalogue import EXPERIMENTS
 from experiments.results import RESULTS, describe, load
 
 __all__ = ["report"]

@@ -19,7 +19,6 @@ import importlib
 import os
 import platform
 import shutil
-import subprocess
 import sys
 import time
 import traceback
@@ -29,11 +28,12 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from experiments import EXPERIMENTS
 from experiments.backends import Backend
-from experiments.harness import ROOT, Lab, cpu_calibration, rivals_python
+from experiments.catalogue import EXPERIMENTS
+from experiments.harness import Lab, cpu_calibration, rivals_python
 from experiments.overrides import apply
 from experiments.progress import bars
+from experiments.provenance import git, rivals, versions
 from experiments.results import guard, metadata, scratch, write
 from experiments.servers import Servers
 
@@ -56,32 +56,6 @@ def skip_reason(lab: Lab, backend: Backend) -> str | None:
         return None
     reasons = lab.servers.reasons.get(backend.server, [])
     return f"no {backend.server} server: " + "; ".join(reasons)
-
-
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for package in ("durability", "redis", "hiredis", "psycopg", "psycopg-pool", "aiosqlite",
-                    "testcontainers", "pandas", "matplotlib"):
-        with contextlib.suppress(Exception):
-            from importlib.metadata import version
-
-            found[package] = version(package)
-    import sqlite3
-
-    found["sqlite"] = sqlite3.sqlite_version
-    return found
-
-
-def _rivals() -> list[str]:
-    """The rivals' pinned versions (their virtualenv is built from exactly these)."""
-    from experiments.__main__ import RIVALS
-
-    return list(RIVALS)
-
-
-def _git(*args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=False)
-    return done.stdout.strip()
 
 
 def _stamp(backend: Backend, lab: Lab, name: str, params: dict[str, Any], repeat: int,
@@ -234,8 +208,8 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
         "mode": "quick" if lab.quick else "full",
         "started": began.isoformat(timespec="seconds"),
         "elapsed_seconds": round(time.perf_counter() - clock, 1),
-        "git_revision": _git("rev-parse", "HEAD"),
-        "git_dirty": bool(_git("status", "--porcelain", "--", "durability", "experiments")),
+        "git_revision": git("rev-parse", "HEAD"),
+        "git_dirty": bool(git("status", "--porcelain", "--", "durability", "experiments")),
         "cores": os.cpu_count(),
         "machine": platform.platform(),
         "load_average": {"at_start": load, "at_end": os.getloadavg()},
@@ -245,7 +219,7 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
             "what": "best of 3 runs of a 5M-step pure-Python loop (lower is faster)",
         },
         "versions": versions(),
-        "rival_versions": _rivals(),
+        "rival_versions": rivals(),
         "servers": servers_used,
         "backends": [b.name for b in chosen],
         "skipped": skipped,

@@ -58,7 +58,6 @@ from durability.interfaces import (
     Entry,
     Pass,
     Recorded,
-    SplitDurable,
     Taken,
     positive,
     to_ms,
@@ -71,6 +70,7 @@ from durability.redis.marker import Marker
 from durability.redis.namespace import text
 from durability.redis.sortedset import RedisSetScheduler
 from durability.redis.stream import FIELD, GROUP, RedisStreamScheduler, lost_group, receipt_of
+from durability.split import SplitDurable
 from durability.traffic import Traffic
 
 __all__ = ["RedisDurable"]

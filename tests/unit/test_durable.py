@@ -16,11 +16,11 @@ from durability.interfaces import (
     Fenced,
     Pass,
     Recorded,
-    SplitDurable,
     Written,
     claimed,
 )
 from durability.memory import MemoryCheckpointer, MemoryScheduler
+from durability.split import SplitDurable
 from durability.stepwise import Completed, Run, resume
 
 T0 = datetime(2030, 1, 1, tzinfo=UTC)

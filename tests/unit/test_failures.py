@@ -24,8 +24,9 @@ from durability.failures import (
     describe,
     failed,
 )
-from durability.interfaces import ENGINE, SplitDurable, check_key, claimed
+from durability.interfaces import ENGINE, check_key, claimed
 from durability.memory import MemoryCheckpointer, MemoryScheduler
+from durability.split import SplitDurable
 from durability.stepwise import Run, StepTimeout
 from durability.testing import Observed, passing
 from durability.worker import work

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from durability.interfaces import Checkpointer, Durable, Effect, Scheduler, SplitDurable
+from durability.interfaces import Checkpointer, Durable, Effect, Scheduler
 from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
+from durability.split import SplitDurable
 from durability.testing.conformance import (
     BoundsContract,
     CheckpointerContract,

@@ -22,12 +22,12 @@ from durability.interfaces import (
     Fenced,
     Pass,
     Recorded,
-    SplitDurable,
     Written,
     claimed,
     inbox_key,
 )
 from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
+from durability.split import SplitDurable
 from durability.stepwise import (
     Blocked,
     Completed,

@@ -21,7 +21,7 @@ from typing import Any, Literal, NoReturn, TypeVar
 import pytest
 
 from durability.codec import as_int, as_text
-from durability.failures import Retry
+from durability.failures import ONCE, Retry
 from durability.interfaces import (
     Checkpointer,
     Delivery,
@@ -32,15 +32,15 @@ from durability.interfaces import (
     Recorded,
     Scheduler,
     Settling,
-    SplitDurable,
     Taken,
     Written,
     claimed,
 )
 from durability.memory import MemoryCheckpointer, MemoryScheduler
+from durability.split import SplitDurable
 from durability.stepwise import Blocked, Completed, Run, Sleeping
 from durability.testing import Observed
-from durability.worker import work
+from durability.worker import GRACE, work
 
 R = TypeVar("R")
 LEASE = timedelta(milliseconds=500)
@@ -1391,7 +1391,8 @@ async def test_a_hand_back_the_store_fails_does_not_end_the_loop_that_took_it() 
     # Found by the chaos run: the reclaimer took a delivery while the reader filled the last
     # slot, the hand-back met a cut connection, and the error ended `work()` (an
     # ExceptionGroup out of its TaskGroup): a dead worker.
-    from durability.worker import _Running, _Worker
+    from durability.worker.crew import Crew
+    from durability.worker.running import Running
 
     class Cut(MemoryScheduler):
         async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
@@ -1403,15 +1404,15 @@ async def test_a_hand_back_the_store_fails_does_not_end_the_loop_that_took_it() 
     async def body(run: Run) -> None:
         return None
 
-    worker = _Worker(durable, body, pool=1, budget=timedelta(minutes=1),
-                     tick=timedelta(seconds=1), within=timedelta(seconds=1),
-                     contended=timedelta(seconds=1), sweep=timedelta(seconds=5), readers=1,
-                     observer=None, clock=lambda: datetime.now(UTC))
+    worker = Crew(durable, body, pool=1, budget=timedelta(minutes=1),
+                  tick=timedelta(seconds=1), within=timedelta(seconds=1),
+                  contended=timedelta(seconds=1), sweep=timedelta(seconds=5), readers=1,
+                  observer=None, clock=lambda: datetime.now(UTC), grace=GRACE, retry=ONCE)
     await scheduler.make_ready("full")
     await scheduler.make_ready("late")
     first = await scheduler.next_ready(timedelta(seconds=1))
     late = await scheduler.next_ready(timedelta(seconds=1))
     assert first is not None and late is not None
-    worker.running.add(_Running(first))  # the pool is full
-    await worker._admit(late)  # before: ConnectionError out of the loop that called it
+    worker.running.add(Running(first))  # the pool is full
+    await worker.admit(late)  # before: ConnectionError out of the loop that called it
     assert len(worker.running) == 1  # nothing started past the pool

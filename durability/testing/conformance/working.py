@@ -21,7 +21,8 @@ import pytest
 
 from durability.codec import as_int, as_text
 from durability.failures import Retry
-from durability.interfaces import Checkpointer, Durable, Pass, Recorded, SplitDurable
+from durability.interfaces import Checkpointer, Durable, Pass, Recorded
+from durability.split import SplitDurable
 from durability.stepwise import Blocked, Completed, Run, Sleeping
 from durability.testing import Observed
 from durability.testing.conformance.claims import fresh

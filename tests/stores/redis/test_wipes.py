@@ -25,7 +25,7 @@ from redis.exceptions import ConnectionError
 
 from durability import work
 from durability.connect import open_durable
-from durability.interfaces import Durable, SplitDurable
+from durability.interfaces import Durable
 from durability.redis import (
     RedisCheckpointer,
     RedisDurable,
@@ -34,6 +34,7 @@ from durability.redis import (
     Wiped,
 )
 from durability.redis.stream import GROUP
+from durability.split import SplitDurable
 from durability.stepwise import Run
 
 from .conftest import HOST, Servers

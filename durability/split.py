@@ -1,0 +1,115 @@
+"""`SplitDurable`: a `Durable` over a checkpointer and a scheduler that are separate stores
+(the memory stores, or any pair that cannot act in one step), with `status`, `list` and
+`retry` from `durability.status.Inspected`, as every shipped `Durable` has them."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+
+from durability.interfaces import (
+    Checkpointer,
+    Delivery,
+    Entry,
+    Ledger,
+    Pass,
+    Recorded,
+    Scheduler,
+    SettlingRelease,
+    Taken,
+    positive,
+)
+from durability.status import Inspected
+from durability.traffic import Traffic
+
+__all__ = ["SplitDurable", "take_then_claim"]
+
+
+class SplitDurable(Inspected):
+    """A `Durable` over two separate stores, ordered so the crash window is the survivable one.
+
+    `arrive` and `deliver` write then queue: a crash between leaves a value with nothing to
+    wake it, which a retry fixes. `delete` cancels then discards: a crash between leaves records
+    with nothing to wake them, rather than a wakeup that would re-run every effect from nothing.
+    """
+
+    __slots__ = ("_checkpointer", "_ledger", "_scheduler", "_settle_release", "_traffic")
+
+    def __init__(
+        self, checkpointer: Checkpointer, scheduler: Scheduler, traffic: Traffic | None = None
+    ) -> None:
+        self._checkpointer = checkpointer
+        # Asked once: a runtime protocol check costs more than the call it guards.
+        self._ledger = checkpointer if isinstance(checkpointer, Ledger) else None
+        self._settle_release = (
+            checkpointer.settle_release if isinstance(checkpointer, SettlingRelease) else None
+        )
+        self._scheduler = scheduler
+        self._traffic = traffic if traffic is not None else Traffic()
+
+    @property
+    def checkpointer(self) -> Checkpointer:
+        return self._checkpointer
+
+    @property
+    def scheduler(self) -> Scheduler:
+        return self._scheduler
+
+    @property
+    def traffic(self) -> Traffic:
+        """What the two stores count of what they send, if they count into this `Traffic`
+        (every store `open_durable` opens does; `durability.traffic`)."""
+        return self._traffic
+
+    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+        recorded = await self._checkpointer.supply(workflow, key, value)
+        await self._scheduler.make_ready(workflow)
+        return recorded
+
+    async def deliver(self, workflow: str, value: object) -> Entry:
+        entry = await self._checkpointer.append(workflow, value)
+        await self._scheduler.make_ready(workflow)
+        return entry
+
+    async def delete(self, workflow: str) -> int:
+        await self._scheduler.cancel(workflow)
+        return await self._checkpointer.discard(workflow)
+
+    async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        return await take_then_claim(self._checkpointer, self._scheduler, within, budget, alive)
+
+    async def finish(self, holder: Pass, delivery: Delivery) -> None:
+        await self._checkpointer.release(holder)
+        await self._scheduler.done(delivery)
+
+    async def finish_settled(
+        self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
+    ) -> bool:
+        """`settle`, then `finish`: three calls in order over two stores (the standing first,
+        while the claim still holds, so no one sees the claim gone and the standing old).
+        A checkpointer that keeps no standings settles nothing (False)."""
+        if self._settle_release is not None:
+            stood = await self._settle_release(holder, state, detail)
+        else:
+            stood = self._ledger is not None and await self._ledger.settle(holder, state, detail)
+            await self._checkpointer.release(holder)
+        await self._scheduler.done(delivery)
+        return stood
+
+
+async def take_then_claim(
+    checkpointer: Checkpointer,
+    scheduler: Scheduler,
+    within: timedelta,
+    budget: timedelta,
+    alive: timedelta,
+) -> Taken | None:
+    """`Durable.take` as two calls, for a store that cannot do both in one step."""
+    # Checked before the delivery is taken: a claim refused after it would leave the delivery
+    # held by nobody until its lease ran out.
+    positive("budget", budget)
+    positive("alive", alive)
+    delivery = await scheduler.next_ready(within)
+    if delivery is None:
+        return None
+    return Taken(delivery, await checkpointer.claim(delivery.workflow, budget, alive))

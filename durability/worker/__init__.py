@@ -1,0 +1,136 @@
+"""The queue worker: `work` runs passes of a workflow body as wakeups arrive.
+
+    take (a wakeup + its claim) ─▶ up to `pool` passes ─▶ Sleeping  ─▶ wake_at(due)
+        ▲                                              ├ Blocked   ─▶ nothing: only a write
+        │                                              └ Completed ─▶ nothing   from outside
+    one take per free slot; reclaim abandoned ones every tick; then finish (release + done)
+
+| module | owns |
+|---|---|
+| `loops` | the reader, reclaimer, keeper, timer and drain, as tasks of one group |
+| `passing` | one pass: claimed → resumed → ended → answered; the renewal after a write |
+| `endings` | how a pass can end, one type each, and the table of what each tells the store |
+| `failing` | a pass whose body raised: the failure recorded, then a retry or the failed state |
+| `crew` | what the loops and passes share: settings, running passes, slots, hand-backs |
+
+Nothing a body raises ends the worker (it is recorded, `durability.failures`); only cancelling
+`work` stops it, or `stop` (a drain).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from datetime import datetime, timedelta
+
+from durability.failures import ONCE, Retry
+from durability.interfaces import Durable, positive
+from durability.stepwise import Run, utcnow
+from durability.worker.crew import Crew
+from durability.worker.events import Event, Kind, Observer
+from durability.worker.loops import run
+from durability.worker.settings import GLANCE, GRACE, NUDGE, READERS, SHUTDOWN, TICK
+
+__all__ = [
+    "GLANCE",
+    "GRACE",
+    "NUDGE",
+    "READERS",
+    "SHUTDOWN",
+    "TICK",
+    "Event",
+    "Kind",
+    "Observer",
+    "utcnow",
+    "work",
+]
+
+
+async def work(
+    durable: Durable,
+    body: Callable[[Run], Awaitable[object]],
+    *,
+    pool: int = 16,
+    budget: timedelta = timedelta(minutes=5),
+    tick: timedelta | None = None,
+    within: timedelta = timedelta(seconds=5),
+    contended: timedelta | None = None,
+    sweep: timedelta = timedelta(seconds=5),
+    readers: int | None = None,
+    observer: Observer | None = None,
+    clock: Callable[[], datetime] = utcnow,
+    stop: asyncio.Event | None = None,
+    grace: timedelta = GRACE,
+    retry: Retry = ONCE,
+) -> None:
+    """Run passes of `body` for every workflow `durable`'s scheduler hands out, until cancelled
+    or drained.
+
+    `pool` bounds concurrent passes; `budget` is how long one pass may hold a workflow however
+    alive it looks (a step that knows better passes `within` to `run.step`); `tick` is how often
+    claims and deliveries are renewed and abandoned deliveries looked for (by default a second,
+    or a quarter of the lease if that is shorter: tick follows lease); `within` bounds one
+    blocking read (and no wait outlasts half a lease, so an idle worker finds a dead worker's
+    workflow soon after its lease runs out); `contended` is how long to wait before looking
+    again at a workflow another live pass holds (one tick unless given); `sweep` is how often
+    the timer looks for deadlines it was not told about (set by other workers); `readers` caps
+    how many takes a busy worker keeps in flight at once (an idle one keeps one): by default the
+    store's own `readers` attribute if it has one (Postgres answers a turn's takes with one
+    statement, so it asks for many), else `READERS`. `clock` is the time of the timer and of
+    every pass (the deadlines `run.sleep` records), so a test can move both.
+
+    `retry` is how a failed pass is tried again, unless the step that failed names its own
+    (`run.step(..., retry=...)`): after a failure with attempts left the workflow is woken after
+    the policy's pause (`wake_at`, never a busy loop), and after the last, or a failure the
+    policy does not retry, it has failed: recorded so, and not run again until `durable.retry`.
+    The default, `ONCE`, retries nothing. Attempts are counted in the store (`failures`).
+
+    Stopping, two ways:
+
+    - Setting `stop` drains: `work` takes nothing new, gives the passes running then up to
+      `grace` to end on their own (each finishes its steps, so a deploy re-runs none), hands
+      back whatever is still running after that, and returns.
+    - Cancelling `work` hands every running workflow back to the queue at once, waiting at
+      most `SHUTDOWN` for a store that does not answer.
+
+    A store that is not there yet when `work` starts is tried again, with a growing pause,
+    until it answers (or `stop` is set); one that fails while `work` runs is ridden out by
+    each loop, and a pass whose writes it keeps failing is handed back, not failed.
+    """
+    if tick is None:
+        # Renewal must keep up with the lease, or a live pass's claim lapses between ticks.
+        tick = min(TICK, positive("lease", durable.scheduler.lease) / 4)
+    if contended is None:
+        contended = tick
+    if readers is None:
+        readers = getattr(durable, "readers", READERS)
+    for name, count in (("pool", pool), ("readers", readers)):
+        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+            raise ValueError(f"{name} must be a positive count, got {count!r}")
+    if not isinstance(retry, Retry):
+        raise TypeError(f"retry must be a Retry, not {type(retry).__name__}")
+    for name, value in (
+        ("budget", budget),
+        ("tick", tick),
+        ("within", within),
+        ("contended", contended),
+        ("sweep", sweep),
+        ("grace", grace),
+    ):
+        positive(name, value)
+    crew = Crew(
+        durable,
+        body,
+        pool=pool,
+        budget=budget,
+        tick=tick,
+        within=within,
+        contended=contended,
+        sweep=sweep,
+        readers=min(readers, pool),
+        observer=observer,
+        clock=clock,
+        grace=grace,
+        retry=retry,
+    )
+    await run(crew, stop)

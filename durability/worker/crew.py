@@ -1,0 +1,229 @@
+"""`Crew`: what a worker's loops and passes share: its settings, its running passes and free
+slots, and the few things any of them tells the queue (hand a workflow back, look again later,
+finish with a standing). Each loop (`loops`) and each pass (`passing`) holds the crew and no
+other worker state; nothing here runs on its own."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from datetime import datetime, timedelta
+from typing import Any
+
+from durability.failures import Retry
+from durability.faults import StoreDown, patiently
+from durability.interfaces import (
+    Checkpointer,
+    Delivery,
+    Durable,
+    Ledger,
+    Pass,
+    Retaining,
+    Scheduler,
+    Settling,
+    positive,
+)
+from durability.stepwise import Run
+from durability.worker.events import Emitter, Observer
+from durability.worker.running import Running
+
+__all__ = ["Crew"]
+
+log = logging.getLogger("durability.worker")
+
+
+class Crew:
+    """One worker's shared state; built by `work`, which validated every setting."""
+
+    def __init__(
+        self,
+        durable: Durable,
+        body: Callable[[Run], Awaitable[object]],
+        *,
+        pool: int,
+        budget: timedelta,
+        tick: timedelta,
+        within: timedelta,
+        contended: timedelta,
+        sweep: timedelta,
+        readers: int,
+        observer: Observer | None,
+        clock: Callable[[], datetime],
+        grace: timedelta,
+        retry: Retry,
+    ) -> None:
+        self.durable = durable
+        self.checkpointer: Checkpointer = durable.checkpointer
+        self.scheduler: Scheduler = durable.scheduler
+        self.lease = positive("lease", self.scheduler.lease)
+        self.body = body
+        self.pool = pool
+        self.budget = budget
+        self.tick = tick
+        # A row that becomes visible because a dead worker's lease ran out rings no doorbell
+        # and sends no notification: an idle reader on a visibility-scored queue (the set,
+        # Postgres, SQLite) finds it only at its next look. So no wait outlasts half a lease,
+        # and such a takeover waits at most that much past the lease (costless at the
+        # default lease, where `within` is the shorter).
+        self.wait = min(within, self.lease / 2)
+        self.within = within
+        self.contended = contended
+        self.sweep = sweep
+        self.emit = Emitter(observer)
+        self.clock = clock
+        self.grace = grace
+        self.retry = retry
+        self.readers = readers
+        self.running: set[Running] = set()
+        self.freed = asyncio.Condition()
+        self.reading = 0  # reads in flight: each holds a slot until it returns
+        self.extra_readers = 0
+        self.stopping = False  # draining: take nothing new
+        self.passes: asyncio.TaskGroup | None = None  # where passes run, once the loops do
+        self.start_pass: Callable[[Running], Coroutine[Any, Any, None]] | None = None
+        # The timer's hint: the earliest deadline it knows of, and a nudge when one is sooner.
+        self.earlier = asyncio.Event()
+        self.known_due: datetime | None = None
+        # Asked once, not per pass: a runtime protocol check costs more than the call it guards.
+        self.ledger = self.checkpointer if isinstance(self.checkpointer, Ledger) else None
+        # (A checkpointer that keeps no standings has none to write: its passes just finish.)
+        self.settling: Settling | None = None
+        if self.ledger is not None and isinstance(durable, Settling):
+            self.settling = durable
+        self.retaining = self.checkpointer if isinstance(self.checkpointer, Retaining) else None
+
+    # -- slots -------------------------------------------------------------------------
+
+    async def wait_for_slot(self) -> None:
+        # A slot counts as taken while a reader is reading for it, so readers never take
+        # more deliveries between them than there are free slots.
+        async with self.freed:
+            await self.freed.wait_for(lambda: len(self.running) + self.reading < self.pool)
+
+    async def free(self, running: Running) -> None:
+        # The Run holds the pass's `written` hook, which holds `running`: break that cycle, or every
+        # pass's Run and records would wait for the cyclic collector instead of going now.
+        running.run = None
+        self.running.discard(running)
+        async with self.freed:
+            self.freed.notify_all()
+
+    async def admit(
+        self,
+        delivery: Delivery,
+        *,
+        reclaimed: bool = False,
+        holder: Pass | None = None,
+        claimed: bool = False,
+    ) -> None:
+        """Run a delivery if a slot is free; otherwise hand it straight back to the queue."""
+        if len(self.running) < self.pool:
+            assert self.passes is not None and self.start_pass is not None
+            running = Running(delivery, holder=holder, reclaimed=reclaimed, claimed=claimed)
+            self.running.add(running)
+            self.passes.create_task(self.start_pass(running))
+            return
+        # Only reachable when the reader and the reclaimer both filled the last slot at once.
+        # A store that fails the hand-back must not end the loop that took it (the reader's,
+        # the reclaimer's).
+        await self.give_back(delivery, holder)
+
+    # -- the timer's hint --------------------------------------------------------------
+
+    def scheduled(self, due: datetime) -> None:
+        """A wakeup was set for `due`: the timer wakes sooner if it did not know of it."""
+        if self.known_due is None or due < self.known_due:
+            self.known_due = due
+            self.earlier.set()
+
+    # -- what the queue and the checkpoint are told --------------------------------------
+
+    async def wake(self, delivery: Delivery, due: datetime) -> None:
+        """Have the queue hand the workflow out again at `due` (declined if it was deleted)."""
+        if await self.scheduler.wake_at(delivery, due):
+            self.scheduled(due)
+
+    async def retain(self, workflow: str, until: datetime) -> None:
+        """A store that forgets idle checkpoints must keep a suspended one past its wait."""
+        if self.retaining is not None:
+            await self.retaining.hold(workflow, until)
+
+    async def hand_back(self, delivery: Delivery, holder: Pass | None) -> None:
+        """Give a workflow back to the queue at once (declined if it was deleted meanwhile)."""
+        if holder is not None:
+            try:
+                await self.checkpointer.release(holder)
+            except Exception:
+                log.exception("releasing %s failed", holder.workflow)
+        await self.wake(delivery, self.clock())
+        await self.scheduler.done(delivery)
+
+    async def give_back(self, delivery: Delivery, holder: Pass | None) -> None:
+        """`hand_back`, for a caller the store's failure must not stop: a hand-back that
+        fails is logged, and the delivery lapses and is reclaimed like any other."""
+        try:
+            await self.hand_back(delivery, holder)
+        except Exception:
+            log.exception("handing %s back failed; its lease will", delivery.workflow)
+
+    async def look_again(self, delivery: Delivery, reclaimed: bool) -> None:
+        """Another live pass holds the workflow: wake it again later rather than drop it (the
+        wakeup may carry input that pass will not see)."""
+        self.emit("contended", delivery.workflow)
+        # A reclaimed delivery's holder went quiet for a lease, but a write it made just
+        # before dying kept the claim alive up to a lease past that write: the delivery
+        # lapsed first. That claim ends within about a tick, so look again each tick
+        # rather than after `contended`, or a takeover would wait for the preference.
+        wait = min(self.contended, self.tick) if reclaimed else self.contended
+        await self.wake(delivery, self.clock() + wait)
+        await self.scheduler.done(delivery)
+
+    async def finish(
+        self, holder: Pass, delivery: Delivery, state: str, detail: dict[str, object]
+    ) -> None:
+        """End the pass and write where it left its workflow, for `status` and listings: in the
+        same step where the durable can (`Settling`), else the standing and then `finish`.
+
+        A store that fails the write for its own reasons (a cut connection, a restart) is asked
+        again (`patiently`); if it stays down, the pass is left unanswered, so the delivery
+        lapses and the next pass writes the standing: a finish never lands without its
+        standing, or `status` would say the workflow is still what it was (running, sleeping)
+        after it failed or completed. A standing the store refuses outright (not a passing
+        fault) is logged, and the pass finishes without it."""
+        workflow = holder.workflow
+        if self.settling is None and self.ledger is None:
+            await self.durable.finish(holder, delivery)
+            return
+        try:
+            if self.settling is not None:
+                settling = self.settling
+                stood = await patiently(
+                    self.checkpointer,
+                    workflow,
+                    lambda: settling.finish_settled(holder, delivery, state, detail),
+                )
+            else:
+                assert self.ledger is not None
+                ledger = self.ledger
+                stood = await patiently(
+                    self.checkpointer, workflow, lambda: ledger.settle(holder, state, detail)
+                )
+                await self.durable.finish(holder, delivery)
+        except StoreDown as lost:
+            self.emit("unavailable", workflow, error=lost)
+            log.warning(
+                "finishing %s (%s) failed; its delivery lapses and the next pass finishes it: %s",
+                workflow,
+                state,
+                lost,
+            )
+            return
+        except Exception:
+            log.exception(
+                "the store refused the standing of %s (%s); finishing without it", workflow, state
+            )
+            await self.durable.finish(holder, delivery)
+            return
+        if stood is False:
+            log.info("%s: a newer pass has its standing; %s not written", workflow, state)

@@ -1,0 +1,176 @@
+"""The ways a pass ends, one type each, and `answer`: the one place that says, for each, what
+the checkpoint and the queue are told.
+
+| ending | why | the checkpoint hears | the queue hears |
+|---|---|---|---|
+| `Settled` | the body returned | its standing; release | `wake_at(due)` if asleep, done |
+| `Busy` | a live pass holds the claim | nothing | `wake_at(now + contended)`; done |
+| `OtherHeld` | the body met another workflow held | release | as `Busy` |
+| `Stopped` | the keeper cancelled it (budget, claim) | nothing: not ours now | hand back now |
+| `Superseded` | a write was fenced: a newer pass | nothing | hand back now |
+| `Unreachable` | the store kept failing a write | release, if it answers | hand back, else lapse |
+| `FailedBefore` | it had failed; only retry runs it | the failed standing again | done |
+| `Raised` | the body raised (`failing`) | a failure record; standing | `wake_at(backoff)`; done |
+
+Every ending first lets a delivery renewal in flight land (`Running.quiet`), so the answer is
+not overtaken by an older renewal.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import assert_never
+
+from durability.failures import Failure
+from durability.faults import StoreDown
+from durability.interfaces import Fenced, Interruption, Pass
+from durability.stepwise import Blocked, Completed, Sleeping
+from durability.worker.crew import Crew
+from durability.worker.failing import fail
+from durability.worker.running import Running
+
+__all__ = [
+    "AlreadyFailed",
+    "Busy",
+    "Ending",
+    "FailedBefore",
+    "OtherHeld",
+    "Raised",
+    "Settled",
+    "Stopped",
+    "Superseded",
+    "Unreachable",
+    "answer",
+]
+
+log = logging.getLogger("durability.worker")
+
+
+@dataclass(frozen=True, slots=True)
+class Settled:
+    outcome: Completed[object] | Sleeping | Blocked
+
+
+@dataclass(frozen=True, slots=True)
+class Busy:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class OtherHeld:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Superseded:
+    fenced: Fenced
+
+
+@dataclass(frozen=True, slots=True)
+class Unreachable:
+    lost: StoreDown
+
+
+class AlreadyFailed(Interruption):
+    """Raised before the body runs when its checkpoint says the workflow has failed: nothing
+    is run, whatever woke it."""
+
+    def __init__(self, failure: Failure) -> None:
+        super().__init__(f"failed: {failure.type}: {failure.message}")
+        self.failure = failure
+
+
+@dataclass(frozen=True, slots=True)
+class FailedBefore:
+    dead: AlreadyFailed
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    error: BaseException
+
+
+Ending = Settled | Busy | OtherHeld | Stopped | Superseded | Unreachable | FailedBefore | Raised
+
+
+async def answer(crew: Crew, running: Running, holder: Pass | None, ending: Ending) -> None:
+    """Tell the checkpoint and the queue how the pass ended (the table above). `holder` is
+    the pass's claim: None only for `Busy`, whose claim was refused."""
+    delivery = running.delivery
+    workflow = delivery.workflow
+    match ending:
+        case Busy():
+            await crew.look_again(delivery, running.reclaimed)
+            return
+        case Settled(outcome=outcome):
+            crew.emit("outcome", workflow, outcome=outcome)
+        case OtherHeld():
+            log.info("a pass of %s found another workflow held; looking again", workflow)
+        case Stopped():
+            crew.emit("expired", workflow)
+        case Superseded(fenced=fenced):
+            crew.emit("fenced", workflow, error=fenced)
+            log.warning("pass of %s was fenced: %s", workflow, fenced)
+        case Unreachable(lost=lost):
+            # Not the workflow's failure: what it recorded stands, and the step whose record
+            # did not land runs again on the next pass.
+            crew.emit("unavailable", workflow, error=lost)
+            log.warning("pass of %s stopped: %s", workflow, lost)
+        case FailedBefore(dead=dead):
+            crew.emit("dead", workflow, error=dead, attempt=dead.failure.attempt)
+            log.info("%s has failed; not running it (durable.retry brings it back)", workflow)
+        case Raised():
+            pass
+        case _:
+            assert_never(ending)
+    await running.quiet()
+    assert holder is not None
+    match ending:
+        case Settled(outcome=outcome):
+            await _settled(crew, running, holder, outcome)
+        case OtherHeld():
+            await crew.checkpointer.release(holder)
+            await crew.look_again(delivery, running.reclaimed)
+        case Stopped() | Superseded():
+            await crew.hand_back(delivery, None)
+        case Unreachable():
+            await crew.give_back(delivery, holder)
+        case FailedBefore(dead=dead):
+            # Written again: the pass that failed it may have died before its standing landed.
+            await crew.finish(holder, delivery, "failed", {"failure": dead.failure.to_record()})
+        case Raised(error=error):
+            await fail(crew, running, holder, error)
+        case Busy():
+            raise AssertionError("answered above")
+        case _:
+            assert_never(ending)
+
+
+async def _settled(
+    crew: Crew, running: Running, holder: Pass, outcome: Completed[object] | Sleeping | Blocked
+) -> None:
+    # The standing is written with the finish (`Crew.finish`), while the claim still holds
+    # or in the same step as its release: a status reads "running" until it lands.
+    workflow = holder.workflow
+    state: str
+    detail: dict[str, object]
+    match outcome:
+        case Completed():
+            state, detail = "completed", {}
+        case Sleeping(due=due):
+            state, detail = "sleeping", {"until": due.isoformat()}
+            await crew.retain(workflow, due)
+            await crew.wake(running.delivery, due)
+        case Blocked(waiting=waiting, listening=listening):
+            state = "blocked"
+            detail = {"waiting": sorted(waiting), "listening": sorted(listening)}
+            await crew.retain(workflow, crew.clock())
+        case _:
+            assert_never(outcome)
+    await crew.finish(holder, running.delivery, state, detail)

@@ -1,0 +1,79 @@
+"""What a worker tells an observer: one `Event` per moment in a delivery's life."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+from durability.stepwise import Blocked, Completed, Sleeping
+
+__all__ = ["Event", "Kind", "Observer", "Emitter"]
+
+log = logging.getLogger("durability.worker")
+
+Kind = Literal[
+    "delivered",
+    "started",
+    "outcome",
+    "failed",
+    "retrying",
+    "dead",
+    "contended",
+    "fenced",
+    "expired",
+    "unavailable",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One moment in a delivery's life, for an observer (the lab measures through these).
+
+    `at` is wall-clock seconds since the epoch (comparable across processes); `outcome` is set
+    on "outcome", `error` on "failed", "fenced" and "unavailable" (the store kept failing the
+    pass's writes: the workflow is handed back, not failed). A failed attempt is "failed"
+    (with its `attempt`), then "retrying" (with `due`, when it is tried again) or "dead" (the
+    workflow has failed, and only `durable.retry` brings it back); a pass that finds its
+    workflow already failed is "dead" alone.
+    """
+
+    kind: Kind
+    workflow: str
+    at: float
+    outcome: Completed[object] | Sleeping | Blocked | None = None
+    error: BaseException | None = None
+    attempt: int | None = None
+    due: datetime | None = None
+
+
+Observer = Callable[[Event], None]
+
+
+class Emitter:
+    """Hands events to an observer, if there is one; an observer that raises is logged, never
+    allowed to stop the pass that emitted."""
+
+    __slots__ = ("observer",)
+
+    def __init__(self, observer: Observer | None) -> None:
+        self.observer = observer
+
+    def __call__(
+        self,
+        kind: Kind,
+        workflow: str,
+        outcome: Completed[object] | Sleeping | Blocked | None = None,
+        error: BaseException | None = None,
+        attempt: int | None = None,
+        due: datetime | None = None,
+    ) -> None:
+        if self.observer is None:
+            return
+        try:
+            self.observer(Event(kind, workflow, time.time(), outcome, error, attempt, due))
+        except Exception:
+            log.exception("observer failed on %s for %s", kind, workflow)

@@ -1,0 +1,214 @@
+"""The worker's loops, each a task in one task group, over one `Crew`:
+
+| loop | does | an idle worker's cost |
+|---|---|---|
+| `reader` | takes a workflow per free slot (more readers while work comes) | a `take` a `within` |
+| `reclaimer` | takes over deliveries whose worker stopped answering | a `reclaim` a tick |
+| `keeper` | renews the claim and delivery of every running pass together | nothing |
+| `timer` | moves due sleepers to the queue, asleep till a deadline | a `wake_due` a `sweep` |
+| `drain` | with `stop`: takes nothing new, waits `grace`, then ends the rest | nothing |
+
+A store that fails is ridden out by each loop (logged, tried again), never by ending the
+worker; only a cancel ends them, even one a driver swallowed (`stop_if_cancelled`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from durability.cancelling import pause, stop_if_cancelled
+from durability.interfaces import Fenced
+from durability.polling import set_within
+from durability.worker.crew import Crew
+from durability.worker.passing import extend, run_pass
+from durability.worker.running import Running
+from durability.worker.settings import GLANCE
+
+__all__ = ["run"]
+
+log = logging.getLogger("durability.worker")
+
+
+class _Drained(Exception):
+    """Raised by the drain once it is over, so the task group cancels what is left."""
+
+
+async def run(crew: Crew, stop: asyncio.Event | None = None) -> None:
+    """Run the loops until cancelled, or until `stop` is set and the drain is over."""
+    if not await _prepared(crew, stop):
+        return
+    crew.start_pass = lambda running: run_pass(crew, running)
+    try:
+        async with asyncio.TaskGroup() as passes:
+            crew.passes = passes
+            passes.create_task(reader(crew))
+            quits = [passes.create_task(reclaimer(crew))]
+            passes.create_task(keeper(crew))
+            passes.create_task(timer(crew))
+            if stop is not None:
+                passes.create_task(drain(crew, stop, quits))
+    except* _Drained:
+        log.info("drained")
+
+
+async def _prepared(crew: Crew, stop: asyncio.Event | None) -> bool:
+    """Prepare the queue, trying again with a growing pause (up to `sweep`) while the store
+    is not there yet, so a worker may start before its store. False if `stop` came first."""
+    failures = 0
+    while True:
+        try:
+            await crew.scheduler.prepare()
+            # A cancel swallowed here would start the loops under a task group that never
+            # hears of it, and `work` would never stop.
+            stop_if_cancelled()
+            return True
+        except Exception as error:
+            failures += 1
+            wait = min(crew.tick * 2 ** min(failures - 1, 10), crew.sweep)
+            log.warning(
+                "the store is not ready (try %d: %r); trying again in %s", failures, error, wait
+            )
+        stop_if_cancelled()
+        if stop is None:
+            await asyncio.sleep(wait.total_seconds())
+            continue
+        if await set_within(stop, wait.total_seconds()):
+            return False
+
+
+async def reader(crew: Crew, primary: bool = True) -> None:
+    """Take one workflow per free slot. The primary reader runs for the worker's life; the
+    extra ones a busy queue calls up (`_call_readers`) leave at the first empty read, so an
+    idle worker keeps one read in flight, and a busy one keeps several (a single reader
+    caps a worker at one take per round trip, however many slots are free)."""
+    failures = 0
+    while True:
+        await crew.wait_for_slot()
+        if crew.stopping:
+            return
+        crew.reading += 1
+        try:
+            # Only the primary reader waits for work; an extra one glances and leaves. Were
+            # the extra ones to wait too, every wakeup would wake all of them at once (a
+            # Postgres notification reaches every waiter), each taking its turn to read.
+            within = crew.wait if primary else GLANCE
+            taken = await crew.durable.take(within, crew.budget, crew.lease)
+        except Exception:
+            if not primary:
+                return
+            # A store that went away is logged and tried again, backing off to `sweep`,
+            # rather than ending the worker: the queue still holds everything.
+            failures += 1
+            wait = min(crew.tick * 2 ** min(failures - 1, 10), crew.sweep)
+            log.exception("reading the queue failed; trying again in %s", wait)
+            await pause(wait.total_seconds())
+            continue
+        finally:
+            crew.reading -= 1
+        failures = 0
+        stop_if_cancelled()
+        if taken is None:
+            if not primary:
+                return
+            continue
+        if crew.stopping:
+            # Taken while the drain began: give it straight back rather than start it.
+            await crew.give_back(taken.delivery, taken.holder)
+            return
+        await crew.admit(taken.delivery, holder=taken.holder, claimed=True)
+        _call_readers(crew)
+
+
+def _call_readers(crew: Crew) -> None:
+    """The queue had work: add a reader while slots are free and the cap allows."""
+    if crew.passes is None or crew.stopping or crew.extra_readers + 1 >= crew.readers:
+        return
+    if len(crew.running) + crew.reading >= crew.pool:
+        return
+    crew.extra_readers += 1
+    crew.passes.create_task(_extra_reader(crew))
+
+
+async def _extra_reader(crew: Crew) -> None:
+    try:
+        await reader(crew, primary=False)
+    finally:
+        crew.extra_readers -= 1
+
+
+async def reclaimer(crew: Crew) -> None:
+    while True:
+        await pause(crew.tick.total_seconds())
+        while len(crew.running) < crew.pool:
+            try:
+                delivery = await crew.scheduler.reclaim(crew.lease)
+            except Exception:
+                log.exception("reclaim failed; trying again next tick")
+                break
+            stop_if_cancelled()
+            if delivery is None:
+                break
+            log.info("reclaimed %s from a worker that stopped answering", delivery.workflow)
+            await crew.admit(delivery, reclaimed=True)
+
+
+async def keeper(crew: Crew) -> None:
+    while True:
+        await pause(crew.tick.total_seconds())
+        if crew.running:
+            await asyncio.gather(*(_keep(crew, r) for r in list(crew.running)))
+
+
+async def _keep(crew: Crew, running: Running) -> None:
+    """Renew one pass's claim and delivery together, so they lapse together."""
+    holder = running.holder
+    if holder is None or running.body is None or running.body.done():
+        return
+    try:
+        await asyncio.gather(crew.checkpointer.renew(holder, crew.lease), extend(crew, running))
+    except Fenced as fenced:
+        if running.body.done():
+            return  # the pass ended and released its claim while the renewal was on its way
+        # The budget is spent or someone else claimed it: the pass may be wedged in a step
+        # that will never return, so stop it and let the workflow be looked at again.
+        running.body.cancel()
+        log.warning("pass of %s stopped: %s", holder.workflow, fenced)
+    except Exception:
+        log.exception("renewing %s failed; trying again next tick", holder.workflow)
+
+
+async def timer(crew: Crew) -> None:
+    while True:
+        try:
+            crew.known_due = await crew.scheduler.wake_due(crew.clock())
+        except Exception:
+            log.exception("waking due workflows failed; trying again next tick")
+            crew.known_due = crew.clock() + crew.tick
+        stop_if_cancelled()
+        crew.earlier.clear()
+        while True:
+            wait = crew.sweep.total_seconds()
+            if crew.known_due is not None:
+                wait = min(wait, (crew.known_due - crew.clock()).total_seconds())
+            if wait <= 0:
+                break
+            if not await set_within(crew.earlier, wait):
+                break
+            crew.earlier.clear()
+
+
+async def drain(crew: Crew, stop: asyncio.Event, quits: list[asyncio.Task[None]]) -> None:
+    """Once `stop` is set: take nothing new, give the running passes `grace` to end on their
+    own, then end (raising `_Drained`), which cancels what is left and so hands it back."""
+    await stop.wait()
+    crew.stopping = True
+    for task in quits:  # the reclaimer only ever brings new work (the timer brings it to
+        task.cancel()  # the queue, for every worker, so it goes on)
+    log.info("draining: %d pass(es) running, %s to finish", len(crew.running), crew.grace)
+    try:
+        async with asyncio.timeout(crew.grace.total_seconds()), crew.freed:
+            await crew.freed.wait_for(lambda: not crew.running)
+    except TimeoutError:
+        log.warning("drain: grace over, handing back %d pass(es)", len(crew.running))
+    raise _Drained

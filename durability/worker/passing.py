@@ -1,0 +1,204 @@
+"""One pass, from its delivery to its answer: claimed → resumed → ended → answered.
+
+`run_pass` claims the workflow (unless the reader took and claimed it in one move), runs the
+body as a task the keeper may cancel, names how it ended (`endings`), and has that answered.
+Cancelled (the worker is stopping), it hands the workflow back at once, bounded in time.
+Between the body's writes it renews the delivery a moment after each one (`written`), so a
+takeover never waits on a delivery older than the claim.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+
+from durability.cancelling import stop_if_cancelled
+from durability.failures import failed
+from durability.faults import StoreDown
+from durability.interfaces import Contended, Fenced, Interruption, Pass
+from durability.stepwise import Blocked, Completed, Run, Sleeping, resume
+from durability.worker.crew import Crew
+from durability.worker.endings import (
+    AlreadyFailed,
+    Busy,
+    Ending,
+    FailedBefore,
+    OtherHeld,
+    Raised,
+    Settled,
+    Stopped,
+    Superseded,
+    Unreachable,
+    answer,
+)
+from durability.worker.running import Running
+from durability.worker.settings import NUDGE, SHUTDOWN
+
+__all__ = ["Escaped", "extend", "run_pass", "written"]
+
+log = logging.getLogger("durability.worker")
+
+
+class Escaped(Exception):
+    """A body raised a `BaseException` that is not the library's (`KeyboardInterrupt`,
+    `SystemExit`, a cancellation nobody asked for, a third party's own): carried out of the
+    pass as an ordinary failure, because raised as itself it would end the worker (asyncio
+    re-raises the first two out of the event loop). The original is its `__cause__`."""
+
+
+async def run_pass(crew: Crew, running: Running) -> None:
+    """The whole pass of `running`'s delivery; it frees its slot whatever happens."""
+    workflow = running.delivery.workflow
+    crew.emit("delivered", workflow)
+    try:
+        holder, ending = await _ended(crew, running)
+        await answer(crew, running, holder, ending)
+    except asyncio.CancelledError:
+        # Shutting down: hand the workflow back now rather than after a lease.
+        await asyncio.shield(_shutdown(crew, running))
+        raise
+    except Exception:
+        log.exception("the pass of %s could not be answered for", workflow)
+    finally:
+        await crew.free(running)
+
+
+async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
+    """Claim, run the body, and say how it ended."""
+    workflow = running.delivery.workflow
+    if running.claimed:
+        holder = running.holder  # the reader took and claimed it in one move
+    else:
+        holder = await crew.checkpointer.claim(workflow, crew.budget, crew.lease)
+    if holder is None:
+        return None, Busy()
+    running.holder = holder
+    crew.emit("started", workflow)
+    running.body = asyncio.create_task(_resume(crew, running, holder))
+    try:
+        return holder, Settled(await running.body)
+    except asyncio.CancelledError:
+        current = asyncio.current_task()
+        if current is not None and current.cancelling():
+            raise
+        return holder, Stopped()  # the keeper stopped it: the budget is spent or claim taken
+    except Contended:
+        return holder, OtherHeld()
+    except Fenced as fenced:
+        return holder, Superseded(fenced)
+    except StoreDown as lost:
+        return holder, Unreachable(lost)
+    except AlreadyFailed as dead:
+        return holder, FailedBefore(dead)
+    except Exception as error:
+        failure = error.__cause__ if isinstance(error, Escaped) else error
+        assert failure is not None
+        return holder, Raised(failure)
+
+
+async def _resume(
+    crew: Crew, running: Running, holder: Pass
+) -> Completed[object] | Sleeping | Blocked:
+    """One pass of the body, on the worker's clock, as the task the keeper may cancel."""
+
+    def seen(run: Run) -> Awaitable[object]:
+        running.run = run  # so a failed pass can still tell which deadline it noted
+        dead = failed(run.records)
+        if dead is not None:
+            raise AlreadyFailed(dead)
+        return crew.body(run)
+
+    try:
+        return await resume(
+            holder,
+            crew.checkpointer,
+            seen,
+            clock=crew.clock,
+            kept=True,
+            on_write=written(crew, running),
+        )
+    except (Exception, Interruption):
+        raise
+    except asyncio.CancelledError as cancelled:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise  # ours: the keeper, or shutdown
+        raise Escaped(f"the body raised {cancelled!r} unasked") from cancelled
+    except BaseException as foreign:
+        raise Escaped(f"the body raised {foreign!r}") from foreign
+
+
+async def _shutdown(crew: Crew, running: Running) -> None:
+    """Hand a running workflow back at shutdown, bounded in time: a store that hangs must
+    not keep the worker from stopping (the lease hands the workflow back then instead)."""
+    running.unnudge()
+    pending = [
+        task
+        for task in (running.body, running.extending)
+        if task is not None and not task.done()
+    ]
+    for task in pending:
+        task.cancel()
+    try:
+        if pending:
+            await asyncio.wait(pending, timeout=SHUTDOWN.total_seconds())
+        await asyncio.wait_for(
+            crew.hand_back(running.delivery, running.holder), SHUTDOWN.total_seconds()
+        )
+    except (Exception, asyncio.CancelledError):
+        log.exception("handing back %s at shutdown failed", running.delivery.workflow)
+
+
+# -- renewing the delivery after a write ------------------------------------------------
+
+
+async def extend(crew: Crew, running: Running) -> None:
+    """Renew the pass's delivery for a lease (the keeper's, and a write's)."""
+    kept = await crew.scheduler.extend(running.delivery, crew.lease)
+    if kept is not None:
+        running.delivery = kept
+
+
+def written(crew: Crew, running: Running) -> Callable[[], None]:
+    """A write renews the claim; renew the delivery with it, or a takeover would wait for
+    the delivery's older deadline and then for the claim's newer one.
+
+    Not at once: most passes end a moment after their last write, and `done` then makes
+    the renewal moot. So it waits `NUDGE` first and is dropped if the pass ends meanwhile.
+    (A worker that dies inside that moment is still taken over within a tick of its claim
+    lapsing: a reclaimed delivery re-looks at a held claim every tick.)
+
+    A timer, not a task that sleeps: most passes cancel it, and a timer costs the loop one
+    handle to drop where a task costs a start, a cancel and a wait.
+    """
+    loop = asyncio.get_running_loop()
+    delay = min(NUDGE, crew.tick).total_seconds()
+
+    def start() -> None:
+        running.nudging = None
+        running.extending = asyncio.create_task(_extend_after_write(crew, running))
+
+    def nudge() -> None:
+        if running.extending is not None and not running.extending.done():
+            running.again = True
+            return
+        if running.nudging is None:
+            running.nudging = loop.call_later(delay, start)
+
+    return nudge
+
+
+async def _extend_after_write(crew: Crew, running: Running) -> None:
+    while True:
+        running.again = False
+        running.sending = True
+        try:
+            await extend(crew, running)
+        except Exception:
+            log.exception("extending the delivery of %s failed", running.delivery.workflow)
+        finally:
+            running.sending = False
+        stop_if_cancelled()
+        if not running.again:
+            return

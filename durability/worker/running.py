@@ -1,0 +1,43 @@
+"""`Running`: what a worker knows of one pass while it runs: its delivery and claim, the task
+running the body, and the delivery renewal a write asked for (`passing.written`)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+
+from durability.interfaces import Delivery, Pass
+from durability.stepwise import Blocked, Completed, Run, Sleeping
+
+__all__ = ["Running"]
+
+
+@dataclass(slots=True, eq=False)
+class Running:
+    delivery: Delivery
+    holder: Pass | None = None
+    body: asyncio.Task[Completed[object] | Sleeping | Blocked] | None = None
+    nudging: asyncio.TimerHandle | None = None  # a renewal waiting for its moment (`NUDGE`)
+    extending: asyncio.Task[None] | None = None  # a renewal on its way
+    again: bool = False  # a write came while a renewal was on its way: renew once more
+    sending: bool = False  # the renewal is at the store (too late to drop)
+    claimed: bool = False  # the reader took and claimed it in one move
+    reclaimed: bool = False  # taken over from a worker that stopped answering
+    run: Run | None = None  # the body's Run, once the pass has started it
+
+    def unnudge(self) -> None:
+        """Drop a renewal still waiting for its moment (the pass is ending)."""
+        if self.nudging is not None:
+            self.nudging.cancel()
+            self.nudging = None
+
+    async def quiet(self) -> None:
+        """Let a delivery renewal in flight land before the delivery is answered for; drop one
+        that has not started."""
+        self.unnudge()
+        extending = self.extending
+        if extending is None or extending.done():
+            return
+        if not self.sending:
+            extending.cancel()
+        await asyncio.wait([extending])
