@@ -110,10 +110,8 @@ async def test_a_deadline_set_in_another_process_is_taken_when_it_comes_without_
     assert await _delivered(child) == "sleeper"
 
 
-async def test_an_idle_reader_that_hears_the_others_looks_only_now_and_then(
-    database: SqliteDatabase,
-) -> None:
-    scheduler = SqliteScheduler(database, poll=timedelta(milliseconds=10))
+async def _looks(database: SqliteDatabase, scheduler: SqliteScheduler, within: timedelta) -> int:
+    """How many times an idle `next_ready` looks at the queue in `within` (finding nothing)."""
     looks = 0
 
     def traced(sql: str) -> None:
@@ -121,11 +119,21 @@ async def test_an_idle_reader_that_hears_the_others_looks_only_now_and_then(
         looks += "min(visible_us)" in sql
 
     await database.trace(traced)
-    assert await scheduler.next_ready(LOOK_AGAIN * 1.5) is None
+    try:
+        assert await scheduler.next_ready(within) is None
+    finally:
+        await database.trace(None)
+    return looks
+
+
+async def test_an_idle_reader_that_hears_the_others_looks_only_now_and_then(
+    database: SqliteDatabase,
+) -> None:
+    scheduler = SqliteScheduler(database, poll=timedelta(milliseconds=10))
+    looks = await _looks(database, scheduler, LOOK_AGAIN * 1.5)
     assert database.hears_others
     # A 10 ms poll would have looked some 300 times; the doorbell's fallback looks twice.
     assert 1 <= looks <= 3, looks
-    await database.trace(None)
 
 
 async def test_a_reader_that_cannot_hear_polls_as_before(path: Path) -> None:
@@ -133,14 +141,7 @@ async def test_a_reader_that_cannot_hear_polls_as_before(path: Path) -> None:
     try:
         await migrate(deaf)
         scheduler = SqliteScheduler(deaf, poll=timedelta(milliseconds=20))
-        looks = 0
-
-        def traced(sql: str) -> None:
-            nonlocal looks
-            looks += "min(visible_us)" in sql
-
-        await deaf.trace(traced)
-        assert await scheduler.next_ready(timedelta(milliseconds=500)) is None
+        looks = await _looks(deaf, scheduler, timedelta(milliseconds=500))
         assert not deaf.hears_others
         assert looks >= 5, looks
         assert not directory_of(path).exists()
