@@ -89,6 +89,10 @@ def test(args: list[str]) -> None:
     checked = [name for name in CHECKED if (ROOT / name).is_dir()]
     run(PYTHON, "-m", "ruff", "check", ".")
     run(PYTHON, "-m", "mypy", "--strict", *checked, "examples")
+    # Three processes on two cores: most tests wait on real servers and real leases, so the
+    # suite takes about half as long; a file's tests stay together (its fixtures, its order).
+    if not any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in args):
+        args = ["-n", "3", "--dist", "loadfile", *args]
     run(PYTHON, "-m", "pytest", *args)
 
 
