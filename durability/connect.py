@@ -8,8 +8,13 @@
 | `postgresql://user@host:port/db` | `PostgresDurable`, tables created on open (`migrate`) |
 | `sqlite:///path/to/file.db` | `SqliteDurable` over that file, migrated on open |
 
-Query options are checked before anything connects; an unknown or repeated one is a
-`ValueError` that names it and lists the allowed ones, so a typo is never ignored:
+The URL is checked before anything connects, and what a driver would read another way is a
+`ValueError` naming the setting: spaces around it, a control character or a `#` in it; on
+Redis no host (not localhost), a port or database that is not a number (`/3x`, which redis-py
+reads as database 0), a database both in the path and in `?db=`, a namespace that could not
+start a key (`durability.redis.check_namespace`); on Postgres a URL naming neither host nor
+database (`postgresql://`). An unknown or repeated query option names it and lists the allowed
+ones, so a typo is never ignored:
 
 - Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (what every key of the
   queue and of the checkpoints starts with, default `durability`), for the set `doorbell`
@@ -41,13 +46,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import re
 import sys
+import unicodedata
 from collections import Counter
 from collections.abc import AsyncIterator, Collection, Coroutine
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from durability.interfaces import Durable, SplitDurable, positive
 from durability.memory import MemoryCheckpointer, MemoryScheduler
@@ -60,6 +67,8 @@ SCHEMES = ("memory", "redis", "rediss", "postgresql", "postgres", "sqlite")
 
 #: How long `open_durable` waits for a store's first answer by default.
 CONNECT_TIMEOUT = timedelta(seconds=10)
+
+_DIGITS = re.compile(r"[0-9]+")
 
 #: redis-py URL options whose value is plain text (it converts the others, listed in its
 #: `URL_QUERY_ARGUMENT_PARSERS`). `encoding` and `decode_responses` are left out on purpose:
@@ -140,6 +149,38 @@ def _shown(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
 
 
+def _check_text(url: str) -> None:
+    """Refuse what the URL parser would silently drop or keep: spaces around the URL (it strips
+    them, and tabs and newlines anywhere), other control characters, and a `#` (what follows
+    it is a fragment, which no store reads: `sqlite:///a#b.db` would open `/a`)."""
+    if not isinstance(url, str):
+        raise TypeError(f"a store URL must be a str, not {type(url).__name__}")
+    if url != url.strip():
+        raise ValueError(
+            f"store URL {_shown(url.strip())!r} begins or ends with a space, tab or newline;"
+            " remove it"
+        )
+    for character in url:
+        if unicodedata.category(character) == "Cc":
+            raise ValueError(
+                f"store URL {_shown(url)!r} holds the control character {character!r};"
+                " percent-encode it if it is meant"
+            )
+    if "#" in url:
+        raise ValueError(
+            f"store URL {_shown(url)!r} holds '#', which would end it there: no store takes a"
+            " fragment"
+        )
+
+
+def _rebuilt(url: str, query: str) -> str:
+    """`url` with `query` as its query, keeping the `//` of an empty host (`urlunsplit` drops
+    it, and libpq cannot read `postgresql:/db`)."""
+    parts = urlsplit(url)
+    text = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    return f"{text}?{query}" if query else text
+
+
 def _options(
     url: str, ours: tuple[str, ...], driver: Collection[str] = (), whose: str = ""
 ) -> tuple[dict[str, str], str]:
@@ -194,6 +235,7 @@ async def open_durable(
     positive("connect_timeout", connect_timeout)
     if poll is not None:
         positive("poll", poll)
+    _check_text(url)
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "memory":
@@ -257,6 +299,8 @@ async def _redis(
         sweeping,
         trimming,
     )
+    from durability.redis.namespace import DEFAULT as DEFAULT_NAMESPACE
+    from durability.redis.namespace import check_namespace
     from durability.redis.packing import PackedConnection
 
     parts = urlsplit(url)
@@ -278,7 +322,8 @@ async def _redis(
     doorbell = ours.get("doorbell", "on")
     if doorbell not in ("on", "off") or (kind != "set" and "doorbell" in ours):
         raise ValueError(f"doorbell must be 'on' or 'off', and only with scheduler=set: {url!r}")
-    namespace = ours.get("namespace", "durability")
+    namespace = check_namespace(ours.get("namespace", DEFAULT_NAMESPACE))
+    where = _redis_where(url, parts, rest)
     # redis-py 8 gives every command a 5 s socket timeout, which it enforces by wrapping each
     # send in a task of its own: a fifth of a worker's CPU per round trip. A URL that wants a
     # bound says so (`?socket_timeout=5`); otherwise a call waits on the server like a blocking
@@ -288,7 +333,7 @@ async def _redis(
     packed: dict[str, Any] = {}
     if parts.scheme == "redis":
         packed = {"connection_class": PackedConnection, "traffic": traffic}
-    target = urlunsplit(parts._replace(query=rest))
+    target = _rebuilt(url, rest)
     client: Any
     if cluster == "on":
         client = RedisCluster.from_url(target, decode_responses=True, **timeouts)
@@ -306,8 +351,6 @@ async def _redis(
                 doorbell=doorbell == "on",
                 **({} if poll is None else {"poll": poll}),
             )
-        db = dict(parse_qsl(rest)).get("db") or parts.path.strip("/") or "0"  # as redis-py reads it
-        where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}/{db}"
         try:
             async with asyncio.timeout(connect_timeout.total_seconds()):
                 await client.ping()
@@ -330,6 +373,36 @@ async def _redis(
             yield durable
     finally:
         await client.aclose()
+
+
+def _redis_where(url: str, parts: SplitResult, rest: str) -> str:
+    """`host:port/db` of a Redis URL, refusing what redis-py would read another way: no host
+    (it would go to localhost), a port or a database that is not a number (it reads a path
+    such as `/3x` as database 0), and a database given both as the path and as `?db=` (the
+    option wins)."""
+    if not parts.hostname:
+        raise ValueError(
+            f"store URL {_shown(url)!r} names no host; write redis://host:port/db"
+            " (redis://127.0.0.1:6379/0 for a local server)"
+        )
+    try:
+        port = parts.port or 6379
+    except ValueError:
+        raise ValueError(f"the port in store URL {_shown(url)!r} is not a number") from None
+    path = parts.path.removeprefix("/")
+    given = dict(parse_qsl(rest, keep_blank_values=True)).get("db")
+    for db in (path, given):
+        if db is not None and db != "" and not _DIGITS.fullmatch(db):
+            raise ValueError(
+                f"the database in store URL {_shown(url)!r} must be a number"
+                f" (redis://host:port/3), got {db!r}"
+            )
+    if path and given is not None:
+        raise ValueError(
+            f"the database is given twice in store URL {_shown(url)!r} (the path /{path} and"
+            f" ?db={given}); give it once"
+        )
+    return f"{parts.hostname}:{port}/{path or given or '0'}"
 
 
 def _milliseconds(text: str, name: str, url: str) -> timedelta:
@@ -380,12 +453,18 @@ async def _postgres(
     from durability.postgres.traffic import attach
 
     ours, rest = _options(url, ("queue", "notify", "schema"), _libpq_options(), "libpq")
+    parts = urlsplit(url)
+    if not parts.netloc and not parts.path.strip("/") and not rest:
+        raise ValueError(
+            f"store URL {_shown(url)!r} names no host and no database; write"
+            " postgresql://user@host:port/database"
+        )
     queue = ours.get("queue", "default")
     schema = check_schema(ours.get("schema", "durability"))  # refused before connecting
     notify = ours.get("notify", "on")
     if notify not in ("on", "off"):
         raise ValueError(f"notify must be 'on' or 'off': {url!r}")
-    conninfo = urlunsplit(urlsplit(url)._replace(query=rest))
+    conninfo = _rebuilt(url, rest)
     try:
         params = conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as error:  # libpq's own parse: a bad port, a bad value

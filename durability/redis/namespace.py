@@ -13,6 +13,7 @@ worker then agrees on what "now" is whatever its own clock says.
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from durability.interfaces import Footprint
 
 __all__ = [
     "DEFAULT",
+    "LONGEST_NAMESPACE",
     "block_slice",
     "check_namespace",
     "footprint",
@@ -34,14 +36,30 @@ __all__ = [
 DEFAULT = "durability"
 
 
+#: The longest namespace: it starts every key name, sent with every command.
+LONGEST_NAMESPACE = 200
+
+
 def check_namespace(namespace: str) -> str:
-    """Refuse a namespace that cannot be a hash tag: empty, or holding a brace."""
+    """Refuse a namespace that cannot start every key: empty or over `LONGEST_NAMESPACE`
+    characters, holding a brace (it is the queue keys' hash tag), a control character (NUL
+    among them: a key an operator could not type or read) or a lone surrogate (not UTF-8)."""
     if not isinstance(namespace, str):
         raise TypeError(f"namespace must be a str, not {type(namespace).__name__}")
-    if not namespace:
-        raise ValueError("namespace must not be empty")
+    if not 1 <= len(namespace) <= LONGEST_NAMESPACE:
+        shown = repr(namespace) if len(namespace) <= 40 else f"{namespace[:40]!r}..."
+        raise ValueError(
+            f"namespace must be 1 to {LONGEST_NAMESPACE} characters, got {len(namespace)}:"
+            f" {shown}"
+        )
     if "{" in namespace or "}" in namespace:
         raise ValueError(f"namespace {namespace!r} may not hold '{{' or '}}': it is the hash tag")
+    for character in namespace:
+        if unicodedata.category(character) in ("Cc", "Cs"):
+            raise ValueError(
+                f"namespace {namespace!r} may not hold a control character or a lone"
+                f" surrogate (found {character!r})"
+            )
     return namespace
 
 
