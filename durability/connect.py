@@ -16,6 +16,8 @@ start a key (`durability.redis.check_namespace`); on Postgres a URL naming neith
 database (`postgresql://`). An unknown or repeated query option names it and lists the allowed
 ones, so a typo is never ignored:
 
+- Every store: `call_timeout_ms`, how long one call waits for its answer (10 s by default,
+  `CALL_TIMEOUT`; see below).
 - Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (what every key of the
   queue and of the checkpoints starts with, default `durability`), for the set `doorbell`
   (`on`, the default, or `off` to poll alone), `cluster=on` for a Redis Cluster (the URL
@@ -30,8 +32,15 @@ ones, so a typo is never ignored:
 
 A store that cannot be reached fails the open within `connect_timeout` with `StoreUnavailable`
 (a `ConnectionError`) naming where it looked: a refused port, an unknown database, a server that
-does not answer. `unavailable(error)` tells such an error (and a store going away later) from a
-refusal of what was asked: the API answers it with 503, a worker waits and tries again.
+does not answer. Once open, every call that is not a blocking read is bounded by
+`call_timeout_ms`, so a frozen server (stopped, a stalled machine, a lock held by another
+session) fails it with `Unanswered` (a `StoreUnavailable`) rather than holding the caller until
+it wakes: on Redis each call's replies (`durability.redis.bounds`), on Postgres each call with
+its pool checkout (the pool's `timeout`), on SQLite the wait for another connection's lock (the
+busy timeout). A blocking read waits its own block, then the bound. A write that got no answer
+may still land (the server may run it as it wakes): `arrive` says so, and sending it again with
+the same workflow and key is safe. `unavailable(error)` tells such an error from a refusal of
+what was asked: the API answers it with 503, a worker waits and tries again.
 
 Every durable opened here counts what it sends into `durable.traffic` (`durability.traffic`),
 except over a cluster or a `rediss://` / `unix://` connection, which count nothing.
@@ -58,15 +67,28 @@ from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from durability.interfaces import Durable, SplitDurable, positive
 from durability.memory import MemoryCheckpointer, MemoryScheduler
+from durability.outage import StoreUnavailable, Unanswered
 from durability.traffic import Traffic
 
-__all__ = ["CONNECT_TIMEOUT", "SCHEMES", "StoreUnavailable", "open_durable", "unavailable"]
+__all__ = [
+    "CALL_TIMEOUT",
+    "CONNECT_TIMEOUT",
+    "SCHEMES",
+    "StoreUnavailable",
+    "Unanswered",
+    "open_durable",
+    "unavailable",
+]
 
 #: Every scheme `open_durable` accepts.
 SCHEMES = ("memory", "redis", "rediss", "postgresql", "postgres", "sqlite")
 
 #: How long `open_durable` waits for a store's first answer by default.
 CONNECT_TIMEOUT = timedelta(seconds=10)
+
+#: How long one store call waits for its answer by default (`call_timeout_ms`); a blocking
+#: read waits its own block first.
+CALL_TIMEOUT = timedelta(seconds=10)
 
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -90,14 +112,6 @@ _REDIS_TEXT_OPTIONS = frozenset(
         "ssl_password",
     }
 )
-
-
-class StoreUnavailable(ConnectionError):
-    """The store could not be reached, or did not answer in time, while it was being opened.
-
-    The message names where it looked (host, port and database, never a password), and the
-    driver's own error is its `__cause__`. It may pass: a caller that can wait tries again.
-    """
 
 
 def unavailable(error: BaseException) -> bool:
@@ -299,6 +313,7 @@ async def _redis(
         sweeping,
         trimming,
     )
+    from durability.redis.bounds import BoundedSSLConnection
     from durability.redis.namespace import DEFAULT as DEFAULT_NAMESPACE
     from durability.redis.namespace import check_namespace
     from durability.redis.packing import PackedConnection
@@ -308,7 +323,7 @@ async def _redis(
     connection_class = PackedConnection if parts.scheme == "redis" else SSLConnection
     ours, rest = _options(
         url,
-        ("scheduler", "namespace", "doorbell", "cluster", "trim_every_ms"),
+        ("scheduler", "namespace", "doorbell", "cluster", "trim_every_ms", "call_timeout_ms"),
         _redis_driver_options(connection_class),
         "redis-py",
     )
@@ -324,21 +339,33 @@ async def _redis(
         raise ValueError(f"doorbell must be 'on' or 'off', and only with scheduler=set: {url!r}")
     namespace = check_namespace(ours.get("namespace", DEFAULT_NAMESPACE))
     where = _redis_where(url, parts, rest)
+    bound = _call_timeout(ours, url).total_seconds()
     # redis-py 8 gives every command a 5 s socket timeout, which it enforces by wrapping each
-    # send in a task of its own: a fifth of a worker's CPU per round trip. A URL that wants a
-    # bound says so (`?socket_timeout=5`); otherwise a call waits on the server like a blocking
-    # read does, and a peer that went away is still noticed by the connection closing.
+    # send in a task of its own: a fifth of a worker's CPU per round trip. So the client has
+    # none, and its connections keep `call_timeout` with a timer instead (bounds.py); a URL
+    # that names `socket_timeout` gets redis-py's as well.
     timeouts: dict[str, Any] = {} if "socket_timeout" in rest else {"socket_timeout": None}
+    if "socket_connect_timeout" not in rest:
+        timeouts["socket_connect_timeout"] = bound
     traffic = Traffic()
-    packed: dict[str, Any] = {}
-    if parts.scheme == "redis":
-        packed = {"connection_class": PackedConnection, "traffic": traffic}
     target = _rebuilt(url, rest)
     client: Any
     if cluster == "on":
+        # A cluster client makes its node connections itself, of redis-py's own class: there
+        # the bound is redis-py's socket timeout (each send from a task of its own).
+        if "socket_timeout" not in rest:
+            timeouts["socket_timeout"] = bound
         client = RedisCluster.from_url(target, decode_responses=True, **timeouts)
     else:
-        client = Redis.from_url(target, decode_responses=True, **timeouts, **packed)
+        bounded: dict[str, Any] = {"call_timeout": bound}
+        if parts.scheme == "redis":
+            bounded |= {"connection_class": PackedConnection, "traffic": traffic}
+        else:
+            # redis-py's URL parser makes rediss:// pick its own class over any given; the
+            # same URL as redis:// with the TLS class named keeps every TLS option.
+            target = "redis" + target.removeprefix("rediss")
+            bounded |= {"connection_class": BoundedSSLConnection}
+        client = Redis.from_url(target, decode_responses=True, **timeouts, **bounded)
     try:
         scheduler: RedisStreamScheduler | RedisSetScheduler
         if kind == "stream":
@@ -405,6 +432,12 @@ def _redis_where(url: str, parts: SplitResult, rest: str) -> str:
     return f"{parts.hostname}:{port}/{path or given or '0'}"
 
 
+def _call_timeout(ours: dict[str, str], url: str) -> timedelta:
+    """`call_timeout_ms` of a URL, or `CALL_TIMEOUT`."""
+    given = ours.get("call_timeout_ms")
+    return CALL_TIMEOUT if given is None else _milliseconds(given, "call_timeout_ms", url)
+
+
 def _milliseconds(text: str, name: str, url: str) -> timedelta:
     """A URL option that is a positive number of milliseconds, or a `ValueError` naming it."""
     try:
@@ -452,7 +485,9 @@ async def _postgres(
     from durability.postgres.statements import check_schema
     from durability.postgres.traffic import attach
 
-    ours, rest = _options(url, ("queue", "notify", "schema"), _libpq_options(), "libpq")
+    ours, rest = _options(
+        url, ("queue", "notify", "schema", "call_timeout_ms"), _libpq_options(), "libpq"
+    )
     parts = urlsplit(url)
     if not parts.netloc and not parts.path.strip("/") and not rest:
         raise ValueError(
@@ -464,6 +499,7 @@ async def _postgres(
     notify = ours.get("notify", "on")
     if notify not in ("on", "off"):
         raise ValueError(f"notify must be 'on' or 'off': {url!r}")
+    bound = _call_timeout(ours, url).total_seconds()
     conninfo = _rebuilt(url, rest)
     try:
         params = conninfo_to_dict(conninfo)
@@ -497,6 +533,9 @@ async def _postgres(
         kwargs={"autocommit": True},
         min_size=1,
         max_size=8,
+        # Every store call, checkout included, is bounded by the pool's timeout
+        # (durability.postgres.statements).
+        timeout=bound,
         open=False,
         configure=counted,
     )
@@ -534,18 +573,20 @@ async def _sqlite(url: str, lease: timedelta, poll: timedelta | None) -> AsyncIt
     )
 
     parts = urlsplit(url)
-    ours, _ = _options(url, ("queue",))
+    ours, _ = _options(url, ("queue", "call_timeout_ms"))
     path = parts.netloc + parts.path
     if not path or path == "/":
         raise ValueError(f"sqlite:// needs a file path (sqlite:///path/to/file.db), got {url!r}")
     queue = ours.get("queue", "default")
+    # SQLite waits on nothing but another connection's lock: the call bound is that wait.
+    busy_timeout = _call_timeout(ours, url)
     # Checked here because SQLite would only say "unable to open database file" (and aiosqlite
     # leaves the thread of a connection that failed to open to finish on its own).
     folder = Path(path).parent
     if not folder.is_dir():
         raise StoreUnavailable(f"the directory of the SQLite file {path!r} does not exist")
     try:
-        database = await open_database(path)
+        database = await open_database(path, busy_timeout=busy_timeout)
     except sqlite3.OperationalError as error:  # not allowed to create or open it, say
         raise StoreUnavailable(f"could not open the SQLite file {path!r}: {error}") from error
     try:

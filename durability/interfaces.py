@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
+from durability.outage import outcome_unknown
 from durability.traffic import Traffic
 
 if TYPE_CHECKING:
@@ -603,8 +604,9 @@ class SplitDurable:
         return self._traffic
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
-        recorded = await self._checkpointer.supply(workflow, key, value)
-        await self._scheduler.make_ready(workflow)
+        with outcome_unknown("arrive", workflow, key):
+            recorded = await self._checkpointer.supply(workflow, key, value)
+            await self._scheduler.make_ready(workflow)
         return recorded
 
     async def deliver(self, workflow: str, value: object) -> Entry:

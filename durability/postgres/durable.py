@@ -41,6 +41,7 @@ from durability.interfaces import (
     detail_text,
     positive,
 )
+from durability.outage import outcome_unknown
 from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
 from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import Params, one, statements
@@ -117,7 +118,8 @@ class PostgresDurable(Inspected):
         codec = self._checkpointer.codec
         params = self._params(workflow, key=key, value=codec.encode(value))
         for _ in range(_RACES):
-            row = await one(self._checkpointer.pool, self._sql["arrive"], params)
+            with outcome_unknown("arrive", workflow, key):
+                row = await one(self._checkpointer.pool, self._sql["arrive"], params)
             self._scheduler.changed()
             assert row is not None
             written, held, _told = row

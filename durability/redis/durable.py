@@ -62,6 +62,7 @@ from durability.interfaces import (
     positive,
     to_ms,
 )
+from durability.outage import outcome_unknown
 from durability.polling import beats
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lane import Lane
@@ -146,7 +147,8 @@ class RedisDurable(SplitDurable):
             return await super().arrive(workflow, key, value)
         write, encoded = self._redis_checkpointer._supply_call(workflow, key, value)
         wakeup = self._redis_scheduler._wakeup_call(workflow)
-        reply = await self._run(write, wakeup)
+        with outcome_unknown("arrive", workflow, key):
+            reply = await self._run(write, wakeup)
         return self._redis_checkpointer._supplied(reply, encoded)
 
     async def deliver(self, workflow: str, value: object) -> Entry:
@@ -279,7 +281,9 @@ class RedisDurable(SplitDurable):
             took = ("EVALSHA", script.sha, len(keys), *keys, *args)
             # A take cancelled mid-wait closes the connection, which ends the blocked read
             # before it can hand an entry to a take that is gone.
-            read, reply = await lane.execute([read, took], drop_on_cancel=True)
+            read, reply = await lane.execute(
+                [read, took], drop_on_cancel=True, waits=block.total_seconds()
+            )
             if lost_group(read) and not regrouped:
                 # The server lost the queue (a wipe, or a read blocked when the key went): make
                 # it again, once, and wait on in the time left. The script behind the read
@@ -342,7 +346,9 @@ class RedisDurable(SplitDurable):
             # Cancelled mid-wait, the connection is closed, ending the BLPOP before the look
             # behind it can claim a workflow for a take that is gone.
             _, reply = await lane.execute(
-                [("BLPOP", scheduler.doorbell, f"{block:.3f}"), look], drop_on_cancel=True
+                [("BLPOP", scheduler.doorbell, f"{block:.3f}"), look],
+                drop_on_cancel=True,
+                waits=block,
             )
             if isinstance(reply, NoScriptError):  # the script cache was emptied: load it
                 reply = await script(keys=keys, args=args)

@@ -119,24 +119,23 @@ def from_ms(value: object) -> datetime:
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=float(text(value)))
 
 
-#: redis-py applies this read timeout when the client was built without one (redis-py >= 6).
-_CLIENT_DEFAULT_TIMEOUT = 5.0
-
-
 def block_slice(redis: Any) -> timedelta | None:
     """The longest server-side `BLOCK` a read on this client may ask for, or None (unbounded).
 
-    redis-py gives every reply `socket_timeout` seconds (5 by default) and drops the connection
-    when one is late, so a `BLOCK` longer than that would be cut by the client, not the server.
-    A blocking read is therefore split into slices that end a safe margin before the timeout.
+    redis-py gives every reply `socket_timeout` seconds (5 by default), and a `Bounded`
+    connection its `call_timeout` (`bounds.call_bound`), dropping the connection when one is
+    late, so a `BLOCK` longer than that would be cut by the client, not the server. A blocking
+    read is therefore split into slices that end a safe margin before the timeout.
     """
+    from durability.redis.bounds import call_bound
+
     pool = getattr(redis, "connection_pool", None)
     kwargs = getattr(pool, "connection_kwargs", None)
     if kwargs is None:  # RedisCluster keeps the per-node kwargs on itself
         kwargs = getattr(redis, "connection_kwargs", None) or {}
-    timeout = kwargs.get("socket_timeout", _CLIENT_DEFAULT_TIMEOUT)
+    timeout = call_bound(kwargs)
     if timeout is None:
         return None
-    seconds = float(timeout)
+    seconds = timeout
     margin = min(1.0, seconds / 2)
     return timedelta(seconds=max(seconds - margin, 0.001))

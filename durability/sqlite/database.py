@@ -31,6 +31,11 @@ the order of timestamps follows the order of commits across processes on one mac
 writer also knows it as the SQL function `durability_now_us()`, for a write that is one
 statement (`alone`): there SQLite takes the lock before the statement reads the clock.
 
+A lock another process holds past `busy_timeout` (`call_timeout_ms` through `open_durable`:
+the bound of a call on this store, since SQLite waits for nothing else) fails the call with
+`Locked`: an `Unanswered`, and still the `sqlite3.OperationalError` it was, so code that tells
+a busy file by that error goes on doing so.
+
 `signal(queue)` / `notify(queue)` wake a `next_ready` waiting in this process the moment a
 `make_ready` here commits, so in-process latency has no polling floor; other processes poll.
 """
@@ -54,10 +59,12 @@ from typing import Literal, TypeVar, cast
 import aiosqlite
 
 from durability.interfaces import NotMigrated, positive
+from durability.outage import Unanswered
 from durability.sqlite.batching import GroupCommit, transaction
 from durability.traffic import Traffic
 
 __all__ = [
+    "Locked",
     "SqliteDatabase",
     "busy",
     "Synchronous",
@@ -117,16 +124,33 @@ def _not_migrated(error: sqlite3.OperationalError) -> bool:
     return str(error).startswith(("no such table: durability_", "no such table: main.durability_"))
 
 
-def _translated(error: BaseException) -> BaseException:
-    """The error a caller should see for `error`: `NotMigrated` for a missing table of ours."""
-    if isinstance(error, sqlite3.OperationalError) and _not_migrated(error):
-        migrated = NotMigrated(
+class Locked(sqlite3.OperationalError, Unanswered):
+    """The file stayed locked by another connection past the busy timeout (see above)."""
+
+
+def _translated(
+    error: BaseException, path: Path | None = None, busy_timeout: timedelta | None = None
+) -> BaseException:
+    """The error a caller should see for `error`: `NotMigrated` for a missing table of ours,
+    `Locked` for a file another connection kept locked."""
+    if not isinstance(error, sqlite3.OperationalError) or isinstance(error, Unanswered):
+        return error
+    translated: BaseException | None = None
+    if _not_migrated(error):
+        translated = NotMigrated(
             f"{error}: run `await durability.sqlite.migrate(database)` once before using the"
             " SQLite stores"
         )
-        migrated.__cause__ = error
-        return migrated
-    return error
+    elif busy(error):
+        waited = "" if busy_timeout is None else f" of {busy_timeout.total_seconds():g} s"
+        translated = Locked(
+            f"the SQLite file {str(path)!r} stayed locked by another connection past the busy"
+            f" timeout{waited}: {error}"
+        )
+    if translated is None:
+        return error
+    translated.__cause__ = error
+    return translated
 
 
 class SqliteDatabase:
@@ -159,10 +183,13 @@ class SqliteDatabase:
         self._counters = {id(raw): self.traffic.counter() for raw in (writer_raw, reader_raw)}
         self._traced: Callable[[str], object] | None = None
         self._commits = GroupCommit(
-            writer_raw, functools.partial(self._run, writer), _translated
+            writer_raw, functools.partial(self._run, writer), self._translated
         )
 
     # -- running SQL -------------------------------------------------------------------
+
+    def _translated(self, error: BaseException) -> BaseException:
+        return _translated(error, self.path, self.busy_timeout)
 
     async def _run(self, connection: aiosqlite.Connection, work: Callable[[], T]) -> T:
         # The connection's own queue: `work` runs on its thread, after anything queued earlier.
@@ -174,7 +201,7 @@ class SqliteDatabase:
         try:
             return await execute(work)
         except sqlite3.OperationalError as error:
-            translated = _translated(error)
+            translated = self._translated(error)
             if translated is error:
                 raise
             raise translated from error

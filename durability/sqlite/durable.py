@@ -26,6 +26,7 @@ from durability.interfaces import (
     check_workflow,
     positive,
 )
+from durability.outage import outcome_unknown
 from durability.sqlite.checkpointer import (
     Claimed,
     SqliteCheckpointer,
@@ -89,7 +90,8 @@ class SqliteDurable(Inspected):
             ready_step(connection, queue, workflow)
             return recorded
 
-        text, first = await self._checkpointer.database.write(work)
+        with outcome_unknown("arrive", workflow, key):
+            text, first = await self._checkpointer.database.write(work)
         self._checkpointer.database.notify(queue)
         return Recorded(codec.decode(text), first)
 

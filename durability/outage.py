@@ -1,0 +1,46 @@
+"""What a store raises when it is not there to answer: one type for every store.
+
+`StoreUnavailable` (a `ConnectionError`) is a store that could not be reached or did not answer
+while it was opened. `Unanswered`, its subclass, is a call to a store that was open and got no
+answer: the connection was lost, or nothing came back within the call's bound
+(`open_durable`'s `call_timeout_ms`). Each store raises it in place of its driver's error,
+which is its `__cause__`, so a caller needs one `except` whatever the store.
+
+A call that got no answer may still have happened: a write whose reply was lost, or that the
+server runs once it wakes. `outcome_unknown` says so for a move that is safe to send again
+(`arrive` writes its key once, whoever sends it first).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+__all__ = ["StoreUnavailable", "Unanswered", "outcome_unknown"]
+
+
+class StoreUnavailable(ConnectionError):
+    """The store could not be reached, or did not answer in time.
+
+    The message names where it looked (host, port and database, never a password), and the
+    driver's own error is its `__cause__`. It may pass: a caller that can wait tries again.
+    """
+
+
+class Unanswered(StoreUnavailable):
+    """A call to an open store got no answer: its connection was lost, or no reply came within
+    the call bound. Whatever it asked the store to do may or may not have been done."""
+
+
+@contextlib.contextmanager
+def outcome_unknown(move: str, workflow: str, key: str) -> Iterator[None]:
+    """Within the block, an `Unanswered` says that `move` may have landed and that sending it
+    again with the same workflow and key is safe (the driver's error stays its cause)."""
+    try:
+        yield
+    except Unanswered as error:
+        raise Unanswered(
+            f"{error}. Whether {move}({workflow!r}, {key!r}) was written is unknown: the store"
+            f" may have run it before the answer was lost. Sending it again with the same"
+            f" workflow and key is safe: the key is written once, by whichever call lands first"
+        ) from error.__cause__

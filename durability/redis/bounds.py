@@ -1,0 +1,98 @@
+"""How long a Redis call may wait for its answer, and what it raises when the wait runs out.
+
+A frozen server (stopped, a stalled VM, a partition that leaves the socket open) never closes
+the connection, so without a bound a caller waits for as long as the server sleeps. redis-py's
+own bound, `socket_timeout`, sends every command from a task of its own (a fifth of a worker's
+CPU), so `open_durable` builds the client without it and gives each call a `call_timeout`
+instead, kept by a timer:
+
+- `Bounded` connections bound each reply redis-py reads for them, and each send;
+- the `Lane` bounds each call it pipelines, plus the `BLOCK` a waiting read asks the server
+  for (`waits`), so a blocking read keeps its own bound: its block, and the call's after it.
+
+A call that runs out closes its connection (a late reply must not be read as the next
+command's) and raises `TimedOut`, an `Unanswered`. redis-py does not send it again (it is
+none of redis-py's errors), so the bound is the call's, not one per retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from typing import Any
+
+from redis.asyncio.connection import Connection, SSLConnection
+
+from durability.outage import Unanswered
+
+__all__ = ["Bounded", "BoundedSSLConnection", "TimedOut", "call_bound", "timed_out", "where"]
+
+#: redis-py applies this read timeout when the client was built without one (redis-py >= 6).
+CLIENT_DEFAULT_TIMEOUT = 5.0
+
+
+class TimedOut(Unanswered):
+    """No answer from Redis within the call bound; the connection it waited on is closed."""
+
+
+def where(connection: Any) -> str:
+    """`host:port/db` of a redis-py connection, or of a pool's `connection_kwargs`."""
+    if isinstance(connection, Mapping):
+        host, port, db = (connection.get(name) for name in ("host", "port", "db"))
+    else:
+        host, port, db = (getattr(connection, name, None) for name in ("host", "port", "db"))
+    return f"{host or 'localhost'}:{port or 6379}/{db or 0}"
+
+
+def timed_out(place: str, bound: float) -> TimedOut:
+    """The error of a call to Redis at `place` (`where`) unanswered after `bound` seconds."""
+    return TimedOut(f"Redis at {place} did not answer within {bound:g} s")
+
+
+def call_bound(kwargs: Mapping[str, Any]) -> float | None:
+    """The bound on one reply for connections made with `kwargs` (a pool's
+    `connection_kwargs`): redis-py's `socket_timeout` when it enforces one, else our
+    `call_timeout`; None for none."""
+    timeout = kwargs.get("socket_timeout", CLIENT_DEFAULT_TIMEOUT)
+    if timeout is None:
+        timeout = kwargs.get("call_timeout")
+    return None if timeout is None else float(timeout)
+
+
+class Bounded(Connection):
+    """A redis.asyncio TCP connection whose every send, and every reply read for it (when
+    redis-py has no `socket_timeout` of its own), is bounded by `call_timeout` seconds."""
+
+    def __init__(self, *, call_timeout: float | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.call_timeout = call_timeout
+
+    def _bound(self) -> float | None:
+        return self.call_timeout if self.socket_timeout is None else None
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        bound = self._bound()
+        if bound is None:
+            await super().send_packed_command(command, check_health)
+            return
+        try:
+            async with asyncio.timeout(bound):
+                await super().send_packed_command(command, check_health)
+        except TimeoutError as error:  # redis-py closed the connection as it was cancelled
+            raise timed_out(where(self), bound) from error
+
+    async def read_response(self, *args: Any, **kwargs: Any) -> Any:
+        bound = self._bound()
+        # An explicit timeout is a caller's own (a pub/sub poll, the Lane's `math.inf`).
+        explicit = kwargs.get("timeout", args[1] if len(args) > 1 else None)
+        if bound is None or explicit is not None:
+            return await super().read_response(*args, **kwargs)
+        try:
+            async with asyncio.timeout(bound):
+                return await super().read_response(*args, **kwargs)
+        except TimeoutError as error:  # redis-py closed the connection as it was cancelled
+            raise timed_out(where(self), bound) from error
+
+
+class BoundedSSLConnection(Bounded, SSLConnection):
+    """`Bounded` over TLS (`rediss://`)."""
