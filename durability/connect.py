@@ -37,10 +37,13 @@ does not answer. Once open, every call that is not a blocking read is bounded by
 session) fails it with `Unanswered` (a `StoreUnavailable`) rather than holding the caller until
 it wakes: on Redis each call's replies (`durability.redis.bounds`), on Postgres each call with
 its pool checkout (the pool's `timeout`), on SQLite the wait for another connection's lock (the
-busy timeout). A blocking read waits its own block, then the bound. A write that got no answer
-may still land (the server may run it as it wakes): `arrive` says so, and sending it again with
-the same workflow and key is safe. `unavailable(error)` tells such an error from a refusal of
-what was asked: the API answers it with 503, a worker waits and tries again.
+busy timeout). A blocking read waits its own block, then the bound. A connection lost after
+opening (the server killed or restarted, a backend terminated, the SQLite file removed) is
+`Unanswered` too, on every store and every call, with the driver's error as its cause. A
+write that got no answer may still land (the server may run it as it wakes): `arrive` says
+so, and sending it again with the same workflow and key is safe. `unavailable(error)` tells
+such an error from a refusal of what was asked: the API answers it with 503, a worker waits
+and tries again.
 
 Every durable opened here counts what it sends into `durable.traffic` (`durability.traffic`),
 except over a cluster or a `rediss://` / `unix://` connection, which count nothing.
@@ -118,7 +121,9 @@ def unavailable(error: BaseException) -> bool:
     """Whether `error` says the store is unreachable, gone or too slow (so the same request may
     succeed later), rather than that the request itself was refused.
 
-    Looks only at drivers already imported: one that is not loaded cannot have raised it.
+    A store opened here raises `StoreUnavailable` (`Unanswered` after opening) for all of
+    these; the drivers' own errors are judged too, for stores built by hand. Looks only at
+    drivers already imported: one that is not loaded cannot have raised it.
     """
     if isinstance(error, ConnectionError | TimeoutError):  # StoreUnavailable among them
         return True

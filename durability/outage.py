@@ -4,7 +4,10 @@
 while it was opened. `Unanswered`, its subclass, is a call to a store that was open and got no
 answer: the connection was lost, or nothing came back within the call's bound
 (`open_durable`'s `call_timeout_ms`). Each store raises it in place of its driver's error,
-which is its `__cause__`, so a caller needs one `except` whatever the store.
+which is its `__cause__`, so a caller needs one `except` whatever the store. A store's own
+subclass is also its driver's kind of error (`durability.redis.bounds.Lost` is a
+`redis.exceptions.ConnectionError`), so the driver's retries, and code that caught the
+driver's error before, go on as they did.
 
 A call that got no answer may still have happened: a write whose reply was lost, or that the
 server runs once it wakes. `outcome_unknown` says so for a move that is safe to send again
@@ -35,12 +38,19 @@ class Unanswered(StoreUnavailable):
 @contextlib.contextmanager
 def outcome_unknown(move: str, workflow: str, key: str) -> Iterator[None]:
     """Within the block, an `Unanswered` says that `move` may have landed and that sending it
-    again with the same workflow and key is safe (the driver's error stays its cause)."""
+    again with the same workflow and key is safe. It keeps its type (a store's is also its
+    driver's error) and its cause, the driver's error."""
     try:
         yield
     except Unanswered as error:
-        raise Unanswered(
-            f"{error}. Whether {move}({workflow!r}, {key!r}) was written is unknown: the store"
-            f" may have run it before the answer was lost. Sending it again with the same"
-            f" workflow and key is safe: the key is written once, by whichever call lands first"
-        ) from error.__cause__
+        said = (
+            f"{str(error).rstrip('.')}. Whether {move}({workflow!r}, {key!r}) was written is"
+            " unknown: the store may have run it before the answer was lost. Sending it again"
+            " with the same workflow and key is safe: the key is written once, by whichever"
+            " call lands first"
+        )
+        try:
+            told = type(error)(said)
+        except Exception:  # a subclass whose constructor wants more than a message
+            told = Unanswered(said)
+        raise told from error.__cause__

@@ -12,9 +12,13 @@ through nothing but a plain lower-case identifier (a schema cannot be a bound pa
 
 `borrowed`, `one` and `every` are where every call meets the pool, and so the one place a
 missing table becomes `NotMigrated` rather than a raw `UndefinedTable`, and where a call is
-bounded: each, checkout included, gets the pool's `timeout` (`call_timeout_ms` through
-`open_durable`; psycopg_pool's default is 30 s), and one past it is cancelled (psycopg then
-cancels its statement on the server, or the connection is closed) and raises `Unanswered`.
+bounded: it gets the pool's `timeout` (`call_timeout_ms` through `open_durable`;
+psycopg_pool's default is 30 s) to be handed a connection, and with its statements a quarter
+more in all (at most a second), so a checkout that fails says so itself. A call past that is
+cancelled (psycopg then cancels its statement on the server, or the connection is closed)
+and raises `Unanswered`.
+A connection lost there (terminated, reset, refused, none to be had from the pool) raises
+`Lost`: an `Unanswered` too, and still the `psycopg.OperationalError` it was.
 """
 
 from __future__ import annotations
@@ -144,10 +148,33 @@ def _ours_missing(error: BaseException) -> bool:
     return any(f'"{name}.' in said or f'"{name}"' in said for name in _SCHEMAS)
 
 
+class Lost(psycopg.OperationalError, Unanswered):
+    """The connection to PostgreSQL was lost, or none could be had (the cause says how)."""
+
+
+def _gone(error: BaseException) -> bool:
+    """Whether `error` is the server going away rather than a statement failing: psycopg's
+    own connection failures (no SQLSTATE: reset, closed, refused, the pool's timeout), a
+    connection exception (class 08), an operator's intervention (57P: terminated, shutting
+    down, starting up, the database dropped) or too many connections."""
+    if not isinstance(error, psycopg.OperationalError) or isinstance(error, Unanswered):
+        return False
+    state = error.sqlstate
+    return state is None or state.startswith(("08", "57P")) or state == "53300"
+
+
+def lost(pool: Pool, error: BaseException) -> Lost:
+    """The error of a call on `pool` whose connection went away with `error`."""
+    said = " ".join(str(error).split())
+    return Lost(f"PostgreSQL at {where(pool)} went away: {said}")
+
+
 def call_bound(pool: Pool) -> float | None:
-    """How long one call on `pool` may take, checkout included: the pool's `timeout`."""
+    """How long one call on `pool` may take, checkout included (see the module doc)."""
     bound = getattr(pool, "timeout", None)
-    return None if bound is None else float(bound)
+    if bound is None:
+        return None
+    return float(bound) + min(1.0, float(bound) / 4)
 
 
 def where(pool: Pool) -> str:
@@ -177,6 +204,10 @@ async def bounded(pool: Pool, call: Awaitable[T]) -> T:
         if not limit.expired():
             raise
         raise timed_out(pool, bound) from error
+    except psycopg.OperationalError as error:
+        if not _gone(error):
+            raise
+        raise lost(pool, error) from error
 
 
 @asynccontextmanager
@@ -196,6 +227,10 @@ async def borrowed(pool: Pool) -> AsyncIterator[AsyncConnection[Any]]:
         if not limit.expired():
             raise
         raise timed_out(pool, bound) from error
+    except psycopg.OperationalError as error:
+        if not _gone(error):
+            raise
+        raise lost(pool, error) from error
 
 
 async def run(conn: AsyncConnection[Any], sql: str, params: Params) -> AsyncCursor[TupleRow]:

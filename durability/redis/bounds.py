@@ -1,4 +1,4 @@
-"""How long a Redis call may wait for its answer, and what it raises when the wait runs out.
+"""How long a Redis call may wait for its answer, and what it raises when none comes.
 
 A frozen server (stopped, a stalled VM, a partition that leaves the socket open) never closes
 the connection, so without a bound a caller waits for as long as the server sleeps. redis-py's
@@ -13,19 +13,37 @@ instead, kept by a timer:
 A call that runs out closes its connection (a late reply must not be read as the next
 command's) and raises `TimedOut`, an `Unanswered`. redis-py does not send it again (it is
 none of redis-py's errors), so the bound is the call's, not one per retry.
+
+A connection that is lost (reset, closed, refused when opened again) raises `Lost` from these
+connections and from the `Lane`: an `Unanswered` too, the driver's error its cause, and still
+a `redis.exceptions.ConnectionError`, so redis-py goes on reconnecting and retrying as it
+does for its own.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Awaitable, Mapping
+from typing import Any, TypeVar
 
 from redis.asyncio.connection import Connection, SSLConnection
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from durability.outage import Unanswered
 
-__all__ = ["Bounded", "BoundedSSLConnection", "TimedOut", "call_bound", "timed_out", "where"]
+__all__ = [
+    "Bounded",
+    "BoundedSSLConnection",
+    "Lost",
+    "TimedOut",
+    "call_bound",
+    "lost",
+    "timed_out",
+    "where",
+]
+
+T = TypeVar("T")
 
 #: redis-py applies this read timeout when the client was built without one (redis-py >= 6).
 CLIENT_DEFAULT_TIMEOUT = 5.0
@@ -33,6 +51,22 @@ CLIENT_DEFAULT_TIMEOUT = 5.0
 
 class TimedOut(Unanswered):
     """No answer from Redis within the call bound; the connection it waited on is closed."""
+
+
+class Lost(RedisConnectionError, Unanswered):
+    """The connection to Redis was lost, or could not be opened again (the cause says how)."""
+
+
+def lost(place: str, error: BaseException) -> BaseException:
+    """`error` as the caller should see it: a redis-py connection failure or timeout of Redis
+    at `place` (`where`) as `Lost`, with `error` as its cause; anything else as it is."""
+    if isinstance(error, Unanswered) or not isinstance(
+        error, (RedisConnectionError, RedisTimeoutError)
+    ):
+        return error
+    translated = Lost(f"Redis at {place} went away: {error}")
+    translated.__cause__ = error
+    return translated
 
 
 def where(connection: Any) -> str:
@@ -70,28 +104,42 @@ class Bounded(Connection):
     def _bound(self) -> float | None:
         return self.call_timeout if self.socket_timeout is None else None
 
-    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
-        bound = self._bound()
-        if bound is None:
-            await super().send_packed_command(command, check_health)
-            return
+    async def connect(self) -> None:
         try:
-            async with asyncio.timeout(bound):
-                await super().send_packed_command(command, check_health)
-        except TimeoutError as error:  # redis-py closed the connection as it was cancelled
-            raise timed_out(where(self), bound) from error
+            await super().connect()  # type: ignore[no-untyped-call]
+        except Unanswered:
+            raise
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            raise Lost(f"Redis at {where(self)} went away: {error}") from error
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        await self._answered(super().send_packed_command(command, check_health), self._bound())
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        bound = self._bound()
         # An explicit timeout is a caller's own (a pub/sub poll, the Lane's `math.inf`).
         explicit = kwargs.get("timeout", args[1] if len(args) > 1 else None)
-        if bound is None or explicit is not None:
-            return await super().read_response(*args, **kwargs)
+        bound = None if explicit is not None else self._bound()
+        return await self._answered(super().read_response(*args, **kwargs), bound)
+
+    async def _answered(self, step: Awaitable[T], bound: float | None) -> T:
+        """`await step` within `bound` seconds (None: no timer, the Lane's every read), its
+        connection failures as `Lost` and its running out as `TimedOut`."""
         try:
-            async with asyncio.timeout(bound):
-                return await super().read_response(*args, **kwargs)
-        except TimeoutError as error:  # redis-py closed the connection as it was cancelled
-            raise timed_out(where(self), bound) from error
+            if bound is None:
+                return await step
+            limit = asyncio.timeout(bound)
+            try:
+                async with limit:
+                    return await step
+            except TimeoutError as error:
+                if not limit.expired():
+                    raise
+                # redis-py closed the connection as the timer cancelled it.
+                raise timed_out(where(self), bound) from error
+        except Unanswered:
+            raise
+        except (RedisConnectionError, RedisTimeoutError) as error:
+            raise Lost(f"Redis at {where(self)} went away: {error}") from error
 
 
 class BoundedSSLConnection(Bounded, SSLConnection):

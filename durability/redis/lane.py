@@ -17,10 +17,10 @@ and it runs only while a reply is outstanding.
 - A caller cancelled while its replies are outstanding leaves the connection as it is: its
   replies are read and dropped. With `drop_on_cancel` the connection is closed instead, which
   ends a blocking read on the server before it can hand anything to a caller who has gone.
-- A connection that fails (reset, closed) fails every caller with a reply outstanding on it:
-  a command written and not answered may or may not have run, so the lane never sends it
-  again. A connection the server closed while the lane sat idle is noticed before anything is
-  written on it, and opened again.
+- A connection that fails (reset, closed) fails every caller with a reply outstanding on it
+  (`bounds.Lost`): a command written and not answered may or may not have run, so the lane
+  never sends it again. A connection the server closed while the lane sat idle is noticed
+  before anything is written on it, and opened again.
 - Each call is bounded (`bounds.call_bound` of the pool: the client's `call_timeout`, or its
   `socket_timeout`), plus the `waits` it declares for a command the server holds on purpose
   (a `BLOCK`): past that the connection is closed, failing the calls behind it too, and the
@@ -42,8 +42,9 @@ from typing import Any
 
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.exceptions import ConnectionError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from durability.redis.bounds import call_bound, timed_out, where
+from durability.redis.bounds import call_bound, lost, timed_out, where
 
 __all__ = ["Lane", "Unsendable"]
 
@@ -95,14 +96,12 @@ class Lane:
         `waits` is how long (seconds) the server may hold them on purpose (a `BLOCK`): the
         call's bound starts after it."""
         bound = self._bound
-        if bound is None:
-            return await self._execute(commands, drop_on_cancel)
-        limit = asyncio.timeout(bound + waits)
+        limit = asyncio.timeout(None if bound is None else bound + waits)
         try:
             async with limit:
                 return await self._execute(commands, drop_on_cancel)
         except TimeoutError as error:
-            if not limit.expired():
+            if bound is None or not limit.expired():
                 raise
             connection = self._connection
             if connection is not None:
@@ -110,6 +109,11 @@ class Lane:
                 # its socket closed, fails the calls behind this one.
                 await connection.disconnect(nowait=True)
             raise timed_out(self._where, bound) from error
+        except (ConnectionError, RedisTimeoutError) as error:  # opening it again, say
+            translated = lost(self._where, error)
+            if translated is error:
+                raise
+            raise translated from error
 
     async def _execute(
         self, commands: Sequence[Sequence[Any]], drop_on_cancel: bool
@@ -148,7 +152,9 @@ class Lane:
                 except OSError as error:  # the reader fails the other callers
                     replies.cancel()
                     await connection.disconnect(nowait=True)
-                    raise ConnectionError(f"writing to Redis failed: {error!r}") from error
+                    failed = ConnectionError(f"writing to Redis failed: {error!r}")
+                    failed.__cause__ = error
+                    raise lost(self._where, failed) from failed
             return await replies
         except asyncio.CancelledError:
             if drop_on_cancel and (replies.cancelled() or not replies.done()):
@@ -186,11 +192,13 @@ class Lane:
         and stop its reader; the next commands get a queue (and a reader) of their own."""
         waiting, self._waiting = self._waiting, deque()
         reading, self._reading = self._reading, None
-        lost = ConnectionError("Redis closed the connection with replies outstanding")
+        closed = lost(
+            self._where, ConnectionError("Redis closed the connection with replies outstanding")
+        )
         while waiting:
             _, _, future = waiting.popleft()
             if not future.done():
-                future.set_exception(lost)
+                future.set_exception(closed)
         if reading is not None:
             reading.cancel()
 
@@ -223,7 +231,7 @@ class Lane:
                 if isinstance(error, asyncio.CancelledError):
                     future.cancel()
                 else:
-                    future.set_exception(error)
+                    future.set_exception(lost(self._where, error))
             if not isinstance(error, Exception):
                 raise
         finally:

@@ -36,6 +36,12 @@ the bound of a call on this store, since SQLite waits for nothing else) fails th
 `Locked`: an `Unanswered`, and still the `sqlite3.OperationalError` it was, so code that tells
 a busy file by that error goes on doing so.
 
+A file removed (or replaced) after it was opened would take writes without a word: SQLite
+writes on through its open descriptors to a file no one can open again, and all of it is lost
+at close. So every hop to a thread first checks that the path still names the file it opened
+(one `stat`), and fails with `Gone` if not, as it does for SQLite's own "unable to open" and
+I/O errors: an `Unanswered`, and a `sqlite3.OperationalError`, with nothing read or written.
+
 `signal(queue)` / `notify(queue)` wake a `next_ready` waiting in this process the moment a
 `make_ready` here commits, so in-process latency has no polling floor; other processes poll.
 """
@@ -44,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import random
 import re
 import sqlite3
@@ -64,6 +71,7 @@ from durability.sqlite.batching import GroupCommit, transaction
 from durability.traffic import Traffic
 
 __all__ = [
+    "Gone",
     "Locked",
     "SqliteDatabase",
     "busy",
@@ -128,6 +136,10 @@ class Locked(sqlite3.OperationalError, Unanswered):
     """The file stayed locked by another connection past the busy timeout (see above)."""
 
 
+class Gone(sqlite3.OperationalError, Unanswered):
+    """The file was removed or replaced since it was opened, or SQLite cannot reach it."""
+
+
 def _translated(
     error: BaseException, path: Path | None = None, busy_timeout: timedelta | None = None
 ) -> BaseException:
@@ -141,6 +153,8 @@ def _translated(
             f"{error}: run `await durability.sqlite.migrate(database)` once before using the"
             " SQLite stores"
         )
+    elif "unable to open" in str(error) or "disk I/O error" in str(error):
+        translated = Gone(f"the SQLite file {str(path)!r} cannot be reached: {error}")
     elif busy(error):
         waited = "" if busy_timeout is None else f" of {busy_timeout.total_seconds():g} s"
         translated = Locked(
@@ -171,6 +185,11 @@ class SqliteDatabase:
     ) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
+        # Which file the path named when it was opened (see the module doc); absolute, so a
+        # change of working directory does not change it.
+        self._absolute = os.path.abspath(path)
+        opened = os.stat(self._absolute)
+        self._identity = (opened.st_dev, opened.st_ino)
         self._writer = writer
         self._writer_raw = writer_raw
         self._reader = reader
@@ -199,12 +218,28 @@ class SqliteDatabase:
         )
         self.traffic.round_trip()
         try:
-            return await execute(work)
+            return await execute(functools.partial(self._there_then, work))
         except sqlite3.OperationalError as error:
             translated = self._translated(error)
             if translated is error:
                 raise
             raise translated from error
+
+    def _there_then(self, work: Callable[[], T]) -> T:
+        """On a connection's thread: `work()`, once the path still names the file opened."""
+        try:
+            found = os.stat(self._absolute)
+        except OSError as error:
+            raise Gone(
+                f"the SQLite file {str(self.path)!r} was removed after it was opened: nothing"
+                " more is read from it or written to it"
+            ) from error
+        if (found.st_dev, found.st_ino) != self._identity:
+            raise Gone(
+                f"the SQLite file {str(self.path)!r} was removed and another put in its place"
+                " after it was opened: nothing more is read from it or written to it"
+            )
+        return work()
 
     async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work(connection)` as one write transaction; its result, or its exception after

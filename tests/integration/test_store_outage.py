@@ -144,7 +144,7 @@ async def test_a_locked_postgres_fails_every_call_within_its_bound_and_serves_ag
             assert tables
             for (table,) in tables:
                 await locker.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE")
-            await every_call_is_unanswered(durable, tag, "did not answer within 0.3 s")
+            await every_call_is_unanswered(durable, tag, "did not answer within")
             await locker.rollback()
         await serves_again(durable, tag, eventually)
 
@@ -166,3 +166,59 @@ async def test_a_locked_sqlite_file_fails_every_write_within_its_bound(
             locker.rollback()
             locker.close()
         await serves_again(durable, tag, eventually)
+
+
+# -- gone: one error type on every store ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("scheduler", ["stream", "set"])
+async def test_a_redis_that_went_away_fails_every_call_with_the_library_error(
+    private_redis: PrivateRedis, scheduler: str, tag: str, eventually: Eventually
+) -> None:
+    import redis.exceptions
+
+    url = f"redis://127.0.0.1:{private_redis.port}/0?scheduler={scheduler}&namespace={tag}"
+    async with open_durable(url) as durable:
+        await durable.arrive(f"{tag}-w", "order", 1)
+        private_redis.kill()  # gone: its connections reset, its port refuses
+        for name, call in api_calls(durable, tag).items():
+            error = await unanswered(name, call)
+            assert isinstance(error.__cause__, redis.exceptions.ConnectionError), name
+            assert f"127.0.0.1:{private_redis.port}/0" in str(error), name
+        private_redis.start()
+        await serves_again(durable, tag, eventually)
+
+
+async def test_a_postgres_that_went_away_fails_every_call_with_the_library_error(
+    throwaway_database: ThrowawayDatabase, tag: str, eventually: Eventually
+) -> None:
+    import psycopg
+
+    url = f"{throwaway_database.url}?queue={tag}&call_timeout_ms={BOUND_MS}"
+    async with open_durable(url) as durable:
+        await durable.arrive(f"{tag}-w", "order", 1)
+        # Gone: every connection of the pool terminated, and no new one accepted.
+        throwaway_database.refuse_connections()
+        try:
+            for name, call in api_calls(durable, tag).items():
+                error = await unanswered(name, call)
+                assert isinstance(error.__cause__, psycopg.OperationalError), name
+                assert throwaway_database.name in str(error), name
+        finally:
+            throwaway_database.allow_connections()
+        await serves_again(durable, tag, eventually)
+
+
+async def test_a_sqlite_file_removed_under_an_open_store_fails_every_call_and_writes_nothing(
+    tmp_path: Path, tag: str
+) -> None:
+    folder = tmp_path / "store"
+    folder.mkdir()
+    async with open_durable(f"sqlite:///{folder / 'store.db'}") as durable:
+        await durable.arrive(f"{tag}-w", "order", 1)
+        for leftover in folder.iterdir():  # the file (and its -wal, -shm) deleted, then the dir
+            leftover.unlink()
+        folder.rmdir()
+        for name, call in api_calls(durable, tag).items():
+            error = await unanswered(name, call)
+            assert "removed" in str(error), f"{name}: {error}"
