@@ -16,9 +16,6 @@ server runs once it wakes. `outcome_unknown` says so for a move that is safe to 
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import Iterator
-
 __all__ = ["StoreUnavailable", "Unanswered", "outcome_unknown"]
 
 
@@ -35,22 +32,18 @@ class Unanswered(StoreUnavailable):
     the call bound. Whatever it asked the store to do may or may not have been done."""
 
 
-@contextlib.contextmanager
-def outcome_unknown(move: str, workflow: str, key: str) -> Iterator[None]:
-    """Within the block, an `Unanswered` says that `move` may have landed and that sending it
-    again with the same workflow and key is safe. It keeps its type (a store's is also its
-    driver's error) and its cause, the driver's error."""
+def outcome_unknown(error: Unanswered, move: str, workflow: str, key: str) -> Unanswered:
+    """`error`, raised by `move`, saying that `move` may have landed and that sending it again
+    with the same workflow and key is safe; of the same type (a store's is also its driver's
+    error). Raise it `from error.__cause__`, the driver's error. (A function, not a context
+    manager: `arrive` is a hot path, and a `try` costs nothing until it catches.)"""
+    said = (
+        f"{str(error).rstrip('.')}. Whether {move}({workflow!r}, {key!r}) was written is"
+        " unknown: the store may have run it before the answer was lost. Sending it again"
+        " with the same workflow and key is safe: the key is written once, by whichever"
+        " call lands first"
+    )
     try:
-        yield
-    except Unanswered as error:
-        said = (
-            f"{str(error).rstrip('.')}. Whether {move}({workflow!r}, {key!r}) was written is"
-            " unknown: the store may have run it before the answer was lost. Sending it again"
-            " with the same workflow and key is safe: the key is written once, by whichever"
-            " call lands first"
-        )
-        try:
-            told = type(error)(said)
-        except Exception:  # a subclass whose constructor wants more than a message
-            told = Unanswered(said)
-        raise told from error.__cause__
+        return type(error)(said)
+    except Exception:  # a subclass whose constructor wants more than a message
+        return Unanswered(said)

@@ -41,7 +41,7 @@ from durability.interfaces import (
     detail_text,
     positive,
 )
-from durability.outage import outcome_unknown
+from durability.outage import Unanswered, outcome_unknown
 from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
 from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import Params, one, statements
@@ -118,8 +118,10 @@ class PostgresDurable(Inspected):
         codec = self._checkpointer.codec
         params = self._params(workflow, key=key, value=codec.encode(value))
         for _ in range(_RACES):
-            with outcome_unknown("arrive", workflow, key):
+            try:
                 row = await one(self._checkpointer.pool, self._sql["arrive"], params)
+            except Unanswered as error:
+                raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
             self._scheduler.changed()
             assert row is not None
             written, held, _told = row

@@ -117,9 +117,15 @@ class Bounded(Connection):
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
         # An explicit timeout is a caller's own (a pub/sub poll, the Lane's `math.inf`).
-        explicit = kwargs.get("timeout", args[1] if len(args) > 1 else None)
-        bound = None if explicit is not None else self._bound()
-        return await self._answered(super().read_response(*args, **kwargs), bound)
+        if kwargs.get("timeout") is not None or len(args) > 1 or self._bound() is None:
+            # The Lane's every reply: no timer, and no coroutine more than the read's own.
+            try:
+                return await super().read_response(*args, **kwargs)
+            except Unanswered:
+                raise
+            except (RedisConnectionError, RedisTimeoutError) as error:
+                raise Lost(f"Redis at {where(self)} went away: {error}") from error
+        return await self._answered(super().read_response(*args, **kwargs), self._bound())
 
     async def _answered(self, step: Awaitable[T], bound: float | None) -> T:
         """`await step` within `bound` seconds (None: no timer, the Lane's every read), its

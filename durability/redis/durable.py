@@ -62,7 +62,7 @@ from durability.interfaces import (
     positive,
     to_ms,
 )
-from durability.outage import outcome_unknown
+from durability.outage import Unanswered, outcome_unknown
 from durability.polling import beats
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lane import Lane
@@ -147,8 +147,10 @@ class RedisDurable(SplitDurable):
             return await super().arrive(workflow, key, value)
         write, encoded = self._redis_checkpointer._supply_call(workflow, key, value)
         wakeup = self._redis_scheduler._wakeup_call(workflow)
-        with outcome_unknown("arrive", workflow, key):
+        try:
             reply = await self._run(write, wakeup)
+        except Unanswered as error:
+            raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
         return self._redis_checkpointer._supplied(reply, encoded)
 
     async def deliver(self, workflow: str, value: object) -> Entry:

@@ -26,7 +26,7 @@ from durability.interfaces import (
     check_workflow,
     positive,
 )
-from durability.outage import outcome_unknown
+from durability.outage import Unanswered, outcome_unknown
 from durability.sqlite.checkpointer import (
     Claimed,
     SqliteCheckpointer,
@@ -90,8 +90,10 @@ class SqliteDurable(Inspected):
             ready_step(connection, queue, workflow)
             return recorded
 
-        with outcome_unknown("arrive", workflow, key):
+        try:
             text, first = await self._checkpointer.database.write(work)
+        except Unanswered as error:
+            raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
         self._checkpointer.database.notify(queue)
         return Recorded(codec.decode(text), first)
 
