@@ -306,7 +306,7 @@ async def _redis(
     housekeeping: bool,
     connect_timeout: timedelta,
 ) -> AsyncIterator[Durable]:
-    from redis.asyncio import Redis, RedisCluster
+    from redis.asyncio import Redis
     from redis.asyncio.connection import SSLConnection
     from redis.exceptions import RedisError
 
@@ -318,7 +318,7 @@ async def _redis(
         sweeping,
         trimming,
     )
-    from durability.redis.bounds import BoundedSSLConnection
+    from durability.redis.bounds import BoundedCluster, BoundedSSLConnection
     from durability.redis.namespace import DEFAULT as DEFAULT_NAMESPACE
     from durability.redis.namespace import check_namespace
     from durability.redis.packing import PackedConnection
@@ -357,10 +357,11 @@ async def _redis(
     client: Any
     if cluster == "on":
         # A cluster client makes its node connections itself, of redis-py's own class: there
-        # the bound is redis-py's socket timeout (each send from a task of its own).
+        # the bound is redis-py's socket timeout (each send from a task of its own), and its
+        # errors are ours once its retries are spent (bounds.BoundedCluster).
         if "socket_timeout" not in rest:
             timeouts["socket_timeout"] = bound
-        client = RedisCluster.from_url(target, decode_responses=True, **timeouts)
+        client = BoundedCluster.from_url(target, decode_responses=True, **timeouts)
     else:
         bounded: dict[str, Any] = {"call_timeout": bound}
         if parts.scheme == "redis":

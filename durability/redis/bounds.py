@@ -18,6 +18,10 @@ A connection that is lost (reset, closed, refused when opened again) raises `Los
 connections and from the `Lane`: an `Unanswered` too, the driver's error its cause, and still
 a `redis.exceptions.ConnectionError`, so redis-py goes on reconnecting and retrying as it
 does for its own.
+
+A cluster client makes its node connections itself, of redis-py's own class, so there the
+bound is redis-py's `socket_timeout` and `BoundedCluster` turns what its commands raise, once
+its own retries and failovers are spent, into the same `Lost` and `TimedOut`.
 """
 
 from __future__ import annotations
@@ -26,7 +30,9 @@ import asyncio
 from collections.abc import Awaitable, Mapping
 from typing import Any, TypeVar
 
+from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection, SSLConnection
+from redis.exceptions import ClusterDownError, RedisClusterException
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
@@ -34,6 +40,7 @@ from durability.outage import Unanswered
 
 __all__ = [
     "Bounded",
+    "BoundedCluster",
     "BoundedSSLConnection",
     "Lost",
     "TimedOut",
@@ -150,3 +157,28 @@ class Bounded(Connection):
 
 class BoundedSSLConnection(Bounded, SSLConnection):
     """`Bounded` over TLS (`rediss://`)."""
+
+
+class BoundedCluster(RedisCluster):
+    """A `RedisCluster` whose commands fail with `Lost` or `TimedOut` (see the module doc)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.place = f"{kwargs.get('host') or 'localhost'}:{kwargs.get('port') or 6379}"
+
+    async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().execute_command(*args, **kwargs)
+        except Unanswered:
+            raise
+        except RedisTimeoutError as error:
+            raise TimedOut(
+                f"the Redis cluster at {self.place} did not answer in time: {error}"
+            ) from error
+        except (RedisConnectionError, ClusterDownError) as error:
+            raise Lost(f"the Redis cluster at {self.place} went away: {error}") from error
+        except RedisClusterException as error:
+            # Finding the nodes again failed: gone if it failed for want of an answer.
+            if not isinstance(error.__cause__, (RedisConnectionError, RedisTimeoutError)):
+                raise
+            raise Lost(f"the Redis cluster at {self.place} went away: {error}") from error
