@@ -41,6 +41,9 @@ async def test_memory_url_opens_a_fresh_memory_store_with_the_lease_given() -> N
         ("sqlite:///tmp/x.db?journal=wal", "journal"),
         ("redis://127.0.0.1:6379/0?cluster=maybe", "cluster"),
         ("postgresql://postgres@127.0.0.1:5432/test?notify=sometimes", "notify"),
+        ("redis://127.0.0.1:1/0?call_timeout_ms=0", "call_timeout_ms"),
+        ("postgresql://postgres@127.0.0.1:1/test?call_timeout_ms=-5", "call_timeout_ms"),
+        ("sqlite:///tmp/x.db?call_timeout_ms=soon", "call_timeout_ms"),
     ],
 )
 async def test_a_url_no_store_answers_is_refused_by_name(url: str, named: str) -> None:
