@@ -29,7 +29,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from durability.outage import Unanswered, outcome_unknown
 from durability.traffic import Traffic
 
 if TYPE_CHECKING:
@@ -604,11 +603,8 @@ class SplitDurable:
         return self._traffic
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
-        try:
-            recorded = await self._checkpointer.supply(workflow, key, value)
-            await self._scheduler.make_ready(workflow)
-        except Unanswered as error:
-            raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
+        recorded = await self._checkpointer.supply(workflow, key, value)
+        await self._scheduler.make_ready(workflow)
         return recorded
 
     async def deliver(self, workflow: str, value: object) -> Entry:

@@ -143,11 +143,11 @@ class RedisDurable(SplitDurable):
         return self._joined
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
-        if not self._joined:
-            return await super().arrive(workflow, key, value)
-        write, encoded = self._redis_checkpointer._supply_call(workflow, key, value)
-        wakeup = self._redis_scheduler._wakeup_call(workflow)
         try:
+            if not self._joined:
+                return await super().arrive(workflow, key, value)
+            write, encoded = self._redis_checkpointer._supply_call(workflow, key, value)
+            wakeup = self._redis_scheduler._wakeup_call(workflow)
             reply = await self._run(write, wakeup)
         except Unanswered as error:
             raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__

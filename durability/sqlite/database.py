@@ -26,11 +26,6 @@ for the write lock and needs no lock of its own. aiosqlite has no public "run th
 the connection's thread", so `_run` uses its queue (`Connection._execute`, present since the
 first releases); it is the only place that touches aiosqlite's internals.
 
-Times are the host's clock (`now_us`), read inside the transaction after the lock is taken, so
-the order of timestamps follows the order of commits across processes on one machine. The
-writer also knows it as the SQL function `durability_now_us()`, for a write that is one
-statement (`alone`): there SQLite takes the lock before the statement reads the clock.
-
 A lock another process holds past `busy_timeout` (`call_timeout_ms` through `open_durable`:
 the bound of a call on this store, since SQLite waits for nothing else) fails the call with
 `Locked`: an `Unanswered`, and still the `sqlite3.OperationalError` it was, so code that tells
@@ -41,6 +36,11 @@ writes on through its open descriptors to a file no one can open again, and all 
 at close. So every hop to a thread first checks that the path still names the file it opened
 (one `stat`), and fails with `Gone` if not, as it does for SQLite's own "unable to open" and
 I/O errors: an `Unanswered`, and a `sqlite3.OperationalError`, with nothing read or written.
+
+Times are the host's clock (`now_us`), read inside the transaction after the lock is taken, so
+the order of timestamps follows the order of commits across processes on one machine. The
+writer also knows it as the SQL function `durability_now_us()`, for a write that is one
+statement (`alone`): there SQLite takes the lock before the statement reads the clock.
 
 `signal(queue)` / `notify(queue)` wake a `next_ready` waiting in this process the moment a
 `make_ready` here commits, so in-process latency has no polling floor; other processes poll.
