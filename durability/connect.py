@@ -36,14 +36,14 @@ does not answer. Once open, every call that is not a blocking read is bounded by
 `call_timeout_ms`, so a frozen server (stopped, a stalled machine, a lock held by another
 session) fails it with `Unanswered` (a `StoreUnavailable`) rather than holding the caller until
 it wakes: on Redis each call's replies (`durability.redis.bounds`), on Postgres each call with
-its pool checkout (the pool's `timeout`), on SQLite the wait for another connection's lock (the
-busy timeout). A blocking read waits its own block, then the bound. A connection lost after
-opening (the server killed or restarted, a backend terminated, the SQLite file removed) is
-`Unanswered` too, on every store and every call, with the driver's error as its cause. A
-write that got no answer may still land (the server may run it as it wakes): `arrive` says
-so, and sending it again with the same workflow and key is safe. `unavailable(error)` tells
-such an error from a refusal of what was asked: the API answers it with 503, a worker waits
-and tries again.
+its pool checkout (the pool's `timeout` for the checkout, a quarter more, at most a second, for
+the whole call), on SQLite the wait for another connection's lock (the busy timeout). A blocking
+read waits its own block, then the bound. A connection lost after opening (the server killed or
+restarted, a backend terminated, the SQLite file removed) is `Unanswered` too, on every store
+and every call, with the driver's error as its cause. A write that got no answer may still land
+(the server may run it as it wakes): `arrive` says so, and sending it again with the same
+workflow and key is safe. `unavailable(error)` tells such an error from a refusal of what was
+asked: the API answers it with 503, a worker waits and tries again.
 
 Every durable opened here counts what it sends into `durable.traffic` (`durability.traffic`),
 except over a cluster or a `rediss://` / `unix://` connection, which count nothing.

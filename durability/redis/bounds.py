@@ -19,6 +19,10 @@ connections and from the `Lane`: an `Unanswered` too, the driver's error its cau
 a `redis.exceptions.ConnectionError`, so redis-py goes on reconnecting and retrying as it
 does for its own.
 
+A client built by hand gets the same with `Redis(..., connection_class=PackedConnection,
+call_timeout=seconds)` (or `Bounded`); with redis-py's own connections only the `Lane`'s calls
+are bounded (by `socket_timeout`) and translated.
+
 A cluster client makes its node connections itself, of redis-py's own class, so there the
 bound is redis-py's `socket_timeout` and `BoundedCluster` turns what its commands raise, once
 its own retries and failovers are spent, into the same `Lost` and `TimedOut`.
