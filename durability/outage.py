@@ -11,12 +11,13 @@ driver's error before, go on as they did.
 
 A call that got no answer may still have happened: a write whose reply was lost, or that the
 server runs once it wakes. `outcome_unknown` says so for a move that is safe to send again
-(`arrive` writes its key once, whoever sends it first).
+(`arrive` writes its key once, whoever sends it first), `delivery_unknown` for `deliver`,
+which is not (each delivery appends an entry of its own).
 """
 
 from __future__ import annotations
 
-__all__ = ["StoreUnavailable", "Unanswered", "outcome_unknown"]
+__all__ = ["StoreUnavailable", "Unanswered", "delivery_unknown", "outcome_unknown"]
 
 
 class StoreUnavailable(ConnectionError):
@@ -37,13 +38,28 @@ def outcome_unknown(error: Unanswered, move: str, workflow: str, key: str) -> Un
     with the same workflow and key is safe; of the same type (a store's is also its driver's
     error). Raise it `from error.__cause__`, the driver's error. (A function, not a context
     manager: `arrive` is a hot path, and a `try` costs nothing until it catches.)"""
-    said = (
-        f"{str(error).rstrip('.')}. Whether {move}({workflow!r}, {key!r}) was written is"
-        " unknown: the store may have run it before the answer was lost. Sending it again"
-        " with the same workflow and key is safe: the key is written once, by whichever"
-        " call lands first"
+    return _retold(
+        error,
+        f"Whether {move}({workflow!r}, {key!r}) was written is unknown: the store may have run"
+        " it before the answer was lost. Sending it again with the same workflow and key is"
+        " safe: the key is written once, by whichever call lands first",
     )
+
+
+def delivery_unknown(error: Unanswered, workflow: str) -> Unanswered:
+    """`error`, raised by `deliver(workflow, ...)`, saying that the entry may have been
+    appended, and that sending it again may append a second one (see `outcome_unknown`)."""
+    return _retold(
+        error,
+        f"Whether deliver({workflow!r}, ...) appended its entry is unknown: the store may have"
+        " run it before the answer was lost. Sending it again may append it twice; the"
+        " workflow's records (`checkpointer.load`) show whether it is there",
+    )
+
+
+def _retold(error: Unanswered, said: str) -> Unanswered:
+    told = f"{str(error).rstrip('.')}. {said}"
     try:
-        return type(error)(said)
+        return type(error)(told)
     except Exception:  # a subclass whose constructor wants more than a message
-        return Unanswered(said)
+        return Unanswered(told)

@@ -62,7 +62,7 @@ from durability.interfaces import (
     positive,
     to_ms,
 )
-from durability.outage import Unanswered, outcome_unknown
+from durability.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.polling import beats
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lane import Lane
@@ -154,11 +154,14 @@ class RedisDurable(SplitDurable):
         return self._redis_checkpointer._supplied(reply, encoded)
 
     async def deliver(self, workflow: str, value: object) -> Entry:
-        if not self._joined:
-            return await super().deliver(workflow, value)
-        write, encoded = self._redis_checkpointer._append_call(workflow, value)
-        wakeup = self._redis_scheduler._wakeup_call(workflow)
-        reply = await self._run(write, wakeup)
+        try:
+            if not self._joined:
+                return await super().deliver(workflow, value)
+            write, encoded = self._redis_checkpointer._append_call(workflow, value)
+            wakeup = self._redis_scheduler._wakeup_call(workflow)
+            reply = await self._run(write, wakeup)
+        except Unanswered as error:
+            raise delivery_unknown(error, workflow) from error.__cause__
         return self._redis_checkpointer._appended(reply, encoded)
 
     async def finish(self, holder: Pass, delivery: Delivery) -> None:

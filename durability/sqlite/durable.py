@@ -26,7 +26,7 @@ from durability.interfaces import (
     check_workflow,
     positive,
 )
-from durability.outage import Unanswered, outcome_unknown
+from durability.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.sqlite.checkpointer import (
     Claimed,
     SqliteCheckpointer,
@@ -108,7 +108,10 @@ class SqliteDurable(Inspected):
             ready_step(connection, queue, workflow)
             return key
 
-        key = await self._checkpointer.database.write(work)
+        try:
+            key = await self._checkpointer.database.write(work)
+        except Unanswered as error:
+            raise delivery_unknown(error, workflow) from error.__cause__
         self._checkpointer.database.notify(queue)
         return Entry(key, codec.decode(encoded))
 
