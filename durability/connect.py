@@ -8,9 +8,16 @@
 | `postgresql://user@host:port/db` | `PostgresDurable`, tables created on open (`migrate`) |
 | `sqlite:///path/to/file.db` | `SqliteDurable` over that file, migrated on open |
 
-Query options are checked before anything connects; an unknown or repeated one is a
-`ValueError` that names it and lists the allowed ones, so a typo is never ignored:
+The URL is checked before anything connects, and what a driver would read another way is a
+`ValueError` naming the setting: spaces around it, a control character or a `#` in it; on
+Redis no host (not localhost), a port or database that is not a number (`/3x`, which redis-py
+reads as database 0), a database both in the path and in `?db=`, a namespace that could not
+start a key (`durability.redis.check_namespace`); on Postgres a URL naming neither host nor
+database (`postgresql://`). An unknown or repeated query option names it and lists the allowed
+ones, so a typo is never ignored:
 
+- Every store: `call_timeout_ms`, how long one call waits for its answer (10 s by default,
+  `CALL_TIMEOUT`; see below).
 - Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (what every key of the
   queue and of the checkpoints starts with, default `durability`), for the set `doorbell`
   (`on`, the default, or `off` to poll alone), `cluster=on` for a Redis Cluster (the URL
@@ -25,8 +32,18 @@ Query options are checked before anything connects; an unknown or repeated one i
 
 A store that cannot be reached fails the open within `connect_timeout` with `StoreUnavailable`
 (a `ConnectionError`) naming where it looked: a refused port, an unknown database, a server that
-does not answer. `unavailable(error)` tells such an error (and a store going away later) from a
-refusal of what was asked: the API answers it with 503, a worker waits and tries again.
+does not answer. Once open, every call that is not a blocking read is bounded by
+`call_timeout_ms`, so a frozen server (stopped, a stalled machine, a lock held by another
+session) fails it with `Unanswered` (a `StoreUnavailable`) rather than holding the caller until
+it wakes: on Redis each call's replies (`durability.redis.bounds`), on Postgres each call with
+its pool checkout (the pool's `timeout` for the checkout, a quarter more, at most a second, for
+the whole call), on SQLite the wait for another connection's lock (the busy timeout). A blocking
+read waits its own block, then the bound. A connection lost after opening (the server killed or
+restarted, a backend terminated, the SQLite file removed) is `Unanswered` too, on every store
+and every call, with the driver's error as its cause. A write that got no answer may still land
+(the server may run it as it wakes): `arrive` says so, and sending it again with the same
+workflow and key is safe. `unavailable(error)` tells such an error from a refusal of what was
+asked: the API answers it with 503, a worker waits and tries again.
 
 Every durable opened here counts what it sends into `durable.traffic` (`durability.traffic`),
 except over a cluster or a `rediss://` / `unix://` connection, which count nothing.
@@ -41,27 +58,44 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
+import re
 import sys
+import unicodedata
 from collections import Counter
 from collections.abc import AsyncIterator, Collection, Coroutine
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from durability.cancelling import stop_if_cancelled
 from durability.interfaces import Durable, positive
 from durability.memory import MemoryCheckpointer, MemoryScheduler
+from durability.outage import StoreUnavailable, Unanswered
 from durability.split import SplitDurable
 from durability.traffic import Traffic
 
-__all__ = ["CONNECT_TIMEOUT", "SCHEMES", "StoreUnavailable", "open_durable", "unavailable"]
+__all__ = [
+    "CALL_TIMEOUT",
+    "CONNECT_TIMEOUT",
+    "SCHEMES",
+    "StoreUnavailable",
+    "Unanswered",
+    "open_durable",
+    "unavailable",
+]
 
 #: Every scheme `open_durable` accepts.
 SCHEMES = ("memory", "redis", "rediss", "postgresql", "postgres", "sqlite")
 
 #: How long `open_durable` waits for a store's first answer by default.
 CONNECT_TIMEOUT = timedelta(seconds=10)
+
+#: How long one store call waits for its answer by default (`call_timeout_ms`); a blocking
+#: read waits its own block first.
+CALL_TIMEOUT = timedelta(seconds=10)
+
+_DIGITS = re.compile(r"[0-9]+")
 
 #: redis-py URL options whose value is plain text (it converts the others, listed in its
 #: `URL_QUERY_ARGUMENT_PARSERS`). `encoding` and `decode_responses` are left out on purpose:
@@ -85,19 +119,13 @@ _REDIS_TEXT_OPTIONS = frozenset(
 )
 
 
-class StoreUnavailable(ConnectionError):
-    """The store could not be reached, or did not answer in time, while it was being opened.
-
-    The message names where it looked (host, port and database, never a password), and the
-    driver's own error is its `__cause__`. It may pass: a caller that can wait tries again.
-    """
-
-
 def unavailable(error: BaseException) -> bool:
     """Whether `error` says the store is unreachable, gone or too slow (so the same request may
     succeed later), rather than that the request itself was refused.
 
-    Looks only at drivers already imported: one that is not loaded cannot have raised it.
+    A store opened here raises `StoreUnavailable` (`Unanswered` after opening) for all of
+    these; the drivers' own errors are judged too, for stores built by hand. Looks only at
+    drivers already imported: one that is not loaded cannot have raised it.
     """
     if isinstance(error, ConnectionError | TimeoutError):  # StoreUnavailable among them
         return True
@@ -140,6 +168,38 @@ def _shown(url: str) -> str:
     user = parts.username or ""
     host = parts.netloc.rpartition("@")[2]
     return urlunsplit(parts._replace(netloc=f"{user}@{host}" if user else host))
+
+
+def _check_text(url: str) -> None:
+    """Refuse what the URL parser would silently drop or keep: spaces around the URL (it strips
+    them, and tabs and newlines anywhere), other control characters, and a `#` (what follows
+    it is a fragment, which no store reads: `sqlite:///a#b.db` would open `/a`)."""
+    if not isinstance(url, str):
+        raise TypeError(f"a store URL must be a str, not {type(url).__name__}")
+    if url != url.strip():
+        raise ValueError(
+            f"store URL {_shown(url.strip())!r} begins or ends with a space, tab or newline;"
+            " remove it"
+        )
+    for character in url:
+        if unicodedata.category(character) == "Cc":
+            raise ValueError(
+                f"store URL {_shown(url)!r} holds the control character {character!r};"
+                " percent-encode it if it is meant"
+            )
+    if "#" in url:
+        raise ValueError(
+            f"store URL {_shown(url)!r} holds '#', which would end it there: no store takes a"
+            " fragment"
+        )
+
+
+def _rebuilt(url: str, query: str) -> str:
+    """`url` with `query` as its query, keeping the `//` of an empty host (`urlunsplit` drops
+    it, and libpq cannot read `postgresql:/db`)."""
+    parts = urlsplit(url)
+    text = f"{parts.scheme}://{parts.netloc}{parts.path}"
+    return f"{text}?{query}" if query else text
 
 
 def _options(
@@ -196,6 +256,7 @@ async def open_durable(
     positive("connect_timeout", connect_timeout)
     if poll is not None:
         positive("poll", poll)
+    _check_text(url)
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme == "memory":
@@ -250,7 +311,7 @@ async def _redis(
     housekeeping: bool,
     connect_timeout: timedelta,
 ) -> AsyncIterator[Durable]:
-    from redis.asyncio import Redis, RedisCluster
+    from redis.asyncio import Redis
     from redis.asyncio.connection import SSLConnection
     from redis.exceptions import RedisError
 
@@ -262,6 +323,9 @@ async def _redis(
         sweeping,
         trimming,
     )
+    from durability.redis.bounds import BoundedCluster, BoundedSSLConnection
+    from durability.redis.namespace import DEFAULT as DEFAULT_NAMESPACE
+    from durability.redis.namespace import check_namespace
     from durability.redis.packing import PackedConnection
 
     parts = urlsplit(url)
@@ -269,7 +333,7 @@ async def _redis(
     connection_class = PackedConnection if parts.scheme == "redis" else SSLConnection
     ours, rest = _options(
         url,
-        ("scheduler", "namespace", "doorbell", "cluster", "trim_every_ms"),
+        ("scheduler", "namespace", "doorbell", "cluster", "trim_every_ms", "call_timeout_ms"),
         _redis_driver_options(connection_class),
         "redis-py",
     )
@@ -283,22 +347,36 @@ async def _redis(
     doorbell = ours.get("doorbell", "on")
     if doorbell not in ("on", "off") or (kind != "set" and "doorbell" in ours):
         raise ValueError(f"doorbell must be 'on' or 'off', and only with scheduler=set: {url!r}")
-    namespace = ours.get("namespace", "durability")
+    namespace = check_namespace(ours.get("namespace", DEFAULT_NAMESPACE))
+    where = _redis_where(url, parts, rest)
+    bound = _call_timeout(ours, url).total_seconds()
     # redis-py 8 gives every command a 5 s socket timeout, which it enforces by wrapping each
-    # send in a task of its own: a fifth of a worker's CPU per round trip. A URL that wants a
-    # bound says so (`?socket_timeout=5`); otherwise a call waits on the server like a blocking
-    # read does, and a peer that went away is still noticed by the connection closing.
+    # send in a task of its own: a fifth of a worker's CPU per round trip. So the client has
+    # none, and its connections keep `call_timeout` with a timer instead (bounds.py); a URL
+    # that names `socket_timeout` gets redis-py's as well.
     timeouts: dict[str, Any] = {} if "socket_timeout" in rest else {"socket_timeout": None}
+    if "socket_connect_timeout" not in rest:
+        timeouts["socket_connect_timeout"] = bound
     traffic = Traffic()
-    packed: dict[str, Any] = {}
-    if parts.scheme == "redis":
-        packed = {"connection_class": PackedConnection, "traffic": traffic}
-    target = urlunsplit(parts._replace(query=rest))
+    target = _rebuilt(url, rest)
     client: Any
     if cluster == "on":
-        client = RedisCluster.from_url(target, decode_responses=True, **timeouts)
+        # A cluster client makes its node connections itself, of redis-py's own class: there
+        # the bound is redis-py's socket timeout (each send from a task of its own), and its
+        # errors are ours once its retries are spent (bounds.BoundedCluster).
+        if "socket_timeout" not in rest:
+            timeouts["socket_timeout"] = bound
+        client = BoundedCluster.from_url(target, decode_responses=True, **timeouts)
     else:
-        client = Redis.from_url(target, decode_responses=True, **timeouts, **packed)
+        bounded: dict[str, Any] = {"call_timeout": bound}
+        if parts.scheme == "redis":
+            bounded |= {"connection_class": PackedConnection, "traffic": traffic}
+        else:
+            # redis-py's URL parser makes rediss:// pick its own class over any given; the
+            # same URL as redis:// with the TLS class named keeps every TLS option.
+            target = "redis" + target.removeprefix("rediss")
+            bounded |= {"connection_class": BoundedSSLConnection}
+        client = Redis.from_url(target, decode_responses=True, **timeouts, **bounded)
     try:
         scheduler: RedisStreamScheduler | RedisSetScheduler
         if kind == "stream":
@@ -311,8 +389,6 @@ async def _redis(
                 doorbell=doorbell == "on",
                 **({} if poll is None else {"poll": poll}),
             )
-        db = dict(parse_qsl(rest)).get("db") or parts.path.strip("/") or "0"  # as redis-py reads it
-        where = f"{parts.hostname or 'localhost'}:{parts.port or 6379}/{db}"
         try:
             async with asyncio.timeout(connect_timeout.total_seconds()):
                 await client.ping()
@@ -335,6 +411,42 @@ async def _redis(
             yield durable
     finally:
         await client.aclose()
+
+
+def _redis_where(url: str, parts: SplitResult, rest: str) -> str:
+    """`host:port/db` of a Redis URL, refusing what redis-py would read another way: no host
+    (it would go to localhost), a port or a database that is not a number (it reads a path
+    such as `/3x` as database 0), and a database given both as the path and as `?db=` (the
+    option wins)."""
+    if not parts.hostname:
+        raise ValueError(
+            f"store URL {_shown(url)!r} names no host; write redis://host:port/db"
+            " (redis://127.0.0.1:6379/0 for a local server)"
+        )
+    try:
+        port = parts.port or 6379
+    except ValueError:
+        raise ValueError(f"the port in store URL {_shown(url)!r} is not a number") from None
+    path = parts.path.removeprefix("/")
+    given = dict(parse_qsl(rest, keep_blank_values=True)).get("db")
+    for db in (path, given):
+        if db is not None and db != "" and not _DIGITS.fullmatch(db):
+            raise ValueError(
+                f"the database in store URL {_shown(url)!r} must be a number"
+                f" (redis://host:port/3), got {db!r}"
+            )
+    if path and given is not None:
+        raise ValueError(
+            f"the database is given twice in store URL {_shown(url)!r} (the path /{path} and"
+            f" ?db={given}); give it once"
+        )
+    return f"{parts.hostname}:{port}/{path or given or '0'}"
+
+
+def _call_timeout(ours: dict[str, str], url: str) -> timedelta:
+    """`call_timeout_ms` of a URL, or `CALL_TIMEOUT`."""
+    given = ours.get("call_timeout_ms")
+    return CALL_TIMEOUT if given is None else _milliseconds(given, "call_timeout_ms", url)
 
 
 def _milliseconds(text: str, name: str, url: str) -> timedelta:
@@ -384,13 +496,22 @@ async def _postgres(
     from durability.postgres.statements import check_schema
     from durability.postgres.traffic import attach
 
-    ours, rest = _options(url, ("queue", "notify", "schema"), _libpq_options(), "libpq")
+    ours, rest = _options(
+        url, ("queue", "notify", "schema", "call_timeout_ms"), _libpq_options(), "libpq"
+    )
+    parts = urlsplit(url)
+    if not parts.netloc and not parts.path.strip("/") and not rest:
+        raise ValueError(
+            f"store URL {_shown(url)!r} names no host and no database; write"
+            " postgresql://user@host:port/database"
+        )
     queue = ours.get("queue", "default")
     schema = check_schema(ours.get("schema", "durability"))  # refused before connecting
     notify = ours.get("notify", "on")
     if notify not in ("on", "off"):
         raise ValueError(f"notify must be 'on' or 'off': {url!r}")
-    conninfo = urlunsplit(urlsplit(url)._replace(query=rest))
+    bound = _call_timeout(ours, url).total_seconds()
+    conninfo = _rebuilt(url, rest)
     try:
         params = conninfo_to_dict(conninfo)
     except psycopg.ProgrammingError as error:  # libpq's own parse: a bad port, a bad value
@@ -423,6 +544,9 @@ async def _postgres(
         kwargs={"autocommit": True},
         min_size=1,
         max_size=8,
+        # Every store call, checkout included, is bounded by the pool's timeout
+        # (durability.postgres.statements).
+        timeout=bound,
         open=False,
         configure=counted,
     )
@@ -460,18 +584,20 @@ async def _sqlite(url: str, lease: timedelta, poll: timedelta | None) -> AsyncIt
     )
 
     parts = urlsplit(url)
-    ours, _ = _options(url, ("queue",))
+    ours, _ = _options(url, ("queue", "call_timeout_ms"))
     path = parts.netloc + parts.path
     if not path or path == "/":
         raise ValueError(f"sqlite:// needs a file path (sqlite:///path/to/file.db), got {url!r}")
     queue = ours.get("queue", "default")
+    # SQLite waits on nothing but another connection's lock: the call bound is that wait.
+    busy_timeout = _call_timeout(ours, url)
     # Checked here because SQLite would only say "unable to open database file" (and aiosqlite
     # leaves the thread of a connection that failed to open to finish on its own).
     folder = Path(path).parent
     if not folder.is_dir():
         raise StoreUnavailable(f"the directory of the SQLite file {path!r} does not exist")
     try:
-        database = await open_database(path)
+        database = await open_database(path, busy_timeout=busy_timeout)
     except sqlite3.OperationalError as error:  # not allowed to create or open it, say
         raise StoreUnavailable(f"could not open the SQLite file {path!r}: {error}") from error
     try:

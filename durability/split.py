@@ -19,6 +19,7 @@ from durability.interfaces import (
     Taken,
     positive,
 )
+from durability.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.status import Inspected
 from durability.traffic import Traffic
 
@@ -62,13 +63,19 @@ class SplitDurable(Inspected):
         return self._traffic
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
-        recorded = await self._checkpointer.supply(workflow, key, value)
-        await self._scheduler.make_ready(workflow)
+        try:
+            recorded = await self._checkpointer.supply(workflow, key, value)
+            await self._scheduler.make_ready(workflow)
+        except Unanswered as error:  # it may have landed: say so, and that a resend is safe
+            raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
         return recorded
 
     async def deliver(self, workflow: str, value: object) -> Entry:
-        entry = await self._checkpointer.append(workflow, value)
-        await self._scheduler.make_ready(workflow)
+        try:
+            entry = await self._checkpointer.append(workflow, value)
+            await self._scheduler.make_ready(workflow)
+        except Unanswered as error:
+            raise delivery_unknown(error, workflow) from error.__cause__
         return entry
 
     async def delete(self, workflow: str) -> int:

@@ -33,7 +33,7 @@ from __future__ import annotations
 from psycopg.rows import TupleRow
 
 from durability.postgres import wire
-from durability.postgres.statements import Params, Pool, one
+from durability.postgres.statements import Params, Pool, bounded, one
 from durability.turns import Queued, TurnBatcher, fail, settle
 
 __all__ = ["Batcher"]
@@ -64,7 +64,9 @@ class Batcher:
         their own workflow's rows, and whose caller needs nothing but their own outcome;
         they are sent in order of `params["workflow"]`, so two workers' transactions lock the
         rows they share in the same order."""
-        return await self._turns.call((sql, params, together))
+        # The caller's wait is bounded as one call; a send it gave up on still settles (or
+        # fails) with the rest of its batch, for no one.
+        return await bounded(self._pool, self._turns.call((sql, params, together)))
 
     async def _send(self, calls: list[_Call]) -> None:
         if len(calls) == 1:

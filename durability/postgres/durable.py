@@ -41,6 +41,7 @@ from durability.interfaces import (
     detail_text,
     positive,
 )
+from durability.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
 from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import Params, one, statements
@@ -117,7 +118,10 @@ class PostgresDurable(Inspected):
         codec = self._checkpointer.codec
         params = self._params(workflow, key=key, value=codec.encode(value))
         for _ in range(_RACES):
-            row = await one(self._checkpointer.pool, self._sql["arrive"], params)
+            try:
+                row = await one(self._checkpointer.pool, self._sql["arrive"], params)
+            except Unanswered as error:
+                raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
             self._scheduler.changed()
             assert row is not None
             written, held, _told = row
@@ -132,7 +136,10 @@ class PostgresDurable(Inspected):
         codec = self._checkpointer.codec
         encoded = codec.encode(value)
         params = self._params(workflow, value=encoded, prefix=INBOX, width=INBOX_WIDTH)
-        row = await one(self._checkpointer.pool, self._sql["deliver"], params)
+        try:
+            row = await one(self._checkpointer.pool, self._sql["deliver"], params)
+        except Unanswered as error:
+            raise delivery_unknown(error, workflow) from error.__cause__
         self._scheduler.changed()
         assert row is not None
         return Entry(row[0], codec.decode(encoded))

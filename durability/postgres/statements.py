@@ -10,26 +10,39 @@ the files name them `durability.<table>`, and `statements(file, schema)` swaps i
 That is the one thing ever put into statement text, and only after `check_schema` has let
 through nothing but a plain lower-case identifier (a schema cannot be a bound parameter).
 
-`borrowed` is the one place a connection is taken from the pool, and so the one place a missing
-table becomes `NotMigrated` rather than a raw `UndefinedTable`.
+`borrowed`, `one` and `every` are where every call meets the pool, and so the one place a
+missing table becomes `NotMigrated` rather than a raw `UndefinedTable`, and where a call is
+bounded: it gets the pool's `timeout` (`call_timeout_ms` through `open_durable`;
+psycopg_pool's default is 30 s) to be handed a connection, and with its statements a quarter
+more in all (at most a second), so a checkout that fails says so itself. A call past that is
+cancelled (psycopg then cancels its statement on the server, or the connection is closed)
+and raises `Unanswered`.
+A connection lost there (terminated, reset, refused, none to be had from the pool) raises
+`Lost`: an `Unanswered` too, and still the `psycopg.OperationalError` it was.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import re
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Mapping
 from contextlib import asynccontextmanager
 from functools import cache
 from importlib.resources import files
-from typing import Any, TypeAlias
+from typing import Any, TypeAlias, TypeVar
 
+import psycopg
 from psycopg import AsyncConnection, AsyncCursor, errors, pq
+from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from durability.interfaces import NotMigrated
+from durability.outage import Unanswered
 from durability.postgres import traffic, wire
+
+T = TypeVar("T")
 
 #: The pool a store borrows from. Any row factory works (the store asks for tuples itself);
 #: `kwargs={"autocommit": True}` makes each single-statement operation one round trip.
@@ -135,16 +148,89 @@ def _ours_missing(error: BaseException) -> bool:
     return any(f'"{name}.' in said or f'"{name}"' in said for name in _SCHEMAS)
 
 
+class Lost(psycopg.OperationalError, Unanswered):
+    """The connection to PostgreSQL was lost, or none could be had (the cause says how)."""
+
+
+def _gone(error: BaseException) -> bool:
+    """Whether `error` is the server going away rather than a statement failing: psycopg's
+    own connection failures (no SQLSTATE: reset, closed, refused, the pool's timeout), a
+    connection exception (class 08), an operator's intervention (57P: terminated, shutting
+    down, starting up, the database dropped) or too many connections."""
+    if not isinstance(error, psycopg.OperationalError) or isinstance(error, Unanswered):
+        return False
+    state = error.sqlstate
+    return state is None or state.startswith(("08", "57P")) or state == "53300"
+
+
+def lost(pool: Pool, error: BaseException) -> Lost:
+    """The error of a call on `pool` whose connection went away with `error`."""
+    said = " ".join(str(error).split())
+    return Lost(f"PostgreSQL at {where(pool)} went away: {said}")
+
+
+def call_bound(pool: Pool) -> float | None:
+    """How long one call on `pool` may take, checkout included (see the module doc)."""
+    bound = getattr(pool, "timeout", None)
+    if bound is None:
+        return None
+    return float(bound) + min(1.0, float(bound) / 4)
+
+
+def where(pool: Pool) -> str:
+    """`host:port/database` of the pool's connections, for messages (never a password)."""
+    conninfo = getattr(pool, "conninfo", "")
+    try:
+        params = conninfo_to_dict(conninfo) if isinstance(conninfo, str) else {}
+    except psycopg.Error:
+        params = {}
+    host = params.get("host") or "the local socket"
+    return f"{host}:{params.get('port') or 5432}/{params.get('dbname') or '(default)'}"
+
+
+def timed_out(pool: Pool, bound: float | None) -> Unanswered:
+    """The error of a call on `pool` that got no answer within `bound` seconds."""
+    return Unanswered(f"PostgreSQL at {where(pool)} did not answer within {bound:g} s")
+
+
+async def bounded(pool: Pool, call: Awaitable[T]) -> T:
+    """What `call` (one store call on `pool`) returns, or `Unanswered` past `call_bound`."""
+    bound = call_bound(pool)
+    limit = asyncio.timeout(bound)
+    try:
+        async with limit:
+            return await call
+    except TimeoutError as error:
+        if not limit.expired():
+            raise
+        raise timed_out(pool, bound) from error
+    except psycopg.OperationalError as error:
+        if not _gone(error):
+            raise
+        raise lost(pool, error) from error
+
+
 @asynccontextmanager
 async def borrowed(pool: Pool) -> AsyncIterator[AsyncConnection[Any]]:
-    """A pooled connection; commits on success, rolls back on error (the pool's own rule)."""
+    """A pooled connection; commits on success, rolls back on error (the pool's own rule).
+    The block, checkout included, is bounded as one call (see the module doc)."""
+    bound = call_bound(pool)
+    limit = asyncio.timeout(bound)
     try:
-        async with pool.connection() as conn:
+        async with limit, pool.connection() as conn:
             yield conn
     except (errors.UndefinedTable, errors.InvalidSchemaName) as error:
         if not _ours_missing(error):
             raise
         raise _not_migrated(error) from error
+    except TimeoutError as error:
+        if not limit.expired():
+            raise
+        raise timed_out(pool, bound) from error
+    except psycopg.OperationalError as error:
+        if not _gone(error):
+            raise
+        raise lost(pool, error) from error
 
 
 async def run(conn: AsyncConnection[Any], sql: str, params: Params) -> AsyncCursor[TupleRow]:
@@ -165,6 +251,12 @@ def _count(conn: AsyncConnection[Any], sql: str) -> None:
 
 async def one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
     """Run a single statement on its own (one round trip on an autocommit pool); first row.
+    Bounded as one call (see the module doc)."""
+    return await bounded(pool, _one(pool, sql, params))
+
+
+async def _one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
+    """`one`, unbounded.
 
     Every store operation runs through here (a worker's take, record and finish through
     `batching.Batcher`, which sends the calls of one loop turn together and a lone or failed
@@ -203,7 +295,7 @@ async def one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
 
 
 async def every(pool: Pool, sql: str, params: Params) -> list[TupleRow]:
-    """Run a single read on its own; every row."""
+    """Run a single read on its own; every row (bounded as one call, by `borrowed`)."""
     async with borrowed(pool) as conn:
         cursor = await run(conn, sql, params)
         return await cursor.fetchall()

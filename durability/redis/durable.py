@@ -62,6 +62,7 @@ from durability.interfaces import (
     positive,
     to_ms,
 )
+from durability.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.polling import beats
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lane import Lane
@@ -143,19 +144,25 @@ class RedisDurable(SplitDurable):
         return self._joined
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
-        if not self._joined:
+        if not self._joined:  # two calls: SplitDurable says what a lost answer means
             return await super().arrive(workflow, key, value)
-        write, encoded = self._redis_checkpointer._supply_call(workflow, key, value)
-        wakeup = self._redis_scheduler._wakeup_call(workflow)
-        reply = await self._run(write, wakeup)
+        try:
+            write, encoded = self._redis_checkpointer._supply_call(workflow, key, value)
+            wakeup = self._redis_scheduler._wakeup_call(workflow)
+            reply = await self._run(write, wakeup)
+        except Unanswered as error:
+            raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
         return self._redis_checkpointer._supplied(reply, encoded)
 
     async def deliver(self, workflow: str, value: object) -> Entry:
         if not self._joined:
             return await super().deliver(workflow, value)
-        write, encoded = self._redis_checkpointer._append_call(workflow, value)
-        wakeup = self._redis_scheduler._wakeup_call(workflow)
-        reply = await self._run(write, wakeup)
+        try:
+            write, encoded = self._redis_checkpointer._append_call(workflow, value)
+            wakeup = self._redis_scheduler._wakeup_call(workflow)
+            reply = await self._run(write, wakeup)
+        except Unanswered as error:
+            raise delivery_unknown(error, workflow) from error.__cause__
         return self._redis_checkpointer._appended(reply, encoded)
 
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
@@ -281,7 +288,9 @@ class RedisDurable(SplitDurable):
             took = ("EVALSHA", script.sha, len(keys), *keys, *args)
             # A take cancelled mid-wait closes the connection, which ends the blocked read
             # before it can hand an entry to a take that is gone.
-            read, reply = await lane.execute([read, took], drop_on_cancel=True)
+            read, reply = await lane.execute(
+                [read, took], drop_on_cancel=True, waits=block.total_seconds()
+            )
             if lost_group(read) and not regrouped:
                 # The server lost the queue (a wipe, or a read blocked when the key went): make
                 # it again, once, and wait on in the time left. The script behind the read
@@ -345,7 +354,9 @@ class RedisDurable(SplitDurable):
             # Cancelled mid-wait, the connection is closed, ending the BLPOP before the look
             # behind it can claim a workflow for a take that is gone.
             _, reply = await lane.execute(
-                [("BLPOP", scheduler.doorbell, f"{block:.3f}"), look], drop_on_cancel=True
+                [("BLPOP", scheduler.doorbell, f"{block:.3f}"), look],
+                drop_on_cancel=True,
+                waits=block,
             )
             if isinstance(reply, NoScriptError):  # the script cache was emptied: load it
                 reply = await script(keys=keys, args=args)

@@ -17,10 +17,15 @@ and it runs only while a reply is outstanding.
 - A caller cancelled while its replies are outstanding leaves the connection as it is: its
   replies are read and dropped. With `drop_on_cancel` the connection is closed instead, which
   ends a blocking read on the server before it can hand anything to a caller who has gone.
-- A connection that fails (reset, closed, a read timeout) fails every caller with a reply
-  outstanding on it: a command written and not answered may or may not have run, so the lane
+- A connection that fails (reset, closed) fails every caller with a reply outstanding on it
+  (`bounds.Lost`): a command written and not answered may or may not have run, so the lane
   never sends it again. A connection the server closed while the lane sat idle is noticed
   before anything is written on it, and opened again.
+- Each call is bounded (`bounds.call_bound` of the pool: the client's `call_timeout`, or its
+  `socket_timeout`), plus the `waits` it declares for a command the server holds on purpose
+  (a `BLOCK`): past that the connection is closed, failing the calls behind it too, and the
+  call raises `bounds.TimedOut`. The replies themselves are read with no timeout of their
+  own, so a reply that takes its `BLOCK` is never cut short, and a timer per read is saved.
 - The connection is checked out of the client's pool, so closing the client closes it. A
   pool with room (`KEEP_FROM` connections or more: redis-py's default has no bound) lends it
   for the lane's life. A tighter one gets it back whenever no reply is outstanding, so a lane
@@ -30,14 +35,17 @@ and it runs only while a reply is outstanding.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
 from redis.asyncio.connection import AbstractConnection, ConnectionPool
 from redis.exceptions import ConnectionError, ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from durability.cancelling import stop_if_cancelled
+from durability.redis.bounds import call_bound, lost, timed_out, where
 
 __all__ = ["Lane", "Unsendable"]
 
@@ -62,10 +70,15 @@ class Unsendable(ValueError):
 class Lane:
     """Pipelines every caller's commands on one connection of `pool` (see the module doc)."""
 
-    __slots__ = ("_connection", "_keep", "_opening", "_pool", "_reading", "_waiting")
+    __slots__ = (
+        "_bound", "_connection", "_keep", "_opening", "_pool", "_reading", "_waiting", "_where"
+    )
 
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
+        kwargs = getattr(pool, "connection_kwargs", {})
+        self._bound = call_bound(kwargs)
+        self._where = where(kwargs)
         self._keep = getattr(pool, "max_connections", KEEP_FROM) >= KEEP_FROM
         self._connection: AbstractConnection | None = None
         self._opening = asyncio.Lock()
@@ -73,9 +86,39 @@ class Lane:
         self._reading: asyncio.Task[None] | None = None
 
     async def execute(
-        self, commands: Sequence[Sequence[Any]], *, drop_on_cancel: bool = False
+        self,
+        commands: Sequence[Sequence[Any]],
+        *,
+        drop_on_cancel: bool = False,
+        waits: float = 0.0,
     ) -> list[Any]:
-        """The replies to `commands`, in order; an error reply is its `ResponseError`."""
+        """The replies to `commands`, in order; an error reply is its `ResponseError`.
+
+        `waits` is how long (seconds) the server may hold them on purpose (a `BLOCK`): the
+        call's bound starts after it."""
+        bound = self._bound
+        limit = asyncio.timeout(None if bound is None else bound + waits)
+        try:
+            async with limit:
+                return await self._execute(commands, drop_on_cancel)
+        except TimeoutError as error:
+            if bound is None or not limit.expired():
+                raise
+            connection = self._connection
+            if connection is not None:
+                # Replies that come later must not be read as the next call's; the reader,
+                # its socket closed, fails the calls behind this one.
+                await connection.disconnect(nowait=True)
+            raise timed_out(self._where, bound) from error
+        except (ConnectionError, RedisTimeoutError) as error:  # opening it again, say
+            translated = lost(self._where, error)
+            if translated is error:
+                raise
+            raise translated from error
+
+    async def _execute(
+        self, commands: Sequence[Sequence[Any]], drop_on_cancel: bool
+    ) -> list[Any]:
         connection = self._connection
         # While the connection opens, its socket is up before its handshake is answered: a
         # command written then would have its reply read by the handshake, and the
@@ -108,17 +151,19 @@ class Lane:
             self._reading = loop.create_task(self._read(connection, self._waiting))
         try:
             if writer.transport.get_write_buffer_size():  # the kernel took less than all of it
-                async with asyncio.timeout(connection.socket_timeout):
+                try:
                     await writer.drain()
+                except OSError as error:  # the reader fails the other callers
+                    replies.cancel()
+                    await connection.disconnect(nowait=True)
+                    failed = ConnectionError(f"writing to Redis failed: {error!r}")
+                    failed.__cause__ = error
+                    raise lost(self._where, failed) from failed
             return await replies
         except asyncio.CancelledError:
             if drop_on_cancel and (replies.cancelled() or not replies.done()):
                 await connection.disconnect(nowait=True)
             raise
-        except (OSError, TimeoutError) as error:  # the reader fails the other callers
-            replies.cancel()
-            await connection.disconnect(nowait=True)
-            raise ConnectionError(f"writing to Redis failed: {error!r}") from error
 
     async def _open(self) -> AbstractConnection:
         async with self._opening:
@@ -133,7 +178,13 @@ class Lane:
                 # replies to the old commands, shifting every reply after them.
                 self._abandon()
                 await connection.disconnect(nowait=True)
-                await connection.connect()
+                try:
+                    await connection.connect()
+                except BaseException:
+                    # Cut short mid-handshake (by the call's bound, say), the socket may be up
+                    # with the handshake's replies still to come: never write on it.
+                    await connection.disconnect(nowait=True)
+                    raise
             if not _usable(connection):
                 raise TypeError(
                     f"{type(connection).__name__} has no open stream a Lane can write on"
@@ -145,11 +196,13 @@ class Lane:
         and stop its reader; the next commands get a queue (and a reader) of their own."""
         waiting, self._waiting = self._waiting, deque()
         reading, self._reading = self._reading, None
-        lost = ConnectionError("Redis closed the connection with replies outstanding")
+        closed = lost(
+            self._where, ConnectionError("Redis closed the connection with replies outstanding")
+        )
         while waiting:
             _, _, future = waiting.popleft()
             if not future.done():
-                future.set_exception(lost)
+                future.set_exception(closed)
         if reading is not None:
             reading.cancel()
 
@@ -164,7 +217,8 @@ class Lane:
             while waiting:
                 count, replies, future = waiting[0]
                 try:
-                    reply = await connection.read_response()
+                    # No timeout per reply (see the module doc): `execute` bounds each call.
+                    reply = await connection.read_response(timeout=math.inf)
                 except ResponseError as error:
                     reply = error
                 replies.append(reply)
@@ -181,7 +235,7 @@ class Lane:
                 if isinstance(error, asyncio.CancelledError):
                     future.cancel()
                 else:
-                    future.set_exception(error)
+                    future.set_exception(lost(self._where, error))
             if not isinstance(error, Exception):
                 raise
         finally:

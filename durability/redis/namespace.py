@@ -13,6 +13,7 @@ worker then agrees on what "now" is whatever its own clock says.
 
 from __future__ import annotations
 
+import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -20,6 +21,7 @@ from durability.interfaces import Footprint
 
 __all__ = [
     "DEFAULT",
+    "LONGEST_NAMESPACE",
     "block_slice",
     "check_namespace",
     "footprint",
@@ -34,14 +36,30 @@ __all__ = [
 DEFAULT = "durability"
 
 
+#: The longest namespace: it starts every key name, sent with every command.
+LONGEST_NAMESPACE = 200
+
+
 def check_namespace(namespace: str) -> str:
-    """Refuse a namespace that cannot be a hash tag: empty, or holding a brace."""
+    """Refuse a namespace that cannot start every key: empty or over `LONGEST_NAMESPACE`
+    characters, holding a brace (it is the queue keys' hash tag), a control character (NUL
+    among them: a key an operator could not type or read) or a lone surrogate (not UTF-8)."""
     if not isinstance(namespace, str):
         raise TypeError(f"namespace must be a str, not {type(namespace).__name__}")
-    if not namespace:
-        raise ValueError("namespace must not be empty")
+    if not 1 <= len(namespace) <= LONGEST_NAMESPACE:
+        shown = repr(namespace) if len(namespace) <= 40 else f"{namespace[:40]!r}..."
+        raise ValueError(
+            f"namespace must be 1 to {LONGEST_NAMESPACE} characters, got {len(namespace)}:"
+            f" {shown}"
+        )
     if "{" in namespace or "}" in namespace:
         raise ValueError(f"namespace {namespace!r} may not hold '{{' or '}}': it is the hash tag")
+    for character in namespace:
+        if unicodedata.category(character) in ("Cc", "Cs"):
+            raise ValueError(
+                f"namespace {namespace!r} may not hold a control character or a lone"
+                f" surrogate (found {character!r})"
+            )
     return namespace
 
 
@@ -101,24 +119,23 @@ def from_ms(value: object) -> datetime:
     return datetime(1970, 1, 1, tzinfo=UTC) + timedelta(milliseconds=float(text(value)))
 
 
-#: redis-py applies this read timeout when the client was built without one (redis-py >= 6).
-_CLIENT_DEFAULT_TIMEOUT = 5.0
-
-
 def block_slice(redis: Any) -> timedelta | None:
     """The longest server-side `BLOCK` a read on this client may ask for, or None (unbounded).
 
-    redis-py gives every reply `socket_timeout` seconds (5 by default) and drops the connection
-    when one is late, so a `BLOCK` longer than that would be cut by the client, not the server.
-    A blocking read is therefore split into slices that end a safe margin before the timeout.
+    redis-py gives every reply `socket_timeout` seconds (5 by default), and a `Bounded`
+    connection its `call_timeout` (`bounds.call_bound`), dropping the connection when one is
+    late, so a `BLOCK` longer than that would be cut by the client, not the server. A blocking
+    read is therefore split into slices that end a safe margin before the timeout.
     """
+    from durability.redis.bounds import call_bound
+
     pool = getattr(redis, "connection_pool", None)
     kwargs = getattr(pool, "connection_kwargs", None)
     if kwargs is None:  # RedisCluster keeps the per-node kwargs on itself
         kwargs = getattr(redis, "connection_kwargs", None) or {}
-    timeout = kwargs.get("socket_timeout", _CLIENT_DEFAULT_TIMEOUT)
+    timeout = call_bound(kwargs)
     if timeout is None:
         return None
-    seconds = float(timeout)
+    seconds = timeout
     margin = min(1.0, seconds / 2)
     return timedelta(seconds=max(seconds - margin, 0.001))

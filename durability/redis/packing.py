@@ -22,8 +22,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from redis.asyncio.connection import Connection
-
+from durability.redis.bounds import Bounded
 from durability.redis.lua import script_name
 from durability.traffic import Traffic
 
@@ -36,9 +35,9 @@ except ImportError:  # pragma: no cover - hiredis is installed wherever the test
 __all__ = ["PackedConnection"]
 
 
-class PackedConnection(Connection):
+class PackedConnection(Bounded):
     """A `redis.asyncio.connection.Connection` that packs commands with hiredis and counts
-    them into `traffic` (see above)."""
+    them into `traffic` (see above), each call bounded by `call_timeout` (`bounds.Bounded`)."""
 
     def __init__(self, *, traffic: Traffic | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

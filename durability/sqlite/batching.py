@@ -148,11 +148,13 @@ class GroupCommit:
         try:
             outcomes = await self._hop(functools.partial(self._commit, gathering))
         except asyncio.CancelledError:
-            for _, _, reply in gathering.items:
+            for _, _, reply in gathering.take():
                 reply.cancel()
             raise
         except BaseException as error:
-            for _, _, reply in gathering.items:
+            # Taken here if the hop failed before the thread took it (the file gone, say):
+            # else later writes would join a gathering nothing will ever send.
+            for _, _, reply in gathering.take():
                 if not reply.done():
                     reply.set_exception(error)
             return

@@ -26,6 +26,17 @@ for the write lock and needs no lock of its own. aiosqlite has no public "run th
 the connection's thread", so `_run` uses its queue (`Connection._execute`, present since the
 first releases); it is the only place that touches aiosqlite's internals.
 
+A lock another process holds past `busy_timeout` (`call_timeout_ms` through `open_durable`:
+the bound of a call on this store, since SQLite waits for nothing else) fails the call with
+`Locked`: an `Unanswered`, and still the `sqlite3.OperationalError` it was, so code that tells
+a busy file by that error goes on doing so.
+
+A file removed (or replaced) after it was opened would take writes without a word: SQLite
+writes on through its open descriptors to a file no one can open again, and all of it is lost
+at close. So every hop to a thread first checks that the path still names the file it opened
+(one `stat`), and fails with `Gone` if not, as it does for SQLite's own "unable to open" and
+I/O errors: an `Unanswered`, and a `sqlite3.OperationalError`, with nothing read or written.
+
 Times are the host's clock (`now_us`), read inside the transaction after the lock is taken, so
 the order of timestamps follows the order of commits across processes on one machine. The
 writer also knows it as the SQL function `durability_now_us()`, for a write that is one
@@ -39,6 +50,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import os
 import random
 import re
 import sqlite3
@@ -54,11 +66,14 @@ from typing import Literal, TypeVar, cast
 import aiosqlite
 
 from durability.interfaces import NotMigrated, positive
+from durability.outage import Unanswered
 from durability.sqlite.batching import GroupCommit, transaction
 from durability.sqlite.doorbell import Doorbell
 from durability.traffic import Traffic
 
 __all__ = [
+    "Gone",
+    "Locked",
     "SqliteDatabase",
     "busy",
     "Synchronous",
@@ -118,16 +133,39 @@ def _not_migrated(error: sqlite3.OperationalError) -> bool:
     return str(error).startswith(("no such table: durability_", "no such table: main.durability_"))
 
 
-def _translated(error: BaseException) -> BaseException:
-    """The error a caller should see for `error`: `NotMigrated` for a missing table of ours."""
-    if isinstance(error, sqlite3.OperationalError) and _not_migrated(error):
-        migrated = NotMigrated(
+class Locked(sqlite3.OperationalError, Unanswered):
+    """The file stayed locked by another connection past the busy timeout (see above)."""
+
+
+class Gone(sqlite3.OperationalError, Unanswered):
+    """The file was removed or replaced since it was opened, or SQLite cannot reach it."""
+
+
+def _translated(
+    error: BaseException, path: Path | None = None, busy_timeout: timedelta | None = None
+) -> BaseException:
+    """The error a caller should see for `error`: `NotMigrated` for a missing table of ours,
+    `Locked` for a file another connection kept locked."""
+    if not isinstance(error, sqlite3.OperationalError) or isinstance(error, Unanswered):
+        return error
+    translated: BaseException | None = None
+    if _not_migrated(error):
+        translated = NotMigrated(
             f"{error}: run `await durability.sqlite.migrate(database)` once before using the"
             " SQLite stores"
         )
-        migrated.__cause__ = error
-        return migrated
-    return error
+    elif "unable to open" in str(error) or "disk I/O error" in str(error):
+        translated = Gone(f"the SQLite file {str(path)!r} cannot be reached: {error}")
+    elif busy(error):
+        waited = "" if busy_timeout is None else f" of {busy_timeout.total_seconds():g} s"
+        translated = Locked(
+            f"the SQLite file {str(path)!r} stayed locked by another connection past the busy"
+            f" timeout{waited}: {error}"
+        )
+    if translated is None:
+        return error
+    translated.__cause__ = error
+    return translated
 
 
 class Signal(asyncio.Event):
@@ -157,6 +195,11 @@ class SqliteDatabase:
     ) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
+        # Which file the path named when it was opened (see the module doc); absolute, so a
+        # change of working directory does not change it.
+        self._absolute = os.path.abspath(path)
+        opened = os.stat(self._absolute)
+        self._identity = (opened.st_dev, opened.st_ino)
         self._writer = writer
         self._writer_raw = writer_raw
         self._reader = reader
@@ -175,10 +218,13 @@ class SqliteDatabase:
         self._counters = {id(raw): self.traffic.counter() for raw in (writer_raw, reader_raw)}
         self._traced: Callable[[str], object] | None = None
         self._commits = GroupCommit(
-            writer_raw, functools.partial(self._run, writer), _translated
+            writer_raw, functools.partial(self._run, writer), self._translated
         )
 
     # -- running SQL -------------------------------------------------------------------
+
+    def _translated(self, error: BaseException) -> BaseException:
+        return _translated(error, self.path, self.busy_timeout)
 
     async def _run(self, connection: aiosqlite.Connection, work: Callable[[], T]) -> T:
         # The connection's own queue: `work` runs on its thread, after anything queued earlier.
@@ -188,12 +234,28 @@ class SqliteDatabase:
         )
         self.traffic.round_trip()
         try:
-            return await execute(work)
+            return await execute(functools.partial(self._there_then, work))
         except sqlite3.OperationalError as error:
-            translated = _translated(error)
+            translated = self._translated(error)
             if translated is error:
                 raise
             raise translated from error
+
+    def _there_then(self, work: Callable[[], T]) -> T:
+        """On a connection's thread: `work()`, once the path still names the file opened."""
+        try:
+            found = os.stat(self._absolute)
+        except OSError as error:
+            raise Gone(
+                f"the SQLite file {str(self.path)!r} was removed after it was opened: nothing"
+                " more is read from it or written to it"
+            ) from error
+        if (found.st_dev, found.st_ino) != self._identity:
+            raise Gone(
+                f"the SQLite file {str(self.path)!r} was removed and another put in its place"
+                " after it was opened: nothing more is read from it or written to it"
+            )
+        return work()
 
     async def write(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work(connection)` as one write transaction; its result, or its exception after

@@ -26,6 +26,7 @@ from durability.interfaces import (
     check_workflow,
     positive,
 )
+from durability.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.sqlite.checkpointer import (
     Claimed,
     SqliteCheckpointer,
@@ -89,7 +90,10 @@ class SqliteDurable(Inspected):
             ready_step(connection, queue, workflow)
             return recorded
 
-        text, first = await self._checkpointer.database.write(work)
+        try:
+            text, first = await self._checkpointer.database.write(work)
+        except Unanswered as error:
+            raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
         self._checkpointer.database.notify(queue)
         return Recorded(codec.decode(text), first)
 
@@ -104,7 +108,10 @@ class SqliteDurable(Inspected):
             ready_step(connection, queue, workflow)
             return key
 
-        key = await self._checkpointer.database.write(work)
+        try:
+            key = await self._checkpointer.database.write(work)
+        except Unanswered as error:
+            raise delivery_unknown(error, workflow) from error.__cause__
         self._checkpointer.database.notify(queue)
         return Entry(key, codec.decode(encoded))
 

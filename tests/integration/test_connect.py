@@ -11,6 +11,7 @@ import subprocess
 import sys
 from datetime import timedelta
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -40,6 +41,9 @@ async def test_memory_url_opens_a_fresh_memory_store_with_the_lease_given() -> N
         ("sqlite:///tmp/x.db?journal=wal", "journal"),
         ("redis://127.0.0.1:6379/0?cluster=maybe", "cluster"),
         ("postgresql://postgres@127.0.0.1:5432/test?notify=sometimes", "notify"),
+        ("redis://127.0.0.1:1/0?call_timeout_ms=0", "call_timeout_ms"),
+        ("postgresql://postgres@127.0.0.1:1/test?call_timeout_ms=-5", "call_timeout_ms"),
+        ("sqlite:///tmp/x.db?call_timeout_ms=soon", "call_timeout_ms"),
     ],
 )
 async def test_a_url_no_store_answers_is_refused_by_name(url: str, named: str) -> None:
@@ -98,6 +102,54 @@ async def test_an_unknown_option_is_refused_by_name_with_the_allowed_ones(
             pass
     for option in listed:
         assert option in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("url", "named"),
+    [
+        # redis-py reads a path that is not a number as database 0, and a ?db= over the path.
+        (f"redis://{NOWHERE}/3x", "database"),
+        (f"redis://{NOWHERE}/abc", "database"),
+        (f"redis://{NOWHERE}/-1", "database"),
+        (f"redis://{NOWHERE}/3?db=4", "database"),
+        (f"redis://{NOWHERE}/0/1", "database"),
+        # No host is not "localhost": a URL that forgot its host must not find a server.
+        ("redis:///0?namespace=nohost-refused", "host"),
+        (f"redis://{NOWHERE.split(':')[0]}:port/0", "port"),
+        # A space pasted around a URL is dropped by the URL parser and never seen again.
+        (f" redis://{NOWHERE}/0", "space"),
+        (f"redis://{NOWHERE}/0 ", "space"),
+        (f"postgresql://postgres@{NOWHERE}/db\n", "space"),
+        ("sqlite:///tmp/x.db\t", "space"),
+        (f"redis://{NOWHERE}/0?namespace=a\nb", "control"),
+        # libpq would say only "missing '='" about what the URL parser left of it.
+        ("postgresql://", "host"),
+        ("postgres://", "host"),
+        # A namespace is part of every key: bounded, printable, no hash-tag braces.
+        (f"redis://{NOWHERE}/0?namespace=", "namespace"),
+        (f"redis://{NOWHERE}/0?namespace=a%00b", "namespace"),
+        (f"redis://{NOWHERE}/0?namespace=a%1Bb", "namespace"),
+        (f"redis://{NOWHERE}/0?namespace=a%7Fb", "namespace"),
+        (f"redis://{NOWHERE}/0?namespace={'n' * 201}", "namespace"),
+        (f"redis://{NOWHERE}/0?namespace=a%7Bb%7D", "namespace"),
+    ],
+)
+async def test_a_setting_the_driver_would_misread_is_refused_by_name(url: str, named: str) -> None:
+    with pytest.raises(ValueError, match=named):
+        async with open_durable(url):
+            pass
+
+
+async def test_a_postgres_url_with_no_host_in_it_keeps_its_meaning(postgres_database: str) -> None:
+    # `postgresql:///db?host=...` (the form a local socket takes): the URL must reach libpq
+    # whole, not as `postgresql:/db`, which libpq cannot read.
+    parts = urlsplit(postgres_database)
+    url = f"postgresql:///{parts.path.strip('/')}?host={parts.hostname}&user={parts.username}"
+    if parts.port:
+        url += f"&port={parts.port}"
+    async with open_durable(f"{url}&queue=nohost") as durable:
+        await durable.arrive("nohost-w", "k", 1)
+        assert await durable.checkpointer.load("nohost-w") == {"k": 1}
 
 
 @pytest.mark.parametrize(

@@ -108,6 +108,50 @@ async def test_open_durable_reaches_a_cluster_by_url(cluster_ports: list[int]) -
         assert await durable.delete("cl-url-1") == 1
 
 
+async def test_a_frozen_cluster_fails_calls_with_the_library_error_and_serves_again(
+    redis_cluster: RedisCluster, cluster_ports: list[int]
+) -> None:
+    import os
+    import signal
+
+    from durability.connect import Unanswered, open_durable
+
+    pids = []
+    for node in redis_cluster.get_nodes():
+        info = await redis_cluster.info("server", target_nodes=node)
+        pids.append(int(info["process_id"]))
+    url = (
+        f"redis://127.0.0.1:{cluster_ports[0]}/0?cluster=on&scheduler=set&namespace=cl-frozen"
+        "&call_timeout_ms=300"
+    )
+    async with open_durable(url) as durable:
+        await durable.arrive("cl-frozen-1", "order", 1)
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)  # every node: connections open, nothing answers
+        try:
+            for call in (
+                lambda: durable.arrive("cl-frozen-2", "order", 2),
+                lambda: durable.status("cl-frozen-1"),  # type: ignore[attr-defined]
+                lambda: durable.checkpointer.load("cl-frozen-1"),
+            ):
+                async with asyncio.timeout(30):  # a bound on a hang, not a timing
+                    with pytest.raises(Unanswered) as raised:
+                        await call()
+                assert raised.value.__cause__ is not None
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
+        async with asyncio.timeout(30):
+            while True:
+                try:
+                    assert await durable.checkpointer.load("cl-frozen-1") == {"order": 1}
+                    break
+                except Unanswered:
+                    await asyncio.sleep(0.1)
+        await durable.delete("cl-frozen-1")
+        await durable.delete("cl-frozen-2")
+
+
 async def test_expired_standings_are_left_out_and_swept_across_the_nodes(
     redis_cluster: RedisCluster, fresh_id: str
 ) -> None:

@@ -9,6 +9,7 @@ import pytest
 from redis.asyncio import Redis
 
 from durability.interfaces import Delivery, Scheduler
+from durability.redis import RedisCheckpointer, RedisSetScheduler
 from durability.redis.stream import GROUP, RedisStreamScheduler
 from durability.testing.conformance import MakeScheduler, SchedulerContract, SchedulerModelContract
 
@@ -220,6 +221,22 @@ async def test_wake_due_with_no_sleepers_returns_none(redis: Redis, namespace: s
 def test_a_namespace_that_cannot_be_a_hash_tag_is_refused(redis: Redis, bad: str) -> None:
     with pytest.raises(ValueError):
         RedisStreamScheduler(redis=redis, namespace=bad)
+
+
+@pytest.mark.parametrize(
+    "bad", ["a\x00b", "tab\there", "\x1b[31m", "del\x7f", "c1\x85", "n" * 201, "\ud800"]
+)
+def test_a_namespace_that_would_break_keys_is_refused_wherever_a_store_is_built(
+    redis: Redis, bad: str
+) -> None:
+    for build in (
+        lambda: RedisStreamScheduler(redis=redis, namespace=bad),
+        lambda: RedisSetScheduler(redis=redis, namespace=bad),
+        lambda: RedisCheckpointer(redis=redis, namespace=bad),
+    ):
+        with pytest.raises(ValueError, match="namespace"):
+            build()
+    RedisStreamScheduler(redis=redis, namespace="n" * 200)  # the longest allowed
 
 
 async def test_bad_workflow_ids_and_timings_are_refused(redis: Redis, namespace: str) -> None:
