@@ -186,6 +186,9 @@ class MemoryCheckpointer:
             raise TypeError(f"the memory store performs MemoryEffect, not {type(effect).__name__}")
         now = self._clock()
         state = self._live(holder, now)
+        # A transact under a live claim is a sign of life whether or not its key was recorded
+        # before, as on every store: renewed first, so the early answer renews too.
+        state.claim.until = max(state.claim.until, min(now + holder.alive, state.claim.deadline))
         held = state.records.get(key)
         if held is not None:
             return Recorded(self._codec.decode(held[0]), False)
@@ -193,7 +196,6 @@ class MemoryCheckpointer:
         # after the effect: a MemoryEffect must return a value its codec can hold.
         result = effect.apply()
         encoded = self._codec.encode(result)
-        state.claim.until = max(state.claim.until, min(now + holder.alive, state.claim.deadline))
         return self._write(state, key, encoded, now)
 
     @_counted

@@ -120,3 +120,19 @@ def test_the_suite_imports_no_store_driver() -> None:
         [sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, check=True
     )
     assert loaded.stdout.strip() == "[]"
+
+
+async def test_a_transact_of_a_key_recorded_before_still_renews_the_claim() -> None:
+    # Found by the checkpoint model (TestMemoryCheckpointerModel) in a fresh clone: the memory
+    # store answered such a transact early without renewing, and the pass was fenced later.
+    from datetime import UTC, datetime
+
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    store = MemoryCheckpointer(clock=lambda: now[0])
+    holder = await store.claim("renewed", timedelta(minutes=10), timedelta(seconds=10))
+    assert holder is not None
+    await store.supply("renewed", "a", 0)
+    now[0] += timedelta(seconds=9)
+    await store.transact(holder, "a", MemoryEffect(lambda: 1))
+    now[0] += timedelta(seconds=3)  # 12 s after the claim, 3 s after the transact
+    await store.record(holder, "b", 1)  # Fenced if the transact did not renew
