@@ -46,14 +46,13 @@ STORES = ("redis-stream", "redis-set", "postgres", "sqlite")
 #: The faults each store meets in turn, one every `fault_every` seconds. SQLite has no server
 #: and no connection to cut: its fault is another process holding the file's write lock past
 #: the worker's busy timeout (5 s), so the worker's writes fail as locked and it must come
-#: back from that on its own, the error path a long run would otherwise never walk.
+#: back from that on its own, the error path a long run would otherwise never walk. The lock
+#: is held `Settings.lock_hold_s` (8 s by default).
 FAULTS: dict[str, tuple[str, ...]] = {
     "redis": ("connections-cut", "server-restart", "connections-cut", "server-restart-hard"),
     "postgres": ("connections-cut", "server-restart", "connections-cut", "server-restart-hard"),
     "sqlite": ("write-lock",),
 }
-#: How long the SQLite fault holds the write lock: past the store's 5 s busy timeout.
-LOCK_HOLD_S = 8.0
 
 #: (metric, unit) sampled for every store; `stream_length` only for the stream scheduler.
 METRICS = (("rss", "MiB"), ("fds", "descriptors"), ("connections", "sockets"),
@@ -71,6 +70,7 @@ class Settings:
     nap_ms: int = 100
     lease_s: float = 5.0
     drain_s: float = 180.0
+    lock_hold_s: float = 8.0
     seed: int = 24
 
 
@@ -228,7 +228,8 @@ class Soak:
     async def fault(self, kind: str) -> str:
         assert self.worker is not None
         if kind == "write-lock":
-            return await asyncio.to_thread(_hold_write_lock, self.sqlite_path, LOCK_HOLD_S)
+            return await asyncio.to_thread(_hold_write_lock, self.sqlite_path,
+                                           self.settings.lock_hold_s)
         assert self.server is not None
         if kind == "connections-cut":
             ports = [p for p, _ in sockets_to(self.worker.process.pid, self.server.port)]
@@ -487,7 +488,7 @@ async def soak(settings: Settings, names: list[str], *, where: Path = RESULTS,
             "experiment": NAME, "title": TITLE, "about": (__doc__ or "").strip(),
             "command": command or "python -m experiments soak",
             "mode": "quick" if settings.minutes < 60 else "full",
-            "settings": settings.__dict__, "lock_hold_s": LOCK_HOLD_S,
+            "settings": settings.__dict__,
             "faults_cycle": {k: list(v) for k, v in FAULTS.items()},
             "started": began.isoformat(timespec="seconds"),
             "elapsed_seconds": round((datetime.now(UTC) - began).total_seconds(), 1),
