@@ -198,8 +198,9 @@ def _soak(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from experiments.figures import draw
+    from experiments.results import metadata
     from experiments.runner import main_sync
-    from experiments.soak import STORES, Settings, soak
+    from experiments.soak import STORES, Settings, soak, table
 
     names = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = [n for n in names if n not in STORES]
@@ -220,6 +221,7 @@ def _soak(args: argparse.Namespace) -> int:
     bad = main_sync(soak(settings, names, where=where, command=command))
     if bad == 130:
         return 130
+    print(table(metadata("soak", where)))
     if not args.no_figures:
         print(f"drew {draw('soak', where)}")
     return 1 if bad else 0

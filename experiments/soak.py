@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     import pandas
     from matplotlib.figure import Figure
 
-__all__ = ["FAULTS", "STORES", "Settings", "draw", "soak", "summarise"]
+__all__ = ["FAULTS", "STORES", "Settings", "draw", "soak", "summarise", "table"]
 
 NAME = "soak"
 TITLE = "soak: one worker per store for an hour, a fault a minute; does anything grow?"
@@ -537,6 +537,37 @@ async def soak(settings: Settings, names: list[str], *, where: Path = RESULTS,
         say(name)(("ok " if ok else "PROBLEM ") + str({k: outcome.get(k) for k in (
             "submitted", "completed", "gave_up", "stopped_working", "error")}))
     return bad
+
+
+def table(meta: dict[str, Any]) -> str:
+    """The README's table from `soak.json`: each store's first and last sample of the soak
+    (arrivals running), with the slope per hour over its second half."""
+
+    def cell(summary: dict[str, Any], metric: str, digits: int = 0) -> str:
+        found = summary.get(metric)
+        if found is None:
+            return "—"
+        return (f"{found['start']:,.{digits}f} → {found['end']:,.{digits}f} "
+                f"(most {found['max']:,.{digits}f})")
+
+    def slope(summary: dict[str, Any], metric: str) -> str:
+        found = (summary.get(metric) or {}).get("slope_per_hour_second_half")
+        return "—" if found is None else f"{found:+.1f}"
+
+    lines = ["| store | completed | faults | RSS MiB | RSS MiB/h, 2nd half | descriptors | "
+             "connections | server's clients | queue |", "|---|---|---|---|---|---|---|---|---|"]
+    for name, store in meta["stores"].items():
+        summary = store.get("summary", {})
+        if "error" in store:
+            lines.append(f"| {name} | failed: {store['error']} | | | | | | | |")
+            continue
+        lines.append(
+            f"| {name} | {store.get('completed', 0):,} / {store.get('submitted', 0):,} | "
+            f"{len(store.get('faults', []))} | {cell(summary, 'rss', 1)} | "
+            f"{slope(summary, 'rss')} | {cell(summary, 'fds')} | "
+            f"{cell(summary, 'connections')} | {cell(summary, 'server_clients')} | "
+            f"{cell(summary, 'queue')} |")
+    return "\n".join(lines)
 
 
 def draw(frame: pandas.DataFrame) -> Figure:
