@@ -54,11 +54,12 @@ FAULTS: dict[str, tuple[str, ...]] = {
     "sqlite": ("write-lock",),
 }
 
-#: (metric, unit) sampled for every store; `stream_length` only for the stream scheduler.
+#: (metric, unit) sampled for every store; `stream_length` and `redis_lag` only for the stream
+#: scheduler, `connections` and `server_*` only where there is a server.
 METRICS = (("rss", "MiB"), ("fds", "descriptors"), ("connections", "sockets"),
            ("server_clients", "clients"), ("queue", "workflows"), ("submitted", "workflows"),
            ("completed", "workflows"), ("in_flight", "workflows"), ("stream_length", "entries"),
-           ("server_memory", "MiB"))
+           ("redis_lag", "entries"), ("server_memory", "MiB"))
 
 
 @dataclass(frozen=True)
@@ -279,7 +280,7 @@ class Soak:
         """The queue's length, asked of the API process (not the worker being measured):
         what waits to be run or woken. A stream's entries are history until trimmed, so the
         stream scheduler's queue is what its group still owes (pending and not yet read) plus
-        its sleepers, and the stream's own length is a metric of its own."""
+        its sleepers; the stream's own length and Redis's `lag` are metrics of their own."""
         assert self.api is not None
         try:
             found = await self.api.request("footprint", timeout=20)
@@ -289,7 +290,9 @@ class Soak:
         if self.backend.scheduler == "RedisStreamScheduler" and self.server is not None:
             owed = await asyncio.to_thread(_stream_owed, self.server,
                                            f"{{lab-{self.place.tag}}}:ready")
-            return {"queue": None if owed is None else owed + parts.get("sleeping", 0),
+            if owed is None:
+                return {"stream_length": parts.get("stream")}
+            return {"queue": owed[0] + parts.get("sleeping", 0), "redis_lag": owed[1],
                     "stream_length": parts.get("stream")}
         return {"queue": sum(parts.values())}
 
@@ -390,17 +393,27 @@ def _server_side(server: Restartable, place: Place) -> dict[str, float | None]:
     return {"server_clients": int(row[0]) if row else None}
 
 
-def _stream_owed(server: Restartable, stream: str) -> int | None:
+def _stream_owed(server: Restartable, stream: str) -> tuple[int, int] | None:
+    """What the stream's groups still owe (entries pending, plus entries after the group's
+    last delivered one), and the `lag` Redis reports for them. The owed count is read from
+    the entries themselves: Redis 7.0's `lag` (entries added less entries read) drifts up at
+    each restart from the AOF, by thousands, though nothing is left unread."""
     import redis
 
     client = redis.Redis.from_url(server.url, socket_timeout=5)
     try:
-        groups = client.xinfo_groups(stream)
+        owed = lag = 0
+        for group in client.xinfo_groups(stream):
+            last = group["last-delivered-id"]
+            last = last.decode() if isinstance(last, bytes) else str(last)
+            unread = client.xrange(stream, f"({last}", "+", count=100_000) or []
+            owed += int(group.get("pending") or 0) + len(unread)
+            lag += int(group.get("lag") or 0)
+        return owed, lag
     except redis.RedisError:
         return None
     finally:
         client.close()
-    return sum(int(g.get("pending") or 0) + int(g.get("lag") or 0) for g in groups)
 
 
 # -- the summary, the command, the figure -------------------------------------------------------
