@@ -595,11 +595,14 @@ def draw(frame: pandas.DataFrame) -> Figure:
     faults = frame[frame["metric"] == "fault"]
     for ax, (metric, title, unit) in zip(axes.flat, panels, strict=True):
         part = frame[frame["metric"] == metric]
-        for backend, rows in part.groupby("backend", sort=False):
+        for (backend, variant), rows in part.groupby(["backend", "variant"], sort=False,
+                                                     dropna=False):
             rows = rows.sort_values("t_s")
-            ax.plot(rows["t_s"] / 60, rows["value"], label=str(backend),
+            alone = isinstance(variant, str) and variant != ""
+            ax.plot(rows["t_s"] / 60, rows["value"],
+                    label=f"{backend}, {variant}" if alone else str(backend),
                     color=colour(str(backend)), marker=marker(str(backend)), markevery=0.1,
-                    markersize=4, linewidth=1)
+                    markersize=4, linewidth=1, linestyle="--" if alone else "-")
         for backend, rows in faults.groupby("backend", sort=False):
             ax.plot(rows["t_s"] / 60, [0] * len(rows), linestyle="none", marker="|",
                     color=colour(str(backend)), markersize=6)

@@ -54,7 +54,7 @@ async def test_a_short_soak_samples_faults_and_completes_everything(tmp_path: Pa
     metrics = {(r["backend"], r["metric"]) for r in rows}
     for name in ("redis-stream", "sqlite"):
         assert {(name, m) for m in ("rss", "fds", "queue", "completed", "fault")} <= metrics
-    assert ("redis-stream", "connections") in metrics
+    assert {("redis-stream", "connections"), ("redis-stream", "redis_lag")} <= metrics
     assert ("sqlite", "connections") not in metrics  # a file has no server to connect to
     assert draw("soak", tmp_path).exists()
 
