@@ -554,7 +554,8 @@ async def soak(settings: Settings, names: list[str], *, where: Path = RESULTS,
 
 def table(meta: dict[str, Any]) -> str:
     """The README's table from `soak.json`: each store's first and last sample of the soak
-    (arrivals running), with the slope per hour over its second half."""
+    (arrivals running) and the most it reached, the RSS slope per hour over the second half,
+    and what the queue held once the arrivals stopped and it drained."""
 
     def cell(summary: dict[str, Any], metric: str, digits: int = 0) -> str:
         found = summary.get(metric)
@@ -574,12 +575,14 @@ def table(meta: dict[str, Any]) -> str:
         if "error" in store:
             lines.append(f"| {name} | failed: {store['error']} | | | | | | | |")
             continue
+        left = (store.get("after_drain") or {}).get("queue")
+        drained = "" if left is None else f", {left:,} after the drain"
         lines.append(
             f"| {name} | {store.get('completed', 0):,} / {store.get('submitted', 0):,} | "
             f"{len(store.get('faults', []))} | {cell(summary, 'rss', 1)} | "
             f"{slope(summary, 'rss')} | {cell(summary, 'fds')} | "
             f"{cell(summary, 'connections')} | {cell(summary, 'server_clients')} | "
-            f"{cell(summary, 'queue')} |")
+            f"{cell(summary, 'queue')}{drained} |")
     return "\n".join(lines)
 
 
