@@ -478,6 +478,9 @@ async def soak(settings: Settings, names: list[str], *, where: Path = RESULTS,
     from experiments.runner import _git, versions
 
     began = datetime.now(UTC)
+    # The revision the run starts from: a commit made while it runs is not what it measured.
+    revision = _git("rev-parse", "HEAD")
+    dirty = bool(_git("status", "--porcelain", "--", "durability", "experiments"))
     calibration = await asyncio.to_thread(cpu_calibration)
     servers = Servers(("binary",))
     lab = Lab(servers, quick=settings.minutes < 60)
@@ -506,8 +509,7 @@ async def soak(settings: Settings, names: list[str], *, where: Path = RESULTS,
             "started": began.isoformat(timespec="seconds"),
             "elapsed_seconds": round((datetime.now(UTC) - began).total_seconds(), 1),
             "finished": final,
-            "git_revision": _git("rev-parse", "HEAD"),
-            "git_dirty": bool(_git("status", "--porcelain", "--", "durability", "experiments")),
+            "git_revision": revision, "git_dirty": dirty,
             "cores": os.cpu_count(), "machine": platform.platform(),
             "cpu_calibration_seconds": {"at_start": calibration},
             "versions": versions(), "stores": stores,
