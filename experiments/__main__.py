@@ -68,6 +68,19 @@ def _parser() -> argparse.ArgumentParser:
                        help=f"let --results name the reference folder {_shown(RESULTS)}/")
     chaos.add_argument("--merge", action="store_true", help="keep the earlier results of the "
                        "configurations this run does not give")
+    soak = commands.add_parser(
+        "soak", help="one worker per store, steady arrivals and a fault a minute for an hour;"
+        " sample its RSS, descriptors, connections and queue length")
+    soak.add_argument("--minutes", type=float, default=60.0, help="how long (default 60)")
+    soak.add_argument("--backends", default="redis-stream,redis-set,postgres,sqlite",
+                      help="comma-separated, run side by side (default all four)")
+    soak.add_argument("--rate", type=float, default=50.0, help="workflows a second (default 50)")
+    soak.add_argument("--fault-every", type=float, default=60.0,
+                      help="seconds between faults (default 60)")
+    soak.add_argument("--sample-every", type=float, default=5.0,
+                      help="seconds between samples (default 5)")
+    soak.add_argument("--results", default=str(RESULTS), help="where to write soak.csv/json")
+    soak.add_argument("--no-figures", action="store_true", help="draw no figure")
     report = commands.add_parser("report", help="print the comparison tables from results/")
     report.add_argument("--results", default=str(RESULTS))
     report.add_argument("--figures", action="store_true",
@@ -138,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     if args.command == "chaos":
         return _chaos(args)
+    if args.command == "soak":
+        return _soak(args)
     if args.command == "report":
         from experiments.report import report
 
@@ -259,6 +274,39 @@ def _chaos(args: argparse.Namespace) -> int:
               f"{_shown(where)}/chaos.json", file=sys.stderr)
         return 1
     return 0
+
+
+def _soak(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from experiments.figures import draw
+    from experiments.results import metadata
+    from experiments.runner import main_sync
+    from experiments.soak import STORES, Settings, soak, table
+
+    names = [b.strip() for b in args.backends.split(",") if b.strip()]
+    unknown = [n for n in names if n not in STORES]
+    if unknown or not names or len(set(names)) != len(names):
+        print(f"--backends takes distinct names from {', '.join(STORES)}; got {args.backends!r}",
+              file=sys.stderr)
+        return 2
+    for option, value in (("--minutes", args.minutes), ("--rate", args.rate),
+                          ("--fault-every", args.fault_every),
+                          ("--sample-every", args.sample_every)):
+        if not value > 0:
+            print(f"{option} must be positive, not {value:g}", file=sys.stderr)
+            return 2
+    settings = Settings(minutes=args.minutes, rate=args.rate, fault_every_s=args.fault_every,
+                        sample_s=args.sample_every)
+    command = "python -m experiments " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    where = Path(args.results)
+    bad = main_sync(soak(settings, names, where=where, command=command))
+    if bad == 130:
+        return 130
+    print(table(metadata("soak", where)))
+    if not args.no_figures:
+        print(f"drew {draw('soak', where)}")
+    return 1 if bad else 0
 
 
 def _backends(sources: tuple[str, ...] | None) -> int:

@@ -56,6 +56,9 @@ class Agent:
         self.live = False
         self.progress_every = 0
         self.emitting: frozenset[str] = frozenset()
+        #: Whether `started` keeps each workflow's first start (the experiments that read it
+        #: back); the soak turns it off, or this dict would be the growth its RSS shows.
+        self.remember = True
 
     @property
     def store(self) -> Durable:
@@ -80,7 +83,7 @@ class Agent:
         self.kinds[event.kind] += 1
         at = int(event.at * 1e9)
         if event.kind == "started":
-            if event.workflow not in self.started:
+            if self.remember and event.workflow not in self.started:
                 self.started[event.workflow] = at
             if self.first_started is None:
                 self.first_started = at
@@ -106,6 +109,7 @@ class Agent:
         self.started, self.kinds = {}, Counter()
         self.first_started = self.last_outcome = None
         self.live = bool(request.get("live", False))
+        self.remember = bool(request.get("remember", True))
         self.progress_every = int(request.get("progress_every", 0))
         self.emitting = frozenset(str(kind) for kind in request.get("emit", ()))
         if request.get("quiet"):

@@ -188,8 +188,20 @@ async def chaos(run: Run) -> object:
     return await run.step("done", lambda: "|".join(seen), as_text)
 
 
+async def soak(run: Run) -> object:
+    """The soak's small workflow: a step, a sleep of `nap_ms` (so each workflow goes through
+    the queue twice: once submitted, once woken), and a second step."""
+    order = await run.awaiting("order", as_dict)
+    first = await run.step("first", lambda: 1, as_int)
+    nap = int(str(order.get("nap_ms", 100)))
+    if nap > 0:
+        await run.sleep("nap", timedelta(milliseconds=nap))
+    return await run.step("second", functools.partial(int, first + 1), as_int)
+
+
 BODIES: dict[str, Callable[[Run], Awaitable[object]]] = {
     "chaos": chaos,
+    "soak": soak,
     "one-step": one_step,
     "waker": waker,
     "holder": holder,
