@@ -79,7 +79,13 @@ def _parser() -> argparse.ArgumentParser:
                       help="seconds between faults (default 60)")
     soak.add_argument("--sample-every", type=float, default=5.0,
                       help="seconds between samples (default 5)")
-    soak.add_argument("--results", default=str(RESULTS), help="where to write soak.csv/json")
+    soak.add_argument("--results", help="the folder to write soak.csv/json (default: a new"
+                      f" one under {_shown(SCRATCH)}/)")
+    soak.add_argument("--reference", action="store_true",
+                      help=f"write the reference in {_shown(RESULTS)}/ (an hour or more only, if"
+                      " hour-long runs are there)")
+    soak.add_argument("--force", action="store_true",
+                      help=f"let --results name the reference folder {_shown(RESULTS)}/")
     soak.add_argument("--no-figures", action="store_true", help="draw no figure")
     report = commands.add_parser("report", help="print the comparison tables from results/")
     report.add_argument("--results", default=str(RESULTS))
@@ -277,10 +283,9 @@ def _chaos(args: argparse.Namespace) -> int:
 
 
 def _soak(args: argparse.Namespace) -> int:
-    from pathlib import Path
 
     from experiments.figures import draw
-    from experiments.results import metadata
+    from experiments.results import Refused, metadata
     from experiments.runner import main_sync
     from experiments.soak import STORES, Settings, soak, table
 
@@ -299,7 +304,12 @@ def _soak(args: argparse.Namespace) -> int:
     settings = Settings(minutes=args.minutes, rate=args.rate, fault_every_s=args.fault_every,
                         sample_s=args.sample_every)
     command = "python -m experiments " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    where = Path(args.results)
+    try:
+        where = _where(args, ["soak"], "quick" if settings.minutes < 60 else "full")
+    except Refused as error:
+        print(error, file=sys.stderr)
+        return 2
+    print(f"writing to {_shown(where)}/", file=sys.stderr)
     bad = main_sync(soak(settings, names, where=where, command=command))
     if bad == 130:
         return 130

@@ -475,12 +475,12 @@ async def soak(settings: Settings, names: list[str], *, where: Path = RESULTS,
                command: str = "") -> int:
     """Soak every store of `names` side by side; write `soak.csv`/`soak.json` to `where` as it
     goes (every minute) and at the end; the number of stores that lost or left something."""
-    from experiments.runner import _git, versions
+    from experiments.provenance import git, versions
 
     began = datetime.now(UTC)
     # The revision the run starts from: a commit made while it runs is not what it measured.
-    revision = _git("rev-parse", "HEAD")
-    dirty = bool(_git("status", "--porcelain", "--", "durability", "experiments"))
+    revision = git("rev-parse", "HEAD")
+    dirty = bool(git("status", "--porcelain", "--", "durability", "experiments"))
     calibration = await asyncio.to_thread(cpu_calibration)
     servers = Servers(("binary",))
     lab = Lab(servers, quick=settings.minutes < 60)
