@@ -135,6 +135,56 @@ async def test_the_health_check_tells_a_kill_mid_question_from_a_death_and_a_han
     assert chaos.died == (["worker 1"] if ending == "died" else [])
 
 
+async def test_a_worker_the_run_kills_while_another_is_asked_is_not_counted_dead(
+        lab: Lab, tmp_path: Path) -> None:
+    """The health check asks the live workers one after another: one the run SIGKILLs while an
+    earlier one is being asked is gone by the run's own hand when its turn comes, not dead. The
+    first is stopped (SIGSTOP) until the second is reaped, so the kill lands mid-check."""
+    backend = BACKENDS["sqlite"]
+    async with lab.place(backend) as (place, _):
+        store = Store(backend, place, None, "chaos_counts", tmp_path / "chaos.db")
+        chaos = Chaos(lab, backend, "-", CI, store, tmp_path, lambda *_: None)
+        chaos.patience_s = 120.0  # the first is resumed long before: it is not hung
+        async with chaos.stack:
+            first, second = [
+                Worker(await chaos.stack.enter_async_context(
+                    lab.agent(backend, place, role="client", housekeeping=False)), serial)
+                for serial in (1, 2)]
+            chaos.workers += [first, second]
+            os.kill(first.agent.process.pid, signal.SIGSTOP)
+            try:
+                asking = asyncio.create_task(chaos.check_workers(final=False))
+                await asyncio.sleep(0.5)  # the check has begun: the first is being asked
+                second.killed = True
+                second.agent.kill()
+                await second.agent.process.wait()
+            finally:
+                os.kill(first.agent.process.pid, signal.SIGCONT)
+            await asyncio.wait_for(asking, 120)
+            first.agent.kill()
+    assert chaos.died == []
+    assert chaos.hung == []
+
+
+async def test_a_worker_dead_before_the_run_kills_it_is_still_counted_dead(
+        lab: Lab, tmp_path: Path) -> None:
+    """The run's own kills are not deaths, but a worker that had died by itself before the
+    run chose it to kill is one: the kill must not hide it."""
+    backend = BACKENDS["sqlite"]
+    async with lab.place(backend) as (place, _):
+        store = Store(backend, place, None, "chaos_counts", tmp_path / "chaos.db")
+        chaos = Chaos(lab, backend, "-", CI, store, tmp_path, lambda *_: None)
+        async with chaos.stack:
+            await store.prepare()
+            worker = await chaos.start_worker()
+            os.kill(worker.agent.process.pid, signal.SIGKILL)  # not the run's doing
+            await worker.agent.process.wait()
+            await chaos.kill_worker()
+            await chaos.check_workers(final=True)
+    assert chaos.died == ["worker 1"]
+
+
+
 def test_the_command_writes_its_results_and_exits_zero(tmp_path: Path) -> None:
     if _binaries("redis") is not None:
         pytest.skip("no redis-server")
