@@ -22,7 +22,7 @@ from collections import Counter
 from datetime import timedelta
 from typing import Any
 
-from durability import Completed, Durable, Event, Inspectable, Measured, Retry, work
+from durability import Completed, Contended, Durable, Event, Inspectable, Measured, Retry, work
 from durability.connect import open_durable
 from durability.failures import leaves
 from experiments import bodies
@@ -210,7 +210,13 @@ class Agent:
         store = self.store
         if not isinstance(store, Inspectable):
             raise TypeError(f"{type(store).__name__} offers no retry")
-        again = await store.retry(str(request["workflow"]))
+        try:
+            again = await store.retry(str(request["workflow"]))
+        except Contended:
+            # An answer, not an error: a pass still holds it (its failing pass has not let go
+            # yet), so nothing changed and the operator asks again later. `Contended` is no
+            # `Exception`: unanswered, the caller would wait out its whole timeout.
+            return {"retried": False, "contended": True, "at": now_ns()}
         return {"retried": again, "at": now_ns()}
 
     async def load(self, request: Message) -> Message:

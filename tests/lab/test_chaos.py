@@ -18,11 +18,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from durability.connect import open_durable
 from experiments.backends import BACKENDS
 from experiments.chaos import (
     CONFIGURATIONS,
@@ -183,6 +185,20 @@ async def test_a_worker_dead_before_the_run_kills_it_is_still_counted_dead(
             await chaos.check_workers(final=True)
     assert chaos.died == ["worker 1"]
 
+
+async def test_the_api_answers_a_retry_that_a_live_pass_holds_off(lab: Lab) -> None:
+    """`durable.retry` of a workflow a live pass holds raises `Contended`, which is no
+    `Exception`: the API agent answers that nothing was retried, as it answers any other
+    retry, instead of leaving the lab's request unanswered until its timeout."""
+    backend = BACKENDS["sqlite"]
+    async with lab.place(backend) as (place, _), open_durable(backend.url(place)) as durable, \
+            lab.agent(backend, place, role="client", housekeeping=False) as api:
+        holder = await durable.checkpointer.claim(
+            "held-1", timedelta(minutes=5), timedelta(minutes=5))
+        assert holder is not None
+        reply = await api.request("retry", timeout=120, workflow="held-1")
+    assert reply["retried"] is False
+    assert reply["contended"] is True
 
 
 def test_the_command_writes_its_results_and_exits_zero(tmp_path: Path) -> None:
