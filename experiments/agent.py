@@ -212,11 +212,12 @@ class Agent:
             raise TypeError(f"{type(store).__name__} offers no retry")
         try:
             again = await store.retry(str(request["workflow"]))
-        except Contended:
-            # An answer, not an error: a pass still holds it (its failing pass has not let go
-            # yet), so nothing changed and the operator asks again later. `Contended` is no
-            # `Exception`: unanswered, the caller would wait out its whole timeout.
-            return {"retried": False, "contended": True, "at": now_ns()}
+        except Contended as error:
+            # An error, not "nothing to retry": the claim in the way may be this caller's own
+            # retry, cut off halfway (its record and `queued` written, its wakeup not), which
+            # only asking again finishes. Answered here since `Contended` is no `Exception`:
+            # unanswered, the caller would wait out its whole timeout before asking again.
+            return {"error": f"Contended: {error}"}
         return {"retried": again, "at": now_ns()}
 
     async def load(self, request: Message) -> Message:

@@ -35,7 +35,7 @@ from experiments.chaos import (
     failed,
     run_one,
 )
-from experiments.harness import Lab
+from experiments.harness import AgentFailed, Lab
 from experiments.servers import Servers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -186,19 +186,19 @@ async def test_a_worker_dead_before_the_run_kills_it_is_still_counted_dead(
     assert chaos.died == ["worker 1"]
 
 
-async def test_the_api_answers_a_retry_that_a_live_pass_holds_off(lab: Lab) -> None:
-    """`durable.retry` of a workflow a live pass holds raises `Contended`, which is no
-    `Exception`: the API agent answers that nothing was retried, as it answers any other
-    retry, instead of leaving the lab's request unanswered until its timeout."""
+async def test_the_api_answers_a_retry_that_a_live_claim_holds_off_as_an_error(lab: Lab) -> None:
+    """`durable.retry` of a workflow a live claim holds raises `Contended`, which is no
+    `Exception`: the API agent answers it as the error it is (the caller asks again: the claim
+    may be its own retry, cut off halfway), instead of leaving the request unanswered until
+    its timeout."""
     backend = BACKENDS["sqlite"]
     async with lab.place(backend) as (place, _), open_durable(backend.url(place)) as durable, \
             lab.agent(backend, place, role="client", housekeeping=False) as api:
         holder = await durable.checkpointer.claim(
             "held-1", timedelta(minutes=5), timedelta(minutes=5))
         assert holder is not None
-        reply = await api.request("retry", timeout=120, workflow="held-1")
-    assert reply["retried"] is False
-    assert reply["contended"] is True
+        with pytest.raises(AgentFailed, match="Contended"):
+            await api.request("retry", timeout=120, workflow="held-1")
 
 
 def test_the_command_writes_its_results_and_exits_zero(tmp_path: Path) -> None:
