@@ -216,10 +216,12 @@ class Agent:
             raise TypeError(f"{type(store).__name__} offers no retry")
         try:
             again = await store.retry(str(request["workflow"]))
-        except Contended:
-            # A live pass holds it (an earlier retry's, say): nothing to do now. Answered, not
-            # raised: `Contended` is not an `Exception`, so the request would go unanswered.
-            return {"retried": False, "contended": True, "at": now_ns()}
+        except Contended as error:
+            # An error, not "nothing to retry": the claim in the way may be this caller's own
+            # retry, cut off halfway (its record and `queued` written, its wakeup not), which
+            # only asking again finishes. Answered here since `Contended` is no `Exception`:
+            # unanswered, the caller would wait out its whole timeout before asking again.
+            return {"error": f"Contended: {error}"}
         return {"retried": again, "at": now_ns()}
 
     async def load(self, request: Message) -> Message:

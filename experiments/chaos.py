@@ -517,7 +517,7 @@ class Chaos:
                 continue
             kind = first.pop() if first else self.rng.choices(kinds, weights)[0]
             if kind == "worker-kill":
-                await self._kill_worker()
+                await self.kill_worker()
             elif kind == "connections-cut":
                 at = time.time_ns()
                 cut = await self.store.cut()
@@ -530,9 +530,13 @@ class Chaos:
         return after is not None and self.wipe_at is None and \
             sum(p.submitted_at is not None for p in self.plans.values()) >= after
 
-    async def _kill_worker(self) -> None:
+    async def kill_worker(self) -> None:
+        """SIGKILL a live worker chosen at random, and start another in its place."""
         live = [w for w in self.workers if not w.killed]
         victim = self.rng.choice(live)
+        name = f"worker {victim.serial}"
+        if victim.agent.gone and name not in self.died:
+            self.died.append(name)  # it ended before the run came to kill it: a death of its own
         victim.killed = True
         pid = victim.agent.process.pid
         at = victim.agent.kill()
@@ -575,8 +579,7 @@ class Chaos:
         for worker in [w for w in self.workers if not w.killed]:
             name = f"worker {worker.serial}"
             if worker.killed:
-                # The run killed it while this check asked the workers before it (a race: the
-                # 10,000-workflow run counted such a worker as one that died on its own).
+                # The run killed it while an earlier worker was being asked: gone, not dead.
                 continue
             if worker.agent.process.returncode is not None:
                 if name not in self.died:

@@ -18,11 +18,13 @@ import signal
 import subprocess
 import sys
 from collections.abc import AsyncIterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from durability.connect import open_durable
 from experiments.backends import BACKENDS
 from experiments.chaos import (
     CONFIGURATIONS,
@@ -33,7 +35,7 @@ from experiments.chaos import (
     failed,
     run_one,
 )
-from experiments.harness import Lab
+from experiments.harness import AgentFailed, Lab
 from experiments.servers import Servers
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -135,6 +137,70 @@ async def test_the_health_check_tells_a_kill_mid_question_from_a_death_and_a_han
     assert chaos.died == (["worker 1"] if ending == "died" else [])
 
 
+async def test_a_worker_the_run_kills_while_another_is_asked_is_not_counted_dead(
+        lab: Lab, tmp_path: Path) -> None:
+    """The health check asks the live workers one after another: one the run SIGKILLs while an
+    earlier one is being asked is gone by the run's own hand when its turn comes, not dead. The
+    first is stopped (SIGSTOP) until the second is reaped, so the kill lands mid-check."""
+    backend = BACKENDS["sqlite"]
+    async with lab.place(backend) as (place, _):
+        store = Store(backend, place, None, "chaos_counts", tmp_path / "chaos.db")
+        chaos = Chaos(lab, backend, "-", CI, store, tmp_path, lambda *_: None)
+        chaos.patience_s = 120.0  # the first is resumed long before: it is not hung
+        async with chaos.stack:
+            first, second = [
+                Worker(await chaos.stack.enter_async_context(
+                    lab.agent(backend, place, role="client", housekeeping=False)), serial)
+                for serial in (1, 2)]
+            chaos.workers += [first, second]
+            os.kill(first.agent.process.pid, signal.SIGSTOP)
+            try:
+                asking = asyncio.create_task(chaos.check_workers(final=False))
+                await asyncio.sleep(0.5)  # the check has begun: the first is being asked
+                second.killed = True
+                second.agent.kill()
+                await second.agent.process.wait()
+            finally:
+                os.kill(first.agent.process.pid, signal.SIGCONT)
+            await asyncio.wait_for(asking, 120)
+            first.agent.kill()
+    assert chaos.died == []
+    assert chaos.hung == []
+
+
+async def test_a_worker_dead_before_the_run_kills_it_is_still_counted_dead(
+        lab: Lab, tmp_path: Path) -> None:
+    """The run's own kills are not deaths, but a worker that had died by itself before the
+    run chose it to kill is one: the kill must not hide it."""
+    backend = BACKENDS["sqlite"]
+    async with lab.place(backend) as (place, _):
+        store = Store(backend, place, None, "chaos_counts", tmp_path / "chaos.db")
+        chaos = Chaos(lab, backend, "-", CI, store, tmp_path, lambda *_: None)
+        async with chaos.stack:
+            await store.prepare()
+            worker = await chaos.start_worker()
+            os.kill(worker.agent.process.pid, signal.SIGKILL)  # not the run's doing
+            await worker.agent.process.wait()
+            await chaos.kill_worker()
+            await chaos.check_workers(final=True)
+    assert chaos.died == ["worker 1"]
+
+
+async def test_the_api_answers_a_retry_that_a_live_claim_holds_off_as_an_error(lab: Lab) -> None:
+    """`durable.retry` of a workflow a live claim holds raises `Contended`, which is no
+    `Exception`: the API agent answers it as the error it is (the caller asks again: the claim
+    may be its own retry, cut off halfway), instead of leaving the request unanswered until
+    its timeout."""
+    backend = BACKENDS["sqlite"]
+    async with lab.place(backend) as (place, _), open_durable(backend.url(place)) as durable, \
+            lab.agent(backend, place, role="client", housekeeping=False) as api:
+        holder = await durable.checkpointer.claim(
+            "held-1", timedelta(minutes=5), timedelta(minutes=5))
+        assert holder is not None
+        with pytest.raises(AgentFailed, match="Contended"):
+            await api.request("retry", timeout=120, workflow="held-1")
+
+
 def test_the_command_writes_its_results_and_exits_zero(tmp_path: Path) -> None:
     if _binaries("redis") is not None:
         pytest.skip("no redis-server")
@@ -159,55 +225,3 @@ def test_an_unknown_backend_is_refused_by_name() -> None:
     )
     assert done.returncode == 2
     assert "memory" in done.stderr and "redis-stream" in done.stderr
-
-
-async def test_the_agent_answers_a_retry_that_a_live_pass_holds_up() -> None:
-    # Found by the 10,000-workflow run: `durable.retry` raises `Contended` (not an Exception)
-    # while a pass holds the workflow, so the agent's handler died and the operator's request
-    # waited out its whole timeout.
-    from datetime import timedelta
-
-    from experiments.agent import Agent
-    from experiments.protocol import AgentLoop
-
-    agent = Agent(AgentLoop())
-    await agent.open({"url": "memory://"})
-    try:
-        minute = timedelta(minutes=1)
-        held = await agent.store.checkpointer.claim("held", minute, minute)
-        assert held is not None
-        answer = await agent.retry({"workflow": "held"})
-        assert answer["retried"] is False and answer["contended"] is True
-    finally:
-        await agent.stack.aclose()
-
-
-async def test_a_worker_killed_while_the_check_asks_another_is_not_counted_as_died(
-        lab: Lab, tmp_path: Path) -> None:
-    """The check asks the workers one after another: one the run kills while the check waits
-    on an earlier one has exited by the time its turn comes, and did not die on its own."""
-    backend = BACKENDS["sqlite"]
-    async with lab.place(backend) as (place, _):
-        store = Store(backend, place, None, "chaos_counts", tmp_path / "chaos.db")
-        chaos = Chaos(lab, backend, "-", CI, store, tmp_path, lambda *_: None)
-        chaos.patience_s = 20.0
-        async with chaos.stack:
-            slow, later = [
-                Worker(await chaos.stack.enter_async_context(
-                    lab.agent(backend, place, role="client", housekeeping=False)), serial)
-                for serial in (1, 2)
-            ]
-            chaos.workers += [slow, later]
-            os.kill(slow.agent.process.pid, signal.SIGSTOP)  # the check waits on it
-            try:
-                asking = asyncio.create_task(chaos.check_workers(final=False))
-                await asyncio.sleep(0.5)
-                later.killed = True  # the run kills the next one meanwhile
-                later.agent.kill()
-                await later.agent.process.wait()
-                os.kill(slow.agent.process.pid, signal.SIGCONT)
-                await asyncio.wait_for(asking, 30)
-            finally:
-                slow.agent.kill()
-                later.agent.kill()
-    assert chaos.died == [] and chaos.hung == []
