@@ -28,7 +28,9 @@ ones, so a typo is never ignored:
   live in, created on open, default `durability`: one per application sharing a database),
   `notify` (`on`, the default: idle workers are woken by LISTEN/NOTIFY; `off` to poll
   alone), and libpq's connection parameters.
-- SQLite: `queue`, and nothing else: the file is the application's own (the namespace).
+- SQLite: `queue`, and `doorbell` (`on`, the default: the processes on the file wake each
+  other's idle readers, `durability.sqlite.doorbell`; `off` to poll alone); the file is the
+  application's own (the namespace).
 
 A store that cannot be reached fails the open within `connect_timeout` with `StoreUnavailable`
 (a `ConnectionError`) naming where it looked: a refused port, an unknown database, a server that
@@ -584,7 +586,10 @@ async def _sqlite(url: str, lease: timedelta, poll: timedelta | None) -> AsyncIt
     )
 
     parts = urlsplit(url)
-    ours, _ = _options(url, ("queue", "call_timeout_ms"))
+    ours, _ = _options(url, ("queue", "call_timeout_ms", "doorbell"))
+    doorbell = ours.get("doorbell", "on")
+    if doorbell not in ("on", "off"):
+        raise ValueError(f"doorbell must be 'on' or 'off': {_shown(url)!r}")
     path = parts.netloc + parts.path
     if not path or path == "/":
         raise ValueError(f"sqlite:// needs a file path (sqlite:///path/to/file.db), got {url!r}")
@@ -597,7 +602,9 @@ async def _sqlite(url: str, lease: timedelta, poll: timedelta | None) -> AsyncIt
     if not folder.is_dir():
         raise StoreUnavailable(f"the directory of the SQLite file {path!r} does not exist")
     try:
-        database = await open_database(path, busy_timeout=busy_timeout)
+        database = await open_database(
+            path, busy_timeout=busy_timeout, doorbell=doorbell == "on"
+        )
     except sqlite3.OperationalError as error:  # not allowed to create or open it, say
         raise StoreUnavailable(f"could not open the SQLite file {path!r}: {error}") from error
     try:

@@ -22,6 +22,7 @@ from durability.sqlite.scheduler import LOOK_AGAIN
 
 #: Longer than any wait here: a reader that polled would not see the work in time.
 SLOW_POLL = timedelta(minutes=2)
+LONG = timedelta(minutes=5)
 PATIENCE = 30.0
 
 #: A reader in a process of its own: it says when it has looked at the queue once, then waits
@@ -191,3 +192,17 @@ async def test_closing_takes_the_socket_away(path: Path) -> None:
     assert len(os.listdir(directory_of(path))) == 1
     await opened.close()
     assert os.listdir(directory_of(path)) == []
+
+
+async def test_the_url_says_whether_the_file_has_a_doorbell(tmp_path: Path) -> None:
+    from durability.connect import open_durable
+
+    for option, hears in (("", True), ("?doorbell=on", True), ("?doorbell=off", False)):
+        file = tmp_path / f"store{option.replace('?', '-').replace('=', '-')}.db"
+        async with open_durable(f"sqlite:///{file}{option}", poll=timedelta(milliseconds=5)) as d:
+            assert await d.take(timedelta(milliseconds=50), LONG, LONG) is None
+            database = d.checkpointer.database  # type: ignore[attr-defined]
+            assert database.hears_others is hears
+    with pytest.raises(ValueError, match="doorbell"):
+        async with open_durable(f"sqlite:///{tmp_path / 'x.db'}?doorbell=maybe"):
+            pass
