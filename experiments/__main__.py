@@ -35,13 +35,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="run each configuration N times, going round every backend per repeat")
     run.add_argument("--sources", help=f"where servers may come from, in order (default "
                      f"{','.join(SOURCES)}; e.g. container,binary for private servers only)")
-    run.add_argument("--results", help="the folder to write (default: a new one under "
-                     f"{_shown(SCRATCH)}/)")
-    run.add_argument("--reference", action="store_true",
-                     help=f"write the reference run in {_shown(RESULTS)}/ (refused if it would"
-                     " mix a quick run with the full ones there)")
-    run.add_argument("--force", action="store_true",
-                     help=f"let --results name the reference folder {_shown(RESULTS)}/")
+    _destination(run, "the folder to write",
+                 "refused if it would mix a quick run with the full ones there")
     run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE[,VALUE]",
                      help="override a parameter of the experiments that have it (rate=5,20;"
                      " lease_s=1; seconds=3); repeat for several")
@@ -59,13 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     chaos.add_argument("--backends", help="comma-separated: redis-stream, redis-set, postgres,"
                        " sqlite, or one Redis persistence (redis-set/none); default all")
     chaos.add_argument("--workflows", type=int, help="override the profile's workflow count")
-    chaos.add_argument("--results", help="the folder to write chaos.csv/json (default: a new"
-                       f" one under {_shown(SCRATCH)}/)")
-    chaos.add_argument("--reference", action="store_true",
-                       help=f"write the reference in {_shown(RESULTS)}/ (a full profile only, if"
-                       " full runs are there)")
-    chaos.add_argument("--force", action="store_true",
-                       help=f"let --results name the reference folder {_shown(RESULTS)}/")
+    _destination(chaos, "the folder to write chaos.csv/json",
+                 "a full profile only, if full runs are there")
     chaos.add_argument("--merge", action="store_true", help="keep the earlier results of the "
                        "configurations this run does not give")
     soak = commands.add_parser(
@@ -79,13 +69,8 @@ def _parser() -> argparse.ArgumentParser:
                       help="seconds between faults (default 60)")
     soak.add_argument("--sample-every", type=float, default=5.0,
                       help="seconds between samples (default 5)")
-    soak.add_argument("--results", help="the folder to write soak.csv/json (default: a new"
-                      f" one under {_shown(SCRATCH)}/)")
-    soak.add_argument("--reference", action="store_true",
-                      help=f"write the reference in {_shown(RESULTS)}/ (an hour or more only, if"
-                      " hour-long runs are there)")
-    soak.add_argument("--force", action="store_true",
-                      help=f"let --results name the reference folder {_shown(RESULTS)}/")
+    _destination(soak, "the folder to write soak.csv/json",
+                 "an hour or more only, if hour-long runs are there")
     soak.add_argument("--no-figures", action="store_true", help="draw no figure")
     report = commands.add_parser("report", help="print the comparison tables from results/")
     report.add_argument("--results", default=str(RESULTS))
@@ -108,6 +93,16 @@ def _shown(path: Path) -> str:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def _destination(parser: argparse.ArgumentParser, what: str, reference_rule: str) -> None:
+    """--results / --reference / --force, as every command that writes results takes them
+    (`_where` reads them)."""
+    parser.add_argument("--results", help=f"{what} (default: a new one under {_shown(SCRATCH)}/)")
+    parser.add_argument("--reference", action="store_true",
+                        help=f"write the reference in {_shown(RESULTS)}/ ({reference_rule})")
+    parser.add_argument("--force", action="store_true",
+                        help=f"let --results name the reference folder {_shown(RESULTS)}/")
 
 
 def _where(args: argparse.Namespace, names: list[str], mode: str) -> Path:

@@ -200,14 +200,23 @@ async def bounded(pool: Pool, call: Awaitable[T]) -> T:
     try:
         async with limit:
             return await call
-    except TimeoutError as error:
-        if not limit.expired():
+    except (TimeoutError, psycopg.OperationalError) as error:
+        translated = _outage(pool, bound, limit, error)
+        if translated is None:
             raise
-        raise timed_out(pool, bound) from error
-    except psycopg.OperationalError as error:
-        if not _gone(error):
-            raise
-        raise lost(pool, error) from error
+        raise translated from error
+
+
+def _outage(
+    pool: Pool, bound: float | None, limit: asyncio.Timeout, error: Exception
+) -> Exception | None:
+    """The library's error for what a bounded call raised (its bound ran out, or the server
+    went away), or None for an error of another kind, to be raised as it is."""
+    if isinstance(error, TimeoutError):
+        return timed_out(pool, bound) if limit.expired() else None
+    if isinstance(error, psycopg.OperationalError) and _gone(error):
+        return lost(pool, error)
+    return None
 
 
 @asynccontextmanager
@@ -223,14 +232,11 @@ async def borrowed(pool: Pool) -> AsyncIterator[AsyncConnection[Any]]:
         if not _ours_missing(error):
             raise
         raise _not_migrated(error) from error
-    except TimeoutError as error:
-        if not limit.expired():
+    except (TimeoutError, psycopg.OperationalError) as error:
+        translated = _outage(pool, bound, limit, error)
+        if translated is None:
             raise
-        raise timed_out(pool, bound) from error
-    except psycopg.OperationalError as error:
-        if not _gone(error):
-            raise
-        raise lost(pool, error) from error
+        raise translated from error
 
 
 async def run(conn: AsyncConnection[Any], sql: str, params: Params) -> AsyncCursor[TupleRow]:
