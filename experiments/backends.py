@@ -67,7 +67,7 @@ _NOT_MEMORY = frozenset({"takeover"})  # one process: nothing to kill and take o
 _POLLED = frozenset({"growth"})
 #: The same scheduler code on another server version: measured where the version matters.
 _SAME_CODE = frozenset({"takeover", "scaling", "wakeups"})
-_OURS_ONLY = frozenset({"growth", "takeover", "scaling", "wakeups"})
+_OURS_ONLY = frozenset({"growth", "scaling", "wakeups"})
 _CLUSTER = frozenset({"idle", "growth", "takeover", "scaling", "wakeups"})
 
 BACKENDS: dict[str, Backend] = {

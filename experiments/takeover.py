@@ -10,6 +10,12 @@ kill to the other worker's "started" event is the takeover; the design's bound i
 lease + tick. Each trial's victim is replaced by a fresh worker, the workflow is deleted, and
 the workers sit idle for a moment before the next submission, so every trial meets survivors
 waiting for work, as a real takeover does.
+
+A rival (`backend.rival`) is measured the same way at its own settings for the question
+(`RECOVERIES`: saq's sweep, arq's in-progress expiry, streaq's reclaim, pgqueuer's heartbeat,
+procrastinate's stalled-job retry), each made from the lease (1 s, or the smallest the rival
+takes), killed a tick and a half into a job (`mid-job`). A rival that does not run the job
+again within `patience_s` gives a `not_taken_over` row instead, and `summary` says why.
 """
 
 from __future__ import annotations
@@ -17,10 +23,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from experiments.backends import Backend, Place
-from experiments.harness import Agent, Lab
+from experiments.harness import Agent, AgentFailed, Lab
 
 NAME = "takeover"
 TITLE = "takeover of a killed worker's workflow"
@@ -33,10 +40,46 @@ LEASES_S = (0.5, 1.0, 2.0, 5.0)
 SETTLE_S = 0.7
 PHASES = ("mid-step", "after-write")
 #: What a run may set beside the configurations' own parameters (`experiments.overrides`).
-SETTINGS = {"trials": "kills per configuration"}
+SETTINGS = {"trials": "kills per configuration",
+            "patience_s": "how long to wait for a rival's takeover before calling it never"}
+#: The lease a rival's settings are made from: 1 s, the smallest saq's whole seconds allow.
+RIVAL_LEASE_S = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class Recovery:
+    """How a rival takes over a dead worker's job: what it sets (`setting`, made from the
+    lease), and, where it never does, why (`never`)."""
+
+    setting: str
+    never: str = ""
+
+
+#: Each rival's ways of running a dead worker's job again, as its agent names them
+#: (`experiments.rivals.<rival>` says how each is set).
+RECOVERIES: dict[str, dict[str, Recovery]] = {
+    "saq": {
+        "sweep": Recovery("job heartbeat=lease, timeout=0, retries=2; sweep every lease"),
+        "sweep-default-retries": Recovery(
+            "the same with saq's default retries=1",
+            never="retries=1: the sweep finishes a stuck job as aborted"),
+    },
+    "arq": {"expiry": Recovery("job_timeout=lease: in-progress key expires after lease + 10 s")},
+    "streaq": {"reclaim": Recovery("idle_timeout=lease (XAUTOCLAIM of idle entries)")},
+    "pgqueuer": {"heartbeat": Recovery("heartbeat_timeout=lease, dequeue_timeout=lease")},
+    "procrastinate": {
+        "retry-stalled": Recovery("worker heartbeat every lease/4; a periodic task each second"
+                                  " retries get_stalled_jobs(seconds_since_heartbeat=lease)"),
+        "none": Recovery("worker heartbeat every lease/4, no retrying task",
+                         never="nothing retries a stalled job unless the application does"),
+    },
+}
 
 
 def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
+    if backend.rival is not None:
+        return [{"lease_s": RIVAL_LEASE_S, "phase": "mid-job", "recovery": recovery}
+                for recovery in RECOVERIES[backend.rival]]
     leases = (0.5,) if quick else LEASES_S
     return [{"lease_s": lease, "phase": phase} for lease in leases for phase in PHASES]
 
@@ -50,6 +93,8 @@ def tick_for(lease_s: float) -> float:
 
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
+    if backend.rival is not None:
+        return await _rival(lab, backend, params)
     lease, phase = float(params["lease_s"]), str(params["phase"])
     tick = tick_for(lease)
     rows: list[dict[str, Any]] = []
@@ -82,11 +127,51 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
     return rows
 
 
+async def _rival(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """A rival's takeover: the same kill, the same two workers, at its own settings. Its job
+    cannot be deleted under the survivor as our workflow is, so a job holds only a little
+    past the kill (`hold`), and the survivor finishes it before the next trial."""
+    lease, recovery = float(params["lease_s"]), str(params["recovery"])
+    tick, hold = tick_for(lease), 2 * lease
+    patience = float(params.get("patience_s") or lease * 6 + 20)
+    options = f"takeover={recovery}"
+    rows: list[dict[str, Any]] = []
+    async with lab.place(backend, keep=True) as (place, _), contextlib.AsyncExitStack() as stack:
+        client = await stack.enter_async_context(
+            lab.agent(backend, place, role="client", housekeeping=False,
+                      lease_ms=lease * 1000, options=options))
+        workers = [await _worker(lab, backend, place, lease, tick, stack, options, hold)
+                   for _ in range(2)]
+        await asyncio.sleep(SETTLE_S)
+        for trial in range(int(params.get("trials") or trials(lab.quick))):
+            job = f"to{uuid.uuid4().hex[:8]}"
+            await client.request("submit", prefix=job, rate=1000.0, count=1, seed=trial)
+            victim = await _first_holding(workers, f"{job}-0", patience=30 + lease * 3)
+            await asyncio.sleep(1.5 * tick)
+            killed = victim.kill()
+            survivor = next(w for w in workers if w is not victim)
+            try:
+                started = await survivor.event("started", f"{job}-0", timeout=patience)
+            except (AgentFailed, TimeoutError):  # the wait ran out: not taken over
+                rows.append({"trial": trial, "tick_s": tick, "metric": "not_taken_over",
+                             "value": patience, "unit": "s"})
+            else:
+                rows.append({"trial": trial, "tick_s": tick, "metric": "takeover",
+                             "value": (started["at"] - killed) / 1e9, "unit": "s"})
+                await asyncio.sleep(hold)  # the survivor's run of it ends
+            workers = [survivor,
+                       await _worker(lab, backend, place, lease, tick, stack, options, hold)]
+            await asyncio.sleep(SETTLE_S)
+    return rows
+
+
 async def _worker(lab: Lab, backend: Backend, place: Place, lease: float, tick: float,
-                  stack: contextlib.AsyncExitStack) -> Agent:
+                  stack: contextlib.AsyncExitStack, options: str = "",
+                  hold: float | None = None) -> Agent:
     agent: Agent = await stack.enter_async_context(
-        lab.agent(backend, place, lease_ms=lease * 1000))
-    await agent.request("work", body="holder", live=True, tick_ms=tick * 1000)
+        lab.agent(backend, place, lease_ms=lease * 1000, options=options))
+    await agent.request("work", body="holder", live=True, tick_ms=tick * 1000,
+                        hold_ms=None if hold is None else hold * 1000)
     return agent
 
 
@@ -105,16 +190,46 @@ async def _first_holding(workers: list[Agent], workflow: str, patience: float) -
 
 
 def summary(frame: Any) -> Any:
-    rows = frame[frame["metric"] == "takeover"]
-    table = rows.groupby(["backend", "lease_s", "phase"], sort=False)["value"].agg(
-        n="count", median="median", min="min", max="max").reset_index()
+    """Per backend, lease and phase (and a rival's recovery): the trials, the takeover's
+    median, min and max, against lease + tick for ours; for a rival what it was set to and,
+    where no trial was taken over, "never" and why."""
+    frame = frame.assign(recovery=frame["recovery"].fillna("") if "recovery" in frame
+                         else "")
+    keys = ["backend", "lease_s", "phase", "recovery"]
+    trials_ = frame[frame["metric"].isin(["takeover", "not_taken_over"])]
+    table = trials_.groupby(keys, sort=False)["metric"].agg(n="count").reset_index()
+    took = frame[frame["metric"] == "takeover"].groupby(keys)["value"]
+    stats = took.agg(["count", "median", "min", "max"])
+    for column in ("median", "min", "max"):
+        table[column] = [stats[column].get(tuple(k), float("nan")) for k in
+                         table[keys].itertuples(index=False)]
+    table["taken_over"] = [int(stats["count"].get(tuple(k), 0)) for k in
+                           table[keys].itertuples(index=False)]
     bound = frame[frame["metric"] == "lease_plus_tick"].groupby(
         ["backend", "lease_s", "phase"])["value"].first()
     table["lease_plus_tick"] = [bound.get((b, lease, p), float("nan")) for b, lease, p in
                                 zip(table["backend"], table["lease_s"], table["phase"],
                                     strict=True)]
     table["median_vs_bound"] = table["median"] / table["lease_plus_tick"]
+    table["setting"] = [_recovery(b, r).setting for b, r in
+                        zip(table["backend"], table["recovery"], strict=True)]
+    table["note"] = [_note(b, r, n, t) for b, r, n, t in
+                     zip(table["backend"], table["recovery"], table["n"], table["taken_over"],
+                         strict=True)]
     return table
+
+
+def _recovery(backend: str, recovery: str) -> Recovery:
+    return RECOVERIES.get(backend, {}).get(recovery, Recovery(""))
+
+
+def _note(backend: str, recovery: str, n: int, taken: int) -> str:
+    """"never: why" where no trial was taken over, "k of n" where only some were."""
+    if taken == n:
+        return ""
+    if taken == 0:
+        return f"never: {_recovery(backend, recovery).never or 'not in the patience given'}"
+    return f"{taken} of {n} taken over"
 
 
 def draw(frame: Any) -> Any:
