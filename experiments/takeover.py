@@ -49,7 +49,8 @@ RIVAL_LEASE_S = 1.0
 @dataclass(frozen=True, slots=True)
 class Recovery:
     """How a rival takes over a dead worker's job: what it sets (`setting`, made from the
-    lease), and, where it never does, why (`never`)."""
+    lease: `{L}` is the lease, `{Q}` a quarter of it), and, where it never does, why
+    (`never`)."""
 
     setting: str
     never: str = ""
@@ -59,18 +60,18 @@ class Recovery:
 #: (`experiments.rivals.<rival>` says how each is set).
 RECOVERIES: dict[str, dict[str, Recovery]] = {
     "saq": {
-        "sweep": Recovery("job heartbeat=lease, timeout=0, retries=2; sweep every lease"),
+        "sweep": Recovery("heartbeat={L} s, timeout=0, retries=2, sweep each {L} s"),
         "sweep-default-retries": Recovery(
-            "the same with saq's default retries=1",
+            "heartbeat={L} s, timeout=0, retries=1, sweep each {L} s",
             never="retries=1: the sweep finishes a stuck job as aborted"),
     },
-    "arq": {"expiry": Recovery("job_timeout=lease: in-progress key expires after lease + 10 s")},
-    "streaq": {"reclaim": Recovery("idle_timeout=lease (XAUTOCLAIM of idle entries)")},
-    "pgqueuer": {"heartbeat": Recovery("heartbeat_timeout=lease, dequeue_timeout=lease")},
+    "arq": {"expiry": Recovery("job_timeout={L} s: in-progress key lives {L} + 10 s")},
+    "streaq": {"reclaim": Recovery("idle_timeout={L} s")},
+    "pgqueuer": {"heartbeat": Recovery("heartbeat_timeout={L} s, dequeue_timeout={L} s")},
     "procrastinate": {
-        "retry-stalled": Recovery("worker heartbeat every lease/4; a periodic task each second"
-                                  " retries get_stalled_jobs(seconds_since_heartbeat=lease)"),
-        "none": Recovery("worker heartbeat every lease/4, no retrying task",
+        "retry-stalled": Recovery("heartbeat each {Q} s; each 1 s a task retries jobs"
+                                  " stalled {L} s"),
+        "none": Recovery("heartbeat each {Q} s, no task retrying stalled jobs",
                          never="nothing retries a stalled job unless the application does"),
     },
 }
@@ -211,8 +212,9 @@ def summary(frame: Any) -> Any:
                                 zip(table["backend"], table["lease_s"], table["phase"],
                                     strict=True)]
     table["median_vs_bound"] = table["median"] / table["lease_plus_tick"]
-    table["setting"] = [_recovery(b, r).setting for b, r in
-                        zip(table["backend"], table["recovery"], strict=True)]
+    table["setting"] = [_recovery(b, r).setting.format(L=f"{lease:g}", Q=f"{lease / 4:g}")
+                        for b, r, lease in zip(table["backend"], table["recovery"],
+                                               table["lease_s"], strict=True)]
     table["note"] = [_note(b, r, n, t) for b, r, n, t in
                      zip(table["backend"], table["recovery"], table["n"], table["taken_over"],
                          strict=True)]
@@ -235,9 +237,12 @@ def _note(backend: str, recovery: str, n: int, taken: int) -> str:
 def draw(frame: Any) -> Any:
     from experiments.figures import colour, figure, label, marker
 
-    fig, axes = figure(columns=2, width=6.5, height=4.5)
     table = summary(frame)
-    for ax, phase in zip(axes[0], PHASES, strict=True):
+    rivals = table[table["phase"] == "mid-job"]
+    fig, axes = figure(columns=3 if len(rivals) else 2, width=6.5, height=4.5)
+    if len(rivals):
+        _draw_rivals(axes[0][2], rivals)
+    for ax, phase in zip(axes[0][:2], PHASES, strict=True):
         part = table[table["phase"] == phase]
         for backend, group in part.groupby("backend", sort=False):
             ax.errorbar(group["lease_s"], group["median"],
@@ -258,3 +263,23 @@ def draw(frame: Any) -> Any:
               "kill → other worker's pass starts (s; median, min to max)")
         ax.legend(loc="upper left")
     return fig
+
+
+def _draw_rivals(ax: Any, table: Any) -> None:
+    """The rivals' takeovers as bars (median, min to max), "never" written where it was."""
+    from experiments.figures import colour, label
+
+    names = [f"{b} ({r})" for b, r in zip(table["backend"], table["recovery"], strict=True)]
+    y = list(range(len(table)))
+    medians = table["median"].fillna(0)
+    ax.barh(y, medians, color=[colour(str(b)) for b in table["backend"]],
+            xerr=[(table["median"] - table["min"]).fillna(0),
+                  (table["max"] - table["median"]).fillna(0)], capsize=3)
+    for i, (median, note) in enumerate(zip(table["median"], table["note"], strict=True)):
+        text = note.split(":")[0] if note else f"{median:.2g} s"
+        ax.annotate(text, (0 if note.startswith("never") else median, i), xytext=(4, 0),
+                    textcoords="offset points", va="center")
+    ax.set_yticks(y, names)
+    ax.invert_yaxis()
+    label(ax, "Rivals, killed mid-job (settings from a 1 s lease)", "kill → another worker"
+          " runs the job (s; median, min to max)", "")
