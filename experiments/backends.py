@@ -69,7 +69,7 @@ _POLLED = frozenset({"growth"})
 _SAME_CODE = frozenset({"takeover", "scaling", "wakeups"})
 #: `scaling` times our stores' own operations (claim + load, take, `wake_due`): a rival has
 #: none of them. Every other experiment asks its question of the rivals too.
-_OURS_ONLY = frozenset({"scaling", "wakeups"})
+_OURS_ONLY = frozenset({"scaling"})
 _CLUSTER = frozenset({"idle", "growth", "takeover", "scaling", "wakeups"})
 
 BACKENDS: dict[str, Backend] = {

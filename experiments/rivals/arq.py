@@ -97,6 +97,10 @@ class Arq:
     async def enqueue(self, key: str) -> None:
         await self.client.enqueue_job(JOB, key)
 
+    async def enqueue_once(self, key: str) -> bool:
+        # arq refuses a job id that is queued, running or has a result kept (None).
+        return await self.client.enqueue_job(JOB, key, _job_id=key) is not None
+
     async def footprint(self) -> dict[str, Any]:
         assert self.opening is not None
         return await footprint.redis(self.opening.base, self.opening.queue, "arq:*",

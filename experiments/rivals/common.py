@@ -70,6 +70,7 @@ class Ledger:
     def __init__(self, emit: Callable[..., None] | None = None, *, hold_s: float = 0.0,
                  beat_s: float = 1.0) -> None:
         self.started: dict[str, int] = {}
+        self.runs: Counter[str] = Counter()  # starts by key: a job run again counts twice
         self.kinds: Counter[str] = Counter({"started": 0, "outcome": 0})
         self.first_started: int | None = None
         self.last_outcome: int | None = None
@@ -84,6 +85,7 @@ class Ledger:
         outcome."""
         at = now_ns()
         self.started.setdefault(key, at)
+        self.runs[key] += 1
         self.kinds["started"] += 1  # every start: a job run twice shows as more than keys
         if self.first_started is None:
             self.first_started = at
@@ -122,6 +124,11 @@ class Rival(Protocol):
 
     async def enqueue(self, key: str) -> None:
         """Enqueue one job for workflow `key`."""
+        ...
+
+    async def enqueue_once(self, key: str) -> bool:
+        """Enqueue a job for workflow `key` under the rival's own way of keeping one job per
+        key (a job id, a dedupe key, a lock); False where the rival refused it."""
         ...
 
     async def close(self) -> None:
@@ -193,6 +200,16 @@ class Agent:
         await asyncio.gather(*(one(i) for i in range(count)))
         return {"seconds": (now_ns() - began) / 1e9}
 
+    async def enqueue(self, request: Message) -> Message:
+        """One job for `workflow`: with `once`, under the rival's key for it."""
+        key = str(request["workflow"])
+        if request.get("once"):
+            accepted = await self.rival.enqueue_once(key)
+        else:
+            await self.rival.enqueue(key)
+            accepted = True
+        return {"accepted": accepted, "at": now_ns()}
+
     async def mark(self, request: Message) -> Message:
         ledger = self.ledger
         return {
@@ -201,6 +218,7 @@ class Agent:
             "requests": {},  # a rival's requests are counted by its server (`Counters`)
             "round_trips": 0,
             "kinds": dict(ledger.kinds),
+            "runs": dict(ledger.runs),
             "outcomes": ledger.kinds["outcome"],
             "first_started": ledger.first_started,
             "last_outcome": ledger.last_outcome,
@@ -214,7 +232,8 @@ class Agent:
         if self.working:
             self.working = False
             await self.rival.halt()
-        return {"started": dict(self.ledger.started), "kinds": dict(self.ledger.kinds)}
+        return {"started": dict(self.ledger.started), "kinds": dict(self.ledger.kinds),
+                "runs": dict(self.ledger.runs)}
 
     async def close(self, request: Message) -> Message:
         await self.shut()
@@ -228,7 +247,7 @@ class Agent:
             await self.rival.close()
 
 
-OPS = ("open", "work", "submit", "preload", "mark", "footprint", "stop", "close")
+OPS = ("open", "work", "submit", "preload", "enqueue", "mark", "footprint", "stop", "close")
 
 
 async def _main(rival: Rival) -> None:

@@ -40,6 +40,7 @@ from typing import Any
 
 import asyncpg
 from pgqueuer import PgQueuer
+from pgqueuer.errors import DuplicateJobError
 from pgqueuer.queries import Queries
 
 from experiments.rivals import footprint
@@ -122,6 +123,14 @@ class Pgqueuer:
 
     async def enqueue(self, key: str) -> None:
         await self.queries.enqueue(JOB, key.encode())
+
+    async def enqueue_once(self, key: str) -> bool:
+        # A dedupe key is refused while a job holding it is queued or picked.
+        try:
+            await self.queries.enqueue(JOB, key.encode(), dedupe_key=key)
+        except DuplicateJobError:
+            return False
+        return True
 
     async def footprint(self) -> dict[str, Any]:
         assert self.opening is not None

@@ -135,6 +135,15 @@ class Procrastinate:
     async def enqueue(self, key: str) -> None:
         await self.task.defer_async(workflow=key)
 
+    async def enqueue_once(self, key: str) -> bool:
+        # A queueing lock refuses a second job only while one waits (`todo`); the lock runs
+        # jobs holding it one after another.
+        try:
+            await self.task.configure(queueing_lock=key, lock=key).defer_async(workflow=key)
+        except procrastinate.exceptions.AlreadyEnqueued:
+            return False
+        return True
+
     async def footprint(self) -> dict[str, Any]:
         assert self.opening is not None
         return await footprint.postgres(self.opening.base, TABLES)

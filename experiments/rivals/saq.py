@@ -97,6 +97,11 @@ class Saq:
     async def enqueue(self, key: str) -> None:
         await self.queue.enqueue(JOB, workflow=key, **self.job)
 
+    async def enqueue_once(self, key: str) -> bool:
+        # saq refuses a job whose key is queued or running (it answers None).
+        job = await self.queue.enqueue(JOB, workflow=key, key=key, **self.job)
+        return job is not None
+
     async def footprint(self) -> dict[str, Any]:
         assert self.opening is not None
         return await footprint.redis(self.opening.base, self.opening.queue,

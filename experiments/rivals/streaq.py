@@ -106,6 +106,9 @@ class Streaq:
     async def enqueue(self, key: str) -> None:
         await self.task.enqueue(key)
 
+    async def enqueue_once(self, key: str) -> bool:
+        raise NotImplementedError("streaq has no key per job (`unique` is one per function)")
+
     async def footprint(self) -> dict[str, Any]:
         assert self.opening is not None
         return await footprint.redis(self.opening.base, self.opening.queue,
