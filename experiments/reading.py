@@ -206,6 +206,7 @@ def overview(where: Path | None = None) -> Any:
         column = "peak queue" if row["trimming"] in ("", True, "True") else "peak, untrimmed"
         put(row["backend"], column, row["peak_entries"])
     takeover = table("takeover", where)
+    takeover = takeover[takeover["phase"] != "mid-job"]  # a rival's lease is its own: 1 s
     if len(takeover):
         lease = 1.0 if (takeover["lease_s"] == 1.0).any() else float(takeover["lease_s"].min())
         part = takeover[(takeover["lease_s"] == lease) & (takeover["phase"] == "mid-step")]
