@@ -11,14 +11,15 @@ the peak and final size per configuration.
 A rival has no durable sleep: each of our wakeups is a pass through the queue, so a rival is
 given as many one-step jobs as our workflows wake, at the same rate, and its queue counted the
 same way (`experiments.rivals.footprint`; a Redis rival on a server of its own, since arq
-does not name its keys after the queue), with its defaults (`trimming` False) and with its own
-cleanup setting (True; `CLEANUP` says what each is).
+does not name its keys after the queue), until it has run them all, with its defaults
+(`trimming` False) and with its own cleanup setting (True; `CLEANUP` says what each is).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from experiments.backends import Backend
@@ -43,6 +44,9 @@ def plan(quick: bool) -> dict[str, float]:
             "sample": 0.5, "trim_every_ms": 5_000}
 
 
+#: How long a rival that fell behind the submissions may take to finish them before the
+#: last samples (some run a few hundred jobs a second here, where ours are given 200 a second).
+DRAIN_S = 240.0
 #: Each rival's queue at its defaults and with its own cleanup setting (None: it has none).
 CLEANUP: dict[str, tuple[str, str | None]] = {
     "saq": ("job ttl=600 s (its default): a finished job's key is kept 10 minutes",
@@ -107,9 +111,13 @@ async def _rival(lab: Lab, backend: Backend, p: dict[str, float], cleanup: bool,
         lab.agent(backend, place, role="client", housekeeping=False, options=options) as client,
     ):
         await worker.request("work", body="one-step", pool=64)
+
+        async def finished() -> bool:
+            return int((await worker.request("mark"))["outcomes"]) >= count
+
         samples = await _sampled(client, p, p["seconds"] + p["tail"], client.request(
             "submit", prefix=f"gr{uuid.uuid4().hex[:6]}", rate=count / p["seconds"],
-            count=count, seed=7, timeout=900))
+            count=count, seed=7, timeout=900), finished)
         done = await worker.request("mark")
         await worker.request("stop")
     return [*_rows(samples),
@@ -118,19 +126,34 @@ async def _rival(lab: Lab, backend: Backend, p: dict[str, float], cleanup: bool,
             {"metric": "completed", "value": done["kinds"].get("outcome", 0), "unit": "jobs"}]
 
 
-async def _sampled(client: Agent, p: dict[str, float], end: float, submitting: Any
+async def _sampled(client: Agent, p: dict[str, float], end: float, submitting: Any,
+                   finished: Callable[[], Awaitable[bool]] | None = None
                    ) -> list[dict[str, Any]]:
     """The queue's footprint every `sample` seconds from now until `end`, while the
-    submission `submitting` runs (awaited before returning)."""
-    began = asyncio.get_running_loop().time()
+    submission `submitting` runs (awaited before returning); with `finished`, on until it
+    says every job is done (at most `DRAIN_S` more) and `tail` after that, so the last sample
+    is the queue after every job, not one still working through a backlog."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
     running = asyncio.ensure_future(submitting)
     samples: list[dict[str, Any]] = []
+
+    async def sample() -> None:
+        found = await client.request("footprint")
+        samples.append({"t": loop.time() - began, **found})
+        await asyncio.sleep(p["sample"])
+
     try:
-        while (now := asyncio.get_running_loop().time() - began) < end:
-            found = await client.request("footprint")
-            samples.append({"t": now, **found})
-            await asyncio.sleep(p["sample"])
+        while loop.time() - began < end:
+            await sample()
         await running
+        if finished is not None:
+            drained = loop.time() + DRAIN_S
+            while loop.time() < drained and not await finished():
+                await sample()
+            tail = loop.time() + p["tail"]
+            while loop.time() < tail:
+                await sample()
     finally:
         running.cancel()
     return samples
