@@ -3,6 +3,8 @@
     import experiments as lab
     frame = await lab.run("latency", backends=["memory", "sqlite"], quick=True)   # a notebook
     lab.use(frame.attrs["where"]); lab.table("latency")                           # read it
+    lab.register("mine", "mypkg.mymod:open_store", like="sqlite")   # a scheduler of your own
+    lab.conformance("mine")                                          # the store contract on it
 
     python -m experiments run [NAME ...] [--backends ...] [--quick] [--repeat N]
     python -m experiments report        the comparison tables from a run's folder
@@ -20,14 +22,15 @@ every agent process, so importing it loads nothing heavy: the readers come on fi
 
 from typing import Any
 
-from experiments.api import parameters, run, run_sync, use, where
+from experiments.api import conformance, found, parameters, register, run, run_sync, use, where
 from experiments.catalogue import EXPERIMENTS
 
 #: The notebooks' readers, from `experiments.reading`, loaded (with pandas) when first asked.
 _READERS = ("blank", "figure", "frame", "ms", "overview", "pick", "prose", "reads", "run_line",
             "say", "table")
 
-__all__ = ["EXPERIMENTS", "parameters", "run", "run_sync", "use", "where", *_READERS]
+__all__ = ["EXPERIMENTS", "conformance", "found", "parameters", "register", "run", "run_sync",
+           "use", "where", *_READERS]
 
 
 def __getattr__(name: str) -> Any:

@@ -34,6 +34,7 @@ from experiments.harness import Lab, cpu_calibration, rivals_python
 from experiments.overrides import apply
 from experiments.progress import bars
 from experiments.provenance import git, rivals, versions
+from experiments.registry import described
 from experiments.results import guard, metadata, scratch, write
 from experiments.servers import Servers
 
@@ -228,6 +229,8 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
         "side_by_side": int(experiment.SIDE_BY_SIDE) if side_by_side else 1,
         "configurations": [{"backend": b.name, **p} for b, p in plan],
         "overrides": {key: list(values) for key, values in overrides.items()},
+        # What a backend of someone's own was, so its rows say what made them.
+        "registered": {b.name: described(b) for b in chosen if b.registered},
     }
     if merge and (where / f"{name}.csv").exists():
         rows, meta = _merged(name, where, rows, meta, {b.name for b in chosen})
