@@ -88,6 +88,9 @@ def _parser() -> argparse.ArgumentParser:
     books.add_argument("names", nargs="*", help="which notebooks (default: all)")
     books.add_argument("--results", help="execute them on this run's folder instead, and write "
                        "them into its notebooks/ (the committed ones stay on the reference)")
+    books = commands.add_parser("workbooks", help="write the notebooks that run experiments "
+                                "(your-own-scheduler, run-your-own) and execute them")
+    books.add_argument("names", nargs="*", help="which (default: both)")
     return parser
 
 
@@ -186,6 +189,17 @@ def main(argv: list[str] | None = None) -> int:
         try:
             written = build(args.names or None, run=run,
                             where=Path(run) / "notebooks" if run else HERE)
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
+        for path in written:
+            print(f"wrote {_shown(path)}")
+        return 0
+    if args.command == "workbooks":
+        from experiments import workbooks
+
+        try:
+            written = workbooks.build(args.names or None)
         except ValueError as error:
             print(error, file=sys.stderr)
             return 2

@@ -83,9 +83,9 @@ def register(name: str, opener: str | Callable[..., Any], **options: Any) -> Any
 
 def conformance(backend: str, **options: Any) -> Any:
     """Run the store conformance suite on `backend` (registered or ours) in a pytest of its
-    own and return what it found (`experiments.conformance.Conformance`: true when nothing
+    own and return what it found (`experiments.conforming.Conformance`: true when nothing
     failed, shown as a table in a notebook); `select=` runs part of it (a pytest `-k`)."""
-    from experiments.conformance import check
+    from experiments.conforming import check
 
     return check(backend, **options)
 

@@ -36,7 +36,7 @@ from experiments.progress import bars
 from experiments.provenance import git, rivals, versions
 from experiments.registry import described
 from experiments.results import guard, metadata, scratch, write
-from experiments.servers import Servers
+from experiments.servers import Servers, shown
 
 __all__ = ["module", "run", "versions"]
 
@@ -102,7 +102,8 @@ async def run(
     if where is None:
         where = scratch(names, mode)
     guard(where, names, mode, reference=reference, merge=merge)
-    console.print(f"writing to {where}", highlight=False)
+    # Relative to the checkout where inside it: what a notebook's output keeps names no machine.
+    console.print(f"writing to {shown(where)}/", highlight=False)
     failures = 0
     servers = Servers(sources) if sources else Servers()
     with contextlib.suppress(Exception):

@@ -5,7 +5,7 @@ passed and what failed, readably.
 
 The suite is pytest's, so it runs in a pytest of its own, in another process: a kernel's event
 loop is already running, and pytest-asyncio needs its own. The tests are
-`experiments/conformance_suite.py`, over places made as the lab makes them (a file, a Redis
+`experiments/conforming_suite.py`, over places made as the lab makes them (a file, a Redis
 namespace, a Postgres database of the run's own), removed after.
 """
 
@@ -30,7 +30,7 @@ from experiments.backends import BACKENDS, Backend
 
 __all__ = ["Conformance", "Outcome", "check"]
 
-SUITE = Path(__file__).with_name("conformance_suite.py")
+SUITE = Path(__file__).with_name("conforming_suite.py")
 #: The environment variable that tells the suite which backend to open, and where.
 SETTINGS = "LAB_CONFORMANCE"
 

@@ -1,4 +1,4 @@
-"""The conformance suite over one backend's opener, as `experiments.conformance.check` runs it
+"""The conformance suite over one backend's opener, as `experiments.conforming.check` runs it
 (in a pytest of its own; `LAB_CONFORMANCE` says which backend, and where its places go).
 
 Each test opens stores through the backend's opener, as the lab's agents do, each on a place
@@ -34,7 +34,7 @@ Open = Callable[[timedelta], Awaitable[Durable]]
 
 def _backend() -> Backend:
     if not _SETTINGS:
-        pytest.skip("run by experiments.conformance.check, which says which backend")
+        pytest.skip("run by experiments.conforming.check, which says which backend")
     return Backend(name=_SETTINGS["name"], scheduler="", store=_SETTINGS["store"], server=None,
                    options=_SETTINGS["options"], opener=_SETTINGS["opener"],
                    path=_SETTINGS["path"])
