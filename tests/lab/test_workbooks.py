@@ -45,6 +45,12 @@ def _executed(name: str, figures: int) -> str:
     return "\n".join(shown)
 
 
+@pytest.fixture(autouse=True)
+def _runs_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's runs go to a folder of the test's own, not the checkout's `runs/`."""
+    monkeypatch.setenv("LAB_RUNS", str(tmp_path / "runs"))
+
+
 def test_your_own_scheduler_is_checked_registered_and_measured_beside_sqlite() -> None:
     shown = _executed("your-own-scheduler", figures=1)
     assert "sqlite-steady (experiments.examples.steady_sqlite:open_store) conforms" in shown
