@@ -105,3 +105,22 @@ def test_the_contract_runs_from_python_and_says_what_it_found() -> None:
     assert "| Durable | 2 | 0 | 0 |" in found._repr_markdown_()
     with pytest.raises(ValueError, match="rival job queue"):
         lab.conformance("saq")
+
+
+def test_the_command_line_registers_a_backend_for_its_run(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "experiments", "run", "latency", "--quick", "--no-figures",
+         "--register", f"mine={STEADY}?like=sqlite&scheduler=SteadySqliteScheduler",
+         "--backends", "mine", "--set", "seconds=0.5", "--set", "rate=40",
+         "--results", str(tmp_path / "run")],
+        capture_output=True, text=True, env={**os.environ, "LAB_RUNS": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    meta = json.loads((tmp_path / "run" / "latency.json").read_text())
+    assert meta["backends"] == ["mine"]
+    assert meta["registered"]["mine"]["scheduler"] == "SteadySqliteScheduler"
+    bad = subprocess.run(
+        [sys.executable, "-m", "experiments", "run", "latency", "--quick",
+         "--register", f"mine={STEADY}?like=sqlite&pollled=on", "--results",
+         str(tmp_path / "never")], capture_output=True, text=True)
+    assert bad.returncode == 2 and "no option 'pollled'" in bad.stderr
+    assert not (tmp_path / "never").exists()
