@@ -124,3 +124,22 @@ def test_the_command_line_registers_a_backend_for_its_run(tmp_path: Path) -> Non
          str(tmp_path / "never")], capture_output=True, text=True)
     assert bad.returncode == 2 and "no option 'pollled'" in bad.stderr
     assert not (tmp_path / "never").exists()
+
+
+def test_a_module_outside_the_checkout_is_imported_by_the_agents_from_where_it_was_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    package = tmp_path / "research" / "mine"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "store.py").write_text(
+        "from durability.connect import open_durable as open_store\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "research"))
+    backend = lab.register("mine", "mine.store:open_store", like="sqlite")
+    assert backend.path == str(tmp_path / "research")
+    # What an agent does with its `open` request, in a process that never saw the folder.
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from experiments.registry import load; "
+         f"print(load('mine.store:open_store', {backend.path!r}).__name__)"],
+        capture_output=True, text=True, cwd=str(tmp_path), check=True)
+    assert done.stdout.strip() == "open_durable"
