@@ -144,6 +144,11 @@ async def run(
     shown = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
     command = (f"lab.run({chosen!r}, backends={[b.name for b in picked]!r}, quick={quick}"
                + (f", {shown}" if shown else "") + ")")
+    # A backend of someone's own is part of what makes the rows again (the metadata's
+    # `registered` says the rest of it).
+    command = "".join(f"lab.register({b.name!r}, {b.opener!r}"
+                      + (f", like={b.like!r}" if b.like else "") + "); "
+                      for b in picked if b.registered) + command
     work = asyncio.ensure_future(runner.run(
         chosen, picked, quick=quick, repeat=repeat,
         sources=tuple(sources) if sources else None, where=folder, figures=figures,

@@ -95,6 +95,7 @@ async def test_a_registered_scheduler_runs_in_the_agents_beside_ours(tmp_path: P
     meta = json.loads((tmp_path / "run" / "latency.json").read_text())
     assert meta["registered"]["mine"]["opener"] == STEADY
     assert meta["registered"]["mine"]["like"] == "sqlite"
+    assert meta["command"].startswith(f"lab.register('mine', '{STEADY}', like='sqlite'); lab.run(")
 
 
 def test_the_contract_runs_from_python_and_says_what_it_found() -> None:
