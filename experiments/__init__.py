@@ -10,9 +10,11 @@
     python -m experiments report        the comparison tables from a run's folder
     python -m experiments backends      what was found, how, and why the rest was not
     python -m experiments images        build local container images where no registry answers
+    python -m experiments workbooks     write and execute the notebooks that run the lab
 
 One module per experiment (`EXPERIMENTS`), each a function from (backend, parameters) to tidy
-rows; the backends are registered once (`backends.BACKENDS`); the harness they share
+rows; the backends are registered once (`backends.BACKENDS`; yours by `registry`, the
+contract run on them by `conforming`); the harness they share
 (agents, servers, isolation, counters, metadata) is `harness` and `servers`. A run's results
 land in a folder of its own under `runs/` (`<experiment>.csv` and `.json`, figures in
 `figures/`); the reference run is `results/`, written only when asked (`--reference`). The
