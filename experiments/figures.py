@@ -62,9 +62,10 @@ _HUES: dict[str, tuple[str, ...]] = {
     "pgqueuer": ("#12a1a1",),
     "procrastinate": ("#8c6d31",),
 }
-#: Hues for backends outside the table, none near a family's above.
-_SPARE = ("#bcbd22", "#17becf", "#843c39", "#393b79", "#637939", "#d6616b", "#7b4173",
-          "#5a5a8c")
+#: Hues for backends outside the table, each as far from the families' as nine families
+#: leave room for; such a backend also gets a marker no family uses.
+_SPARE = ("#c9a227", "#76b82a", "#00acc1", "#000075")
+_SPARE_MARKERS = "*Xhp"
 
 #: backend: (family, shade, line style, marker)
 _MEMBERS: dict[str, tuple[str, int, Dashes, str]] = {
@@ -122,7 +123,8 @@ def look(backend: str, variant: object = "default") -> Look:
     else:
         kin, number = backend, _stable(backend)
         hue = _SPARE[number % len(_SPARE)]
-        dashes, mark = "-", "oshpDX"[number // len(_SPARE) % 6]
+        dashes = "-"
+        mark = _SPARE_MARKERS[number // len(_SPARE) % len(_SPARE_MARKERS)]
     if not plain:  # a rival's tuned setting, a rerun: the same hue, told apart by line
         dashes = "--" if dashes == "-" else (0, (1.0, 1.5, 4.0, 1.5))
     return Look(name, kin, hue, dashes, mark, hollow=not plain)

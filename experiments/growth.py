@@ -143,7 +143,8 @@ def draw(frame: Any) -> Any:
     samples = frame[frame["metric"].isin([m for m, *_ in METRICS])]
     series = list(samples.groupby(["backend", "trimming"], dropna=False, sort=False).groups)
     groups = panels([b for b, _ in series], series=len(series)) or [("", [])]
-    fig, axes = figure(columns=2, rows=len(groups), width=6.0, height=4.2)
+    fig, axes = figure(columns=2, rows=len(groups), width=6.0,
+                       height=4.2 if len(groups) == 1 else 3.4 if len(groups) <= 3 else 2.8)
     for row, (title, chosen) in zip(axes, groups, strict=True):
         for ax, (metric, unit, scale, linear) in zip(row, METRICS, strict=True):
             rows = samples[(samples["metric"] == metric) & samples["backend"].isin(chosen)]
@@ -175,4 +176,8 @@ def draw(frame: Any) -> Any:
         # beside the row, not on it: the small queues lie along the bottom, the stream's
         # growth across the middle
         row[1].legend(handles, names, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    for column in range(len(METRICS)):  # one scale down a column, so rows compare
+        top = max(ax.get_ylim()[1] for ax in axes[:, column])
+        for ax in axes[:, column]:
+            ax.set_ylim(0, top)
     return fig
