@@ -255,7 +255,9 @@ def plain_log(ax: Axes, axis: str = "y") -> None:
     low, high = ax.get_ylim() if axis == "y" else ax.get_xlim()
     decades = math.log10(high / low) if low > 0 and high > low else 0.0
     target = ax.yaxis if axis == "y" else ax.xaxis
-    target.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,)))
+    subs = ((1.0, 2.0, 3.0, 5.0, 7.0) if decades <= 1.2 else
+            (1.0, 2.0, 5.0) if decades <= 2.5 else (1.0,))
+    target.set_major_locator(LogLocator(subs=subs))
     target.set_minor_locator(LogLocator(subs=(2.0, 3.0, 5.0, 7.0)) if decades > 2.5
                              else NullLocator())
     target.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
