@@ -156,18 +156,19 @@ def draw(frame: Any) -> Any:
                     seen.update(linestyle=":", markerfacecolor="white")
                 seen["label"] = _label(str(backend), trimming)
                 # markers spaced alike but started apart, so lines lying on each other (the
-                # small queues near zero) each show theirs
+                # small queues near zero) each show theirs; a short run's on every sample
                 ax.plot(group["t_s"], group["value"] * scale, markersize=4, linewidth=1.3,
-                        markevery=(number * 2 % 16, 16), **seen)
+                        markevery=(number * 2 % 16, 16) if len(group) > 32 else None, **seen)
             heading = f"Queue {metric} while workflows wake repeatedly"
             ax.set_title(f"{title}: queue {metric}" if title else heading)
             if rows.empty:
                 nothing(ax, f"no {metric} sampled for these backends")
                 continue
-            ax.set_yscale("symlog", linthresh=linear)
             ax.set_ylim(bottom=0)
-            label(ax, ax.get_title(), "seconds since the first submission",
-                  f"{unit} (log scale above {linear:g})")
+            if samples[samples["metric"] == metric]["value"].max() * scale > 50 * linear:
+                ax.set_yscale("symlog", linthresh=linear)
+                unit = f"{unit} (log scale above {linear:g})"
+            label(ax, ax.get_title(), "seconds since the first submission", unit)
         handles, names = row[0].get_legend_handles_labels()
         for extra, name in zip(*row[1].get_legend_handles_labels(), strict=True):
             if name not in names:

@@ -161,12 +161,13 @@ def draw(frame: Any) -> Any:
                     linestyle=(0, (4, 2)), linewidth=1.5, marker="_", markersize=14,
                     label="lease + tick", zorder=5)
             ax.set_xticks(leases)
-            ax.set_xlim(0, max(leases) * 1.1)
+            # from zero, the lease being a length; one lease (a quick run's) in the middle
+            ax.set_xlim(0, max(leases) * (1.1 if len(leases) > 1 else 2.0))
             label(ax, ax.get_title(), "lease (s)", "kill → other worker's pass starts (s)")
             ax.legend(loc="upper left")  # the lines rise to the right: the corner is empty
     # one scale for every panel, from zero: how far under lease + tick each one is
     top = max(ax.get_ylim()[1] for ax in axes.flat)
     for ax in axes.flat:
-        ax.set_ylim(0, top)
+        ax.set_ylim(0, top * 1.05)  # headroom: lease + tick can be the highest point
     fig.suptitle("Takeover after a SIGKILL: median, whiskers min to max", fontsize=10)
     return fig
