@@ -124,10 +124,10 @@ def draw(frame: Any) -> Any:
     from experiments.figures import bounds, figure, label, look, nothing, panels
 
     table = summary(frame)
-    keys = ["backend", "variant"] if "variant" in table else ["backend"]
-    series = list(table.groupby(keys, sort=False).groups)
-    names = [key[0] if isinstance(key, tuple) else key for key in series]
-    groups = panels(names, series=len(series)) or [("", [])]
+    if "variant" not in table:  # ours have one setting; a rival's row may name its own
+        table = table.assign(variant="default")
+    series = list(table.groupby(["backend", "variant"], sort=False).groups)
+    groups = panels([b for b, _ in series], series=len(series)) or [("", [])]
     fig, axes = figure(columns=2, rows=len(groups), width=6.5,
                        height=4.5 if len(groups) == 1 else 3.8 if len(groups) <= 3 else 3.0)
     leases = sorted(table["lease_s"].unique())
@@ -138,10 +138,8 @@ def draw(frame: Any) -> Any:
             if part.empty:
                 nothing(ax, f"no {phase} takeovers measured for these backends")
                 continue
-            drawn = list(part.groupby(keys, sort=False))
-            for k, (key, group) in enumerate(drawn):
-                backend, variant = key if isinstance(key, tuple) and len(key) == 2 else (
-                    key[0] if isinstance(key, tuple) else key, "default")
+            drawn = list(part.groupby(["backend", "variant"], sort=False))
+            for k, ((backend, variant), group) in enumerate(drawn):
                 group = group.sort_values("lease_s")
                 # nudged apart a little at each lease, so whiskers that overlap can be told
                 # apart (the lease is what is on the axis, not the nudge)
