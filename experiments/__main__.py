@@ -40,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE[,VALUE]",
                      help="override a parameter of the experiments that have it (rate=5,20;"
                      " lease_s=1; seconds=3); repeat for several")
+    run.add_argument("--register", action="append", default=[],
+                     metavar="NAME=MODULE:OPENER[?like=BACKEND&...]",
+                     help="add a backend of your own, opened by OPENER (open_durable's "
+                     "signature), in the place of ours LIKE gives; repeat for several")
     run.add_argument("--no-figures", action="store_true", help="write no figures")
     run.add_argument("--merge", action="store_true",
                      help="replace only these backends' rows in existing results (the metadata"
@@ -90,6 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     books.add_argument("names", nargs="*", help="which notebooks (default: all)")
     books.add_argument("--results", help="execute them on this run's folder instead, and write "
                        "them into its notebooks/ (the committed ones stay on the reference)")
+    books = commands.add_parser("workbooks", help="write the notebooks that run experiments "
+                                "(your-own-scheduler, run-your-own) and execute them")
+    books.add_argument("names", nargs="*", help="which (default: both)")
     return parser
 
 
@@ -205,6 +212,17 @@ def main(argv: list[str] | None = None) -> int:
         for path in written:
             print(f"wrote {_shown(path)}")
         return 0
+    if args.command == "workbooks":
+        from experiments import workbooks
+
+        try:
+            written = workbooks.build(args.names or None)
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
+        for path in written:
+            print(f"wrote {_shown(path)}")
+        return 0
     return 2
 
 
@@ -221,6 +239,11 @@ def _run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
+        from experiments.registry import parse, register
+
+        for text in args.register:
+            name, given = parse(text)
+            register(name, given.pop("opener"), **given)
         chosen = select(None if not args.backends else [b.strip() for b in
                                                          args.backends.split(",") if b.strip()])
     except ValueError as error:
