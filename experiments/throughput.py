@@ -118,6 +118,10 @@ async def _until_done(workers: list[Agent], count: int, patience: float) -> None
 
 
 def summary(frame: Any) -> Any:
+    """Per backend, variant and processes, the median over repeats of each measure; the rate's
+    interval (`passes_per_s_lo`, `passes_per_s_hi`), the repeats (`runs`) and their range."""
+    from experiments.uncertainty import quantile
+
     wanted = ["passes_per_s", "worker_cpu_per_pass", "requests_per_pass", "round_trips_per_pass",
               "server_requests_per_pass", "server_cpu_per_pass"]
     rows = frame[frame["metric"].isin(wanted)]
@@ -126,13 +130,25 @@ def summary(frame: Any) -> Any:
     floor = table[(table["backend"] == "memory")]["passes_per_s"]
     if len(floor) and "passes_per_s" in table:
         table["vs_memory"] = table["passes_per_s"] / float(floor.iloc[0])
-    # The spread over repeats (`--repeat`), beside the median.
-    rates = frame[frame["metric"] == "passes_per_s"].groupby(
-        ["backend", "variant", "processes"], sort=False)["value"]
+    # The spread over repeats (`--repeat`), beside the median: its interval (a bootstrap over
+    # the repeats, so with three it is about their range) and the range itself.
+    keys = ["backend", "variant", "processes"]
+    rates = frame[frame["metric"] == "passes_per_s"].groupby(keys, sort=False)["value"]
     spread = rates.agg(runs="count", min="min", max="max").reset_index()
-    table = table.merge(spread, on=["backend", "variant", "processes"], how="left")
-    return table[[c for c in ["backend", "variant", "processes", *wanted, "vs_memory", "runs",
-                              "min", "max"] if c in table.columns]]
+    found = [quantile(group.to_numpy(), 0.5) for _, group in rates]
+    spread["passes_per_s_lo"] = [i.lo for i in found]
+    spread["passes_per_s_hi"] = [i.hi for i in found]
+    table = table.merge(spread, on=keys, how="left")
+    return table[[c for c in [*keys, "passes_per_s", "passes_per_s_lo", "passes_per_s_hi",
+                              *wanted[1:], "vs_memory", "runs", "min", "max"]
+                  if c in table.columns]]
+
+
+def rates(frame: Any, backend: str, processes: int = 1, variant: str = "default") -> Any:
+    """One configuration's workflows a second, one per repeat."""
+    rows = frame[(frame["metric"] == "passes_per_s") & (frame["backend"] == backend)
+                 & (frame["processes"] == processes) & (frame["variant"] == variant)]
+    return rows["value"].to_numpy()
 
 
 def draw(frame: Any) -> Any:
