@@ -34,9 +34,11 @@ _SAME_NOTE = (f"{SAME}: the interval holds 1, so the two are not distinguishable
 
 @dataclass(frozen=True, slots=True)
 class View:
-    """One table: what it answers, the cells as text (the index is the row's key), and what a
-    reader should know to read it (how sure it is, what is flagged)."""
+    """One table: a short name to ask for it by (`reading.shown`), what it answers, the cells
+    as text (the index is the row's key), and what a reader should know to read it (how sure
+    it is, what is flagged)."""
 
+    key: str
     title: str
     table: Any
     notes: tuple[str, ...] = ()
@@ -142,7 +144,7 @@ def _latency(frame: Any, summary: Any) -> list[View]:
                          "p99": number(r.p99) + (" (few)" if small(r.n, 0.99) else ""),
                          f"p99 {level}": span(r.p99_lo, r.p99_hi), "max": number(r.max),
                          f"{TIMES} memory": number(r.p50_vs_memory)})
-        views.append(View("Submit → first pass at 20 submissions a second (ms)",
+        views.append(View("headline", "Submit → first pass at 20 submissions a second (ms)",
                           _frame(rows, ["backend", "variant"]),
                           (f"{level} intervals: a bootstrap over the submissions of this run "
                            "(what another run's load would move is not in them); "
@@ -153,7 +155,7 @@ def _latency(frame: Any, summary: Any) -> list[View]:
             entry = {"backend": backend, "variant": variant}
             entry.update({f"{r.rate:g}/s": cell(r) for r in group.itertuples()})
             rows.append(entry)
-        views.append(View("p50 (ms, with its interval) against the arrival rate",
+        views.append(View("rates", "p50 (ms, with its interval) against the arrival rate",
                           _frame(rows, ["backend", "variant"]).fillna(""),
                           (shortfall,) if started else ()))
     polled = summary[summary["poll_ms"].notna()]
@@ -164,7 +166,7 @@ def _latency(frame: Any, summary: Any) -> list[View]:
             entry.update({f"{r.poll_ms:g} ms": _with(r.p50, r.p50_lo, r.p50_hi)
                           for r in group.sort_values("poll_ms").itertuples()})
             rows.append(entry)
-        views.append(View("p50 (ms) against the poll interval, at 20/s",
+        views.append(View("polls", "p50 (ms) against the poll interval, at 20/s",
                           _frame(rows, ["backend"]).fillna("")))
     rates = sorted(plain["rate"].unique())
     rows = []
@@ -179,7 +181,8 @@ def _latency(frame: Any, summary: Any) -> list[View]:
                 entry[f"{rate:g}/s"] = _times(found)
             rows.append(entry)
     if rows:
-        views.append(View("p50 ratio against the job queues (below 1: ours starts sooner)",
+        views.append(View("rivals",
+                          "p50 ratio against the job queues (below 1: ours starts sooner)",
                           _frame(rows, ["ours / theirs"]).fillna(""),
                           (f"{level} intervals: a bootstrap over both sides' submissions",
                            _SAME_NOTE)))
@@ -206,7 +209,7 @@ def _throughput(frame: Any, summary: Any) -> list[View]:
             entry[f"{TIMES}{int(r.processes)} process{'es' if r.processes != 1 else ''}"] = _with(
                 r.passes_per_s, r.passes_per_s_lo, r.passes_per_s_hi)
         rows.append(entry)
-    views = [View("Workflows a second at saturation", _frame(rows, ["backend", "variant"]),
+    views = [View("rates", "Workflows a second at saturation", _frame(rows, ["backend", "variant"]),
                   (f"{about}; at {workload}: a ratio at another size may differ, and this "
                    "run measures one",))]
     one = summary[summary["processes"] == 1]
@@ -217,7 +220,8 @@ def _throughput(frame: Any, summary: Any) -> list[View]:
     rows = [{"backend": r["backend"], "variant": r["variant"],
              **{label: number(r.get(column)) for column, label in columns.items()}}
             for _, r in one.iterrows()]
-    views.append(View("What a pass costs, one worker process (per pass, median of repeats)",
+    views.append(View("costs",
+                      "What a pass costs, one worker process (per pass, median of repeats)",
                       _frame(rows, ["backend", "variant"]),
                       ("requests and round trips: the worker's own count (ours); the "
                        "server's: its counters, which count a script's commands inside it",)))
@@ -231,7 +235,8 @@ def _throughput(frame: Any, summary: Any) -> list[View]:
                 entry[f"{TIMES}{n}"] = _times(found)
             rows.append(entry)
     if rows:
-        views.append(View("Throughput ratio against the job queues (above 1: ours does more)",
+        views.append(View("rivals",
+                          "Throughput ratio against the job queues (above 1: ours does more)",
                           _frame(rows, ["ours / theirs"]).fillna(""),
                           (f"{level} intervals: a bootstrap over both sides' repeats",
                            _SAME_NOTE)))
@@ -253,7 +258,8 @@ def _takeover(frame: Any, summary: Any) -> list[View]:
             entry[f"lease {number(lease)} s"] = _with(found.estimate, found.lo, found.hi)
         rows.append(entry)
     kills = summary.groupby(["backend", "lease_s"])["n"].sum()
-    views.append(View(f"Takeover (s), the {TYPICAL}", _frame(rows, ["backend"]).fillna(""),
+    views.append(View("typical",
+                      f"Takeover (s), the {TYPICAL}", _frame(rows, ["backend"]).fillna(""),
                       (f"{level} intervals: a bootstrap over the {kills.min():,.0f}"
                        f"{'' if kills.min() == kills.max() else f' to {kills.max():,.0f}'} "
                        "kills of each cell (each phase's table below: half as many)"
@@ -268,7 +274,7 @@ def _takeover(frame: Any, summary: Any) -> list[View]:
                           f"{_with(r.median, r.median_lo, r.median_hi)} {r.median_vs_bound:.0%}"
                           for r in part.itertuples()})
             rows.append(entry)
-        views.append(View(f"Killed {phase}: the median takeover (s), and what share of "
+        views.append(View(str(phase), f"Killed {phase}: the median takeover (s), and what share of "
                           "lease + tick it is", _frame(rows, ["backend"]).fillna("")))
     return views
 
@@ -283,7 +289,8 @@ def _idle(frame: Any, summary: Any) -> list[View]:
             for _, r in summary.iterrows()]
     window = frame[frame["metric"] == "window"]["value"]
     over = f"one window of {window.median():,.0f} s" if len(window) else "one window"
-    return [View("An idle worker: what it costs a second", _frame(rows, ["backend", "variant"]),
+    return [View("idle",
+                 "An idle worker: what it costs a second", _frame(rows, ["backend", "variant"]),
                  (f"{over} per backend, no repeats: no interval; blank: not counted there "
                   "(a rival has no counting hook of ours; memory and SQLite no server)",))]
 
@@ -297,7 +304,7 @@ def _growth(frame: Any, summary: Any) -> list[View]:
         rows.append({"backend": r["backend"],
                      "trimmed": {"True": "yes", "False": "no"}.get(str(trimming), ""),
                      **{label: number(r[column]) for column, label in columns.items()}})
-    return [View("The queue's size while workflows wake many times",
+    return [View("growth", "The queue's size while workflows wake many times",
                  _frame(rows, ["backend", "trimmed"]),
                  ("one run each: no interval; trimmed is said only of the stream, the one "
                   "queue that keeps what it delivered",))]
@@ -306,9 +313,10 @@ def _growth(frame: Any, summary: Any) -> list[View]:
 def _scaling(frame: Any, summary: Any) -> list[View]:
     level = f"{LEVEL:.0%}"
     views = []
-    for title, dimensions in (("A checkpoint's read against its size", ("records", "inbox")),
-                              ("The queue's operations against its depth",
-                               ("ready", "sleeping", "cancel"))):
+    for key, title, dimensions in (
+            ("checkpoint", "A checkpoint's read against its size", ("records", "inbox")),
+            ("queue", "The queue's operations against its depth", ("ready", "sleeping",
+                                                                   "cancel"))):
         part = summary[summary["dimension"].isin(dimensions)]
         if not len(part):
             continue
@@ -320,10 +328,10 @@ def _scaling(frame: Any, summary: Any) -> list[View]:
                          f"{level}": _slopes(r["slope_lo"], r["slope_hi"]),
                          "reads": r["reads"],
                          **{f"ms at {c.removeprefix('ms@')}": number(r[c]) for c in sizes}})
-        views.append(View(f"{title}: the log-log slope and the median cost (ms)",
+        views.append(View(key, f"{title}: the log-log slope and the median cost (ms)",
                           _frame(rows, ["backend", "dimension"])))
     if views:
-        views[-1] = View(views[-1].title, views[-1].table, (
+        views[-1] = View(views[-1].key, views[-1].title, views[-1].table, (
             "slope of log(cost) on log(size): 0 flat, 1 linear; its interval is a bootstrap "
             "over the repetitions at each size, and each size ran once, at its own moment, so "
             "a slope under 0.2 either way is read as flat",))
@@ -339,7 +347,7 @@ def _slopes(lo: float, hi: float) -> str:
 def _wakeups(frame: Any, summary: Any) -> list[View]:
     rows = [{"backend": r["backend"], "raced": number(r["races"]), "lost": number(r["lost"])}
             for _, r in summary.iterrows()]
-    return [View("Wakeups given while a pass was running, and how many were lost",
+    return [View("wakeups", "Wakeups given while a pass was running, and how many were lost",
                  _frame(rows, ["backend"]))]
 
 
@@ -358,4 +366,4 @@ def views(name: str, frame: Any) -> list[View]:
     shown = _VIEWS.get(name)
     if shown is not None:
         return shown(frame, summary)
-    return [View(name, summary.map(number))]
+    return [View(name, name, summary.map(number))]
