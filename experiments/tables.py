@@ -195,49 +195,58 @@ def _throughput(frame: Any, summary: Any) -> list[View]:
     level = f"{LEVEL:.0%}"
     runs = summary["runs"].dropna()
     fewest = int(runs.min()) if len(runs) else 0
-    size = frame[frame["metric"] == "passes"]["value"]
-    workload = f"{size.median():,.0f} workflows preloaded per configuration" if len(size) \
-        else "the preloaded workflows"
+    sizes = sorted(float(w) for w in summary["workflows"].dropna().unique())
+    keys = ["backend", "variant"] + (["workflows"] if len(sizes) > 1 else [])
     about = (f"the median of {fewest} repeat{'s' if fewest != 1 else ''}, with its {level} "
              "interval (a bootstrap over the repeats"
              + (", so with so few about their range)" if fewest < 10 else ")")
              if fewest > 1 else "one run: no interval (run with --repeat 3 or more)")
+    workload = (f"at {sizes[0]:,.0f} workflows preloaded per configuration: a ratio at another "
+                "size may differ, and this run measures one (--set workflows=2000,12000 "
+                "measures several)" if len(sizes) == 1 else
+                f"at {', '.join(f'{w:,.0f}' for w in sizes)} workflows preloaded per "
+                "configuration, each a row of its own")
     rows = []
-    for (backend, variant), group in summary.groupby(["backend", "variant"], sort=False):
-        entry = {"backend": backend, "variant": variant}
+    for key, group in summary.groupby(keys, sort=False):
+        entry = dict(zip(keys, key, strict=True))
+        if "workflows" in entry:
+            entry["workflows"] = number(entry["workflows"])
         for r in group.itertuples():
             entry[f"{TIMES}{int(r.processes)} process{'es' if r.processes != 1 else ''}"] = _with(
                 r.passes_per_s, r.passes_per_s_lo, r.passes_per_s_hi)
         rows.append(entry)
-    views = [View("rates", "Workflows a second at saturation", _frame(rows, ["backend", "variant"]),
-                  (f"{about}; at {workload}: a ratio at another size may differ, and this "
-                   "run measures one",))]
+    views = [View("rates", "Workflows a second at saturation",
+                  _frame(rows, keys).fillna(""), (f"{about}; {workload}",))]
     one = summary[summary["processes"] == 1]
     columns = {"worker_cpu_per_pass": "worker CPU ms", "requests_per_pass": "requests",
                "round_trips_per_pass": "round trips",
                "server_requests_per_pass": "server requests",
                "server_cpu_per_pass": "server CPU ms"}
-    rows = [{"backend": r["backend"], "variant": r["variant"],
+    rows = [{**{k: (number(r[k]) if k == "workflows" else r[k]) for k in keys},
              **{label: number(r.get(column)) for column, label in columns.items()}}
             for _, r in one.iterrows()]
     views.append(View("costs",
                       "What a pass costs, one worker process (per pass, median of repeats)",
-                      _frame(rows, ["backend", "variant"]),
+                      _frame(rows, keys),
                       ("requests and round trips: the worker's own count (ours); the "
                        "server's: its counters, which count a script's commands inside it",)))
     rows = []
     counts = sorted(int(p) for p in summary["processes"].unique())
     for mine, theirs in RIVALS:
         for variant in summary[summary["backend"] == theirs]["variant"].unique():
-            entry = {"ours / theirs": f"{mine} / {_name(theirs, variant)}"}
-            for n in counts:
-                found = ratio(rates(frame, mine, n), rates(frame, theirs, n, variant))
-                entry[f"{TIMES}{n}"] = _times(found)
-            rows.append(entry)
+            for size in sizes:
+                entry = {"ours / theirs": f"{mine} / {_name(theirs, variant)}"}
+                if len(sizes) > 1:
+                    entry["workflows"] = number(size)
+                for n in counts:
+                    found = ratio(rates(frame, mine, n, workflows=size),
+                                  rates(frame, theirs, n, variant, workflows=size))
+                    entry[f"{TIMES}{n}"] = _times(found)
+                rows.append(entry)
     if rows:
         views.append(View("rivals",
                           "Throughput ratio against the job queues (above 1: ours does more)",
-                          _frame(rows, ["ours / theirs"]).fillna(""),
+                          _frame(rows, ["ours / theirs", *keys[2:]]).fillna(""),
                           (f"{level} intervals: a bootstrap over both sides' repeats",
                            _SAME_NOTE)))
     return views

@@ -118,21 +118,23 @@ async def _until_done(workers: list[Agent], count: int, patience: float) -> None
 
 
 def summary(frame: Any) -> Any:
-    """Per backend, variant and processes, the median over repeats of each measure; the rate's
-    interval (`passes_per_s_lo`, `passes_per_s_hi`), the repeats (`runs`) and their range."""
+    """Per backend, variant, processes and workload size (`workflows`), the median over
+    repeats of each measure; the rate's interval (`passes_per_s_lo`, `passes_per_s_hi`), the
+    repeats (`runs`) and their range."""
     from experiments.uncertainty import quantile
 
     wanted = ["passes_per_s", "worker_cpu_per_pass", "requests_per_pass", "round_trips_per_pass",
               "server_requests_per_pass", "server_cpu_per_pass"]
+    keys = ["backend", "variant", "processes", "workflows"]
+    frame = sized(frame)
     rows = frame[frame["metric"].isin(wanted)]
-    table = rows.pivot_table(index=["backend", "variant", "processes"], columns="metric",
-                             values="value", aggfunc="median", sort=False).reset_index()
+    table = rows.pivot_table(index=keys, columns="metric", values="value", aggfunc="median",
+                             sort=False).reset_index()
     floor = table[(table["backend"] == "memory")]["passes_per_s"]
     if len(floor) and "passes_per_s" in table:
         table["vs_memory"] = table["passes_per_s"] / float(floor.iloc[0])
     # The spread over repeats (`--repeat`), beside the median: its interval (a bootstrap over
     # the repeats, so with three it is about their range) and the range itself.
-    keys = ["backend", "variant", "processes"]
     rates = frame[frame["metric"] == "passes_per_s"].groupby(keys, sort=False)["value"]
     spread = rates.agg(runs="count", min="min", max="max").reset_index()
     found = [quantile(group.to_numpy(), 0.5) for _, group in rates]
@@ -144,10 +146,27 @@ def summary(frame: Any) -> Any:
                   if c in table.columns]]
 
 
-def rates(frame: Any, backend: str, processes: int = 1, variant: str = "default") -> Any:
-    """One configuration's workflows a second, one per repeat."""
-    rows = frame[(frame["metric"] == "passes_per_s") & (frame["backend"] == backend)
-                 & (frame["processes"] == processes) & (frame["variant"] == variant)]
+def sized(frame: Any) -> Any:
+    """`frame` with every row's workload size in `workflows`: the override where one was
+    given (`--set workflows=2000,12000` measures several), else the most passes any repeat of
+    its configuration ran (what was preloaded: the rows of a run without the override do
+    not say it otherwise)."""
+    keys = ["backend", "variant", "processes"]
+    ran = frame[frame["metric"] == "passes"].groupby(keys)["value"].max().rename("_ran")
+    out = frame.join(ran, on=keys)
+    given = out["workflows"] if "workflows" in out.columns else out["_ran"] * float("nan")
+    return out.assign(workflows=given.fillna(out["_ran"])).drop(columns="_ran")
+
+
+def rates(frame: Any, backend: str, processes: int = 1, variant: str = "default",
+          workflows: float | None = None) -> Any:
+    """One configuration's workflows a second, one per repeat (at one workload size, where
+    the run measured several)."""
+    rows = sized(frame)
+    rows = rows[(rows["metric"] == "passes_per_s") & (rows["backend"] == backend)
+                & (rows["processes"] == processes) & (rows["variant"] == variant)]
+    if workflows is not None:
+        rows = rows[rows["workflows"] == workflows]
     return rows["value"].to_numpy()
 
 

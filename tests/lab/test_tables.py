@@ -109,3 +109,23 @@ def test_a_slope_just_below_zero_reads_as_flat_noise() -> None:
     found = summary(pandas.DataFrame(rows)).iloc[0]
     assert found["slope"] < 0 and found["slope_lo"] <= found["slope"] <= found["slope_hi"]
     assert found["reads"] == "flat (below 0 is noise)"
+
+
+def test_a_throughput_run_across_sizes_gives_a_ratio_at_each(tmp_path: Path) -> None:
+    draw = random.Random(5)
+    rows: list[dict[str, Any]] = []
+    for backend, speed in (("postgres", {2000: 3000.0, 12000: 3000.0}),
+                           ("pgqueuer", {2000: 3000.0, 12000: 6000.0})):
+        for size, rate in speed.items():
+            for repeat in range(5):
+                base = {"backend": backend, "variant": "default", "processes": 1,
+                        "workflows": size, "repeat": repeat}
+                measured = rate * draw.uniform(0.97, 1.03)
+                rows += [{**base, "metric": "passes_per_s", "value": measured},
+                         {**base, "metric": "passes", "value": size}]
+    write("throughput", rows, {"mode": "full"}, tmp_path)
+    text = report(tmp_path, ["throughput"])
+    ratios = [line for line in text.splitlines() if line.startswith("postgres / pgqueuer")]
+    assert len(ratios) == 2  # one a size
+    assert SAME in ratios[0] and "2,000" in ratios[0]  # the same at 2,000: not told apart
+    assert SAME not in ratios[1] and "12,000" in ratios[1]
