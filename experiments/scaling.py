@@ -196,6 +196,25 @@ def summary(frame: Any) -> Any:
     return pandas.DataFrame(out)
 
 
+def costs(frame: Any) -> Any:
+    """Per backend, dimension and size, the median cost (ms) with its interval (`median_lo`,
+    `median_hi`: a bootstrap over the repetitions), one row each, for a figure's bands."""
+    import pandas
+
+    from experiments.uncertainty import quantile
+
+    rows = frame[frame["metric"] == "cost"]
+    out = []
+    for (backend, dimension, size), group in rows.groupby(["backend", "dimension", "size"],
+                                                          sort=False):
+        found = quantile(group["value"].to_numpy(), 0.5)
+        out.append({"backend": backend, "dimension": dimension, "size": size,
+                    "median": found.estimate, "median_lo": found.lo, "median_hi": found.hi,
+                    "n": found.n})
+    return pandas.DataFrame(out, columns=["backend", "dimension", "size", "median",
+                                          "median_lo", "median_hi", "n"])
+
+
 def _slopes(sizes: list[float]) -> Any:
     """The slope of log(median cost) on log(size), for a bootstrap draw of each size's
     repetitions (arrays shaped (draws, repetitions), one per size)."""

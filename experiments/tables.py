@@ -178,14 +178,17 @@ def _latency(frame: Any, summary: Any) -> list[View]:
                                  & (plain["rate"] == rate)]):
                     continue
                 found = ratio(samples(frame, mine, rate), samples(frame, theirs, rate, variant))
-                entry[f"{rate:g}/s"] = _times(found)
+                short_ = {(mine, "default", rate, None), (theirs, variant, rate, None)} & {
+                    (b, v, r, None) for b, v, r, _ in started}
+                entry[f"{rate:g}/s"] = _times(found) + (" *" if short_ else "")
             rows.append(entry)
     if rows:
         views.append(View("rivals",
                           "p50 ratio against the job queues (below 1: ours starts sooner)",
                           _frame(rows, ["ours / theirs"]).fillna(""),
                           (f"{level} intervals: a bootstrap over both sides' submissions",
-                           _SAME_NOTE)))
+                           _SAME_NOTE, *(["* a side started fewer than it submitted (above)"]
+                                         if started else []))))
     return views
 
 
@@ -280,7 +283,9 @@ def _takeover(frame: Any, summary: Any) -> list[View]:
         for backend, part in group.groupby("backend", sort=False):
             entry = {"backend": backend}
             entry.update({f"lease {number(r.lease_s)} s":
-                          f"{_with(r.median, r.median_lo, r.median_hi)} {r.median_vs_bound:.0%}"
+                          _with(r.median, r.median_lo, r.median_hi)
+                          + (f" {r.median_vs_bound:.0%}" if r.median_vs_bound == r.median_vs_bound
+                             else "")
                           for r in part.itertuples()})
             rows.append(entry)
         views.append(View(str(phase), f"Killed {phase}: the median takeover (s), and what share of "
