@@ -80,10 +80,11 @@ def shown(name: str, *which: str, where: Path | None = None) -> Any:
     quick run's single rate say, shows the rest)."""
     from IPython.display import Markdown
 
-    from experiments.tables import views
+    from experiments.tables import QUICK, views
 
     found = views(name, frame(name, where))
-    parts = []
+    quick = metadata(name, where or WHERE).get("mode") == "quick"
+    parts = [f"*{QUICK}*"] if quick else []
     for view in [v for v in found if not which or v.key in which]:
         notes = "".join(f"\n\n*{note}*" for note in view.notes)
         parts.append(f"**{view.title}**\n\n{_markdown(view.table)}{notes}")

@@ -25,7 +25,7 @@ _GAP = "  "
 def report(where: Path = RESULTS, names: Sequence[str] = EXPERIMENTS, width: int = WIDTH
            ) -> str:
     """Every experiment of `names` with results in `where`, its tables as text."""
-    from experiments.tables import views
+    from experiments.tables import QUICK, views
 
     parts: list[str] = []
     for name in names:
@@ -40,9 +40,7 @@ def report(where: Path = RESULTS, names: Sequence[str] = EXPERIMENTS, width: int
         module = importlib.import_module(f"experiments.{name}")
         lines = [f"== {name}: {module.TITLE} ==", _wrapped(describe(name, where), width)]
         if metadata(name, where).get("mode") == "quick":
-            lines.append(_wrapped("A quick run: every sample here is small (see the counts), "
-                                  "so intervals are wide or missing; read it as a check that "
-                                  "the lab runs, not as a comparison.", width))
+            lines.append(_wrapped(QUICK, width))
         for view in views(name, frame):
             lines += ["", view.title, render(view.table, width)]
             lines += [_wrapped(note, width, "  ") for note in view.notes]

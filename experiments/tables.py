@@ -19,11 +19,14 @@ from typing import Any
 
 from experiments.uncertainty import LEVEL, Interval, distinguishable, ratio, small
 
-__all__ = ["RIVALS", "SAME", "View", "compare", "number", "span", "views"]
+__all__ = ["QUICK", "RIVALS", "SAME", "View", "compare", "number", "span", "views"]
 
 #: Each job queue beside the scheduler of ours it would replace (on the same server).
 RIVALS = (("redis-stream", "saq"), ("redis-stream", "streaq"), ("redis-stream", "arq"),
           ("postgres", "pgqueuer"), ("postgres", "procrastinate"))
+#: Said above the tables of a quick run.
+QUICK = ("A quick run: every sample here is small (see the counts), so intervals are wide or "
+         "missing; read it as a check that the lab runs, not as a comparison.")
 #: Between an interval's bounds, and before a ratio's factor, as a reader would write them.
 DASH, TIMES = "\N{EN DASH}", "\N{MULTIPLICATION SIGN}"
 #: Appended to a ratio whose interval holds 1.
