@@ -19,7 +19,7 @@ from typing import Any
 
 from experiments.uncertainty import LEVEL, Interval, distinguishable, ratio, small
 
-__all__ = ["QUICK", "RIVALS", "SAME", "View", "compare", "number", "span", "views"]
+__all__ = ["QUICK", "RIVALS", "SAME", "View", "number", "span", "views"]
 
 #: Each job queue beside the scheduler of ours it would replace (on the same server).
 RIVALS = (("redis-stream", "saq"), ("redis-stream", "streaq"), ("redis-stream", "arq"),
@@ -94,13 +94,6 @@ def _times(found: Interval) -> str:
         return ""
     shown = _with(found.estimate, found.lo, found.hi)
     return shown if distinguishable(found) else f"{shown} {SAME}"
-
-
-def compare(frame: Any, mine: str, theirs: str, pick: Callable[..., Any], **where: Any
-            ) -> Interval:
-    """The ratio of `mine`'s median to `theirs'`, each read from the rows by `pick(frame,
-    backend, **where)`, with its interval (a bootstrap over both sides' samples)."""
-    return ratio(pick(frame, mine, **where), pick(frame, theirs, **where))
 
 
 def _name(backend: str, variant: str) -> str:

@@ -5,7 +5,8 @@ An interval resamples the unit the run drew independently of the others: submiss
 latency configuration, repeats of a throughput configuration, kills in takeover, repetitions
 at one size in scaling. It says how far the statistic would move had the same run drawn other
 samples; it does not cover what moves *between* runs (the machine's load, a neighbour's
-work), which only repeats measure. The seed is fixed, so the same rows give the same bounds.
+work), which only repeats measure, and submissions close in time share one moment of the
+machine, so even within a run it errs narrow. The seed is fixed: the same rows, the same bounds.
 Columns carrying an interval are named `<statistic>_lo` and `<statistic>_hi`.
 """
 
