@@ -19,7 +19,7 @@ from experiments.reading import frame, ms, table
 from experiments.scaling import FLAT
 from experiments.tables import span
 from experiments.takeover import TYPICAL, typical
-from experiments.uncertainty import Interval, ratio
+from experiments.uncertainty import Interval, nested_ratio
 
 __all__ = ["COLUMNS", "claims", "comparison"]
 
@@ -124,8 +124,8 @@ def comparison(where: Path | None = None) -> tuple[Any, dict[str, str]]:
     table_rows["Waiting for work"] = cells
     stream_p50, polled_p50 = n.latency_at("redis-stream"), n.latency_at("redis-set-polled")
     bell_p50 = n.latency_at("redis-set")
-    sooner = ratio(samples(n.latency_rows, "redis-set-polled"), samples(n.latency_rows,
-                                                                         "redis-set"))
+    sooner = nested_ratio(samples(n.latency_rows, "redis-set-polled"),
+                          samples(n.latency_rows, "redis-set"))
     verdicts["Waiting for work"] = (
         f"Confirms the document for the two it compares: the stream is picked up in "
         f"{ms(stream_p50)} while the polled set waits {ms(polled_p50)}, about half its 50 ms "

@@ -116,12 +116,13 @@ async def _run(client: Any, worker: Any, rate: float, count: int, poll_ms: float
 
 def summary(frame: Any) -> Any:
     """Per backend, variant, rate and poll: how many submissions started (`n`) of those made
-    (`submitted`), p50/p90/p99 each with its 95% interval (`p50_lo`, `p50_hi`, ...: bootstrap
-    over the submissions), the max, and p50 as a ratio to memory's at the same rate (the
+    (`submitted`) over how many `repeats`, p50/p90/p99 each with its 95% interval (`p50_lo`,
+    `p50_hi`, ...: a bootstrap over the submissions, and over the repeats first where there
+    are several), the max, and p50 as a ratio to memory's at the same rate (the
     in-process floor measured in the same run)."""
     import pandas
 
-    from experiments.uncertainty import quantiles
+    from experiments.uncertainty import nested, quantiles
 
     rows = frame[frame["metric"] == "submit_to_first_pass"]
     keys = ["backend", "variant", "rate", "poll_ms"]
@@ -134,15 +135,17 @@ def summary(frame: Any) -> Any:
         entry: dict[str, Any] = dict(zip(keys, key, strict=True))
         entry["n"] = len(values)
         entry["submitted"] = made.get(key, float("nan"))
-        for name, found in zip(("p50", "p90", "p99"), quantiles(values, QUANTILES),
-                               strict=True):
+        entry["repeats"] = group["repeat"].nunique() if "repeat" in group else 1
+        found_all = (nested([g.to_numpy() for _, g in group.groupby("repeat")["value"]],
+                            QUANTILES) if entry["repeats"] > 1 else quantiles(values, QUANTILES))
+        for name, found in zip(("p50", "p90", "p99"), found_all, strict=True):
             entry[name], entry[f"{name}_lo"], entry[f"{name}_hi"] = found.estimate, found.lo, \
                 found.hi
         entry["max"] = float(values.max())
         out.append(entry)
-    table = pandas.DataFrame(out, columns=[*keys, "n", "submitted", "p50", "p50_lo", "p50_hi",
-                                           "p90", "p90_lo", "p90_hi", "p99", "p99_lo",
-                                           "p99_hi", "max"])
+    table = pandas.DataFrame(out, columns=[*keys, "n", "submitted", "repeats", "p50", "p50_lo",
+                                           "p50_hi", "p90", "p90_lo", "p90_hi", "p99",
+                                           "p99_lo", "p99_hi", "max"])
     floor = table[table["backend"] == "memory"].set_index("rate")["p50"]
     table["p50_vs_memory"] = [
         p50 / floor[rate] if rate in floor.index and floor[rate] > 0 else float("nan")
@@ -153,12 +156,15 @@ def summary(frame: Any) -> Any:
 
 
 def samples(frame: Any, backend: str, rate: float = 20.0, variant: str = "default",
-            poll_ms: float | None = None) -> Any:
-    """One configuration's latencies (ms), one per submission that started."""
+            poll_ms: float | None = None) -> list[Any]:
+    """One configuration's latencies (ms), one per submission that started, as one array per
+    repeat (for `uncertainty.nested_ratio`)."""
     rows = frame[(frame["metric"] == "submit_to_first_pass") & (frame["backend"] == backend)
                  & (frame["rate"] == rate) & (frame["variant"] == variant)]
     rows = rows[rows["poll_ms"].isna()] if poll_ms is None else rows[rows["poll_ms"] == poll_ms]
-    return rows["value"].to_numpy()
+    if "repeat" not in rows or rows["repeat"].nunique() <= 1:
+        return [rows["value"].to_numpy()]
+    return [group.to_numpy() for _, group in rows.groupby("repeat")["value"]]
 
 
 def draw(frame: Any) -> Any:

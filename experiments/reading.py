@@ -200,7 +200,7 @@ def versus(name: str, mine: str, theirs: str, where: Path | None = None, **at: A
     """`mine`'s median over `theirs'` in experiment `name` (latency: p50 at `rate`, with
     `variant` for theirs; throughput: workflows a second at `processes`), as an
     `uncertainty.Interval` over both sides' samples."""
-    from experiments.uncertainty import ratio
+    from experiments.uncertainty import nested_ratio, ratio
 
     rows = frame(name, where)
     variant = at.pop("variant", "default")
@@ -208,7 +208,8 @@ def versus(name: str, mine: str, theirs: str, where: Path | None = None, **at: A
         from experiments.latency import samples
 
         rate = float(at.pop("rate", 20.0))
-        return ratio(samples(rows, mine, rate), samples(rows, theirs, rate, variant))
+        return nested_ratio(samples(rows, mine, rate),
+                            samples(rows, theirs, rate, variant))
     if name == "throughput":
         from experiments.throughput import rates
 

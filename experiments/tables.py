@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.uncertainty import LEVEL, Interval, distinguishable, ratio, small
+from experiments.uncertainty import LEVEL, Interval, distinguishable, nested_ratio, ratio, small
 
 __all__ = ["QUICK", "RIVALS", "SAME", "View", "number", "span", "views"]
 
@@ -142,9 +142,13 @@ def _latency(frame: Any, summary: Any) -> list[View]:
                          f"{TIMES} memory": number(r.p50_vs_memory)})
         views.append(View("headline", "Submit → first pass at 20 submissions a second (ms)",
                           _frame(rows, ["backend", "variant"]),
-                          (f"{level} intervals: a bootstrap over the submissions of this run "
-                           "(what another run's load would move is not in them); "
-                           "(few): under 500 submissions, so p99 rests on the slowest few",)))
+                          (f"{level} intervals: " + (
+                              f"a bootstrap over the {int(headline['repeats'].max())} repeats, "
+                              "then the submissions within each"
+                              if headline["repeats"].max() > 1 else
+                              "a bootstrap over the submissions of this one run (what another "
+                              "run's load would move is not in them: --repeat measures it)")
+                           + "; (few): under 500 submissions, so p99 rests on the slowest few",)))
     if plain["rate"].nunique() > 1:
         rows = []
         for (backend, variant), group in plain.groupby(["backend", "variant"], sort=False):
@@ -173,7 +177,8 @@ def _latency(frame: Any, summary: Any) -> list[View]:
                 if not len(plain[(plain["backend"] == theirs) & (plain["variant"] == variant)
                                  & (plain["rate"] == rate)]):
                     continue
-                found = ratio(samples(frame, mine, rate), samples(frame, theirs, rate, variant))
+                found = nested_ratio(samples(frame, mine, rate),
+                                     samples(frame, theirs, rate, variant))
                 short_ = {(mine, "default", rate, None), (theirs, variant, rate, None)} & {
                     (b, v, r, None) for b, v, r, _ in started}
                 entry[f"{rate:g}/s"] = _times(found) + (" *" if short_ else "")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["LEVEL", "RESAMPLES", "SEED", "SMALL", "Interval", "bootstrap", "distinguishable",
-           "quantile", "quantiles", "ratio", "small"]
+           "nested", "nested_ratio", "quantile", "quantiles", "ratio", "small"]
 
 LEVEL = 0.95
 RESAMPLES = 2000
@@ -120,6 +120,64 @@ def ratio(mine: Sequence[float], theirs: Sequence[float], q: float = 0.5,
             return numpy.quantile(a, q, axis=1) / below
 
     return bootstrap([mine, theirs], divided, resamples, seed)
+
+
+def nested(repeats: Sequence[Sequence[float]], qs: Sequence[float], resamples: int = RESAMPLES,
+           seed: int = SEED) -> list[Interval]:
+    """The quantiles `qs` of every sample of every repeat together, each with an interval
+    from a bootstrap in two steps: the repeats resampled, then the samples within each one
+    drawn. So what moved between repeats (a busier spell of the machine) widens it, as a
+    bootstrap over the pooled samples would not. One repeat: `quantiles` of it."""
+    import numpy
+
+    groups = [numpy.asarray(r, dtype=float) for r in repeats]
+    groups = [g[~numpy.isnan(g)] for g in groups]
+    groups = [g for g in groups if len(g)]
+    if len(groups) < 2:
+        return quantiles(list(groups[0]) if groups else [], qs, resamples, seed)
+    pooled = numpy.concatenate(groups)
+    estimates = numpy.quantile(pooled, list(qs))
+    rng = numpy.random.default_rng(seed)
+    drawn = numpy.empty((resamples, len(qs)))
+    for i in range(resamples):
+        picked = [groups[j] for j in rng.integers(0, len(groups), size=len(groups))]
+        again = numpy.concatenate([g[rng.integers(0, len(g), size=len(g))] for g in picked])
+        drawn[i] = numpy.quantile(again, list(qs))
+    tail = (1 - LEVEL) / 2
+    bounds = numpy.quantile(drawn, [tail, 1 - tail], axis=0)
+    return [Interval(float(e), float(lo), float(hi), len(pooled))
+            for e, lo, hi in zip(estimates, bounds[0], bounds[1], strict=True)]
+
+
+def nested_ratio(mine: Sequence[Sequence[float]], theirs: Sequence[Sequence[float]],
+                 q: float = 0.5, resamples: int = RESAMPLES, seed: int = SEED) -> Interval:
+    """`ratio` where each side is a list of repeats (each a sample): with one repeat a side,
+    `ratio` of the two; else each side resampled in the two steps of `nested`."""
+    import numpy
+
+    sides = [[numpy.asarray(r, dtype=float) for r in side if len(r)] for side in (mine, theirs)]
+    if all(len(side) <= 1 for side in sides):
+        flat = [list(side[0]) if side else [] for side in sides]
+        return ratio(flat[0], flat[1], q, resamples, seed)
+    if not all(sides):
+        return Interval(math.nan, math.nan, math.nan, 0)
+    pooled = [numpy.concatenate(side) for side in sides]
+    with numpy.errstate(divide="ignore", invalid="ignore"):
+        estimate = float(numpy.quantile(pooled[0], q) / numpy.quantile(pooled[1], q))
+    rng = numpy.random.default_rng(seed)
+    drawn = numpy.empty(resamples)
+    for i in range(resamples):
+        found = []
+        for side in sides:
+            picked = [side[j] for j in rng.integers(0, len(side), size=len(side))]
+            found.append(numpy.quantile(numpy.concatenate(
+                [g[rng.integers(0, len(g), size=len(g))] for g in picked]), q))
+        with numpy.errstate(divide="ignore", invalid="ignore"):
+            drawn[i] = found[0] / found[1]
+    drawn = drawn[numpy.isfinite(drawn)]
+    tail = (1 - LEVEL) / 2
+    lo, hi = numpy.quantile(drawn, [tail, 1 - tail])
+    return Interval(estimate, float(lo), float(hi), min(len(p) for p in pooled))
 
 
 def distinguishable(between: Interval, even: float = 1.0) -> bool:

@@ -129,3 +129,18 @@ def test_a_throughput_run_across_sizes_gives_a_ratio_at_each(tmp_path: Path) -> 
     assert len(ratios) == 2  # one a size
     assert SAME in ratios[0] and "2,000" in ratios[0]  # the same at 2,000: not told apart
     assert SAME not in ratios[1] and "12,000" in ratios[1]
+
+
+def test_repeats_that_disagree_widen_the_interval_as_pooling_would_not() -> None:
+    from experiments.uncertainty import nested, nested_ratio
+
+    draw = random.Random(6)
+    spells = [[draw.gauss(centre, 0.1) for _ in range(300)] for centre in (1.0, 1.5, 2.0)]
+    pooled = quantile([v for spell in spells for v in spell], 0.5)
+    (two_steps,) = nested(spells, [0.5])
+    assert two_steps.estimate == pytest.approx(pooled.estimate)
+    assert two_steps.hi - two_steps.lo > 3 * (pooled.hi - pooled.lo)
+    steady = [[draw.gauss(1.5, 0.1) for _ in range(300)] for _ in range(3)]
+    assert not distinguishable(nested_ratio(spells, steady))  # within the spells' spread
+    assert distinguishable(ratio([v for s in spells for v in s], [v for s in steady for v in s],
+                                 q=0.25))  # pooled, the 25th percentile tells them apart
