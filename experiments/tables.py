@@ -116,13 +116,17 @@ def _latency(frame: Any, summary: Any) -> list[View]:
     level = f"{LEVEL:.0%}"
     plain = summary[summary["poll_ms"].isna()]
     short = summary[summary["n"] < summary["submitted"]]
-    started = {(r.backend, r.variant, r.rate, r.poll_ms): f"{r.n:,.0f} of {r.submitted:,.0f}"
-               for r in short.itertuples()}
+
+    def key(row: Any) -> tuple[str, str, float, float | None]:
+        """A configuration, its poll None rather than NaN (no NaN is equal to another)."""
+        poll = None if row.poll_ms != row.poll_ms else float(row.poll_ms)
+        return (str(row.backend), str(row.variant), float(row.rate), poll)
+
+    started = {key(r): f"{r.n:,.0f} of {r.submitted:,.0f}" for r in short.itertuples()}
 
     def cell(row: Any) -> str:
         found = _with(row.p50, row.p50_lo, row.p50_hi)
-        return f"{found} *" if (row.backend, row.variant, row.rate, row.poll_ms) in started \
-            else found
+        return f"{found} *" if key(row) in started else found
 
     which = "; ".join(f"{_name(b, v)} at {r:g}/s: {n}" for (b, v, r, _), n in started.items())
     shortfall = (f"* started fewer than it submitted ({which}): the percentiles count only "
@@ -133,8 +137,7 @@ def _latency(frame: Any, summary: Any) -> list[View]:
         rows = []
         for r in headline.itertuples():
             rows.append({"backend": r.backend, "variant": r.variant,
-                         "started": started.get((r.backend, r.variant, r.rate, r.poll_ms),
-                                                number(r.n)),
+                         "started": started.get(key(r), number(r.n)),
                          "p50": number(r.p50), f"p50 {level}": span(r.p50_lo, r.p50_hi),
                          "p90": number(r.p90),
                          "p99": number(r.p99) + (" (few)" if small(r.n, 0.99) else ""),
@@ -179,9 +182,8 @@ def _latency(frame: Any, summary: Any) -> list[View]:
                     continue
                 found = nested_ratio(samples(frame, mine, rate),
                                      samples(frame, theirs, rate, variant))
-                short_ = {(mine, "default", rate, None), (theirs, variant, rate, None)} & {
-                    (b, v, r, None) for b, v, r, _ in started}
-                entry[f"{rate:g}/s"] = _times(found) + (" *" if short_ else "")
+                sides = {(mine, "default", float(rate), None), (theirs, variant, float(rate), None)}
+                entry[f"{rate:g}/s"] = _times(found) + (" *" if sides & set(started) else "")
             rows.append(entry)
     if rows:
         views.append(View("rivals",

@@ -82,6 +82,8 @@ def test_the_report_flags_a_short_sample_and_a_ratio_it_cannot_tell_from_one(tmp
     text = report(tmp_path, ["latency"])
     assert "494 of 1,000" in text
     assert "understate" in text
+    pivot = [line for line in text.splitlines() if line.startswith("saq ")]
+    assert any(line.rstrip().endswith("*") for line in pivot)  # its cells starred
     lines = [line for line in text.splitlines() if line.startswith("redis-stream / saq")]
     assert lines and SAME in lines[0]  # 1.0 against 1.01: not distinguishable
     assert "not distinguishable at this sample size" in text
