@@ -81,6 +81,12 @@ def _parser() -> argparse.ArgumentParser:
                         help="the widest a table may be, in columns (default 120)")
     report.add_argument("--figures", action="store_true",
                         help="also draw each experiment's figure again from its rows")
+    drawing = commands.add_parser("figures", help="draw a run's figures again from its rows,"
+                                  " running nothing")
+    drawing.add_argument("names", nargs="*", metavar="NAME", help="which figures (default: every"
+                         " one whose results are in the folder)")
+    drawing.add_argument("--results", default=str(RESULTS),
+                         help=f"the run's folder (default {_shown(RESULTS)}/)")
     found = commands.add_parser("backends", help="what was found, how, and why not")
     found.add_argument("--sources", help="as for run")
     commands.add_parser("images", help="build local container images (Debian archive)")
@@ -175,6 +181,17 @@ def main(argv: list[str] | None = None) -> int:
             for name in names:
                 if (Path(args.results) / f"{name}.csv").exists():
                     print(f"drew {draw(name, Path(args.results))}")
+        return 0
+    if args.command == "figures":
+        from experiments.figures import redraw
+
+        try:
+            drawn = redraw(Path(args.results), args.names)
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
+        for path in drawn:
+            print(f"drew {_shown(path)}")
         return 0
     if args.command == "backends":
         return _backends(_sources(args.sources))

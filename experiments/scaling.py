@@ -253,28 +253,48 @@ def reads(found: Any) -> str:
     return "about linear" if slope <= 1.1 else "faster than linear"
 
 
+TITLES = {"records": "Claim + load + release against checkpoint records",
+          "inbox": "... against inbox entries",
+          "ready": "Take + finish against workflows queued",
+          "sleeping": "wake_due against workflows sleeping",
+          "cancel": "cancel against workflows queued"}
+
+
 def draw(frame: Any) -> Any:
-    from experiments.figures import colour, figure, label, marker
+    """A panel per dimension, the median cost against the size on log-log axes, a line a
+    backend in its family's look; the legend in the spare panel, clear of every line (the
+    slopes are in the table, `summary`)."""
+    from experiments.figures import figure, label, look, measured_ticks, nothing, order, plain_log
 
     fig, axes = figure(columns=3, rows=2, width=5.0, height=3.6)
     rows = frame[frame["metric"] == "cost"]
-    titles = {"records": "Claim + load + release against checkpoint records",
-              "inbox": "... against inbox entries",
-              "ready": "Take + finish against workflows queued",
-              "sleeping": "wake_due against workflows sleeping",
-              "cancel": "cancel against workflows queued"}
     panels = [a for row in axes for a in row]
-    for ax in panels[len(titles):]:
-        ax.set_visible(False)
-    for ax, dimension in zip(panels, titles, strict=False):
+    backends = order(rows["backend"])
+    for ax, dimension in zip(panels, TITLES, strict=False):
         part = rows[rows["dimension"] == dimension]
-        for backend, group in part.groupby("backend", sort=False):
+        ax.set_title(TITLES[dimension])
+        if part.empty:
+            nothing(ax, "not measured in this run")
+            continue
+        for backend in backends:
+            group = part[part["backend"] == backend]
+            if group.empty:
+                continue
             medians = group.groupby("size")["value"].median()
-            fitted = slope([float(x) for x in medians.index], [float(y) for y in medians])
-            ax.plot(medians.index, medians.to_numpy(), marker=marker(str(backend)),
-                    label=f"{backend} (slope {fitted:.2f})", color=colour(str(backend)))
+            ax.plot(medians.index, medians.to_numpy(), **look(backend).line())
         ax.set_xscale("log")
         ax.set_yscale("log")
-        label(ax, titles[dimension], "size (log scale)", "median cost (ms, log scale)")
-        ax.legend(loc="best", ncol=2, fontsize=7)
+        measured_ticks(ax, [float(s) for s in part["size"].unique()])
+        plain_log(ax)
+        label(ax, TITLES[dimension], "size (log scale)", "median cost (ms, log scale)")
+    spare = panels[len(TITLES):]
+    for ax in spare:
+        ax.set_axis_off()
+    handles = [h for ax in panels[:len(TITLES)] for h in ax.get_legend_handles_labels()[0]]
+    unique = {h.get_label(): h for h in handles}
+    if spare and unique:
+        spare[0].legend(list(unique.values()), list(unique), loc="center", fontsize=9,
+                        title="backend")
+    elif unique:
+        fig.legend(list(unique.values()), list(unique), loc="outside lower center", ncol=7)
     return fig

@@ -141,28 +141,54 @@ def typical(frame: Any, backend: str, lease_s: float) -> Any:
 
 
 def draw(frame: Any) -> Any:
-    from experiments.figures import colour, figure, label, marker
+    """Per phase, the median takeover against the lease (whiskers min to max; a thicker bar
+    for the median's interval where the summary has one), beside the lease + tick bound; a row
+    of panels per family where one axis would hold too many backends."""
+    from experiments.figures import bounds, figure, label, look, nothing, panels
 
-    fig, axes = figure(columns=2, width=6.5, height=4.5)
     table = summary(frame)
-    for ax, phase in zip(axes[0], PHASES, strict=True):
-        part = table[table["phase"] == phase]
-        for backend, group in part.groupby("backend", sort=False):
-            ax.errorbar(group["lease_s"], group["median"],
-                        yerr=[group["median"] - group["min"], group["max"] - group["median"]],
-                        marker=marker(str(backend)), capsize=3, label=str(backend),
-                        color=colour(str(backend)))
-        if len(part):
-            # Drawn over the series (zorder), since a median can sit right on it.
-            leases = sorted(part["lease_s"].unique())
-            # A marker too: a quick run measures one lease, where the line is a single point.
+    if "variant" not in table:  # ours have one setting; a rival's row may name its own
+        table = table.assign(variant="default")
+    series = list(table.groupby(["backend", "variant"], sort=False).groups)
+    groups = panels([b for b, _ in series], series=len(series)) or [("", [])]
+    fig, axes = figure(columns=2, rows=len(groups), width=6.5,
+                       height=4.5 if len(groups) == 1 else 3.8 if len(groups) <= 3 else 3.0)
+    leases = sorted(table["lease_s"].unique())
+    for row, (title, chosen) in zip(axes, groups, strict=True):
+        for ax, phase in zip(row, PHASES, strict=True):
+            part = table[(table["phase"] == phase) & table["backend"].isin(chosen)]
+            ax.set_title(f"{title}: {phase}" if title else phase)
+            if part.empty:
+                nothing(ax, f"no {phase} takeovers measured for these backends")
+                continue
+            drawn = list(part.groupby(["backend", "variant"], sort=False))
+            for k, ((backend, variant), group) in enumerate(drawn):
+                group = group.sort_values("lease_s")
+                # nudged apart a little at each lease, so whiskers that overlap can be told
+                # apart (the lease is what is on the axis, not the nudge)
+                x = group["lease_s"] + 0.03 * (k - (len(drawn) - 1) / 2)
+                seen = look(str(backend), variant).line()
+                ax.errorbar(x, group["median"], capsize=2, elinewidth=0.8, markersize=5,
+                            yerr=[group["median"] - group["min"], group["max"] - group["median"]],
+                            **seen)
+                interval = bounds(group, "median")
+                if interval is not None:
+                    ax.errorbar(x, group["median"], fmt="none", elinewidth=3, alpha=0.5,
+                                ecolor=seen["color"], yerr=[group["median"] - interval[0],
+                                                            interval[1] - group["median"]])
+            # drawn over the series (zorder), since a median can sit right on it; a marker
+            # too, as a quick run measures one lease, where the line is a single point
             ax.plot(leases, [lease + tick_for(lease) for lease in leases], color="black",
                     linestyle=(0, (4, 2)), linewidth=1.5, marker="_", markersize=14,
                     label="lease + tick", zorder=5)
             ax.set_xticks(leases)
-            ax.set_xlim(0, max(leases) * 1.1)
-            ax.set_ylim(bottom=0)  # from zero: how far under lease + tick each one is
-        label(ax, f"Takeover after a SIGKILL ({phase})", "lease (s)",
-              "kill → other worker's pass starts (s; median, min to max)")
-        ax.legend(loc="upper left")
+            # from zero, the lease being a length; one lease (a quick run's) in the middle
+            ax.set_xlim(0, max(leases) * (1.1 if len(leases) > 1 else 2.0))
+            label(ax, ax.get_title(), "lease (s)", "kill → other worker's pass starts (s)")
+            ax.legend(loc="upper left")  # the lines rise to the right: the corner is empty
+    # one scale for every panel, from zero: how far under lease + tick each one is
+    top = max(ax.get_ylim()[1] for ax in axes.flat)
+    for ax in axes.flat:
+        ax.set_ylim(0, top * 1.05)  # headroom: lease + tick can be the highest point
+    fig.suptitle("Takeover after a SIGKILL: median, whiskers min to max", fontsize=10)
     return fig

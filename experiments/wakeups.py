@@ -77,20 +77,41 @@ def summary(frame: Any) -> Any:
 
 
 def draw(frame: Any) -> Any:
-    from experiments.figures import colour, figure, label
+    """A bar a backend, family by family: the wakeups that raced a pass (pale), the ones lost
+    over it (solid), and the count in words at its end."""
+    from matplotlib.patches import Patch
 
-    fig, axes = figure(width=7.0, height=3.8)
-    ax = axes[0][0]
+    from experiments.figures import figure, label, look, nothing, order
+
     table = summary(frame)
-    y = list(range(len(table)))
-    ax.barh(y, table["races"], color="#dddddd", label="wakeups raced against a pass")
-    ax.barh(y, table["lost"], color=[colour(str(b)) for b in table["backend"]],
-            label="wakeups lost")
-    ax.set_yticks(y, list(table["backend"]))
-    ax.invert_yaxis()
-    for i, lost in enumerate(table["lost"]):
-        ax.annotate(f"{int(lost)} lost", (0, i), xytext=(4, 0), textcoords="offset points",
-                    va="center")
+    names = order(table["backend"])
+    table = table.set_index("backend").reindex(names)
+    fig, axes = figure(width=7.0, height=1.4 + 0.38 * max(len(names), 3))
+    ax = axes[0][0]
+    if not names:
+        nothing(ax, "no wakeup races in this run")
+        return fig
+    for i, backend in enumerate(names):
+        seen = look(backend)
+        races, lost = (float(table.at[backend, c]) for c in ("races", "lost"))
+        if races != races:  # no races measured: say so rather than draw a zero
+            ax.annotate("not measured", (0, i), xytext=(4, 0), textcoords="offset points",
+                        va="center", color="#888888")
+            continue
+        ax.barh(i, races, height=0.6, color=seen.colour, alpha=0.3, edgecolor=seen.colour)
+        if lost == lost and lost > 0:
+            ax.barh(i, lost, height=0.6, color=seen.colour)
+        words = "none lost" if lost == 0 else f"{lost:,.0f} lost" if lost == lost else "lost: ?"
+        ax.annotate(f"{races:,.0f} raced, {words}", (races, i), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    ax.set_yticks(range(len(names)), names)
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    ax.margins(x=0.3)  # room for the words at the bars' ends
+    ax.set_xlim(left=0)
+    ax.grid(axis="y", visible=False)
     label(ax, "Wakeups that landed mid-pass, and how many were lost", "wakeups", "")
-    ax.legend(loc="lower right")
+    fig.legend(handles=[Patch(facecolor="#555555", alpha=0.3, edgecolor="#555555",
+                              label="raced against a pass"),
+                        Patch(facecolor="#555555", label="lost (none drawn where none was)")],
+               loc="outside lower center", ncol=2)
     return fig
