@@ -30,7 +30,7 @@ from experiments.catalogue import EXPERIMENTS
 
 #: The notebooks' readers, from `experiments.reading`, loaded (with pandas) when first asked.
 _READERS = ("blank", "figure", "frame", "ms", "overview", "pick", "prose", "reads", "run_line",
-            "say", "table")
+            "say", "shown", "table", "times", "versus")
 
 __all__ = ["EXPERIMENTS", "conformance", "found", "parameters", "register", "run", "run_sync",
            "use", "where", *_READERS]

@@ -77,7 +77,12 @@ def _parser() -> argparse.ArgumentParser:
                  "an hour or more only, if hour-long runs are there")
     soak.add_argument("--no-figures", action="store_true", help="draw no figure")
     report = commands.add_parser("report", help="print the comparison tables from results/")
-    report.add_argument("--results", default=str(RESULTS))
+    report.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"which experiments (default: all of {', '.join(EXPERIMENTS)})")
+    report.add_argument("--results", default=str(RESULTS),
+                        help=f"the run's folder (default: the reference, {_shown(RESULTS)}/)")
+    report.add_argument("--width", type=int, default=120,
+                        help="the widest a table may be, in columns (default 120)")
     report.add_argument("--figures", action="store_true",
                         help="also draw each experiment's figure again from its rows")
     drawing = commands.add_parser("figures", help="draw a run's figures again from its rows,"
@@ -170,12 +175,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "report":
         from experiments.report import report
 
-        print(report(Path(args.results)))
+        unknown = [n for n in args.names if n not in EXPERIMENTS]
+        if unknown:
+            print(f"unknown experiment(s) {unknown}; choose from {', '.join(EXPERIMENTS)}",
+                  file=sys.stderr)
+            return 2
+        names = args.names or list(EXPERIMENTS)
+        print(report(Path(args.results), names, width=args.width))
         if args.figures:
-            from experiments.catalogue import EXPERIMENTS
             from experiments.figures import draw
 
-            for name in EXPERIMENTS:
+            for name in names:
                 if (Path(args.results) / f"{name}.csv").exists():
                     print(f"drew {draw(name, Path(args.results))}")
         return 0

@@ -26,6 +26,8 @@ QUICK_RATES = (20.0,)
 POLLS_MS = (5.0, 10.0, 25.0, 50.0, 100.0)
 QUICK_POLLS_MS = (10.0,)
 SEED = 20
+#: The percentiles the tables give, each with its interval.
+QUANTILES = (0.5, 0.9, 0.99)
 #: What a run may set beside the configurations' own parameters (`experiments.overrides`).
 SETTINGS = {"seconds": "how long each configuration submits, in seconds"}
 
@@ -113,27 +115,56 @@ async def _run(client: Any, worker: Any, rate: float, count: int, poll_ms: float
 
 
 def summary(frame: Any) -> Any:
-    """p50/p90/p99/max per backend, variant, rate and poll, with the count and each p50 as a
-    ratio to memory's at the same rate (the in-process floor measured in the same run)."""
+    """Per backend, variant, rate and poll: how many submissions started (`n`) of those made
+    (`submitted`) over how many `repeats`, p50/p90/p99 each with its 95% interval (`p50_lo`,
+    `p50_hi`, ...: a bootstrap over the submissions, and over the repeats first where there
+    are several), the max, and p50 as a ratio to memory's at the same rate (the
+    in-process floor measured in the same run)."""
     import pandas
+
+    from experiments.uncertainty import nested, quantiles
 
     rows = frame[frame["metric"] == "submit_to_first_pass"]
     keys = ["backend", "variant", "rate", "poll_ms"]
     rows = rows.assign(poll_ms=rows["poll_ms"].fillna(-1))
-    table = rows.groupby(keys, sort=False)["value"].agg(
-        n="count",
-        p50=lambda v: v.quantile(0.5),
-        p90=lambda v: v.quantile(0.9),
-        p99=lambda v: v.quantile(0.99),
-        max="max",
-    ).reset_index()
+    made = frame[frame["metric"] == "submissions"]
+    made = made.assign(poll_ms=made["poll_ms"].fillna(-1)).groupby(keys)["value"].sum()
+    out = []
+    for key, group in rows.groupby(keys, sort=False):
+        values = group["value"].to_numpy()
+        entry: dict[str, Any] = dict(zip(keys, key, strict=True))
+        entry["n"] = len(values)
+        entry["submitted"] = made.get(key, float("nan"))
+        entry["repeats"] = group["repeat"].nunique() if "repeat" in group else 1
+        found_all = (nested([g.to_numpy() for _, g in group.groupby("repeat")["value"]],
+                            QUANTILES) if entry["repeats"] > 1 else quantiles(values, QUANTILES))
+        for name, found in zip(("p50", "p90", "p99"), found_all, strict=True):
+            entry[name], entry[f"{name}_lo"], entry[f"{name}_hi"] = found.estimate, found.lo, \
+                found.hi
+        entry["max"] = float(values.max())
+        out.append(entry)
+    table = pandas.DataFrame(out, columns=[*keys, "n", "submitted", "repeats", "p50", "p50_lo",
+                                           "p50_hi", "p90", "p90_lo", "p90_hi", "p99",
+                                           "p99_lo", "p99_hi", "max"])
     floor = table[table["backend"] == "memory"].set_index("rate")["p50"]
     table["p50_vs_memory"] = [
         p50 / floor[rate] if rate in floor.index and floor[rate] > 0 else float("nan")
         for p50, rate in zip(table["p50"], table["rate"], strict=True)
     ]
     table["poll_ms"] = table["poll_ms"].where(table["poll_ms"] >= 0)
-    return pandas.DataFrame(table)
+    return table
+
+
+def samples(frame: Any, backend: str, rate: float = 20.0, variant: str = "default",
+            poll_ms: float | None = None) -> list[Any]:
+    """One configuration's latencies (ms), one per submission that started, as one array per
+    repeat (for `uncertainty.nested_ratio`)."""
+    rows = frame[(frame["metric"] == "submit_to_first_pass") & (frame["backend"] == backend)
+                 & (frame["rate"] == rate) & (frame["variant"] == variant)]
+    rows = rows[rows["poll_ms"].isna()] if poll_ms is None else rows[rows["poll_ms"] == poll_ms]
+    if "repeat" not in rows or rows["repeat"].nunique() <= 1:
+        return [rows["value"].to_numpy()]
+    return [group.to_numpy() for _, group in rows.groupby("repeat")["value"]]
 
 
 HEADLINE_RATE = 20.0

@@ -174,20 +174,83 @@ def slope(sizes: list[float], costs: list[float]) -> float:
 
 
 def summary(frame: Any) -> Any:
+    """Per backend and dimension: the slope with its interval (`slope_lo`, `slope_hi`: a
+    bootstrap over the repetitions at each size, the slope refitted to each draw's medians),
+    what the slope says (`reads`), and the median cost at each size (`ms@<size>`)."""
     import pandas
 
+    from experiments.uncertainty import bootstrap
+
     rows = frame[frame["metric"] == "cost"]
-    medians = rows.groupby(["backend", "dimension", "size"], sort=False)["value"].median()
     out = []
-    for (backend, dimension), group in medians.groupby(level=[0, 1], sort=False):
-        sizes = [float(s) for s in group.index.get_level_values(2)]
-        costs = [float(c) for c in group.to_numpy()]
+    for (backend, dimension), part in rows.groupby(["backend", "dimension"], sort=False):
+        by_size = part.groupby("size", sort=True)["value"]
+        sizes = [float(s) for s in by_size.groups]
+        found = bootstrap([g.to_numpy() for _, g in by_size], _slopes(sizes))
         entry: dict[str, Any] = {"backend": backend, "dimension": dimension,
-                                 "slope": slope(sizes, costs)}
-        for s, c in zip(sizes, costs, strict=True):
-            entry[f"ms@{int(s):,}"] = c
+                                 "slope": found.estimate, "slope_lo": found.lo,
+                                 "slope_hi": found.hi, "reads": reads(found)}
+        for size, group in by_size:
+            entry[f"ms@{int(size):,}"] = float(group.median())
         out.append(entry)
     return pandas.DataFrame(out)
+
+
+def costs(frame: Any) -> Any:
+    """Per backend, dimension and size, the median cost (ms) with its interval (`median_lo`,
+    `median_hi`: a bootstrap over the repetitions), one row each, for a figure's bands."""
+    import pandas
+
+    from experiments.uncertainty import quantile
+
+    rows = frame[frame["metric"] == "cost"]
+    out = []
+    for (backend, dimension, size), group in rows.groupby(["backend", "dimension", "size"],
+                                                          sort=False):
+        found = quantile(group["value"].to_numpy(), 0.5)
+        out.append({"backend": backend, "dimension": dimension, "size": size,
+                    "median": found.estimate, "median_lo": found.lo, "median_hi": found.hi,
+                    "n": found.n})
+    return pandas.DataFrame(out, columns=["backend", "dimension", "size", "median",
+                                          "median_lo", "median_hi", "n"])
+
+
+def _slopes(sizes: list[float]) -> Any:
+    """The slope of log(median cost) on log(size), for a bootstrap draw of each size's
+    repetitions (arrays shaped (draws, repetitions), one per size)."""
+    import numpy
+
+    x = numpy.log(numpy.asarray(sizes))
+    dx = x - x.mean()
+
+    def fitted(*draws: Any) -> Any:
+        if len(draws) < 2:
+            return numpy.full(draws[0].shape[0], numpy.nan)
+        with numpy.errstate(divide="ignore", invalid="ignore"):
+            y = numpy.log(numpy.stack([numpy.median(d, axis=1) for d in draws], axis=1))
+        return ((y - y.mean(axis=1, keepdims=True)) * dx).sum(axis=1) / (dx * dx).sum()
+
+    return fitted
+
+
+#: Below this (either way) a slope is read as flat. Each size is one configuration, measured
+#: at its own moment, so between sizes the machine moves the medians by more than a slope's
+#: interval (over the repetitions within each size) can show.
+FLAT = 0.2
+
+
+def reads(found: Any) -> str:
+    """What a slope (an `uncertainty.Interval`) says, in words."""
+    slope = found.estimate
+    if slope != slope:
+        return ""
+    if abs(slope) < FLAT or (found.lo == found.lo and found.lo <= 0 <= found.hi):
+        return "flat (below 0 is noise)" if slope < 0 else "flat"
+    if slope < 0:
+        return "falls: no design gets cheaper with size, so look at the run"
+    if slope < 0.8:
+        return "grows, below linear"
+    return "about linear" if slope <= 1.1 else "faster than linear"
 
 
 TITLES = {"records": "Claim + load + release against checkpoint records",

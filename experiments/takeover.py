@@ -105,16 +105,39 @@ async def _first_holding(workers: list[Agent], workflow: str, patience: float) -
 
 
 def summary(frame: Any) -> Any:
+    """Per backend, lease and phase: the kills (`n`), their median with its interval
+    (`median_lo`, `median_hi`: bootstrap over the kills), min, max, the bound lease + tick and
+    the median as a share of it."""
+    from experiments.uncertainty import quantile
+
     rows = frame[frame["metric"] == "takeover"]
-    table = rows.groupby(["backend", "lease_s", "phase"], sort=False)["value"].agg(
-        n="count", median="median", min="min", max="max").reset_index()
-    bound = frame[frame["metric"] == "lease_plus_tick"].groupby(
-        ["backend", "lease_s", "phase"])["value"].first()
+    keys = ["backend", "lease_s", "phase"]
+    groups = rows.groupby(keys, sort=False)["value"]
+    table = groups.agg(n="count", median="median", min="min", max="max").reset_index()
+    found = [quantile(group.to_numpy(), 0.5) for _, group in groups]
+    table.insert(table.columns.get_loc("median") + 1, "median_lo", [i.lo for i in found])
+    table.insert(table.columns.get_loc("median_lo") + 1, "median_hi", [i.hi for i in found])
+    bound = frame[frame["metric"] == "lease_plus_tick"].groupby(keys)["value"].first()
     table["lease_plus_tick"] = [bound.get((b, lease, p), float("nan")) for b, lease, p in
                                 zip(table["backend"], table["lease_s"], table["phase"],
                                     strict=True)]
     table["median_vs_bound"] = table["median"] / table["lease_plus_tick"]
     return table
+
+
+#: The one takeover figure quoted beside the other measures (the overview, the design
+#: documents' table), named so wherever it is shown: a kill can land at any moment of a pass,
+#: so both phases' kills count.
+TYPICAL = "median of all kills, both phases"
+
+
+def typical(frame: Any, backend: str, lease_s: float) -> Any:
+    """`TYPICAL` for one backend at one lease, as an `uncertainty.Interval` over the kills."""
+    from experiments.uncertainty import quantile
+
+    rows = frame[(frame["metric"] == "takeover") & (frame["backend"] == backend)
+                 & (frame["lease_s"] == lease_s)]
+    return quantile(rows["value"].to_numpy(), 0.5)
 
 
 def draw(frame: Any) -> Any:

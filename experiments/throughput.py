@@ -118,21 +118,56 @@ async def _until_done(workers: list[Agent], count: int, patience: float) -> None
 
 
 def summary(frame: Any) -> Any:
+    """Per backend, variant, processes and workload size (`workflows`), the median over
+    repeats of each measure; the rate's interval (`passes_per_s_lo`, `passes_per_s_hi`), the
+    repeats (`runs`) and their range."""
+    from experiments.uncertainty import quantile
+
     wanted = ["passes_per_s", "worker_cpu_per_pass", "requests_per_pass", "round_trips_per_pass",
               "server_requests_per_pass", "server_cpu_per_pass"]
+    keys = ["backend", "variant", "processes", "workflows"]
+    frame = sized(frame)
     rows = frame[frame["metric"].isin(wanted)]
-    table = rows.pivot_table(index=["backend", "variant", "processes"], columns="metric",
-                             values="value", aggfunc="median", sort=False).reset_index()
+    table = rows.pivot_table(index=keys, columns="metric", values="value", aggfunc="median",
+                             sort=False).reset_index()
     floor = table[(table["backend"] == "memory")]["passes_per_s"]
     if len(floor) and "passes_per_s" in table:
         table["vs_memory"] = table["passes_per_s"] / float(floor.iloc[0])
-    # The spread over repeats (`--repeat`), beside the median.
-    rates = frame[frame["metric"] == "passes_per_s"].groupby(
-        ["backend", "variant", "processes"], sort=False)["value"]
+    # The spread over repeats (`--repeat`), beside the median: its interval (a bootstrap over
+    # the repeats, so with three it is about their range) and the range itself.
+    rates = frame[frame["metric"] == "passes_per_s"].groupby(keys, sort=False)["value"]
     spread = rates.agg(runs="count", min="min", max="max").reset_index()
-    table = table.merge(spread, on=["backend", "variant", "processes"], how="left")
-    return table[[c for c in ["backend", "variant", "processes", *wanted, "vs_memory", "runs",
-                              "min", "max"] if c in table.columns]]
+    found = [quantile(group.to_numpy(), 0.5) for _, group in rates]
+    spread["passes_per_s_lo"] = [i.lo for i in found]
+    spread["passes_per_s_hi"] = [i.hi for i in found]
+    table = table.merge(spread, on=keys, how="left")
+    return table[[c for c in [*keys, "passes_per_s", "passes_per_s_lo", "passes_per_s_hi",
+                              *wanted[1:], "vs_memory", "runs", "min", "max"]
+                  if c in table.columns]]
+
+
+def sized(frame: Any) -> Any:
+    """`frame` with every row's workload size in `workflows`: the override where one was
+    given (`--set workflows=2000,12000` measures several), else the most passes any repeat of
+    its configuration ran (what was preloaded: the rows of a run without the override do
+    not say it otherwise)."""
+    keys = ["backend", "variant", "processes"]
+    ran = frame[frame["metric"] == "passes"].groupby(keys)["value"].max().rename("_ran")
+    out = frame.join(ran, on=keys)
+    given = out["workflows"] if "workflows" in out.columns else out["_ran"] * float("nan")
+    return out.assign(workflows=given.fillna(out["_ran"])).drop(columns="_ran")
+
+
+def rates(frame: Any, backend: str, processes: int = 1, variant: str = "default",
+          workflows: float | None = None) -> Any:
+    """One configuration's workflows a second, one per repeat (at one workload size, where
+    the run measured several)."""
+    rows = sized(frame)
+    rows = rows[(rows["metric"] == "passes_per_s") & (rows["backend"] == backend)
+                & (rows["processes"] == processes) & (rows["variant"] == variant)]
+    if workflows is not None:
+        rows = rows[rows["workflows"] == workflows]
+    return rows["value"].to_numpy()
 
 
 #: A marker for each count of worker processes: the rows are backends, the markers counts.

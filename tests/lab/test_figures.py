@@ -146,14 +146,15 @@ def test_the_latency_figure_draws_a_median_interval_only_where_one_is_given(
     rows = [{"backend": "memory", "variant": "default", "rate": 20.0, "poll_ms": None,
              "metric": "submit_to_first_pass", "value": float(v)} for v in range(1, 41)]
     frame = pandas.DataFrame(rows)
-    plain = sum(len(ax.lines) for ax in _draw("latency", frame).axes)
-    given = latency.summary
+    given = latency.summary  # carries p50_lo and p50_hi (experiments.uncertainty)
 
-    def with_interval(rows: Any) -> Any:
+    def without_intervals(rows: Any) -> Any:
         table = given(rows)
-        return table.assign(p50_lo=table["p50"] - 1, p50_hi=table["p50"] + 1)
+        return table.drop(columns=[c for c in table.columns if c.endswith(("_lo", "_hi"))])
 
-    monkeypatch.setattr(latency, "summary", with_interval)
+    monkeypatch.setattr(latency, "summary", without_intervals)
+    plain = sum(len(ax.lines) for ax in _draw("latency", frame).axes)
+    monkeypatch.setattr(latency, "summary", given)
     assert sum(len(ax.lines) for ax in _draw("latency", frame).axes) == plain + 1
 
 
