@@ -36,13 +36,12 @@ either way the write was applied on the primary, but not with the durability ask
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from redis.asyncio import Redis
@@ -53,8 +52,6 @@ from redis.exceptions import NoScriptError
 from durability.cancelling import stop_if_cancelled
 from durability.codec import Codec, JsonCodec
 from durability.interfaces import (
-    INBOX,
-    INBOX_WIDTH,
     MAX_NAME,
     STATES,
     Effect,
@@ -70,14 +67,13 @@ from durability.interfaces import (
     check_recorded_key,
     check_state,
     check_workflow,
-    detail_text,
-    inbox_key,
     positive,
     to_ms,
 )
 from durability.redis.batching import Batcher
+from durability.redis.checkpoint_calls import CheckpointCalls, from_server_ms, records_of
 from durability.redis.effect import LuaEffect, hash_tag
-from durability.redis.lua import ScriptCall, named, script, source
+from durability.redis.lua import named, script, source
 from durability.redis.namespace import DEFAULT, check_namespace
 from durability.redis.namespace import key as namespace_key
 
@@ -134,22 +130,12 @@ def _keys(prefix: str, workflow: str) -> tuple[str, str, str]:
     return base, f"{base}:pass", f"{base}:order"
 
 
-def _flat(dumped: str) -> list[Any]:
-    """The records as `dump` (prelude.lua) encodes them: [key, encoded, written_ms, ...]."""
-    flat: list[Any] = json.loads(dumped) or []  # "{}" is cjson's empty array
-    return flat
-
-
 def _successor(prefix: bytes) -> bytes | None:
     """The least byte string above every string that starts with `prefix` (None: no bound)."""
     trimmed = prefix.rstrip(b"\xff")
     if not trimmed:
         return None
     return trimmed[:-1] + bytes([trimmed[-1] + 1])
-
-
-def _ms_to_datetime(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,6 +208,13 @@ class RedisCheckpointer:
         self._effects: dict[str, AsyncScript] = {}
         self._version: tuple[int, ...] | None = None
         self._batcher = Batcher(redis)
+        standing_keys = (
+            namespace_key(self.namespace, "standings"),
+            *(namespace_key(self.namespace, f"state:{name}") for name in ("all", *STATES)),
+        )
+        #: The calls this checkpointer sends, built and read; `RedisDurable` joins them with
+        #: a scheduler's (see checkpoint_calls.py).
+        self.calls = CheckpointCalls(self.keys, self._ttl_ms, self._codec, standing_keys)
         self._swept = 0  # where `sweep`'s walk over the standings has got to
 
     # --- running scripts --------------------------------------------------------------------
@@ -322,35 +315,19 @@ class RedisCheckpointer:
         reply = await self._write(
             self._script("claim"), keys, [to_ms(budget), to_ms(alive), self._ttl_ms]
         )
-        return self._claimed(workflow, alive, reply)
-
-    def _claimed(self, workflow: str, alive: timedelta, reply: Any) -> Pass | None:
-        """The `Pass` a claim.lua reply stands for (`None`/false: a live claim holds it)."""
-        if not reply:
-            return None
-        token, deadline = int(reply[0]), int(reply[1])
-        # The script read the checkpoint as it took the claim: the pass needs no `load`.
-        records = self._records(_flat(reply[2]))
-        return Pass(workflow, token, alive, _ms_to_datetime(deadline), records)
-
-    def _claim_args(self, budget: timedelta, alive: timedelta) -> tuple[int, int, int]:
-        return to_ms(positive("budget", budget)), to_ms(positive("alive", alive)), self._ttl_ms
-
-    def _records(self, flat: list[Any]) -> dict[str, object]:
-        decode = self._codec.decode
-        return {flat[i]: decode(flat[i + 1]) for i in range(0, len(flat), 3)}
+        return self.calls.claimed(workflow, alive, reply)
 
     async def _load(self, workflow: str) -> list[Any]:
-        return _flat(await self._read(self._script("load"), self.keys(workflow)))
+        return records_of(await self._read(self._script("load"), self.keys(workflow)))
 
     async def load(self, workflow: str) -> dict[str, object]:
-        return self._records(await self._load(workflow))
+        return self.calls.records(await self._load(workflow))
 
     async def history(self, workflow: str) -> list[Written]:
         flat = await self._load(workflow)
         decode = self._codec.decode
         return [
-            Written(flat[i], decode(flat[i + 1]), _ms_to_datetime(int(flat[i + 2])))
+            Written(flat[i], decode(flat[i + 1]), from_server_ms(int(flat[i + 2])))
             for i in range(0, len(flat), 3)
         ]
 
@@ -390,39 +367,14 @@ class RedisCheckpointer:
         return Recorded(self._codec.decode(reply[1]), int(reply[0]) == 1)
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded:
-        call, encoded = self._supply_call(workflow, key, value)
-        return self._supplied(await self._write(self._script(call.name), call.keys, call.args),
-                              encoded)
-
-    def _supply_call(self, workflow: str, key: str, value: object) -> tuple[ScriptCall, str]:
-        check_key(key)
-        encoded = self._codec.encode(value)
-        keys = self.keys(workflow)
-        return ScriptCall("supply", keys, (key, encoded, self._ttl_ms), prelude=True), encoded
-
-    def _supplied(self, reply: Any, encoded: str) -> Recorded:
-        if int(reply[0]) == 1:
-            return Recorded(self._codec.decode(encoded), True)
-        return Recorded(self._codec.decode(reply[1]), False)
+        call, encoded = self.calls.supply(workflow, key, value)
+        reply = await self._write(self._script(call.name), call.keys, call.args)
+        return self.calls.supplied(reply, encoded)
 
     async def append(self, workflow: str, value: object) -> Entry:
-        call, encoded = self._append_call(workflow, value)
-        return self._appended(await self._write(self._script(call.name), call.keys, call.args),
-                              encoded)
-
-    def _append_call(self, workflow: str, value: object) -> tuple[ScriptCall, str]:
-        encoded = self._codec.encode(value)
-        keys = self.keys(workflow)
-        args = (encoded, self._ttl_ms, INBOX, INBOX_WIDTH)
-        return ScriptCall("append", keys, args, prelude=True), encoded
-
-    def _appended(self, reply: Any, encoded: str) -> Entry:
-        key = str(reply[1])
-        # The script formats the key itself (it must write under it atomically); it has to be
-        # exactly the key the rest of the library would mint for that sequence number.
-        if key != inbox_key(int(reply[0])):
-            raise AssertionError(f"append.lua minted {key!r} for sequence {reply[0]}")
-        return Entry(key, self._codec.decode(encoded))
+        call, encoded = self.calls.append(workflow, value)
+        reply = await self._write(self._script(call.name), call.keys, call.args)
+        return self.calls.appended(reply, encoded)
 
     async def extend(self, holder: Pass, budget: timedelta, alive: timedelta) -> Pass:
         positive("budget", budget)
@@ -431,7 +383,7 @@ class RedisCheckpointer:
         args = [holder.token, to_ms(budget), to_ms(alive), self._ttl_ms]
         reply = await self._write(self._script("extend"), keys, args)
         self._fenced(holder, reply)
-        return Pass(holder.workflow, holder.token, holder.alive, _ms_to_datetime(int(reply[1])))
+        return Pass(holder.workflow, holder.token, holder.alive, from_server_ms(int(reply[1])))
 
     async def renew(self, holder: Pass, alive: timedelta) -> None:
         positive("alive", alive)
@@ -453,15 +405,7 @@ class RedisCheckpointer:
     # --- the ledger: where each workflow's last pass left it -------------------------------
 
     def _standing_keys(self) -> list[str]:
-        return [*self._standing_key_tuple]
-
-    @functools.cached_property
-    def _standing_key_tuple(self) -> tuple[str, ...]:
-        # Built once: every standing names the same seven keys.
-        return (namespace_key(self.namespace, "standings"), *self._state_keys())
-
-    def _state_keys(self) -> list[str]:
-        return [namespace_key(self.namespace, f"state:{name}") for name in ("all", *STATES)]
+        return [*self.calls.standing_keys]
 
     def _standings_script(self, name: str) -> AsyncScript:
         found = self._scripts.get(name)
@@ -470,20 +414,11 @@ class RedisCheckpointer:
         return found
 
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
-        call = self._settle_call(holder, state, detail)
+        call = self.calls.settle(holder, state, detail)
         # Through the batcher, like every other write of a pass: at capacity the standings of a
         # turn's passes go out in the same pipeline as their records and finishes.
         written = await self._write(self._standings_script("settle"), call.keys, call.args)
         return bool(int(written))
-
-    def _settle_call(self, holder: Pass, state: str, detail: Mapping[str, object]) -> ScriptCall:
-        """settle.lua's run for this standing, checked and encoded, not yet sent (`settle`,
-        and `RedisDurable.finish_settled`, which runs it inside the finish's script)."""
-        check_state(state)
-        check_workflow(holder.workflow)
-        text = detail_text(detail)
-        args = (holder.workflow, holder.token, 3 + STATES.index(state), state, text)
-        return ScriptCall("settle", self._standing_key_tuple, args)
 
     def _standing(self, workflow: str, held: str | None) -> Standing | None:
         if not held:
@@ -491,7 +426,7 @@ class RedisCheckpointer:
         _, state, at, detail = [*held.split("\n", 3), "", "", ""][:4]
         if not state:
             return None  # a tombstone: the workflow was discarded
-        return Standing(workflow, state, json.loads(detail), _ms_to_datetime(int(at)))
+        return Standing(workflow, state, json.loads(detail), from_server_ms(int(at)))
 
     async def look(self, workflow: str) -> Look:
         keys = self.keys(workflow)
@@ -597,12 +532,8 @@ class RedisCheckpointer:
         return dropped, self._swept == 0
 
     async def release(self, holder: Pass) -> None:
-        call = self._release_call(holder)
+        call = self.calls.release(holder)
         await self._write(self._script(call.name), call.keys, call.args)
-
-    def _release_call(self, holder: Pass) -> ScriptCall:
-        keys = self.keys(holder.workflow)
-        return ScriptCall("release", keys, (holder.token, self._ttl_ms), prelude=True)
 
     # --- beyond the protocol ----------------------------------------------------------------
 
@@ -614,6 +545,12 @@ class RedisCheckpointer:
     def redis(self) -> Client:
         """The client every script of this checkpointer runs on."""
         return self._redis
+
+    @property
+    def batcher(self) -> Batcher:
+        """What every script of this checkpointer is sent through: a durable sends its joined
+        scripts through it too, so a turn's passes share one pipeline whatever they ask."""
+        return self._batcher
 
     @property
     def acknowledged(self) -> Acknowledged | None:

@@ -147,30 +147,30 @@ class RedisDurable(SplitDurable):
         if not self._joined:  # two calls: SplitDurable says what a lost answer means
             return await super().arrive(workflow, key, value)
         try:
-            write, encoded = self._redis_checkpointer._supply_call(workflow, key, value)
-            wakeup = self._redis_scheduler._wakeup_call(workflow)
+            write, encoded = self._redis_checkpointer.calls.supply(workflow, key, value)
+            wakeup = self._redis_scheduler.wakeup_call(workflow)
             reply = await self._run(write, wakeup)
         except Unanswered as error:
             raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
-        return self._redis_checkpointer._supplied(reply, encoded)
+        return self._redis_checkpointer.calls.supplied(reply, encoded)
 
     async def deliver(self, workflow: str, value: object) -> Entry:
         if not self._joined:
             return await super().deliver(workflow, value)
         try:
-            write, encoded = self._redis_checkpointer._append_call(workflow, value)
-            wakeup = self._redis_scheduler._wakeup_call(workflow)
+            write, encoded = self._redis_checkpointer.calls.append(workflow, value)
+            wakeup = self._redis_scheduler.wakeup_call(workflow)
             reply = await self._run(write, wakeup)
         except Unanswered as error:
             raise delivery_unknown(error, workflow) from error.__cause__
-        return self._redis_checkpointer._appended(reply, encoded)
+        return self._redis_checkpointer.calls.appended(reply, encoded)
 
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         if not self._joined:
             await super().finish(holder, delivery)
             return
-        release = self._redis_checkpointer._release_call(holder)
-        done = self._redis_scheduler._done_call(delivery)
+        release = self._redis_checkpointer.calls.release(holder)
+        done = self._redis_scheduler.done_call(delivery)
         scheduler = self._redis_scheduler
         if isinstance(scheduler, RedisStreamScheduler):
             # Sent again after a lost group, the release part runs twice: it is idempotent.
@@ -185,13 +185,13 @@ class RedisDurable(SplitDurable):
         else the three in that order (`SplitDurable.finish_settled`)."""
         if not self._joined:
             return await super().finish_settled(holder, delivery, state, detail)
-        release = self._redis_checkpointer._release_call(holder)
-        stand = self._redis_checkpointer._settle_call(holder, state, detail)
-        done = self._redis_scheduler._done_call(delivery)
+        release = self._redis_checkpointer.calls.release(holder)
+        stand = self._redis_checkpointer.calls.settle(holder, state, detail)
+        done = self._redis_scheduler.done_call(delivery)
         script = self._settled_script(release.name, done.name)
         keys = [*release.keys, *stand.keys, *done.keys]
         args = [len(release.args), len(stand.args), *release.args, *stand.args, *done.args]
-        send = self._redis_checkpointer._batcher.run
+        send = self._redis_checkpointer.batcher.run
         scheduler = self._redis_scheduler
         if isinstance(scheduler, RedisStreamScheduler):
             # Sent again after a lost group, the standing and the release run twice: each is
@@ -219,7 +219,7 @@ class RedisDurable(SplitDurable):
         positive("within", within)
         if not self._joined:
             return await super().take(within, budget, alive)
-        claim_args = self._redis_checkpointer._claim_args(budget, alive)
+        claim_args = self._redis_checkpointer.calls.claim_args(budget, alive)
         scheduler = self._redis_scheduler
         if isinstance(scheduler, RedisStreamScheduler):
             args: tuple[object, ...] = (GROUP, scheduler.consumer, FIELD)
@@ -227,7 +227,7 @@ class RedisDurable(SplitDurable):
         else:
             read = ScriptCall("set_take", scheduler.keys, (to_ms(scheduler.lease),))
         script = self._take_script(read.name)
-        batcher = self._redis_checkpointer._batcher
+        batcher = self._redis_checkpointer.batcher
         prefix = self._redis_checkpointer.prefix
         keys, script_args = read.keys, [len(read.args), *read.args, prefix, *claim_args]
         if within <= _GLANCE:
@@ -256,7 +256,7 @@ class RedisDurable(SplitDurable):
         workflow, receipt = text(reply[0][0]), text(reply[0][1])
         if isinstance(self._redis_scheduler, RedisStreamScheduler):
             receipt = receipt_of(receipt, 1)  # read with ">" (or handed over): first delivery
-        holder = self._redis_checkpointer._claimed(workflow, alive, reply[1])
+        holder = self._redis_checkpointer.calls.claimed(workflow, alive, reply[1])
         return Taken(Delivery(workflow, receipt), holder)
 
     async def _wait_and_take(
@@ -330,7 +330,7 @@ class RedisDurable(SplitDurable):
         assert lane is not None and scheduler.doorbell is not None
         reply: Any = None
         if not self._waited:
-            reply = await self._redis_checkpointer._batcher.run(script, keys, args)
+            reply = await self._redis_checkpointer.batcher.run(script, keys, args)
         while True:
             stop_if_cancelled()
             now = loop.time()
@@ -347,7 +347,7 @@ class RedisDurable(SplitDurable):
             block, pause = scheduler.wait(left, hidden)
             if block is None:
                 await asyncio.sleep(pause)
-                reply = await self._redis_checkpointer._batcher.run(script, keys, args)
+                reply = await self._redis_checkpointer.batcher.run(script, keys, args)
                 continue
             self._waited = True
             look = ("EVALSHA", script.sha, len(keys), *keys, *args)
@@ -384,7 +384,7 @@ class RedisDurable(SplitDurable):
         script = self._script(first, then)
         keys = [*first.keys, *then.keys]
         args = [len(first.args), *first.args, *then.args]
-        return await self._redis_checkpointer._batcher.run(script, keys, args)
+        return await self._redis_checkpointer.batcher.run(script, keys, args)
 
     def _script(self, first: ScriptCall, then: ScriptCall) -> AsyncScript:
         pair = (first.name, then.name)

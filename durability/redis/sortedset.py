@@ -186,10 +186,12 @@ class RedisSetScheduler:
         """The client this queue's commands run on."""
         return self._redis
 
-    def _wakeup_call(self, workflow: str) -> ScriptCall:
+    def wakeup_call(self, workflow: str) -> ScriptCall:
+        """The wakeup `make_ready` sends, as a call to run behind a checkpoint write."""
         return ScriptCall("set_make_ready", self.keys, (check_workflow(workflow),))
 
-    def _done_call(self, delivery: Delivery) -> ScriptCall:
+    def done_call(self, delivery: Delivery) -> ScriptCall:
+        """The answer `done` sends, as a call to run behind a claim's release."""
         workflow = check_workflow(delivery.workflow)
         return ScriptCall("set_done", (self.schedule,), (workflow, delivery.receipt))
 

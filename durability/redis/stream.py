@@ -262,10 +262,12 @@ class RedisStreamScheduler:
         """The client this queue's commands run on."""
         return self._redis
 
-    def _wakeup_call(self, workflow: str) -> ScriptCall:
+    def wakeup_call(self, workflow: str) -> ScriptCall:
+        """The wakeup `make_ready` sends, as a call to run behind a checkpoint write."""
         return ScriptCall("stream_make_ready", (self.ready,), (FIELD, check_workflow(workflow)))
 
-    def _done_call(self, delivery: Delivery) -> ScriptCall:
+    def done_call(self, delivery: Delivery) -> ScriptCall:
+        """The answer `done` sends, as a call to run behind a claim's release."""
         entry, count = _parse(delivery.receipt)
         return ScriptCall("stream_done", (self.ready,), (GROUP, entry, count))
 
