@@ -68,7 +68,8 @@ from durability.postgres.statements import (
 #: How many times a first-writer-wins write is retried when it lost a race it cannot see: a
 #: concurrent writer of the same key committed after this statement's snapshot was taken, so
 #: the statement neither wrote nor could read the winner. The next attempt always sees it.
-_RACES = 8
+#: (`PostgresDurable.arrive`, a supply of its own, retries the same way.)
+RACES = 8
 
 
 def _utc(moment: datetime) -> datetime:
@@ -117,6 +118,12 @@ class PostgresCheckpointer:
         return self._pool
 
     @property
+    def batcher(self) -> Batcher:
+        """What this checkpointer's single statements are sent through: a durable sends its
+        own (take, finish) through it too, so a turn's passes share one connection."""
+        return self._batcher
+
+    @property
     def codec(self) -> Codec:
         return self._codec
 
@@ -157,7 +164,7 @@ class PostgresCheckpointer:
             "key": key,
             "value": encoded,
         }
-        for _ in range(_RACES):
+        for _ in range(RACES):
             # One transaction with the turn's other records: they share one commit's WAL flush.
             row = await self._batcher.one(self._sql["record"], params, together=True)
             assert row is not None  # a SELECT of three scalars always yields a row
@@ -168,7 +175,7 @@ class PostgresCheckpointer:
                 return Recorded(self._codec.decode(written), True)
             if held is not None:
                 return Recorded(self._codec.decode(held), False)
-        raise RuntimeError(f"record {holder.workflow!r}/{key!r}: lost {_RACES} races in a row")
+        raise RuntimeError(f"record {holder.workflow!r}/{key!r}: lost {RACES} races in a row")
 
     async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
         if not isinstance(effect, SqlEffect):
@@ -176,7 +183,7 @@ class PostgresCheckpointer:
         check_key(key)
         params = {"workflow": holder.workflow, "token": holder.token, "alive": holder.alive,
                   "key": key}
-        for _ in range(_RACES):
+        for _ in range(RACES):
             async with borrowed(self._pool) as conn, conn.transaction():
                 cursor = await run(conn, self._sql["reserve"], params)
                 row = await cursor.fetchone()
@@ -193,14 +200,14 @@ class PostgresCheckpointer:
                     return Recorded(self._codec.decode(encoded), True)
                 if held is not None:
                     return Recorded(self._codec.decode(held), False)
-        raise RuntimeError(f"transact {holder.workflow!r}/{key!r}: lost {_RACES} races in a row")
+        raise RuntimeError(f"transact {holder.workflow!r}/{key!r}: lost {RACES} races in a row")
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded:
         check_workflow(workflow)
         check_key(key)
         encoded = self._codec.encode(value)
         params = {"workflow": workflow, "key": key, "value": encoded}
-        for _ in range(_RACES):
+        for _ in range(RACES):
             row = await one(self._pool, self._sql["supply"], params)
             assert row is not None
             written, held = row
@@ -208,7 +215,7 @@ class PostgresCheckpointer:
                 return Recorded(self._codec.decode(written), True)
             if held is not None:
                 return Recorded(self._codec.decode(held), False)
-        raise RuntimeError(f"supply {workflow!r}/{key!r}: lost {_RACES} races in a row")
+        raise RuntimeError(f"supply {workflow!r}/{key!r}: lost {RACES} races in a row")
 
     async def append(self, workflow: str, value: object) -> Entry:
         check_workflow(workflow)

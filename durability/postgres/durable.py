@@ -42,7 +42,7 @@ from durability.interfaces import (
     positive,
 )
 from durability.outage import Unanswered, delivery_unknown, outcome_unknown
-from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
+from durability.postgres.checkpointer import RACES, PostgresCheckpointer
 from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import Params, one, statements
 from durability.status import Inspected
@@ -117,7 +117,7 @@ class PostgresDurable(Inspected):
         check_key(key)
         codec = self._checkpointer.codec
         params = self._params(workflow, key=key, value=codec.encode(value))
-        for _ in range(_RACES):
+        for _ in range(RACES):
             try:
                 row = await one(self._checkpointer.pool, self._sql["arrive"], params)
             except Unanswered as error:
@@ -129,7 +129,7 @@ class PostgresDurable(Inspected):
                 return Recorded(codec.decode(written), True)
             if held is not None:
                 return Recorded(codec.decode(held), False)
-        raise RuntimeError(f"arrive {workflow!r}/{key!r}: lost {_RACES} races in a row")
+        raise RuntimeError(f"arrive {workflow!r}/{key!r}: lost {RACES} races in a row")
 
     async def deliver(self, workflow: str, value: object) -> Entry:
         check_workflow(workflow)
@@ -154,7 +154,7 @@ class PostgresDurable(Inspected):
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         """`release` then `done` as one statement (see `finish` in durable.sql)."""
         params = self._params(holder.workflow, token=holder.token, receipt=int(delivery.receipt))
-        await self._checkpointer._batcher.one(self._sql["finish"], params)
+        await self._checkpointer.batcher.one(self._sql["finish"], params)
         self._scheduler.changed()
 
     async def finish_settled(
@@ -175,7 +175,7 @@ class PostgresDurable(Inspected):
         return stood
 
     async def _finish_alone(self, params: Params) -> bool:
-        row = await self._checkpointer._batcher.one(self._sql["finish_settled"], params)
+        row = await self._checkpointer.batcher.one(self._sql["finish_settled"], params)
         assert row is not None  # one row of counts, whatever the CTEs did
         return bool(row[0])
 
@@ -194,7 +194,7 @@ class PostgresDurable(Inspected):
             ]
             many_params = {"queue": calls[0][0]["queue"], "asked": json.dumps(asked)}
             try:
-                row = await self._checkpointer._batcher.one(self._sql["finish_many"], many_params)
+                row = await self._checkpointer.batcher.one(self._sql["finish_many"], many_params)
             except Exception as error:
                 log.info("finish_many failed (%s); sending its %d finishes one by one",
                          error, len(calls))
@@ -260,10 +260,10 @@ class PostgresDurable(Inspected):
         lone = len(group) == 1
         try:
             if lone:
-                row = await self._checkpointer._batcher.one(self._sql["take"], params)
+                row = await self._checkpointer.batcher.one(self._sql["take"], params)
             else:
                 many = {**params, "n": len(group)}
-                row = await self._checkpointer._batcher.one(self._sql["take_many"], many)
+                row = await self._checkpointer.batcher.one(self._sql["take_many"], many)
         except BaseException as error:
             fail(group, error)
             if not isinstance(error, Exception):
