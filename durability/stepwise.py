@@ -458,10 +458,13 @@ class Run:
 
     # -- what the pass came to ---------------------------------------------------------
 
-    def _suspended(self) -> frozenset[str]:
+    @property
+    def suspended_on(self) -> frozenset[str]:
+        """The keys this pass suspended on so far (sleeps, waits, listens), caught or not."""
         return frozenset(self._sleeps) | frozenset(self._waiting) | frozenset(self._listening)
 
-    def _outcome(self) -> Sleeping | Blocked:
+    def suspension(self) -> Sleeping | Blocked:
+        """What this pass comes to if it stopped on its suspensions: `resume`'s answer."""
         # Sleeping wins: it alone carries something the driver must act on (a deadline);
         # the branches that wait on input are reached again by the pass the wakeup brings.
         deadline = self.deadline
@@ -521,8 +524,8 @@ async def resume(
     except BaseException as exc:
         stopped = exc
     else:
-        if run._suspended():
-            raise Swallowed(run._suspended())
+        if run.suspended_on:
+            raise Swallowed(run.suspended_on)
         return Completed(value)
     # Outside the `except`, so what is raised below carries its own context, not `stopped`'s.
     leaves = _leaves(stopped)
@@ -539,7 +542,7 @@ async def resume(
                 " through the Run it was given"
             ) from stopped
     if all(isinstance(leaf, Suspended) for leaf in leaves):
-        return run._outcome()
+        return run.suspension()
     if isinstance(stopped, BaseExceptionGroup):
         _, failures = stopped.split(Suspended)
         assert failures is not None  # not every leaf was a suspension
