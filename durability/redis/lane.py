@@ -47,7 +47,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from durability.cancelling import stop_if_cancelled
 from durability.redis.bounds import call_bound, lost, timed_out, where
 
-__all__ = ["Lane", "Unsendable"]
+__all__ = ["Lane", "Unsendable", "streams"]
 
 #: The least `max_connections` of a pool whose connection a lane keeps between bursts.
 KEEP_FROM = 8
@@ -141,7 +141,7 @@ class Lane:
         # `send_packed_command`: with a socket timeout it writes from a task of its own, a turn
         # of the loop later, and it would open a new connection under a closed one.)
         self._waiting.append((len(commands), [], replies))
-        writer = connection._writer  # the stream `_usable` checked
+        _, writer = streams(connection)  # the streams `_usable` checked
         assert writer is not None
         writer.writelines(packed)
         traffic = getattr(connection, "traffic", None)  # a PackedConnection counts its sends
@@ -260,15 +260,26 @@ def _culprit(connection: AbstractConnection, commands: Sequence[Sequence[Any]]) 
     return 0  # none fails alone: the failure was the packing of them together
 
 
+def streams(
+    connection: AbstractConnection,
+) -> tuple[asyncio.StreamReader | None, asyncio.StreamWriter | None]:
+    """The asyncio streams under a redis-py connection (`None` each while it is not open).
+
+    redis-py keeps them as the private `_reader` and `_writer` and has no public way to reach
+    them; this is the one place the library does, so a redis-py that renames them breaks
+    here, not wherever a lane writes."""
+    reader: asyncio.StreamReader | None = getattr(connection, "_reader", None)
+    writer: asyncio.StreamWriter | None = getattr(connection, "_writer", None)
+    return reader, writer
+
+
 def _usable(connection: AbstractConnection) -> bool:
-    """Whether `connection` is open and the server has not closed its end (redis-py's asyncio
-    connections keep their asyncio streams as `_reader` and `_writer`).
+    """Whether `connection` is open and the server has not closed its end.
 
     Closed means the end of the stream was *received*, even with replies still buffered
     before it (`at_eof()` is false until they are read): a command written now would never be
     answered. A reset, or a transport closing, is closed too."""
-    reader = getattr(connection, "_reader", None)
-    writer = getattr(connection, "_writer", None)
+    reader, writer = streams(connection)
     if reader is None or writer is None:
         return False
     ended = getattr(reader, "_eof", False) or reader.at_eof()

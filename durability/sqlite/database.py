@@ -23,8 +23,9 @@ passes' writes, and one that raises is still rolled back alone.
 
 Since the one writer thread runs transactions one after another, a process never fights itself
 for the write lock and needs no lock of its own. aiosqlite has no public "run this function on
-the connection's thread", so `_run` uses its queue (`Connection._execute`, present since the
-first releases); it is the only place that touches aiosqlite's internals.
+the connection's thread", so `_run` uses its queue through `on_its_thread` (aiosqlite's
+`Connection._execute`, present since the first releases), the only place that touches
+aiosqlite's internals.
 
 A lock another process holds past `busy_timeout` (`call_timeout_ms` through `open_durable`:
 the bound of a call on this store, since SQLite waits for nothing else) fails the call with
@@ -79,6 +80,7 @@ __all__ = [
     "Synchronous",
     "from_us",
     "now_us",
+    "on_its_thread",
     "open_database",
     "queries",
     "transaction",
@@ -228,10 +230,7 @@ class SqliteDatabase:
 
     async def _run(self, connection: aiosqlite.Connection, work: Callable[[], T]) -> T:
         # The connection's own queue: `work` runs on its thread, after anything queued earlier.
-        execute = cast(
-            "Callable[[Callable[[], T]], Awaitable[T]]",
-            connection._execute,  # private: see the module docstring
-        )
+        execute: Callable[[Callable[[], T]], Awaitable[T]] = on_its_thread(connection)
         self.traffic.round_trip()
         try:
             return await execute(functools.partial(self._there_then, work))
@@ -390,6 +389,18 @@ def _patiently(step: Callable[[], T], attempts: int = 12) -> T:
     return step()
 
 
+def on_its_thread(connection: aiosqlite.Connection) -> Callable[[Callable[[], T]], Awaitable[T]]:
+    """What runs a function on `connection`'s own thread, after anything queued there before.
+
+    aiosqlite keeps this as the private `Connection._execute` and offers nothing public that
+    takes a function; this is the one place the library reaches it, so an aiosqlite that drops
+    it fails here, by name, rather than somewhere a transaction runs."""
+    execute = getattr(connection, "_execute", None)
+    if execute is None:
+        raise RuntimeError(f"aiosqlite {aiosqlite.__version__} has no Connection._execute")
+    return cast("Callable[[Callable[[], T]], Awaitable[T]]", execute)
+
+
 async def _connect(
     path: str, busy_timeout: timedelta, synchronous: Synchronous, *, query_only: bool
 ) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
@@ -453,7 +464,7 @@ async def open_database(
         path, writer, writer_raw, reader, reader_raw, busy_timeout, doorbell=doorbell
     )
     try:
-        await database._count()
+        await database.trace(None)  # installs the counting hook, with no callback yet
     except BaseException:
         await database.close()
         raise
