@@ -6,7 +6,11 @@ inside functions and `TYPE_CHECKING` blocks too, read with `ast`; nothing is run
 - the core imports no store, except `connect`, the one place a store is chosen by URL;
 - `integration/`, `experiments/` and `benchmarks/` take no private name from `durability`
   (no `_name`, no `_module`);
-- no module imports itself through others: no circle anywhere.
+- no module imports itself through others: no circle anywhere;
+- inside `durability`, no object reaches another's underscore members (`x._name` where `x`
+  is not `self` or `cls`) and no module imports another's underscore names: what two halves
+  share has a public name. A namedtuple's own API (`_replace`, `_asdict`) is public despite
+  its underscore.
 
 A module this file names as the core, above it or a store must exist, so the list cannot
 drift from the tree without the test failing.
@@ -174,3 +178,30 @@ def test_every_file_the_architecture_page_names_exists() -> None:
     assert len(cited) >= 15, cited  # the page names a file for every hop
     missing = sorted(path for path in cited if not (ROOT / path).exists())
     assert missing == []
+
+
+#: A namedtuple's public API, underscored only so it cannot clash with a field's name.
+NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_no_object_in_the_package_reaches_into_another_s_privates() -> None:
+    reaches = []
+    for module, path in MODULES.items():
+        if not _within(module, "durability"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                owner = node.value
+                if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                    continue
+                if node.attr in NAMEDTUPLE_API:
+                    continue
+                reaches.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+            elif isinstance(node, ast.ImportFrom):
+                taken = [alias.name for alias in node.names if _private(alias.name)]
+                reaches += [f"{module}:{node.lineno}: imports {name}" for name in taken]
+    assert reaches == []
