@@ -71,7 +71,8 @@ from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Durable, positive
+from durability.checks import positive
+from durability.interfaces import Durable
 from durability.memory import MemoryCheckpointer, MemoryScheduler
 from durability.outage import StoreUnavailable, Unanswered
 from durability.split import SplitDurable

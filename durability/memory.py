@@ -23,18 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from durability.codec import Codec, JsonCodec
-from durability.interfaces import (
-    Delivery,
-    Effect,
-    Entry,
-    Fenced,
-    Footprint,
-    Look,
-    Pass,
-    Recorded,
-    Standing,
-    Written,
+from durability.checks import (
     check_key,
     check_page,
     check_recorded_key,
@@ -43,7 +32,20 @@ from durability.interfaces import (
     inbox_key,
     positive,
 )
+from durability.codec import Codec, JsonCodec
+from durability.signals import Fenced
 from durability.traffic import Traffic
+from durability.values import (
+    Delivery,
+    Effect,
+    Entry,
+    Footprint,
+    Look,
+    Pass,
+    Recorded,
+    Standing,
+    Written,
+)
 
 Clock = Callable[[], datetime]
 P = ParamSpec("P")

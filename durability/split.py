@@ -7,21 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
-from durability.interfaces import (
-    Checkpointer,
-    Delivery,
-    Entry,
-    Ledger,
-    Pass,
-    Recorded,
-    Scheduler,
-    SettlingRelease,
-    Taken,
-    positive,
-)
+from durability.checks import positive
+from durability.interfaces import Checkpointer, Ledger, Scheduler, SettlingRelease
 from durability.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.status import Inspected
 from durability.traffic import Traffic
+from durability.values import Delivery, Entry, Pass, Recorded, Taken
 
 __all__ = ["SplitDurable", "take_then_claim"]
 

@@ -27,19 +27,11 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Literal, Protocol, cast, runtime_checkable
 
+from durability.checks import check_page, check_state, check_workflow
 from durability.failures import RETRY, Failure, failed, next_key
-from durability.interfaces import (
-    Checkpointer,
-    Contended,
-    Ledger,
-    Look,
-    Scheduler,
-    Standing,
-    check_page,
-    check_state,
-    check_workflow,
-    claimed,
-)
+from durability.interfaces import Checkpointer, Ledger, Scheduler, claimed
+from durability.signals import Contended
+from durability.values import Look, Standing
 
 State = Literal["queued", "running", "sleeping", "blocked", "failed", "completed", "unknown"]
 

@@ -24,20 +24,13 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
+from durability.checks import INBOX, check_key, positive
 from durability.codec import Unencodable
 from durability.failures import Retry
 from durability.faults import patiently
-from durability.interfaces import (
-    INBOX,
-    Checkpointer,
-    Effect,
-    Entry,
-    Interruption,
-    Pass,
-    Recorded,
-    check_key,
-    positive,
-)
+from durability.interfaces import Checkpointer
+from durability.signals import Interruption
+from durability.values import Effect, Entry, Pass, Recorded
 
 T = TypeVar("T")
 Clock = Callable[[], datetime]

@@ -32,19 +32,10 @@ import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
-from durability.codec import Codec, JsonCodec
-from durability.interfaces import (
+from durability.checks import (
     INBOX,
     INBOX_WIDTH,
     MAX_NAME,
-    Effect,
-    Entry,
-    Fenced,
-    Look,
-    Pass,
-    Recorded,
-    Standing,
-    Written,
     check_key,
     check_page,
     check_recorded_key,
@@ -53,6 +44,7 @@ from durability.interfaces import (
     detail_text,
     positive,
 )
+from durability.codec import Codec, JsonCodec
 from durability.postgres.batching import Batcher
 from durability.postgres.effect import SqlEffect
 from durability.postgres.statements import (
@@ -64,6 +56,8 @@ from durability.postgres.statements import (
     run,
     statements,
 )
+from durability.signals import Fenced
+from durability.values import Effect, Entry, Look, Pass, Recorded, Standing, Written
 
 #: How many times a first-writer-wins write is retried when it lost a race it cannot see: a
 #: concurrent writer of the same key committed after this statement's snapshot was taken, so

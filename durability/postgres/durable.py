@@ -27,14 +27,9 @@ import logging
 from collections.abc import Mapping
 from datetime import UTC, timedelta
 
-from durability.interfaces import (
+from durability.checks import (
     INBOX,
     INBOX_WIDTH,
-    Delivery,
-    Entry,
-    Pass,
-    Recorded,
-    Taken,
     check_key,
     check_state,
     check_workflow,
@@ -48,6 +43,7 @@ from durability.postgres.statements import Params, one, statements
 from durability.status import Inspected
 from durability.traffic import Traffic
 from durability.turns import Queued, TurnBatcher, fail, settle
+from durability.values import Delivery, Entry, Pass, Recorded, Taken
 
 log = logging.getLogger("durability.postgres")
 

@@ -27,7 +27,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
-from durability.interfaces import Effect
+from durability.values import Effect
 
 
 @dataclass(frozen=True, slots=True)

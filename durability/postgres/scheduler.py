@@ -50,10 +50,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Delivery, Footprint, check_workflow, positive
+from durability.checks import check_workflow, positive
 from durability.polling import set_within
 from durability.postgres.listener import Listener
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
+from durability.values import Delivery, Footprint
 
 T = TypeVar("T")
 

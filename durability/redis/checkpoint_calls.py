@@ -15,14 +15,9 @@ from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from durability.codec import Codec
-from durability.interfaces import (
+from durability.checks import (
     INBOX,
     INBOX_WIDTH,
-    STATES,
-    Entry,
-    Pass,
-    Recorded,
     check_key,
     check_state,
     check_workflow,
@@ -31,7 +26,9 @@ from durability.interfaces import (
     positive,
     to_ms,
 )
+from durability.codec import Codec
 from durability.redis.lua import ScriptCall
+from durability.values import STATES, Entry, Pass, Recorded
 
 __all__ = ["CheckpointCalls", "from_server_ms", "records_of"]
 

@@ -50,18 +50,8 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
 from durability.cancelling import stop_if_cancelled
-from durability.codec import Codec, JsonCodec
-from durability.interfaces import (
+from durability.checks import (
     MAX_NAME,
-    STATES,
-    Effect,
-    Entry,
-    Fenced,
-    Look,
-    Pass,
-    Recorded,
-    Standing,
-    Written,
     check_key,
     check_page,
     check_recorded_key,
@@ -70,12 +60,15 @@ from durability.interfaces import (
     positive,
     to_ms,
 )
+from durability.codec import Codec, JsonCodec
 from durability.redis.batching import Batcher
 from durability.redis.checkpoint_calls import CheckpointCalls, from_server_ms, records_of
 from durability.redis.effect import LuaEffect, hash_tag
 from durability.redis.lua import named, script, source
 from durability.redis.namespace import DEFAULT, check_namespace
 from durability.redis.namespace import key as namespace_key
+from durability.signals import Fenced
+from durability.values import STATES, Effect, Entry, Look, Pass, Recorded, Standing, Written
 
 __all__ = [
     "MAX_WORKFLOW",

@@ -53,15 +53,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import (
-    Delivery,
-    Entry,
-    Pass,
-    Recorded,
-    Taken,
-    positive,
-    to_ms,
-)
+from durability.checks import positive, to_ms
 from durability.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.polling import beats
 from durability.redis.checkpointer import RedisCheckpointer
@@ -73,6 +65,7 @@ from durability.redis.sortedset import RedisSetScheduler
 from durability.redis.stream import FIELD, GROUP, RedisStreamScheduler, lost_group, receipt_of
 from durability.split import SplitDurable
 from durability.traffic import Traffic
+from durability.values import Delivery, Entry, Pass, Recorded, Taken
 
 __all__ = ["RedisDurable"]
 

@@ -43,7 +43,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Delivery, Footprint, check_workflow, positive, to_ms
+from durability.checks import check_workflow, positive, to_ms
 from durability.polling import beats
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker
@@ -58,6 +58,7 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
+from durability.values import Delivery, Footprint
 
 __all__ = ["RedisSetScheduler"]
 

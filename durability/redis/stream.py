@@ -45,7 +45,7 @@ from typing import Any, TypeVar
 from redis.exceptions import ResponseError
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Delivery, Footprint, check_workflow, positive, to_ms
+from durability.checks import check_workflow, positive, to_ms
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker
 from durability.redis.namespace import (
@@ -59,6 +59,7 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
+from durability.values import Delivery, Footprint
 
 __all__ = ["GROUP", "RedisStreamScheduler", "lost_group"]
 

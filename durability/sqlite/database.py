@@ -66,8 +66,9 @@ from typing import Literal, TypeVar, cast
 
 import aiosqlite
 
-from durability.interfaces import NotMigrated, positive
+from durability.checks import positive
 from durability.outage import Unanswered
+from durability.signals import NotMigrated
 from durability.sqlite.batching import GroupCommit, transaction
 from durability.sqlite.doorbell import Doorbell
 from durability.traffic import Traffic

@@ -13,8 +13,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from durability.interfaces import Checkpointer, Pass
+from durability.interfaces import Checkpointer
 from durability.stepwise import Completed, Run, utcnow
+from durability.values import Pass
 from durability.worker import Event
 
 
