@@ -32,6 +32,7 @@ from durability.checks import (
     inbox_key,
     positive,
 )
+from durability.clock import Clock, utcnow
 from durability.codec import Codec, JsonCodec
 from durability.signals import Fenced
 from durability.traffic import Traffic
@@ -47,14 +48,9 @@ from durability.values import (
     Written,
 )
 
-Clock = Callable[[], datetime]
 P = ParamSpec("P")
 R = TypeVar("R")
 NEVER = datetime.min.replace(tzinfo=UTC)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def _ms(moment: datetime) -> int:

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Literal, Protocol, cast, runtime_checkable
 
 from durability.checks import check_page, check_state, check_workflow
+from durability.clock import utcnow
 from durability.failures import RETRY, Failure, failed, next_key
 from durability.interfaces import Checkpointer, Ledger, Scheduler, claimed
 from durability.signals import Contended
@@ -114,10 +115,6 @@ def derive(workflow: str, look: Look, now: datetime) -> Status:
     if stated.state == "sleeping" and stated.until is not None and stated.until <= now:
         return Status(workflow, "queued", failure=stated.failure, at=at)
     return stated
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 async def status(checkpointer: Checkpointer, workflow: str) -> Status:

@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from durability.checks import INBOX, check_key, positive
+from durability.clock import Clock, utcnow
 from durability.codec import Unencodable
 from durability.failures import Retry
 from durability.faults import patiently
@@ -33,11 +34,6 @@ from durability.signals import Interruption
 from durability.values import Effect, Entry, Pass, Recorded
 
 T = TypeVar("T")
-Clock = Callable[[], datetime]
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 # --- outcomes: what a pass came to --------------------------------------------------------
