@@ -34,7 +34,7 @@ from psycopg.rows import TupleRow
 
 from durability.postgres import wire
 from durability.postgres.statements import Params, Pool, bounded, one
-from durability.turns import Queued, TurnBatcher, fail, settle
+from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 
 __all__ = ["Batcher"]
 
@@ -53,7 +53,7 @@ class Batcher:
 
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
-        self._turns: TurnBatcher[_Statement, TupleRow | None] = TurnBatcher(self._send, MOST)
+        self._turns: Coalescer[_Statement, TupleRow | None] = Coalescer(self._send, MOST)
 
     async def one(self, sql: str, params: Params, *, together: bool = False) -> TupleRow | None:
         """What `statements.one(pool, sql, params)` returns, sent with this turn's others.

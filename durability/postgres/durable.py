@@ -41,8 +41,8 @@ from durability.postgres.checkpointer import RACES, PostgresCheckpointer
 from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import Params, one, statements
 from durability.status import Inspected
+from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 from durability.traffic import Traffic
-from durability.turns import Queued, TurnBatcher, fail, settle
 from durability.values import Delivery, Entry, Pass, Recorded, Taken
 
 log = logging.getLogger("durability.postgres")
@@ -84,8 +84,8 @@ class PostgresDurable(Inspected):
         self._sql = statements("durable.sql", scheduler.schema)
         self._checkpointer = checkpointer
         self._scheduler = scheduler
-        self._takes: TurnBatcher[Params, _TakeRow] = TurnBatcher(self._take_many, MOST_TAKEN)
-        self._finishes: TurnBatcher[Params, bool] = TurnBatcher(
+        self._takes: Coalescer[Params, _TakeRow] = Coalescer(self._take_many, MOST_TAKEN)
+        self._finishes: Coalescer[Params, bool] = Coalescer(
             self._finish_many, MOST_FINISHED
         )
         self._traffic = traffic if traffic is not None else Traffic()

@@ -29,7 +29,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
 from durability.redis.lane import Lane, Unsendable
-from durability.turns import Queued, TurnBatcher, fail, settle
+from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
@@ -50,10 +50,10 @@ class Batcher:
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self._turns: TurnBatcher[_Run, Any] | None = None
+        self._turns: Coalescer[_Run, Any] | None = None
         self._lane: Lane | None = None
         if not isinstance(client, RedisCluster):
-            self._turns = TurnBatcher(self._send, MOST)
+            self._turns = Coalescer(self._send, MOST)
             self._lane = Lane(client.connection_pool)
 
     async def run(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
