@@ -41,7 +41,7 @@ from durability.stepwise import (
     Swallowed,
     resume,
 )
-from durability.traffic import Counted, Sent, Traffic
+from durability.storekit.traffic import Counted, Sent, Traffic
 from durability.values import Delivery, Effect, Entry, Footprint, Pass, Recorded, Taken, Written
 from durability.worker import Event, Observer, work
 

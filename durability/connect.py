@@ -47,7 +47,7 @@ and every call, with the driver's error as its cause. A write that got no answer
 workflow and key is safe. `unavailable(error)` tells such an error from a refusal of what was
 asked: the API answers it with 503, a worker waits and tries again.
 
-Every durable opened here counts what it sends into `durable.traffic` (`durability.traffic`),
+Every durable opened here counts what it sends into `durable.traffic` (`durability.Traffic`),
 except over a cluster or a `rediss://` / `unix://` connection, which count nothing.
 
 `sqlite:///path` names an absolute path; `sqlite://relative/file.db` a path relative to the
@@ -74,9 +74,9 @@ from durability.cancelling import stop_if_cancelled
 from durability.checks import positive
 from durability.interfaces import Durable
 from durability.memory import MemoryCheckpointer, MemoryScheduler
-from durability.outage import StoreUnavailable, Unanswered
 from durability.split import SplitDurable
-from durability.traffic import Traffic
+from durability.storekit.outage import StoreUnavailable, Unanswered
+from durability.storekit.traffic import Traffic
 
 __all__ = [
     "CALL_TIMEOUT",

@@ -35,7 +35,7 @@ from durability.checks import (
 from durability.clock import Clock, utcnow
 from durability.codec import Codec, JsonCodec
 from durability.signals import Fenced
-from durability.traffic import Traffic
+from durability.storekit.traffic import Traffic
 from durability.values import (
     Delivery,
     Effect,
@@ -105,7 +105,7 @@ class MemoryCheckpointer:
         self, *, clock: Clock = utcnow, codec: Codec | None = None, traffic: Traffic | None = None
     ) -> None:
         self._clock = clock
-        #: Every call, counted (`durability.traffic`).
+        #: Every call, counted (`durability.storekit.traffic`).
         self.traffic = traffic if traffic is not None else Traffic()
         self._codec: Codec = codec or JsonCodec()
         self._workflows: dict[str, _Workflow] = {}
@@ -429,7 +429,7 @@ class MemoryScheduler:
     ) -> None:
         self.lease = positive("lease", lease)
         self._clock = clock
-        #: Every call, counted (`durability.traffic`).
+        #: Every call, counted (`durability.storekit.traffic`).
         self.traffic = traffic if traffic is not None else Traffic()
         self._ready: deque[str] = deque()
         self._pending: dict[str, _Held] = {}

@@ -36,13 +36,13 @@ from durability.checks import (
     detail_text,
     positive,
 )
-from durability.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.postgres.checkpointer import RACES, PostgresCheckpointer
 from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import Params, one, statements
 from durability.status import Inspected
 from durability.storekit.coalescing import Coalescer, Queued, fail, settle
-from durability.traffic import Traffic
+from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
+from durability.storekit.traffic import Traffic
 from durability.values import Delivery, Entry, Pass, Recorded, Taken
 
 log = logging.getLogger("durability.postgres")

@@ -38,9 +38,9 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from durability.outage import Unanswered
 from durability.postgres import traffic, wire
 from durability.signals import NotMigrated
+from durability.storekit.outage import Unanswered
 
 T = TypeVar("T")
 

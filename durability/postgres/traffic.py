@@ -1,4 +1,4 @@
-"""Counting what the Postgres store sends (`durability.traffic`), connection by connection.
+"""Counting what the Postgres store sends (`durability.storekit.traffic`), connection by connection.
 
 A pool that `open_durable` makes tags each connection with the durable's `Traffic` as it
 opens (`attach`, from the pool's `configure`); `wire.exchange` and the cursor paths in
@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from durability.traffic import Traffic
+from durability.storekit.traffic import Traffic
 
 __all__ = ["attach", "name", "of", "register"]
 

@@ -40,7 +40,7 @@ from redis.exceptions import ClusterDownError, RedisClusterException
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from durability.outage import Unanswered
+from durability.storekit.outage import Unanswered
 
 __all__ = [
     "Bounded",

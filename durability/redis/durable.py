@@ -54,7 +54,6 @@ from redis.exceptions import NoScriptError
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import positive, to_ms
-from durability.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.polling import beats
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lane import Lane
@@ -64,7 +63,8 @@ from durability.redis.namespace import text
 from durability.redis.sortedset import RedisSetScheduler
 from durability.redis.stream import FIELD, GROUP, RedisStreamScheduler, lost_group, receipt_of
 from durability.split import SplitDurable
-from durability.traffic import Traffic
+from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
+from durability.storekit.traffic import Traffic
 from durability.values import Delivery, Entry, Pass, Recorded, Taken
 
 __all__ = ["RedisDurable"]

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ScriptCall", "named", "script", "script_name", "source"]
 
-#: Every script registered through this module, by digest: what `durability.traffic` calls it.
+#: Every script registered through this module, by digest: what `durability.Traffic` calls it.
 _NAMES: dict[str, str] = {}
 
 

@@ -11,7 +11,7 @@ memoryview, another encoding, no hiredis) goes through redis-py's own packer, un
 `open_durable` uses it for `redis://` URLs; pass `connection_class=PackedConnection` to
 `Redis(...)` or `Redis.from_url("redis://...")` to use it elsewhere.
 
-It is also where this store counts what it sends (`durability.traffic`): given `traffic=` (a
+It is also where this store counts what it sends (`durability.Traffic`): given `traffic=` (a
 connection keyword, so `Redis.from_url(url, connection_class=PackedConnection, traffic=t)`),
 every command it packs is a request, named by the command (a script by its `.lua` file, see
 `lua.script_name`), and every send that waits for replies a round trip.
@@ -24,7 +24,7 @@ from typing import Any
 
 from durability.redis.bounds import Bounded
 from durability.redis.lua import script_name
-from durability.traffic import Traffic
+from durability.storekit.traffic import Traffic
 
 _pack: Callable[[tuple[Any, ...]], bytes] | None
 try:  # hiredis is optional: without it the connection packs as redis-py does

@@ -67,11 +67,11 @@ from typing import Literal, TypeVar, cast
 import aiosqlite
 
 from durability.checks import positive
-from durability.outage import Unanswered
 from durability.signals import NotMigrated
 from durability.sqlite.batching import GroupCommit, transaction
 from durability.sqlite.doorbell import Doorbell
-from durability.traffic import Traffic
+from durability.storekit.outage import Unanswered
+from durability.storekit.traffic import Traffic
 
 __all__ = [
     "Gone",
@@ -215,7 +215,7 @@ class SqliteDatabase:
             else None
         )
         self._closed = False
-        #: What this process sent the file (`durability.traffic`): every statement by its
+        #: What this process sent the file (`durability.storekit.traffic`): every statement by its
         #: leading keyword, counted on its connection's thread, and every hop to a thread.
         self.traffic = Traffic()
         self._counters = {id(raw): self.traffic.counter() for raw in (writer_raw, reader_raw)}

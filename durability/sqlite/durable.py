@@ -16,7 +16,6 @@ from datetime import timedelta
 
 from durability.checks import check_key, check_workflow, positive
 from durability.interfaces import Checkpointer, Scheduler
-from durability.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.sqlite.checkpointer import (
     Claimed,
     SqliteCheckpointer,
@@ -37,7 +36,8 @@ from durability.sqlite.scheduler import (
     take_step,
 )
 from durability.status import Inspected
-from durability.traffic import Traffic
+from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
+from durability.storekit.traffic import Traffic
 from durability.values import Delivery, Entry, Pass, Recorded, Taken
 
 __all__ = ["SqliteDurable"]
