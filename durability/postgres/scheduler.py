@@ -51,10 +51,10 @@ from typing import Generic, TypeVar
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive
-from durability.polling import set_within
 from durability.postgres.listener import Listener
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
 from durability.values import Delivery, Footprint
+from durability.waits import set_within
 
 T = TypeVar("T")
 

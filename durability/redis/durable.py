@@ -23,7 +23,7 @@ scheduler with its doorbell (see sortedset.py) the take waits the same way: a `B
 doorbell and right behind it the one script, which runs as soon as a ring (or the block's
 end) lets the read go, so a rung worker also starts its pass one round trip after the ring.
 Without the doorbell the take polls with the one script, on the scheduler's fixed beat
-(`durability.polling`), so a workflow found is also claimed in that round trip.
+(`durability.waits`), so a workflow found is also claimed in that round trip.
 
 Every script goes through the checkpointer's `Batcher`: those that concurrent passes ask for
 in one turn of the event loop travel as one pipeline.
@@ -54,7 +54,6 @@ from redis.exceptions import NoScriptError
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import positive, to_ms
-from durability.polling import beats
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lane import Lane
 from durability.redis.lua import ScriptCall, named, source
@@ -66,6 +65,7 @@ from durability.split import SplitDurable
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
 from durability.values import Delivery, Entry, Pass, Recorded, Taken
+from durability.waits import beats
 
 __all__ = ["RedisDurable"]
 

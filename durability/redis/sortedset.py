@@ -44,7 +44,6 @@ from typing import Any
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
-from durability.polling import beats
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker
 from durability.redis.namespace import (
@@ -59,6 +58,7 @@ from durability.redis.namespace import (
     text,
 )
 from durability.values import Delivery, Footprint
+from durability.waits import beats
 
 __all__ = ["RedisSetScheduler"]
 
@@ -135,7 +135,7 @@ class RedisSetScheduler:
     async def next_ready(self, within: timedelta) -> Delivery | None:
         """Take the longest-visible workflow, waiting at most `within`: on the doorbell (see
         the module docstring), or without one looking every `poll` (on a fixed beat: see
-        `durability.polling`) and once more when `within` is up."""
+        `durability.waits`) and once more when `within` is up."""
         positive("within", within)
         args = [to_ms(self.lease)]
         if self.doorbell is None:

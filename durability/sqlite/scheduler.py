@@ -32,7 +32,6 @@ from typing import TypeVar
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive
-from durability.polling import set_within
 from durability.sqlite.database import (
     SqliteDatabase,
     from_us,
@@ -42,6 +41,7 @@ from durability.sqlite.database import (
     transaction,
 )
 from durability.values import Delivery, Footprint
+from durability.waits import set_within
 
 __all__ = ["SqliteScheduler", "cancel_step", "done_step", "ready_step", "take_step"]
 
