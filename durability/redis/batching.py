@@ -4,8 +4,9 @@ A worker at capacity runs dozens of passes, and each pass is three scripts (take
 finish). Sent one by one, every script costs a connection checkout, a `send` and a wakeup of
 the server; on a virtual machine the wakeup dominates, and the worker's CPU goes to the kernel
 rather than to passes. `Batcher.run` queues a script and sends everything queued in the same
-turn of the event loop as one pipeline on the batcher's `Lane` (one connection it keeps, on which
-batches follow each other without waiting for the replies before them), so a burst of passes
+turn of the event loop as one pipeline on the batcher's `SharedConnection` (one connection it
+keeps, on which batches follow each other without waiting for the replies before them), so a
+burst of passes
 costs one send and one server wakeup. A lone call (an idle worker, a submission from an API
 process) is sent at the next turn of the loop, alone, as it would have been.
 
@@ -28,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
-from durability.redis.lane import Lane, Unsendable
+from durability.redis.shared_connection import SharedConnection, Unsendable
 from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 
 if TYPE_CHECKING:
@@ -51,10 +52,10 @@ class Batcher:
     def __init__(self, client: Any) -> None:
         self._client = client
         self._turns: Coalescer[_Run, Any] | None = None
-        self._lane: Lane | None = None
+        self._lane: SharedConnection | None = None
         if not isinstance(client, RedisCluster):
             self._turns = Coalescer(self._send, MOST)
-            self._lane = Lane(client.connection_pool)
+            self._lane = SharedConnection(client.connection_pool)
 
     async def run(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """The reply of `script` run with `keys` and `args` (its error, raised)."""

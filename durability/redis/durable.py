@@ -12,9 +12,9 @@ run as one script (`joined.lua` with a checkpoint body and then a scheduler body
 | `take` | the scheduler's read (without blocking), then `claim.lua` | `next_ready`, then `claim` |
 
 `take` tries the one script first (a busy worker starts each pass in one round trip). When it
-finds nothing, on the stream it waits in one pipeline on a connection kept for it (a `Lane`):
-a blocking `XREADGROUP` under a waiting consumer of its own, and right behind it
-`stream_took.lua`, which Redis runs as soon as the read is served, handing the entry to the
+finds nothing, on the stream it waits in one pipeline on a connection kept for it (a
+`SharedConnection`): a blocking `XREADGROUP` under a waiting consumer of its own, and right behind
+it `stream_took.lua`, which Redis runs as soon as the read is served, handing the entry to the
 worker's consumer and claiming its workflow; so a woken worker also starts its pass one round
 trip after the wakeup lands, and after an empty wait the next take goes straight to that
 pipeline (an idle worker sends it once per `within`).
@@ -55,10 +55,10 @@ from redis.exceptions import NoScriptError
 from durability.cancelling import stop_if_cancelled
 from durability.checks import positive, to_ms
 from durability.redis.checkpointer import RedisCheckpointer
-from durability.redis.lane import Lane
 from durability.redis.lua import ScriptCall, named, source
 from durability.redis.marker import Marker
 from durability.redis.namespace import text
+from durability.redis.shared_connection import SharedConnection
 from durability.redis.sortedset import RedisSetScheduler
 from durability.redis.stream import FIELD, GROUP, RedisStreamScheduler, lost_group, receipt_of
 from durability.split import SplitDurable
@@ -121,7 +121,7 @@ class RedisDurable(SplitDurable):
             isinstance(scheduler, RedisStreamScheduler) or scheduler.doorbell is not None
         )
         self._waiting_lane = (
-            Lane(client.connection_pool)
+            SharedConnection(client.connection_pool)
             if waits and not isinstance(client, RedisCluster)  # (joined: never a cluster)
             else None
         )

@@ -14,7 +14,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from durability.redis.batching import MOST, Batcher
-from durability.redis.lane import Unsendable
+from durability.redis.shared_connection import Unsendable
 
 # Counts its calls in KEYS[1] and answers with what it was given, so a reply that reached the
 # wrong caller shows; ARGV[2] == "fail" makes it raise instead.

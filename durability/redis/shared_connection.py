@@ -1,12 +1,12 @@
-"""`Lane`: one connection that many callers pipeline commands on, replies matched by order.
+"""`SharedConnection`: one connection many callers pipeline commands on, replies matched by order.
 
 redis-py's client checks a connection out of its pool for every command or pipeline, records
 metrics about it and gives it back; on a worker sending thousands of scripts a second, and on a
 submission after the process sat idle, that bookkeeping costs more than the round trip (a
 `PING` after 50 ms idle: 0.45 ms through the client, 0.19 ms on the bare socket, on the machine
-of `results/`). A `Lane` keeps one connection of the client's pool for itself and writes each
-caller's commands onto it as they come. Redis answers a connection's commands in order, so the
-replies go back to the callers in the order their commands were written; one task reads them,
+of `results/`). A `SharedConnection` keeps one connection of the client's pool for itself and
+writes each caller's commands onto it as they come. Redis answers a connection's commands in order,
+so the replies go back to the callers in the order their commands were written; one task reads them,
 and it runs only while a reply is outstanding.
 
 - An error reply (a script that raised, `NOSCRIPT`) is that command's reply: its caller gets
@@ -47,7 +47,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from durability.cancelling import stop_if_cancelled
 from durability.redis.bounds import call_bound, lost, timed_out, where
 
-__all__ = ["Lane", "Unsendable", "streams"]
+__all__ = ["SharedConnection", "Unsendable", "streams"]
 
 #: The least `max_connections` of a pool whose connection a lane keeps between bursts.
 KEEP_FROM = 8
@@ -67,7 +67,7 @@ class Unsendable(ValueError):
         self.index = index
 
 
-class Lane:
+class SharedConnection:
     """Pipelines every caller's commands on one connection of `pool` (see the module doc)."""
 
     __slots__ = (
@@ -187,7 +187,7 @@ class Lane:
                     raise
             if not _usable(connection):
                 raise TypeError(
-                    f"{type(connection).__name__} has no open stream a Lane can write on"
+                    f"{type(connection).__name__} has no open stream a SharedConnection writes on"
                 )
             return connection
 
