@@ -329,7 +329,7 @@ async def _redis(
     from durability.redis.bounds import BoundedCluster, BoundedSSLConnection
     from durability.redis.namespace import DEFAULT as DEFAULT_NAMESPACE
     from durability.redis.namespace import check_namespace
-    from durability.redis.packing import PackedConnection
+    from durability.redis.packed_connection import PackedConnection
 
     parts = urlsplit(url)
     # Plain TCP only: rediss:// keeps the TLS connection class its scheme picks.
