@@ -19,7 +19,7 @@ worker's consumer and claiming its workflow; so a woken worker also starts its p
 trip after the wakeup lands, and after an empty wait the next take goes straight to that
 pipeline (an idle worker sends it once per `within`).
 A take that may wait only a few milliseconds never blocks (see `_GLANCE`). On the set
-scheduler with its doorbell (see sortedset.py) the take waits the same way: a `BLPOP` on the
+scheduler with its doorbell (see set_scheduler.py) the take waits the same way: a `BLPOP` on the
 doorbell and right behind it the one script, which runs as soon as a ring (or the block's
 end) lets the read go, so a rung worker also starts its pass one round trip after the ring.
 Without the doorbell the take polls with the one script, on the scheduler's fixed beat
@@ -58,9 +58,15 @@ from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lua import ScriptCall, named, source
 from durability.redis.marker import Marker
 from durability.redis.namespace import text
+from durability.redis.set_scheduler import RedisSetScheduler
 from durability.redis.shared_connection import SharedConnection
-from durability.redis.sortedset import RedisSetScheduler
-from durability.redis.stream import FIELD, GROUP, RedisStreamScheduler, lost_group, receipt_of
+from durability.redis.stream_scheduler import (
+    FIELD,
+    GROUP,
+    RedisStreamScheduler,
+    lost_group,
+    receipt_of,
+)
 from durability.split import SplitDurable
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic

@@ -23,7 +23,7 @@ from datetime import timedelta
 from durability.cancelling import pause
 from durability.checks import positive
 from durability.redis.checkpointer import RedisCheckpointer
-from durability.redis.stream import RedisStreamScheduler
+from durability.redis.stream_scheduler import RedisStreamScheduler
 
 __all__ = ["sweeping", "trimming"]
 
