@@ -38,7 +38,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from durability.postgres import traffic, wire
+from durability.postgres import libpq_pipeline, traffic
 from durability.signals import NotMigrated
 from durability.storekit.outage import Unanswered
 
@@ -268,17 +268,17 @@ async def _one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
     `batching.Batcher`, which sends the calls of one loop turn together and a lone or failed
     one through here), so it borrows with `getconn`/`putconn` rather than `borrowed` (two
     context managers and an empty commit cost ~40 us of client CPU a statement), and on an
-    autocommit connection sends the statement with libpq's own calls (`wire.exchange`, a
+    autocommit connection sends the statement with libpq's own calls (`libpq_pipeline.exchange`, a
     third of a cursor's CPU), keeping what a cursor does: a statement that failed, or that
     `exchange` leaves to a cursor, goes through one, which raises its error (a missing table
     as `NotMigrated`), and a non-autocommit connection is committed or rolled back."""
     conn = await pool.getconn()
     try:
         if conn.autocommit:
-            (outcome,) = await wire.exchange(conn, [(sql, params)])
+            (outcome,) = await libpq_pipeline.exchange(conn, [(sql, params)])
             if isinstance(outcome, BaseException):
                 raise outcome
-            if outcome is not wire.AGAIN:
+            if outcome is not libpq_pipeline.AGAIN:
                 return outcome  # type: ignore[return-value]
         _count(conn, sql)
         cursor = conn.cursor(row_factory=tuple_row)
