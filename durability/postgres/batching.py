@@ -3,8 +3,8 @@
 A worker at capacity runs dozens of passes, each three single-statement transactions (take,
 record, finish). Sent one by one, every statement waits its turn for a pooled connection and
 costs a `send` and a wakeup of its backend; at capacity that overhead, not the statements, is
-most of the worker's CPU. `Batcher.one` queues a statement and sends everything queued in the
-same turn of the event loop through one connection in pipeline mode, with a Sync after each
+most of the worker's CPU. `StatementBatcher.one` queues a statement and sends everything queued in
+the same turn of the event loop through one connection in pipeline mode, with a Sync after each
 statement (`libpq_pipeline.exchange`): each is still its own transaction, committed (or rolled back)
 on its own, with its own commit setting, and an error in one leaves the others alone. A lone call
 is sent as before, through `one`.
@@ -36,17 +36,17 @@ from durability.postgres import libpq_pipeline
 from durability.postgres.statements import Params, Pool, bounded, one
 from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 
-__all__ = ["Batcher"]
+__all__ = ["StatementBatcher"]
 
 #: The most statements one pipeline carries; a bigger burst is sent as several.
 MOST = 64
 
-#: A statement, its parameters, and whether it may share a transaction (see `Batcher.one`).
+#: A statement, its parameters, and whether it may share a transaction (see `StatementBatcher.one`).
 _Statement = tuple[str, Params, bool]
 _Call = Queued[_Statement, "TupleRow | None"]
 
 
-class Batcher:
+class StatementBatcher:
     """Runs single statements on `pool`, each turn's calls down one connection."""
 
     __slots__ = ("_pool", "_turns")

@@ -45,7 +45,7 @@ from durability.checks import (
     positive,
 )
 from durability.codec import Codec, JsonCodec
-from durability.postgres.batching import Batcher
+from durability.postgres.batching import StatementBatcher
 from durability.postgres.effect import SqlEffect
 from durability.postgres.statements import (
     DEFAULT_SCHEMA,
@@ -105,14 +105,14 @@ class PostgresCheckpointer:
         self.schema = schema
         self._pool = pool
         self._codec: Codec = codec or JsonCodec()
-        self._batcher = Batcher(pool)
+        self._batcher = StatementBatcher(pool)
 
     @property
     def pool(self) -> Pool:
         return self._pool
 
     @property
-    def batcher(self) -> Batcher:
+    def batcher(self) -> StatementBatcher:
         """What this checkpointer's single statements are sent through: a durable sends its
         own (take, finish) through it too, so a turn's passes share one connection."""
         return self._batcher

@@ -3,7 +3,7 @@
 A worker at capacity runs dozens of passes, and each pass is three scripts (take, record,
 finish). Sent one by one, every script costs a connection checkout, a `send` and a wakeup of
 the server; on a virtual machine the wakeup dominates, and the worker's CPU goes to the kernel
-rather than to passes. `Batcher.run` queues a script and sends everything queued in the same
+rather than to passes. `ScriptBatcher.run` queues a script and sends everything queued in the same
 turn of the event loop as one pipeline on the batcher's `SharedConnection` (one connection it
 keeps, on which batches follow each other without waiting for the replies before them), so a
 burst of passes
@@ -35,7 +35,7 @@ from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
 
-__all__ = ["Batcher"]
+__all__ = ["ScriptBatcher"]
 
 #: The most scripts one pipeline carries; a bigger burst is sent as several.
 MOST = 128
@@ -44,7 +44,7 @@ _Run = tuple["AsyncScript", list[Any], list[Any]]  # a script, its keys, its arg
 _Call = Queued[_Run, Any]
 
 
-class Batcher:
+class ScriptBatcher:
     """Runs scripts on `client`, each turn's calls as one pipeline (see the module doc)."""
 
     __slots__ = ("_client", "_lane", "_turns")

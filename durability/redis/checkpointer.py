@@ -61,7 +61,7 @@ from durability.checks import (
     to_ms,
 )
 from durability.codec import Codec, JsonCodec
-from durability.redis.batching import Batcher
+from durability.redis.batching import ScriptBatcher
 from durability.redis.checkpoint_calls import CheckpointCalls, from_server_ms, records_of
 from durability.redis.effect import LuaEffect, hash_tag
 from durability.redis.lua import named, script, source
@@ -200,7 +200,7 @@ class RedisCheckpointer:
         self._scripts: dict[str, AsyncScript] = {}
         self._effects: dict[str, AsyncScript] = {}
         self._version: tuple[int, ...] | None = None
-        self._batcher = Batcher(redis)
+        self._batcher = ScriptBatcher(redis)
         standing_keys = (
             namespace_key(self.namespace, "standings"),
             *(namespace_key(self.namespace, f"state:{name}") for name in ("all", *STATES)),
@@ -540,7 +540,7 @@ class RedisCheckpointer:
         return self._redis
 
     @property
-    def batcher(self) -> Batcher:
+    def batcher(self) -> ScriptBatcher:
         """What every script of this checkpointer is sent through: a durable sends its joined
         scripts through it too, so a turn's passes share one pipeline whatever they ask."""
         return self._batcher

@@ -25,7 +25,7 @@ end) lets the read go, so a rung worker also starts its pass one round trip afte
 Without the doorbell the take polls with the one script, on the scheduler's fixed beat
 (`durability.waits`), so a workflow found is also claimed in that round trip.
 
-Every script goes through the checkpointer's `Batcher`: those that concurrent passes ask for
+Every script goes through the checkpointer's `ScriptBatcher`: those that concurrent passes ask for
 in one turn of the event loop travel as one pipeline.
 
 Why a script and not a two-command pipeline: a pipeline does not stop at an error, so a write
