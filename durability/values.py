@@ -131,7 +131,7 @@ class Look:
 class Effect:
     """Something a store can do itself in the same atomic step as recording its result.
 
-    Each store defines its own kind (`MemoryEffect`, `LuaEffect`, `SqlEffect`, ...) and refuses
+    Each store defines its own kind (`MemoryEffect`, `LuaEffect`, `PostgresEffect`, ...) and refuses
     the others with a `TypeError`.
     """
 

@@ -46,7 +46,7 @@ from durability.checks import (
 )
 from durability.codec import Codec, JsonCodec
 from durability.postgres.batching import StatementBatcher
-from durability.postgres.effect import SqlEffect
+from durability.postgres.effect import PostgresEffect
 from durability.postgres.statements import (
     DEFAULT_SCHEMA,
     Pool,
@@ -172,8 +172,9 @@ class PostgresCheckpointer:
         raise RuntimeError(f"record {holder.workflow!r}/{key!r}: lost {RACES} races in a row")
 
     async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
-        if not isinstance(effect, SqlEffect):
-            raise TypeError(f"the Postgres store performs SqlEffect, not {type(effect).__name__}")
+        if not isinstance(effect, PostgresEffect):
+            kind = type(effect).__name__
+            raise TypeError(f"the Postgres store performs PostgresEffect, not {kind}")
         check_key(key)
         params = {"workflow": holder.workflow, "token": holder.token, "alive": holder.alive,
                   "key": key}

@@ -140,7 +140,7 @@ def _not_migrated(error: BaseException) -> NotMigrated:
 
 
 def _ours_missing(error: BaseException) -> bool:
-    """A missing table or schema of our own: a user's SqlEffect naming a missing table of its
+    """A missing table or schema of our own: a user's PostgresEffect naming a missing table of its
     own is the user's error, and must not be reported as a missing migration."""
     if not isinstance(error, (errors.UndefinedTable, errors.InvalidSchemaName)):
         return False
