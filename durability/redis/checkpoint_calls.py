@@ -1,11 +1,10 @@
 """`CheckpointCalls`: the checkpoint scripts a durable joins with a queue's, built and read here.
 
 `RedisCheckpointer` sends `supply`, `append`, `release` and `settle` alone; `RedisDurable` runs
-each inside one script with the scheduler's wakeup or done (`joined.lua`, `settled.lua`), and
-its take claims with `claim.lua` behind the queue's read (`take.lua`). Both halves build the
-call and read the reply through this one object, so an argument order or a reply's shape is
-written once, not once per half. A call is checked and encoded when it is built, before
-anything is sent.
+each inside one script with the scheduler's wakeup or done (the `shared/` templates), and its
+take claims with `claim.lua` behind the queue's read. Both halves build the call and read the
+reply through this one object, so an argument order or a reply's shape is written once, not
+once per half. A call is checked and encoded when it is built, before anything is sent.
 """
 
 from __future__ import annotations

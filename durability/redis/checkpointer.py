@@ -224,7 +224,7 @@ class RedisCheckpointer:
         # script by digest, so a hot effect costs one EVALSHA like any other write.
         found = self._effects.get(body)
         if found is None:
-            template = source("prelude") + source("transact")
+            template = source("prelude") + source("transact_template")
             text = template.replace(_EFFECT_SLOT, body)
             found = self._effects[body] = named(self._redis.register_script(text), "transact")
         return found

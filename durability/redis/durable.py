@@ -1,14 +1,14 @@
 """`RedisDurable`: the moves that cross the checkpoint and the queue, one script each.
 
 On a single Redis node a script may touch any key, so the pairs `Durable` promises in order
-run as one script (`joined.lua` with a checkpoint body and then a scheduler body):
+run as one script (`joined_template.lua` with a checkpoint body and then a scheduler body):
 
 | move | one script | on a cluster (or with `Acknowledged`, or two clients) |
 |---|---|---|
 | `arrive` | `supply.lua`, then the scheduler's wakeup | `supply`, then `make_ready` |
 | `deliver` | `append.lua`, then the scheduler's wakeup | `append`, then `make_ready` |
 | `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
-| `finish_settled` | `settle`, `release`, the done (`settled.lua`) | the three, in order |
+| `finish_settled` | `settle`, `release`, the done (`settled_template.lua`) | the three, in order |
 | `take` | the scheduler's read (without blocking), then `claim.lua` | `next_ready`, then `claim` |
 
 `take` tries the one script first (a busy worker starts each pass in one round trip). When it
@@ -180,8 +180,8 @@ class RedisDurable(SplitDurable):
     async def finish_settled(
         self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
     ) -> bool:
-        """The standing, the release and the done as one script (`settled.lua`) when joined;
-        else the three in that order (`SplitDurable.finish_settled`)."""
+        """The standing, the release and the done as one script (`settled_template.lua`) when
+        joined; else the three in that order (`SplitDurable.finish_settled`)."""
         if not self._joined:
             return await super().finish_settled(holder, delivery, state, detail)
         release = self._redis_checkpointer.calls.release(holder)
@@ -204,7 +204,7 @@ class RedisDurable(SplitDurable):
         found = self._settled.get((release, done))  # every pass's path: one lookup
         if found is None:
             text_ = source("prelude") + (
-                source("settled")
+                source("settled_template")
                 .replace("--[[FIRST]]", source(release))
                 .replace("--[[STAND]]", source("settle"))
                 .replace("--[[THEN]]", source(done))
@@ -367,7 +367,7 @@ class RedisDurable(SplitDurable):
         found = self._scripts.get(pair)
         if found is None:
             text_ = (
-                source("take")
+                source("take_template")
                 .replace("--[[TAKE]]", source(read))
                 .replace("--[[CLAIM]]", source("prelude") + source("claim"))
             )
@@ -389,12 +389,12 @@ class RedisDurable(SplitDurable):
         pair = (first.name, then.name)
         found = self._scripts.get(pair)
         if found is None:
-            # joined.lua reads the workflow's keys as KEYS[1..3] and hands the rest to `then`.
+            # The template reads the workflow's keys as KEYS[1..3] and hands the rest to `then`.
             if not first.prelude or len(first.keys) != 3 or then.prelude:
                 raise AssertionError(f"cannot join {pair}: a checkpoint script goes first")
             text = (
                 source("prelude")
-                + source("joined")
+                + source("joined_template")
                 .replace("--[[FIRST]]", source(first.name))
                 .replace("--[[THEN]]", source(then.name))
             )
