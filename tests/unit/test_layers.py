@@ -4,6 +4,8 @@ inside functions and `TYPE_CHECKING` blocks too, read with `ast`; nothing is run
 - a store (`durability.redis`, `.postgres`, `.sqlite`) imports no other store and nothing
   above the core: not `connect`, the worker, the graph, `testing`, nor the example or the lab;
 - the core imports no store, except `connect`, the one place a store is chosen by URL;
+- the store kit (`durability.storekit`: what stores are built from) imports nothing of the
+  library outside itself, so any layer may use it;
 - `integration/`, `experiments/` and `benchmarks/` take no private name from `durability`
   (no `_name`, no `_module`);
 - no module imports itself through others: no circle anywhere;
@@ -38,6 +40,8 @@ ABOVE = (
 )
 #: The one core module that may import the stores: it chooses one by URL.
 CHOOSES = "durability.connect"
+#: What stores are built from; it stands below everything else.
+KIT = "durability.storekit"
 
 
 def _module_of(path: Path) -> str:
@@ -103,7 +107,7 @@ EDGES = {
 
 
 def test_the_layers_named_here_exist() -> None:
-    for name in (*STORES, *ABOVE, CHOOSES):
+    for name in (*STORES, *ABOVE, CHOOSES, KIT):
         assert name in MODULES, f"{name} is named by the layer check but is not in the tree"
 
 
@@ -128,6 +132,17 @@ def test_the_core_imports_no_store_but_where_a_store_is_chosen() -> None:
         if module == "durability":  # the package's face re-exports the public names
             continue
         wrong += [f"{module} -> {t}" for t in targets if _within(t, STORES)]
+    assert wrong == []
+
+
+def test_the_store_kit_imports_nothing_of_the_library_outside_itself() -> None:
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in EDGES.items()
+        if _within(module, KIT)
+        for target in targets
+        if not _within(target, KIT)
+    ]
     assert wrong == []
 
 
