@@ -5,25 +5,8 @@ pool it is one round trip and one implicit transaction; the fence check and the 
 are never two steps a newer claim could come between. `transact` is one transaction of three
 statements (fence and reserve the key; the effect; fill the record).
 
-The database's `clock_timestamp()` is the only clock: tokens (`max(now_ms, previous + 1)`),
-liveness and each record's `at` are all read from it, so workers on hosts whose clocks disagree
-still agree on who holds a claim. Values are stored as the codec's text (see `schema.sql`).
-
-`claim` also returns the checkpoint it found (`Pass.records`), so a pass costs no `load`; the
-statement hands back None instead when the claim row changed under its snapshot (see the
-comment on `claim` in checkpointer.sql), and the pass then loads as before.
-
-Which commits wait for the WAL flush. A commit here costs a flush (~0.4 ms hot, ~1 ms after
-idle on this machine); `claim`, `release`, `renew` and `extend` skip it, per statement
-(`set_config('synchronous_commit', 'off', true)` in the statement itself). What a server crash
-can then lose is harmless: WAL is flushed in order, so any later synchronous write of the pass
-(a record) flushes its claim too; a pass with no such write whose claim is lost is fenced at
-its first write after the restart, because its token is no longer on the row (the new claim's
-token is max(now_ms, prev + 1), and now_ms has moved on by the restart). A lost release, renew
-or extend only makes a claim lapse sooner or later than asked. The one price: a pass whose
-claim was lost may run a step alongside the next claimer until its first write is refused,
-as when a lease lapses. `record`, `transact`, `supply`, `append` and `discard` stay
-synchronous: they are the checkpoint itself.
+The database's `clock_timestamp()` is the only clock, so workers on hosts whose clocks disagree
+still agree on who holds a claim. `PostgresCheckpointer` says which commits skip the WAL flush.
 """
 
 from __future__ import annotations
@@ -96,6 +79,21 @@ class PostgresCheckpointer:
 
     `pool` should hand out autocommit connections (`kwargs={"autocommit": True}`) for one round
     trip per operation; a non-autocommit pool works too, at the cost of a BEGIN and a COMMIT.
+
+    `claim` also returns the checkpoint it found (`Pass.records`), so a pass costs no `load`; the
+    statement hands back None instead when the claim row changed under its snapshot (see the
+    comment on `claim` in checkpointer.sql), and the pass then loads as before.
+
+    Which commits wait for the WAL flush. A flush is most of a commit's cost; `claim`, `release`,
+    `renew` and `extend` skip it, per statement (`set_config('synchronous_commit', 'off', true)` in
+    the statement itself). What a server crash can then lose is harmless: WAL is flushed in order,
+    so any later synchronous write of the pass (a record) flushes its claim too; a pass with no such
+    write whose claim is lost is fenced at its first write after the restart, because its token is
+    no longer on the row (the new claim's token is max(now_ms, prev + 1), and now_ms has moved on by
+    the restart). A lost release, renew or extend only makes a claim lapse sooner or later than
+    asked. The one price: a pass whose claim was lost may run a step alongside the next claimer
+    until its first write is refused, as when a lease lapses. `record`, `transact`, `supply`,
+    `append` and `discard` stay synchronous: they are the checkpoint itself.
     """
 
     def __init__(

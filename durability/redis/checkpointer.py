@@ -1,36 +1,12 @@
 """`RedisCheckpointer`: a workflow's records and claim in Redis, every guarantee one Lua script.
 
-Layout: three keys per workflow, under the checkpointer's `namespace` (`durability` unless
-given) and hash-tagged `{<id>}` so they share one cluster slot and a script may touch them
-together. The namespace stays outside the braces: the tag is the id alone, so workflows still
-spread over a cluster's nodes, and an effect's keys need only carry `{<id>}` (see effect.py).
+Three keys per workflow under the checkpointer's `namespace`, hash-tagged `{<id>}` so they
+share one cluster slot and a script may touch them together; `RedisCheckpointer` gives the
+layout. Each operation is one script (`scripts/checkpoint/`, each after `prelude.lua`): times
+come from the server's `TIME`, tokens are `max(now_ms, previous + 1)`.
 
-| key                         | type | holds                                                  |
-|-----------------------------|------|--------------------------------------------------------|
-| `<ns>:workflow:{id}`        | HASH | step key -> encoded value; nothing of the engine's      |
-| `<ns>:workflow:{id}:pass`   | HASH | `token`, `until`, `deadline` (ms), `appended` (inbox)   |
-| `<ns>:workflow:{id}:order`  | LIST | `"<ms>:<key>"` per first write, in first-recorded order |
-
-So `HGETALL <ns>:workflow:{id}` is exactly the user's records (an operator or a progress view
-can read it without filtering), while the order list keeps the first-recorded order a hash
-loses once it outgrows its compact encoding (128 fields), and the server time of each write.
-Keys written before namespaces (`workflow:{id}...`) are moved by `migration.move_checkpoints`.
-
-Each operation is one script (`*.lua` beside this module, each prefixed with `prelude.lua`):
-times come from the server's `TIME`, tokens are `max(now_ms, previous + 1)`, and every write
-pushes all three keys' expiry to at least `ttl` from now, never shortening it, so `hold` can
-keep a sleeping workflow past its TTL. `discard` keeps the claim hash (its token raised) so a
-pass still running is fenced.
-
-Workflow ids become part of key names; `check_workflow` (the bound every store shares) refuses
-before any key is built the ids Redis keys cannot hold: with `{` or `}` (they would redefine the
-hash tag), longer than `MAX_WORKFLOW` (`interfaces.MAX_NAME`) characters, or not valid text.
-
-With `durable=Acknowledged(...)` every write travels as one pipeline: the script, then `WAIT`
-(and `WAITAOF` on 7.2+ when asked), on one connection, because `WAIT` counts the writes of the
-connection it arrives on. Too few acknowledgements raise `NotAcknowledged`, and so does a server
-that refuses the `WAIT` or `WAITAOF` itself (`WAITAOF` on a primary without `appendonly yes`):
-either way the write was applied on the primary, but not with the durability asked for.
+The decision not to undo: the namespace stays outside the braces, so the tag is the id alone,
+workflows still spread over a cluster's nodes, and an effect's keys need only carry `{<id>}`.
 """
 
 from __future__ import annotations
@@ -178,7 +154,34 @@ class RedisCheckpointer:
     """A `Checkpointer` over Redis (a `redis.asyncio` client or cluster client built with
     `decode_responses=True`). Every key it writes lies under `namespace`: two checkpointers
     with different namespaces never see or fence each other's workflows, whatever the ids.
-    See the module docstring for the key layout."""
+
+    | key                         | type | holds                                                  |
+    |-----------------------------|------|--------------------------------------------------------|
+    | `<ns>:workflow:{id}`        | HASH | step key -> encoded value; nothing of the engine's      |
+    | `<ns>:workflow:{id}:pass`   | HASH | `token`, `until`, `deadline` (ms), `appended` (inbox)   |
+    | `<ns>:workflow:{id}:order`  | LIST | `"<ms>:<key>"` per first write, in first-recorded order |
+
+    So `HGETALL <ns>:workflow:{id}` is exactly the user's records (an operator or a progress view
+    can read it without filtering), while the order list keeps the first-recorded order a hash
+    loses once it outgrows its compact encoding (128 fields), and the server time of each write.
+    Keys written before namespaces (`workflow:{id}...`) are moved by `migration.move_checkpoints`.
+
+    Each operation is one script (`scripts/checkpoint/*.lua`, each prefixed with `prelude.lua`):
+    times come from the server's `TIME`, tokens are `max(now_ms, previous + 1)`, and every write
+    pushes all three keys' expiry to at least `ttl` from now, never shortening it, so `hold` can
+    keep a sleeping workflow past its TTL. `discard` keeps the claim hash (its token raised) so a
+    pass still running is fenced.
+
+    Workflow ids become part of key names; `check_workflow` (the bound every store shares) refuses
+    before any key is built the ids Redis keys cannot hold: with `{` or `}` (they would redefine the
+    hash tag), longer than `MAX_WORKFLOW` (`interfaces.MAX_NAME`) characters, or not valid text.
+
+    With `durable=Acknowledged(...)` every write travels as one pipeline: the script, then `WAIT`
+    (and `WAITAOF` on 7.2+ when asked), on one connection, because `WAIT` counts the writes of the
+    connection it arrives on. Too few acknowledgements raise `NotAcknowledged`, and so does a server
+    that refuses the `WAIT` or `WAITAOF` itself (`WAITAOF` on a primary without `appendonly yes`):
+    either way the write was applied on the primary, but not with the durability asked for.
+    """
 
     def __init__(
         self,

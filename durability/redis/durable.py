@@ -1,44 +1,13 @@
 """`RedisDurable`: the moves that cross the checkpoint and the queue, one script each.
 
 On a single Redis node a script may touch any key, so the pairs `Durable` promises in order
-run as one script (`joined_template.lua` with a checkpoint body and then a scheduler body):
+run as one script (`shared/joined_template.lua` with a checkpoint body and then a scheduler
+body): `arrive`, `deliver`, `finish`, `finish_settled`, and `take` (the queue's read, then
+`claim.lua`). On a cluster, with `Acknowledged`, or over two clients they fall back to two
+calls in order, as `SplitDurable` makes them.
 
-| move | one script | on a cluster (or with `Acknowledged`, or two clients) |
-|---|---|---|
-| `arrive` | `supply.lua`, then the scheduler's wakeup | `supply`, then `make_ready` |
-| `deliver` | `append.lua`, then the scheduler's wakeup | `append`, then `make_ready` |
-| `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
-| `finish_settled` | `settle`, `release`, the done (`settled_template.lua`) | the three, in order |
-| `take` | the scheduler's read (without blocking), then `claim.lua` | `next_ready`, then `claim` |
-
-`take` tries the one script first (a busy worker starts each pass in one round trip). When it
-finds nothing, on the stream it waits in one pipeline on a connection kept for it (a
-`SharedConnection`): a blocking `XREADGROUP` under a waiting consumer of its own, and right behind
-it `stream_took.lua`, which Redis runs as soon as the read is served, handing the entry to the
-worker's consumer and claiming its workflow; so a woken worker also starts its pass one round
-trip after the wakeup lands, and after an empty wait the next take goes straight to that
-pipeline (an idle worker sends it once per `within`).
-A take that may wait only a few milliseconds never blocks (see `_GLANCE`). On the set
-scheduler with its doorbell (see set_scheduler.py) the take waits the same way: a `BLPOP` on the
-doorbell and right behind it the one script, which runs as soon as a ring (or the block's
-end) lets the read go, so a rung worker also starts its pass one round trip after the ring.
-Without the doorbell the take polls with the one script, on the scheduler's fixed beat
-(`durability.waits`), so a workflow found is also claimed in that round trip.
-
-Every script goes through the checkpointer's `ScriptBatcher`: those that concurrent passes ask for
-in one turn of the event loop travel as one pipeline.
-
-Why a script and not a two-command pipeline: a pipeline does not stop at an error, so a write
-the server refused (a flushed script cache, a key of the wrong type) would still be followed
-by its wakeup, a wakeup announcing a value that is not there. In one script an error in the
-first part ends it before the second runs, the order is kept by construction, and it is one
-command on one connection. Every value is encoded and every id checked before it is sent.
-
-On a cluster the workflow's keys and the queue's keys lie in different slots (the workflow id
-and the namespace are different hash tags), which no one script or ordered pipeline can span,
-so the moves fall back to two calls in order, as `SplitDurable` does; so do a checkpointer
-whose writes wait for replicas (`WAIT` must follow the write it counts) and a checkpointer and
-scheduler on different clients (different servers, perhaps).
+The decision not to undo: one script, not a two-command pipeline. A pipeline does not stop at
+an error, so a refused write would still be followed by its wakeup; `RedisDurable` says more.
 """
 
 from __future__ import annotations
@@ -84,7 +53,45 @@ _GLANCE = timedelta(milliseconds=5)
 
 class RedisDurable(SplitDurable):
     """A `Durable` over a `RedisCheckpointer` and a Redis scheduler: `arrive`, `deliver` and
-    `finish` are one round trip each when both share one client to a single node."""
+    `finish` are one round trip each when both share one client to a single node.
+
+    | move | one script | two calls (a cluster, `Acknowledged`, two clients) |
+    |---|---|---|
+    | `arrive` | `supply.lua`, then the scheduler's wakeup | `supply`, then `make_ready` |
+    | `deliver` | `append.lua`, then the scheduler's wakeup | `append`, then `make_ready` |
+    | `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
+    | `finish_settled` | `settle`, `release`, the done (`settled_template.lua`) | the three |
+    | `take` | the scheduler's read (not blocking), then `claim.lua` | `next_ready`, `claim` |
+
+    `take` tries the one script first (a busy worker starts each pass in one round trip). When it
+    finds nothing, on the stream it waits in one pipeline on a connection kept for it (a
+    `SharedConnection`): a blocking `XREADGROUP` under a waiting consumer of its own, and right
+    behind it `stream_took.lua`, which Redis runs as soon as the read is served, handing the entry
+    to the worker's consumer and claiming its workflow; so a woken worker also starts its pass one
+    round trip after the wakeup lands, and after an empty wait the next take goes straight to that
+    pipeline (an idle worker sends it once per `within`).
+    A take that may wait only a few milliseconds never blocks (see `_GLANCE`). On the set
+    scheduler with its doorbell (see set_scheduler.py) the take waits the same way: a `BLPOP` on the
+    doorbell and right behind it the one script, which runs as soon as a ring (or the block's
+    end) lets the read go, so a rung worker also starts its pass one round trip after the ring.
+    Without the doorbell the take polls with the one script, on the scheduler's fixed beat
+    (`durability.waits`), so a workflow found is also claimed in that round trip.
+
+    Every script goes through the checkpointer's `ScriptBatcher`: those that concurrent passes ask
+    for in one turn of the event loop travel as one pipeline.
+
+    Why a script and not a two-command pipeline: a pipeline does not stop at an error, so a write
+    the server refused (a flushed script cache, a key of the wrong type) would still be followed
+    by its wakeup, a wakeup announcing a value that is not there. In one script an error in the
+    first part ends it before the second runs, the order is kept by construction, and it is one
+    command on one connection. Every value is encoded and every id checked before it is sent.
+
+    On a cluster the workflow's keys and the queue's keys lie in different slots (the workflow id
+    and the namespace are different hash tags), which no one script or ordered pipeline can span,
+    so the moves fall back to two calls in order, as `SplitDurable` does; so do a checkpointer
+    whose writes wait for replicas (`WAIT` must follow the write it counts) and a checkpointer and
+    scheduler on different clients (different servers, perhaps).
+    """
 
     __slots__ = (
         "_hidden_at",

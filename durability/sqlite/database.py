@@ -1,50 +1,12 @@
 """`SqliteDatabase`: the one object that owns a SQLite file's connections for a process.
 
-Every store over one file shares one of these. It holds two aiosqlite connections, each with
-its own thread: a *writer* that runs every write transaction, and a *reader* for plain reads
-(`load`, `history`, `wake_due`), so a read never queues behind a write waiting for the file's
-lock. The file is in WAL mode (set by `migrate`), so readers never block the writer or each
-other, across processes too.
+Every store over one file shares one: a *writer* connection that runs every write transaction
+and a *reader* for plain reads, each on its own thread, over a file in WAL mode, so a read never
+queues behind a write waiting for the file's lock.
 
-A write transaction is one Python function handed to the writer's thread whole:
-`BEGIN IMMEDIATE`, its statements, `COMMIT`. Three reasons it is shaped that way:
-
-- `BEGIN IMMEDIATE` takes the file's write lock up front, waiting up to `busy_timeout` for
-  another process to finish. A deferred transaction would read first and could then fail to
-  upgrade (`SQLITE_BUSY` with no wait) when another process wrote in between.
-- One thread hop per transaction instead of one per statement: measured here, 130 us against
-  470 us for a four-statement transaction, which is most of a pass's cost.
-- A cancelled caller cannot leave the connection inside an open transaction: the function runs
-  to `COMMIT` or `ROLLBACK` on the thread whatever happens to the awaiting task.
-
-Writes that wait for the thread at the same time go in one transaction, each behind a savepoint
-(`batching.GroupCommit`): a busy worker pays one hop, one lock and one commit for a dozen
-passes' writes, and one that raises is still rolled back alone.
-
-Since the one writer thread runs transactions one after another, a process never fights itself
-for the write lock and needs no lock of its own. aiosqlite has no public "run this function on
-the connection's thread", so `_run` uses its queue through `on_its_thread` (aiosqlite's
-`Connection._execute`, present since the first releases), the only place that touches
-aiosqlite's internals.
-
-A lock another process holds past `busy_timeout` (`call_timeout_ms` through `open_durable`:
-the bound of a call on this store, since SQLite waits for nothing else) fails the call with
-`Locked`: an `Unanswered`, and still the `sqlite3.OperationalError` it was, so code that tells
-a busy file by that error goes on doing so.
-
-A file removed (or replaced) after it was opened would take writes without a word: SQLite
-writes on through its open descriptors to a file no one can open again, and all of it is lost
-at close. So every hop to a thread first checks that the path still names the file it opened
-(one `stat`), and fails with `Gone` if not, as it does for SQLite's own "unable to open" and
-I/O errors: an `Unanswered`, and a `sqlite3.OperationalError`, with nothing read or written.
-
-Times are the host's clock (`now_us`), read inside the transaction after the lock is taken, so
-the order of timestamps follows the order of commits across processes on one machine. The
-writer also knows it as the SQL function `durability_now_us()`, for a write that is one
-statement (`alone`): there SQLite takes the lock before the statement reads the clock.
-
-`signal(queue)` / `notify(queue)` wake a `next_ready` waiting the moment a `make_ready`
-commits: in this process directly, in the others on the file through the `doorbell`.
+The one decision not to undo: a write transaction is one Python function handed to the
+writer's thread whole (`BEGIN IMMEDIATE`, its statements, `COMMIT`), not a statement per hop.
+`SqliteDatabase` says why, and what a lock, a removed file and the clock do to a call.
 """
 
 from __future__ import annotations
@@ -183,6 +145,46 @@ class SqliteDatabase:
 
     Build it with `await open_database(path)`; `close()` it when done. Share one per process
     among every checkpointer and scheduler over the file.
+
+    A write transaction is one Python function handed to the writer's thread whole:
+    `BEGIN IMMEDIATE`, its statements, `COMMIT`. Three reasons it is shaped that way:
+
+    - `BEGIN IMMEDIATE` takes the file's write lock up front, waiting up to `busy_timeout` for
+      another process to finish. A deferred transaction would read first and could then fail to
+      upgrade (`SQLITE_BUSY` with no wait) when another process wrote in between.
+    - One thread hop per transaction instead of one per statement: the hop, not the statements, is
+      most of a pass's cost.
+    - A cancelled caller cannot leave the connection inside an open transaction: the function runs
+      to `COMMIT` or `ROLLBACK` on the thread whatever happens to the awaiting task.
+
+    Writes that wait for the thread at the same time go in one transaction, each behind a savepoint
+    (`batching.GroupCommit`): a busy worker pays one hop, one lock and one commit for a dozen
+    passes' writes, and one that raises is still rolled back alone.
+
+    Since the one writer thread runs transactions one after another, a process never fights itself
+    for the write lock and needs no lock of its own. aiosqlite has no public "run this function on
+    the connection's thread", so `_run` uses its queue through `on_its_thread` (aiosqlite's
+    `Connection._execute`, present since the first releases), the only place that touches
+    aiosqlite's internals.
+
+    A lock another process holds past `busy_timeout` (`call_timeout_ms` through `open_durable`:
+    the bound of a call on this store, since SQLite waits for nothing else) fails the call with
+    `Locked`: an `Unanswered`, and still the `sqlite3.OperationalError` it was, so code that tells
+    a busy file by that error goes on doing so.
+
+    A file removed (or replaced) after it was opened would take writes without a word: SQLite
+    writes on through its open descriptors to a file no one can open again, and all of it is lost
+    at close. So every hop to a thread first checks that the path still names the file it opened
+    (one `stat`), and fails with `Gone` if not, as it does for SQLite's own "unable to open" and
+    I/O errors: an `Unanswered`, and a `sqlite3.OperationalError`, with nothing read or written.
+
+    Times are the host's clock (`now_us`), read inside the transaction after the lock is taken, so
+    the order of timestamps follows the order of commits across processes on one machine. The
+    writer also knows it as the SQL function `durability_now_us()`, for a write that is one
+    statement (`alone`): there SQLite takes the lock before the statement reads the clock.
+
+    `signal(queue)` / `notify(queue)` wake a `next_ready` waiting the moment a `make_ready`
+    commits: in this process directly, in the others on the file through the `doorbell`.
     """
 
     def __init__(
