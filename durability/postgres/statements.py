@@ -267,9 +267,9 @@ async def _one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
     Every store operation runs through here (a worker's take, record and finish through
     `batching.StatementBatcher`, which sends the calls of one loop turn together and a lone or
     failed one through here), so it borrows with `getconn`/`putconn` rather than `borrowed` (two
-    context managers and an empty commit cost ~40 us of client CPU a statement), and on an
-    autocommit connection sends the statement with libpq's own calls (`libpq_pipeline.exchange`, a
-    third of a cursor's CPU), keeping what a cursor does: a statement that failed, or that
+    context managers and an empty commit cost client CPU on every statement), and on an
+    autocommit connection sends the statement with libpq's own calls (`libpq_pipeline.exchange`, far
+    less CPU than a cursor), keeping what a cursor does: a statement that failed, or that
     `exchange` leaves to a cursor, goes through one, which raises its error (a missing table
     as `NotMigrated`), and a non-autocommit connection is committed or rolled back."""
     conn = await pool.getconn()

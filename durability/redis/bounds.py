@@ -2,8 +2,8 @@
 
 A frozen server (stopped, a stalled VM, a partition that leaves the socket open) never closes
 the connection, so without a bound a caller waits for as long as the server sleeps. redis-py's
-own bound, `socket_timeout`, sends every command from a task of its own (a fifth of a worker's
-CPU), so `open_durable` builds the client without it and gives each call a `call_timeout`
+own bound, `socket_timeout`, sends every command from a task of its own (a cost a busy worker
+feels), so `open_durable` builds the client without it and gives each call a `call_timeout`
 instead, kept by a timer:
 
 - `Bounded` connections bound each reply redis-py reads for them, and each send;
@@ -17,8 +17,8 @@ none of redis-py's errors), so the bound is the call's, not one per retry.
 
 A connection that is lost (reset, closed, refused when opened again) raises `Lost` from these
 connections and from a `SharedConnection`: an `Unanswered` too, the driver's error its cause,
-and still a `redis.exceptions.ConnectionError`, so redis-py goes on reconnecting and retrying as it
-does for its own.
+and still a `redis.exceptions.ConnectionError`, so redis-py goes on reconnecting and retrying
+as it does for its own.
 
 A client built by hand gets the same with `Redis(..., connection_class=PackedConnection,
 call_timeout=seconds)` (or `Bounded`); with redis-py's own connections only a

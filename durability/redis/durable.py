@@ -101,7 +101,7 @@ class RedisDurable(SplitDurable):
         "_scripts",
         "_settled",
         "_waited",
-        "_waiting_lane",
+        "_waiting_connection",
     )
 
     def __init__(
@@ -133,7 +133,7 @@ class RedisDurable(SplitDurable):
         waits = self._joined and (
             isinstance(scheduler, RedisStreamScheduler) or scheduler.doorbell is not None
         )
-        self._waiting_lane = (
+        self._waiting_connection = (
             SharedConnection(client.connection_pool)
             if waits and not isinstance(client, RedisCluster)  # (joined: never a cluster)
             else None
@@ -282,8 +282,8 @@ class RedisDurable(SplitDurable):
         keys = [scheduler.ready]
         prefix = self._redis_checkpointer.prefix
         args: list[str | int] = [4, GROUP, scheduler.consumer, waiter, FIELD, prefix, *claim_args]
-        lane = self._waiting_lane
-        assert lane is not None  # a joined durable over a stream has one
+        shared = self._waiting_connection
+        assert shared is not None  # a joined durable over a stream has one
         regrouped = False
         for block in scheduler.blocks(within):
             self._waited = True
@@ -294,7 +294,7 @@ class RedisDurable(SplitDurable):
             took = ("EVALSHA", script.sha, len(keys), *keys, *args)
             # A take cancelled mid-wait closes the connection, which ends the blocked read
             # before it can hand an entry to a take that is gone.
-            read, reply = await lane.execute(
+            read, reply = await shared.execute(
                 [read, took], drop_on_cancel=True, waits=block.total_seconds()
             )
             if lost_group(read) and not regrouped:
@@ -332,8 +332,8 @@ class RedisDurable(SplitDurable):
         loop = asyncio.get_running_loop()
         end = loop.time() + within.total_seconds()
         keys = list(scheduler.keys)
-        lane = self._waiting_lane
-        assert lane is not None and scheduler.doorbell is not None
+        shared = self._waiting_connection
+        assert shared is not None and scheduler.doorbell is not None
         reply: Any = None
         if not self._waited:
             reply = await self._redis_checkpointer.batcher.run(script, keys, args)
@@ -359,7 +359,7 @@ class RedisDurable(SplitDurable):
             look = ("EVALSHA", script.sha, len(keys), *keys, *args)
             # Cancelled mid-wait, the connection is closed, ending the BLPOP before the look
             # behind it can claim a workflow for a take that is gone.
-            _, reply = await lane.execute(
+            _, reply = await shared.execute(
                 [("BLPOP", scheduler.doorbell, f"{block:.3f}"), look],
                 drop_on_cancel=True,
                 waits=block,
