@@ -2,22 +2,9 @@
 
 Every store keeps a workflow's standing (`interfaces.Ledger`): the worker writes it as each pass
 ends, under the pass's claim, and `retry` writes "queued". A status is that standing read
-together with the claim, so "running" needs no write at the start of every pass:
-
-| the store holds ...                         | the status is                              |
-|---------------------------------------------|--------------------------------------------|
-| a live claim                                | running                                    |
-| failed / completed / blocked                | the same (with the failure / the keys)     |
-| sleeping until T, T still ahead             | sleeping until T (with the failure if the  |
-|                                             | sleep is a retry's backoff)                |
-| sleeping until a T that has passed; queued; | queued                                     |
-| records but no standing (never run yet)     |                                            |
-| nothing at all                              | unknown                                    |
-
-A standing says what the last pass came to, so input that arrives after it (an approval for a
-blocked workflow) shows once a worker takes the pass it wakes (running; with no worker up, the
-status stays blocked, though the input is recorded and the pass queued): the status is never
-ahead of the store, and never wrong about a failure.
+together with the claim, so "running" needs no write at the start of every pass (`derive` has
+the table). A standing says what the last pass came to, so the status is never ahead of the
+store, and never wrong about a failure.
 """
 
 from __future__ import annotations
@@ -104,7 +91,23 @@ def ledger(checkpointer: Checkpointer) -> Ledger:
 
 
 def derive(workflow: str, look: Look, now: datetime) -> Status:
-    """A status from what the store holds (the table in the module docstring)."""
+    """A status from what the store holds:
+
+    | the store holds ...                         | the status is                              |
+    |---------------------------------------------|--------------------------------------------|
+    | a live claim                                | running                                    |
+    | failed / completed / blocked                | the same (with the failure / the keys)     |
+    | sleeping until T, T still ahead             | sleeping until T (with the failure if the  |
+    |                                             | sleep is a retry's backoff)                |
+    | sleeping until a T that has passed; queued; | queued                                     |
+    | records but no standing (never run yet)     |                                            |
+    | nothing at all                              | unknown                                    |
+
+    A standing says what the last pass came to, so input that arrives after it (an approval for a
+    blocked workflow) shows once a worker takes the pass it wakes (running; with no worker up, the
+    status stays blocked, though the input is recorded and the pass queued): the status is never
+    ahead of the store, and never wrong about a failure.
+    """
     standing = look.standing
     at = None if standing is None else standing.at
     if look.claimed:

@@ -3,17 +3,6 @@
 at all (and `take` and `finish`, which begin and end every pass, cost one round trip each
 rather than two: a one-step pass is three statements, take, record and finish).
 
-A busy worker's takes of one turn are one statement (`take_many`), and so are its finishes
-(`finish_many`): a dozen passes ending together pay for one statement and one commit.
-
-`take` waits for work in the scheduler's own loop (`PostgresScheduler.waiting`): the same
-LISTEN/NOTIFY wake-up, the same poll fallback, and no statement at all while nothing has been
-announced since the last empty read. Only the statement it runs differs from `next_ready`'s.
-Like the scheduler's take and the claim, it commits without waiting for the WAL flush (the
-receipt is the clock, not a sequence step; see scheduler.py and durable.sql). A read that
-follows a wait (a notification, or the poll) is sent at once; the first goes through the
-batcher with whatever else the worker's passes ask for in that turn.
-
 That closes the window `SplitDurable` has to order around: a value recorded with no wakeup
 queued for it (arrive, deliver) or wakeups cancelled with records left (delete) cannot be
 observed, even by a process that dies between the two halves, because there is no between.
@@ -56,7 +45,19 @@ _TakeRow = tuple[object, ...]
 
 
 class PostgresDurable(Inspected):
-    """A `Durable` whose two halves share one pool, so one statement can cover both."""
+    """A `Durable` whose two halves share one pool, so one statement can cover both.
+
+    A busy worker's takes of one turn are one statement (`take_many`), and so are its finishes
+    (`finish_many`): a dozen passes ending together pay for one statement and one commit.
+
+    `take` waits for work in the scheduler's own loop (`PostgresScheduler.waiting`): the same
+    LISTEN/NOTIFY wake-up, the same poll fallback, and no statement at all while nothing has been
+    announced since the last empty read. Only the statement it runs differs from `next_ready`'s.
+    Like the scheduler's take and the claim, it commits without waiting for the WAL flush (the
+    receipt is the clock, not a sequence step; see scheduler.py and durable.sql). A read that
+    follows a wait (a notification, or the poll) is sent at once; the first goes through the
+    batcher with whatever else the worker's passes ask for in that turn.
+    """
 
     __slots__ = ("_checkpointer", "_finishes", "_scheduler", "_sql", "_takes", "_traffic")
 
