@@ -220,3 +220,14 @@ def test_no_object_in_the_package_reaches_into_another_s_privates() -> None:
                 taken = [alias.name for alias in node.names if _private(alias.name)]
                 reaches += [f"{module}:{node.lineno}: imports {name}" for name in taken]
     assert reaches == []
+
+
+def test_every_redis_script_sits_in_the_folder_of_what_it_serves() -> None:
+    scripts = ROOT / "durability" / "redis" / "scripts"
+    folders = {"checkpoint", "stream", "set", "shared"}
+    astray = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "durability" / "redis").rglob("*.lua")
+        if path.parent.parent != scripts or path.parent.name not in folders
+    )
+    assert astray == []  # `lua.source` finds a script by its stem under scripts/<folder>/
