@@ -5,6 +5,7 @@ The core imports no store driver: `durability.redis`, `durability.postgres` and
 `durability.sqlite` bring their own, and `import durability` needs nothing beyond Python.
 """
 
+from durability.checks import INBOX, positive
 from durability.codec import (
     Codec,
     JsonCodec,
@@ -22,29 +23,9 @@ from durability.codec import (
 from durability.failures import ONCE, Failure, Retry
 from durability.faults import StoreDown, Transient
 from durability.graph import CompiledGraph, Graph, run_durably
-from durability.interfaces import (
-    INBOX,
-    Checkpointer,
-    Contended,
-    Delivery,
-    Durable,
-    Effect,
-    Entry,
-    Fenced,
-    Footprint,
-    Interruption,
-    Measured,
-    NotMigrated,
-    Pass,
-    Recorded,
-    Retaining,
-    Scheduler,
-    Taken,
-    Written,
-    claimed,
-    positive,
-)
+from durability.interfaces import Checkpointer, Durable, Measured, Retaining, Scheduler, claimed
 from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
+from durability.signals import Contended, Fenced, Interruption, NotMigrated
 from durability.split import SplitDurable
 from durability.status import Inspectable, Page, Status
 from durability.stepwise import (
@@ -60,7 +41,8 @@ from durability.stepwise import (
     Swallowed,
     resume,
 )
-from durability.traffic import Counted, Sent, Traffic
+from durability.storekit.traffic import Counted, Sent, Traffic
+from durability.values import Delivery, Effect, Entry, Footprint, Pass, Recorded, Taken, Written
 from durability.worker import Event, Observer, work
 
 __all__ = [

@@ -231,20 +231,63 @@ def _setting(backend: str, trimming: Any) -> str:
     return (cleanup or "") if trimming is True or trimming == "True" else default
 
 
-def draw(frame: Any) -> Any:
-    from experiments.figures import colour, figure, label
+#: The two panels of a row: (metric, unit, scale, where the log scale starts).
+METRICS = (("entries", "entries", 1.0, 10.0), ("bytes", "KiB", 1 / 1024, 1.0))
 
-    fig, axes = figure(columns=2, width=6.5, height=4.5)
-    for ax, metric, unit, scale in ((axes[0][0], "entries", "entries", 1.0),
-                                    (axes[0][1], "bytes", "KiB", 1 / 1024)):
-        rows = frame[frame["metric"] == metric]
-        for (backend, trimming), group in rows.groupby(["backend", "trimming"], dropna=False,
-                                                       sort=False):
-            group = group.sort_values("t_s")
-            untrimmed = trimming is False or trimming == "False"
-            ax.plot(group["t_s"], group["value"] * scale, label=_label(str(backend), trimming),
-                    color=colour(str(backend)), linestyle=":" if untrimmed else "-")
-        label(ax, f"Queue {metric} while workflows wake repeatedly",
-              "seconds since the first submission", unit)
-        ax.legend(loc="upper left", ncol=2)
+
+def draw(frame: Any) -> Any:
+    """The queue's entries and bytes over time, a line a backend (untrimmed dotted, hollow; a
+    rival with its own cleanup setting dashed, hollow, as a rival's tuned setting is drawn
+    everywhere), on a scale linear near zero and logarithmic above, so that a queue holding
+    tens and one holding thousands both show; a row of panels per family where there are too
+    many lines."""
+    from experiments.figures import figure, label, look, nothing, panels
+
+    samples = frame[frame["metric"].isin([m for m, *_ in METRICS])]
+    series = list(samples.groupby(["backend", "trimming"], dropna=False, sort=False).groups)
+    groups = panels([b for b, _ in series], series=len(series)) or [("", [])]
+    fig, axes = figure(columns=2, rows=len(groups), width=6.0,
+                       height=4.2 if len(groups) == 1 else 3.4 if len(groups) <= 3 else 2.8)
+    for row, (title, chosen) in zip(axes, groups, strict=True):
+        for ax, (metric, unit, scale, linear) in zip(row, METRICS, strict=True):
+            rows = samples[(samples["metric"] == metric) & samples["backend"].isin(chosen)]
+            keys = rows.groupby(["backend", "trimming"], dropna=False, sort=False)
+            for number, ((backend, trimming), group) in enumerate(keys):
+                group = group.sort_values("t_s")
+                cleaned = trimming is True or trimming == "True"
+                if backend in CLEANUP:  # a rival: its defaults plain, its cleanup its variant
+                    seen = look(str(backend), "cleanup" if cleaned else "default").line()
+                else:
+                    seen = look(str(backend)).line()
+                    if trimming is False or trimming == "False":  # the stream left to grow
+                        seen.update(linestyle=":", markerfacecolor="white")
+                seen["label"] = _label(str(backend), trimming)
+                # markers spaced alike but started apart, so lines lying on each other (the
+                # small queues near zero) each show theirs; a short run's on every sample
+                ax.plot(group["t_s"], group["value"] * scale, markersize=4, linewidth=1.3,
+                        markevery=(number * 2 % 16, 16) if len(group) > 32 else None, **seen)
+            heading = f"Queue {metric} while workflows wake repeatedly"
+            ax.set_title(f"{title}: queue {metric}" if title else heading)
+            if rows.empty:
+                nothing(ax, f"no {metric} sampled for these backends")
+                continue
+            ax.set_ylim(bottom=0)
+            if samples[samples["metric"] == metric]["value"].max() * scale > 50 * linear:
+                ax.set_yscale("symlog", linthresh=linear)
+                unit = f"{unit} (log scale above {linear:g})"
+            label(ax, ax.get_title(), "seconds since the first submission", unit)
+        handles, names = row[0].get_legend_handles_labels()
+        for extra, name in zip(*row[1].get_legend_handles_labels(), strict=True):
+            if name not in names:
+                handles.append(extra)
+                names.append(name)
+        # beside the row, not on it: the small queues lie along the bottom, the stream's
+        # growth across the middle
+        row[1].legend(handles, names, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    for column in range(len(METRICS)):  # one scale down a column, so rows compare
+        top = max(ax.get_ylim()[1] for ax in axes[:, column])
+        if axes[0, column].get_yscale() == "symlog":  # headroom: a line ends at the peak
+            top *= 2
+        for ax in axes[:, column]:
+            ax.set_ylim(0, top)
     return fig

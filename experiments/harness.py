@@ -404,10 +404,13 @@ class Lab:
             agent = await Agent.start(sys.executable, "experiments.agent",
                                       f"{backend.name}/{role}")
         try:
+            # A backend of someone's own names what opens its store; the agent imports it.
+            theirs = {"opener": backend.opener, "path": backend.path} if backend.registered \
+                else {}
             await agent.request(
                 "open", url=backend.url(place, options), base=place.base, tag=place.tag,
                 lease_ms=lease_ms, poll_ms=poll_ms, housekeeping=housekeeping,
-                variant=variant, role=role, options=options, timeout=120,
+                variant=variant, role=role, options=options, timeout=120, **theirs,
             )
             yield agent
         finally:

@@ -147,20 +147,46 @@ def summary(frame: Any) -> Any:
 
 
 def draw(frame: Any) -> Any:
-    from experiments.figures import colour, figure, label
+    """A bar a backend, family by family: the wakeups that raced a pass (pale), the ones lost
+    over it (solid), and the count in words at its end."""
+    from matplotlib.patches import Patch
 
-    fig, axes = figure(width=7.0, height=3.8)
-    ax = axes[0][0]
+    from experiments.figures import figure, label, look, nothing, order
+
     table = summary(frame)
-    y = list(range(len(table)))
-    ax.barh(y, table["races"], color="#dddddd", label="wakeups raced against a pass")
-    ax.barh(y, table["lost"], color=[colour(str(b)) for b in table["backend"]],
-            label="wakeups lost")
-    ax.set_yticks(y, [f"{b} ({KEYS[b][1]})" if b in KEYS else b for b in table["backend"]])
-    ax.invert_yaxis()
-    for i, lost in enumerate(table["lost"]):
-        ax.annotate(f"{int(lost)} lost", (0, i), xytext=(4, 0), textcoords="offset points",
-                    va="center")
+    names = order(table["backend"])
+    table = table.set_index("backend").reindex(names)
+    fig, axes = figure(width=7.0, height=1.4 + 0.38 * max(len(names), 3))
+    ax = axes[0][0]
+    if not names:
+        nothing(ax, "no wakeup races in this run")
+        return fig
+    for i, backend in enumerate(names):
+        seen = look(backend)
+        races, lost, refused = (float(table.at[backend, c]) for c in ("races", "lost",
+                                                                       "refused"))
+        if races != races:  # no races measured: say so rather than draw a zero
+            ax.annotate("not measured", (0, i), xytext=(4, 0), textcoords="offset points",
+                        va="center", color="#888888")
+            continue
+        ax.barh(i, races, height=0.6, color=seen.colour, alpha=0.3, edgecolor=seen.colour)
+        if lost == lost and lost > 0:
+            ax.barh(i, lost, height=0.6, color=seen.colour)
+        words = "none lost" if lost == 0 else f"{lost:,.0f} lost" if lost == lost else "lost: ?"
+        if refused == refused:  # a rival's: its key turned the poke away (`KEYS`)
+            words += f" ({refused:,.0f} refused)" if refused else " (none refused)"
+        ax.annotate(f"{races:,.0f} raced, {words}", (races, i), xytext=(4, 0),
+                    textcoords="offset points", va="center", fontsize=8)
+    # a rival's name with the key it was poked under, the one thing that decides its count
+    ax.set_yticks(range(len(names)), [f"{b} ({KEYS[b][1]})" if b in KEYS else b for b in names])
+    ax.set_ylim(len(names) - 0.5, -0.5)
+    # room for the words at the bars' ends (a rival's say what it refused too)
+    ax.margins(x=0.5 if table["refused"].notna().any() else 0.3)
+    ax.set_xlim(left=0)
+    ax.grid(axis="y", visible=False)
     label(ax, "Wakeups that landed mid-pass, and how many were lost", "wakeups", "")
-    ax.legend(loc="lower right")
+    fig.legend(handles=[Patch(facecolor="#555555", alpha=0.3, edgecolor="#555555",
+                              label="raced against a pass"),
+                        Patch(facecolor="#555555", label="lost (none drawn where none was)")],
+               loc="outside lower center", ncol=2)
     return fig

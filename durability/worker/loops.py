@@ -18,8 +18,8 @@ import asyncio
 import logging
 
 from durability.cancelling import pause, stop_if_cancelled
-from durability.interfaces import Fenced
-from durability.polling import set_within
+from durability.signals import Fenced
+from durability.waits import set_within
 from durability.worker.crew import Crew
 from durability.worker.passing import extend, run_pass
 from durability.worker.running import Running

@@ -16,8 +16,9 @@ from collections.abc import Awaitable, Callable
 from durability.cancelling import stop_if_cancelled
 from durability.failures import failed
 from durability.faults import StoreDown
-from durability.interfaces import Contended, Fenced, Interruption, Pass
+from durability.signals import Contended, Fenced, Interruption
 from durability.stepwise import Blocked, Completed, Run, Sleeping, resume
+from durability.values import Pass
 from durability.worker.crew import Crew
 from durability.worker.endings import (
     AlreadyFailed,

@@ -14,7 +14,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from durability.interfaces import Delivery
-from durability.redis.stream import GROUP, RedisStreamScheduler
+from durability.redis.stream_scheduler import GROUP, RedisStreamScheduler
 from durability.redis.trimming import trimming
 
 WAIT = timedelta(milliseconds=200)
