@@ -87,7 +87,9 @@ _NOT_MEMORY = frozenset({"takeover"})  # one process: nothing to kill and take o
 _POLLED = frozenset({"growth"})
 #: The same scheduler code on another server version: measured where the version matters.
 _SAME_CODE = frozenset({"takeover", "scaling", "wakeups"})
-_OURS_ONLY = frozenset({"growth", "takeover", "scaling", "wakeups"})
+#: `scaling` times our stores' own operations (claim + load, take, `wake_due`): a rival has
+#: none of them. Every other experiment asks its question of the rivals too.
+_OURS_ONLY = frozenset({"scaling"})
 _CLUSTER = frozenset({"idle", "growth", "takeover", "scaling", "wakeups"})
 
 BACKENDS: dict[str, Backend] = {

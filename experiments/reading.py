@@ -278,6 +278,12 @@ def overview(where: Path | None = None) -> Any:
         column = "peak queue" if row["trimming"] in ("", True, "True") else "peak, untrimmed"
         put(row["backend"], column, row["peak_entries"])
     takeover = frame("takeover", where)
+    # A rival's kills are at its own settings, made from a 1 s lease and one of its several
+    # recoveries, some never taken over: not a lease of ours, nor one figure a backend. Its
+    # row and "never" are in the takeover's own tables; and a run's lease here is chosen from
+    # ours alone, or a quick run's 0.5 s would give way to the rivals' 1 s and vanish.
+    if "phase" in takeover:
+        takeover = takeover[takeover["phase"] != "mid-job"]
     kills = takeover[takeover["metric"] == "takeover"]
     if len(kills):
         from experiments.takeover import typical

@@ -262,6 +262,10 @@ def _takeover(frame: Any, summary: Any) -> list[View]:
     from experiments.takeover import TYPICAL, typical
 
     level = f"{LEVEL:.0%}"
+    rivals = summary[summary["phase"] == "mid-job"]
+    summary = summary[summary["phase"] != "mid-job"]
+    if not len(summary):
+        return _rival_takeovers(frame, rivals)
     leases = sorted(summary["lease_s"].unique())
     bounds = summary.groupby("lease_s")["lease_plus_tick"].first()
     views = []
@@ -293,7 +297,36 @@ def _takeover(frame: Any, summary: Any) -> list[View]:
             rows.append(entry)
         views.append(View(str(phase), f"Killed {phase}: the median takeover (s), and what share of "
                           "lease + tick it is", _frame(rows, ["backend"]).fillna("")))
-    return views
+    return views + _rival_takeovers(frame, rivals)
+
+
+def _rival_takeovers(frame: Any, rivals: Any) -> list[View]:
+    """The rivals' kills, one row a recovery: `TYPICAL` over them ("never" where half or more
+    were never taken over) with its interval, and what the rival was set to; why it never
+    was, and which were only in part, said below."""
+    from experiments.takeover import TYPICAL, typical
+
+    if not len(rivals):
+        return []
+    level = f"{LEVEL:.0%}"
+    rows, said = [], []
+    for r in rivals.itertuples():
+        found = typical(frame, r.backend, r.lease_s, r.recovery)
+        rows.append({"rival (recovery)": f"{r.backend} ({r.recovery})",
+                     f"takeover s ({level})": "never" if math.isinf(found.estimate)
+                     else _with(found.estimate, found.lo, found.hi).replace("∞", "never"),
+                     "setting": r.setting})
+        if r.note:
+            said.append(f"{r.backend} ({r.recovery}) {r.note}")
+    lease = float(rivals["lease_s"].iloc[0])
+    kills = rivals["n"]
+    return [View("mid-job", f"Rivals killed mid-job, each at its own settings made from a "
+                 f"{number(lease)} s lease: the {TYPICAL.split(',')[0]} (s)",
+                 _frame(rows, ["rival (recovery)"]),
+                 (f"{level} intervals: a bootstrap over the {kills.min():,.0f}"
+                  f"{'' if kills.min() == kills.max() else f' to {kills.max():,.0f}'} kills of "
+                  "each row; a kill no other worker ran again within the patience given counts "
+                  "as never", *said))]
 
 
 def _idle(frame: Any, summary: Any) -> list[View]:
@@ -315,16 +348,26 @@ def _idle(frame: Any, summary: Any) -> list[View]:
 def _growth(frame: Any, summary: Any) -> list[View]:
     columns = {"peak_entries": "peak entries", "final_entries": "final entries",
                "peak_kib": "peak KiB", "final_kib": "final KiB", "wakeups": "wakeups"}
-    rows = []
+    rows, settings = [], []
     for _, r in summary.iterrows():
-        trimming = r["trimming"]
-        rows.append({"backend": r["backend"],
-                     "trimmed": {"True": "yes", "False": "no"}.get(str(trimming), ""),
+        trimming = str(r["trimming"])
+        rival = bool(r.get("setting"))
+        shown = ({"True": "its cleanup", "False": "defaults"} if rival else
+                 {"True": "yes", "False": "no"}).get(trimming, "")
+        rows.append({"backend": r["backend"], "trimmed": shown,
                      **{label: number(r[column]) for column, label in columns.items()}})
-    return [View("growth", "The queue's size while workflows wake many times",
-                 _frame(rows, ["backend", "trimmed"]),
-                 ("one run each: no interval; trimmed is said only of the stream, the one "
-                  "queue that keeps what it delivered",))]
+        if rival:
+            settings.append({"backend": r["backend"], "trimmed": shown,
+                             "setting": r["setting"]})
+    views = [View("growth", "The queue's size while workflows wake many times",
+                  _frame(rows, ["backend", "trimmed"]),
+                  ("one run each: no interval; trimmed is said only of the stream, the one "
+                   "queue of ours that keeps what it delivered; a rival's job per wakeup, at "
+                   "its defaults or with its own cleanup setting (below)",))]
+    if settings:
+        views.append(View("settings", "What each rival ran with",
+                          _frame(settings, ["backend", "trimmed"])))
+    return views
 
 
 def _scaling(frame: Any, summary: Any) -> list[View]:
@@ -362,10 +405,20 @@ def _slopes(lo: float, hi: float) -> str:
 
 
 def _wakeups(frame: Any, summary: Any) -> list[View]:
-    rows = [{"backend": r["backend"], "raced": number(r["races"]), "lost": number(r["lost"])}
+    from experiments.wakeups import KEYS
+
+    rivals = "refused" in summary and bool(summary["refused"].notna().any())
+    rows = [{"backend": r["backend"], "raced": number(r["races"]), "lost": number(r["lost"]),
+             **({"refused": number(r["refused"]),
+                 "poked under": KEYS[r["backend"]][1] if r["backend"] in KEYS else ""}
+                if rivals else {})}
             for _, r in summary.iterrows()]
+    how = [f"{r['backend']}: {r['how']}" for _, r in summary.iterrows() if r.get("how")]
     return [View("wakeups", "Wakeups given while a pass was running, and how many were lost",
-                 _frame(rows, ["backend"]))]
+                 _frame(rows, ["backend"]),
+                 ("a rival has no inbox: its poke is the job enqueued again under its own key "
+                  "for one job per workflow, which may refuse it (refused); lost: not run "
+                  "again after the poke", *how) if rivals else ())]
 
 
 _VIEWS: dict[str, Callable[[Any, Any], list[View]]] = {

@@ -146,3 +146,65 @@ def test_repeats_that_disagree_widen_the_interval_as_pooling_would_not() -> None
     assert not distinguishable(nested_ratio(spells, steady))  # within the spells' spread
     assert distinguishable(ratio([v for s in spells for v in s], [v for s in steady for v in s],
                                  q=0.25))  # pooled, the 25th percentile tells them apart
+
+
+def _takeovers(where: Path) -> Any:
+    """Ours at a 1 s lease, and rivals killed mid-job: one taken over every time, one never,
+    one in part."""
+    rows: list[dict[str, Any]] = []
+    for phase in ("mid-step", "after-write"):
+        base = {"backend": "redis-stream", "variant": "default", "lease_s": 1.0, "phase": phase}
+        rows += [{**base, "trial": i, "metric": "takeover", "value": 0.9 + i / 100, "unit": "s"}
+                 for i in range(5)]
+        rows.append({**base, "metric": "lease_plus_tick", "value": 1.25, "unit": "s"})
+    for backend, recovery, taken in (("saq", "sweep", 5), ("saq", "sweep-default-retries", 0),
+                                     ("pgqueuer", "heartbeat", 3)):
+        base = {"backend": backend, "variant": "default", "lease_s": 1.0, "phase": "mid-job",
+                "recovery": recovery}
+        rows += [{**base, "trial": i, "metric": "takeover" if i < taken else "not_taken_over",
+                  "value": 5.9 + i / 100 if i < taken else 26.0, "unit": "s"} for i in range(5)]
+    write("takeover", rows, {"mode": "full", "command": "made up by a test"}, where)
+    from experiments.results import load
+
+    return load("takeover", where)
+
+
+def test_a_rival_never_taken_over_is_never_in_the_typical_takeover_not_nan(tmp_path: Path
+                                                                           ) -> None:
+    from experiments.takeover import summary, typical
+
+    frame = _takeovers(tmp_path)
+    never = typical(frame, "saq", 1.0, "sweep-default-retries")
+    assert math.isinf(never.estimate) and math.isinf(never.lo) and math.isinf(never.hi)
+    partly = typical(frame, "pgqueuer", 1.0, "heartbeat")  # 3 of 5: the middle kill ran again
+    assert partly.n == 5 and not math.isinf(partly.estimate) and math.isinf(partly.hi)
+    assert typical(frame, "saq", 1.0, "sweep").estimate == pytest.approx(5.92)
+    ours = typical(frame, "redis-stream", 1.0)  # both phases pooled, the rivals' not in it
+    assert ours.n == 10 and ours.lo <= ours.estimate <= ours.hi
+    table = summary(frame).set_index(["backend", "recovery"])
+    assert table.loc[("saq", "sweep-default-retries"), "note"].startswith("never")
+    assert table.loc[("pgqueuer", "heartbeat"), "note"] == "3 of 5 taken over"
+
+
+def test_the_rivals_takeovers_have_a_table_of_their_own_within_the_width(tmp_path: Path
+                                                                         ) -> None:
+    _takeovers(tmp_path)
+    text = report(tmp_path, ["takeover"])
+    assert "saq (sweep-default-retries)" in text and "never" in text
+    assert "nan" not in text.lower().split() and "inf" not in text.lower()
+    assert max(len(line) for line in text.splitlines()) <= 120
+    typical = text.split("Killed mid-step")[0]
+    assert "saq" not in typical.split("Takeover (s)")[1]  # ours' leases, not the rivals'
+
+
+def test_the_takeover_figure_draws_rivals_alone_and_beside_ours(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from experiments.takeover import draw
+
+    frame = _takeovers(tmp_path)
+    for part in (frame, frame[frame["phase"] == "mid-job"]):
+        fig = draw(part)
+        titles = [ax.get_title() for ax in fig.axes]
+        assert any(t.startswith("Rivals, killed mid-job") for t in titles)
+        plt.close(fig)
