@@ -37,7 +37,9 @@ A store that cannot be reached fails the open within `connect_timeout` with `Sto
 does not answer. Once open, every call that is not a blocking read is bounded by
 `call_timeout_ms`, so a frozen server (stopped, a stalled machine, a lock held by another
 session) fails it with `Unanswered` (a `StoreUnavailable`) rather than holding the caller until
-it wakes: on Redis each call's replies (`durability.redis.bounds`), on Postgres each call with
+it wakes: on Redis each call's wait for a connection of the pool (at most `max_connections`,
+32 by default, `durability.redis.pooling`) and each of its replies (`durability.redis.bounds`),
+on Postgres each call with
 its pool checkout (the pool's `timeout` for the checkout, a quarter more, at most a second, for
 the whole call), on SQLite the wait for another connection's lock (the busy timeout). A blocking
 read waits its own block, then the bound. A connection lost after opening (the server killed or
@@ -330,6 +332,7 @@ async def _redis(
     from durability.redis.namespace import DEFAULT as DEFAULT_NAMESPACE
     from durability.redis.namespace import check_namespace
     from durability.redis.packed_connection import PackedConnection
+    from durability.redis.pooling import MOST, TidyPool
 
     parts = urlsplit(url)
     # Plain TCP only: rediss:// keeps the TLS connection class its scheme picks.
@@ -379,7 +382,17 @@ async def _redis(
             # same URL as redis:// with the TLS class named keeps every TLS option.
             target = "redis" + target.removeprefix("rediss")
             bounded |= {"connection_class": BoundedSSLConnection}
-        client = Redis.from_url(target, decode_responses=True, **timeouts, **bounded)
+        # Bounded, and shrinking back after a fault (pooling.py); a caller waits for a free
+        # connection as long as for an answer. A URL's `max_connections` wins over ours.
+        pool = TidyPool.from_url(
+            target,
+            decode_responses=True,
+            max_connections=MOST,
+            timeout=bound,
+            **timeouts,
+            **bounded,
+        )
+        client = Redis.from_pool(pool)
     try:
         scheduler: RedisStreamScheduler | RedisSetScheduler
         if kind == "stream":

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import faulthandler
 import importlib
 import logging
@@ -21,6 +22,7 @@ import sys
 import traceback
 from collections import Counter
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from durability import Completed, Contended, Durable, Event, Inspectable, Measured, Retry, work
@@ -191,6 +193,18 @@ class Agent:
         where = "".join(traceback.format_exception(found[0])[-4:])
         return f"{type(error).__name__} ({said})\n{where}"
 
+    async def trim(self, request: Message) -> Message:
+        """Hand the allocator's free memory back to the system (glibc's `malloc_trim`) and say
+        this process's RSS before and after, in KiB: growth that goes is free memory the
+        allocator kept, not objects something holds. `trimmed` is False off glibc."""
+        before = _rss_kib()
+        try:
+            libc = ctypes.CDLL("libc.so.6")
+        except OSError:
+            return {"trimmed": False, "rss_kib_before": before, "rss_kib_after": before}
+        libc.malloc_trim(0)
+        return {"trimmed": True, "rss_kib_before": before, "rss_kib_after": _rss_kib()}
+
     async def verify(self, request: Message) -> Message:
         """Ask the scheduler whether the store's data was wiped since it last looked (the
         Redis schedulers' marker; other stores have none: `wiped` is None)."""
@@ -287,7 +301,7 @@ async def main() -> None:
     bodies.notify = lambda event, workflow: loop.emit(event, workflow=workflow, at=now_ns())
     for name in ("open", "work", "submit", "preload", "mark", "footprint", "probe", "arrive",
                  "records", "delete", "stop", "close", "verify", "deliver", "load", "retry",
-                 "status"):
+                 "status", "trim"):
         loop.on(name, getattr(agent, name))
     try:
         await loop.run()
@@ -296,6 +310,15 @@ async def main() -> None:
             await agent.stop({})
         with contextlib.suppress(Exception):
             await agent.stack.aclose()
+
+
+def _rss_kib() -> int | None:
+    """This process's resident set (`VmRSS`), in KiB; None where /proc has none."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return None
 
 
 def _not_fenced(record: logging.LogRecord) -> bool:

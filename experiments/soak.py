@@ -4,12 +4,16 @@ seconds: does anything grow that should stay flat?
 
 Each store gets a private server (`Servers.restartable`; SQLite a file), ONE worker agent and
 one API agent that submits. Every `sample` seconds the lab reads, from outside the worker: its
-RSS (`/proc/<pid>/status`), its open descriptors (`/proc/<pid>/fd`), its sockets to the
-server's port (its descriptors matched against `/proc/<pid>/net/tcp`, whatever their state, so
-a socket left half-closed counts), the server's own count of clients, the queue's length and
-what has completed. The faults cycle (`FAULTS`); none kills the worker, since its RSS is the
-point. The summary gives each metric's first and last sample and its slope over the second
-half (a least-squares line), which is what says flat or growing.
+RSS and its data mapping (`VmRSS`, `VmData` of `/proc/<pid>/status`: RSS grows into the
+mapping without the allocator asking the system for more), its open descriptors
+(`/proc/<pid>/fd`), its sockets to the server's port (its descriptors matched against
+`/proc/<pid>/net/tcp`, whatever their state, so a socket left half-closed counts), the
+server's own count of clients, the queue's length and what has completed. The faults cycle
+(`FAULTS`); none kills the worker, since its RSS is the point. The summary gives each metric's
+first and last sample and its slope over the second half (a least-squares line), which is what
+says flat or growing; after the drain the worker is asked to hand its allocator's free memory
+back (`malloc_trim`), and its RSS before and after says how much of the growth was memory the
+allocator kept free.
 """
 
 from __future__ import annotations
@@ -56,7 +60,7 @@ FAULTS: dict[str, tuple[str, ...]] = {
 
 #: (metric, unit) sampled for every store; `stream_length` and `redis_lag` only for the stream
 #: scheduler, `connections` and `server_*` only where there is a server.
-METRICS = (("rss", "MiB"), ("fds", "descriptors"), ("connections", "sockets"),
+METRICS = (("rss", "MiB"), ("vm_data", "MiB"), ("fds", "descriptors"), ("connections", "sockets"),
            ("server_clients", "clients"), ("queue", "workflows"), ("submitted", "workflows"),
            ("completed", "workflows"), ("in_flight", "workflows"), ("stream_length", "entries"),
            ("redis_lag", "entries"), ("server_memory", "MiB"))
@@ -78,11 +82,12 @@ class Settings:
 # -- reading a process from outside -------------------------------------------------------------
 
 
-def rss_mib(pid: int) -> float | None:
-    """The resident set of `pid`, in MiB (`VmRSS`), or None if it is gone."""
+def rss_mib(pid: int, field: str = "VmRSS") -> float | None:
+    """The resident set of `pid` (or another `field` of its status, in kB), in MiB, or None if
+    it is gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
+            if line.startswith(f"{field}:"):
                 return int(line.split()[1]) / 1024
     except OSError:
         return None
@@ -255,7 +260,7 @@ class Soak:
         pid = self.worker.process.pid
         at = round(self.now_s(), 2)
         seen: dict[str, float | None] = {
-            "rss": rss_mib(pid), "fds": fds(pid),
+            "rss": rss_mib(pid), "vm_data": rss_mib(pid, "VmData"), "fds": fds(pid),
             "submitted": self.submitted, "completed": len(self.completed),
             "in_flight": self.submitted - len(self.completed),
         }
@@ -296,6 +301,18 @@ class Soak:
                     "stream_length": parts.get("stream")}
         return {"queue": sum(parts.values())}
 
+    async def _trim(self) -> dict[str, Any] | None:
+        """The worker's RSS (MiB) before and after it hands its free memory back."""
+        assert self.worker is not None
+        try:
+            said = await self.worker.request("trim", timeout=20)
+        except AgentFailed:
+            return None
+        if not said.get("trimmed"):
+            return None
+        return {"rss_before": said["rss_kib_before"] / 1024,
+                "rss_after": said["rss_kib_after"] / 1024}
+
     # -- the hour -----------------------------------------------------------------------------
 
     async def run(self) -> dict[str, Any]:
@@ -327,6 +344,7 @@ class Soak:
                     await asyncio.sleep(0.5)
                 drained = self.now_s()
                 last = await self.sample()  # after the drain: what is left behind
+                trimmed = await self._trim()
             finally:
                 for task in (listener, sampler, faults):
                     task.cancel()
@@ -336,7 +354,7 @@ class Soak:
                 "gave_up": self.gave_up, "submit_retries": self.submit_retries,
                 "stopped_working": self.stopped_working,
                 "arrivals_ended_s": round(ended, 1), "drained_s": round(drained, 1),
-                "after_drain": last,
+                "after_drain": last, "trim": trimmed,
                 "faults": [f.__dict__ for f in self.faults]}
 
 

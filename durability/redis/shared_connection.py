@@ -23,6 +23,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from durability.cancelling import stop_if_cancelled
 from durability.redis.bounds import call_bound, lost, timed_out, where
+from durability.redis.pooling import streams, usable
 
 __all__ = ["SharedConnection", "Unsendable", "streams"]
 
@@ -123,7 +124,7 @@ class SharedConnection:
         # While the connection opens, its socket is up before its handshake is answered: a
         # command written then would have its reply read by the handshake, and the
         # handshake's replies handed to this caller. So a call waits for the opening to end.
-        if connection is None or self._opening.locked() or not _usable(connection):
+        if connection is None or self._opening.locked() or not usable(connection):
             connection = await self._open()
             # Opening sends the handshake through redis-py, which can swallow a cancel: a
             # blocking read sent now would then wait out its whole block.
@@ -170,7 +171,7 @@ class SharedConnection:
             connection = self._connection
             if connection is None:
                 connection = self._connection = await self._pool.get_connection()  # type: ignore[no-untyped-call]
-            if not _usable(connection):
+            if not usable(connection):
                 # The server closed it (or it broke): whatever is outstanding on it will never
                 # be answered. Its callers fail now, and its reader goes with the old socket
                 # *before* the connection opens again: a reader left running would read the
@@ -185,7 +186,7 @@ class SharedConnection:
                     # with the handshake's replies still to come: never write on it.
                     await connection.disconnect(nowait=True)
                     raise
-            if not _usable(connection):
+            if not usable(connection):
                 raise TypeError(
                     f"{type(connection).__name__} has no open stream a SharedConnection writes on"
                 )
@@ -258,29 +259,3 @@ def _culprit(connection: AbstractConnection, commands: Sequence[Sequence[Any]]) 
         except Exception:
             return index
     return 0  # none fails alone: the failure was the packing of them together
-
-
-def streams(
-    connection: AbstractConnection,
-) -> tuple[asyncio.StreamReader | None, asyncio.StreamWriter | None]:
-    """The asyncio streams under a redis-py connection (`None` each while it is not open).
-
-    redis-py keeps them as the private `_reader` and `_writer` and has no public way to reach
-    them; this is the one place the library does, so a redis-py that renames them breaks
-    here, not wherever a lane writes."""
-    reader: asyncio.StreamReader | None = getattr(connection, "_reader", None)
-    writer: asyncio.StreamWriter | None = getattr(connection, "_writer", None)
-    return reader, writer
-
-
-def _usable(connection: AbstractConnection) -> bool:
-    """Whether `connection` is open and the server has not closed its end.
-
-    Closed means the end of the stream was *received*, even with replies still buffered
-    before it (`at_eof()` is false until they are read): a command written now would never be
-    answered. A reset, or a transport closing, is closed too."""
-    reader, writer = streams(connection)
-    if reader is None or writer is None:
-        return False
-    ended = getattr(reader, "_eof", False) or reader.at_eof()
-    return not ended and reader.exception() is None and not writer.transport.is_closing()

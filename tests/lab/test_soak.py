@@ -41,6 +41,9 @@ async def test_a_short_soak_samples_faults_and_completes_everything(tmp_path: Pa
         assert summary["rss"]["samples"] >= 3 and summary["rss"]["start"] > 0
         assert summary["fds"]["end"] > 0
         assert outcome["after_drain"]["queue"] == 0
+        assert summary["vm_data"]["start"] > 0
+        trimmed = outcome["trim"]  # the worker gave its allocator's free memory back
+        assert trimmed is not None and 0 < trimmed["rss_after"] <= trimmed["rss_before"]
     # The worker's own sockets to its Redis were found (and cut: the fault says how many).
     assert meta["stores"]["redis-stream"]["summary"]["connections"]["max"] >= 1
     assert "CLIENT KILL of" in meta["stores"]["redis-stream"]["faults"][0]["detail"]
