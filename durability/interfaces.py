@@ -221,6 +221,17 @@ class Taken:
 
 
 @dataclass(frozen=True, slots=True)
+class Reclaimed:
+    """One look for abandoned deliveries (`Scheduler.reclaiming`): the delivery it took over,
+    if any, and how long until the earliest delivery still held could be taken over, measured
+    by the store when it looked (`None`: nothing is held that a later look could take, until
+    something new is handed out). A worker sleeps until then instead of looking every tick."""
+
+    delivery: Delivery | None
+    lapses_in: timedelta | None
+
+
+@dataclass(frozen=True, slots=True)
 class Footprint:
     """How big a queue is right now: its entries by part (a stream's entries, a sorted set's
     members, rows) and, where the store can say, the bytes they take."""
@@ -446,9 +457,7 @@ class SettlingRelease(Protocol):
     """A `Ledger` that writes a standing and releases the claim in one call (the memory store):
     `SplitDurable.finish_settled` uses it rather than `settle` then `release`."""
 
-    async def settle_release(
-        self, holder: Pass, state: str, detail: Mapping[str, object]
-    ) -> bool:
+    async def settle_release(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
         """`settle(holder, state, detail)` then `release(holder)`; what `settle` returned."""
         ...
 
@@ -505,6 +514,14 @@ class Scheduler(Protocol):
 
     async def reclaim(self, idle: timedelta) -> Delivery | None:
         """Take one delivery whose worker showed no sign of life for `idle`, if any."""
+        ...
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        """`reclaim(idle)`, and in the same call how long until the earliest delivery still
+        held goes `idle` without a sign of life: nothing can be taken over before then, and a
+        delivery handed out after this call no sooner than `idle` from now. A store where a
+        lapsed delivery is simply visible again to `next_ready` (a visibility score) has
+        nothing to reclaim and answers `Reclaimed(None, None)` without a round trip."""
         ...
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:

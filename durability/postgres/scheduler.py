@@ -50,7 +50,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Delivery, Footprint, check_workflow, positive
+from durability.interfaces import Delivery, Footprint, Reclaimed, check_workflow, positive
 from durability.polling import set_within
 from durability.postgres.listener import Listener
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
@@ -254,6 +254,12 @@ class PostgresScheduler:
         positive("idle", idle)
         return None
 
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        """Nothing, and nothing to wait for, without a round trip: a lapsed row is the
+        reader's to take (its take says when the earliest hidden one shows)."""
+        positive("idle", idle)
+        return Reclaimed(None, None)
+
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         positive("within", within)
         row = await one(
@@ -277,4 +283,3 @@ class PostgresScheduler:
         assert row is not None
         visible, hidden, size = row
         return Footprint({"visible": int(visible), "hidden": int(hidden)}, int(size))
-

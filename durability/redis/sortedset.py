@@ -43,7 +43,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Delivery, Footprint, check_workflow, positive, to_ms
+from durability.interfaces import Delivery, Footprint, Reclaimed, check_workflow, positive, to_ms
 from durability.polling import beats
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker
@@ -220,6 +220,12 @@ class RedisSetScheduler:
         """Always None: a held member whose lease lapsed is visible again to `next_ready`."""
         positive("idle", idle)
         return None
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        """Nothing, and nothing to wait for, without a round trip: a lapsed member is the
+        reader's to take (its take says when the earliest hidden one shows)."""
+        positive("idle", idle)
+        return Reclaimed(None, None)
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         """Hide the workflow `within` more from now (never less than it already was); the

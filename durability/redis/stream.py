@@ -45,7 +45,14 @@ from typing import Any, TypeVar
 from redis.exceptions import ResponseError
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Delivery, Footprint, check_workflow, positive, to_ms
+from durability.interfaces import (
+    Delivery,
+    Footprint,
+    Reclaimed,
+    check_workflow,
+    positive,
+    to_ms,
+)
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker
 from durability.redis.namespace import (
@@ -71,6 +78,9 @@ GROUP = "workers"
 FIELD = "workflow"
 #: Most sleepers one `wake_due` moves; a fuller set is drained by the next call at once.
 _WAKE_BATCH = 1000
+#: How many pending deliveries `reclaiming` reads for the quietest (a busy group's pending list
+#: can be long; one past these lapses no sooner than a lease after the look, the worker's bound).
+_PENDING_READ = 1000
 #: `XTRIM ... ACKED` arrived in this server version.
 _ACKED_SINCE = (8, 2)
 
@@ -141,6 +151,7 @@ class RedisStreamScheduler:
         self._wake_at = script(redis, "stream_wake_at")
         self._wake_due = script(redis, "stream_wake_due")
         self._reclaim = script(redis, "stream_reclaim")
+        self._reclaiming = script(redis, "stream_reclaiming")
         self._extend = script(redis, "stream_extend")
         self._cancel = script(redis, "stream_cancel")
         self._trim = script(redis, "stream_trim")
@@ -311,6 +322,20 @@ class RedisStreamScheduler:
                 if started == "0-0" or wrapped:
                     return None
                 wrapped = True  # the entries before where we started are still unread
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        """`reclaim(idle)` in one script, which with nothing to take says how soon the quietest
+        pending delivery (of the first `_PENDING_READ`) will have been `idle`."""
+        positive("idle", idle)
+        args = [GROUP, self.consumer, to_ms(idle), _PENDING_READ]
+        reply = await self.regrouped(self._reclaiming, keys=[self.ready], args=args)
+        stop_if_cancelled()
+        if reply[0] is not None:
+            found = Delivery(text(reply[1]), receipt_of(text(reply[0]), reply[2]))
+            return Reclaimed(found, None)
+        if reply[1] is None:
+            return Reclaimed(None, None)
+        return Reclaimed(None, timedelta(milliseconds=int(reply[1])))
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         """Keep the delivery from `reclaim(lease)` for `within` more, up to one lease (Redis

@@ -31,7 +31,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Delivery, Footprint, check_workflow, positive
+from durability.interfaces import Delivery, Footprint, Reclaimed, check_workflow, positive
 from durability.polling import set_within
 from durability.sqlite.database import (
     SqliteDatabase,
@@ -67,9 +67,7 @@ def ready_step(connection: sqlite3.Connection, queue: str, workflow: str) -> Non
 
 def cancel_step(connection: sqlite3.Connection, queue: str, workflow: str) -> int:
     """`cancel` inside an open write transaction; how many rows went (0 or 1)."""
-    gone: int = connection.execute(
-        _SQL["cancel"], {"queue": queue, "workflow": workflow}
-    ).rowcount
+    gone: int = connection.execute(_SQL["cancel"], {"queue": queue, "workflow": workflow}).rowcount
     return gone
 
 
@@ -229,16 +227,18 @@ class SqliteScheduler:
         held = _held(delivery)
         at = to_us(when)
         changed = await self.database.alone(
-            lambda connection: connection.execute(
-                _SQL["wake_at"],
-                {
-                    "queue": self.queue,
-                    "workflow": delivery.workflow,
-                    "held": held,
-                    "when": at,
-                    "receipt": _receipt(),
-                },
-            ).rowcount
+            lambda connection: (
+                connection.execute(
+                    _SQL["wake_at"],
+                    {
+                        "queue": self.queue,
+                        "workflow": delivery.workflow,
+                        "held": held,
+                        "when": at,
+                        "receipt": _receipt(),
+                    },
+                ).rowcount
+            )
         )
         if changed:
             # A deadline sooner than the waiters last saw: they look again when it comes.
@@ -261,20 +261,28 @@ class SqliteScheduler:
         positive("idle", idle)
         return None
 
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        """Nothing, and nothing to wait for, without a round trip: a lapsed row is the
+        reader's to take (its take says when the earliest hidden one shows)."""
+        positive("idle", idle)
+        return Reclaimed(None, None)
+
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         positive("within", within)
         held = _held(delivery)
         changed = await self.database.write(
-            lambda connection: connection.execute(
-                _SQL["extend"],
-                {
-                    "queue": self.queue,
-                    "workflow": delivery.workflow,
-                    "held": held,
-                    "now": now_us(),
-                    "within": within // _MICRO,
-                },
-            ).rowcount
+            lambda connection: (
+                connection.execute(
+                    _SQL["extend"],
+                    {
+                        "queue": self.queue,
+                        "workflow": delivery.workflow,
+                        "held": held,
+                        "now": now_us(),
+                        "within": within // _MICRO,
+                    },
+                ).rowcount
+            )
         )
         return delivery if changed else None
 

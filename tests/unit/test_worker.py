@@ -29,6 +29,7 @@ from durability.interfaces import (
     Effect,
     Entry,
     Pass,
+    Reclaimed,
     Recorded,
     Scheduler,
     Settling,
@@ -73,7 +74,6 @@ async def stop(task: asyncio.Task[None]) -> None:
     task.cancel()
     with contextlib.suppress(asyncio.CancelledError):
         await task
-
 
 
 def stores(lease: timedelta = LEASE) -> tuple[MemoryCheckpointer, MemoryScheduler]:
@@ -130,6 +130,13 @@ class CountingScheduler:
         self.delivered += delivery is not None
         self.reclaimed += delivery is not None
         return delivery
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        self.calls["reclaim"] += 1
+        look = await self.inner.reclaiming(idle)
+        self.delivered += look.delivery is not None
+        self.reclaimed += look.delivery is not None
+        return look
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         self.calls["extend"] += 1
@@ -258,6 +265,9 @@ class MortalScheduler:
 
     async def reclaim(self, idle: timedelta) -> Delivery | None:
         return await self.mortal.call(self.inner.reclaim(idle))
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        return await self.mortal.call(self.inner.reclaiming(idle))
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         call = self.inner.extend(delivery, within)
@@ -1330,9 +1340,7 @@ async def test_a_finish_with_its_standing_that_fails_still_finishes_the_pass(
     assert observed.kinds(workflow) == ["delivered", "started", "outcome"]
     look = await checkpointer.look(workflow)
     assert look.standing is None and not look.claimed  # released, the standing left to later
-    assert any(
-        "finishing" in r.getMessage() and workflow in r.getMessage() for r in caplog.records
-    )
+    assert any("finishing" in r.getMessage() and workflow in r.getMessage() for r in caplog.records)
 
 
 class _Unsettling:
@@ -1404,10 +1412,21 @@ async def test_a_hand_back_the_store_fails_does_not_end_the_loop_that_took_it() 
     async def body(run: Run) -> None:
         return None
 
-    worker = Crew(durable, body, pool=1, budget=timedelta(minutes=1),
-                  tick=timedelta(seconds=1), within=timedelta(seconds=1),
-                  contended=timedelta(seconds=1), sweep=timedelta(seconds=5), readers=1,
-                  observer=None, clock=lambda: datetime.now(UTC), grace=GRACE, retry=ONCE)
+    worker = Crew(
+        durable,
+        body,
+        pool=1,
+        budget=timedelta(minutes=1),
+        tick=timedelta(seconds=1),
+        within=timedelta(seconds=1),
+        contended=timedelta(seconds=1),
+        sweep=timedelta(seconds=5),
+        readers=1,
+        observer=None,
+        clock=lambda: datetime.now(UTC),
+        grace=GRACE,
+        retry=ONCE,
+    )
     await scheduler.make_ready("full")
     await scheduler.make_ready("late")
     first = await scheduler.next_ready(timedelta(seconds=1))
