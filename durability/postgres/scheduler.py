@@ -19,10 +19,10 @@ both "nothing visible" and how long until the earliest hidden row becomes visibl
 on the scheduler's listening connection for the sooner of a notification for its queue, that
 row's time, and `poll`. `make_ready` and `wake_at` notify in the statement that commits them.
 `poll` is only the fallback for a change nobody announced (a row written with plain SQL, or a
-notification lost with a dropped connection); with `notify=True` it defaults to two seconds, and
+notification lost with a dropped connection); with `notify=True` it defaults to 15 seconds, and
 a later `next_ready` or `wake_due` inside that quiet window, with nothing announced meanwhile
 (and nothing written by this scheduler itself: it does not wait to hear of its own writes),
-issues no statement at all, so an idle worker costs about half a statement a second
+issues no statement at all, so an idle worker costs a statement every 15 seconds
 (benchmarks/bench_postgres.py measures it). With `notify=False` it defaults to 50 ms and is the
 floor under how fast anything starts.
 
@@ -57,7 +57,11 @@ from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, s
 
 T = TypeVar("T")
 
-_POLL_LISTENING = timedelta(seconds=2)
+#: With notifications, how often an idle reader looks anyway (a row written with plain SQL):
+#: most of what an idle worker costs here.
+_POLL_LISTENING = timedelta(seconds=15)
+#: How often it looks while its listening connection is down (and reconnecting).
+_DEAF = timedelta(seconds=2)
 _POLL_ALONE = timedelta(milliseconds=50)
 
 
@@ -181,7 +185,8 @@ class PostgresScheduler:
                 # No row hidden now can show before `hidden_for`; one another worker takes
                 # after this read can show (its taker dead) no sooner than a lease from now,
                 # and nobody announces that: so look again within a lease, whatever `poll` is.
-                wait = min(self.poll, self.lease).total_seconds()
+                poll = self.poll if listening or listener is None else min(self.poll, _DEAF)
+                wait = min(poll, self.lease).total_seconds()
                 if look.hidden_for is not None:
                     wait = min(wait, max(look.hidden_for, 0.0))
                 look_again = loop.time() + wait

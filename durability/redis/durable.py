@@ -350,9 +350,9 @@ class RedisDurable(SplitDurable):
                 hidden_ms = reply[1]
                 self._hidden_at = None if hidden_ms is None else now + float(text(hidden_ms)) / 1000
             left = end - now
-            if left <= 0:
-                return None
             hidden = None if self._hidden_at is None else (self._hidden_at - now) * 1000
+            if left <= 0 or scheduler.over(left, hidden):
+                return None
             block, pause = scheduler.wait(left, hidden)
             if block is None:
                 await asyncio.sleep(pause)
