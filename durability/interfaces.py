@@ -535,6 +535,19 @@ class Scheduler(Protocol):
 
 
 @runtime_checkable
+class Trimmed(Protocol):
+    """A scheduler whose queue keeps answered wakeups until trimmed (the Redis stream): a worker
+    reading it trims it (`work`'s `trim`) every `trim_every` while it answers deliveries, and
+    not at all while `trim_every` is None."""
+
+    trim_every: timedelta | None
+
+    async def trim(self) -> int:
+        """Remove the entries every reader has answered for; return how many went."""
+        ...
+
+
+@runtime_checkable
 class Measured(Protocol):
     """A scheduler that can say how big its queue is (every scheduler this package ships):
     what grows with wakeups, and what a trimmer or a visibility score keeps bounded."""

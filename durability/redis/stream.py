@@ -67,7 +67,7 @@ from durability.redis.namespace import (
     text,
 )
 
-__all__ = ["GROUP", "RedisStreamScheduler", "lost_group"]
+__all__ = ["GROUP", "TRIM_EVERY", "RedisStreamScheduler", "lost_group"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -81,6 +81,9 @@ _WAKE_BATCH = 1000
 #: How many pending deliveries `reclaiming` reads for the quietest (a busy group's pending list
 #: can be long; one past these lapses no sooner than a lease after the look, the worker's bound).
 _PENDING_READ = 1000
+#: How often a worker trims the stream while it answers deliveries, by default: short enough
+#: that a workload of a few seconds leaves a short stream too.
+TRIM_EVERY = timedelta(seconds=1)
 #: `XTRIM ... ACKED` arrived in this server version.
 _ACKED_SINCE = (8, 2)
 
@@ -124,8 +127,10 @@ class RedisStreamScheduler:
 
     `consumer` names this scheduler inside the group (one per worker process; a fresh unique
     name by default). `lease` is how long a delivery may go without a sign of life before
-    `reclaim(lease)` in another worker takes it over. `wipes` and `last_wipe` count the wipes of
-    the server's data this scheduler noticed; `marker.on_wipe` hears of each (`marker.Wiped`).
+    `reclaim(lease)` in another worker takes it over. `trim_every` is how often a worker reading
+    the stream trims it while it answers deliveries (None: it never does; see `trim`). `wipes`
+    and `last_wipe` count the wipes of the server's data this scheduler noticed;
+    `marker.on_wipe` hears of each (`marker.Wiped`).
     """
 
     def __init__(
@@ -135,8 +140,12 @@ class RedisStreamScheduler:
         namespace: str = DEFAULT,
         lease: timedelta = timedelta(seconds=30),
         consumer: str | None = None,
+        trim_every: timedelta | None = TRIM_EVERY,
     ) -> None:
         self.lease = positive("lease", lease)
+        #: How often a worker reading this stream trims it while it answers deliveries
+        #: (`durability.interfaces.Trimmed`); None: never (something else trims, or nothing).
+        self.trim_every = None if trim_every is None else positive("trim_every", trim_every)
         self.namespace = check_namespace(namespace)
         self.consumer = consumer if consumer is not None else _default_consumer()
         if not self.consumer:

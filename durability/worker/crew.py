@@ -22,6 +22,7 @@ from durability.interfaces import (
     Retaining,
     Scheduler,
     Settling,
+    Trimmed,
     positive,
 )
 from durability.stepwise import Run
@@ -52,6 +53,7 @@ class Crew:
         clock: Callable[[], datetime],
         grace: timedelta,
         retry: Retry,
+        trim: bool = True,
     ) -> None:
         self.durable = durable
         self.checkpointer: Checkpointer = durable.checkpointer
@@ -92,6 +94,12 @@ class Crew:
         if self.ledger is not None and isinstance(durable, Settling):
             self.settling = durable
         self.retaining = self.checkpointer if isinstance(self.checkpointer, Retaining) else None
+        # A queue that keeps answered wakeups until trimmed (the stream) is trimmed by the
+        # worker that answers them, after it has, so an idle worker sends no trims at all.
+        self.trimmed: Trimmed | None = None
+        if trim and isinstance(self.scheduler, Trimmed) and self.scheduler.trim_every is not None:
+            self.trimmed = self.scheduler
+        self.answered = asyncio.Event()  # a pass ended since the last trim
 
     # -- slots -------------------------------------------------------------------------
 
@@ -106,6 +114,7 @@ class Crew:
         # pass's Run and records would wait for the cyclic collector instead of going now.
         running.run = None
         self.running.discard(running)
+        self.answered.set()
         async with self.freed:
             self.freed.notify_all()
 

@@ -6,6 +6,7 @@
 | `reclaimer` | takes over deliveries whose worker went quiet, at the lapse | a look a lease |
 | `keeper` | renews the claim and delivery of every running pass together | nothing |
 | `timer` | moves due sleepers to the queue, asleep till a deadline | a `wake_due` a `sweep` |
+| `trimmer` | trims a stream's answered entries, every `trim_every` while passes end | nothing |
 | `drain` | with `stop`: takes nothing new, waits `grace`, then ends the rest | nothing |
 
 A store that fails is ridden out by each loop (logged, tried again), never by ending the
@@ -19,7 +20,7 @@ import logging
 from datetime import timedelta
 
 from durability.cancelling import pause, stop_if_cancelled
-from durability.interfaces import Fenced
+from durability.interfaces import Fenced, Trimmed
 from durability.polling import set_within
 from durability.worker.crew import Crew
 from durability.worker.passing import extend, run_pass
@@ -47,6 +48,8 @@ async def run(crew: Crew, stop: asyncio.Event | None = None) -> None:
             quits = [passes.create_task(reclaimer(crew))]
             passes.create_task(keeper(crew))
             passes.create_task(timer(crew))
+            if crew.trimmed is not None:
+                passes.create_task(trimmer(crew, crew.trimmed))
             if stop is not None:
                 passes.create_task(drain(crew, stop, quits))
     except* _Drained:
@@ -229,6 +232,25 @@ async def timer(crew: Crew) -> None:
             if not await set_within(crew.earlier, wait):
                 break
             crew.earlier.clear()
+
+
+async def trimmer(crew: Crew, trimmed: Trimmed) -> None:
+    """Trim the queue once at the start (what an earlier run left), then after passes end, at
+    most every `trim_every`: a short workload's stream stays short, an idle worker sends none."""
+    every = trimmed.trim_every
+    assert every is not None
+    while True:
+        try:
+            removed = await trimmed.trim()
+        except Exception:
+            log.warning("trimming the queue failed; trying again in %s", every, exc_info=True)
+        else:
+            if removed:
+                log.debug("trimmed %d answered entries", removed)
+        stop_if_cancelled()
+        await pause(every.total_seconds())
+        await crew.answered.wait()
+        crew.answered.clear()
 
 
 async def drain(crew: Crew, stop: asyncio.Event, quits: list[asyncio.Task[None]]) -> None:
