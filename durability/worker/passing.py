@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
 from durability.cancelling import stop_if_cancelled
 from durability.failures import failed
@@ -71,6 +72,8 @@ async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
         holder = running.holder  # the reader took and claimed it in one move
     else:
         holder = await crew.checkpointer.claim(workflow, crew.budget, crew.lease)
+        if holder is None and running.reclaimed:
+            holder = await _claim_as_it_lapses(crew, workflow)
     if holder is None:
         return None, Busy()
     running.holder = holder
@@ -95,6 +98,29 @@ async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
         failure = error.__cause__ if isinstance(error, Escaped) else error
         assert failure is not None
         return holder, Raised(failure)
+
+
+async def _claim_as_it_lapses(crew: Crew, workflow: str) -> Pass | None:
+    """Claim a reclaimed delivery's workflow the moment its claim lapses, if it does soon.
+
+    The delivery lapsed a lease after its last renewal, but a write just before its worker
+    died kept the claim alive up to a lease past that write: at most a tick and the nudge
+    later (the keeper renews both every tick; a write renews the delivery `NUDGE` after it).
+    Asking again every `_RETRY_CLAIM` through that window takes the workflow over within
+    that much of its claim's lapse, where handing it back would wait a tick more. A live
+    holder still holds it at the end of the window: then the delivery is looked at again."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + (crew.tick + min(NUDGE, crew.tick)).total_seconds()
+    while loop.time() < until:
+        await asyncio.sleep(_RETRY_CLAIM.total_seconds())
+        holder = await crew.checkpointer.claim(workflow, crew.budget, crew.lease)
+        if holder is not None:
+            return holder
+    return None
+
+
+#: How often a reclaimed delivery's held claim is asked for again (`_claim_as_it_lapses`).
+_RETRY_CLAIM = timedelta(milliseconds=20)
 
 
 async def _resume(

@@ -1488,3 +1488,29 @@ async def test_a_renewed_abandoned_delivery_is_taken_over_after_its_later_lapse(
         await observed.until(lambda: observed.completed(workflow))
     assert scheduler.reclaimed == 1
     assert observed.kinds(workflow).count("started") == 1
+
+
+async def test_a_reclaimed_workflow_whose_claim_outlives_its_delivery_is_taken_as_it_lapses() -> (
+    None
+):
+    checkpointer, memory = stores(lease=timedelta(milliseconds=400))
+    scheduler = CountingScheduler(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> int:
+        return await run.step("ran", lambda: 1, as_int)
+
+    # A worker took the workflow, wrote (a sign of life for the claim, not yet for the
+    # delivery) and died: its claim lapses after its delivery does, within a tick.
+    await memory.make_ready(workflow)
+    assert await memory.next_ready(WITHIN) is not None
+    dead = await checkpointer.claim(workflow, timedelta(minutes=1), timedelta(milliseconds=550))
+    assert dead is not None
+    async with working(durable, body, observed, tick=timedelta(milliseconds=100)):
+        await observed.until(lambda: observed.completed(workflow))
+    assert scheduler.reclaimed == 1
+    # Taken as the claim lapsed, by the pass that reclaimed it: not handed back to look again.
+    assert scheduler.calls["wake_at"] == 0
+    assert observed.kinds(workflow).count("started") == 1
