@@ -279,7 +279,8 @@ class RedisDurable(SplitDurable):
         lane = self._waiting_lane
         assert lane is not None  # a joined durable over a stream has one
         regrouped = False
-        for block in scheduler.blocks(within):
+        # Unsliced: the lane bounds the call by its block as well (`waits`).
+        for block in scheduler.blocks(within, sliced=False):
             self._waited = True
             read = (
                 "XREADGROUP",
@@ -353,7 +354,7 @@ class RedisDurable(SplitDurable):
             hidden = None if self._hidden_at is None else (self._hidden_at - now) * 1000
             if left <= 0 or scheduler.over(left, hidden):
                 return None
-            block, pause = scheduler.wait(left, hidden)
+            block, pause = scheduler.wait(left, hidden, sliced=False)  # the lane bounds it
             if block is None:
                 await asyncio.sleep(pause)
                 reply = await self._redis_checkpointer._batcher.run(script, keys, args)

@@ -161,11 +161,15 @@ class RedisSetScheduler:
                 await self._redis.blpop([self.doorbell], timeout=block)
                 stop_if_cancelled()
 
-    def wait(self, left: float, hidden_ms: object) -> tuple[float | None, float]:
+    def wait(
+        self, left: float, hidden_ms: object, sliced: bool = True
+    ) -> tuple[float | None, float]:
         """How an empty look is followed, given `left` seconds of the read's `within` and the
         look's ms until the earliest hidden member shows (None if none): a BLPOP on the
         doorbell for (seconds, 0), or no block and a pause of (None, seconds) before looking
-        again, when the wait is too short for Redis to time a block out on time."""
+        again, when the wait is too short for Redis to time a block out on time. Unless
+        `sliced` is False (a lane's call, bounded by its block too), a block is cut to fit the
+        client's socket timeout."""
         # A member another worker takes after this look shows, its taker dead, a lease later.
         wait = min(left, _UNANNOUNCED, self.lease.total_seconds())
         if hidden_ms is not None:
@@ -173,7 +177,9 @@ class RedisSetScheduler:
         if wait < _SHORTEST_BLOCK:
             return None, min(wait, self.poll.total_seconds())
         block = wait - _TICK
-        return (block if self._slice is None else min(block, self._slice.total_seconds())), 0.0
+        if self._slice is None or not sliced:
+            return block, 0.0
+        return min(block, self._slice.total_seconds()), 0.0
 
     def over(self, left: float, hidden_ms: object) -> bool:
         """Whether a read with `left` seconds to go ends now: too little is left to block for

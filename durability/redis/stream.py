@@ -234,15 +234,17 @@ class RedisStreamScheduler:
                 return delivery
         return None
 
-    def blocks(self, within: timedelta) -> Iterator[timedelta]:
+    def blocks(self, within: timedelta, sliced: bool = True) -> Iterator[timedelta]:
         """The `BLOCK` of each blocking read that together wait `within`: one, or slices of
-        it short enough for this client's socket timeout (see `block_slice`)."""
+        it short enough for this client's socket timeout (see `block_slice`). A caller whose
+        call is bounded by its block as well (a lane's `waits`) asks for it unsliced: each
+        slice is a request more of an idle worker."""
         positive("within", within)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within.total_seconds()
         while (remaining := deadline - loop.time()) > 0:
             block = timedelta(seconds=remaining)
-            yield block if self._slice is None else min(block, self._slice)
+            yield block if self._slice is None or not sliced else min(block, self._slice)
 
     def _first(self, reply: Any) -> Delivery | None:
         """The one entry of an XREADGROUP reply (RESP2 list or RESP3 map), if any."""
