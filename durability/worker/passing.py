@@ -72,8 +72,8 @@ async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
         holder = running.holder  # the reader took and claimed it in one move
     else:
         holder = await crew.checkpointer.claim(workflow, crew.budget, crew.lease)
-        if holder is None and running.reclaimed:
-            holder = await _claim_as_it_lapses(crew, workflow)
+    if holder is None:
+        holder = await _claim_as_it_lapses(crew, workflow)
     if holder is None:
         return None, Busy()
     running.holder = holder
@@ -101,26 +101,31 @@ async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
 
 
 async def _claim_as_it_lapses(crew: Crew, workflow: str) -> Pass | None:
-    """Claim a reclaimed delivery's workflow the moment its claim lapses, if it does soon.
+    """Claim a workflow another pass holds, if its claim lapses soon after the delivery did.
 
-    The delivery lapsed a lease after its last renewal, but a write just before its worker
-    died kept the claim alive up to a lease past that write: at most a tick and the nudge
-    later (the keeper renews both every tick; a write renews the delivery `NUDGE` after it).
-    Asking again every `_RETRY_CLAIM` through that window takes the workflow over within
-    that much of its claim's lapse, where handing it back would wait a tick more. A live
-    holder still holds it at the end of the window: then the delivery is looked at again."""
+    A delivery lapses a lease after its last renewal, but a write just before its worker died
+    keeps the claim alive up to a lease past that write: at most a tick and the nudge later
+    (the keeper renews both every tick; a write renews the delivery `NUDGE` after it). So a
+    taken-over delivery (reclaimed, or a lapsed row taken again) meets a claim about to
+    lapse. Asking again, soon and then less often (`_RETRY_CLAIM` doubling up to
+    `_RETRY_CLAIM_MOST`), through that window takes it over within that much of the lapse,
+    where looking again after `contended` would wait a tick more. A live holder (a wakeup
+    that came mid-pass) still holds it at the end: then the delivery is looked at again."""
     loop = asyncio.get_running_loop()
     until = loop.time() + (crew.tick + min(NUDGE, crew.tick)).total_seconds()
-    while loop.time() < until:
-        await asyncio.sleep(_RETRY_CLAIM.total_seconds())
+    pause = _RETRY_CLAIM
+    while (left := until - loop.time()) > 0:
+        await asyncio.sleep(min(pause.total_seconds(), left))
         holder = await crew.checkpointer.claim(workflow, crew.budget, crew.lease)
         if holder is not None:
             return holder
+        pause = min(pause * 2, _RETRY_CLAIM_MOST)
     return None
 
 
-#: How often a reclaimed delivery's held claim is asked for again (`_claim_as_it_lapses`).
+#: The first pause before asking for a held claim again (`_claim_as_it_lapses`), and the most.
 _RETRY_CLAIM = timedelta(milliseconds=20)
+_RETRY_CLAIM_MOST = timedelta(milliseconds=100)
 
 
 async def _resume(
