@@ -464,9 +464,8 @@ def _milliseconds(text: str, name: str, url: str) -> timedelta:
     try:
         value = timedelta(milliseconds=float(text))
     except (ValueError, OverflowError):
-        raise ValueError(
-            f"{name} must be a number of milliseconds, got {text!r} in {url!r}"
-        ) from None
+        raise ValueError(f"{name} must be a number of milliseconds, got {text!r} in {url!r}"
+                         ) from None
     return positive(name, value)
 
 
@@ -611,7 +610,9 @@ async def _sqlite(url: str, lease: timedelta, poll: timedelta | None) -> AsyncIt
     if not folder.is_dir():
         raise StoreUnavailable(f"the directory of the SQLite file {path!r} does not exist")
     try:
-        database = await open_database(path, busy_timeout=busy_timeout, doorbell=doorbell == "on")
+        database = await open_database(
+            path, busy_timeout=busy_timeout, doorbell=doorbell == "on"
+        )
     except sqlite3.OperationalError as error:  # not allowed to create or open it, say
         raise StoreUnavailable(f"could not open the SQLite file {path!r}: {error}") from error
     try:

@@ -247,7 +247,8 @@ class CompiledGraph:
         self.nodes: Mapping[str, Node] = MappingProxyType(nodes)
         self._position = {key: index for index, key in enumerate(self.order)}
         self._dependents: dict[str, tuple[str, ...]] = {
-            key: tuple(other.key for other in nodes.values() if key in other.after) for key in nodes
+            key: tuple(other.key for other in nodes.values() if key in other.after)
+            for key in nodes
         }
 
     async def stream(

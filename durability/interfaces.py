@@ -457,7 +457,9 @@ class SettlingRelease(Protocol):
     """A `Ledger` that writes a standing and releases the claim in one call (the memory store):
     `SplitDurable.finish_settled` uses it rather than `settle` then `release`."""
 
-    async def settle_release(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
+    async def settle_release(
+        self, holder: Pass, state: str, detail: Mapping[str, object]
+    ) -> bool:
         """`settle(holder, state, detail)` then `release(holder)`; what `settle` returned."""
         ...
 

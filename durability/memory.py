@@ -167,7 +167,8 @@ class MemoryCheckpointer:
         if state is None:
             return []
         return [
-            Written(key, self._codec.decode(text), at) for key, (text, at) in state.records.items()
+            Written(key, self._codec.decode(text), at)
+            for key, (text, at) in state.records.items()
         ]
 
     @_counted
@@ -278,7 +279,9 @@ class MemoryCheckpointer:
         return self._stand(holder, state, detail)
 
     @_counted
-    async def settle_release(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
+    async def settle_release(
+        self, holder: Pass, state: str, detail: Mapping[str, object]
+    ) -> bool:
         """`settle` then `release` in one call, as a server store does them in one request
         (`SplitDurable.finish_settled`)."""
         if not self._stand(holder, state, detail):

@@ -75,6 +75,7 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
+
 #: Above every workflow id in code point order (ids are at most `MAX_NAME` characters).
 _ABOVE_ALL = "\U0010ffff" * (MAX_NAME + 1)
 
@@ -173,12 +174,8 @@ class PostgresCheckpointer:
         if not isinstance(effect, SqlEffect):
             raise TypeError(f"the Postgres store performs SqlEffect, not {type(effect).__name__}")
         check_key(key)
-        params = {
-            "workflow": holder.workflow,
-            "token": holder.token,
-            "alive": holder.alive,
-            "key": key,
-        }
+        params = {"workflow": holder.workflow, "token": holder.token, "alive": holder.alive,
+                  "key": key}
         for _ in range(_RACES):
             async with borrowed(self._pool) as conn, conn.transaction():
                 cursor = await run(conn, self._sql["reserve"], params)

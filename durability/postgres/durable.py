@@ -89,7 +89,9 @@ class PostgresDurable(Inspected):
         self._checkpointer = checkpointer
         self._scheduler = scheduler
         self._takes: TurnBatcher[Params, _TakeRow] = TurnBatcher(self._take_many, MOST_TAKEN)
-        self._finishes: TurnBatcher[Params, bool] = TurnBatcher(self._finish_many, MOST_FINISHED)
+        self._finishes: TurnBatcher[Params, bool] = TurnBatcher(
+            self._finish_many, MOST_FINISHED
+        )
         self._traffic = traffic if traffic is not None else Traffic()
 
     @property
@@ -194,9 +196,8 @@ class PostgresDurable(Inspected):
             try:
                 row = await self._checkpointer._batcher.one(self._sql["finish_many"], many_params)
             except Exception as error:
-                log.info(
-                    "finish_many failed (%s); sending its %d finishes one by one", error, len(calls)
-                )
+                log.info("finish_many failed (%s); sending its %d finishes one by one",
+                         error, len(calls))
             else:
                 assert row is not None
                 stood = set(row[0] or ())
@@ -220,12 +221,8 @@ class PostgresDurable(Inspected):
         positive("budget", budget)
         positive("alive", alive)
         scheduler = self._scheduler
-        params = {
-            "queue": scheduler.queue,
-            "lease": scheduler.lease,
-            "budget": budget,
-            "alive": alive,
-        }
+        params = {"queue": scheduler.queue, "lease": scheduler.lease, "budget": budget,
+                  "alive": alive}
 
         async def read(waited: bool) -> Look[Taken]:
             if waited:  # woken (or the poll came): nothing to batch with, send at once
@@ -280,17 +277,7 @@ class PostgresDurable(Inspected):
         taken = len(workflows or ())
         for index, (_, reply) in enumerate(group):
             if index < taken:
-                settle(
-                    reply,
-                    (
-                        workflows[index],
-                        receipts[index],
-                        None,
-                        None,
-                        tokens[index],
-                        deadlines[index],
-                        founds[index],
-                    ),
-                )
+                settle(reply, (workflows[index], receipts[index], None, None,
+                               tokens[index], deadlines[index], founds[index]))
             else:
                 settle(reply, (None, None, earliest, hidden_for, None, None, None))

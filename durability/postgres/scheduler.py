@@ -288,3 +288,4 @@ class PostgresScheduler:
         assert row is not None
         visible, hidden, size = row
         return Footprint({"visible": int(visible), "hidden": int(hidden)}, int(size))
+

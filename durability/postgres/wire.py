@@ -235,7 +235,9 @@ def _sent_names(
 ) -> list[str]:
     """What `exchange` sent, named for counting (the group's own commands by their keyword)."""
     marks = {_BEGIN: "BEGIN", _BOUND: "SET", _COMMIT: "COMMIT"}
-    return [marks[index] if index < 0 else traffic.name(statements[index][0]) for index, _ in sent]
+    return [
+        marks[index] if index < 0 else traffic.name(statements[index][0]) for index, _ in sent
+    ]
 
 
 #: Markers in `exchange`'s list of what was sent.
@@ -251,10 +253,8 @@ _BOUND_LOCK_WAIT: Final = f"SET LOCAL lock_timeout = '{GROUP_LOCK_WAIT}'".encode
 def _status_is(results: list[pq.abc.PGresult], tag: bytes) -> bool:
     """Whether one of the group's own commands answered with `tag` (a failed transaction's
     COMMIT answers ROLLBACK, and no error)."""
-    return (
-        bool(results)
-        and results[-1].status == _Status.COMMAND_OK
-        and (results[-1].command_status == tag)
+    return bool(results) and results[-1].status == _Status.COMMAND_OK and (
+        results[-1].command_status == tag
     )
 
 

@@ -383,15 +383,16 @@ class RedisCheckpointer:
                 raise ValueError(f"LuaEffect key {touched!r} is one of the checkpoint's own keys")
         args: list[Any] = [holder.token, to_ms(holder.alive), self._ttl_ms, key]
         args.extend(effect.args)
-        reply = await self._write(self._effect_script(effect.body), [*keys, *effect.keys], args)
+        reply = await self._write(
+            self._effect_script(effect.body), [*keys, *effect.keys], args
+        )
         self._fenced(holder, reply)
         return Recorded(self._codec.decode(reply[1]), int(reply[0]) == 1)
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded:
         call, encoded = self._supply_call(workflow, key, value)
-        return self._supplied(
-            await self._write(self._script(call.name), call.keys, call.args), encoded
-        )
+        return self._supplied(await self._write(self._script(call.name), call.keys, call.args),
+                              encoded)
 
     def _supply_call(self, workflow: str, key: str, value: object) -> tuple[ScriptCall, str]:
         check_key(key)
@@ -406,9 +407,8 @@ class RedisCheckpointer:
 
     async def append(self, workflow: str, value: object) -> Entry:
         call, encoded = self._append_call(workflow, value)
-        return self._appended(
-            await self._write(self._script(call.name), call.keys, call.args), encoded
-        )
+        return self._appended(await self._write(self._script(call.name), call.keys, call.args),
+                              encoded)
 
     def _append_call(self, workflow: str, value: object) -> tuple[ScriptCall, str]:
         encoded = self._codec.encode(value)
@@ -568,8 +568,7 @@ class RedisCheckpointer:
         # One pipeline on a single node (the batcher); on a cluster, each to its own slot.
         seen = await asyncio.gather(*(self._read(looked, self.keys(id_)) for id_ in ids))
         gone = {
-            id_
-            for id_, (_, known, passed) in zip(ids, seen, strict=True)
+            id_ for id_, (_, known, passed) in zip(ids, seen, strict=True)
             if _vanished(known, passed)
         }
         if gone:
@@ -633,3 +632,4 @@ class RedisCheckpointer:
             raise ValueError("hold needs a timezone-aware datetime")
         at = "" if until is None else str(int(until.timestamp() * 1000))
         await self._write(self._script("hold"), keys, [at, self._ttl_ms])
+

@@ -283,17 +283,8 @@ class RedisDurable(SplitDurable):
         for block in scheduler.blocks(within, sliced=False):
             self._waited = True
             read = (
-                "XREADGROUP",
-                "GROUP",
-                GROUP,
-                waiter,
-                "COUNT",
-                1,
-                "BLOCK",
-                max(to_ms(block), 1),
-                "STREAMS",
-                scheduler.ready,
-                ">",
+                "XREADGROUP", "GROUP", GROUP, waiter, "COUNT", 1, "BLOCK", max(to_ms(block), 1),
+                "STREAMS", scheduler.ready, ">",
             )
             took = ("EVALSHA", script.sha, len(keys), *keys, *args)
             # A take cancelled mid-wait closes the connection, which ends the blocked read
@@ -403,9 +394,12 @@ class RedisDurable(SplitDurable):
             # joined.lua reads the workflow's keys as KEYS[1..3] and hands the rest to `then`.
             if not first.prelude or len(first.keys) != 3 or then.prelude:
                 raise AssertionError(f"cannot join {pair}: a checkpoint script goes first")
-            text = source("prelude") + source("joined").replace(
-                "--[[FIRST]]", source(first.name)
-            ).replace("--[[THEN]]", source(then.name))
+            text = (
+                source("prelude")
+                + source("joined")
+                .replace("--[[FIRST]]", source(first.name))
+                .replace("--[[THEN]]", source(then.name))
+            )
             # Registered once per pair: the digest is computed here, not per call.
             found = self._scripts[pair] = named(
                 self._redis_checkpointer.redis.register_script(text), f"{first.name}+{then.name}"

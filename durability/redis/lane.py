@@ -71,14 +71,7 @@ class Lane:
     """Pipelines every caller's commands on one connection of `pool` (see the module doc)."""
 
     __slots__ = (
-        "_bound",
-        "_connection",
-        "_keep",
-        "_opening",
-        "_pool",
-        "_reading",
-        "_waiting",
-        "_where",
+        "_bound", "_connection", "_keep", "_opening", "_pool", "_reading", "_waiting", "_where"
     )
 
     def __init__(self, pool: ConnectionPool) -> None:
@@ -123,7 +116,9 @@ class Lane:
                 raise
             raise translated from error
 
-    async def _execute(self, commands: Sequence[Sequence[Any]], drop_on_cancel: bool) -> list[Any]:
+    async def _execute(
+        self, commands: Sequence[Sequence[Any]], drop_on_cancel: bool
+    ) -> list[Any]:
         connection = self._connection
         # While the connection opens, its socket is up before its handshake is answered: a
         # command written then would have its reply read by the handshake, and the

@@ -49,7 +49,8 @@ def check_namespace(namespace: str) -> str:
     if not 1 <= len(namespace) <= LONGEST_NAMESPACE:
         shown = repr(namespace) if len(namespace) <= 40 else f"{namespace[:40]!r}..."
         raise ValueError(
-            f"namespace must be 1 to {LONGEST_NAMESPACE} characters, got {len(namespace)}: {shown}"
+            f"namespace must be 1 to {LONGEST_NAMESPACE} characters, got {len(namespace)}:"
+            f" {shown}"
         )
     if "{" in namespace or "}" in namespace:
         raise ValueError(f"namespace {namespace!r} may not hold '{{' or '}}': it is the hash tag")

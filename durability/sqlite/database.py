@@ -398,7 +398,9 @@ async def _connect(
     def connector() -> sqlite3.Connection:
         # `timeout` installs the busy handler at open, before any statement (the WAL switch in
         # `migrate` included) can meet another process's lock.
-        raw = sqlite3.connect(path, timeout=busy_timeout.total_seconds(), isolation_level=None)
+        raw = sqlite3.connect(
+            path, timeout=busy_timeout.total_seconds(), isolation_level=None
+        )
         try:
             # These read the schema, which another process may be busy creating.
             _patiently(lambda: raw.execute(f"PRAGMA synchronous = {synchronous}"))

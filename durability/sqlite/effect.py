@@ -52,7 +52,6 @@ class SqliteEffect(Effect):
         finally:
             connection.set_authorizer(None)
 
-
 _REFUSED = frozenset({sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_SAVEPOINT})
 
 

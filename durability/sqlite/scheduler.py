@@ -67,7 +67,9 @@ def ready_step(connection: sqlite3.Connection, queue: str, workflow: str) -> Non
 
 def cancel_step(connection: sqlite3.Connection, queue: str, workflow: str) -> int:
     """`cancel` inside an open write transaction; how many rows went (0 or 1)."""
-    gone: int = connection.execute(_SQL["cancel"], {"queue": queue, "workflow": workflow}).rowcount
+    gone: int = connection.execute(
+        _SQL["cancel"], {"queue": queue, "workflow": workflow}
+    ).rowcount
     return gone
 
 
@@ -227,18 +229,16 @@ class SqliteScheduler:
         held = _held(delivery)
         at = to_us(when)
         changed = await self.database.alone(
-            lambda connection: (
-                connection.execute(
-                    _SQL["wake_at"],
-                    {
-                        "queue": self.queue,
-                        "workflow": delivery.workflow,
-                        "held": held,
-                        "when": at,
-                        "receipt": _receipt(),
-                    },
-                ).rowcount
-            )
+            lambda connection: connection.execute(
+                _SQL["wake_at"],
+                {
+                    "queue": self.queue,
+                    "workflow": delivery.workflow,
+                    "held": held,
+                    "when": at,
+                    "receipt": _receipt(),
+                },
+            ).rowcount
         )
         if changed:
             # A deadline sooner than the waiters last saw: they look again when it comes.
@@ -271,18 +271,16 @@ class SqliteScheduler:
         positive("within", within)
         held = _held(delivery)
         changed = await self.database.write(
-            lambda connection: (
-                connection.execute(
-                    _SQL["extend"],
-                    {
-                        "queue": self.queue,
-                        "workflow": delivery.workflow,
-                        "held": held,
-                        "now": now_us(),
-                        "within": within // _MICRO,
-                    },
-                ).rowcount
-            )
+            lambda connection: connection.execute(
+                _SQL["extend"],
+                {
+                    "queue": self.queue,
+                    "workflow": delivery.workflow,
+                    "held": held,
+                    "now": now_us(),
+                    "within": within // _MICRO,
+                },
+            ).rowcount
         )
         return delivery if changed else None
 

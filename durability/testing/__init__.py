@@ -72,6 +72,7 @@ class Observed:
                 await self._changed.wait()
 
 
+
 @dataclass(frozen=True, slots=True)
 class Cancels:
     """What `cancelling` found: cancellations `made` (of a task still running), and how many of

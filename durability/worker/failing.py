@@ -27,11 +27,8 @@ async def fail(crew: Crew, running: Running, holder: Pass, failure: BaseExceptio
     records = dict(run.records) if run is not None else await crew.checkpointer.load(workflow)
     ours = {id(leaf) for leaf in leaves(failure)}
     step = next(
-        (
-            noted
-            for noted in (run.failed_steps if run is not None else ())
-            if id(noted.error) in ours
-        ),
+        (noted for noted in (run.failed_steps if run is not None else ()) if id(noted.error)
+         in ours),
         None,
     )
     policy = step.retry if step is not None and step.retry is not None else crew.retry

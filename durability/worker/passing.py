@@ -165,7 +165,9 @@ async def _shutdown(crew: Crew, running: Running) -> None:
     not keep the worker from stopping (the lease hands the workflow back then instead)."""
     running.unnudge()
     pending = [
-        task for task in (running.body, running.extending) if task is not None and not task.done()
+        task
+        for task in (running.body, running.extending)
+        if task is not None and not task.done()
     ]
     for task in pending:
         task.cancel()

@@ -184,16 +184,8 @@ def test_a_declined_payout_fails_is_listed_and_is_retried_through_the_api(
         "api", "integration.api", "--store", shared_store_url, "--port", str(port)
     )
     processes.start(
-        "worker",
-        "integration.worker",
-        "--store",
-        shared_store_url,
-        "--settlement",
-        "1h",
-        "--declines",
-        "1",
-        "--effects-log",
-        str(effects),
+        "worker", "integration.worker", "--store", shared_store_url, "--settlement", "1h",
+        "--declines", "1", "--effects-log", str(effects),
     )
     order = f"{tag}-declined"
 
@@ -367,6 +359,7 @@ def test_the_api_s_own_worker_on_memory_drains_its_steps_on_sigterm(
     )  # fmt: skip
     order = f"{tag}-memory"
     with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+
         wait_for(answering(http, api, processes), "the API answers")
         lines = [{"sku": sku, "quantity": 1, "cents": 100} for sku in ("alpha", "bravo")]
         submitted = http.post(

@@ -35,25 +35,10 @@ SHORT = {"rate": 40, "seconds": 0.5}
 async def test_a_quick_run_returns_its_rows_as_a_frame_with_the_override_in_them(
     tmp_path: Path,
 ) -> None:
-    frame = await lab.run(
-        "latency",
-        backends=["memory", "sqlite"],
-        quick=True,
-        where=tmp_path / "mine",
-        figures=False,
-        **SHORT,
-    )
-    assert {
-        "experiment",
-        "backend",
-        "scheduler",
-        "rate",
-        "seconds",
-        "poll_ms",
-        "metric",
-        "value",
-        "unit",
-    } <= set(frame.columns)
+    frame = await lab.run("latency", backends=["memory", "sqlite"], quick=True,
+                          where=tmp_path / "mine", figures=False, **SHORT)
+    assert {"experiment", "backend", "scheduler", "rate", "seconds", "poll_ms", "metric",
+            "value", "unit"} <= set(frame.columns)
     assert set(frame["backend"]) == {"memory", "sqlite"}
     assert set(frame["rate"]) == {40.0}  # the override, not the quick run's 20/s
     assert set(frame["seconds"]) == {0.5}
@@ -68,15 +53,13 @@ async def test_an_unknown_or_bad_parameter_is_refused_by_name_and_nothing_runs(
     tmp_path: Path,
 ) -> None:
     with pytest.raises(ValueError, match=r"'lease'.*lease_s"):
-        await lab.run(
-            ["latency", "takeover"], backends="memory", quick=True, where=tmp_path / "a", lease=1
-        )
+        await lab.run(["latency", "takeover"], backends="memory", quick=True,
+                      where=tmp_path / "a", lease=1)
     with pytest.raises(ValueError, match="rate: -5 must be a positive number"):
         await lab.run("latency", backends="memory", quick=True, where=tmp_path / "b", rate=-5)
     with pytest.raises(ValueError, match="phase: 'midstep' is not one of"):
-        await lab.run(
-            "takeover", backends="sqlite", quick=True, where=tmp_path / "c", phase="midstep"
-        )
+        await lab.run("takeover", backends="sqlite", quick=True, where=tmp_path / "c",
+                      phase="midstep")
     with pytest.raises(ValueError, match="no backend 'memroy'"):
         await lab.run("latency", backends="memroy", quick=True, where=tmp_path / "d")
     assert not os.listdir(tmp_path)  # nothing was made
@@ -99,19 +82,10 @@ async def test_run_sync_inside_a_running_loop_says_to_await_lab_run() -> None:
 
 
 def test_use_points_the_readers_at_a_folder(tmp_path: Path) -> None:
-    rows = [
-        {
-            "experiment": "latency",
-            "backend": "memory",
-            "variant": "default",
-            "rate": 20.0,
-            "poll_ms": None,
-            "metric": "submit_to_first_pass",
-            "value": v,
-            "unit": "ms",
-        }
-        for v in (1.0, 2.0, 3.0)
-    ]
+    rows = [{"experiment": "latency", "backend": "memory", "variant": "default",
+             "rate": 20.0, "poll_ms": None, "metric": "submit_to_first_pass", "value": v,
+             "unit": "ms"}
+            for v in (1.0, 2.0, 3.0)]
     write("latency", rows, {"experiment": "latency", "mode": "quick"}, tmp_path)
     try:
         assert lab.use(tmp_path) == tmp_path.resolve()
@@ -151,9 +125,8 @@ def test_a_run_that_would_mix_modes_or_overwrite_the_reference_is_refused(
 def checkout(tmp_path: Path) -> Path:
     """The lab's code and the reference run's metadata (its modes) in a folder of their own."""
     copy = tmp_path / "repo"
-    shutil.copytree(
-        ROOT / "experiments", copy / "experiments", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    shutil.copytree(ROOT / "experiments", copy / "experiments",
+                    ignore=shutil.ignore_patterns("__pycache__"))
     (copy / "results").mkdir()
     for info in (ROOT / "results").glob("*.json"):
         shutil.copy(info, copy / "results" / info.name)
@@ -164,37 +137,20 @@ def checkout(tmp_path: Path) -> Path:
 def _lab(checkout: Path, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if k not in ("LAB_RUNS", "LAB_RESULTS")}
     env["PYTHONPATH"] = str(checkout)  # the copy's `experiments`, ahead of the install's
-    return subprocess.run(
-        [sys.executable, "-m", "experiments", *args],
-        cwd=checkout,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return subprocess.run([sys.executable, "-m", "experiments", *args], cwd=checkout, env=env,
+                          capture_output=True, text=True, timeout=120)
 
 
 def _digest(folder: Path) -> dict[str, str]:
-    return {
-        p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*") if p.is_file()
-    }
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in folder.rglob("*")
+            if p.is_file()}
 
 
-def test_a_run_writes_a_folder_of_its_own_and_leaves_the_reference_alone(checkout: Path) -> None:
+def test_a_run_writes_a_folder_of_its_own_and_leaves_the_reference_alone(checkout: Path
+                                                                         ) -> None:
     before = _digest(checkout / "results")
-    done = _lab(
-        checkout,
-        "run",
-        "latency",
-        "--quick",
-        "--backends",
-        "memory",
-        "--no-figures",
-        "--set",
-        "rate=40",
-        "--set",
-        "seconds=0.5",
-    )
+    done = _lab(checkout, "run", "latency", "--quick", "--backends", "memory", "--no-figures",
+                "--set", "rate=40", "--set", "seconds=0.5")
     assert done.returncode == 0, done.stderr
     assert _digest(checkout / "results") == before
     (made,) = (checkout / "runs").iterdir()
@@ -231,9 +187,8 @@ def test_a_kernel_started_anywhere_imports_the_lab_and_runs_it_without_a_warning
         "print(sorted(set(lab.frame('latency')['backend'])))",
     ]
     book = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in cells])
-    NotebookClient(
-        book, timeout=120, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
-    ).execute()
+    NotebookClient(book, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for cell in book.cells for o in cell.outputs]
     assert not [o for o in outputs if o.get("name") == "stderr"], outputs  # no warning
     bars = [o for o in outputs if "<progress" in o.get("data", {}).get("text/html", "")]
@@ -301,20 +256,16 @@ def test_interrupting_the_kernel_stops_the_run_and_leaves_nothing_behind(
             seen.update(_children(kernel))
             return bool(seen)
 
-        stopped = execute(
-            "await lab.run('latency', backends='memory', quick=True, seconds=60)",
-            interrupt_when=running,
-        )
+        stopped = execute("await lab.run('latency', backends='memory', quick=True, "
+                          "seconds=60)", interrupt_when=running)
         errors = [o for o in stopped if o["type"] == "error"]
         assert [o["ename"] for o in errors] == ["KeyboardInterrupt"], stopped
         assert "everything it started has been stopped" in errors[0]["evalue"]
         assert not [o for o in stopped if o.get("name") == "stderr"], stopped
         assert seen and not (_children(kernel) & seen), "a process outlived the run"
-        later = execute(
-            "import asyncio, gc, time\ntime.sleep(0.5); gc.collect()\n"
-            "print(len([t for t in asyncio.all_tasks() if 'experiments' in "
-            "repr(t.get_coro())]))"
-        )
+        later = execute("import asyncio, gc, time\ntime.sleep(0.5); gc.collect()\n"
+                        "print(len([t for t in asyncio.all_tasks() if 'experiments' in "
+                        "repr(t.get_coro())]))")
         assert [o.get("text", "").strip() for o in later] == ["0"], later  # nothing pending
     finally:
         client.stop_channels()

@@ -46,11 +46,8 @@ def _binaries(store: str) -> str | None:
     """Why this store's chaos run cannot be had here, or None."""
     if store == "redis" and shutil.which("redis-server") is None:
         return "no redis-server on PATH"
-    if (
-        store == "postgres"
-        and shutil.which("initdb") is None
-        and not list(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
-    ):
+    if store == "postgres" and shutil.which("initdb") is None and not list(
+            Path("/usr/lib/postgresql").glob("*/bin/initdb")):
         return "no initdb on PATH or under /usr/lib/postgresql"
     return None
 
@@ -74,11 +71,8 @@ async def _run(lab: Lab, name: str, persistence: str, **options: Any) -> dict[st
     return await run_one(lab, backend, persistence, options.pop("profile", CI), **options)
 
 
-@pytest.mark.parametrize(
-    ("name", "persistence"),
-    CONFIGURATIONS,
-    ids=[f"{b}-{p}" if p != "-" else b for b, p in CONFIGURATIONS],
-)
+@pytest.mark.parametrize(("name", "persistence"), CONFIGURATIONS,
+                         ids=[f"{b}-{p}" if p != "-" else b for b, p in CONFIGURATIONS])
 async def test_chaos_loses_nothing_it_must_not(lab: Lab, name: str, persistence: str) -> None:
     summary = await _run(lab, name, persistence)
     assert summary["problems"] == {}, json.dumps(summary["problems"], indent=1)
@@ -113,8 +107,7 @@ async def test_an_undetected_wipe_fails_the_audit(lab: Lab) -> None:
 
 @pytest.mark.parametrize("ending", ["killed by the run", "died", "hung"])
 async def test_the_health_check_tells_a_kill_mid_question_from_a_death_and_a_hang(
-    lab: Lab, tmp_path: Path, ending: str
-) -> None:
+        lab: Lab, tmp_path: Path, ending: str) -> None:
     """A worker that stops answering `mark` is hung; one that exits while asked died; one the
     run itself SIGKILLs while it is being asked (the monkey and the health check race) is
     neither. Each agent is stopped (SIGSTOP) first, so its reply cannot come before the end."""
@@ -125,8 +118,7 @@ async def test_the_health_check_tells_a_kill_mid_question_from_a_death_and_a_han
         chaos.patience_s = 3.0
         async with chaos.stack:
             agent = await chaos.stack.enter_async_context(
-                lab.agent(backend, place, role="client", housekeeping=False)
-            )
+                lab.agent(backend, place, role="client", housekeeping=False))
             worker = Worker(agent, 1)
             chaos.workers.append(worker)
             os.kill(agent.process.pid, signal.SIGSTOP)
@@ -146,8 +138,7 @@ async def test_the_health_check_tells_a_kill_mid_question_from_a_death_and_a_han
 
 
 async def test_a_worker_the_run_kills_while_another_is_asked_is_not_counted_dead(
-    lab: Lab, tmp_path: Path
-) -> None:
+        lab: Lab, tmp_path: Path) -> None:
     """The health check asks the live workers one after another: one the run SIGKILLs while an
     earlier one is being asked is gone by the run's own hand when its turn comes, not dead. The
     first is stopped (SIGSTOP) until the second is reaped, so the kill lands mid-check."""
@@ -158,14 +149,9 @@ async def test_a_worker_the_run_kills_while_another_is_asked_is_not_counted_dead
         chaos.patience_s = 120.0  # the first is resumed long before: it is not hung
         async with chaos.stack:
             first, second = [
-                Worker(
-                    await chaos.stack.enter_async_context(
-                        lab.agent(backend, place, role="client", housekeeping=False)
-                    ),
-                    serial,
-                )
-                for serial in (1, 2)
-            ]
+                Worker(await chaos.stack.enter_async_context(
+                    lab.agent(backend, place, role="client", housekeeping=False)), serial)
+                for serial in (1, 2)]
             chaos.workers += [first, second]
             os.kill(first.agent.process.pid, signal.SIGSTOP)
             try:
@@ -183,8 +169,7 @@ async def test_a_worker_the_run_kills_while_another_is_asked_is_not_counted_dead
 
 
 async def test_a_worker_dead_before_the_run_kills_it_is_still_counted_dead(
-    lab: Lab, tmp_path: Path
-) -> None:
+        lab: Lab, tmp_path: Path) -> None:
     """The run's own kills are not deaths, but a worker that had died by itself before the
     run chose it to kill is one: the kill must not hide it."""
     backend = BACKENDS["sqlite"]
@@ -207,14 +192,10 @@ async def test_the_api_answers_a_retry_that_a_live_claim_holds_off_as_an_error(l
     may be its own retry, cut off halfway), instead of leaving the request unanswered until
     its timeout."""
     backend = BACKENDS["sqlite"]
-    async with (
-        lab.place(backend) as (place, _),
-        open_durable(backend.url(place)) as durable,
-        lab.agent(backend, place, role="client", housekeeping=False) as api,
-    ):
+    async with lab.place(backend) as (place, _), open_durable(backend.url(place)) as durable, \
+            lab.agent(backend, place, role="client", housekeeping=False) as api:
         holder = await durable.checkpointer.claim(
-            "held-1", timedelta(minutes=5), timedelta(minutes=5)
-        )
+            "held-1", timedelta(minutes=5), timedelta(minutes=5))
         assert holder is not None
         with pytest.raises(AgentFailed, match="Contended"):
             await api.request("retry", timeout=120, workflow="held-1")
@@ -224,24 +205,9 @@ def test_the_command_writes_its_results_and_exits_zero(tmp_path: Path) -> None:
     if _binaries("redis") is not None:
         pytest.skip("no redis-server")
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "experiments",
-            "chaos",
-            "--profile",
-            "ci",
-            "--workflows",
-            "40",
-            "--backends",
-            "sqlite",
-            "--results",
-            str(tmp_path),
-        ],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=300,
+        [sys.executable, "-m", "experiments", "chaos", "--profile", "ci", "--workflows", "40",
+         "--backends", "sqlite", "--results", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, timeout=300,
     )
     assert done.returncode == 0, done.stderr[-3000:]
     table = (tmp_path / "chaos.csv").read_text().splitlines()
@@ -255,10 +221,7 @@ def test_the_command_writes_its_results_and_exits_zero(tmp_path: Path) -> None:
 def test_an_unknown_backend_is_refused_by_name() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "experiments", "chaos", "--backends", "memory"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
     )
     assert done.returncode == 2
     assert "memory" in done.stderr and "redis-stream" in done.stderr

@@ -72,7 +72,8 @@ def _check(name: str, rows: list[dict[str, Any]]) -> None:
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 @pytest.mark.parametrize("name", [n for n in EXPERIMENTS if n != "takeover"])
-async def test_every_experiment_gives_well_formed_rows(lab: Lab, name: str, backend: str) -> None:
+async def test_every_experiment_gives_well_formed_rows(lab: Lab, name: str, backend: str
+                                                       ) -> None:
     chosen = BACKENDS[backend]
     experiment = module(name)
     params = _small(name, experiment.configurations(chosen, True)[0])
@@ -82,9 +83,8 @@ async def test_every_experiment_gives_well_formed_rows(lab: Lab, name: str, back
     if name == "latency":
         started = [r for r in rows if r["metric"] == "submit_to_first_pass"]
         never = next(r["value"] for r in rows if r["metric"] == "never_started")
-        assert len(started) + never == next(
-            r["value"] for r in rows if r["metric"] == "submissions"
-        )
+        assert len(started) + never == next(r["value"] for r in rows
+                                            if r["metric"] == "submissions")
         assert never == 0
         assert all(r["value"] > 0 for r in started)  # a pass starts after its submission
     if name == "throughput":
@@ -125,14 +125,8 @@ async def test_a_backend_whose_server_cannot_be_had_is_skipped_with_its_reason(
     finally:
         servers.close()
     assert reason is not None and "POSTGRES_URL" in reason
-    failures = await run(
-        ["idle"],
-        select(["memory", "postgres"]),
-        quick=True,
-        sources=("url",),
-        where=tmp_path,
-        figures=True,
-    )
+    failures = await run(["idle"], select(["memory", "postgres"]), quick=True,
+                         sources=("url",), where=tmp_path, figures=True)
     assert failures == 0
     meta = metadata("idle", tmp_path)
     assert "postgres" in meta["skipped"] and "POSTGRES_URL" in meta["skipped"]["postgres"]
@@ -189,9 +183,8 @@ def _descendants(root: int) -> set[int]:
                 stat = (entry / "stat").read_text()
             except OSError:
                 continue
-            children.setdefault(int(stat[stat.rfind(")") + 2 :].split()[1]), []).append(
-                int(entry.name)
-            )
+            children.setdefault(int(stat[stat.rfind(")") + 2:].split()[1]), []).append(
+                int(entry.name))
     found, todo = set(), [root]
     while todo:
         for child in children.get(todo.pop(), []):
@@ -217,26 +210,12 @@ def redis_binary() -> Iterator[None]:
     yield
 
 
-def test_an_interrupted_run_leaves_no_process_behind(tmp_path: Path, redis_binary: None) -> None:
+def test_an_interrupted_run_leaves_no_process_behind(tmp_path: Path, redis_binary: None
+                                                     ) -> None:
     run_ = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "experiments",
-            "run",
-            "latency",
-            "--quick",
-            "--backends",
-            "redis-stream",
-            "--sources",
-            "binary",
-            "--results",
-            str(tmp_path),
-            "--no-figures",
-        ],
-        cwd=ROOT,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        [sys.executable, "-m", "experiments", "run", "latency", "--quick", "--backends",
+         "redis-stream", "--sources", "binary", "--results", str(tmp_path), "--no-figures"],
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
         seen: set[int] = set()
@@ -276,13 +255,8 @@ async def test_an_experiment_runs_end_to_end_on_servers_in_containers(tmp_path: 
             pytest.fail(f"CI runs the lab on containers: {reason}")
         pytest.skip(reason)
     failures = await asyncio.wait_for(
-        run(
-            ["idle"],
-            select(["redis-stream", "postgres"]),
-            quick=True,
-            sources=("container",),
-            where=tmp_path,
-        ),
+        run(["idle"], select(["redis-stream", "postgres"]), quick=True,
+            sources=("container",), where=tmp_path),
         240,
     )
     assert failures == 0
@@ -316,15 +290,8 @@ async def test_repeats_go_round_every_backend_and_rows_come_out_in_backend_order
 
     fake.measure = measure  # type: ignore[attr-defined]
     monkeypatch.setattr(runner, "module", lambda name: fake)
-    failures = await run(
-        ["fake"],
-        [BACKENDS["memory"], BACKENDS["sqlite"]],
-        quick=False,
-        repeat=2,
-        sources=("url",),
-        where=tmp_path,
-        figures=False,
-    )
+    failures = await run(["fake"], [BACKENDS["memory"], BACKENDS["sqlite"]], quick=False,
+                         repeat=2, sources=("url",), where=tmp_path, figures=False)
     assert failures == 0
     assert measured == [("memory", 1), ("memory", 2), ("sqlite", 1), ("sqlite", 2)] * 2
     written = load("fake", tmp_path)

@@ -23,9 +23,8 @@ def test_the_notebook_runs_and_draws_its_figures(name: str) -> None:
         f"{path.name} is committed without outputs: run `python -m experiments notebooks`"
     )
     fresh = nbformat.read(path, as_version=4)
-    NotebookClient(
-        fresh, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}
-    ).execute()  # raises on error
+    NotebookClient(fresh, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT)}}).execute()  # raises on error
     for cell in fresh.cells:
         if cell.cell_type != "code":
             continue
@@ -51,5 +50,4 @@ def test_the_committed_notebook_is_what_the_generator_writes(name: str) -> None:
     assert "parameters" in first.metadata.get("tags", [])
     assert "Reading the reference run" in first.outputs[0]["data"]["text/markdown"]
     assert [c.source for c in rest] == [source for _, source in NOTEBOOKS[name]], (
-        f"{name}.ipynb differs from the generator: run `python -m experiments notebooks`"
-    )
+        f"{name}.ipynb differs from the generator: run `python -m experiments notebooks`")

@@ -24,13 +24,8 @@ from experiments.harness import Agent, rivals_python
 
 REDIS = "redis://127.0.0.1:6379/0"
 POSTGRES = "postgresql://postgres@127.0.0.1:5432"
-RIVALS = {
-    "saq": "redis",
-    "arq": "redis",
-    "streaq": "redis",
-    "pgqueuer": "postgres",
-    "procrastinate": "postgres",
-}
+RIVALS = {"saq": "redis", "arq": "redis", "streaq": "redis", "pgqueuer": "postgres",
+          "procrastinate": "postgres"}
 
 
 def unavailable(reason: str) -> None:
@@ -85,7 +80,8 @@ async def agents(python: str, rival: str, count: int) -> AsyncIterator[list[Agen
     started: list[Agent] = []
     try:
         for n in range(count):
-            started.append(await Agent.start(python, f"experiments.rivals.{rival}", f"{rival}/{n}"))
+            started.append(await Agent.start(python, f"experiments.rivals.{rival}",
+                                             f"{rival}/{n}"))
         yield started
     finally:
         for agent in started:
@@ -102,31 +98,18 @@ async def _done(worker: Agent, count: int) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("rival", list(RIVALS))
-async def test_every_submitted_job_starts_exactly_once(python: str, base: str, rival: str) -> None:
+async def test_every_submitted_job_starts_exactly_once(python: str, base: str,
+                                                        rival: str) -> None:
     tag = f"t{uuid.uuid4().hex[:8]}"
     prefix = f"job{uuid.uuid4().hex[:6]}"
     async with agents(python, rival, 2) as (worker, client):
         # Both open the same place at once: a Postgres rival installs its schema then.
-        opened = await asyncio.gather(
-            *(
-                agent.request(
-                    "open",
-                    url="",
-                    base=base,
-                    tag=tag,
-                    lease_ms=30_000,
-                    poll_ms=None,
-                    housekeeping=role == "worker",
-                    variant=variant,
-                    role=role,
-                    timeout=60,
-                )
-                for agent, role, variant in (
-                    (worker, "worker", "tuned"),
-                    (client, "client", "default"),
-                )
-            )
-        )
+        opened = await asyncio.gather(*(
+            agent.request("open", url="", base=base, tag=tag, lease_ms=30_000, poll_ms=None,
+                          housekeeping=role == "worker", variant=variant, role=role,
+                          timeout=60)
+            for agent, role, variant in ((worker, "worker", "tuned"),
+                                         (client, "client", "default"))))
         for reply in opened:
             assert reply["ready"] is True
             assert isinstance(reply["settings"], dict)
@@ -138,22 +121,14 @@ async def test_every_submitted_job_starts_exactly_once(python: str, base: str, r
         assert working["working"] is True and isinstance(working["at"], int)
 
         count = 8
-        sent = await client.request(
-            "submit", prefix=prefix, rate=40.0, count=count, seed=3, value={"sku": "A-1"}
-        )
+        sent = await client.request("submit", prefix=prefix, rate=40.0, count=count, seed=3,
+                                    value={"sku": "A-1"})
         assert len(sent["submitted"]) == len(sent["answered"]) == count
-        assert all(a >= s > 0 for s, a in zip(sent["submitted"], sent["answered"], strict=True))
+        assert all(a >= s > 0 for s, a in zip(sent["submitted"], sent["answered"],
+                                              strict=True))
         marked = await _done(worker, count)
-        assert set(marked) >= {
-            "at",
-            "cpu",
-            "requests",
-            "round_trips",
-            "kinds",
-            "outcomes",
-            "first_started",
-            "last_outcome",
-        }
+        assert set(marked) >= {"at", "cpu", "requests", "round_trips", "kinds", "outcomes",
+                               "first_started", "last_outcome"}
         assert marked["last_outcome"] >= marked["first_started"] >= min(sent["submitted"])
         await asyncio.sleep(0.3)  # a second start of any job would land by now
         stopped = await worker.request("stop")
@@ -170,9 +145,8 @@ async def test_every_submitted_job_starts_exactly_once(python: str, base: str, r
         assert live == keys
 
         # Again after a stop, from a preloaded queue: a fresh count, the old jobs not rerun.
-        loaded = await client.request(
-            "preload", prefix=f"{prefix}p", count=3, concurrency=2, value={}
-        )
+        loaded = await client.request("preload", prefix=f"{prefix}p", count=3, concurrency=2,
+                                      value={})
         assert loaded["seconds"] >= 0
         await worker.request("work", body="one-step")
         await _done(worker, 3)

@@ -23,9 +23,8 @@ from experiments.soak import FAULTS, Settings, slope_per_hour, soak
 async def test_a_short_soak_samples_faults_and_completes_everything(tmp_path: Path) -> None:
     if shutil.which("redis-server") is None:
         pytest.skip("no redis-server on PATH")
-    settings = Settings(
-        minutes=0.15, rate=20.0, fault_every_s=4.0, sample_s=2.0, drain_s=60.0, lock_hold_s=6.0
-    )
+    settings = Settings(minutes=0.15, rate=20.0, fault_every_s=4.0, sample_s=2.0,
+                        drain_s=60.0, lock_hold_s=6.0)
     bad = await soak(settings, ["redis-stream", "sqlite"], where=tmp_path)
     assert bad == 0
     meta = json.loads((tmp_path / "soak.json").read_text())
@@ -49,8 +48,8 @@ async def test_a_short_soak_samples_faults_and_completes_everything(tmp_path: Pa
         reader = csv.DictReader(opened)
         rows = list(reader)
         columns = reader.fieldnames or []
-    assert columns[: len(LEADING)] == list(LEADING)
-    assert columns[-len(TRAILING) :] == list(TRAILING)
+    assert columns[:len(LEADING)] == list(LEADING)
+    assert columns[-len(TRAILING):] == list(TRAILING)
     assert {"t_s", "fault"} <= set(columns)
     metrics = {(r["backend"], r["metric"]) for r in rows}
     for name in ("redis-stream", "sqlite"):

@@ -126,11 +126,8 @@ _IDS = st.text(alphabet=st.sampled_from("ab\ud7ff\ue000\U0010ffff"), min_size=1,
 
 
 @settings(deadline=None)
-@given(
-    ids=st.lists(_IDS, max_size=30),
-    prefix=st.one_of(st.none(), _IDS),
-    after=st.one_of(st.none(), _IDS),
-)
+@given(ids=st.lists(_IDS, max_size=30), prefix=st.one_of(st.none(), _IDS),
+       after=st.one_of(st.none(), _IDS))
 def test_a_postgres_page_range_holds_exactly_the_ids_past_the_cursor_with_the_prefix(
     ids: list[str], prefix: str | None, after: str | None
 ) -> None:

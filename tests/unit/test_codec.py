@@ -169,16 +169,8 @@ def _nested(depth: int) -> list[object]:
         (_nested(MAX_DEPTH + 1), "value[0][0][0][0][0][0]...[0][0][0]:", "deeper than"),
         (_nested(5000), "value[0]", "deeper than"),
     ],
-    ids=[
-        "surrogate",
-        "fsdecoded",
-        "in-a-list",
-        "in-a-key",
-        "big-int",
-        "5000-digits",
-        "too-deep",
-        "5000-deep",
-    ],
+    ids=["surrogate", "fsdecoded", "in-a-list", "in-a-key", "big-int", "5000-digits",
+         "too-deep", "5000-deep"],
 )
 def test_a_value_no_store_can_carry_is_refused_with_its_path(
     value: object, where: str, why: str

@@ -182,14 +182,7 @@ async def test_a_failure_is_logged_once_per_attempt_with_the_workflow_and_attemp
     assert "logged" in errors[1] and "attempt 2" in errors[1] and "for good" in errors[1]
     kinds = observed.kinds("logged")
     assert kinds == [
-        "delivered",
-        "started",
-        "failed",
-        "retrying",
-        "delivered",
-        "started",
-        "failed",
-        "dead",
+        "delivered", "started", "failed", "retrying", "delivered", "started", "failed", "dead"
     ]
     (retrying,) = observed.of("logged", "retrying")
     assert retrying.attempt == 1 and retrying.due is not None
@@ -238,10 +231,9 @@ async def test_a_finish_cut_off_is_asked_again_so_the_failed_standing_is_not_los
             await task
     assert checkpointer.cuts == 0
     assert status.failure is not None and status.failure.message == "no such sku"
-    assert (
-        await checkpointer.load("cut")
-        and await durable.scheduler.next_ready(timedelta(milliseconds=10)) is None
-    )
+    assert await checkpointer.load("cut") and await durable.scheduler.next_ready(
+        timedelta(milliseconds=10)
+    ) is None
 
 
 async def test_a_synchronous_step_is_bounded_by_its_timeout_too() -> None:

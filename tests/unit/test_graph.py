@@ -450,7 +450,9 @@ async def test_results_recorded_before_a_failure_survive_and_only_the_rest_rerun
     assert set(await checkpointer.load(workflow)) == {"charged", "reserved", "shipped", "receipt"}
 
 
-async def test_a_node_that_fails_after_another_finished_leaves_the_finished_one_recorded() -> None:
+async def test_a_node_that_fails_after_another_finished_leaves_the_finished_one_recorded() -> (
+    None
+):
     checkpointer = MemoryCheckpointer()
     workflow = workflow_id()
     calls = {"ok": 0, "flaky": 0}

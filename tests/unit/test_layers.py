@@ -152,7 +152,7 @@ def test_no_module_imports_itself_through_others() -> None:
         path.append(module)
         for target in sorted(EDGES.get(module, ())):
             if state.get(target) == 1:
-                circles.append([*path[path.index(target) :], target])
+                circles.append([*path[path.index(target):], target])
             elif target not in state:
                 visit(target)
         path.pop()

@@ -19,12 +19,8 @@ def short_runs(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @settings(deadline=None, max_examples=300)
-@given(
-    moves,
-    st.text(alphabet="abcé\U0001f600", max_size=3),
-    st.booleans(),
-    st.integers(min_value=1, max_value=30),
-)
+@given(moves, st.text(alphabet="abcé\U0001f600", max_size=3), st.booleans(),
+       st.integers(min_value=1, max_value=30))
 def test_a_page_is_the_sorted_slice_after_any_adds_and_removes(
     steps: list[tuple[bool, str]], low: str, inclusive: bool, limit: int
 ) -> None:

@@ -456,7 +456,9 @@ async def test_receive_suspends_on_an_empty_inbox(store: MemoryCheckpointer, clo
         return await run.receive("heard")
 
     workflow = workflow_id()
-    assert await one_pass(store, workflow, body, clock) == Blocked(listening=frozenset({"heard"}))
+    assert await one_pass(store, workflow, body, clock) == Blocked(
+        listening=frozenset({"heard"})
+    )
     assert await store.load(workflow) == {}  # a read that suspended records nothing
 
 
@@ -515,7 +517,9 @@ async def test_an_entry_appended_during_a_pass_waits_for_the_next_pass(clock: Cl
         heard = await run.receive("heard")
         return [[entry.value for entry in peek], [entry.value for entry in heard]]
 
-    assert await one_pass(store, workflow, body, clock) == Blocked(listening=frozenset({"heard"}))
+    assert await one_pass(store, workflow, body, clock) == Blocked(
+        listening=frozenset({"heard"})
+    )
     ready = await durable.scheduler.next_ready(timedelta(milliseconds=1))
     assert ready is not None and ready.workflow == workflow
     assert await one_pass(store, workflow, body, clock) == Completed([[], ["mid-pass"]])
@@ -610,7 +614,9 @@ async def test_a_pass_waiting_on_two_things_reports_both(
     assert await one_pass(store, workflow_id(), body, clock) == BOTH
 
 
-async def test_two_awaited_keys_are_both_reported(store: MemoryCheckpointer, clock: Clock) -> None:
+async def test_two_awaited_keys_are_both_reported(
+    store: MemoryCheckpointer, clock: Clock
+) -> None:
     async def body(run: Run) -> object:
         async with asyncio.TaskGroup() as group:
             group.create_task(run.awaiting("finance", as_text))
@@ -649,7 +655,9 @@ async def test_a_sleep_beside_a_wait_reports_the_sleep(
         "later", T0 + timedelta(hours=2)
     )
     clock.advance(timedelta(hours=1))
-    assert await one_pass(store, workflow, body, clock) == Blocked(waiting=frozenset({"approved"}))
+    assert await one_pass(store, workflow, body, clock) == Blocked(
+        waiting=frozenset({"approved"})
+    )
 
 
 async def test_a_body_that_returns_after_catching_a_suspension_is_refused(

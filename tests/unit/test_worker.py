@@ -76,6 +76,7 @@ async def stop(task: asyncio.Task[None]) -> None:
         await task
 
 
+
 def stores(lease: timedelta = LEASE) -> tuple[MemoryCheckpointer, MemoryScheduler]:
     return MemoryCheckpointer(), MemoryScheduler(lease=lease)
 
@@ -1340,7 +1341,9 @@ async def test_a_finish_with_its_standing_that_fails_still_finishes_the_pass(
     assert observed.kinds(workflow) == ["delivered", "started", "outcome"]
     look = await checkpointer.look(workflow)
     assert look.standing is None and not look.claimed  # released, the standing left to later
-    assert any("finishing" in r.getMessage() and workflow in r.getMessage() for r in caplog.records)
+    assert any(
+        "finishing" in r.getMessage() and workflow in r.getMessage() for r in caplog.records
+    )
 
 
 class _Unsettling:
@@ -1412,21 +1415,10 @@ async def test_a_hand_back_the_store_fails_does_not_end_the_loop_that_took_it() 
     async def body(run: Run) -> None:
         return None
 
-    worker = Crew(
-        durable,
-        body,
-        pool=1,
-        budget=timedelta(minutes=1),
-        tick=timedelta(seconds=1),
-        within=timedelta(seconds=1),
-        contended=timedelta(seconds=1),
-        sweep=timedelta(seconds=5),
-        readers=1,
-        observer=None,
-        clock=lambda: datetime.now(UTC),
-        grace=GRACE,
-        retry=ONCE,
-    )
+    worker = Crew(durable, body, pool=1, budget=timedelta(minutes=1),
+                  tick=timedelta(seconds=1), within=timedelta(seconds=1),
+                  contended=timedelta(seconds=1), sweep=timedelta(seconds=5), readers=1,
+                  observer=None, clock=lambda: datetime.now(UTC), grace=GRACE, retry=ONCE)
     await scheduler.make_ready("full")
     await scheduler.make_ready("late")
     first = await scheduler.next_ready(timedelta(seconds=1))

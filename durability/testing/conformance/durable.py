@@ -129,7 +129,9 @@ class DurableContract(WorkContract, FailuresContract):
     async def test_delete_of_an_unknown_workflow_is_zero(self, durable: Durable) -> None:
         assert await durable.delete(fresh()) == 0
 
-    async def test_a_bad_workflow_id_is_refused_and_wakes_nothing(self, durable: Durable) -> None:
+    async def test_a_bad_workflow_id_is_refused_and_wakes_nothing(
+        self, durable: Durable
+    ) -> None:
         for workflow, error, _ in BAD_ID_CASES:
             for call in (
                 durable.arrive(workflow, "order", 1),

@@ -477,9 +477,8 @@ class FailuresContract:
         await durable.arrive(workflow, "order", 3)
         anew = await durable.take(ARRIVES, LONG, LONG)
         assert anew is not None and anew.holder is not None
-        assert await durable.finish_settled(
-            anew.holder, anew.delivery, "blocked", {"waiting": ["approval"], "listening": []}
-        )
+        assert await durable.finish_settled(anew.holder, anew.delivery, "blocked",
+                                            {"waiting": ["approval"], "listening": []})
         listed = await inspected(durable).list(prefix=workflow)
         assert [(s.workflow, s.state) for s in listed.statuses] == [(workflow, "blocked")]
         await durable.arrive(workflow, "approval", True)

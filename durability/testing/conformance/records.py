@@ -164,18 +164,8 @@ class RecordContract:
     async def test_unusual_step_keys_are_ordinary_keys(self, checkpointer: Checkpointer) -> None:
         workflow = fresh()
         # Only the exact inbox prefix is reserved; these merely look like structure.
-        keys = [
-            "inbox",
-            "INBOX:1",
-            "a:b:c",
-            "with space",
-            "{braces}",
-            "ünï",
-            "'; --",
-            "new\nline",
-            "x" * MAX_NAME,
-            "🎉" * MAX_NAME,
-        ]
+        keys = ["inbox", "INBOX:1", "a:b:c", "with space", "{braces}", "ünï", "'; --",
+                "new\nline", "x" * MAX_NAME, "🎉" * MAX_NAME]
         for n, key in enumerate(keys):
             assert (await checkpointer.supply(workflow, key, n)).first
         assert await checkpointer.load(workflow) == {key: n for n, key in enumerate(keys)}

@@ -137,9 +137,8 @@ class WorkContract:
             await asyncio.sleep(0.005)  # long enough for the other worker to look
             return first
 
-        async with (
-            working(durable, body, observed, pool=3),
-            working(durable, body, observed, pool=3),
+        async with working(durable, body, observed, pool=3), working(
+            durable, body, observed, pool=3
         ):
             for workflow in workflows:
                 await durable.arrive(workflow, "go", True)

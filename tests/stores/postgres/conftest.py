@@ -124,7 +124,9 @@ async def make_pool(database_url: str) -> AsyncIterator[MakePool]:
 
     made: list[Pool] = []
 
-    async def make(url: str | None = None, size: int = 8, **connect: object) -> Pool:
+    async def make(
+        url: str | None = None, size: int = 8, **connect: object
+    ) -> Pool:
         """`connect` adds connection options (application_name, cursor_factory, ...)."""
         opened: Pool = AsyncConnectionPool(
             url or database_url,

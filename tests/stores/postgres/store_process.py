@@ -35,7 +35,8 @@ async def _wait_until(start: float) -> None:
 
 
 async def main(command: str, url: str, *args: str) -> None:
-    pool = AsyncConnectionPool(url, min_size=1, max_size=2, kwargs={"autocommit": True}, open=False)
+    pool = AsyncConnectionPool(url, min_size=1, max_size=2, kwargs={"autocommit": True},
+                               open=False)
     await pool.open(wait=True)
     try:
         if command == "claim":
@@ -43,15 +44,14 @@ async def main(command: str, url: str, *args: str) -> None:
             start, *workflows = args
             await _wait_until(float(start))
             for workflow in workflows:
-                held = await checkpointer.claim(
-                    workflow, timedelta(minutes=1), timedelta(minutes=1)
-                )
+                held = await checkpointer.claim(workflow, timedelta(minutes=1),
+                                                timedelta(minutes=1))
                 print(workflow, "-" if held is None else held.token, flush=True)
         elif command == "take":
             start, queue = args
             scheduler = PostgresScheduler(pool=pool, queue=queue, notify=False)
             await _wait_until(float(start))
-            while delivery := await scheduler.next_ready(timedelta(milliseconds=300)):
+            while (delivery := await scheduler.next_ready(timedelta(milliseconds=300))):
                 print(delivery.workflow, flush=True)
         elif command == "migrate":
             (start,) = args

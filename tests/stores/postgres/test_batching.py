@@ -54,10 +54,8 @@ async def test_an_error_stays_with_its_statement_and_the_others_commit(
     batcher = Batcher(pool)
     insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n"
     calls = [
-        batcher.one("SELECT 1 / %(zero)s::int", {"zero": 0})
-        if n == 4
-        else batcher.one(insert, {"n": 1})
-        if n == 7  # a duplicate of an earlier one
+        batcher.one("SELECT 1 / %(zero)s::int", {"zero": 0}) if n == 4
+        else batcher.one(insert, {"n": 1}) if n == 7  # a duplicate of an earlier one
         else batcher.one(insert, {"n": n})
         for n in range(10)
     ]
@@ -80,9 +78,8 @@ async def test_a_statement_whose_parameters_cannot_be_dumped_fails_alone(
     # A lone surrogate cannot be encoded for the server: that statement's parameters fail to
     # dump. It must fail for its own caller, without taking another's row or sinking the batch.
     calls = [
-        batcher.one(
-            insert, {"n": n, "tag": f"t{n}" + ("\ud800" if n in bad else "")}, together=together
-        )
+        batcher.one(insert, {"n": n, "tag": f"t{n}" + ("\ud800" if n in bad else "")},
+                    together=together)
         for n in range(10)
     ]
     outcomes = await asyncio.gather(*calls, return_exceptions=True)
@@ -139,24 +136,10 @@ async def test_every_value_converts_as_it_does_through_a_cursor(pool: Pool) -> N
         " %(moment)s + %(span)s, %(text)s || %(text)s"
     )
     params = [
-        {
-            "text": "é{x}",
-            "small": 3,
-            "big": 2**62,
-            "none": None,
-            "span": timedelta(seconds=1.5),
-            "moment": datetime(2026, 1, 2, 3, 4, 5, 600_000, tzinfo=UTC),
-            "flag": True,
-        },
-        {
-            "text": "",
-            "small": -1,
-            "big": 0,
-            "none": "set",
-            "span": timedelta(days=-2),
-            "moment": datetime(1999, 12, 31, tzinfo=UTC),
-            "flag": False,
-        },
+        {"text": "é{x}", "small": 3, "big": 2**62, "none": None, "span": timedelta(seconds=1.5),
+         "moment": datetime(2026, 1, 2, 3, 4, 5, 600_000, tzinfo=UTC), "flag": True},
+        {"text": "", "small": -1, "big": 0, "none": "set", "span": timedelta(days=-2),
+         "moment": datetime(1999, 12, 31, tzinfo=UTC), "flag": False},
     ]
     batched = await asyncio.gather(*(batcher.one(sql, p) for p in params))
     alone = [await one(pool, sql, p) for p in params]
@@ -171,18 +154,16 @@ async def test_statements_prepared_on_a_connection_survive_it_forgetting_them(
     batcher = Batcher(single)
     sql = "SELECT %(i)s::int * 2"
     assert await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(3))) == [
-        (0,),
-        (2,),
-        (4,),
+        (0,), (2,), (4,)
     ]
     async with single.connection() as conn:
         await conn.execute("DEALLOCATE ALL")  # what a pooler's reset or DISCARD ALL does
     assert await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(3))) == [
-        (0,),
-        (2,),
-        (4,),
+        (0,), (2,), (4,)
     ]
-    assert await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(3, 5))) == [(6,), (8,)]
+    assert await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(3, 5))) == [
+        (6,), (8,)
+    ]
     # Prepared again (not sent alone from then on): the batcher noticed what was forgotten.
     async with single.connection() as conn:
         cursor = await conn.execute(
@@ -195,8 +176,7 @@ async def test_a_statement_with_a_literal_percent_is_still_sent(pool: Pool) -> N
     batcher = Batcher(pool)
     sql = "SELECT '5%%' || %(x)s::text"
     assert await asyncio.gather(batcher.one(sql, {"x": "a"}), batcher.one(sql, {"x": "b"})) == [
-        ("5%a",),
-        ("5%b",),
+        ("5%a",), ("5%b",)
     ]
 
 
@@ -208,9 +188,7 @@ async def test_a_pool_that_must_not_prepare_gets_no_prepared_statements(
     batcher = Batcher(unprepared)
     sql = "SELECT %(i)s::int + 1"
     assert await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(3))) == [
-        (1,),
-        (2,),
-        (3,),
+        (1,), (2,), (3,)
     ]
     assert await one(unprepared, sql, {"i": 9}) == (10,)
     grouped = "SELECT %(i)s::int + 1, txid_current()"
@@ -225,7 +203,9 @@ async def test_a_pool_that_must_not_prepare_gets_no_prepared_statements(
 # Statements marked `together` (a worker's records): one transaction between them, one commit.
 
 
-async def test_statements_marked_together_commit_as_one_transaction(pool: Pool, table: str) -> None:
+async def test_statements_marked_together_commit_as_one_transaction(
+    pool: Pool, table: str
+) -> None:
     batcher = Batcher(pool)
     insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n, txid_current()"
     calls = [batcher.one(insert, {"n": n}, together=n < 6) for n in range(9)]
@@ -243,8 +223,7 @@ async def test_a_failure_in_a_together_group_sends_each_alone_and_only_it_fails(
     batcher = Batcher(pool)
     insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n, txid_current()"
     calls = [
-        batcher.one("SELECT 1 / %(zero)s::int, 0", {"zero": 0}, together=True)
-        if n == 3
+        batcher.one("SELECT 1 / %(zero)s::int, 0", {"zero": 0}, together=True) if n == 3
         else batcher.one(insert, {"n": n}, together=True)
         for n in range(6)
     ]
@@ -285,12 +264,11 @@ async def test_a_member_stuck_behind_a_lock_does_not_hold_the_others_back(
         await holder.execute(f"SELECT n FROM {table} WHERE n = 100 FOR UPDATE")  # held
         batcher = Batcher(pool)
         insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n"
-        free = [
-            asyncio.ensure_future(batcher.one(insert, {"n": n}, together=True)) for n in range(3)
-        ]
-        stuck = asyncio.ensure_future(
-            batcher.one(f"UPDATE {table} SET n = 101 WHERE n = 100 RETURNING n", {}, together=True)
-        )
+        free = [asyncio.ensure_future(batcher.one(insert, {"n": n}, together=True))
+                for n in range(3)]
+        stuck = asyncio.ensure_future(batcher.one(
+            f"UPDATE {table} SET n = 101 WHERE n = 100 RETURNING n", {}, together=True
+        ))
         # The group gives up on its lock wait, and each goes alone: the free ones commit
         # while the lock is still held (a generous bound: they would wait forever otherwise).
         assert await asyncio.wait_for(asyncio.gather(*free), 30) == [(0,), (1,), (2,)]

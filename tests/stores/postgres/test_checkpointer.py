@@ -67,7 +67,9 @@ async def test_an_effect_s_result_is_its_first_value(
     checkpointer = PostgresCheckpointer(pool=pool)
     holder = await checkpointer.claim(_workflow(), LONG, LONG)
     assert holder is not None
-    assert await checkpointer.transact(holder, "result", SqlEffect(sql)) == Recorded(expected, True)
+    assert await checkpointer.transact(holder, "result", SqlEffect(sql)) == Recorded(
+        expected, True
+    )
 
 
 async def test_a_statement_without_rows_records_its_rowcount(pool: Pool, table: str) -> None:
@@ -102,7 +104,8 @@ async def test_a_result_the_codec_refuses_undoes_the_effect(pool: Pool, table: s
         assert await cursor.fetchone() == (0,)
     assert await checkpointer.load(workflow) == {}
     cast = SqlEffect(
-        "INSERT INTO pg_effect_rows (workflow, amount) VALUES (%s, 9.99) RETURNING amount::float8",
+        "INSERT INTO pg_effect_rows (workflow, amount) VALUES (%s, 9.99)"
+        " RETURNING amount::float8",
         (workflow,),
     )
     assert await checkpointer.transact(holder, "charged", cast) == Recorded(9.99, True)
@@ -174,7 +177,9 @@ async def test_tokens_and_times_come_from_the_database_clock(pool: Pool) -> None
     assert before <= at_ms <= await _db_ms(pool)
 
 
-async def test_a_durable_needs_both_halves_on_one_pool(pool: Pool, make_pool: MakePool) -> None:
+async def test_a_durable_needs_both_halves_on_one_pool(
+    pool: Pool, make_pool: MakePool
+) -> None:
     other = await make_pool(size=1)
     with pytest.raises(ValueError, match="same pool"):
         PostgresDurable(PostgresCheckpointer(pool=pool), PostgresScheduler(pool=other))

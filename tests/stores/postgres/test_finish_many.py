@@ -32,14 +32,8 @@ async def durable(database_url: str) -> AsyncIterator[PostgresDurable]:
     async def counted(conn: Any) -> None:
         attach(conn, traffic)
 
-    pool: Any = AsyncConnectionPool(
-        database_url,
-        kwargs={"autocommit": True},
-        min_size=1,
-        max_size=8,
-        open=False,
-        configure=counted,
-    )
+    pool: Any = AsyncConnectionPool(database_url, kwargs={"autocommit": True}, min_size=1,
+                                    max_size=8, open=False, configure=counted)
     await pool.open(wait=True)
     scheduler = PostgresScheduler(pool=pool, lease=LEASE, queue=f"pg-finish-{uuid.uuid4().hex}")
     try:
@@ -77,12 +71,10 @@ async def test_finishes_of_one_turn_are_one_statement_and_each_gets_its_own_answ
     await durable.arrive(woken, "approved-by", "dana")
 
     before = durable.traffic.snapshot()
-    stood = await asyncio.gather(
-        *(
-            durable.finish_settled(t.holder, t.delivery, "completed", {"n": i})  # type: ignore[arg-type]
-            for i, t in enumerate(taken[name] for name in names)
-        )
-    )
+    stood = await asyncio.gather(*(
+        durable.finish_settled(t.holder, t.delivery, "completed", {"n": i})  # type: ignore[arg-type]
+        for i, t in enumerate(taken[name] for name in names)
+    ))
     sent = durable.traffic.snapshot() - before
     assert sent.requests.get("durable.finish_many") == 1
     assert "durable.finish_settled" not in sent.requests
@@ -125,12 +117,10 @@ async def test_a_group_whose_statement_fails_is_sent_again_one_by_one(
         await durable.arrive(name, "order", 1)
     taken = await _take_all(durable, len(names))
     before = durable.traffic.snapshot()
-    stood = await asyncio.gather(
-        *(
-            durable.finish_settled(t.holder, t.delivery, "completed", {})  # type: ignore[arg-type]
-            for t in taken
-        )
-    )
+    stood = await asyncio.gather(*(
+        durable.finish_settled(t.holder, t.delivery, "completed", {})  # type: ignore[arg-type]
+        for t in taken
+    ))
     sent = durable.traffic.snapshot() - before
     assert stood == [True, True, True]
     assert sent.requests.get("durable.finish_settled") == 3

@@ -24,7 +24,6 @@ from durability.testing.conformance import (
 if TYPE_CHECKING:
     from durability.postgres.statements import Pool
 
-
 def queue_name() -> str:
     return f"q-{uuid.uuid4().hex}"
 
@@ -98,7 +97,9 @@ class TestPostgresSchedulerPolling(SchedulerContract):
         from durability.postgres import PostgresScheduler
 
         async def make(lease: timedelta) -> Scheduler:
-            scheduler = PostgresScheduler(pool=pool, lease=lease, queue=queue_name(), notify=False)
+            scheduler = PostgresScheduler(
+                pool=pool, lease=lease, queue=queue_name(), notify=False
+            )
             await scheduler.prepare()
             return scheduler
 

@@ -92,12 +92,7 @@ async def test_a_worker_killed_mid_pass_loses_its_workflow_after_the_lease(
     scheduler = PostgresScheduler(pool=pool, queue=queue, lease=lease, notify=False)
     await scheduler.make_ready(workflow)
     dying = await asyncio.create_subprocess_exec(
-        sys.executable,
-        str(SCRIPT),
-        "hold",
-        database_url,
-        queue,
-        "600",
+        sys.executable, str(SCRIPT), "hold", database_url, queue, "600",
         stdout=asyncio.subprocess.PIPE,
     )
     try:

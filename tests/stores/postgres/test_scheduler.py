@@ -178,7 +178,8 @@ async def test_many_readers_on_many_connections_take_each_workflow_once(
 ) -> None:
     queue = f"q-{uuid.uuid4().hex}"
     readers = [
-        PostgresScheduler(pool=await make_pool(size=1), queue=queue, notify=False) for _ in range(8)
+        PostgresScheduler(pool=await make_pool(size=1), queue=queue, notify=False)
+        for _ in range(8)
     ]
     workflows = [f"pg-many-{uuid.uuid4().hex}" for _ in range(120)]
     await asyncio.gather(*(readers[i % 8].make_ready(w) for i, w in enumerate(workflows)))

@@ -38,6 +38,8 @@ def _durable(
     return PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
 
 
+
+
 async def test_take_hands_out_the_delivery_and_a_claim_carrying_the_checkpoint(
     pool: Pool,
 ) -> None:
@@ -213,8 +215,7 @@ async def test_a_take_lost_in_a_crash_never_hands_its_receipt_out_again(pool: Po
         await durable.scheduler.make_ready(workflow)
         delivery = await durable.scheduler.next_ready(SHORT)
         assert delivery is not None and delivery.receipt not in {
-            lost.delivery.receipt,
-            again.delivery.receipt,
+            lost.delivery.receipt, again.delivery.receipt
         }
     finally:
         await durable.scheduler.close()

@@ -102,6 +102,8 @@ async def test_a_write_committed_under_the_claim_s_snapshot_is_never_missed(
     assert await checkpointer.load(workflow) == {"late": 1}
 
 
+
+
 async def _delivered_and_claimed(durable: PostgresDurable, workflow: str) -> tuple[Delivery, Pass]:
     """Make `workflow` ready, take its delivery and claim it, as a pass begins."""
     await durable.scheduler.make_ready(workflow)

@@ -52,7 +52,9 @@ def store(redis: Redis) -> RedisCheckpointer:
 # --- the fence under real concurrency ---------------------------------------------------------
 
 
-async def test_fifty_concurrent_claims_yield_exactly_one_pass(redis: Redis, namespace: str) -> None:
+async def test_fifty_concurrent_claims_yield_exactly_one_pass(
+    redis: Redis, namespace: str
+) -> None:
     # Fifty clients, so the claims really arrive on fifty connections at once.
     clients = [Redis(host=HOST, decode_responses=True) for _ in range(50)]
     try:
@@ -91,20 +93,16 @@ _CLAIMER = textwrap.dedent(
 )
 
 
-async def test_two_processes_claiming_at_once_never_both_win(redis: Redis, namespace: str) -> None:
+async def test_two_processes_claiming_at_once_never_both_win(
+    redis: Redis, namespace: str
+) -> None:
     workflows = [f"{namespace}-proc-{n}" for n in range(30)]
     start = time.time() + 1.0
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     processes = [
         await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            _CLAIMER,
-            str(start),
-            *workflows,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=env,
+            sys.executable, "-c", _CLAIMER, str(start), *workflows,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
         )
         for _ in range(2)
     ]
@@ -235,7 +233,9 @@ async def test_append_steps_over_a_key_already_taken(
 # --- expiry ---------------------------------------------------------------------------------
 
 
-async def test_every_write_rearms_the_ttl_on_every_key(redis: Redis, namespace: str) -> None:
+async def test_every_write_rearms_the_ttl_on_every_key(
+    redis: Redis, namespace: str
+) -> None:
     store = RedisCheckpointer(redis=redis, ttl=timedelta(seconds=60))
     workflow = f"{namespace}-ttl"
     keys = workflow_keys(workflow)
@@ -270,7 +270,9 @@ async def test_a_write_never_shortens_a_held_expiry(
         assert await redis.pttl(key) > timedelta(days=3).total_seconds() * 1000
 
 
-async def test_hold_without_a_deadline_rearms_the_ttl(redis: Redis, namespace: str) -> None:
+async def test_hold_without_a_deadline_rearms_the_ttl(
+    redis: Redis, namespace: str
+) -> None:
     store = RedisCheckpointer(redis=redis, ttl=timedelta(seconds=60))
     workflow = f"{namespace}-blocked"
     holder = await claimed(store, workflow)
@@ -428,7 +430,9 @@ async def test_transact_refuses_other_effects(store: RedisCheckpointer, namespac
         await store.transact(holder, "k", Effect())
 
 
-async def test_a_failing_effect_records_nothing(store: RedisCheckpointer, namespace: str) -> None:
+async def test_a_failing_effect_records_nothing(
+    store: RedisCheckpointer, namespace: str
+) -> None:
     workflow = f"{namespace}-boom"
     holder = await claimed(store, workflow)
     with pytest.raises(ResponseError, match="boom"):
@@ -534,12 +538,8 @@ async def test_a_status_is_one_round_trip_on_one_node(redis: Redis, namespace: s
 
     traffic = Traffic()
     where = redis.connection_pool.connection_kwargs
-    client = Redis.from_url(
-        f"redis://{where['host']}:{where['port']}/0",
-        decode_responses=True,
-        connection_class=PackedConnection,
-        traffic=traffic,
-    )
+    client = Redis.from_url(f"redis://{where['host']}:{where['port']}/0", decode_responses=True,
+                            connection_class=PackedConnection, traffic=traffic)
     try:
         store = RedisCheckpointer(redis=client, namespace=namespace, ttl=timedelta(minutes=10))
         await _stood(store, f"{namespace}-one", "failed")

@@ -100,7 +100,8 @@ async def test_open_durable_reaches_a_cluster_by_url(cluster_ports: list[int]) -
     async with open_durable(url) as durable:
         assert isinstance(durable.checkpointer.redis, RedisCluster)  # type: ignore[attr-defined]
         await durable.arrive("cl-url-1", "order", 1)
-        taken = await durable.take(timedelta(seconds=2), timedelta(minutes=1), timedelta(seconds=5))
+        taken = await durable.take(timedelta(seconds=2), timedelta(minutes=1),
+                                   timedelta(seconds=5))
         assert taken is not None and taken.holder is not None
         assert taken.delivery.workflow == "cl-url-1"
         await durable.finish(taken.holder, taken.delivery)
@@ -157,9 +158,8 @@ async def test_expired_standings_are_left_out_and_swept_across_the_nodes(
     # The standings sit on the namespace's slot, the checkpoints on each workflow's, spread
     # over the nodes: the listing's check and the sweep ask each workflow's own node.
     namespace = f"ns-{fresh_id}"
-    store = RedisCheckpointer(
-        redis=redis_cluster, namespace=namespace, ttl=timedelta(milliseconds=500)
-    )
+    store = RedisCheckpointer(redis=redis_cluster, namespace=namespace,
+                              ttl=timedelta(milliseconds=500))
     names = [f"{fresh_id}-{n:02d}" for n in range(12)]
     for name in names:
         holder = await claimed(store, name)
@@ -179,6 +179,5 @@ async def test_expired_standings_are_left_out_and_swept_across_the_nodes(
     assert sorted(await redis_cluster.hkeys(standings)) == names[1::2]
     for name in names[1::2]:
         await store.discard(name)
-    await redis_cluster.delete(
-        standings, *(f"{{{namespace}}}:state:{s}" for s in ("all", "completed"))
-    )
+    await redis_cluster.delete(standings, *(f"{{{namespace}}}:state:{s}" for s in
+                                            ("all", "completed")))

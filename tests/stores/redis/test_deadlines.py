@@ -19,12 +19,8 @@ WAIT = timedelta(seconds=2)
 
 def _make(kind: str, redis: Redis, namespace: str) -> Scheduler:
     if kind == "set":
-        return RedisSetScheduler(
-            redis=redis,
-            namespace=namespace,
-            lease=timedelta(seconds=30),
-            poll=timedelta(milliseconds=10),
-        )
+        return RedisSetScheduler(redis=redis, namespace=namespace,
+                                 lease=timedelta(seconds=30), poll=timedelta(milliseconds=10))
     return RedisStreamScheduler(redis=redis, namespace=namespace)
 
 

@@ -99,7 +99,9 @@ async def test_an_earlier_sleeper_rings_a_reader_waiting_for_a_later_one(
     assert time.monotonic() - began < RUNG
 
 
-async def test_rings_are_capped_and_an_empty_look_clears_them(redis: Redis, namespace: str) -> None:
+async def test_rings_are_capped_and_an_empty_look_clears_them(
+    redis: Redis, namespace: str
+) -> None:
     scheduler = _scheduler(redis, namespace)
     assert scheduler.doorbell is not None
     for i in range(100):

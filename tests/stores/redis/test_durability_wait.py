@@ -112,9 +112,8 @@ async def test_aof_on_an_old_server_warns_and_still_waits_for_replicas(
     with caplog.at_level(logging.WARNING, logger="durability.redis.checkpointer"):
         assert (await store.supply("wf", "a", 1)).first
     assert "WAITAOF" in caplog.text
-    strict = RedisCheckpointer(
-        redis=primary, durable=Acknowledged(replicas=2, aof=True, timeout=SHORT)
-    )
+    strict = RedisCheckpointer(redis=primary, durable=Acknowledged(replicas=2, aof=True,
+                                                                   timeout=SHORT))
     with pytest.raises(NotAcknowledged):
         await strict.supply("wf", "b", 2)
 
@@ -144,7 +143,9 @@ async def test_on_a_cluster_without_replicas_acknowledgement_fails_loudly(
 ) -> None:
     # The WAIT is routed to the node owning the workflow's slot (the script's connection);
     # this cluster has no replicas, so one acknowledgement can never come.
-    store = RedisCheckpointer(redis=redis_cluster, durable=Acknowledged(replicas=1, timeout=SHORT))
+    store = RedisCheckpointer(
+        redis=redis_cluster, durable=Acknowledged(replicas=1, timeout=SHORT)
+    )
     with pytest.raises(NotAcknowledged, match="0 of 1"):
         await store.supply(fresh_id, "a", 1)
     # aof=True asks each node's version (WAITAOF needs 7.2): the cluster answers per node.

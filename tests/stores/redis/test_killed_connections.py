@@ -53,9 +53,8 @@ async def test_every_call_ends_however_the_connections_are_killed(
             for _ in range(200):
                 await asyncio.sleep(rng.uniform(0.01, 0.06))
                 with contextlib.suppress(RedisConnectionError):
-                    await killer.execute_command(
-                        "CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"
-                    )
+                    await killer.execute_command("CLIENT", "KILL", "TYPE", "normal",
+                                                 "SKIPME", "yes")
             done.set()
 
         try:

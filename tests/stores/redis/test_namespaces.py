@@ -164,7 +164,9 @@ async def test_namespaced_keys_keep_one_slot_per_workflow_on_a_cluster(
         done = await store.transact(holder, "reserved", LuaEffect(incr, [counter], [n + 1]))
         assert done.value == n + 1
         assert await other.load(workflow) == {}
-        assert {key_slot(k.encode()) for k in store.keys(workflow)} == {key_slot(counter.encode())}
+        assert {key_slot(k.encode()) for k in store.keys(workflow)} == {
+            key_slot(counter.encode())
+        }
         node = redis_cluster.get_node_from_key(store.keys(workflow)[0])
         assert node is not None
         nodes.add(node.name)

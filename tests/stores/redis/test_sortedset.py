@@ -29,7 +29,9 @@ async def _take(scheduler: RedisSetScheduler) -> Delivery:
     return delivery
 
 
-async def test_one_member_per_workflow_however_many_wakeups(redis: Redis, namespace: str) -> None:
+async def test_one_member_per_workflow_however_many_wakeups(
+    redis: Redis, namespace: str
+) -> None:
     scheduler = _scheduler(redis, namespace)
     assert scheduler.schedule == f"{{{namespace}}}:schedule"
     for _ in range(5):
@@ -136,7 +138,9 @@ async def test_wake_at_replaces_its_own_receipt_and_keeps_an_earlier_wakeup(
     assert await scheduler.next_ready(SHORT) is None
 
 
-async def test_wake_due_reports_sleepers_not_held_members(redis: Redis, namespace: str) -> None:
+async def test_wake_due_reports_sleepers_not_held_members(
+    redis: Redis, namespace: str
+) -> None:
     scheduler = _scheduler(redis, namespace)
     now = datetime.now(UTC).replace(microsecond=0)
     await scheduler.make_ready(f"{namespace}-held")
@@ -151,7 +155,9 @@ async def test_wake_due_reports_sleepers_not_held_members(redis: Redis, namespac
     assert (await _take(scheduler)).workflow == f"{namespace}-sleeps"
 
 
-async def test_extend_moves_the_receipt_and_never_shortens(redis: Redis, namespace: str) -> None:
+async def test_extend_moves_the_receipt_and_never_shortens(
+    redis: Redis, namespace: str
+) -> None:
     scheduler = _scheduler(redis, namespace, lease=timedelta(seconds=1))
     await scheduler.make_ready(f"{namespace}-w")
     delivery = await _take(scheduler)

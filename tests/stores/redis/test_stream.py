@@ -125,7 +125,9 @@ async def test_reclaim_takes_over_a_delivery_whose_worker_died(
     assert (await redis.xpending(alive.ready, GROUP))["pending"] == 0
 
 
-async def test_extend_keeps_a_delivery_from_being_reclaimed(redis: Redis, namespace: str) -> None:
+async def test_extend_keeps_a_delivery_from_being_reclaimed(
+    redis: Redis, namespace: str
+) -> None:
     lease = timedelta(milliseconds=400)
     worker = await _scheduler(redis, namespace, lease=lease, consumer="worker")
     other = await _scheduler(redis, namespace, lease=lease, consumer="other")
@@ -165,7 +167,9 @@ async def test_cancel_removes_queued_held_and_sleeping_wakeups(
     assert await scheduler.cancel(workflow) == 0
 
 
-async def test_cancel_does_not_count_acknowledged_entries(redis: Redis, namespace: str) -> None:
+async def test_cancel_does_not_count_acknowledged_entries(
+    redis: Redis, namespace: str
+) -> None:
     scheduler = await _scheduler(redis, namespace)
     workflow = f"{namespace}-finished"
     await scheduler.make_ready(workflow)
@@ -174,7 +178,9 @@ async def test_cancel_does_not_count_acknowledged_entries(redis: Redis, namespac
     assert await redis.xlen(scheduler.ready) == 0  # the acknowledged entry went too
 
 
-async def test_wake_due_moves_due_sleepers_into_the_stream(redis: Redis, namespace: str) -> None:
+async def test_wake_due_moves_due_sleepers_into_the_stream(
+    redis: Redis, namespace: str
+) -> None:
     scheduler = await _scheduler(redis, namespace)
     now = datetime.now(UTC).replace(microsecond=0)
     early, late = f"{namespace}-early", f"{namespace}-late"

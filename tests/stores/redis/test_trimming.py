@@ -72,7 +72,9 @@ async def test_many_wakeups_keep_the_stream_bounded_by_what_is_in_flight(
     assert await redis.xlen(scheduler.ready) == 0
 
 
-async def test_pending_and_undelivered_entries_survive_a_trim(redis: Redis, namespace: str) -> None:
+async def test_pending_and_undelivered_entries_survive_a_trim(
+    redis: Redis, namespace: str
+) -> None:
     scheduler = await _scheduler(redis, namespace)
     for name in ("acked", "pending", "acked-later"):
         await scheduler.make_ready(f"{namespace}-{name}")
@@ -94,7 +96,9 @@ async def test_pending_and_undelivered_entries_survive_a_trim(redis: Redis, name
     assert await _ids(redis, scheduler.ready) == [_entry(undelivered)]
 
 
-async def test_a_group_that_has_not_read_an_entry_keeps_it(redis: Redis, namespace: str) -> None:
+async def test_a_group_that_has_not_read_an_entry_keeps_it(
+    redis: Redis, namespace: str
+) -> None:
     scheduler = await _scheduler(redis, namespace)
     await redis.xgroup_create(scheduler.ready, "audit", id="0")
     await scheduler.make_ready(f"{namespace}-w")
@@ -167,7 +171,9 @@ async def test_trimming_survives_a_server_that_does_not_answer(
         await gone.aclose()
 
 
-async def test_trim_picks_acked_only_where_the_server_has_it(redis: Redis, namespace: str) -> None:
+async def test_trim_picks_acked_only_where_the_server_has_it(
+    redis: Redis, namespace: str
+) -> None:
     # Runs on every version: the mode follows the server, and either mode keeps what is owed.
     version = tuple(int(p) for p in (await redis.info("server"))["redis_version"].split(".")[:2])
     scheduler = await _scheduler(redis, namespace)

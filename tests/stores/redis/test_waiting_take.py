@@ -61,7 +61,9 @@ async def test_a_woken_take_of_a_held_workflow_brings_no_claim(
     workflow = f"{namespace}-held"
     other = await durable.checkpointer.claim(workflow, LONG, LONG)  # a live pass elsewhere
     assert other is not None
-    taken = await _take_while_waiting(durable, lambda: durable.scheduler.make_ready(workflow))
+    taken = await _take_while_waiting(
+        durable, lambda: durable.scheduler.make_ready(workflow)
+    )
     assert taken.delivery.workflow == workflow and taken.holder is None
 
 

@@ -83,7 +83,9 @@ class TestRedisDurableOnACluster(DurableContract):
 async def nowhere() -> AsyncIterator[Redis]:
     """A client to a port nothing listens on: anything sent would be a ConnectionError (at
     once: no retries)."""
-    client = Redis(host="127.0.0.1", port=1, decode_responses=True, retry=Retry(NoBackoff(), 0))
+    client = Redis(
+        host="127.0.0.1", port=1, decode_responses=True, retry=Retry(NoBackoff(), 0)
+    )
     yield client
     await client.aclose()
 

@@ -89,7 +89,7 @@ async def role_take(path: str, directory: Path) -> object:
         taken: list[str] = []
 
         async def reader() -> None:
-            while delivery := await scheduler.next_ready(timedelta(milliseconds=300)):
+            while (delivery := await scheduler.next_ready(timedelta(milliseconds=300))):
                 taken.append(delivery.workflow)
                 await scheduler.done(delivery)
 
@@ -111,7 +111,7 @@ async def role_durable(path: str, directory: Path) -> object:
         unclaimed: list[str] = []
 
         async def reader() -> None:
-            while found := await durable.take(timedelta(milliseconds=300), LONG, LONG):
+            while (found := await durable.take(timedelta(milliseconds=300), LONG, LONG)):
                 taken.append(found.delivery.workflow)
                 if found.holder is None:
                     unclaimed.append(found.delivery.workflow)

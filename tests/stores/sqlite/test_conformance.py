@@ -90,6 +90,7 @@ class TestSqliteDurable(DurableContract):
         return SqliteDurable(SqliteCheckpointer(database), SqliteScheduler(database))
 
 
+
 class TestSqliteBounds(BoundsContract):
     @pytest.fixture
     async def offline(self, database: SqliteDatabase) -> Durable:

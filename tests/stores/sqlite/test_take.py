@@ -57,7 +57,9 @@ async def test_take_returns_the_delivery_and_a_claim_with_the_checkpoint(
     holder = taken.holder
     assert holder is not None and holder.workflow == "taken"
     assert holder.records is not None
-    assert list(holder.records.items()) == list((await durable.checkpointer.load("taken")).items())
+    assert list(holder.records.items()) == list(
+        (await durable.checkpointer.load("taken")).items()
+    )
     assert list(holder.records) == ["b", "a", "inbox:00000000000000000001"]
     # The claim is live and ours: a record under it lands, a second claim is refused.
     assert (await durable.checkpointer.record(holder, "step", 1)).first
