@@ -3,7 +3,7 @@
     take (a wakeup + its claim) ─▶ up to `pool` passes ─▶ Sleeping  ─▶ wake_at(due)
         ▲                                              ├ Blocked   ─▶ nothing: only a write
         │                                              └ Completed ─▶ nothing   from outside
-    one take per free slot; reclaim abandoned ones every tick; then finish (release + done)
+    one take per free slot; reclaim abandoned ones as they lapse; then finish (release + done)
 
 | module | owns |
 |---|---|

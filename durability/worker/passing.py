@@ -197,8 +197,8 @@ def written(crew: Crew, running: Running) -> Callable[[], None]:
 
     Not at once: most passes end a moment after their last write, and `done` then makes
     the renewal moot. So it waits `NUDGE` first and is dropped if the pass ends meanwhile.
-    (A worker that dies inside that moment is still taken over within a tick of its claim
-    lapsing: a reclaimed delivery re-looks at a held claim every tick.)
+    (A worker that dies inside that moment is still taken over just after its claim lapses:
+    a delivery that meets a held claim asks for it again for a while, `_claim_as_it_lapses`.)
 
     A timer, not a task that sleeps: most passes cancel it, and a timer costs the loop one
     handle to drop where a task costs a start, a cancel and a wait.
