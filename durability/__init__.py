@@ -5,6 +5,7 @@ The core imports no store driver: `durability.redis`, `durability.postgres` and
 `durability.sqlite` bring their own, and `import durability` needs nothing beyond Python.
 """
 
+from durability.checks import INBOX, positive
 from durability.codec import (
     Codec,
     JsonCodec,
@@ -23,30 +24,16 @@ from durability.failures import ONCE, Failure, Retry
 from durability.faults import StoreDown, Transient
 from durability.graph import CompiledGraph, Graph, run_durably
 from durability.interfaces import (
-    INBOX,
     Checkpointer,
-    Contended,
-    Delivery,
     Durable,
-    Effect,
-    Entry,
-    Fenced,
-    Footprint,
-    Interruption,
     Measured,
-    NotMigrated,
-    Pass,
-    Reclaimed,
-    Recorded,
     Retaining,
     Scheduler,
-    Taken,
     Trimmed,
-    Written,
     claimed,
-    positive,
 )
 from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
+from durability.signals import Contended, Fenced, Interruption, NotMigrated
 from durability.split import SplitDurable
 from durability.status import Inspectable, Page, Status
 from durability.stepwise import (
@@ -62,7 +49,18 @@ from durability.stepwise import (
     Swallowed,
     resume,
 )
-from durability.traffic import Counted, Sent, Traffic
+from durability.storekit.traffic import Counted, Sent, Traffic
+from durability.values import (
+    Delivery,
+    Effect,
+    Entry,
+    Footprint,
+    Pass,
+    Reclaimed,
+    Recorded,
+    Taken,
+    Written,
+)
 from durability.worker import Event, Observer, work
 
 __all__ = [

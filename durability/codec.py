@@ -4,16 +4,7 @@ A store keeps text; a workflow keeps values. The codec is the boundary, and it o
 above all: what comes back equals what went in. A value that would come back different (a tuple
 through JSON comes back a list) is refused when it is first written, with `Unencodable`, rather
 than discovered on the replay that reads it back. So is a value no store can carry, before any
-store sees it. `JsonCodec` accepts exactly:
-
-- `None`, `bool`, `str`, `int`, finite `float`, `list`, and `dict` with `str` keys (exact
-  types: not subclasses, which would come back as the base type);
-- text that is valid Unicode, in values and keys alike (no lone surrogate, which is what
-  `os.fsdecode` makes of a file name that is not UTF-8: no store's encoding can send it);
-- ints of at most `MAX_DIGITS` decimal digits (Python's own default limit on converting ints
-  to text, so every reader can parse what any writer wrote);
-- containers nested at most `MAX_DEPTH` deep (past that the encoder, and every reader's
-  decoder, would run out of stack; a value that contains itself is refused the same way).
+store sees it; `JsonCodec` says exactly which it accepts.
 
 The `as_*` parsers turn a decoded value into the type a step promised its caller; they raise
 `TypeError` when the recorded value is not of that shape.
@@ -146,8 +137,18 @@ def _unsendable(value: object, path: str) -> str | None:
 
 
 class JsonCodec:
-    """The standard library's JSON, restricted to values that round-trip exactly (see the
-    module docstring for exactly which)."""
+    """The standard library's JSON, restricted to values that round-trip exactly. It accepts
+    exactly:
+
+    - `None`, `bool`, `str`, `int`, finite `float`, `list`, and `dict` with `str` keys (exact
+      types: not subclasses, which would come back as the base type);
+    - text that is valid Unicode, in values and keys alike (no lone surrogate, which is what
+      `os.fsdecode` makes of a file name that is not UTF-8: no store's encoding can send it);
+    - ints of at most `MAX_DIGITS` decimal digits (Python's own default limit on converting ints
+      to text, so every reader can parse what any writer wrote);
+    - containers nested at most `MAX_DEPTH` deep (past that the encoder, and every reader's
+      decoder, would run out of stack; a value that contains itself is refused the same way).
+    """
 
     __slots__ = ()
 

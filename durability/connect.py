@@ -47,7 +47,7 @@ and every call, with the driver's error as its cause. A write that got no answer
 workflow and key is safe. `unavailable(error)` tells such an error from a refusal of what was
 asked: the API answers it with 503, a worker waits and tries again.
 
-Every durable opened here counts what it sends into `durable.traffic` (`durability.traffic`),
+Every durable opened here counts what it sends into `durable.traffic` (`durability.Traffic`),
 except over a cluster or a `rediss://` / `unix://` connection, which count nothing.
 
 `sqlite:///path` names an absolute path; `sqlite://relative/file.db` a path relative to the
@@ -71,11 +71,12 @@ from typing import Any
 from urllib.parse import SplitResult, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Durable, positive
+from durability.checks import positive
+from durability.interfaces import Durable
 from durability.memory import MemoryCheckpointer, MemoryScheduler
-from durability.outage import StoreUnavailable, Unanswered
 from durability.split import SplitDurable
-from durability.traffic import Traffic
+from durability.storekit.outage import StoreUnavailable, Unanswered
+from durability.storekit.traffic import Traffic
 
 __all__ = [
     "CALL_TIMEOUT",
@@ -332,7 +333,7 @@ async def _redis(
     from durability.redis.bounds import BoundedCluster, BoundedSSLConnection
     from durability.redis.namespace import DEFAULT as DEFAULT_NAMESPACE
     from durability.redis.namespace import check_namespace
-    from durability.redis.packing import PackedConnection
+    from durability.redis.packed_connection import PackedConnection
 
     parts = urlsplit(url)
     # Plain TCP only: rediss:// keeps the TLS connection class its scheme picks.

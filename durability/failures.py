@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from durability.interfaces import ENGINE, MAX_DURATION, positive
+from durability.checks import ENGINE, MAX_DURATION, positive
 
 #: The prefix of a failed attempt's record, and of an explicit retry's.
 FAILURE = f"{ENGINE}failure:"

@@ -26,7 +26,7 @@ from typing import Protocol, TypeVar, runtime_checkable
 
 from durability.cancelling import stop_if_cancelled
 from durability.connect import unavailable
-from durability.interfaces import Interruption
+from durability.signals import Interruption
 
 __all__ = ["ATTEMPTS", "StoreDown", "Transient", "patiently", "transient"]
 

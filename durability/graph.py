@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TypeVar, overload
 
+from durability.checks import check_key
 from durability.faults import patiently
-from durability.interfaces import Checkpointer, Pass, Recorded, check_key
+from durability.interfaces import Checkpointer
+from durability.values import Pass, Recorded
 
 #: A node: an async function taking its dependencies' results positionally, in `after` order.
 NodeFn = Callable[..., Awaitable[object]]

@@ -4,348 +4,96 @@ A workflow's state has two halves held by two interfaces: the `Checkpointer` hol
 recorded and who may write next (a claim with a fencing token), the `Scheduler` holds its right
 to run (a queue of wakeups). `Durable` is the pair plus the moves that must cross both.
 
-Values here are frozen; control flow that must not be swallowed by `except Exception`
-(`Fenced`, `Contended`) descends from `BaseException`, like `asyncio.CancelledError`.
-
-Every store refuses the same bad input, with a `ValueError` or `TypeError`, before any I/O:
-
-- a workflow id is a `str` of 1 to `MAX_NAME` (256) characters, valid Unicode (no lone
-  surrogate), without NUL, `{` or `}` (`check_workflow`);
-- a step key is the same with braces allowed, not starting with `INBOX` (`check_key`);
-- a duration is a `timedelta` above zero and at most `MAX_DURATION`, a century (`positive`).
-
-The bound is one for every store, so an id that works on one works on all: ids are part of
-Redis key names (braces would move the cluster hash tag), ids and keys sit in SQL primary keys
-(256 characters is at most 1 KiB of UTF-8, inside every index's limit) and SQL text cannot
-hold NUL. Values are the codec's to refuse (`durability.codec`).
+The protocols alone live here. What they carry is in `durability.values`, what they raise in
+`durability.signals`, and the checks every store makes of its input in `durability.checks`;
+their names are importable from here too, as they always were.
 """
 
 from __future__ import annotations
 
-import functools
-import json
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
-#: Inbox entries are ordinary records whose keys the store mints under this prefix, fixed-width
-#: so that lexical order is append order. Step keys may not start with it.
-INBOX = "inbox:"
-#: Width of the decimal sequence number in an inbox key: `inbox:00000000000000000042`.
-INBOX_WIDTH = 20
-#: Records the engine itself writes under a pass's claim (a failed attempt, an explicit retry:
-#: `durability.failures`) live under this prefix. Step keys and supplied keys may not start
-#: with it, so nothing from outside can forge or shadow one; only `record` takes them.
-ENGINE = "engine:"
-
-
-#: The longest workflow id or step key, in characters (see the module docstring).
-MAX_NAME = 256
-#: The longest duration any timing may be: a century. Far past any real budget, lease or
-#: sleep, and far enough inside every store's clock arithmetic (datetime's year 9999, Lua's
-#: 14 significant digits of milliseconds) that `now + duration` never overflows.
-MAX_DURATION = timedelta(days=36_525)
-
-
-def positive(name: str, value: timedelta) -> timedelta:
-    """Return `value` if it is a positive duration of at most `MAX_DURATION`, else raise a
-    `ValueError` (a `TypeError` if it is not a `timedelta`) naming it.
-
-    None of the timings in this library has a meaningful zero, and a zero is how a duration
-    read from an unset setting usually arrives, so it is refused where it enters. So is an
-    absurd one: refused here, it never reaches a store that would write with it and then fail.
-    """
-    if not isinstance(value, timedelta):
-        raise TypeError(f"{name} must be a timedelta, not {type(value).__name__}")
-    if value <= timedelta(0):
-        raise ValueError(f"{name} must be a positive duration, got {value!r}")
-    if value > MAX_DURATION:
-        raise ValueError(
-            f"{name} must be at most MAX_DURATION ({MAX_DURATION.days} days), got {value!r}"
-        )
-    return value
-
-
-def _check_name(what: str, name: str) -> None:
-    """The checks ids and keys share; O(length), and O(1) for the length and ASCII tests."""
-    if not isinstance(name, str):
-        raise TypeError(f"{what} must be a str, not {type(name).__name__}")
-    if not name:
-        raise ValueError(f"{what} must not be empty")
-    if len(name) > MAX_NAME:  # before any scan, so a huge string costs nothing more
-        raise ValueError(f"{what} is {len(name)} characters; the bound is {MAX_NAME}")
-    if "\x00" in name:
-        raise ValueError(f"{what} {name!r} holds a NUL character, which SQL text cannot hold")
-    if not name.isascii():
-        try:
-            name.encode("utf-8")
-        except UnicodeEncodeError as error:
-            # A lone surrogate: what os.fsdecode makes of a file name that is not UTF-8.
-            raise ValueError(
-                f"{what} {name!r} is not valid Unicode text ({error.reason} at position"
-                f" {error.start}), so no store can hold it"
-            ) from None
-
-
-#: How many names each check remembers as good (`_remembered`) before it starts afresh.
-_REMEMBERED = 4096
-
-
-def _remembered(check: Callable[[str], str]) -> Callable[[str], str]:
-    """`check`, remembering the names it passed: a pass checks its workflow's id at every call
-    it makes and its step keys at each write, and a `str`'s validity never changes, so each is
-    scanned once. Emptied when full, so it stays small."""
-    good: set[str] = set()
-
-    @functools.wraps(check)
-    def checked(name: str) -> str:
-        if type(name) is str and name in good:
-            return name
-        check(name)
-        if len(good) >= _REMEMBERED:
-            good.clear()
-        good.add(name)
-        return name
-
-    return checked
-
-
-@_remembered
-def check_workflow(workflow: str) -> str:
-    """Return `workflow` if every store can hold it as an id (see the module docstring)."""
-    _check_name("workflow id", workflow)
-    if "{" in workflow or "}" in workflow:
-        raise ValueError(
-            f"workflow id {workflow!r} contains a brace; Redis would read it as a hash tag"
-        )
-    return workflow
-
-
-@_remembered
-def check_key(key: str) -> str:
-    """Return `key` if every store can hold it as a step key: the id rules without the brace
-    rule (keys are never part of a Redis key name), outside the store-owned inbox key space and
-    the engine's own (`ENGINE`)."""
-    check_recorded_key(key)
-    if key.startswith(ENGINE):
-        raise ValueError(f"step key {key!r} lies in the engine's key space ({ENGINE!r}...)")
-    return key
-
-
-@_remembered
-def check_recorded_key(key: str) -> str:
-    """`check_key` for `Checkpointer.record`, which alone may also write the engine's keys
-    (a pass records its own failure under its claim, fenced like any step)."""
-    _check_name("step key", key)
-    if key.startswith(INBOX):
-        raise ValueError(f"step key {key!r} lies in the inbox key space ({INBOX!r}...)")
-    return key
-
-
-def inbox_key(sequence: int) -> str:
-    """The key of the `sequence`-th inbox entry (1-based); lexical order is numeric order."""
-    if sequence < 1 or sequence >= 10**INBOX_WIDTH:
-        raise ValueError(f"inbox sequence out of range: {sequence}")
-    return f"{INBOX}{sequence:0{INBOX_WIDTH}d}"
-
-
-def to_ms(value: timedelta) -> int:
-    """A duration in whole milliseconds, rounded up so a positive duration never becomes 0."""
-    micros = value // timedelta(microseconds=1)
-    return -(-micros // 1000)
-
-
-# --- values -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Pass:
-    """The right to write to one workflow's checkpoint, as long as the claim lasts.
-
-    `token` is the fencing token: it rises on every claim of the workflow (a hybrid logical
-    clock, `max(now_ms, previous + 1)`), so a write carrying an older token is refused.
-    `alive` is how long one sign of life keeps the claim (a write is one); `budget_ends` is the
-    claimer's estimate of the deadline renewal cannot lift, used only to skip needless extends.
-    `records` is the checkpoint as the claim found it, for a store that can read it in the same
-    round trip as the claim (`None` if it did not): a pass then starts without a second trip.
-    """
-
-    workflow: str
-    token: int
-    alive: timedelta
-    budget_ends: datetime
-    records: Mapping[str, object] | None = field(default=None, repr=False, compare=False)
-
-
-@dataclass(frozen=True, slots=True)
-class Recorded:
-    """What a key holds after a write: the winning value and whether this write was it."""
-
-    value: object
-    first: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Written:
-    """One record with the store's own time of writing it."""
-
-    key: str
-    value: object
-    at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """One inbox entry: a store-minted key (sorting in append order) and its value."""
-
-    key: str
-    value: object
-
-
-@dataclass(frozen=True, slots=True)
-class Delivery:
-    """One wakeup handed to one worker. `receipt` is the scheduler's proof of which wakeup it
-    is (a stream entry id, a visibility score); `done`, `wake_at` and `extend` compare it."""
-
-    workflow: str
-    receipt: str
-
-
-@dataclass(frozen=True, slots=True)
-class Taken:
-    """A delivery and, if the workflow was free, the claim taken on it in the same move."""
-
-    delivery: Delivery
-    holder: Pass | None
-
-
-@dataclass(frozen=True, slots=True)
-class Reclaimed:
-    """One look for abandoned deliveries (`Scheduler.reclaiming`): the delivery it took over,
-    if any, and how long until the earliest delivery still held could be taken over, measured
-    by the store when it looked (`None`: nothing is held that a later look could take, until
-    something new is handed out). A worker sleeps until then instead of looking every tick."""
-
-    delivery: Delivery | None
-    lapses_in: timedelta | None
-
-
-@dataclass(frozen=True, slots=True)
-class Footprint:
-    """How big a queue is right now: its entries by part (a stream's entries, a sorted set's
-    members, rows) and, where the store can say, the bytes they take."""
-
-    parts: Mapping[str, int]
-    bytes: int | None = None
-
-    @property
-    def entries(self) -> int:
-        return sum(self.parts.values())
-
-
-#: The states a pass can leave a workflow in, as a `Ledger` holds them. "queued" is written by
-#: `durable.retry`; the others by the worker as each pass ends. (A running workflow is one a
-#: live claim holds, and a status says so; it is never a stored state.)
-STATES = ("queued", "sleeping", "blocked", "failed", "completed")
-#: The most workflows one `Ledger.standings` call returns.
-MAX_PAGE = 1000
-
-
-@dataclass(frozen=True, slots=True)
-class Standing:
-    """Where the last pass (or an explicit retry) left a workflow, as the store holds it:
-    `state` (one of `STATES`), its JSON `detail` (`until`; `waiting` and `listening`; the
-    `failure` record), and the store's time of writing it."""
-
-    workflow: str
-    state: str
-    detail: Mapping[str, object]
-    at: datetime
-
-
-@dataclass(frozen=True, slots=True)
-class Look:
-    """One workflow as the store sees it now: its standing, whether a live claim holds it, and
-    whether it has any records at all (a workflow supplied and never yet run has no standing)."""
-
-    standing: Standing | None
-    claimed: bool
-    known: bool
-
-
-def detail_text(detail: Mapping[str, object]) -> str:
-    """A standing's `detail` as the JSON text a store keeps (`TypeError` for what JSON cannot
-    hold). A completed pass has none: its "{}" costs no encoding."""
-    return json.dumps(dict(detail)) if detail else "{}"
-
-
-def check_state(state: str | None) -> str | None:
-    """Return `state` if it is `None` or one of `STATES`; refuse anything else by name."""
-    if state is not None and state not in STATES:
-        raise ValueError(f"state must be one of {', '.join(STATES)}; got {state!r}")
-    return state
-
-
-def check_page(prefix: str | None, limit: int, after: str | None) -> None:
-    """Refuse a listing's bad prefix (not a str, or longer than an id), limit (not a count from
-    1 to `MAX_PAGE`) or cursor (not a workflow id), before any I/O."""
-    if prefix is not None:
-        if not isinstance(prefix, str):
-            raise TypeError(f"prefix must be a str, not {type(prefix).__name__}")
-        if prefix:
-            check_workflow(prefix)
-    if isinstance(limit, bool) or not isinstance(limit, int):
-        raise TypeError(f"limit must be an int, not {type(limit).__name__}")
-    if not 1 <= limit <= MAX_PAGE:
-        raise ValueError(f"limit must be from 1 to {MAX_PAGE}, got {limit}")
-    if after is not None:
-        check_workflow(after)
-
-
-class Effect:
-    """Something a store can do itself in the same atomic step as recording its result.
-
-    Each store defines its own kind (`MemoryEffect`, `LuaEffect`, `SqlEffect`, ...) and refuses
-    the others with a `TypeError`.
-    """
-
-    __slots__ = ()
-
-
-# --- signals ------------------------------------------------------------------------------
-
-
-class Interruption(BaseException):
-    """A pass must stop for a reason that is not a failure of its work.
-
-    Descends from `BaseException` so that `except Exception` in a workflow, or a saga's
-    rollback net, never absorbs it.
-    """
-
-
-class Fenced(Interruption):
-    """The pass no longer holds its claim: a newer claim exists, or the claim lapsed."""
-
-    def __init__(self, workflow: str, token: int, reason: str = "claim superseded or lapsed"):
-        super().__init__(f"{workflow!r} (token {token}): {reason}")
-        self.workflow = workflow
-        self.token = token
-
-
-class Contended(Interruption):
-    """Somebody else holds a live claim on the workflow."""
-
-    def __init__(self, workflow: str):
-        super().__init__(f"{workflow!r} is claimed by a live pass")
-        self.workflow = workflow
-
-
-class NotMigrated(RuntimeError):
-    """A SQL store was used before `migrate` created its tables."""
-
-
-# --- protocols ----------------------------------------------------------------------------
+from durability.checks import (
+    ENGINE,
+    INBOX,
+    INBOX_WIDTH,
+    MAX_DURATION,
+    MAX_NAME,
+    MAX_PAGE,
+    check_key,
+    check_page,
+    check_recorded_key,
+    check_state,
+    check_workflow,
+    detail_text,
+    inbox_key,
+    positive,
+    to_ms,
+)
+from durability.signals import Contended, Fenced, Interruption, NotMigrated
+from durability.values import (
+    STATES,
+    Delivery,
+    Effect,
+    Entry,
+    Footprint,
+    Look,
+    Pass,
+    Reclaimed,
+    Recorded,
+    Standing,
+    Taken,
+    Written,
+)
+
+__all__ = [
+    # the protocols, and the one helper over them
+    "Checkpointer",
+    "Durable",
+    "Ledger",
+    "Measured",
+    "Retaining",
+    "Scheduler",
+    "Trimmed",
+    "Settling",
+    "SettlingRelease",
+    "claimed",
+    # durability.values
+    "STATES",
+    "Delivery",
+    "Effect",
+    "Entry",
+    "Footprint",
+    "Look",
+    "Pass",
+    "Recorded",
+    "Standing",
+    "Taken",
+    "Written",
+    # durability.signals
+    "Contended",
+    "Fenced",
+    "Interruption",
+    "NotMigrated",
+    # durability.checks
+    "ENGINE",
+    "INBOX",
+    "INBOX_WIDTH",
+    "MAX_DURATION",
+    "MAX_NAME",
+    "MAX_PAGE",
+    "check_key",
+    "check_page",
+    "check_recorded_key",
+    "check_state",
+    "check_workflow",
+    "detail_text",
+    "inbox_key",
+    "positive",
+    "to_ms",
+]
 
 
 @runtime_checkable

@@ -23,19 +23,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
-from durability.codec import Codec, JsonCodec
-from durability.interfaces import (
-    Delivery,
-    Effect,
-    Entry,
-    Fenced,
-    Footprint,
-    Look,
-    Pass,
-    Reclaimed,
-    Recorded,
-    Standing,
-    Written,
+from durability.checks import (
     check_key,
     check_page,
     check_recorded_key,
@@ -44,16 +32,26 @@ from durability.interfaces import (
     inbox_key,
     positive,
 )
-from durability.traffic import Traffic
+from durability.clock import Clock, utcnow
+from durability.codec import Codec, JsonCodec
+from durability.signals import Fenced
+from durability.storekit.traffic import Traffic
+from durability.values import (
+    Delivery,
+    Effect,
+    Entry,
+    Footprint,
+    Look,
+    Pass,
+    Reclaimed,
+    Recorded,
+    Standing,
+    Written,
+)
 
-Clock = Callable[[], datetime]
 P = ParamSpec("P")
 R = TypeVar("R")
 NEVER = datetime.min.replace(tzinfo=UTC)
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 def _ms(moment: datetime) -> int:
@@ -108,7 +106,7 @@ class MemoryCheckpointer:
         self, *, clock: Clock = utcnow, codec: Codec | None = None, traffic: Traffic | None = None
     ) -> None:
         self._clock = clock
-        #: Every call, counted (`durability.traffic`).
+        #: Every call, counted (`durability.storekit.traffic`).
         self.traffic = traffic if traffic is not None else Traffic()
         self._codec: Codec = codec or JsonCodec()
         self._workflows: dict[str, _Workflow] = {}
@@ -432,7 +430,7 @@ class MemoryScheduler:
     ) -> None:
         self.lease = positive("lease", lease)
         self._clock = clock
-        #: Every call, counted (`durability.traffic`).
+        #: Every call, counted (`durability.storekit.traffic`).
         self.traffic = traffic if traffic is not None else Traffic()
         self._ready: deque[str] = deque()
         self._pending: dict[str, _Held] = {}

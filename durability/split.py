@@ -7,21 +7,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
-from durability.interfaces import (
-    Checkpointer,
-    Delivery,
-    Entry,
-    Ledger,
-    Pass,
-    Recorded,
-    Scheduler,
-    SettlingRelease,
-    Taken,
-    positive,
-)
-from durability.outage import Unanswered, delivery_unknown, outcome_unknown
+from durability.checks import positive
+from durability.interfaces import Checkpointer, Ledger, Scheduler, SettlingRelease
 from durability.status import Inspected
-from durability.traffic import Traffic
+from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
+from durability.storekit.traffic import Traffic
+from durability.values import Delivery, Entry, Pass, Recorded, Taken
 
 __all__ = ["SplitDurable", "take_then_claim"]
 
@@ -59,7 +50,7 @@ class SplitDurable(Inspected):
     @property
     def traffic(self) -> Traffic:
         """What the two stores count of what they send, if they count into this `Traffic`
-        (every store `open_durable` opens does; `durability.traffic`)."""
+        (every store `open_durable` opens does; `durability.storekit.traffic`)."""
         return self._traffic
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:

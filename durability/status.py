@@ -2,44 +2,24 @@
 
 Every store keeps a workflow's standing (`interfaces.Ledger`): the worker writes it as each pass
 ends, under the pass's claim, and `retry` writes "queued". A status is that standing read
-together with the claim, so "running" needs no write at the start of every pass:
-
-| the store holds ...                         | the status is                              |
-|---------------------------------------------|--------------------------------------------|
-| a live claim                                | running                                    |
-| failed / completed / blocked                | the same (with the failure / the keys)     |
-| sleeping until T, T still ahead             | sleeping until T (with the failure if the  |
-|                                             | sleep is a retry's backoff)                |
-| sleeping until a T that has passed; queued; | queued                                     |
-| records but no standing (never run yet)     |                                            |
-| nothing at all                              | unknown                                    |
-
-A standing says what the last pass came to, so input that arrives after it (an approval for a
-blocked workflow) shows once a worker takes the pass it wakes (running; with no worker up, the
-status stays blocked, though the input is recorded and the pass queued): the status is never
-ahead of the store, and never wrong about a failure.
+together with the claim, so "running" needs no write at the start of every pass (`derive` has
+the table). A standing says what the last pass came to, so the status is never ahead of the
+store, and never wrong about a failure.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Literal, Protocol, cast, runtime_checkable
 
+from durability.checks import check_page, check_state, check_workflow
+from durability.clock import utcnow
 from durability.failures import RETRY, Failure, failed, next_key
-from durability.interfaces import (
-    Checkpointer,
-    Contended,
-    Ledger,
-    Look,
-    Scheduler,
-    Standing,
-    check_page,
-    check_state,
-    check_workflow,
-    claimed,
-)
+from durability.interfaces import Checkpointer, Ledger, Scheduler, claimed
+from durability.signals import Contended
+from durability.values import Look, Standing
 
 State = Literal["queued", "running", "sleeping", "blocked", "failed", "completed", "unknown"]
 
@@ -111,7 +91,23 @@ def ledger(checkpointer: Checkpointer) -> Ledger:
 
 
 def derive(workflow: str, look: Look, now: datetime) -> Status:
-    """A status from what the store holds (the table in the module docstring)."""
+    """A status from what the store holds:
+
+    | the store holds ...                         | the status is                              |
+    |---------------------------------------------|--------------------------------------------|
+    | a live claim                                | running                                    |
+    | failed / completed / blocked                | the same (with the failure / the keys)     |
+    | sleeping until T, T still ahead             | sleeping until T (with the failure if the  |
+    |                                             | sleep is a retry's backoff)                |
+    | sleeping until a T that has passed; queued; | queued                                     |
+    | records but no standing (never run yet)     |                                            |
+    | nothing at all                              | unknown                                    |
+
+    A standing says what the last pass came to, so input that arrives after it (an approval for a
+    blocked workflow) shows once a worker takes the pass it wakes (running; with no worker up, the
+    status stays blocked, though the input is recorded and the pass queued): the status is never
+    ahead of the store, and never wrong about a failure.
+    """
     standing = look.standing
     at = None if standing is None else standing.at
     if look.claimed:
@@ -122,10 +118,6 @@ def derive(workflow: str, look: Look, now: datetime) -> Status:
     if stated.state == "sleeping" and stated.until is not None and stated.until <= now:
         return Status(workflow, "queued", failure=stated.failure, at=at)
     return stated
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 async def status(checkpointer: Checkpointer, workflow: str) -> Status:

@@ -24,27 +24,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
+from durability.checks import INBOX, check_key, positive
+from durability.clock import Clock, utcnow
 from durability.codec import Unencodable
 from durability.failures import Retry
 from durability.faults import patiently
-from durability.interfaces import (
-    INBOX,
-    Checkpointer,
-    Effect,
-    Entry,
-    Interruption,
-    Pass,
-    Recorded,
-    check_key,
-    positive,
-)
+from durability.interfaces import Checkpointer
+from durability.signals import Interruption
+from durability.values import Effect, Entry, Pass, Recorded
 
 T = TypeVar("T")
-Clock = Callable[[], datetime]
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC)
 
 
 # --- outcomes: what a pass came to --------------------------------------------------------
@@ -458,10 +447,13 @@ class Run:
 
     # -- what the pass came to ---------------------------------------------------------
 
-    def _suspended(self) -> frozenset[str]:
+    @property
+    def suspended_on(self) -> frozenset[str]:
+        """The keys this pass suspended on so far (sleeps, waits, listens), caught or not."""
         return frozenset(self._sleeps) | frozenset(self._waiting) | frozenset(self._listening)
 
-    def _outcome(self) -> Sleeping | Blocked:
+    def suspension(self) -> Sleeping | Blocked:
+        """What this pass comes to if it stopped on its suspensions: `resume`'s answer."""
         # Sleeping wins: it alone carries something the driver must act on (a deadline);
         # the branches that wait on input are reached again by the pass the wakeup brings.
         deadline = self.deadline
@@ -521,8 +513,8 @@ async def resume(
     except BaseException as exc:
         stopped = exc
     else:
-        if run._suspended():
-            raise Swallowed(run._suspended())
+        if run.suspended_on:
+            raise Swallowed(run.suspended_on)
         return Completed(value)
     # Outside the `except`, so what is raised below carries its own context, not `stopped`'s.
     leaves = _leaves(stopped)
@@ -539,7 +531,7 @@ async def resume(
                 " through the Run it was given"
             ) from stopped
     if all(isinstance(leaf, Suspended) for leaf in leaves):
-        return run._outcome()
+        return run.suspension()
     if isinstance(stopped, BaseExceptionGroup):
         _, failures = stopped.split(Suspended)
         assert failures is not None  # not every leaf was a suspension

@@ -40,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", default=[], metavar="NAME=VALUE[,VALUE]",
                      help="override a parameter of the experiments that have it (rate=5,20;"
                      " lease_s=1; seconds=3); repeat for several")
+    run.add_argument("--register", action="append", default=[],
+                     metavar="NAME=MODULE:OPENER[?like=BACKEND&...]",
+                     help="add a backend of your own, opened by OPENER (open_durable's "
+                     "signature), in the place of ours LIKE gives; repeat for several")
     run.add_argument("--no-figures", action="store_true", help="write no figures")
     run.add_argument("--merge", action="store_true",
                      help="replace only these backends' rows in existing results (the metadata"
@@ -73,9 +77,20 @@ def _parser() -> argparse.ArgumentParser:
                  "an hour or more only, if hour-long runs are there")
     soak.add_argument("--no-figures", action="store_true", help="draw no figure")
     report = commands.add_parser("report", help="print the comparison tables from results/")
-    report.add_argument("--results", default=str(RESULTS))
+    report.add_argument("names", nargs="*", metavar="NAME",
+                        help=f"which experiments (default: all of {', '.join(EXPERIMENTS)})")
+    report.add_argument("--results", default=str(RESULTS),
+                        help=f"the run's folder (default: the reference, {_shown(RESULTS)}/)")
+    report.add_argument("--width", type=int, default=120,
+                        help="the widest a table may be, in columns (default 120)")
     report.add_argument("--figures", action="store_true",
                         help="also draw each experiment's figure again from its rows")
+    drawing = commands.add_parser("figures", help="draw a run's figures again from its rows,"
+                                  " running nothing")
+    drawing.add_argument("names", nargs="*", metavar="NAME", help="which figures (default: every"
+                         " one whose results are in the folder)")
+    drawing.add_argument("--results", default=str(RESULTS),
+                         help=f"the run's folder (default {_shown(RESULTS)}/)")
     found = commands.add_parser("backends", help="what was found, how, and why not")
     found.add_argument("--sources", help="as for run")
     commands.add_parser("images", help="build local container images (Debian archive)")
@@ -84,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
     books.add_argument("names", nargs="*", help="which notebooks (default: all)")
     books.add_argument("--results", help="execute them on this run's folder instead, and write "
                        "them into its notebooks/ (the committed ones stay on the reference)")
+    books = commands.add_parser("workbooks", help="write the notebooks that run experiments "
+                                "(your-own-scheduler, run-your-own) and execute them")
+    books.add_argument("names", nargs="*", help="which (default: both)")
     return parser
 
 
@@ -157,14 +175,30 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "report":
         from experiments.report import report
 
-        print(report(Path(args.results)))
+        unknown = [n for n in args.names if n not in EXPERIMENTS]
+        if unknown:
+            print(f"unknown experiment(s) {unknown}; choose from {', '.join(EXPERIMENTS)}",
+                  file=sys.stderr)
+            return 2
+        names = args.names or list(EXPERIMENTS)
+        print(report(Path(args.results), names, width=args.width))
         if args.figures:
-            from experiments.catalogue import EXPERIMENTS
             from experiments.figures import draw
 
-            for name in EXPERIMENTS:
+            for name in names:
                 if (Path(args.results) / f"{name}.csv").exists():
                     print(f"drew {draw(name, Path(args.results))}")
+        return 0
+    if args.command == "figures":
+        from experiments.figures import redraw
+
+        try:
+            drawn = redraw(Path(args.results), args.names)
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
+        for path in drawn:
+            print(f"drew {_shown(path)}")
         return 0
     if args.command == "backends":
         return _backends(_sources(args.sources))
@@ -188,6 +222,17 @@ def main(argv: list[str] | None = None) -> int:
         for path in written:
             print(f"wrote {_shown(path)}")
         return 0
+    if args.command == "workbooks":
+        from experiments import workbooks
+
+        try:
+            written = workbooks.build(args.names or None)
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
+        for path in written:
+            print(f"wrote {_shown(path)}")
+        return 0
     return 2
 
 
@@ -204,6 +249,11 @@ def _run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
+        from experiments.registry import parse, register
+
+        for text in args.register:
+            name, given = parse(text)
+            register(name, given.pop("opener"), **given)
         chosen = select(None if not args.backends else [b.strip() for b in
                                                          args.backends.split(",") if b.strip()])
     except ValueError as error:

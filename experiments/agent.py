@@ -5,7 +5,8 @@ a body from `experiments.bodies`, observed), `submit` (an open-loop schedule of 
 `preload`, `mark` (CPU, what the store sent, what the worker saw, whether it still works),
 `footprint`, `probe` (an experiment's own in-process measurement), `arrive`, `deliver`, `load`
 (checkpoints), `verify` (the Redis wipe marker), `delete` and `stop`. It imports only the public
-API: `durability`, `open_durable`, `work`'s `Event`s and `durable.traffic`.
+API: `durability`, `open_durable`, `work`'s `Event`s and `durable.traffic`; a backend of
+someone's own is opened by the opener its `open` names (`experiments.registry`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from experiments.protocol import (
     schedule,
     supervised,
 )
+from experiments.registry import load
 
 
 def _ms(value: object, default: float | None = None) -> timedelta | None:
@@ -69,8 +71,11 @@ class Agent:
     async def open(self, request: Message) -> Message:
         lease = _ms(request.get("lease_ms"), 30_000)
         assert lease is not None
+        opener: Any = open_durable
+        if request.get("opener"):  # a backend of someone's own (experiments.registry)
+            opener = load(str(request["opener"]), str(request.get("path") or ""))
         self.durable = await self.stack.enter_async_context(
-            open_durable(
+            opener(
                 request["url"],
                 lease=lease,
                 poll=_ms(request.get("poll_ms")),

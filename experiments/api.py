@@ -26,7 +26,7 @@ from experiments.results import RESULTS, SCRATCH, modes
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["parameters", "run", "run_sync", "use", "where"]
+__all__ = ["conformance", "found", "parameters", "register", "run", "run_sync", "use", "where"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -49,6 +49,45 @@ def _backends(backends: str | Sequence[str] | None) -> list[Any]:
     if isinstance(backends, str):
         backends = [b.strip() for b in backends.split(",") if b.strip()]
     return select(None if backends is None else list(backends))
+
+
+def found(backends: str | Sequence[str] | None = None, *,
+          sources: Sequence[str] = ("url", "port")) -> list[str]:
+    """The backends named (all by default; names or `prefix*`) that can run here now: those
+    needing no server, and those whose server answers where `sources` look (by default the
+    URLs in the environment and the local ports, which start nothing). A rival needs its
+    virtualenv too."""
+    import shutil
+
+    from experiments.harness import Lab
+    from experiments.runner import skip_reason
+    from experiments.servers import Servers
+
+    picked = _backends(backends)
+    with Servers(tuple(sources)) as servers:
+        lab = Lab(servers, quick=True)
+        try:
+            return [b.name for b in picked if skip_reason(lab, b) is None]
+        finally:
+            shutil.rmtree(lab.scratch, ignore_errors=True)
+
+
+def register(name: str, opener: str | Callable[..., Any], **options: Any) -> Any:
+    """Add backend `name` (a scheduler or a whole store of your own, opened by `opener`, its
+    import path `"package.module:name"`) to every experiment, table and figure; see
+    `experiments.registry.register` for `like=`, `store=` and the rest. Returns the backend."""
+    from experiments import registry
+
+    return registry.register(name, opener, **options)
+
+
+def conformance(backend: str, **options: Any) -> Any:
+    """Run the store conformance suite on `backend` (registered or ours) in a pytest of its
+    own and return what it found (`experiments.conforming.Conformance`: true when nothing
+    failed, shown as a table in a notebook); `select=` runs part of it (a pytest `-k`)."""
+    from experiments.conforming import check
+
+    return check(backend, **options)
 
 
 def parameters(name: str) -> dict[str, str]:
@@ -105,6 +144,11 @@ async def run(
     shown = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
     command = (f"lab.run({chosen!r}, backends={[b.name for b in picked]!r}, quick={quick}"
                + (f", {shown}" if shown else "") + ")")
+    # A backend of someone's own is part of what makes the rows again (the metadata's
+    # `registered` says the rest of it).
+    command = "".join(f"lab.register({b.name!r}, {b.opener!r}"
+                      + (f", like={b.like!r}" if b.like else "") + "); "
+                      for b in picked if b.registered) + command
     work = asyncio.ensure_future(runner.run(
         chosen, picked, quick=quick, repeat=repeat,
         sources=tuple(sources) if sources else None, where=folder, figures=figures,

@@ -7,14 +7,23 @@ namespace, queue, database or file), and what about it an experiment may sweep: 
 backend's poll interval is the floor under its latency, so `latency` runs it at several. A
 rival (`rival=`) is a job queue people would pick instead, driven by its own agent in its own
 virtualenv (`experiments.rivals`); `variant` says which of its settings a row ran with.
+A backend of your own (`opener`: the import path of what opens its store) is registered from a
+notebook (`experiments.registry.register`) and reaches other processes through `LAB_BACKENDS`.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-__all__ = ["BACKENDS", "Backend", "Place", "select"]
+__all__ = ["BACKENDS", "ENVIRONMENT", "OPEN", "Backend", "Place", "from_environment", "select"]
+
+#: What opens the store of every backend of ours (a rival's agent opens its own queue).
+OPEN = "durability.connect:open_durable"
+#: The environment variable that carries registered backends to the processes started here.
+ENVIRONMENT = "LAB_BACKENDS"
 
 
 @dataclass(frozen=True)
@@ -39,6 +48,16 @@ class Backend:
     variants: tuple[str, ...] = ("default",)
     skip: frozenset[str] = field(default_factory=frozenset)
     about: str = ""
+    #: The import path of what opens the store (`open_durable`'s signature), and the folder
+    #: the agents import it from ("": they find it as they are); `like`: ours it varies.
+    opener: str = OPEN
+    path: str = ""
+    like: str | None = None
+
+    @property
+    def registered(self) -> bool:
+        """Whether it is a backend of someone's own (`experiments.registry`), not ours."""
+        return self.opener != OPEN
 
     @property
     def in_process(self) -> bool:
@@ -52,9 +71,10 @@ class Backend:
         """The store URL of this backend in `place` (ours only), with `extra` URL options."""
         if self.store == "memory":
             return "memory://"
-        if self.store == "sqlite":
-            return f"sqlite://{place.directory}/{place.tag}.db"
         options = [o for o in (self.options, extra) if o]
+        if self.store == "sqlite":
+            query = f"?{'&'.join(options)}" if options else ""
+            return f"sqlite://{place.directory}/{place.tag}.db{query}"
         if self.store == "redis":
             options.append(f"namespace=lab-{place.tag}")
         else:
@@ -67,7 +87,9 @@ _NOT_MEMORY = frozenset({"takeover"})  # one process: nothing to kill and take o
 _POLLED = frozenset({"growth"})
 #: The same scheduler code on another server version: measured where the version matters.
 _SAME_CODE = frozenset({"takeover", "scaling", "wakeups"})
-_OURS_ONLY = frozenset({"growth", "takeover", "scaling", "wakeups"})
+#: `scaling` times our stores' own operations (claim + load, take, `wake_due`): a rival has
+#: none of them. Every other experiment asks its question of the rivals too.
+_OURS_ONLY = frozenset({"scaling"})
 _CLUSTER = frozenset({"idle", "growth", "takeover", "scaling", "wakeups"})
 
 BACKENDS: dict[str, Backend] = {
@@ -112,6 +134,26 @@ BACKENDS: dict[str, Backend] = {
                 about="procrastinate: Postgres, LISTEN/NOTIFY"),
     ]
 }
+
+
+def from_environment(text: str | None) -> list[Backend]:
+    """The backends `LAB_BACKENDS` holds (none for None or empty), as `registry.register`
+    wrote them; their openers are imported only where a store is opened, in the agents."""
+    if not text:
+        return []
+    try:
+        return [Backend(name=str(b["name"]), scheduler=str(b.get("scheduler") or b["opener"]),
+                        store=str(b["store"]), server=b.get("server"),
+                        options=str(b.get("options", "")), polled=bool(b.get("polled")),
+                        skip=frozenset(b.get("skip", ())), about=str(b.get("about", "")),
+                        opener=str(b["opener"]), path=str(b.get("path", "")),
+                        like=b.get("like")) for b in json.loads(text)]
+    except (ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"{ENVIRONMENT} is not a list of registrations: {error}") from None
+
+
+BACKENDS.update({b.name: b for b in from_environment(os.environ.get(ENVIRONMENT))
+                 if b.name not in BACKENDS})
 
 
 def select(names: Iterable[str] | None) -> list[Backend]:

@@ -120,9 +120,9 @@ def counting(store: str, counters: str, workflow: str) -> Effect:
         return LuaEffect("return redis.call('INCR', KEYS[1])",
                          [f"{counters}:{workflow_tag(workflow)}"])
     if store == "postgres":
-        from durability.postgres import SqlEffect
+        from durability.postgres import PostgresEffect
 
-        return SqlEffect(f"INSERT INTO {counters} AS c (workflow, n) VALUES (%s, 1) ON "
+        return PostgresEffect(f"INSERT INTO {counters} AS c (workflow, n) VALUES (%s, 1) ON "
                          "CONFLICT (workflow) DO UPDATE SET n = c.n + 1 RETURNING n",
                          (workflow,))
     if store == "sqlite":

@@ -7,16 +7,23 @@ the work runs and for a while after it ends. The stream scheduler runs with trim
 worker's own: `XTRIM ... ACKED` on 8.2, a safe `MINID` trim below 8.2) and without,
 on Redis 7 and 8.2. Rows are the samples (seconds since the first submission); `summary` gives
 the peak and final size per configuration.
+
+A rival has no durable sleep: each of our wakeups is a pass through the queue, so a rival is
+given as many one-step jobs as our workflows wake, at the same rate, and its queue counted the
+same way (`experiments.rivals.footprint`; a Redis rival on a server of its own, since arq
+does not name its keys after the queue), until it has run them all, with its defaults
+(`trimming` False) and with its own cleanup setting (True; `CLEANUP` says what each is).
 """
 
 from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from experiments.backends import Backend
-from experiments.harness import Lab
+from experiments.harness import Agent, Lab
 
 NAME = "growth"
 TITLE = "queue size under repeated wakeups"
@@ -37,7 +44,26 @@ def plan(quick: bool) -> dict[str, float]:
             "sample": 0.5, "trim_every_ms": 5_000}
 
 
+#: How long a rival that fell behind the submissions may take to finish them before the
+#: last samples (some run a few hundred jobs a second here, where ours are given 200 a second).
+DRAIN_S = 240.0
+#: Each rival's queue at its defaults and with its own cleanup setting (None: it has none).
+CLEANUP: dict[str, tuple[str, str | None]] = {
+    "saq": ("job ttl=600 s (its default): a finished job's key is kept 10 minutes",
+            "job ttl=-1: a finished job's key is deleted"),
+    "arq": ("keep_result=3600 s (its default)", "keep_result=0: no result key"),
+    "streaq": ("task ttl=300 s (its default)", "task ttl=0: no result kept"),
+    "pgqueuer": ("its defaults: a log row per status change, kept until cleared by hand",
+                 None),
+    "procrastinate": ("delete_jobs=never (its default): every job's row and events stay",
+                      "delete_jobs=always"),
+}
+
+
 def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
+    if backend.rival is not None:
+        cleanup = CLEANUP[backend.rival][1] is not None
+        return [{"trimming": False}, *([{"trimming": True}] if cleanup else [])]
     if backend.scheduler == "RedisStreamScheduler":
         return [{"trimming": True}, {"trimming": False}]
     return [{"trimming": None}]
@@ -45,6 +71,11 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
     p = {**plan(lab.quick), **{k: params[k] for k in SETTINGS if params.get(k) is not None}}
+    if backend.rival is not None:
+        if backend.store == "redis" and backend.server is not None:
+            with lab.servers.fresh(backend.server) as server:
+                return await _rival(lab, backend, p, bool(params["trimming"]), server)
+        return await _rival(lab, backend, p, bool(params["trimming"]), None)
     trimming = params["trimming"]
     # The stream's worker trims by default: `off` is what leaves it untrimmed.
     options = ("" if trimming is None else
@@ -57,19 +88,80 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
     ):
         prefix = f"gr{uuid.uuid4().hex[:6]}"
         await worker.request("work", body="waker", pool=64)
-        began = asyncio.get_running_loop().time()
-        samples: list[dict[str, Any]] = []
-        submitting = asyncio.create_task(client.request(
+        end = p["seconds"] + p["wakes"] * p["nap_ms"] / 1000 + p["tail"]
+        samples = await _sampled(client, p, end, client.request(
             "submit", prefix=prefix, rate=p["rate"], count=count, seed=7,
             value={"wakes": p["wakes"], "nap_ms": p["nap_ms"]}, timeout=900))
-        end = p["seconds"] + p["wakes"] * p["nap_ms"] / 1000 + p["tail"]
-        while (now := asyncio.get_running_loop().time() - began) < end:
-            found = await client.request("footprint")
-            samples.append({"t": now, **found})
-            await asyncio.sleep(p["sample"])
-        await submitting
         done = await worker.request("mark")
         await worker.request("stop")
+    rows = _rows(samples)
+    rows.append({"metric": "workflows", "value": count, "unit": "count"})
+    rows.append({"metric": "wakeups", "value": count * p["wakes"], "unit": "count"})
+    rows.append({"metric": "completed", "value": done["kinds"].get("outcome", 0),
+                 "unit": "passes"})
+    return rows
+
+
+async def _rival(lab: Lab, backend: Backend, p: dict[str, float], cleanup: bool, server: Any
+                 ) -> list[dict[str, Any]]:
+    """As many jobs as our workflows' wakeups, at the same rate, into a rival's queue."""
+    count = round(p["rate"] * p["seconds"] * p["wakes"])
+    options = "cleanup=on" if cleanup else ""
+    async with (
+        lab.place(backend, server) as (place, _),
+        lab.agent(backend, place, options=options) as worker,
+        lab.agent(backend, place, role="client", housekeeping=False, options=options) as client,
+    ):
+        await worker.request("work", body="one-step", pool=64)
+
+        async def finished() -> bool:
+            return int((await worker.request("mark"))["outcomes"]) >= count
+
+        samples = await _sampled(client, p, p["seconds"] + p["tail"], client.request(
+            "submit", prefix=f"gr{uuid.uuid4().hex[:6]}", rate=count / p["seconds"],
+            count=count, seed=7, timeout=900), finished)
+        done = await worker.request("mark")
+        await worker.request("stop")
+    return [*_rows(samples),
+            {"metric": "jobs", "value": count, "unit": "count"},
+            {"metric": "wakeups", "value": count, "unit": "count"},
+            {"metric": "completed", "value": done["kinds"].get("outcome", 0), "unit": "jobs"}]
+
+
+async def _sampled(client: Agent, p: dict[str, float], end: float, submitting: Any,
+                   finished: Callable[[], Awaitable[bool]] | None = None
+                   ) -> list[dict[str, Any]]:
+    """The queue's footprint every `sample` seconds from now until `end`, while the
+    submission `submitting` runs (awaited before returning); with `finished`, on until it
+    says every job is done (at most `DRAIN_S` more) and `tail` after that, so the last sample
+    is the queue after every job, not one still working through a backlog."""
+    loop = asyncio.get_running_loop()
+    began = loop.time()
+    running = asyncio.ensure_future(submitting)
+    samples: list[dict[str, Any]] = []
+
+    async def sample() -> None:
+        found = await client.request("footprint")
+        samples.append({"t": loop.time() - began, **found})
+        await asyncio.sleep(p["sample"])
+
+    try:
+        while loop.time() - began < end:
+            await sample()
+        await running
+        if finished is not None:
+            drained = loop.time() + DRAIN_S
+            while loop.time() < drained and not await finished():
+                await sample()
+            tail = loop.time() + p["tail"]
+            while loop.time() < tail:
+                await sample()
+    finally:
+        running.cancel()
+    return samples
+
+
+def _rows(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     for sample in samples:
         entries = sum(sample["parts"].values())
@@ -80,10 +172,6 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
         for part, value in sample["parts"].items():
             rows.append({"t_s": sample["t"], "metric": "part", "part": part, "value": value,
                          "unit": "count"})
-    rows.append({"metric": "workflows", "value": count, "unit": "count"})
-    rows.append({"metric": "wakeups", "value": count * p["wakes"], "unit": "count"})
-    rows.append({"metric": "completed", "value": done["kinds"].get("outcome", 0),
-                 "unit": "passes"})
     return rows
 
 
@@ -102,6 +190,9 @@ def _client(lab: Lab, backend: Backend, place: Any, given: Any) -> Any:
 
 
 def _label(backend: str, trimming: Any) -> str:
+    if backend in CLEANUP:  # a rival: its defaults, or its own cleanup setting
+        cleaned = trimming is True or trimming == "True"
+        return f"{backend}, {'its cleanup' if cleaned else 'defaults'}"
     if trimming is True or trimming == "True":
         return f"{backend}, trimmed"
     if trimming is False or trimming == "False":
@@ -129,23 +220,76 @@ def summary(frame: Any) -> Any:
     totals = frame[frame["metric"] == "wakeups"].groupby("backend")["value"].first()
     table = pandas.DataFrame(out)
     table["wakeups"] = [totals.get(b, float("nan")) for b in table["backend"]]
+    table["setting"] = [_setting(str(b), t) for b, t in
+                        zip(table["backend"], table["trimming"], strict=True)]
     return table
 
 
-def draw(frame: Any) -> Any:
-    from experiments.figures import colour, figure, label
+def _setting(backend: str, trimming: Any) -> str:
+    """What a rival's row ran with: its defaults, or its cleanup setting."""
+    if backend not in CLEANUP:
+        return ""
+    default, cleanup = CLEANUP[backend]
+    return (cleanup or "") if trimming is True or trimming == "True" else default
 
-    fig, axes = figure(columns=2, width=6.5, height=4.5)
-    for ax, metric, unit, scale in ((axes[0][0], "entries", "entries", 1.0),
-                                    (axes[0][1], "bytes", "KiB", 1 / 1024)):
-        rows = frame[frame["metric"] == metric]
-        for (backend, trimming), group in rows.groupby(["backend", "trimming"], dropna=False,
-                                                       sort=False):
-            group = group.sort_values("t_s")
-            untrimmed = trimming is False or trimming == "False"
-            ax.plot(group["t_s"], group["value"] * scale, label=_label(str(backend), trimming),
-                    color=colour(str(backend)), linestyle=":" if untrimmed else "-")
-        label(ax, f"Queue {metric} while workflows wake repeatedly",
-              "seconds since the first submission", unit)
-        ax.legend(loc="upper left", ncol=2)
+
+#: The two panels of a row: (metric, unit, scale, where the log scale starts).
+METRICS = (("entries", "entries", 1.0, 10.0), ("bytes", "KiB", 1 / 1024, 1.0))
+
+
+def draw(frame: Any) -> Any:
+    """The queue's entries and bytes over time, a line a backend (untrimmed dotted, hollow; a
+    rival with its own cleanup setting dashed, hollow, as a rival's tuned setting is drawn
+    everywhere), on a scale linear near zero and logarithmic above, so that a queue holding
+    tens and one holding thousands both show; a row of panels per family where there are too
+    many lines."""
+    from experiments.figures import figure, label, look, nothing, panels
+
+    samples = frame[frame["metric"].isin([m for m, *_ in METRICS])]
+    series = list(samples.groupby(["backend", "trimming"], dropna=False, sort=False).groups)
+    groups = panels([b for b, _ in series], series=len(series)) or [("", [])]
+    fig, axes = figure(columns=2, rows=len(groups), width=6.0,
+                       height=4.2 if len(groups) == 1 else 3.4 if len(groups) <= 3 else 2.8)
+    for row, (title, chosen) in zip(axes, groups, strict=True):
+        for ax, (metric, unit, scale, linear) in zip(row, METRICS, strict=True):
+            rows = samples[(samples["metric"] == metric) & samples["backend"].isin(chosen)]
+            keys = rows.groupby(["backend", "trimming"], dropna=False, sort=False)
+            for number, ((backend, trimming), group) in enumerate(keys):
+                group = group.sort_values("t_s")
+                cleaned = trimming is True or trimming == "True"
+                if backend in CLEANUP:  # a rival: its defaults plain, its cleanup its variant
+                    seen = look(str(backend), "cleanup" if cleaned else "default").line()
+                else:
+                    seen = look(str(backend)).line()
+                    if trimming is False or trimming == "False":  # the stream left to grow
+                        seen.update(linestyle=":", markerfacecolor="white")
+                seen["label"] = _label(str(backend), trimming)
+                # markers spaced alike but started apart, so lines lying on each other (the
+                # small queues near zero) each show theirs; a short run's on every sample
+                ax.plot(group["t_s"], group["value"] * scale, markersize=4, linewidth=1.3,
+                        markevery=(number * 2 % 16, 16) if len(group) > 32 else None, **seen)
+            heading = f"Queue {metric} while workflows wake repeatedly"
+            ax.set_title(f"{title}: queue {metric}" if title else heading)
+            if rows.empty:
+                nothing(ax, f"no {metric} sampled for these backends")
+                continue
+            ax.set_ylim(bottom=0)
+            if samples[samples["metric"] == metric]["value"].max() * scale > 50 * linear:
+                ax.set_yscale("symlog", linthresh=linear)
+                unit = f"{unit} (log scale above {linear:g})"
+            label(ax, ax.get_title(), "seconds since the first submission", unit)
+        handles, names = row[0].get_legend_handles_labels()
+        for extra, name in zip(*row[1].get_legend_handles_labels(), strict=True):
+            if name not in names:
+                handles.append(extra)
+                names.append(name)
+        # beside the row, not on it: the small queues lie along the bottom, the stream's
+        # growth across the middle
+        row[1].legend(handles, names, loc="center left", bbox_to_anchor=(1.02, 0.5))
+    for column in range(len(METRICS)):  # one scale down a column, so rows compare
+        top = max(ax.get_ylim()[1] for ax in axes[:, column])
+        if axes[0, column].get_yscale() == "symlog":  # headroom: a line ends at the peak
+            top *= 2
+        for ax in axes[:, column]:
+            ax.set_ylim(0, top)
     return fig

@@ -376,7 +376,8 @@ class Lab:
                     housekeeping: bool = True, variant: str = "default", role: str = "worker",
                     options: str = "") -> AsyncIterator[Agent]:
         """An agent process with `backend`'s store open in `place` (with `keep`, one per set of
-        settings for the whole `scope`); `options` are extra URL options."""
+        settings for the whole `scope`); `options` are extra URL options (for a rival, what
+        the experiment asks of its settings, in the same `name=value&...` form)."""
         make = self._agent(backend, place, lease_ms=lease_ms, poll_ms=poll_ms,
                            housekeeping=housekeeping, variant=variant, role=role, options=options)
         if keep:
@@ -403,10 +404,13 @@ class Lab:
             agent = await Agent.start(sys.executable, "experiments.agent",
                                       f"{backend.name}/{role}")
         try:
+            # A backend of someone's own names what opens its store; the agent imports it.
+            theirs = {"opener": backend.opener, "path": backend.path} if backend.registered \
+                else {}
             await agent.request(
                 "open", url=backend.url(place, options), base=place.base, tag=place.tag,
                 lease_ms=lease_ms, poll_ms=poll_ms, housekeeping=housekeeping,
-                variant=variant, role=role, timeout=120,
+                variant=variant, role=role, options=options, timeout=120, **theirs,
             )
             yield agent
         finally:

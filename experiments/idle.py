@@ -102,34 +102,65 @@ def summary(frame: Any) -> Any:
     return table[[c for c in ["backend", "variant", *wanted] if c in table.columns]]
 
 
-def draw(frame: Any) -> Any:
-    from experiments.figures import colour, figure, label
+#: The two counts of each panel: (the worker's column, the server's column, the unit's scale).
+PANELS = (("Requests an idle worker sends", "requests per second",
+           "worker_requests", "server_requests", 1.0),
+          ("CPU an idle worker costs", "CPU milliseconds per second",
+           "worker_cpu", "server_cpu", 1000.0))
 
-    fig, axes = figure(columns=2, width=6.5, height=4.5)
-    requests, cpu = axes[0][0], axes[0][1]
+
+def draw(frame: Any) -> Any:
+    """Two bars a backend (family by family): what the worker counted, solid, and what the
+    server counted, pale and hatched; each with its number, or "not counted" where that side
+    has no count (a rival's worker, a store with no server)."""
+    from matplotlib.patches import Patch
+
+    from experiments.figures import bounds, family, figure, label, look, order
+
     table = summary(frame)
-    names = [f"{b}" if v == "default" else f"{b} ({v})"
-             for b, v in zip(table["backend"], table["variant"], strict=True)]
-    colours = [colour(str(b)) for b in table["backend"]]
+    rank = {b: i for i, b in enumerate(order(table["backend"]))}
+    table = table.assign(_rank=table["backend"].map(rank)).sort_values(
+        ["_rank", "variant"], kind="stable").reset_index(drop=True)
+    looks = [look(str(b), v) for b, v in zip(table["backend"], table["variant"], strict=True)]
+    fig, axes = figure(columns=2, width=6.5, height=1.4 + 0.32 * max(len(table), 4))
     y = list(range(len(table)))
-    own = table.get("worker_requests")
-    server = table.get("server_requests")
-    if own is not None:
-        requests.barh([i + 0.2 for i in y], own.fillna(0), height=0.4, color=colours,
-                      label="the worker's own count")
-    if server is not None:
-        requests.barh([i - 0.2 for i in y], server.fillna(0), height=0.4, color=colours,
-                      alpha=0.45, hatch="//", label="the server's count")
-    requests.set_yticks(y, names)
-    requests.invert_yaxis()
-    label(requests, "Requests an idle worker sends", "requests per second", "")
-    requests.legend(loc="lower right")
-    for column, offset, shade in (("worker_cpu", 0.2, 1.0), ("server_cpu", -0.2, 0.45)):
-        if column in table:
-            cpu.barh([i + offset for i in y], table[column].fillna(0) * 1000, height=0.4,
-                     color=colours, alpha=shade, label=column.replace("_", " "))
-    cpu.set_yticks(y, names)
-    cpu.invert_yaxis()
-    label(cpu, "CPU an idle worker costs", "CPU milliseconds per second", "")
-    cpu.legend(loc="lower right")
+    # a run with no server behind any backend (memory and SQLite) has one bar a backend
+    servers = any(theirs in table for _, _, _, theirs, _ in PANELS)
+    for ax, (title, unit, own, theirs, scale) in zip(axes[0], PANELS, strict=True):
+        sides = ((own, -0.2, False), (theirs, 0.2, True)) if servers else ((own, 0.0, False),)
+        for column, offset, pale in sides:
+            values = table[column] * scale if column in table else None
+            for i, seen in enumerate(looks):
+                value = float("nan") if values is None else float(values.iloc[i])
+                if value != value:
+                    ax.annotate("not counted", (0, i + offset), xytext=(3, 0), fontsize=6.5,
+                                textcoords="offset points", va="center", color="#888888")
+                    continue
+                ax.barh(i + offset, value, height=0.4, color=seen.colour,
+                        alpha=0.4 if pale else 1.0, hatch="////" if pale else None,
+                        edgecolor=seen.colour, linewidth=0.6)
+                ax.annotate(f"{value:.3g}", (value, i + offset), xytext=(3, 0), fontsize=6.5,
+                            textcoords="offset points", va="center")
+            interval = bounds(table, column)
+            if interval is not None and values is not None:  # where the summary has one
+                lo, hi = (side * scale for side in interval)
+                ax.errorbar(values, [i + offset for i in y], xerr=[values - lo, hi - values],
+                            fmt="none", ecolor="#333333", capsize=2, linewidth=0.8)
+        for i in range(1, len(table)):  # a faint rule between families
+            if family(str(table["backend"][i])) != family(str(table["backend"][i - 1])):
+                ax.axhline(i - 0.5, color="#bbbbbb", linewidth=0.6)
+        ax.set_yticks(y, [seen.name for seen in looks])
+        ax.set_ylim(len(table) - 0.5, -0.5)  # the first backend on top
+        ax.margins(x=0.12)  # room for the numbers at the bars' ends
+        ax.grid(axis="y", visible=False)
+        label(ax, title, unit, "")
+    # the legend's swatches are what the bars are (solid; pale and hatched), not one backend's
+    swatches = [Patch(facecolor="#555555", label="the worker's own count")]
+    if servers:
+        swatches.append(Patch(facecolor="#555555", alpha=0.4, hatch="////", edgecolor="#555555",
+                              label="the server's count"))
+    else:
+        swatches.append(Patch(facecolor="none", edgecolor="none",
+                              label="(no backend in this run has a server to count)"))
+    fig.legend(handles=swatches, loc="outside lower center", ncol=2)
     return fig

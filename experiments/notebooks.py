@@ -27,7 +27,8 @@ Cell = tuple[str, str]  # ("md" | "code", source)
 _PARAMETERS = """
 RUN = {run!r}  # None: the reference run in results/; 'latest': your newest run under runs/; or a folder
 import experiments as lab
-from experiments.reading import blank, figure, frame, ms, overview, pick, prose, run_line, say, table
+from experiments.reading import (blank, figure, frame, ms, overview, pick, prose, run_line, say, shown,
+                                 table, times, versus)
 lab.use(RUN)
 lab.reads()
 """
@@ -55,8 +56,7 @@ schedulers also run at several poll intervals, since the poll is their floor.
     code("figure('latency')"),
     code("""
 t = table('latency')
-at20 = t[(t.rate == 20) & t.poll_ms.isna()].set_index(['backend', 'variant'])
-at20[['n', 'p50', 'p90', 'p99', 'max', 'p50_vs_memory']]
+shown('latency', 'headline')
 """),
     code("""
 def p(backend, column='p50', rate=20.0, poll=None, variant='default'):
@@ -72,23 +72,32 @@ same worker with no store in between, takes {ms(p('memory'))}: the rest is the s
 hop between processes. The polled ones pay their poll: **redis-set-polled** (the design as
 published, 50 ms) {ms(p('redis-set-polled'))}, **postgres-polled** {ms(p('postgres-polled'))} and
 **sqlite** {ms(p('sqlite'))} at the median, about half a poll, with p99 near a whole one
-({ms(p('redis-set-polled', 'p99'))}, {ms(p('sqlite', 'p99'))}).\"\"\")
+({ms(p('redis-set-polled', 'p99'))}, {ms(p('sqlite', 'p99'))}). The stream's median over the
+doorbelled set's is {times(versus('latency', 'redis-stream', 'redis-set'))}. The intervals (the
+table's, and these) are a bootstrap over this run's submissions: they show how far its own
+sampling moves a number, not how far another run on a busier or quieter machine would.\"\"\")
 """),
     md("## Against the arrival rate"),
     code("""
 rates = t[t.poll_ms.isna() & (t.variant == 'default')].pivot_table(
     index='backend', columns='rate', values='p50', sort=False)
-rates.round(2)
+shown('latency', 'rates')
 """),
     code("""
 top = max(rates.columns)
 woken = [b for b in ('redis-stream', 'redis-set', 'postgres') if b in rates.index]
 span = ', '.join(f'{b} {ms(rates.loc[b].min())} to {ms(rates.loc[b].max())}' for b in woken)
 swamped = [b for b in rates.index if rates.loc[b, top] > 5 * rates.loc[b, 20.0]]
+def started(b, rate):
+    rows = t[(t.backend == b) & (t.rate == rate) & t.poll_ms.isna() & (t.variant == 'default')]
+    short = rows[rows.n < rows.submitted]
+    return (f' ({short.n.iloc[0]:,.0f} of {short.submitted.iloc[0]:,.0f} started in time, so even that'
+            ' understates it)') if len(short) else ''
+
 swamped_text = (
     f" Not everything keeps up at {top:g}/s; what does not queues: "
-    + ', '.join(f'{b} {ms(rates.loc[b, top])} at the median against {ms(rates.loc[b, 20.0])} at 20/s'
-                for b in swamped) + '.'
+    + ', '.join(f'{b} {ms(rates.loc[b, top])} at the median{started(b, top)} against '
+                f'{ms(rates.loc[b, 20.0])} at 20/s' for b in swamped) + '.'
 ) if swamped else ''
 say(f\"\"\"From 5 to {top:g} submissions a second the woken schedulers' medians stay within a few
 milliseconds ({span}); a busy worker is already awake, so the stream's and the set's fall as the
@@ -100,7 +109,7 @@ climbs with the rate, not as a lower rate.\"\"\")
     code("""
 polls = t[t.poll_ms.notna()].pivot_table(index='backend', columns='poll_ms', values='p50',
                                           sort=False)
-polls.round(2)
+shown('latency', 'polls')
 """),
     code("""
 fastest = polls.columns.min()
@@ -109,8 +118,21 @@ say(f\"\"\"A polled scheduler's median is about half its poll: redis-set-polled
 {ms(p('redis-set-polled', poll=polls.columns.max()))} at {polls.columns.max():g} ms. Polling faster
 buys latency with idle requests (see `idle.ipynb`). The doorbell removes the trade: the same
 sorted set, rung by the script that makes a member visible, starts a workflow in
-{ms(p('redis-set'))}, {p('redis-set-polled') / p('redis-set'):.0f} times sooner than the
-published design at its default poll, for no more idle cost.\"\"\")
+{ms(p('redis-set'))}: the published design at its default poll takes
+{times(versus('latency', 'redis-set-polled', 'redis-set'))} as long, while the doorbell adds nothing to
+what an idle worker costs (see `idle.ipynb`).\"\"\")
+"""),
+    md("## Beside the job queues people would pick instead"),
+    code("shown('latency', 'rivals')"),
+    code("""
+pairs = [('redis-stream', 'saq'), ('redis-stream', 'streaq'), ('postgres', 'pgqueuer'),
+         ('postgres', 'procrastinate')]
+present = [(a, b) for a, b in pairs if {a, b} <= set(t.backend)]
+say('At 20 submissions a second, the median start of ours over theirs (each at its default '
+    'settings; a bootstrap over both sides\\' submissions):\\n\\n'
+    + '\\n'.join(f'- **{a}** against **{b}**: {times(versus("latency", a, b))}' for a, b in present)
+    + '\\n\\nThese are one run\\'s: a ratio near 1 can read the other way on another day, '
+      'which only repeated runs would show.')
 """),
 ]
 
@@ -125,7 +147,7 @@ and CPU seconds per second of worker and server.
 """),
     code("run_line('idle')"),
     code("figure('idle')"),
-    code("t = table('idle').set_index(['backend', 'variant'])\nt.round(4)"),
+    code("t = table('idle').set_index(['backend', 'variant'])\nshown('idle')"),
     code("""
 def v(backend, column='worker_requests', variant='default'):
     try:
@@ -165,23 +187,26 @@ members, rows; and their bytes) is sampled throughout. The stream scheduler runs
 """),
     code("run_line('growth')"),
     code("figure('growth')"),
-    code("t = table('growth')\nt.round(2)"),
+    code("t = table('growth')\nshown('growth')"),
     code("""
 def g(backend, trimming, column='peak_entries'):
     rows = t[(t.backend == backend) & (t.trimming.astype(str) == str(trimming))]
     return float(rows[column].iloc[0]) if len(rows) else float('nan')
 
 wakeups = float(t['wakeups'].max())
+ends = (g('redis-stream', True, 'final_entries'), g('redis-stream-8.2', True, 'final_entries'))
+ended = ('ends empty on both' if ends == (0, 0) else
+         f'ends at {ends[0]:,.0f} and {ends[1]:,.0f} entries')
 say(f\"\"\"Untrimmed, the stream keeps every wakeup ever made: {g('redis-stream', False, 'final_entries'):,.0f}
 entries at the end for {wakeups:,.0f} wakeups on Redis 7, and
 {g('redis-stream-8.2', False, 'final_entries'):,.0f} on 8.2. Trimmed, it peaks at
-{g('redis-stream', True):,.0f} on 7 and {g('redis-stream-8.2', True):,.0f} on 8.2 and ends at
-{g('redis-stream', True, 'final_entries'):,.0f} and {g('redis-stream-8.2', True, 'final_entries'):,.0f}:
+{g('redis-stream', True):,.0f} on 7 and {g('redis-stream-8.2', True):,.0f} on 8.2 and {ended}:
 the `MINID` trim this project runs where `XTRIM ... ACKED` is missing keeps Redis 7 as short as
 8.2. The sorted set never holds more than one member per workflow (peak
 {g('redis-set', ''):,.0f}); the SQL queues hold one row per workflow too (postgres
 {g('postgres', ''):,.0f}, sqlite {g('sqlite', ''):,.0f}), though Postgres' table keeps its size
-on disk ({g('postgres', '', 'final_kib'):,.0f} KiB at the end) until vacuum.\"\"\")
+on disk ({g('postgres', '', 'final_kib'):,.0f} KiB at the end) until vacuum. Each is one run's
+figure, with nothing to resample: no interval.\"\"\")
 """),
 ]
 
@@ -197,19 +222,34 @@ a quarter of the lease, at most a second). Each trial starts from idle workers.
 """),
     code("run_line('takeover')"),
     code("figure('takeover')"),
-    code("t = table('takeover')\nt.round(3)"),
+    code("t = table('takeover')\nshown('takeover')"),
     code("""
-worst = t.sort_values('median_vs_bound', ascending=False).iloc[0]
-best = t.sort_values('median_vs_bound').iloc[0]
-within = (t['median_vs_bound'] <= 1.05).mean()
-of_lease = t['median'] / t['lease_s']
-say(f\"\"\"{within:.0%} of the configurations take over within lease + tick at the median, and
-the median takeover is {of_lease.min():.2f} to {of_lease.max():.2f} times the lease: the lease is
-what a dead worker costs, so choose it as the longest you can wait, not the longest a step
-takes (a live worker renews it every tick). The
-slowest relative to its bound is **{worst.backend}** at a {worst.lease_s:g} s lease
-({worst.phase}): {worst['median']:.2f} s, {worst.median_vs_bound:.1f} times lease + tick;
-the quickest **{best.backend}** ({best.lease_s:g} s, {best.phase}) at {best['median']:.2f} s.\"\"\")
+from experiments.takeover import TYPICAL
+# ours alone: a rival's kills (mid-job) are at its own settings, with no lease + tick bound
+ours, rivals = t[t['phase'] != 'mid-job'], t[t['phase'] == 'mid-job']
+worst = ours.sort_values('median_vs_bound', ascending=False).iloc[0]
+best = ours.sort_values('median_vs_bound').iloc[0]
+within = (ours['median_vs_bound'] <= 1.05).mean()
+of_lease = ours['median'] / ours['lease_s']
+never = rivals[rivals['taken_over'] == 0]
+took = rivals[rivals['taken_over'] > 0].sort_values('median')
+nowhere = ' or '.join(f'{r.backend} ({r.recovery})' for r in never.itertuples())
+theirs = (f\" The last table is the rivals': each killed mid-job at its own settings made\"
+          f\" from a {rivals.lease_s.iloc[0]:g} s lease, they take from\"
+          f\" {took.iloc[0].backend}'s {took.iloc[0]['median']:.2f} s to\"
+          f\" {took.iloc[-1].backend}'s {took.iloc[-1]['median']:.1f} s\"
+          + (f\", and never at {nowhere}.\" if nowhere else \".\") if len(took) else \"\")
+say(f\"\"\"The first table is the figure the overview and the design documents' table quote,
+the **{TYPICAL}** (a kill can land at any moment of a pass); the two below split it by where
+the kill landed. {within:.0%} of our configurations take over within lease + tick at the
+median, and the median takeover is {of_lease.min():.2f} to {of_lease.max():.2f} times the
+lease: the lease is what a dead worker costs, so choose it as the longest you can wait, not
+the longest a step takes (a live worker renews it every tick). The slowest relative to its
+bound is **{worst.backend}** at a {worst.lease_s:g} s lease ({worst.phase}): {worst['median']:.2f} s
+({worst.median_lo:.2f} to {worst.median_hi:.2f}), {worst.median_vs_bound:.0%} of lease + tick; the
+quickest **{best.backend}** ({best.lease_s:g} s, {best.phase}) at {best['median']:.2f} s. With
+{ours['n'].min():.0f} kills a configuration the intervals are rough: most backends' cells overlap,
+so the table ranks none of them above another.{theirs}\"\"\")
 """),
 ]
 
@@ -224,12 +264,16 @@ own counts (`durable.traffic`).
 """),
     code("run_line('throughput')"),
     code("figure('throughput')"),
-    code("t = table('throughput')\nt.round(3)"),
+    code("t = table('throughput')\nshown('throughput', 'rates', 'costs')"),
     code("""
 def r(backend, processes=1, column='passes_per_s', variant='default'):
     rows = t[(t.backend == backend) & (t.processes == processes) & (t.variant == variant)]
     return float(rows[column].iloc[0]) if len(rows) else float('nan')
 
+lo = {n: r('redis-stream', n, 'passes_per_s_lo') for n in (1, 4)}
+hi = {n: r('redis-stream', n, 'passes_per_s_hi') for n in (1, 4)}
+apart = ('' if lo[1] > hi[4] or lo[4] > hi[1] else
+         ', where the intervals of 1 and 4 overlap: not distinguishable at this sample size')
 say(f\"\"\"One worker process completes {r('redis-stream'):,.0f} one-step workflows a second on
 redis-stream, {r('redis-set'):,.0f} on redis-set, {r('postgres'):,.0f} on postgres and
 {r('sqlite'):,.0f} on sqlite ({r('memory'):,.0f} in memory, the worker alone). A pass costs
@@ -239,27 +283,39 @@ writes), and {r('postgres', column='requests_per_pass'):.1f} statements on Postg
 {r('postgres', column='round_trips_per_pass'):.2f} round trips. On this 2-core machine more
 processes mostly share the same two cores with the server: redis-stream goes
 {r('redis-stream', 1):,.0f} → {r('redis-stream', 2):,.0f} → {r('redis-stream', 4):,.0f} with
-1, 2 and 4 processes.\"\"\")
+1, 2 and 4 processes{apart}. Each figure is the median of {t['runs'].min():.0f} repeats; with so
+few, its interval is about their range.\"\"\")
 """),
     md("## Beside the job queues people would pick instead"),
+    code("shown('throughput', 'rivals')"),
     code("""
 def best(backend):
     rows = t[(t.backend == backend) & (t.processes == 1)]
     return float(rows['passes_per_s'].max()) if len(rows) else float('nan')
 
+def better(backend):
+    rows = t[(t.backend == backend) & (t.processes == 1)]
+    return rows.sort_values('passes_per_s').variant.iloc[-1] if len(rows) else 'default'
+
 rivals = [b for b in ('saq', 'arq', 'streaq', 'pgqueuer', 'procrastinate') if b in set(t.backend)]
 ahead = best('pgqueuer') > r('postgres')
+size = frame('throughput').query("metric == 'passes'").value.median()
 say(f\"\"\"From one process, each at its better variant (default or tuned):
 {', '.join(f'**{b}** {best(b):,.0f}/s' for b in rivals)}. On Redis this project's stream
-scheduler completes {r('redis-stream') / best('saq'):.1f} times as many as saq and
-{r('redis-stream') / best('streaq'):.1f} times as many as streaq, each pass with a checkpoint
-written. On Postgres, {'**pgqueuer outruns this project' + "'" + 's scheduler**' if ahead else
+scheduler completes {times(versus('throughput', 'redis-stream', 'saq', variant=better('saq')))}
+as many as saq ({better('saq')}) and
+{times(versus('throughput', 'redis-stream', 'streaq', variant=better('streaq')))} as many as
+streaq ({better('streaq')}), each pass with a checkpoint written. On Postgres, {'**pgqueuer outruns this project' + "'" + 's scheduler**' if ahead else
 'this project' + "'" + 's scheduler outruns pgqueuer'}
 ({best('pgqueuer'):,.0f}/s against {r('postgres'):,.0f}/s, using
 {r('pgqueuer', column='worker_cpu_per_pass'):.2f} ms of worker CPU a job against
 {r('postgres', column='worker_cpu_per_pass'):.2f}){':' if ahead else ', though'} a pgqueuer job is a
 row dequeued in batches with no checkpoint to claim, record and release, while procrastinate
-({best('procrastinate'):,.0f}/s) takes one job per transaction.\"\"\")
+({best('procrastinate'):,.0f}/s) takes one job per transaction. Postgres over pgqueuer ({better('pgqueuer')}):
+{times(versus('throughput', 'postgres', 'pgqueuer', variant=better('pgqueuer')))}. Every
+ratio here is at {size:,.0f} workflows preloaded per configuration, bootstrapped over
+{t['runs'].min():.0f} repeats a side; a burst of another size may give another ratio (a
+batching queue gains more from a deep one), and this run measures only the one.\"\"\")
 """),
 ]
 
@@ -275,8 +331,10 @@ about 1 is linear in the size.
 """),
     code("run_line('scaling')"),
     code("figure('scaling')"),
-    code("t = table('scaling')\nt.round(3)"),
+    code("t = table('scaling')\nshown('scaling')"),
     code("""
+from experiments.scaling import FLAT
+
 def s(backend, dimension):
     rows = t[(t.backend == backend) & (t.dimension == dimension)]
     return float(rows['slope'].iloc[0]) if len(rows) else float('nan')
@@ -298,7 +356,10 @@ reason it is not a production store. Cancelling a queued workflow is where the s
 being addressed by entry id: it reads the stream to find the workflow's entries (slope
 {s('redis-stream', 'cancel'):.2f}, {ms(big('redis-stream'))} at {deepest:,.0f} queued), while the
 set and the SQL queues delete one member or row ({ms(big('redis-set'))} and
-{ms(big('postgres'))}): the design document's "cancelling costs a scan", measured.\"\"\")
+{ms(big('postgres'))}): the design document's "cancelling costs a scan", measured. A slope
+below 0 ({', '.join(f'{b} {d} {v:.2f}' for b, d, v in t[t.slope < 0][['backend', 'dimension', 'slope']].itertuples(index=False)) or 'none here'})
+is noise, not a cost that shrinks: each size ran once, at its own moment, and the table reads
+any slope under {FLAT} either way as flat.\"\"\")
 """),
 ]
 
@@ -324,20 +385,22 @@ blank(o[['p50 ms @20/s', 'p99 ms @20/s', 'idle req/s', 'idle CPU ms/s', *took]].
     md("""
 Latency is submit → first pass at 20 submissions a second; idle cost is one worker with
 nothing to do (requests by the worker's own count where it has one, else the server's); the
-takeover is the median time from a worker's SIGKILL mid-step to another worker's pass.
+takeover is the median of all kills (SIGKILLed mid-step and right after a write, pooled: the
+same figure the design documents' table quotes), from the kill to another worker's pass.
 """),
     md("## Capacity, growth and how each cost grows"),
     code("""
 capacity = [c for c in ['wf/s x1', 'wf/s x2', 'wf/s x4', 'peak queue', 'peak, untrimmed',
                         'slope records', 'slope ready', 'slope sleeping', 'slope cancel']
             if c in o.columns]
-blank(o[capacity].dropna(how='all'))
+blank(o[capacity].dropna(how='all').round({c: 2 for c in capacity if c.startswith('slope')}))
 """),
     md("""
 Workflows a second at saturation from 1, 2 and 4 worker processes; the queue's peak entries
 while 5,000 wakeups go through it (the stream trimmed, and untrimmed); and the log-log slope of
 a cost against its size (0: flat, 1: linear): a checkpoint's records, the workflows queued or
-sleeping, and cancelling one of them.
+sleeping, and cancelling one of them; a slope under 0.2 either way is flat, and one below 0
+is noise (see [scaling](scaling.ipynb)).
 """),
     code("figure('latency')"),
     code("figure('throughput')"),
@@ -369,6 +432,17 @@ say(f\"\"\"- **Redis, stream scheduler**: the quickest start ({ms(o_('redis-stre
   {o_('pgqueuer', 'wf/s x1'):,.0f} a second, {'more' if o_('pgqueuer', 'wf/s x1') >
   o_('postgres', 'wf/s x1') else 'less'} than this project's Postgres scheduler, with no
   checkpoint to claim, record and release.\"\"\")
+"""),
+    md("## How sure the headline comparisons are"),
+    code("""
+pairs = [(a, b) for a, b in (('redis-stream', 'saq'), ('postgres', 'pgqueuer')) if a in o.index and b in o.index]
+say('Ours over theirs, each at its default settings, with 95% intervals (a bootstrap over '
+    'submissions for latency, over repeats for throughput):\\n\\n'
+    + '\\n'.join(f'- **{a}** against **{b}**: median start {times(versus("latency", a, b))}; '
+                  f'workflows a second from one process {times(versus("throughput", a, b))}'
+                  for a, b in pairs)
+    + '\\n\\nAn interval covers what moves within one run; the machine\\'s load moves a ratio '
+      'between runs too, so one near 1 may read the other way on another day.')
 """),
 ]
 

@@ -14,6 +14,7 @@ each; `pick(frame, column, **where)` reads one cell by what it means rather than
 
 from __future__ import annotations
 
+import functools
 import importlib
 import math
 import os
@@ -23,7 +24,7 @@ from typing import Any
 from experiments.results import RESULTS, describe, is_reference, load, metadata, modes
 
 __all__ = ["DEFAULT", "blank", "figure", "frame", "ms", "overview", "pick", "prose", "reads",
-           "run_line", "say", "table"]
+           "run_line", "say", "shown", "table", "times", "versus"]
 
 #: Where notebooks read from unless told (`experiments.use`): the committed reference run, or
 #: the folder `LAB_RESULTS` names (a quick run of your own, say).
@@ -47,20 +48,11 @@ _readable()
 
 
 def blank(data: Any) -> Any:
-    """`data` for reading: numbers at the precision they deserve (1,262 and 18,270, 25.5,
-    0.94), missing cells empty rather than NaN."""
+    """`data` for reading: numbers as the report shows them (`tables.number`: 1,262 and
+    18,270, 25.5, 0.944, 0.00028), missing cells empty rather than NaN."""
+    from experiments.tables import number
 
-    def shown(value: Any) -> Any:
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return value
-        if value != value:
-            return ""
-        size = abs(value)
-        if size >= 10 and value == int(value):
-            return f"{value:,.0f}"
-        return f"{value:,.0f}" if size >= 100 else f"{value:.1f}" if size >= 10 else f"{value:.2f}"
-
-    return data.map(shown)
+    return data.map(lambda value: value if isinstance(value, str) else number(value))
 
 
 def frame(name: str, where: Path | None = None) -> Any:
@@ -69,9 +61,52 @@ def frame(name: str, where: Path | None = None) -> Any:
 
 
 def table(name: str, where: Path | None = None) -> Any:
-    """An experiment's summary table."""
+    """An experiment's summary table (computed once per version of its rows: the intervals
+    in it take a few seconds)."""
+    path = (where or WHERE).resolve() / f"{name}.csv"
+    stamp = path.stat().st_mtime_ns if path.exists() else 0
+    return _summary(name, path.parent, stamp).copy()
+
+
+@functools.lru_cache(maxsize=32)
+def _summary(name: str, where: Path, stamp: int) -> Any:
     module = importlib.import_module(f"experiments.{name}")
-    return module.summary(frame(name, where))
+    return module.summary(load(name, where))
+
+
+def shown(name: str, *which: str, where: Path | None = None) -> Any:
+    """An experiment's tables as the report prints them (`tables.views`: pivots, intervals,
+    flags), as Markdown: all of them, or those whose keys are `which` (a run without one, a
+    quick run's single rate say, shows the rest)."""
+    from IPython.display import Markdown
+
+    from experiments.tables import QUICK, views
+
+    found = views(name, frame(name, where))
+    quick = metadata(name, where or WHERE).get("mode") == "quick"
+    parts = [f"*{QUICK}*"] if quick else []
+    for view in [v for v in found if not which or v.key in which]:
+        notes = "".join(f"\n\n*{note}*" for note in view.notes)
+        parts.append(f"**{view.title}**\n\n{_markdown(view.table)}{notes}")
+    return Markdown("\n\n".join(parts))
+
+
+def _markdown(data: Any) -> str:
+    """A table of text as Markdown: the key to the left, numbers to the right."""
+    flat = data.reset_index()
+    keys = {str(n) for n in data.index.names if n is not None}
+    columns = [str(c) for c in flat.columns]
+
+    def cell(value: Any) -> str:
+        return "" if value != value else str(value).replace("|", "\\|")
+
+    align = [":---" if c in keys or not all(
+        str(v)[:1].isdigit() or str(v)[:1] == "-" for v in flat[c] if cell(v)) else "---:"
+        for c in columns]
+    lines = ["| " + " | ".join(columns) + " |", "|" + "|".join(align) + "|"]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |"
+              for row in flat.itertuples(index=False)]
+    return "\n".join(lines)
 
 
 def figure(name: str, where: Path | None = None) -> Any:
@@ -161,6 +196,43 @@ def prose(data: Any, index: bool = True) -> Any:
     return Markdown("\n".join(lines))
 
 
+def versus(name: str, mine: str, theirs: str, where: Path | None = None, **at: Any) -> Any:
+    """`mine`'s median over `theirs'` in experiment `name` (latency: p50 at `rate`, with
+    `variant` for theirs; throughput: workflows a second at `processes`), as an
+    `uncertainty.Interval` over both sides' samples."""
+    from experiments.uncertainty import nested_ratio, ratio
+
+    rows = frame(name, where)
+    variant = at.pop("variant", "default")
+    if name == "latency":
+        from experiments.latency import samples
+
+        rate = float(at.pop("rate", 20.0))
+        return nested_ratio(samples(rows, mine, rate),
+                            samples(rows, theirs, rate, variant))
+    if name == "throughput":
+        from experiments.throughput import rates
+
+        processes = int(at.pop("processes", 1))
+        return ratio(rates(rows, mine, processes), rates(rows, theirs, processes, variant))
+    raise ValueError(f"no ratio between schedulers for {name!r}: latency or throughput")
+
+
+def times(found: Any) -> str:
+    """A ratio (`versus`) as prose: "0.47 times (0.46 to 0.48 at 95%)", and "not
+    distinguishable at this sample size" where its interval holds 1."""
+    from experiments.tables import number
+    from experiments.uncertainty import LEVEL, distinguishable
+
+    if found.estimate != found.estimate:
+        return "n/a"
+    if found.lo != found.lo:
+        return f"{number(found.estimate)} times (one sample: no interval)"
+    said = (f"{number(found.estimate)} times ({number(found.lo)} to {number(found.hi)} at "
+            f"{LEVEL:.0%})")
+    return said if distinguishable(found) else f"{said}, not distinguishable at this sample size"
+
+
 def pick(data: Any, column: str, **where: Any) -> float:
     """The one value of `column` in the rows matching `where` (NaN if none match)."""
     rows = data
@@ -205,12 +277,21 @@ def overview(where: Path | None = None) -> Any:
     for _, row in growth.iterrows():
         column = "peak queue" if row["trimming"] in ("", True, "True") else "peak, untrimmed"
         put(row["backend"], column, row["peak_entries"])
-    takeover = table("takeover", where)
-    if len(takeover):
-        lease = 1.0 if (takeover["lease_s"] == 1.0).any() else float(takeover["lease_s"].min())
-        part = takeover[(takeover["lease_s"] == lease) & (takeover["phase"] == "mid-step")]
-        for _, row in part.iterrows():
-            put(row["backend"], f"takeover s (lease {lease:g} s)", row["median"])
+    takeover = frame("takeover", where)
+    # A rival's kills are at its own settings, made from a 1 s lease and one of its several
+    # recoveries, some never taken over: not a lease of ours, nor one figure a backend. Its
+    # row and "never" are in the takeover's own tables; and a run's lease here is chosen from
+    # ours alone, or a quick run's 0.5 s would give way to the rivals' 1 s and vanish.
+    if "phase" in takeover:
+        takeover = takeover[takeover["phase"] != "mid-job"]
+    kills = takeover[takeover["metric"] == "takeover"]
+    if len(kills):
+        from experiments.takeover import typical
+
+        lease = 1.0 if (kills["lease_s"] == 1.0).any() else float(kills["lease_s"].min())
+        for backend in kills["backend"].unique():  # the statistic named in the column
+            put(backend, f"takeover s (median kill, lease {lease:g} s)",
+                typical(takeover, backend, lease).estimate)
     throughput = table("throughput", where)
     for _, row in throughput[throughput["variant"] == "default"].iterrows():
         put(row["backend"], f"wf/s x{int(row['processes'])}", row["passes_per_s"])

@@ -34,8 +34,9 @@ from experiments.harness import Lab, cpu_calibration, rivals_python
 from experiments.overrides import apply
 from experiments.progress import bars
 from experiments.provenance import git, rivals, versions
+from experiments.registry import described
 from experiments.results import guard, metadata, scratch, write
-from experiments.servers import Servers
+from experiments.servers import Servers, shown
 
 __all__ = ["module", "run", "versions"]
 
@@ -101,7 +102,8 @@ async def run(
     if where is None:
         where = scratch(names, mode)
     guard(where, names, mode, reference=reference, merge=merge)
-    console.print(f"writing to {where}", highlight=False)
+    # Relative to the checkout where inside it: what a notebook's output keeps names no machine.
+    console.print(f"writing to {shown(where)}/", highlight=False)
     failures = 0
     servers = Servers(sources) if sources else Servers()
     with contextlib.suppress(Exception):
@@ -228,6 +230,8 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
         "side_by_side": int(experiment.SIDE_BY_SIDE) if side_by_side else 1,
         "configurations": [{"backend": b.name, **p} for b, p in plan],
         "overrides": {key: list(values) for key, values in overrides.items()},
+        # What a backend of someone's own was, so its rows say what made them.
+        "registered": {b.name: described(b) for b in chosen if b.registered},
     }
     if merge and (where / f"{name}.csv").exists():
         rows, meta = _merged(name, where, rows, meta, {b.name for b in chosen})

@@ -589,31 +589,44 @@ def table(meta: dict[str, Any]) -> str:
 
 
 def draw(frame: pandas.DataFrame) -> Figure:
-    from experiments.figures import colour, figure, label, marker
+    """A row per measure, a column per backend (a rerun dashed in its backend's column), one
+    scale along a row: four stores' spikes on one axis hid one another."""
+    from experiments.figures import figure, look, order
 
     panels = (("rss", "worker RSS", "MiB"), ("fds", "worker's open descriptors", "descriptors"),
               ("connections", "worker's sockets to its server", "sockets"),
               ("server_clients", "server's clients (worker + API)", "clients"),
               ("queue", "queue length", "workflows"),
               ("in_flight", "submitted, not yet completed", "workflows"))
-    fig, axes = figure(columns=2, rows=3, width=6.0, height=3.2)
+    backends = order(frame["backend"]) or ["(none)"]
+    fig, axes = figure(columns=len(backends), rows=len(panels), width=3.4 if len(backends) > 1
+                       else 6.0, height=1.9, sharex=True, sharey="row")
     faults = frame[frame["metric"] == "fault"]
-    for ax, (metric, title, unit) in zip(axes.flat, panels, strict=True):
+    for row, (metric, title, unit) in zip(axes, panels, strict=True):
         part = frame[frame["metric"] == metric]
-        for (backend, variant), rows in part.groupby(["backend", "variant"], sort=False,
-                                                     dropna=False):
-            rows = rows.sort_values("t_s")
-            alone = isinstance(variant, str) and variant != ""
-            ax.plot(rows["t_s"] / 60, rows["value"],
-                    label=f"{backend}, {variant}" if alone else str(backend),
-                    color=colour(str(backend)), marker=marker(str(backend)), markevery=0.1,
-                    markersize=4, linewidth=1, linestyle="--" if alone else "-")
-        for backend, rows in faults.groupby("backend", sort=False):
-            ax.plot(rows["t_s"] / 60, [0] * len(rows), linestyle="none", marker="|",
-                    color=colour(str(backend)), markersize=6)
-        ax.set_ylim(bottom=0)
-        label(ax, title, "minutes into the soak (| a fault)", unit)
-        if part.empty:
-            ax.text(0.5, 0.5, "no samples", ha="center", transform=ax.transAxes)
-    axes.flat[0].legend()
+        for ax, backend in zip(row, backends, strict=True):
+            mine = part[part["backend"] == backend]
+            for variant, rows in mine.groupby("variant", sort=False, dropna=False):
+                rows = rows.sort_values("t_s")
+                seen = look(backend, variant)
+                # no markers: the column names the backend, and a spiky series is all marker
+                ax.plot(rows["t_s"] / 60, rows["value"], linewidth=0.9, color=seen.colour,
+                        linestyle=seen.dashes, alpha=0.7 if seen.hollow else 1.0)
+            struck = faults[faults["backend"] == backend]
+            ax.plot(struck["t_s"] / 60, [0] * len(struck), linestyle="none", marker="|",
+                    color="#555555", markersize=5)
+            if mine.empty:
+                ax.text(0.5, 0.5, "no samples", ha="center", va="center", color="#666666",
+                        transform=ax.transAxes)
+        values = part["value"]
+        top = float(values.max()) if len(values) else 1.0
+        row[0].set_ylim(0, top * 1.05 if top > 0 else 1.0)  # the row's scale, from zero
+        row[0].set_ylabel(f"{title}\n({unit})", fontsize=8)
+    for ax, backend in zip(axes[0], backends, strict=True):
+        reruns = sorted({str(v) for v in frame[frame["backend"] == backend]["variant"].dropna()
+                         if str(v) not in ("", "default")})
+        also = f"\n(dashed: {', '.join(reruns)})" if reruns else ""
+        ax.set_title(f"{backend}{also}", color=look(backend).colour)
+    for ax in axes[-1]:
+        ax.set_xlabel("minutes into the soak (| a fault)")
     return fig

@@ -26,7 +26,7 @@ from durability import Blocked, Completed, Durable, Event, Sleeping, work
 from durability.cancelling import stop_if_cancelled
 from durability.connect import open_durable, unavailable
 from durability.failures import ONCE, Retry
-from durability.polling import set_within
+from durability.waits import set_within
 from durability.worker import GRACE
 from integration import cli
 from integration.effects import Gateway, Warehouse

@@ -15,7 +15,7 @@ an application's schema (`DROP SCHEMA <name> CASCADE`) removes all of it.
 
 from durability.postgres.checkpointer import PostgresCheckpointer
 from durability.postgres.durable import PostgresDurable
-from durability.postgres.effect import SqlEffect
+from durability.postgres.effect import PostgresEffect
 from durability.postgres.migrate import migrate
 from durability.postgres.scheduler import PostgresScheduler
 
@@ -23,6 +23,6 @@ __all__ = [
     "PostgresCheckpointer",
     "PostgresDurable",
     "PostgresScheduler",
-    "SqlEffect",
+    "PostgresEffect",
     "migrate",
 ]

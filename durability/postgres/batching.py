@@ -1,66 +1,66 @@
-"""Sending the statements that many passes ask for at once down one connection.
+"""`StatementBatcher`: the statements many passes ask for at once, sent down one connection.
 
 A worker at capacity runs dozens of passes, each three single-statement transactions (take,
-record, finish). Sent one by one, every statement waits its turn for a pooled connection and
-costs a `send` and a wakeup of its backend; at capacity that overhead, not the statements, is
-most of the worker's CPU. `Batcher.one` queues a statement and sends everything queued in the
-same turn of the event loop through one connection in pipeline mode, with a Sync after each
-statement (`wire.exchange`): each is still its own transaction, committed (or rolled back) on
-its own, with its own commit setting, and an error in one leaves the others alone. A lone call
-is sent as before, through `one`.
-
-The exception is a call marked `together` (the checkpointer's `record`): those of one turn
-are sent last, as one transaction, so a dozen passes' writes pay for one commit and one WAL
-flush rather than a dozen (each flush is ~0.1 ms of the server's time, spent one after another
-on the pipeline's connection). Each caller still gets its own row or error: if any member
-fails, or the transaction waits on a lock for more than `wire.GROUP_LOCK_WAIT`, it rolls back
-whole and every member is sent again alone, which says why.
-
-What can go wrong is kept exact:
-
-- a statement that fails is sent again alone through `one`, which raises its error where the
-  caller expects it (`NotMigrated` included); a failed statement rolled back, so this is
-  nothing but a retry of a transaction that did not happen;
-- a connection that breaks fails every statement of the batch that had not answered, as it
-  would have failed each of them sent alone (whether those committed is unknown, as ever);
-  those that answered before it broke keep their answers;
-- a pool whose connections are not in autocommit mode gets no batching (its statements would
-  share one transaction); each call goes through `one`.
+record, finish); sent one by one, every statement waits its turn for a pooled connection and
+costs a `send` and a wakeup of its backend. `StatementBatcher.one` queues a statement and sends
+everything queued in the same turn of the event loop through one connection in pipeline mode
+(`libpq_pipeline.exchange`), a Sync after each: each is still its own transaction, with its own
+commit setting, and an error in one leaves the others alone. The exception is a call marked
+`together` (the checkpointer's `record`): a turn's such calls share one commit and one WAL flush.
 """
 
 from __future__ import annotations
 
 from psycopg.rows import TupleRow
 
-from durability.postgres import wire
+from durability.postgres import libpq_pipeline
 from durability.postgres.statements import Params, Pool, bounded, one
-from durability.turns import Queued, TurnBatcher, fail, settle
+from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 
-__all__ = ["Batcher"]
+__all__ = ["StatementBatcher"]
 
 #: The most statements one pipeline carries; a bigger burst is sent as several.
 MOST = 64
 
-#: A statement, its parameters, and whether it may share a transaction (see `Batcher.one`).
+#: A statement, its parameters, and whether it may share a transaction (see `StatementBatcher.one`).
 _Statement = tuple[str, Params, bool]
 _Call = Queued[_Statement, "TupleRow | None"]
 
 
-class Batcher:
-    """Runs single statements on `pool`, each turn's calls down one connection."""
+class StatementBatcher:
+    """Runs single statements on `pool`, each turn's calls down one connection.
+
+    The exception is a call marked `together` (the checkpointer's `record`): those of one turn
+    are sent last, as one transaction, so a dozen passes' writes pay for one commit and one WAL
+    flush rather than a dozen (flushes spent one after another on the pipeline's connection). Each
+    caller still gets its own row or error: if any member fails, or the transaction waits on a lock
+    for more than `libpq_pipeline.GROUP_LOCK_WAIT`, it rolls back whole and every member is sent
+    again alone, which says why.
+
+    What can go wrong is kept exact:
+
+    - a statement that fails is sent again alone through `one`, which raises its error where the
+      caller expects it (`NotMigrated` included); a failed statement rolled back, so this is
+      nothing but a retry of a transaction that did not happen;
+    - a connection that breaks fails every statement of the batch that had not answered, as it
+      would have failed each of them sent alone (whether those committed is unknown, as ever);
+      those that answered before it broke keep their answers;
+    - a pool whose connections are not in autocommit mode gets no batching (its statements would
+      share one transaction); each call goes through `one`.
+    """
 
     __slots__ = ("_pool", "_turns")
 
     def __init__(self, pool: Pool) -> None:
         self._pool = pool
-        self._turns: TurnBatcher[_Statement, TupleRow | None] = TurnBatcher(self._send, MOST)
+        self._turns: Coalescer[_Statement, TupleRow | None] = Coalescer(self._send, MOST)
 
     async def one(self, sql: str, params: Params, *, together: bool = False) -> TupleRow | None:
         """What `statements.one(pool, sql, params)` returns, sent with this turn's others.
 
         `together`: the statement may commit in one transaction with the turn's other such
-        statements (`wire.exchange`'s `together`), which then pay for one commit, and one WAL
-        flush, between them. Only for statements that commit synchronously, that touch only
+        statements (`libpq_pipeline.exchange`'s `together`), which then pay for one commit, and one
+        WAL flush, between them. Only for statements that commit synchronously, that touch only
         their own workflow's rows, and whose caller needs nothing but their own outcome;
         they are sent in order of `params["workflow"]`, so two workers' transactions lock the
         rows they share in the same order."""
@@ -84,7 +84,7 @@ class Batcher:
             if not conn.autocommit:
                 retry = calls  # sent one by one below, once this connection is back
             else:
-                outcomes = await wire.exchange(
+                outcomes = await libpq_pipeline.exchange(
                     conn,
                     [(sql, params) for (sql, params, _), _ in calls],
                     sorted(
@@ -93,7 +93,7 @@ class Batcher:
                     ),
                 )
                 for call, outcome in zip(calls, outcomes, strict=True):
-                    if outcome is wire.AGAIN:
+                    if outcome is libpq_pipeline.AGAIN:
                         retry.append(call)  # failed and rolled back; alone, it says why
                     elif isinstance(outcome, BaseException):
                         fail([call], outcome)

@@ -5,25 +5,8 @@ pool it is one round trip and one implicit transaction; the fence check and the 
 are never two steps a newer claim could come between. `transact` is one transaction of three
 statements (fence and reserve the key; the effect; fill the record).
 
-The database's `clock_timestamp()` is the only clock: tokens (`max(now_ms, previous + 1)`),
-liveness and each record's `at` are all read from it, so workers on hosts whose clocks disagree
-still agree on who holds a claim. Values are stored as the codec's text (see `schema.sql`).
-
-`claim` also returns the checkpoint it found (`Pass.records`), so a pass costs no `load`; the
-statement hands back None instead when the claim row changed under its snapshot (see the
-comment on `claim` in checkpointer.sql), and the pass then loads as before.
-
-Which commits wait for the WAL flush. A commit here costs a flush (~0.4 ms hot, ~1 ms after
-idle on this machine); `claim`, `release`, `renew` and `extend` skip it, per statement
-(`set_config('synchronous_commit', 'off', true)` in the statement itself). What a server crash
-can then lose is harmless: WAL is flushed in order, so any later synchronous write of the pass
-(a record) flushes its claim too; a pass with no such write whose claim is lost is fenced at
-its first write after the restart, because its token is no longer on the row (the new claim's
-token is max(now_ms, prev + 1), and now_ms has moved on by the restart). A lost release, renew
-or extend only makes a claim lapse sooner or later than asked. The one price: a pass whose
-claim was lost may run a step alongside the next claimer until its first write is refused,
-as when a lease lapses. `record`, `transact`, `supply`, `append` and `discard` stay
-synchronous: they are the checkpoint itself.
+The database's `clock_timestamp()` is the only clock, so workers on hosts whose clocks disagree
+still agree on who holds a claim. `PostgresCheckpointer` says which commits skip the WAL flush.
 """
 
 from __future__ import annotations
@@ -32,19 +15,10 @@ import json
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
-from durability.codec import Codec, JsonCodec
-from durability.interfaces import (
+from durability.checks import (
     INBOX,
     INBOX_WIDTH,
     MAX_NAME,
-    Effect,
-    Entry,
-    Fenced,
-    Look,
-    Pass,
-    Recorded,
-    Standing,
-    Written,
     check_key,
     check_page,
     check_recorded_key,
@@ -53,8 +27,9 @@ from durability.interfaces import (
     detail_text,
     positive,
 )
-from durability.postgres.batching import Batcher
-from durability.postgres.effect import SqlEffect
+from durability.codec import Codec, JsonCodec
+from durability.postgres.batching import StatementBatcher
+from durability.postgres.effect import PostgresEffect
 from durability.postgres.statements import (
     DEFAULT_SCHEMA,
     Pool,
@@ -64,11 +39,14 @@ from durability.postgres.statements import (
     run,
     statements,
 )
+from durability.signals import Fenced
+from durability.values import Effect, Entry, Look, Pass, Recorded, Standing, Written
 
 #: How many times a first-writer-wins write is retried when it lost a race it cannot see: a
 #: concurrent writer of the same key committed after this statement's snapshot was taken, so
 #: the statement neither wrote nor could read the winner. The next attempt always sees it.
-_RACES = 8
+#: (`PostgresDurable.arrive`, a supply of its own, retries the same way.)
+RACES = 8
 
 
 def _utc(moment: datetime) -> datetime:
@@ -101,6 +79,21 @@ class PostgresCheckpointer:
 
     `pool` should hand out autocommit connections (`kwargs={"autocommit": True}`) for one round
     trip per operation; a non-autocommit pool works too, at the cost of a BEGIN and a COMMIT.
+
+    `claim` also returns the checkpoint it found (`Pass.records`), so a pass costs no `load`; the
+    statement hands back None instead when the claim row changed under its snapshot (see the
+    comment on `claim` in checkpointer.sql), and the pass then loads as before.
+
+    Which commits wait for the WAL flush. A flush is most of a commit's cost; `claim`, `release`,
+    `renew` and `extend` skip it, per statement (`set_config('synchronous_commit', 'off', true)` in
+    the statement itself). What a server crash can then lose is harmless: WAL is flushed in order,
+    so any later synchronous write of the pass (a record) flushes its claim too; a pass with no such
+    write whose claim is lost is fenced at its first write after the restart, because its token is
+    no longer on the row (the new claim's token is max(now_ms, prev + 1), and now_ms has moved on by
+    the restart). A lost release, renew or extend only makes a claim lapse sooner or later than
+    asked. The one price: a pass whose claim was lost may run a step alongside the next claimer
+    until its first write is refused, as when a lease lapses. `record`, `transact`, `supply`,
+    `append` and `discard` stay synchronous: they are the checkpoint itself.
     """
 
     def __init__(
@@ -110,11 +103,17 @@ class PostgresCheckpointer:
         self.schema = schema
         self._pool = pool
         self._codec: Codec = codec or JsonCodec()
-        self._batcher = Batcher(pool)
+        self._batcher = StatementBatcher(pool)
 
     @property
     def pool(self) -> Pool:
         return self._pool
+
+    @property
+    def batcher(self) -> StatementBatcher:
+        """What this checkpointer's single statements are sent through: a durable sends its
+        own (take, finish) through it too, so a turn's passes share one connection."""
+        return self._batcher
 
     @property
     def codec(self) -> Codec:
@@ -157,7 +156,7 @@ class PostgresCheckpointer:
             "key": key,
             "value": encoded,
         }
-        for _ in range(_RACES):
+        for _ in range(RACES):
             # One transaction with the turn's other records: they share one commit's WAL flush.
             row = await self._batcher.one(self._sql["record"], params, together=True)
             assert row is not None  # a SELECT of three scalars always yields a row
@@ -168,15 +167,16 @@ class PostgresCheckpointer:
                 return Recorded(self._codec.decode(written), True)
             if held is not None:
                 return Recorded(self._codec.decode(held), False)
-        raise RuntimeError(f"record {holder.workflow!r}/{key!r}: lost {_RACES} races in a row")
+        raise RuntimeError(f"record {holder.workflow!r}/{key!r}: lost {RACES} races in a row")
 
     async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
-        if not isinstance(effect, SqlEffect):
-            raise TypeError(f"the Postgres store performs SqlEffect, not {type(effect).__name__}")
+        if not isinstance(effect, PostgresEffect):
+            kind = type(effect).__name__
+            raise TypeError(f"the Postgres store performs PostgresEffect, not {kind}")
         check_key(key)
         params = {"workflow": holder.workflow, "token": holder.token, "alive": holder.alive,
                   "key": key}
-        for _ in range(_RACES):
+        for _ in range(RACES):
             async with borrowed(self._pool) as conn, conn.transaction():
                 cursor = await run(conn, self._sql["reserve"], params)
                 row = await cursor.fetchone()
@@ -193,14 +193,14 @@ class PostgresCheckpointer:
                     return Recorded(self._codec.decode(encoded), True)
                 if held is not None:
                     return Recorded(self._codec.decode(held), False)
-        raise RuntimeError(f"transact {holder.workflow!r}/{key!r}: lost {_RACES} races in a row")
+        raise RuntimeError(f"transact {holder.workflow!r}/{key!r}: lost {RACES} races in a row")
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded:
         check_workflow(workflow)
         check_key(key)
         encoded = self._codec.encode(value)
         params = {"workflow": workflow, "key": key, "value": encoded}
-        for _ in range(_RACES):
+        for _ in range(RACES):
             row = await one(self._pool, self._sql["supply"], params)
             assert row is not None
             written, held = row
@@ -208,7 +208,7 @@ class PostgresCheckpointer:
                 return Recorded(self._codec.decode(written), True)
             if held is not None:
                 return Recorded(self._codec.decode(held), False)
-        raise RuntimeError(f"supply {workflow!r}/{key!r}: lost {_RACES} races in a row")
+        raise RuntimeError(f"supply {workflow!r}/{key!r}: lost {RACES} races in a row")
 
     async def append(self, workflow: str, value: object) -> Entry:
         check_workflow(workflow)

@@ -3,17 +3,6 @@
 at all (and `take` and `finish`, which begin and end every pass, cost one round trip each
 rather than two: a one-step pass is three statements, take, record and finish).
 
-A busy worker's takes of one turn are one statement (`take_many`), and so are its finishes
-(`finish_many`): a dozen passes ending together pay for one statement and one commit.
-
-`take` waits for work in the scheduler's own loop (`PostgresScheduler.waiting`): the same
-LISTEN/NOTIFY wake-up, the same poll fallback, and no statement at all while nothing has been
-announced since the last empty read. Only the statement it runs differs from `next_ready`'s.
-Like the scheduler's take and the claim, it commits without waiting for the WAL flush (the
-receipt is the clock, not a sequence step; see scheduler.py and durable.sql). A read that
-follows a wait (a notification, or the poll) is sent at once; the first goes through the
-batcher with whatever else the worker's passes ask for in that turn.
-
 That closes the window `SplitDurable` has to order around: a value recorded with no wakeup
 queued for it (arrive, deliver) or wakeups cancelled with records left (delete) cannot be
 observed, even by a process that dies between the two halves, because there is no between.
@@ -27,27 +16,23 @@ import logging
 from collections.abc import Mapping
 from datetime import UTC, timedelta
 
-from durability.interfaces import (
+from durability.checks import (
     INBOX,
     INBOX_WIDTH,
-    Delivery,
-    Entry,
-    Pass,
-    Recorded,
-    Taken,
     check_key,
     check_state,
     check_workflow,
     detail_text,
     positive,
 )
-from durability.outage import Unanswered, delivery_unknown, outcome_unknown
-from durability.postgres.checkpointer import _RACES, PostgresCheckpointer
+from durability.postgres.checkpointer import RACES, PostgresCheckpointer
 from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import Params, one, statements
 from durability.status import Inspected
-from durability.traffic import Traffic
-from durability.turns import Queued, TurnBatcher, fail, settle
+from durability.storekit.coalescing import Coalescer, Queued, fail, settle
+from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
+from durability.storekit.traffic import Traffic
+from durability.values import Delivery, Entry, Pass, Recorded, Taken
 
 log = logging.getLogger("durability.postgres")
 
@@ -60,7 +45,19 @@ _TakeRow = tuple[object, ...]
 
 
 class PostgresDurable(Inspected):
-    """A `Durable` whose two halves share one pool, so one statement can cover both."""
+    """A `Durable` whose two halves share one pool, so one statement can cover both.
+
+    A busy worker's takes of one turn are one statement (`take_many`), and so are its finishes
+    (`finish_many`): a dozen passes ending together pay for one statement and one commit.
+
+    `take` waits for work in the scheduler's own loop (`PostgresScheduler.waiting`): the same
+    LISTEN/NOTIFY wake-up, the same poll fallback, and no statement at all while nothing has been
+    announced since the last empty read. Only the statement it runs differs from `next_ready`'s.
+    Like the scheduler's take and the claim, it commits without waiting for the WAL flush (the
+    receipt is the clock, not a sequence step; see scheduler.py and durable.sql). A read that
+    follows a wait (a notification, or the poll) is sent at once; the first goes through the
+    batcher with whatever else the worker's passes ask for in that turn.
+    """
 
     __slots__ = ("_checkpointer", "_finishes", "_scheduler", "_sql", "_takes", "_traffic")
 
@@ -88,8 +85,8 @@ class PostgresDurable(Inspected):
         self._sql = statements("durable.sql", scheduler.schema)
         self._checkpointer = checkpointer
         self._scheduler = scheduler
-        self._takes: TurnBatcher[Params, _TakeRow] = TurnBatcher(self._take_many, MOST_TAKEN)
-        self._finishes: TurnBatcher[Params, bool] = TurnBatcher(
+        self._takes: Coalescer[Params, _TakeRow] = Coalescer(self._take_many, MOST_TAKEN)
+        self._finishes: Coalescer[Params, bool] = Coalescer(
             self._finish_many, MOST_FINISHED
         )
         self._traffic = traffic if traffic is not None else Traffic()
@@ -117,7 +114,7 @@ class PostgresDurable(Inspected):
         check_key(key)
         codec = self._checkpointer.codec
         params = self._params(workflow, key=key, value=codec.encode(value))
-        for _ in range(_RACES):
+        for _ in range(RACES):
             try:
                 row = await one(self._checkpointer.pool, self._sql["arrive"], params)
             except Unanswered as error:
@@ -129,7 +126,7 @@ class PostgresDurable(Inspected):
                 return Recorded(codec.decode(written), True)
             if held is not None:
                 return Recorded(codec.decode(held), False)
-        raise RuntimeError(f"arrive {workflow!r}/{key!r}: lost {_RACES} races in a row")
+        raise RuntimeError(f"arrive {workflow!r}/{key!r}: lost {RACES} races in a row")
 
     async def deliver(self, workflow: str, value: object) -> Entry:
         check_workflow(workflow)
@@ -154,7 +151,7 @@ class PostgresDurable(Inspected):
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         """`release` then `done` as one statement (see `finish` in durable.sql)."""
         params = self._params(holder.workflow, token=holder.token, receipt=int(delivery.receipt))
-        await self._checkpointer._batcher.one(self._sql["finish"], params)
+        await self._checkpointer.batcher.one(self._sql["finish"], params)
         self._scheduler.changed()
 
     async def finish_settled(
@@ -175,7 +172,7 @@ class PostgresDurable(Inspected):
         return stood
 
     async def _finish_alone(self, params: Params) -> bool:
-        row = await self._checkpointer._batcher.one(self._sql["finish_settled"], params)
+        row = await self._checkpointer.batcher.one(self._sql["finish_settled"], params)
         assert row is not None  # one row of counts, whatever the CTEs did
         return bool(row[0])
 
@@ -194,7 +191,7 @@ class PostgresDurable(Inspected):
             ]
             many_params = {"queue": calls[0][0]["queue"], "asked": json.dumps(asked)}
             try:
-                row = await self._checkpointer._batcher.one(self._sql["finish_many"], many_params)
+                row = await self._checkpointer.batcher.one(self._sql["finish_many"], many_params)
             except Exception as error:
                 log.info("finish_many failed (%s); sending its %d finishes one by one",
                          error, len(calls))
@@ -260,10 +257,10 @@ class PostgresDurable(Inspected):
         lone = len(group) == 1
         try:
             if lone:
-                row = await self._checkpointer._batcher.one(self._sql["take"], params)
+                row = await self._checkpointer.batcher.one(self._sql["take"], params)
             else:
                 many = {**params, "n": len(group)}
-                row = await self._checkpointer._batcher.one(self._sql["take_many"], many)
+                row = await self._checkpointer.batcher.one(self._sql["take_many"], many)
         except BaseException as error:
             fail(group, error)
             if not isinstance(error, Exception):

@@ -1,4 +1,4 @@
-"""`SqlEffect`: a statement Postgres runs in the same transaction that records its result.
+"""`PostgresEffect`: a statement Postgres runs in the same transaction that records its result.
 
 This is the only exactly-once effect the Postgres store offers, and it is exactly-once because
 the statement and the record commit together or not at all: `transact` fences the pass and
@@ -27,11 +27,11 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
-from durability.interfaces import Effect
+from durability.values import Effect
 
 
 @dataclass(frozen=True, slots=True)
-class SqlEffect(Effect):
+class PostgresEffect(Effect):
     """One SQL statement with bound parameters (`%s` or `%(name)s` placeholders).
 
     With no parameters the statement is sent as it is (a literal `%` needs no escaping);

@@ -25,8 +25,8 @@ from typing import Any
 import psycopg
 
 from durability.cancelling import stop_if_cancelled
-from durability.polling import set_within
 from durability.postgres.statements import Pool
+from durability.waits import set_within
 
 log = logging.getLogger(__name__)
 

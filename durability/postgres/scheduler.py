@@ -7,38 +7,9 @@ woken by LISTEN/NOTIFY rather than found by polling.
 | sleeping | visible_at in the future (from wake_at)   |
 | taken    | visible_at = taken + lease, a new receipt |
 
-`next_ready` takes the earliest visible row with `FOR UPDATE SKIP LOCKED` and hides it for a
-lease in the same statement. The receipt makes `done` a compare-and-delete, so a wakeup that
-lands mid-pass (which must change the receipt) is never thrown away. A worker that dies simply
-stops extending: its row becomes visible when the lease runs out, so `reclaim` has nothing to
-do and returns None, and there is no separate sleeping set for `wake_due` to move.
-
-Waiting (`waiting`, shared with `PostgresDurable.take`, which runs its own statement in the
-same loop). An idle `next_ready` does not poll at a fixed rate. It reads the queue once, learning
-both "nothing visible" and how long until the earliest hidden row becomes visible; then it waits
-on the scheduler's listening connection for the sooner of a notification for its queue, that
-row's time, and `poll`. `make_ready` and `wake_at` notify in the statement that commits them.
-`poll` is only the fallback for a change nobody announced (a row written with plain SQL, or a
-notification lost with a dropped connection); with `notify=True` it defaults to 15 seconds, and
-a later `next_ready` or `wake_due` inside that quiet window, with nothing announced meanwhile
-(and nothing written by this scheduler itself: it does not wait to hear of its own writes),
-issues no statement at all, so an idle worker costs a statement every 15 seconds
-(benchmarks/bench_postgres.py measures it). With `notify=False` it defaults to 50 ms and is the
-floor under how fast anything starts.
-
-Which commits wait for the WAL flush: `take`, `done` and `extend` do not (a lost take or done
-is one extra pass; a lost extend shows the row sooner). `make_ready` and `wake_at` are wakeups
-and stay synchronous. A take's receipt is what makes skipping the flush safe: it is the
-database clock in microseconds (or the row's receipt + 1, if that is ahead), not a sequence
-step. A sequence step used by a commit the crash lost is handed out again after the restart,
-so a worker still holding a receipt from a lost take could match, and `done`, a later take of
-the same workflow; a clock reading cannot recur, because the clock has moved on by the
-restart (the same argument the claim tokens rest on). The synchronous writers keep minting
-receipts from the sequence, whose values stay far below any clock reading, so a receipt from
-one never equals a receipt from the other.
-
-`wake_due` returns the earliest hidden row's time, which for a sleeper is its wakeup and for a
-taken row its lease end; it moves nothing, because nothing needs moving.
+The decision not to undo: the receipt makes `done` a compare-and-delete, so a wakeup that
+lands mid-pass is never thrown away. `PostgresScheduler` says how it waits and which commits skip
+the WAL flush.
 """
 
 from __future__ import annotations
@@ -50,10 +21,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Delivery, Footprint, Reclaimed, check_workflow, positive
-from durability.polling import set_within
+from durability.checks import check_workflow, positive
 from durability.postgres.listener import Listener
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
+from durability.values import Delivery, Footprint, Reclaimed
+from durability.waits import set_within
 
 T = TypeVar("T")
 
@@ -90,7 +62,41 @@ class _Quiet:
 class PostgresScheduler:
     """A `Scheduler` over the `queue` table of `schema` (`durability` unless given), one
     `queue` name per independent queue. Queues of different schemas notify on channels of
-    their own (`<schema>_ready`), so they never wake each other's workers."""
+    their own (`<schema>_ready`), so they never wake each other's workers.
+
+    `next_ready` takes the earliest visible row with `FOR UPDATE SKIP LOCKED` and hides it for a
+    lease in the same statement. The receipt makes `done` a compare-and-delete, so a wakeup that
+    lands mid-pass (which must change the receipt) is never thrown away. A worker that dies simply
+    stops extending: its row becomes visible when the lease runs out, so `reclaim` has nothing to
+    do and returns None, and there is no separate sleeping set for `wake_due` to move.
+
+    Waiting (`waiting`, shared with `PostgresDurable.take`, which runs its own statement in the
+    same loop). An idle `next_ready` does not poll at a fixed rate. It reads the queue once,
+    learning both "nothing visible" and how long until the earliest hidden row becomes visible; then
+    it waits on the scheduler's listening connection for the sooner of a notification for its queue,
+    that row's time, and `poll`. `make_ready` and `wake_at` notify in the statement that commits
+    them. `poll` is only the fallback for a change nobody announced (a row written with plain SQL,
+    or a notification lost with a dropped connection); with `notify=True` it defaults to 15
+    seconds, and a later `next_ready` or `wake_due` inside that quiet window, with nothing announced
+    meanwhile (and nothing written by this scheduler itself: it does not wait to hear of its own
+    writes), issues no statement at all (benchmarks/bench_postgres.py measures what an idle worker
+    costs). With `notify=False` it defaults to 50 ms and is the floor under how fast anything
+    starts.
+
+    Which commits wait for the WAL flush: `take`, `done` and `extend` do not (a lost take or done
+    is one extra pass; a lost extend shows the row sooner). `make_ready` and `wake_at` are wakeups
+    and stay synchronous. A take's receipt is what makes skipping the flush safe: it is the
+    database clock in microseconds (or the row's receipt + 1, if that is ahead), not a sequence
+    step. A sequence step used by a commit the crash lost is handed out again after the restart,
+    so a worker still holding a receipt from a lost take could match, and `done`, a later take of
+    the same workflow; a clock reading cannot recur, because the clock has moved on by the
+    restart (the same argument the claim tokens rest on). The synchronous writers keep minting
+    receipts from the sequence, whose values stay far below any clock reading, so a receipt from
+    one never equals a receipt from the other.
+
+    `wake_due` returns the earliest hidden row's time, which for a sleeper is its wakeup and for a
+    taken row its lease end; it moves nothing, because nothing needs moving.
+    """
 
     def __init__(
         self,

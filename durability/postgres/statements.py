@@ -38,9 +38,9 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow, tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from durability.interfaces import NotMigrated
-from durability.outage import Unanswered
-from durability.postgres import traffic, wire
+from durability.postgres import libpq_pipeline, traffic
+from durability.signals import NotMigrated
+from durability.storekit.outage import Unanswered
 
 T = TypeVar("T")
 
@@ -140,7 +140,7 @@ def _not_migrated(error: BaseException) -> NotMigrated:
 
 
 def _ours_missing(error: BaseException) -> bool:
-    """A missing table or schema of our own: a user's SqlEffect naming a missing table of its
+    """A missing table or schema of our own: a user's PostgresEffect naming a missing table of its
     own is the user's error, and must not be reported as a missing migration."""
     if not isinstance(error, (errors.UndefinedTable, errors.InvalidSchemaName)):
         return False
@@ -265,20 +265,20 @@ async def _one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
     """`one`, unbounded.
 
     Every store operation runs through here (a worker's take, record and finish through
-    `batching.Batcher`, which sends the calls of one loop turn together and a lone or failed
-    one through here), so it borrows with `getconn`/`putconn` rather than `borrowed` (two
-    context managers and an empty commit cost ~40 us of client CPU a statement), and on an
-    autocommit connection sends the statement with libpq's own calls (`wire.exchange`, a
-    third of a cursor's CPU), keeping what a cursor does: a statement that failed, or that
+    `batching.StatementBatcher`, which sends the calls of one loop turn together and a lone or
+    failed one through here), so it borrows with `getconn`/`putconn` rather than `borrowed` (two
+    context managers and an empty commit cost client CPU on every statement), and on an
+    autocommit connection sends the statement with libpq's own calls (`libpq_pipeline.exchange`, far
+    less CPU than a cursor), keeping what a cursor does: a statement that failed, or that
     `exchange` leaves to a cursor, goes through one, which raises its error (a missing table
     as `NotMigrated`), and a non-autocommit connection is committed or rolled back."""
     conn = await pool.getconn()
     try:
         if conn.autocommit:
-            (outcome,) = await wire.exchange(conn, [(sql, params)])
+            (outcome,) = await libpq_pipeline.exchange(conn, [(sql, params)])
             if isinstance(outcome, BaseException):
                 raise outcome
-            if outcome is not wire.AGAIN:
+            if outcome is not libpq_pipeline.AGAIN:
                 return outcome  # type: ignore[return-value]
         _count(conn, sql)
         cursor = conn.cursor(row_factory=tuple_row)

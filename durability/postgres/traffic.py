@@ -1,7 +1,7 @@
-"""Counting what the Postgres store sends (`durability.traffic`), connection by connection.
+"""Counting what the Postgres store sends (`durability.storekit.traffic`), connection by connection.
 
 A pool that `open_durable` makes tags each connection with the durable's `Traffic` as it
-opens (`attach`, from the pool's `configure`); `wire.exchange` and the cursor paths in
+opens (`attach`, from the pool's `configure`); `libpq_pipeline.exchange` and the cursor paths in
 `statements` then count each statement by its name in the `.sql` files (`scheduler.take`) and
 each send that waits for answers as a round trip. A pool of the caller's own counts nothing
 unless its `configure` calls `attach` too.
@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Mapping
 from typing import Any
 
-from durability.traffic import Traffic
+from durability.storekit.traffic import Traffic
 
 __all__ = ["attach", "name", "of", "register"]
 

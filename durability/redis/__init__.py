@@ -25,8 +25,8 @@ from durability.redis.effect import LuaEffect, hash_tag
 from durability.redis.marker import Marker, Wiped
 from durability.redis.migration import Moved, move_checkpoints
 from durability.redis.namespace import patterns
-from durability.redis.sortedset import RedisSetScheduler
-from durability.redis.stream import RedisStreamScheduler
+from durability.redis.set_scheduler import RedisSetScheduler
+from durability.redis.stream_scheduler import RedisStreamScheduler
 from durability.redis.trimming import sweeping, trimming
 
 __all__ = [

@@ -1,23 +1,13 @@
-"""Sending the scripts that many passes ask for at once as one pipeline.
+"""`ScriptBatcher`: the scripts that many passes ask for at once, sent as one pipeline.
 
-A worker at capacity runs dozens of passes, and each pass is three scripts (take, record,
-finish). Sent one by one, every script costs a connection checkout, a `send` and a wakeup of
-the server; on a virtual machine the wakeup dominates, and the worker's CPU goes to the kernel
-rather than to passes. `Batcher.run` queues a script and sends everything queued in the same
-turn of the event loop as one pipeline on the batcher's `Lane` (one connection it keeps, on which
-batches follow each other without waiting for the replies before them), so a burst of passes
-costs one send and one server wakeup. A lone call (an idle worker, a submission from an API
-process) is sent at the next turn of the loop, alone, as it would have been.
+A worker at capacity runs dozens of passes, each three scripts (take, record, finish); sent one
+by one, every script costs a connection checkout, a `send` and a wakeup of the server.
+`ScriptBatcher.run` queues a script and sends everything queued in the same turn of the event
+loop as one pipeline on a `SharedConnection`, so a burst of passes costs one send and one
+server wakeup, and a lone call goes at the next turn, alone, as it would have.
 
-Nothing about a script changes: each is still its own atomic `EVALSHA`, its reply or error
-goes to the caller that asked for it, and one script's error does not touch another's (the
-pipeline is not a transaction). A `NOSCRIPT` reply means that script did not run; it is sent
-again on its own, which loads it. A connection that fails fails every call of that pipeline,
-as it would have failed each of them sent alone. A call whose arguments cannot be packed
-fails alone with `Unsendable`, before anything is sent, and the rest go without it.
-
-Only a single-node client batches; a cluster client's pipeline splits by node and gains
-little, so there each call goes straight to the script object.
+The decision not to undo: nothing about a script changes. Each is still its own atomic
+`EVALSHA` with its own reply or error; the pipeline is not a transaction.
 """
 
 from __future__ import annotations
@@ -28,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
-from durability.redis.lane import Lane, Unsendable
-from durability.turns import Queued, TurnBatcher, fail, settle
+from durability.redis.shared_connection import SharedConnection, Unsendable
+from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
 
-__all__ = ["Batcher"]
+__all__ = ["ScriptBatcher"]
 
 #: The most scripts one pipeline carries; a bigger burst is sent as several.
 MOST = 128
@@ -43,18 +33,29 @@ _Run = tuple["AsyncScript", list[Any], list[Any]]  # a script, its keys, its arg
 _Call = Queued[_Run, Any]
 
 
-class Batcher:
-    """Runs scripts on `client`, each turn's calls as one pipeline (see the module doc)."""
+class ScriptBatcher:
+    """Runs scripts on `client`, each turn's calls as one pipeline (see the module doc).
 
-    __slots__ = ("_client", "_lane", "_turns")
+    Nothing about a script changes: each is still its own atomic `EVALSHA`, its reply or error
+    goes to the caller that asked for it, and one script's error does not touch another's (the
+    pipeline is not a transaction). A `NOSCRIPT` reply means that script did not run; it is sent
+    again on its own, which loads it. A connection that fails fails every call of that pipeline,
+    as it would have failed each of them sent alone. A call whose arguments cannot be packed
+    fails alone with `Unsendable`, before anything is sent, and the rest go without it.
+
+    Only a single-node client batches; a cluster client's pipeline splits by node and gains
+    little, so there each call goes straight to the script object.
+    """
+
+    __slots__ = ("_client", "_shared", "_turns")
 
     def __init__(self, client: Any) -> None:
         self._client = client
-        self._turns: TurnBatcher[_Run, Any] | None = None
-        self._lane: Lane | None = None
+        self._turns: Coalescer[_Run, Any] | None = None
+        self._shared: SharedConnection | None = None
         if not isinstance(client, RedisCluster):
-            self._turns = TurnBatcher(self._send, MOST)
-            self._lane = Lane(client.connection_pool)
+            self._turns = Coalescer(self._send, MOST)
+            self._shared = SharedConnection(client.connection_pool)
 
     async def run(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """The reply of `script` run with `keys` and `args` (its error, raised)."""
@@ -63,12 +64,12 @@ class Batcher:
         return await self._turns.call((script, list(keys), list(args)))
 
     async def _send(self, calls: list[_Call], reloaded: bool = False) -> None:
-        assert self._lane is not None  # batching only where there is a lane
+        assert self._shared is not None  # batching only where there is a shared connection
         commands = [
             ("EVALSHA", script.sha, len(keys), *keys, *args) for (script, keys, args), _ in calls
         ]
         try:
-            results = await self._lane.execute(commands)
+            results = await self._shared.execute(commands)
         except Unsendable as refused:  # nothing was sent: that call fails, the others go on
             fail([calls[refused.index]], refused)
             rest = calls[: refused.index] + calls[refused.index + 1 :]

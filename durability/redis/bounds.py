@@ -2,26 +2,27 @@
 
 A frozen server (stopped, a stalled VM, a partition that leaves the socket open) never closes
 the connection, so without a bound a caller waits for as long as the server sleeps. redis-py's
-own bound, `socket_timeout`, sends every command from a task of its own (a fifth of a worker's
-CPU), so `open_durable` builds the client without it and gives each call a `call_timeout`
+own bound, `socket_timeout`, sends every command from a task of its own (a cost a busy worker
+feels), so `open_durable` builds the client without it and gives each call a `call_timeout`
 instead, kept by a timer:
 
 - `Bounded` connections bound each reply redis-py reads for them, and each send;
-- the `Lane` bounds each call it pipelines, plus the `BLOCK` a waiting read asks the server
-  for (`waits`), so a blocking read keeps its own bound: its block, and the call's after it.
+- a `SharedConnection` bounds each call it pipelines, plus the `BLOCK` a waiting read asks
+  the server for (`waits`), so a blocking read keeps its own bound: its block, and the
+  call's after it.
 
 A call that runs out closes its connection (a late reply must not be read as the next
 command's) and raises `TimedOut`, an `Unanswered`. redis-py does not send it again (it is
 none of redis-py's errors), so the bound is the call's, not one per retry.
 
 A connection that is lost (reset, closed, refused when opened again) raises `Lost` from these
-connections and from the `Lane`: an `Unanswered` too, the driver's error its cause, and still
-a `redis.exceptions.ConnectionError`, so redis-py goes on reconnecting and retrying as it
-does for its own.
+connections and from a `SharedConnection`: an `Unanswered` too, the driver's error its cause,
+and still a `redis.exceptions.ConnectionError`, so redis-py goes on reconnecting and retrying
+as it does for its own.
 
 A client built by hand gets the same with `Redis(..., connection_class=PackedConnection,
-call_timeout=seconds)` (or `Bounded`); with redis-py's own connections only the `Lane`'s calls
-are bounded (by `socket_timeout`) and translated.
+call_timeout=seconds)` (or `Bounded`); with redis-py's own connections only a
+`SharedConnection`'s calls are bounded (by `socket_timeout`) and translated.
 
 A cluster client makes its node connections itself, of redis-py's own class, so there the
 bound is redis-py's `socket_timeout` and `BoundedCluster` turns what its commands raise, once
@@ -40,7 +41,7 @@ from redis.exceptions import ClusterDownError, RedisClusterException
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from durability.outage import Unanswered
+from durability.storekit.outage import Unanswered
 
 __all__ = [
     "Bounded",
@@ -127,9 +128,9 @@ class Bounded(Connection):
         await self._answered(super().send_packed_command(command, check_health), self._bound())
 
     async def read_response(self, *args: Any, **kwargs: Any) -> Any:
-        # An explicit timeout is a caller's own (a pub/sub poll, the Lane's `math.inf`).
+        # An explicit timeout is a caller's own (a pub/sub poll, a SharedConnection's `math.inf`).
         if kwargs.get("timeout") is not None or len(args) > 1 or self._bound() is None:
-            # The Lane's every reply: no timer, and no coroutine more than the read's own.
+            # A SharedConnection's every reply: no timer, no coroutine more than the read's own.
             try:
                 return await super().read_response(*args, **kwargs)
             except Unanswered:
@@ -139,8 +140,8 @@ class Bounded(Connection):
         return await self._answered(super().read_response(*args, **kwargs), self._bound())
 
     async def _answered(self, step: Awaitable[T], bound: float | None) -> T:
-        """`await step` within `bound` seconds (None: no timer, the Lane's every read), its
-        connection failures as `Lost` and its running out as `TimedOut`."""
+        """`await step` within `bound` seconds (None: no timer, a SharedConnection's every read),
+        its connection failures as `Lost` and its running out as `TimedOut`."""
         try:
             if bound is None:
                 return await step

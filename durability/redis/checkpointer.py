@@ -1,48 +1,23 @@
 """`RedisCheckpointer`: a workflow's records and claim in Redis, every guarantee one Lua script.
 
-Layout: three keys per workflow, under the checkpointer's `namespace` (`durability` unless
-given) and hash-tagged `{<id>}` so they share one cluster slot and a script may touch them
-together. The namespace stays outside the braces: the tag is the id alone, so workflows still
-spread over a cluster's nodes, and an effect's keys need only carry `{<id>}` (see effect.py).
+Three keys per workflow under the checkpointer's `namespace`, hash-tagged `{<id>}` so they
+share one cluster slot and a script may touch them together; `RedisCheckpointer` gives the
+layout. Each operation is one script (`scripts/checkpoint/`, each after `prelude.lua`): times
+come from the server's `TIME`, tokens are `max(now_ms, previous + 1)`.
 
-| key                         | type | holds                                                  |
-|-----------------------------|------|--------------------------------------------------------|
-| `<ns>:workflow:{id}`        | HASH | step key -> encoded value; nothing of the engine's      |
-| `<ns>:workflow:{id}:pass`   | HASH | `token`, `until`, `deadline` (ms), `appended` (inbox)   |
-| `<ns>:workflow:{id}:order`  | LIST | `"<ms>:<key>"` per first write, in first-recorded order |
-
-So `HGETALL <ns>:workflow:{id}` is exactly the user's records (an operator or a progress view
-can read it without filtering), while the order list keeps the first-recorded order a hash
-loses once it outgrows its compact encoding (128 fields), and the server time of each write.
-Keys written before namespaces (`workflow:{id}...`) are moved by `migration.move_checkpoints`.
-
-Each operation is one script (`*.lua` beside this module, each prefixed with `prelude.lua`):
-times come from the server's `TIME`, tokens are `max(now_ms, previous + 1)`, and every write
-pushes all three keys' expiry to at least `ttl` from now, never shortening it, so `hold` can
-keep a sleeping workflow past its TTL. `discard` keeps the claim hash (its token raised) so a
-pass still running is fenced.
-
-Workflow ids become part of key names; `check_workflow` (the bound every store shares) refuses
-before any key is built the ids Redis keys cannot hold: with `{` or `}` (they would redefine the
-hash tag), longer than `MAX_WORKFLOW` (`interfaces.MAX_NAME`) characters, or not valid text.
-
-With `durable=Acknowledged(...)` every write travels as one pipeline: the script, then `WAIT`
-(and `WAITAOF` on 7.2+ when asked), on one connection, because `WAIT` counts the writes of the
-connection it arrives on. Too few acknowledgements raise `NotAcknowledged`, and so does a server
-that refuses the `WAIT` or `WAITAOF` itself (`WAITAOF` on a primary without `appendonly yes`):
-either way the write was applied on the primary, but not with the durability asked for.
+The decision not to undo: the namespace stays outside the braces, so the tag is the id alone,
+workflows still spread over a cluster's nodes, and an effect's keys need only carry `{<id>}`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from redis.asyncio import Redis
@@ -51,35 +26,25 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
 from durability.cancelling import stop_if_cancelled
-from durability.codec import Codec, JsonCodec
-from durability.interfaces import (
-    INBOX,
-    INBOX_WIDTH,
+from durability.checks import (
     MAX_NAME,
-    STATES,
-    Effect,
-    Entry,
-    Fenced,
-    Look,
-    Pass,
-    Recorded,
-    Standing,
-    Written,
     check_key,
     check_page,
     check_recorded_key,
     check_state,
     check_workflow,
-    detail_text,
-    inbox_key,
     positive,
     to_ms,
 )
-from durability.redis.batching import Batcher
+from durability.codec import Codec, JsonCodec
+from durability.redis.batching import ScriptBatcher
+from durability.redis.checkpoint_calls import CheckpointCalls, from_server_ms, records_of
 from durability.redis.effect import LuaEffect, hash_tag
-from durability.redis.lua import ScriptCall, named, script, source
+from durability.redis.lua import named, script, source
 from durability.redis.namespace import DEFAULT, check_namespace
 from durability.redis.namespace import key as namespace_key
+from durability.signals import Fenced
+from durability.values import STATES, Effect, Entry, Look, Pass, Recorded, Standing, Written
 
 __all__ = [
     "MAX_WORKFLOW",
@@ -134,22 +99,12 @@ def _keys(prefix: str, workflow: str) -> tuple[str, str, str]:
     return base, f"{base}:pass", f"{base}:order"
 
 
-def _flat(dumped: str) -> list[Any]:
-    """The records as `dump` (prelude.lua) encodes them: [key, encoded, written_ms, ...]."""
-    flat: list[Any] = json.loads(dumped) or []  # "{}" is cjson's empty array
-    return flat
-
-
 def _successor(prefix: bytes) -> bytes | None:
     """The least byte string above every string that starts with `prefix` (None: no bound)."""
     trimmed = prefix.rstrip(b"\xff")
     if not trimmed:
         return None
     return trimmed[:-1] + bytes([trimmed[-1] + 1])
-
-
-def _ms_to_datetime(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, UTC)
 
 
 @dataclass(frozen=True, slots=True)
@@ -199,7 +154,34 @@ class RedisCheckpointer:
     """A `Checkpointer` over Redis (a `redis.asyncio` client or cluster client built with
     `decode_responses=True`). Every key it writes lies under `namespace`: two checkpointers
     with different namespaces never see or fence each other's workflows, whatever the ids.
-    See the module docstring for the key layout."""
+
+    | key                         | type | holds                                                  |
+    |-----------------------------|------|--------------------------------------------------------|
+    | `<ns>:workflow:{id}`        | HASH | step key -> encoded value; nothing of the engine's      |
+    | `<ns>:workflow:{id}:pass`   | HASH | `token`, `until`, `deadline` (ms), `appended` (inbox)   |
+    | `<ns>:workflow:{id}:order`  | LIST | `"<ms>:<key>"` per first write, in first-recorded order |
+
+    So `HGETALL <ns>:workflow:{id}` is exactly the user's records (an operator or a progress view
+    can read it without filtering), while the order list keeps the first-recorded order a hash
+    loses once it outgrows its compact encoding (128 fields), and the server time of each write.
+    Keys written before namespaces (`workflow:{id}...`) are moved by `migration.move_checkpoints`.
+
+    Each operation is one script (`scripts/checkpoint/*.lua`, each prefixed with `prelude.lua`):
+    times come from the server's `TIME`, tokens are `max(now_ms, previous + 1)`, and every write
+    pushes all three keys' expiry to at least `ttl` from now, never shortening it, so `hold` can
+    keep a sleeping workflow past its TTL. `discard` keeps the claim hash (its token raised) so a
+    pass still running is fenced.
+
+    Workflow ids become part of key names; `check_workflow` (the bound every store shares) refuses
+    before any key is built the ids Redis keys cannot hold: with `{` or `}` (they would redefine the
+    hash tag), longer than `MAX_WORKFLOW` (`interfaces.MAX_NAME`) characters, or not valid text.
+
+    With `durable=Acknowledged(...)` every write travels as one pipeline: the script, then `WAIT`
+    (and `WAITAOF` on 7.2+ when asked), on one connection, because `WAIT` counts the writes of the
+    connection it arrives on. Too few acknowledgements raise `NotAcknowledged`, and so does a server
+    that refuses the `WAIT` or `WAITAOF` itself (`WAITAOF` on a primary without `appendonly yes`):
+    either way the write was applied on the primary, but not with the durability asked for.
+    """
 
     def __init__(
         self,
@@ -221,7 +203,14 @@ class RedisCheckpointer:
         self._scripts: dict[str, AsyncScript] = {}
         self._effects: dict[str, AsyncScript] = {}
         self._version: tuple[int, ...] | None = None
-        self._batcher = Batcher(redis)
+        self._batcher = ScriptBatcher(redis)
+        standing_keys = (
+            namespace_key(self.namespace, "standings"),
+            *(namespace_key(self.namespace, f"state:{name}") for name in ("all", *STATES)),
+        )
+        #: The calls this checkpointer sends, built and read; `RedisDurable` joins them with
+        #: a scheduler's (see checkpoint_calls.py).
+        self.calls = CheckpointCalls(self.keys, self._ttl_ms, self._codec, standing_keys)
         self._swept = 0  # where `sweep`'s walk over the standings has got to
 
     # --- running scripts --------------------------------------------------------------------
@@ -238,7 +227,7 @@ class RedisCheckpointer:
         # script by digest, so a hot effect costs one EVALSHA like any other write.
         found = self._effects.get(body)
         if found is None:
-            template = source("prelude") + source("transact")
+            template = source("prelude") + source("transact_template")
             text = template.replace(_EFFECT_SLOT, body)
             found = self._effects[body] = named(self._redis.register_script(text), "transact")
         return found
@@ -322,35 +311,19 @@ class RedisCheckpointer:
         reply = await self._write(
             self._script("claim"), keys, [to_ms(budget), to_ms(alive), self._ttl_ms]
         )
-        return self._claimed(workflow, alive, reply)
-
-    def _claimed(self, workflow: str, alive: timedelta, reply: Any) -> Pass | None:
-        """The `Pass` a claim.lua reply stands for (`None`/false: a live claim holds it)."""
-        if not reply:
-            return None
-        token, deadline = int(reply[0]), int(reply[1])
-        # The script read the checkpoint as it took the claim: the pass needs no `load`.
-        records = self._records(_flat(reply[2]))
-        return Pass(workflow, token, alive, _ms_to_datetime(deadline), records)
-
-    def _claim_args(self, budget: timedelta, alive: timedelta) -> tuple[int, int, int]:
-        return to_ms(positive("budget", budget)), to_ms(positive("alive", alive)), self._ttl_ms
-
-    def _records(self, flat: list[Any]) -> dict[str, object]:
-        decode = self._codec.decode
-        return {flat[i]: decode(flat[i + 1]) for i in range(0, len(flat), 3)}
+        return self.calls.claimed(workflow, alive, reply)
 
     async def _load(self, workflow: str) -> list[Any]:
-        return _flat(await self._read(self._script("load"), self.keys(workflow)))
+        return records_of(await self._read(self._script("load"), self.keys(workflow)))
 
     async def load(self, workflow: str) -> dict[str, object]:
-        return self._records(await self._load(workflow))
+        return self.calls.records(await self._load(workflow))
 
     async def history(self, workflow: str) -> list[Written]:
         flat = await self._load(workflow)
         decode = self._codec.decode
         return [
-            Written(flat[i], decode(flat[i + 1]), _ms_to_datetime(int(flat[i + 2])))
+            Written(flat[i], decode(flat[i + 1]), from_server_ms(int(flat[i + 2])))
             for i in range(0, len(flat), 3)
         ]
 
@@ -390,39 +363,14 @@ class RedisCheckpointer:
         return Recorded(self._codec.decode(reply[1]), int(reply[0]) == 1)
 
     async def supply(self, workflow: str, key: str, value: object) -> Recorded:
-        call, encoded = self._supply_call(workflow, key, value)
-        return self._supplied(await self._write(self._script(call.name), call.keys, call.args),
-                              encoded)
-
-    def _supply_call(self, workflow: str, key: str, value: object) -> tuple[ScriptCall, str]:
-        check_key(key)
-        encoded = self._codec.encode(value)
-        keys = self.keys(workflow)
-        return ScriptCall("supply", keys, (key, encoded, self._ttl_ms), prelude=True), encoded
-
-    def _supplied(self, reply: Any, encoded: str) -> Recorded:
-        if int(reply[0]) == 1:
-            return Recorded(self._codec.decode(encoded), True)
-        return Recorded(self._codec.decode(reply[1]), False)
+        call, encoded = self.calls.supply(workflow, key, value)
+        reply = await self._write(self._script(call.name), call.keys, call.args)
+        return self.calls.supplied(reply, encoded)
 
     async def append(self, workflow: str, value: object) -> Entry:
-        call, encoded = self._append_call(workflow, value)
-        return self._appended(await self._write(self._script(call.name), call.keys, call.args),
-                              encoded)
-
-    def _append_call(self, workflow: str, value: object) -> tuple[ScriptCall, str]:
-        encoded = self._codec.encode(value)
-        keys = self.keys(workflow)
-        args = (encoded, self._ttl_ms, INBOX, INBOX_WIDTH)
-        return ScriptCall("append", keys, args, prelude=True), encoded
-
-    def _appended(self, reply: Any, encoded: str) -> Entry:
-        key = str(reply[1])
-        # The script formats the key itself (it must write under it atomically); it has to be
-        # exactly the key the rest of the library would mint for that sequence number.
-        if key != inbox_key(int(reply[0])):
-            raise AssertionError(f"append.lua minted {key!r} for sequence {reply[0]}")
-        return Entry(key, self._codec.decode(encoded))
+        call, encoded = self.calls.append(workflow, value)
+        reply = await self._write(self._script(call.name), call.keys, call.args)
+        return self.calls.appended(reply, encoded)
 
     async def extend(self, holder: Pass, budget: timedelta, alive: timedelta) -> Pass:
         positive("budget", budget)
@@ -431,7 +379,7 @@ class RedisCheckpointer:
         args = [holder.token, to_ms(budget), to_ms(alive), self._ttl_ms]
         reply = await self._write(self._script("extend"), keys, args)
         self._fenced(holder, reply)
-        return Pass(holder.workflow, holder.token, holder.alive, _ms_to_datetime(int(reply[1])))
+        return Pass(holder.workflow, holder.token, holder.alive, from_server_ms(int(reply[1])))
 
     async def renew(self, holder: Pass, alive: timedelta) -> None:
         positive("alive", alive)
@@ -453,15 +401,7 @@ class RedisCheckpointer:
     # --- the ledger: where each workflow's last pass left it -------------------------------
 
     def _standing_keys(self) -> list[str]:
-        return [*self._standing_key_tuple]
-
-    @functools.cached_property
-    def _standing_key_tuple(self) -> tuple[str, ...]:
-        # Built once: every standing names the same seven keys.
-        return (namespace_key(self.namespace, "standings"), *self._state_keys())
-
-    def _state_keys(self) -> list[str]:
-        return [namespace_key(self.namespace, f"state:{name}") for name in ("all", *STATES)]
+        return [*self.calls.standing_keys]
 
     def _standings_script(self, name: str) -> AsyncScript:
         found = self._scripts.get(name)
@@ -470,20 +410,11 @@ class RedisCheckpointer:
         return found
 
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
-        call = self._settle_call(holder, state, detail)
+        call = self.calls.settle(holder, state, detail)
         # Through the batcher, like every other write of a pass: at capacity the standings of a
         # turn's passes go out in the same pipeline as their records and finishes.
         written = await self._write(self._standings_script("settle"), call.keys, call.args)
         return bool(int(written))
-
-    def _settle_call(self, holder: Pass, state: str, detail: Mapping[str, object]) -> ScriptCall:
-        """settle.lua's run for this standing, checked and encoded, not yet sent (`settle`,
-        and `RedisDurable.finish_settled`, which runs it inside the finish's script)."""
-        check_state(state)
-        check_workflow(holder.workflow)
-        text = detail_text(detail)
-        args = (holder.workflow, holder.token, 3 + STATES.index(state), state, text)
-        return ScriptCall("settle", self._standing_key_tuple, args)
 
     def _standing(self, workflow: str, held: str | None) -> Standing | None:
         if not held:
@@ -491,7 +422,7 @@ class RedisCheckpointer:
         _, state, at, detail = [*held.split("\n", 3), "", "", ""][:4]
         if not state:
             return None  # a tombstone: the workflow was discarded
-        return Standing(workflow, state, json.loads(detail), _ms_to_datetime(int(at)))
+        return Standing(workflow, state, json.loads(detail), from_server_ms(int(at)))
 
     async def look(self, workflow: str) -> Look:
         keys = self.keys(workflow)
@@ -597,12 +528,8 @@ class RedisCheckpointer:
         return dropped, self._swept == 0
 
     async def release(self, holder: Pass) -> None:
-        call = self._release_call(holder)
+        call = self.calls.release(holder)
         await self._write(self._script(call.name), call.keys, call.args)
-
-    def _release_call(self, holder: Pass) -> ScriptCall:
-        keys = self.keys(holder.workflow)
-        return ScriptCall("release", keys, (holder.token, self._ttl_ms), prelude=True)
 
     # --- beyond the protocol ----------------------------------------------------------------
 
@@ -614,6 +541,12 @@ class RedisCheckpointer:
     def redis(self) -> Client:
         """The client every script of this checkpointer runs on."""
         return self._redis
+
+    @property
+    def batcher(self) -> ScriptBatcher:
+        """What every script of this checkpointer is sent through: a durable sends its joined
+        scripts through it too, so a turn's passes share one pipeline whatever they ask."""
+        return self._batcher
 
     @property
     def acknowledged(self) -> Acknowledged | None:

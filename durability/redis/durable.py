@@ -1,44 +1,13 @@
 """`RedisDurable`: the moves that cross the checkpoint and the queue, one script each.
 
 On a single Redis node a script may touch any key, so the pairs `Durable` promises in order
-run as one script (`joined.lua` with a checkpoint body and then a scheduler body):
+run as one script (`shared/joined_template.lua` with a checkpoint body and then a scheduler
+body): `arrive`, `deliver`, `finish`, `finish_settled`, and `take` (the queue's read, then
+`claim.lua`). On a cluster, with `Acknowledged`, or over two clients they fall back to two
+calls in order, as `SplitDurable` makes them.
 
-| move | one script | on a cluster (or with `Acknowledged`, or two clients) |
-|---|---|---|
-| `arrive` | `supply.lua`, then the scheduler's wakeup | `supply`, then `make_ready` |
-| `deliver` | `append.lua`, then the scheduler's wakeup | `append`, then `make_ready` |
-| `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
-| `finish_settled` | `settle`, `release`, the done (`settled.lua`) | the three, in order |
-| `take` | the scheduler's read (without blocking), then `claim.lua` | `next_ready`, then `claim` |
-
-`take` tries the one script first (a busy worker starts each pass in one round trip). When it
-finds nothing, on the stream it waits in one pipeline on a connection kept for it (a `Lane`):
-a blocking `XREADGROUP` under a waiting consumer of its own, and right behind it
-`stream_took.lua`, which Redis runs as soon as the read is served, handing the entry to the
-worker's consumer and claiming its workflow; so a woken worker also starts its pass one round
-trip after the wakeup lands, and after an empty wait the next take goes straight to that
-pipeline (an idle worker sends it once per `within`).
-A take that may wait only a few milliseconds never blocks (see `_GLANCE`). On the set
-scheduler with its doorbell (see sortedset.py) the take waits the same way: a `BLPOP` on the
-doorbell and right behind it the one script, which runs as soon as a ring (or the block's
-end) lets the read go, so a rung worker also starts its pass one round trip after the ring.
-Without the doorbell the take polls with the one script, on the scheduler's fixed beat
-(`durability.polling`), so a workflow found is also claimed in that round trip.
-
-Every script goes through the checkpointer's `Batcher`: those that concurrent passes ask for
-in one turn of the event loop travel as one pipeline.
-
-Why a script and not a two-command pipeline: a pipeline does not stop at an error, so a write
-the server refused (a flushed script cache, a key of the wrong type) would still be followed
-by its wakeup, a wakeup announcing a value that is not there. In one script an error in the
-first part ends it before the second runs, the order is kept by construction, and it is one
-command on one connection. Every value is encoded and every id checked before it is sent.
-
-On a cluster the workflow's keys and the queue's keys lie in different slots (the workflow id
-and the namespace are different hash tags), which no one script or ordered pipeline can span,
-so the moves fall back to two calls in order, as `SplitDurable` does; so do a checkpointer
-whose writes wait for replicas (`WAIT` must follow the write it counts) and a checkpointer and
-scheduler on different clients (different servers, perhaps).
+The decision not to undo: one script, not a two-command pipeline. A pipeline does not stop at
+an error, so a refused write would still be followed by its wakeup; `RedisDurable` says more.
 """
 
 from __future__ import annotations
@@ -53,26 +22,25 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import (
-    Delivery,
-    Entry,
-    Pass,
-    Recorded,
-    Taken,
-    positive,
-    to_ms,
-)
-from durability.outage import Unanswered, delivery_unknown, outcome_unknown
-from durability.polling import beats
+from durability.checks import positive, to_ms
 from durability.redis.checkpointer import RedisCheckpointer
-from durability.redis.lane import Lane
 from durability.redis.lua import ScriptCall, named, source
 from durability.redis.marker import Marker
 from durability.redis.namespace import text
-from durability.redis.sortedset import RedisSetScheduler
-from durability.redis.stream import FIELD, GROUP, RedisStreamScheduler, lost_group, receipt_of
+from durability.redis.set_scheduler import RedisSetScheduler
+from durability.redis.shared_connection import SharedConnection
+from durability.redis.stream_scheduler import (
+    FIELD,
+    GROUP,
+    RedisStreamScheduler,
+    lost_group,
+    receipt_of,
+)
 from durability.split import SplitDurable
-from durability.traffic import Traffic
+from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
+from durability.storekit.traffic import Traffic
+from durability.values import Delivery, Entry, Pass, Recorded, Taken
+from durability.waits import beats
 
 __all__ = ["RedisDurable"]
 
@@ -85,7 +53,45 @@ _GLANCE = timedelta(milliseconds=5)
 
 class RedisDurable(SplitDurable):
     """A `Durable` over a `RedisCheckpointer` and a Redis scheduler: `arrive`, `deliver` and
-    `finish` are one round trip each when both share one client to a single node."""
+    `finish` are one round trip each when both share one client to a single node.
+
+    | move | one script | two calls (a cluster, `Acknowledged`, two clients) |
+    |---|---|---|
+    | `arrive` | `supply.lua`, then the scheduler's wakeup | `supply`, then `make_ready` |
+    | `deliver` | `append.lua`, then the scheduler's wakeup | `append`, then `make_ready` |
+    | `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
+    | `finish_settled` | `settle`, `release`, the done (`settled_template.lua`) | the three |
+    | `take` | the scheduler's read (not blocking), then `claim.lua` | `next_ready`, `claim` |
+
+    `take` tries the one script first (a busy worker starts each pass in one round trip). When it
+    finds nothing, on the stream it waits in one pipeline on a connection kept for it (a
+    `SharedConnection`): a blocking `XREADGROUP` under a waiting consumer of its own, and right
+    behind it `stream_took.lua`, which Redis runs as soon as the read is served, handing the entry
+    to the worker's consumer and claiming its workflow; so a woken worker also starts its pass one
+    round trip after the wakeup lands, and after an empty wait the next take goes straight to that
+    pipeline (an idle worker sends it once per `within`).
+    A take that may wait only a few milliseconds never blocks (see `_GLANCE`). On the set
+    scheduler with its doorbell (see set_scheduler.py) the take waits the same way: a `BLPOP` on the
+    doorbell and right behind it the one script, which runs as soon as a ring (or the block's
+    end) lets the read go, so a rung worker also starts its pass one round trip after the ring.
+    Without the doorbell the take polls with the one script, on the scheduler's fixed beat
+    (`durability.waits`), so a workflow found is also claimed in that round trip.
+
+    Every script goes through the checkpointer's `ScriptBatcher`: those that concurrent passes ask
+    for in one turn of the event loop travel as one pipeline.
+
+    Why a script and not a two-command pipeline: a pipeline does not stop at an error, so a write
+    the server refused (a flushed script cache, a key of the wrong type) would still be followed
+    by its wakeup, a wakeup announcing a value that is not there. In one script an error in the
+    first part ends it before the second runs, the order is kept by construction, and it is one
+    command on one connection. Every value is encoded and every id checked before it is sent.
+
+    On a cluster the workflow's keys and the queue's keys lie in different slots (the workflow id
+    and the namespace are different hash tags), which no one script or ordered pipeline can span,
+    so the moves fall back to two calls in order, as `SplitDurable` does; so do a checkpointer
+    whose writes wait for replicas (`WAIT` must follow the write it counts) and a checkpointer and
+    scheduler on different clients (different servers, perhaps).
+    """
 
     __slots__ = (
         "_hidden_at",
@@ -95,7 +101,7 @@ class RedisDurable(SplitDurable):
         "_scripts",
         "_settled",
         "_waited",
-        "_waiting_lane",
+        "_waiting_connection",
     )
 
     def __init__(
@@ -127,8 +133,8 @@ class RedisDurable(SplitDurable):
         waits = self._joined and (
             isinstance(scheduler, RedisStreamScheduler) or scheduler.doorbell is not None
         )
-        self._waiting_lane = (
-            Lane(client.connection_pool)
+        self._waiting_connection = (
+            SharedConnection(client.connection_pool)
             if waits and not isinstance(client, RedisCluster)  # (joined: never a cluster)
             else None
         )
@@ -147,30 +153,30 @@ class RedisDurable(SplitDurable):
         if not self._joined:  # two calls: SplitDurable says what a lost answer means
             return await super().arrive(workflow, key, value)
         try:
-            write, encoded = self._redis_checkpointer._supply_call(workflow, key, value)
-            wakeup = self._redis_scheduler._wakeup_call(workflow)
+            write, encoded = self._redis_checkpointer.calls.supply(workflow, key, value)
+            wakeup = self._redis_scheduler.wakeup_call(workflow)
             reply = await self._run(write, wakeup)
         except Unanswered as error:
             raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
-        return self._redis_checkpointer._supplied(reply, encoded)
+        return self._redis_checkpointer.calls.supplied(reply, encoded)
 
     async def deliver(self, workflow: str, value: object) -> Entry:
         if not self._joined:
             return await super().deliver(workflow, value)
         try:
-            write, encoded = self._redis_checkpointer._append_call(workflow, value)
-            wakeup = self._redis_scheduler._wakeup_call(workflow)
+            write, encoded = self._redis_checkpointer.calls.append(workflow, value)
+            wakeup = self._redis_scheduler.wakeup_call(workflow)
             reply = await self._run(write, wakeup)
         except Unanswered as error:
             raise delivery_unknown(error, workflow) from error.__cause__
-        return self._redis_checkpointer._appended(reply, encoded)
+        return self._redis_checkpointer.calls.appended(reply, encoded)
 
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         if not self._joined:
             await super().finish(holder, delivery)
             return
-        release = self._redis_checkpointer._release_call(holder)
-        done = self._redis_scheduler._done_call(delivery)
+        release = self._redis_checkpointer.calls.release(holder)
+        done = self._redis_scheduler.done_call(delivery)
         scheduler = self._redis_scheduler
         if isinstance(scheduler, RedisStreamScheduler):
             # Sent again after a lost group, the release part runs twice: it is idempotent.
@@ -181,17 +187,17 @@ class RedisDurable(SplitDurable):
     async def finish_settled(
         self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
     ) -> bool:
-        """The standing, the release and the done as one script (`settled.lua`) when joined;
-        else the three in that order (`SplitDurable.finish_settled`)."""
+        """The standing, the release and the done as one script (`settled_template.lua`) when
+        joined; else the three in that order (`SplitDurable.finish_settled`)."""
         if not self._joined:
             return await super().finish_settled(holder, delivery, state, detail)
-        release = self._redis_checkpointer._release_call(holder)
-        stand = self._redis_checkpointer._settle_call(holder, state, detail)
-        done = self._redis_scheduler._done_call(delivery)
+        release = self._redis_checkpointer.calls.release(holder)
+        stand = self._redis_checkpointer.calls.settle(holder, state, detail)
+        done = self._redis_scheduler.done_call(delivery)
         script = self._settled_script(release.name, done.name)
         keys = [*release.keys, *stand.keys, *done.keys]
         args = [len(release.args), len(stand.args), *release.args, *stand.args, *done.args]
-        send = self._redis_checkpointer._batcher.run
+        send = self._redis_checkpointer.batcher.run
         scheduler = self._redis_scheduler
         if isinstance(scheduler, RedisStreamScheduler):
             # Sent again after a lost group, the standing and the release run twice: each is
@@ -205,7 +211,7 @@ class RedisDurable(SplitDurable):
         found = self._settled.get((release, done))  # every pass's path: one lookup
         if found is None:
             text_ = source("prelude") + (
-                source("settled")
+                source("settled_template")
                 .replace("--[[FIRST]]", source(release))
                 .replace("--[[STAND]]", source("settle"))
                 .replace("--[[THEN]]", source(done))
@@ -219,7 +225,7 @@ class RedisDurable(SplitDurable):
         positive("within", within)
         if not self._joined:
             return await super().take(within, budget, alive)
-        claim_args = self._redis_checkpointer._claim_args(budget, alive)
+        claim_args = self._redis_checkpointer.calls.claim_args(budget, alive)
         scheduler = self._redis_scheduler
         if isinstance(scheduler, RedisStreamScheduler):
             args: tuple[object, ...] = (GROUP, scheduler.consumer, FIELD)
@@ -227,7 +233,7 @@ class RedisDurable(SplitDurable):
         else:
             read = ScriptCall("set_take", scheduler.keys, (to_ms(scheduler.lease),))
         script = self._take_script(read.name)
-        batcher = self._redis_checkpointer._batcher
+        batcher = self._redis_checkpointer.batcher
         prefix = self._redis_checkpointer.prefix
         keys, script_args = read.keys, [len(read.args), *read.args, prefix, *claim_args]
         if within <= _GLANCE:
@@ -256,7 +262,7 @@ class RedisDurable(SplitDurable):
         workflow, receipt = text(reply[0][0]), text(reply[0][1])
         if isinstance(self._redis_scheduler, RedisStreamScheduler):
             receipt = receipt_of(receipt, 1)  # read with ">" (or handed over): first delivery
-        holder = self._redis_checkpointer._claimed(workflow, alive, reply[1])
+        holder = self._redis_checkpointer.calls.claimed(workflow, alive, reply[1])
         return Taken(Delivery(workflow, receipt), holder)
 
     async def _wait_and_take(
@@ -276,8 +282,8 @@ class RedisDurable(SplitDurable):
         keys = [scheduler.ready]
         prefix = self._redis_checkpointer.prefix
         args: list[str | int] = [4, GROUP, scheduler.consumer, waiter, FIELD, prefix, *claim_args]
-        lane = self._waiting_lane
-        assert lane is not None  # a joined durable over a stream has one
+        shared = self._waiting_connection
+        assert shared is not None  # a joined durable over a stream has one
         regrouped = False
         # Unsliced: the lane bounds the call by its block as well (`waits`).
         for block in scheduler.blocks(within, sliced=False):
@@ -289,7 +295,7 @@ class RedisDurable(SplitDurable):
             took = ("EVALSHA", script.sha, len(keys), *keys, *args)
             # A take cancelled mid-wait closes the connection, which ends the blocked read
             # before it can hand an entry to a take that is gone.
-            read, reply = await lane.execute(
+            read, reply = await shared.execute(
                 [read, took], drop_on_cancel=True, waits=block.total_seconds()
             )
             if lost_group(read) and not regrouped:
@@ -327,11 +333,11 @@ class RedisDurable(SplitDurable):
         loop = asyncio.get_running_loop()
         end = loop.time() + within.total_seconds()
         keys = list(scheduler.keys)
-        lane = self._waiting_lane
-        assert lane is not None and scheduler.doorbell is not None
+        shared = self._waiting_connection
+        assert shared is not None and scheduler.doorbell is not None
         reply: Any = None
         if not self._waited:
-            reply = await self._redis_checkpointer._batcher.run(script, keys, args)
+            reply = await self._redis_checkpointer.batcher.run(script, keys, args)
         while True:
             stop_if_cancelled()
             now = loop.time()
@@ -348,13 +354,13 @@ class RedisDurable(SplitDurable):
             block, pause = scheduler.wait(left, hidden, sliced=False)  # the lane bounds it
             if block is None:
                 await asyncio.sleep(pause)
-                reply = await self._redis_checkpointer._batcher.run(script, keys, args)
+                reply = await self._redis_checkpointer.batcher.run(script, keys, args)
                 continue
             self._waited = True
             look = ("EVALSHA", script.sha, len(keys), *keys, *args)
             # Cancelled mid-wait, the connection is closed, ending the BLPOP before the look
             # behind it can claim a workflow for a take that is gone.
-            _, reply = await lane.execute(
+            _, reply = await shared.execute(
                 [("BLPOP", scheduler.doorbell, f"{block:.3f}"), look],
                 drop_on_cancel=True,
                 waits=block,
@@ -369,7 +375,7 @@ class RedisDurable(SplitDurable):
         found = self._scripts.get(pair)
         if found is None:
             text_ = (
-                source("take")
+                source("take_template")
                 .replace("--[[TAKE]]", source(read))
                 .replace("--[[CLAIM]]", source("prelude") + source("claim"))
             )
@@ -385,18 +391,18 @@ class RedisDurable(SplitDurable):
         script = self._script(first, then)
         keys = [*first.keys, *then.keys]
         args = [len(first.args), *first.args, *then.args]
-        return await self._redis_checkpointer._batcher.run(script, keys, args)
+        return await self._redis_checkpointer.batcher.run(script, keys, args)
 
     def _script(self, first: ScriptCall, then: ScriptCall) -> AsyncScript:
         pair = (first.name, then.name)
         found = self._scripts.get(pair)
         if found is None:
-            # joined.lua reads the workflow's keys as KEYS[1..3] and hands the rest to `then`.
+            # The template reads the workflow's keys as KEYS[1..3] and hands the rest to `then`.
             if not first.prelude or len(first.keys) != 3 or then.prelude:
                 raise AssertionError(f"cannot join {pair}: a checkpoint script goes first")
             text = (
                 source("prelude")
-                + source("joined")
+                + source("joined_template")
                 .replace("--[[FIRST]]", source(first.name))
                 .replace("--[[THEN]]", source(then.name))
             )

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from durability.interfaces import Effect
+from durability.values import Effect
 
 __all__ = ["LuaEffect", "hash_tag"]
 

@@ -1,13 +1,17 @@
 """Loading the Lua scripts that make each Redis guarantee one atomic step.
 
-Every script lives in a `.lua` file beside the Python that runs it, so it can be read and
-diffed as Lua. `script(client, name)` reads `<name>.lua` from this package once (cached) and
-registers it with the client: redis-py's script object sends `EVALSHA` and, on `NOSCRIPT`
-(a restarted server, a `SCRIPT FLUSH`, a cluster node that never saw it), loads the text and
-retries, so a script costs one round trip in the steady state.
+Every script is a `.lua` file under `scripts/`, grouped by what it serves: `checkpoint/` (the
+records, the claim, the ledger, and `prelude.lua`, the fence every checkpoint script starts
+with), `stream/` and `set/` (the two schedulers), and `shared/` (what spans them: the templates
+`RedisDurable` fills with a checkpoint body and a queue body, and `footprint.lua`). A script is
+named by its file's stem alone, unique across the folders, so `script(client, name)` and
+`source(name)` need no folder, and a count of what was sent names the script as before.
 
-`ScriptCall` is one script run described rather than sent: the checkpointer and the schedulers
-hand these to `RedisDurable`, which joins two of them into one script (`joined.lua`).
+`script` registers the text with the client: redis-py's script object sends `EVALSHA` and, on
+`NOSCRIPT` (a restarted server, a `SCRIPT FLUSH`, a cluster node that never saw it), loads the
+text and retries, so a script costs one round trip in the steady state. `ScriptCall` is one
+run described rather than sent: the checkpointer and the schedulers hand these to
+`RedisDurable`, which joins two of them into one script (`shared/joined_template.lua`).
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
+from importlib.resources.abc import Traversable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -22,7 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["ScriptCall", "named", "script", "script_name", "source"]
 
-#: Every script registered through this module, by digest: what `durability.traffic` calls it.
+#: Every script registered through this module, by digest: what `durability.Traffic` calls it.
 _NAMES: dict[str, str] = {}
 
 
@@ -38,9 +43,27 @@ class ScriptCall:
 
 
 @cache
+def _folders(package: str) -> dict[str, Traversable]:
+    """Each script of `package`'s `scripts/` folder by its stem (one walk, on first use)."""
+    found: dict[str, Traversable] = {}
+    for folder in files(package).joinpath("scripts").iterdir():
+        for entry in folder.iterdir() if folder.is_dir() else ():
+            if entry.name.endswith(".lua"):
+                stem = entry.name.removesuffix(".lua")
+                if stem in found:
+                    raise AssertionError(f"two scripts are named {stem!r}")
+                found[stem] = entry
+    return found
+
+
+@cache
 def source(name: str, package: str = __package__ or "durability.redis") -> str:
-    """The text of `<name>.lua` from `package` (default: this one), read once."""
-    return files(package).joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    """The text of the script `name` (`scripts/*/<name>.lua`) from `package` (default: this
+    one), read once."""
+    found = _folders(package).get(name)
+    if found is None:
+        raise FileNotFoundError(f"no script {name}.lua under {package}'s scripts/")
+    return found.read_text(encoding="utf-8")
 
 
 def script(client: Any, name: str, package: str = __package__ or "durability.redis") -> AsyncScript:

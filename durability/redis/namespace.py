@@ -17,7 +17,7 @@ import unicodedata
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from durability.interfaces import Footprint
+from durability.values import Footprint
 
 __all__ = [
     "DEFAULT",

@@ -21,9 +21,9 @@ import logging
 from datetime import timedelta
 
 from durability.cancelling import pause
-from durability.interfaces import positive
+from durability.checks import positive
 from durability.redis.checkpointer import RedisCheckpointer
-from durability.redis.stream import RedisStreamScheduler
+from durability.redis.stream_scheduler import RedisStreamScheduler
 
 __all__ = ["sweeping", "trimming"]
 

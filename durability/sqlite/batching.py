@@ -23,7 +23,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from durability.turns import settle
+from durability.storekit.coalescing import settle
 
 __all__ = ["MOST", "GroupCommit", "Work", "together", "transaction"]
 

@@ -23,16 +23,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from durability.codec import Codec, JsonCodec
-from durability.interfaces import (
-    Effect,
-    Entry,
-    Fenced,
-    Look,
-    Pass,
-    Recorded,
-    Standing,
-    Written,
+from durability.checks import (
     check_key,
     check_page,
     check_recorded_key,
@@ -42,8 +33,11 @@ from durability.interfaces import (
     inbox_key,
     positive,
 )
+from durability.codec import Codec, JsonCodec
+from durability.signals import Fenced
 from durability.sqlite.database import SqliteDatabase, from_us, now_us, queries
 from durability.sqlite.effect import SqliteEffect
+from durability.values import Effect, Entry, Look, Pass, Recorded, Standing, Written
 
 __all__ = [
     "Claimed",

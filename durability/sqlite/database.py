@@ -1,49 +1,12 @@
 """`SqliteDatabase`: the one object that owns a SQLite file's connections for a process.
 
-Every store over one file shares one of these. It holds two aiosqlite connections, each with
-its own thread: a *writer* that runs every write transaction, and a *reader* for plain reads
-(`load`, `history`, `wake_due`), so a read never queues behind a write waiting for the file's
-lock. The file is in WAL mode (set by `migrate`), so readers never block the writer or each
-other, across processes too.
+Every store over one file shares one: a *writer* connection that runs every write transaction
+and a *reader* for plain reads, each on its own thread, over a file in WAL mode, so a read never
+queues behind a write waiting for the file's lock.
 
-A write transaction is one Python function handed to the writer's thread whole:
-`BEGIN IMMEDIATE`, its statements, `COMMIT`. Three reasons it is shaped that way:
-
-- `BEGIN IMMEDIATE` takes the file's write lock up front, waiting up to `busy_timeout` for
-  another process to finish. A deferred transaction would read first and could then fail to
-  upgrade (`SQLITE_BUSY` with no wait) when another process wrote in between.
-- One thread hop per transaction instead of one per statement: measured here, 130 us against
-  470 us for a four-statement transaction, which is most of a pass's cost.
-- A cancelled caller cannot leave the connection inside an open transaction: the function runs
-  to `COMMIT` or `ROLLBACK` on the thread whatever happens to the awaiting task.
-
-Writes that wait for the thread at the same time go in one transaction, each behind a savepoint
-(`batching.GroupCommit`): a busy worker pays one hop, one lock and one commit for a dozen
-passes' writes, and one that raises is still rolled back alone.
-
-Since the one writer thread runs transactions one after another, a process never fights itself
-for the write lock and needs no lock of its own. aiosqlite has no public "run this function on
-the connection's thread", so `_run` uses its queue (`Connection._execute`, present since the
-first releases); it is the only place that touches aiosqlite's internals.
-
-A lock another process holds past `busy_timeout` (`call_timeout_ms` through `open_durable`:
-the bound of a call on this store, since SQLite waits for nothing else) fails the call with
-`Locked`: an `Unanswered`, and still the `sqlite3.OperationalError` it was, so code that tells
-a busy file by that error goes on doing so.
-
-A file removed (or replaced) after it was opened would take writes without a word: SQLite
-writes on through its open descriptors to a file no one can open again, and all of it is lost
-at close. So every hop to a thread first checks that the path still names the file it opened
-(one `stat`), and fails with `Gone` if not, as it does for SQLite's own "unable to open" and
-I/O errors: an `Unanswered`, and a `sqlite3.OperationalError`, with nothing read or written.
-
-Times are the host's clock (`now_us`), read inside the transaction after the lock is taken, so
-the order of timestamps follows the order of commits across processes on one machine. The
-writer also knows it as the SQL function `durability_now_us()`, for a write that is one
-statement (`alone`): there SQLite takes the lock before the statement reads the clock.
-
-`signal(queue)` / `notify(queue)` wake a `next_ready` waiting the moment a `make_ready`
-commits: in this process directly, in the others on the file through the `doorbell`.
+The one decision not to undo: a write transaction is one Python function handed to the
+writer's thread whole (`BEGIN IMMEDIATE`, its statements, `COMMIT`), not a statement per hop.
+`SqliteDatabase` says why, and what a lock, a removed file and the clock do to a call.
 """
 
 from __future__ import annotations
@@ -65,11 +28,12 @@ from typing import Literal, TypeVar, cast
 
 import aiosqlite
 
-from durability.interfaces import NotMigrated, positive
-from durability.outage import Unanswered
+from durability.checks import positive
+from durability.signals import NotMigrated
 from durability.sqlite.batching import GroupCommit, transaction
 from durability.sqlite.doorbell import Doorbell
-from durability.traffic import Traffic
+from durability.storekit.outage import Unanswered
+from durability.storekit.traffic import Traffic
 
 __all__ = [
     "Gone",
@@ -79,6 +43,7 @@ __all__ = [
     "Synchronous",
     "from_us",
     "now_us",
+    "on_its_thread",
     "open_database",
     "queries",
     "transaction",
@@ -180,6 +145,46 @@ class SqliteDatabase:
 
     Build it with `await open_database(path)`; `close()` it when done. Share one per process
     among every checkpointer and scheduler over the file.
+
+    A write transaction is one Python function handed to the writer's thread whole:
+    `BEGIN IMMEDIATE`, its statements, `COMMIT`. Three reasons it is shaped that way:
+
+    - `BEGIN IMMEDIATE` takes the file's write lock up front, waiting up to `busy_timeout` for
+      another process to finish. A deferred transaction would read first and could then fail to
+      upgrade (`SQLITE_BUSY` with no wait) when another process wrote in between.
+    - One thread hop per transaction instead of one per statement: the hop, not the statements, is
+      most of a pass's cost.
+    - A cancelled caller cannot leave the connection inside an open transaction: the function runs
+      to `COMMIT` or `ROLLBACK` on the thread whatever happens to the awaiting task.
+
+    Writes that wait for the thread at the same time go in one transaction, each behind a savepoint
+    (`batching.GroupCommit`): a busy worker pays one hop, one lock and one commit for a dozen
+    passes' writes, and one that raises is still rolled back alone.
+
+    Since the one writer thread runs transactions one after another, a process never fights itself
+    for the write lock and needs no lock of its own. aiosqlite has no public "run this function on
+    the connection's thread", so `_run` uses its queue through `on_its_thread` (aiosqlite's
+    `Connection._execute`, present since the first releases), the only place that touches
+    aiosqlite's internals.
+
+    A lock another process holds past `busy_timeout` (`call_timeout_ms` through `open_durable`:
+    the bound of a call on this store, since SQLite waits for nothing else) fails the call with
+    `Locked`: an `Unanswered`, and still the `sqlite3.OperationalError` it was, so code that tells
+    a busy file by that error goes on doing so.
+
+    A file removed (or replaced) after it was opened would take writes without a word: SQLite
+    writes on through its open descriptors to a file no one can open again, and all of it is lost
+    at close. So every hop to a thread first checks that the path still names the file it opened
+    (one `stat`), and fails with `Gone` if not, as it does for SQLite's own "unable to open" and
+    I/O errors: an `Unanswered`, and a `sqlite3.OperationalError`, with nothing read or written.
+
+    Times are the host's clock (`now_us`), read inside the transaction after the lock is taken, so
+    the order of timestamps follows the order of commits across processes on one machine. The
+    writer also knows it as the SQL function `durability_now_us()`, for a write that is one
+    statement (`alone`): there SQLite takes the lock before the statement reads the clock.
+
+    `signal(queue)` / `notify(queue)` wake a `next_ready` waiting the moment a `make_ready`
+    commits: in this process directly, in the others on the file through the `doorbell`.
     """
 
     def __init__(
@@ -212,7 +217,7 @@ class SqliteDatabase:
             else None
         )
         self._closed = False
-        #: What this process sent the file (`durability.traffic`): every statement by its
+        #: What this process sent the file (`durability.storekit.traffic`): every statement by its
         #: leading keyword, counted on its connection's thread, and every hop to a thread.
         self.traffic = Traffic()
         self._counters = {id(raw): self.traffic.counter() for raw in (writer_raw, reader_raw)}
@@ -228,10 +233,7 @@ class SqliteDatabase:
 
     async def _run(self, connection: aiosqlite.Connection, work: Callable[[], T]) -> T:
         # The connection's own queue: `work` runs on its thread, after anything queued earlier.
-        execute = cast(
-            "Callable[[Callable[[], T]], Awaitable[T]]",
-            connection._execute,  # private: see the module docstring
-        )
+        execute: Callable[[Callable[[], T]], Awaitable[T]] = on_its_thread(connection)
         self.traffic.round_trip()
         try:
             return await execute(functools.partial(self._there_then, work))
@@ -390,6 +392,18 @@ def _patiently(step: Callable[[], T], attempts: int = 12) -> T:
     return step()
 
 
+def on_its_thread(connection: aiosqlite.Connection) -> Callable[[Callable[[], T]], Awaitable[T]]:
+    """What runs a function on `connection`'s own thread, after anything queued there before.
+
+    aiosqlite keeps this as the private `Connection._execute` and offers nothing public that
+    takes a function; this is the one place the library reaches it, so an aiosqlite that drops
+    it fails here, by name, rather than somewhere a transaction runs."""
+    execute = getattr(connection, "_execute", None)
+    if execute is None:
+        raise RuntimeError(f"aiosqlite {aiosqlite.__version__} has no Connection._execute")
+    return cast("Callable[[Callable[[], T]], Awaitable[T]]", execute)
+
+
 async def _connect(
     path: str, busy_timeout: timedelta, synchronous: Synchronous, *, query_only: bool
 ) -> tuple[aiosqlite.Connection, sqlite3.Connection]:
@@ -453,7 +467,7 @@ async def open_database(
         path, writer, writer_raw, reader, reader_raw, busy_timeout, doorbell=doorbell
     )
     try:
-        await database._count()
+        await database.trace(None)  # installs the counting hook, with no callback yet
     except BaseException:
         await database.close()
         raise

@@ -14,19 +14,8 @@ import sqlite3
 from collections.abc import Mapping
 from datetime import timedelta
 
-from durability.interfaces import (
-    Checkpointer,
-    Delivery,
-    Entry,
-    Pass,
-    Recorded,
-    Scheduler,
-    Taken,
-    check_key,
-    check_workflow,
-    positive,
-)
-from durability.outage import Unanswered, delivery_unknown, outcome_unknown
+from durability.checks import check_key, check_workflow, positive
+from durability.interfaces import Checkpointer, Scheduler
 from durability.sqlite.checkpointer import (
     Claimed,
     SqliteCheckpointer,
@@ -47,7 +36,9 @@ from durability.sqlite.scheduler import (
     take_step,
 )
 from durability.status import Inspected
-from durability.traffic import Traffic
+from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
+from durability.storekit.traffic import Traffic
+from durability.values import Delivery, Entry, Pass, Recorded, Taken
 
 __all__ = ["SqliteDurable"]
 

@@ -21,7 +21,7 @@ import sqlite3
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from durability.interfaces import Effect
+from durability.values import Effect
 
 __all__ = ["Parameters", "SqliteEffect"]
 

@@ -20,7 +20,7 @@ from datetime import timedelta
 from functools import cache
 from importlib.resources import files
 
-from durability.interfaces import positive
+from durability.checks import positive
 from durability.sqlite.database import SqliteDatabase, busy
 
 __all__ = ["SCHEMA_VERSION", "migrate"]

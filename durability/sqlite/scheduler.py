@@ -31,8 +31,7 @@ from datetime import datetime, timedelta
 from typing import TypeVar
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Delivery, Footprint, Reclaimed, check_workflow, positive
-from durability.polling import set_within
+from durability.checks import check_workflow, positive
 from durability.sqlite.database import (
     SqliteDatabase,
     from_us,
@@ -41,6 +40,8 @@ from durability.sqlite.database import (
     to_us,
     transaction,
 )
+from durability.values import Delivery, Footprint, Reclaimed
+from durability.waits import set_within
 
 __all__ = ["SqliteScheduler", "cancel_step", "done_step", "ready_step", "take_step"]
 

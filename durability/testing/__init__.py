@@ -13,8 +13,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from durability.interfaces import Checkpointer, Pass
-from durability.stepwise import Completed, Run, utcnow
+from durability.clock import utcnow
+from durability.interfaces import Checkpointer
+from durability.stepwise import Completed, Run
+from durability.values import Pass
 from durability.worker import Event
 
 

@@ -23,9 +23,11 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
+from durability.checks import positive
+from durability.clock import utcnow
 from durability.failures import ONCE, Retry
-from durability.interfaces import Durable, positive
-from durability.stepwise import Run, utcnow
+from durability.interfaces import Durable
+from durability.stepwise import Run
 from durability.worker.crew import Crew
 from durability.worker.events import Event, Kind, Observer
 from durability.worker.loops import run

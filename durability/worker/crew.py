@@ -11,21 +11,20 @@ from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime, timedelta
 from typing import Any
 
+from durability.checks import positive
 from durability.failures import Retry
 from durability.faults import StoreDown, patiently
 from durability.interfaces import (
     Checkpointer,
-    Delivery,
     Durable,
     Ledger,
-    Pass,
     Retaining,
     Scheduler,
     Settling,
     Trimmed,
-    positive,
 )
 from durability.stepwise import Run
+from durability.values import Delivery, Pass
 from durability.worker.events import Emitter, Observer
 from durability.worker.running import Running
 

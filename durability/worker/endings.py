@@ -24,8 +24,9 @@ from typing import assert_never
 
 from durability.failures import Failure
 from durability.faults import StoreDown
-from durability.interfaces import Fenced, Interruption, Pass
+from durability.signals import Fenced, Interruption
 from durability.stepwise import Blocked, Completed, Sleeping
+from durability.values import Pass
 from durability.worker.crew import Crew
 from durability.worker.failing import fail
 from durability.worker.running import Running

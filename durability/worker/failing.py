@@ -11,7 +11,8 @@ from datetime import datetime
 from durability.failures import FAILURE, Failure, attempt, describe, leaves
 from durability.failures import next_key as next_engine_key
 from durability.faults import StoreDown, patiently
-from durability.interfaces import Fenced, Pass
+from durability.signals import Fenced
+from durability.values import Pass
 from durability.worker.crew import Crew
 from durability.worker.running import Running
 

@@ -20,8 +20,9 @@ import logging
 from datetime import timedelta
 
 from durability.cancelling import pause, stop_if_cancelled
-from durability.interfaces import Fenced, Trimmed
-from durability.polling import set_within
+from durability.interfaces import Trimmed
+from durability.signals import Fenced
+from durability.waits import set_within
 from durability.worker.crew import Crew
 from durability.worker.passing import extend, run_pass
 from durability.worker.running import Running

@@ -17,8 +17,9 @@ from datetime import timedelta
 from durability.cancelling import stop_if_cancelled
 from durability.failures import failed
 from durability.faults import StoreDown
-from durability.interfaces import Contended, Fenced, Interruption, Pass
+from durability.signals import Contended, Fenced, Interruption
 from durability.stepwise import Blocked, Completed, Run, Sleeping, resume
+from durability.values import Pass
 from durability.worker.crew import Crew
 from durability.worker.endings import (
     AlreadyFailed,

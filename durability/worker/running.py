@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from durability.interfaces import Delivery, Pass
 from durability.stepwise import Blocked, Completed, Run, Sleeping
+from durability.values import Delivery, Pass
 
 __all__ = ["Running"]
 

@@ -13,6 +13,21 @@ own polled schedulers, at the cost of 100 reads a second from an idle worker.
 
 `pool` sets `max_jobs`. The worker runs with `handle_signals=False` under `async_run()` and is
 stopped with `Worker.close()`, arq's way for a worker embedded in another program.
+
+A job stays in the queue's sorted set while it runs; what keeps other workers off it is its
+`arq:in-progress:<id>` key, set to expire after the longest job timeout plus a fixed 10 s.
+A killed worker's job is run again once that key has expired, when a worker's poll next
+reads the queue. So the takeover time is set by `job_timeout` (300 s by default: about 310 s)
+and cannot be brought under 10 s; a job's own timeout also cuts a live run at that length.
+
+| asked | settings |
+|---|---|
+| `takeover=expiry` | `job_timeout` = the lease: its in-progress key lives the lease + 10 s |
+| `cleanup=on` | `keep_result=0`: no result key (by default each is kept 3,600 s) |
+
+Job and result keys (`arq:job:`, `arq:result:`, ...) are not named after the queue: the
+footprint counts every `arq:*` key on the server, which is the queue's own only on a server
+of its own (as `growth` gives it).
 """
 
 from __future__ import annotations
@@ -25,6 +40,7 @@ from arq import create_pool
 from arq.connections import RedisSettings
 from arq.worker import Worker, func
 
+from experiments.rivals import footprint
 from experiments.rivals.common import JOB, Ledger, Opening, serve
 
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -44,6 +60,13 @@ class Arq:
     async def open(self, opening: Opening) -> dict[str, Any]:
         self.opening = opening
         self.settings = dict(SETTINGS[opening.variant])
+        recovery = opening.option("takeover")
+        if recovery is not None:
+            if recovery != "expiry":
+                raise ValueError(f"arq: no takeover={recovery}")
+            self.settings["job_timeout"] = opening.lease_s
+        if opening.option("cleanup") == "on":
+            self.settings["keep_result"] = 0
         self.client = await create_pool(RedisSettings.from_dsn(opening.base),
                                         default_queue_name=opening.queue)
         return self.settings
@@ -52,7 +75,7 @@ class Arq:
         assert self.opening is not None
 
         async def lab_job(ctx: dict[str, Any], workflow: str) -> dict[str, object]:
-            return ledger.run(workflow)
+            return await ledger.job(workflow)
 
         options = dict(self.settings)
         if pool is not None:
@@ -73,6 +96,15 @@ class Arq:
 
     async def enqueue(self, key: str) -> None:
         await self.client.enqueue_job(JOB, key)
+
+    async def enqueue_once(self, key: str) -> bool:
+        # arq refuses a job id that is queued, running or has a result kept (None).
+        return await self.client.enqueue_job(JOB, key, _job_id=key) is not None
+
+    async def footprint(self) -> dict[str, Any]:
+        assert self.opening is not None
+        return await footprint.redis(self.opening.base, self.opening.queue, "arq:*",
+                                     self.opening.queue)
 
     async def close(self) -> None:
         if self.client is not None:

@@ -5,7 +5,10 @@ close) and calls `serve`. Everything the lab reads back — the start time of ea
 workflow key, the counts, `mark` and `stop` — lives here in a `Ledger`, so the five agents
 cannot drift apart in what they measure. A job's start is the moment the rival calls our job
 function, its outcome the moment that function returns (before the rival records it done),
-as our own agent counts a pass's "started" and "outcome".
+as our own agent counts a pass's "started" and "outcome". A worker told `body="holder"` holds
+each job (the takeover experiment kills it there), beating the rival's heartbeat if it has one.
+`Opening.options` carries what an experiment asks of a rival's settings beyond its variant
+(`takeover=<recovery>`, `cleanup=on`): each rival module says what they set.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import contextlib
 import logging
 import sys
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, Protocol
+from urllib.parse import parse_qsl
 
 from experiments.protocol import (
     AgentLoop,
@@ -46,32 +50,55 @@ class Opening:
     tag: str
     variant: str
     role: str
+    #: The lease the experiment runs ours at: the rival's own settings for the same question
+    #: are made from it (`takeover=...`).
+    lease_s: float = 30.0
+    options: dict[str, str] = field(default_factory=dict)
 
     @property
     def queue(self) -> str:
         return f"lab-{self.tag}"
+
+    def option(self, name: str) -> str | None:
+        return self.options.get(name) or None
 
 
 class Ledger:
     """One worker run's bookkeeping: when each job started (the first time, by key), how many
     starts and outcomes there were, the first start and the last outcome."""
 
-    def __init__(self, emit: Callable[..., None] | None = None) -> None:
+    def __init__(self, emit: Callable[..., None] | None = None, *, hold_s: float = 0.0,
+                 beat_s: float = 1.0) -> None:
         self.started: dict[str, int] = {}
+        self.runs: Counter[str] = Counter()  # starts by key: a job run again counts twice
         self.kinds: Counter[str] = Counter({"started": 0, "outcome": 0})
         self.first_started: int | None = None
         self.last_outcome: int | None = None
         self._emit = emit
+        self.hold_s = hold_s
+        self.beat_s = beat_s
 
-    def run(self, key: str) -> dict[str, object]:
-        """The job itself: note its start, do the trivial work, note its outcome."""
+    async def job(self, key: str, beat: Callable[[], Awaitable[object]] | None = None
+                  ) -> dict[str, object]:
+        """The job itself: note its start, do the trivial work (or, holding, sleep `hold_s`
+        calling `beat` every `beat_s`: the heartbeat a rival leaves to the job), note its
+        outcome."""
         at = now_ns()
         self.started.setdefault(key, at)
+        self.runs[key] += 1
         self.kinds["started"] += 1  # every start: a job run twice shows as more than keys
         if self.first_started is None:
             self.first_started = at
         if self._emit is not None:
             self._emit("started", workflow=key, at=at)
+        if self.hold_s > 0:
+            if self._emit is not None:
+                self._emit("holding", workflow=key, at=now_ns())
+            until = asyncio.get_running_loop().time() + self.hold_s
+            while (left := until - asyncio.get_running_loop().time()) > 0:
+                await asyncio.sleep(min(left, self.beat_s))
+                if beat is not None:
+                    await beat()
         result = dict(RESULT)
         self.kinds["outcome"] += 1
         self.last_outcome = now_ns()
@@ -99,8 +126,18 @@ class Rival(Protocol):
         """Enqueue one job for workflow `key`."""
         ...
 
+    async def enqueue_once(self, key: str) -> bool:
+        """Enqueue a job for workflow `key` under the rival's own way of keeping one job per
+        key (a job id, a dedupe key, a lock); False where the rival refused it."""
+        ...
+
     async def close(self) -> None:
         """Close every connection `open` made."""
+        ...
+
+    async def footprint(self) -> dict[str, Any]:
+        """What the rival's queue holds now: `parts` (entries by kind) and `bytes`
+        (`experiments.rivals.footprint`)."""
         ...
 
 
@@ -117,7 +154,9 @@ class Agent:
     async def open(self, request: Message) -> Message:
         opening = Opening(base=str(request["base"]), tag=str(request["tag"]),
                           variant=str(request.get("variant") or "default"),
-                          role=str(request.get("role") or "worker"))
+                          role=str(request.get("role") or "worker"),
+                          lease_s=float(request.get("lease_ms") or 30_000) / 1000,
+                          options=dict(parse_qsl(str(request.get("options") or ""))))
         if opening.variant not in ("default", "tuned"):
             raise ValueError(f"no variant {opening.variant!r}: default or tuned")
         settings = await self.rival.open(opening)
@@ -128,7 +167,11 @@ class Agent:
         if self.working:
             raise RuntimeError("already working: stop first")
         live = bool(request.get("live", False))
-        self.ledger = Ledger(self.loop.emit if live else None)
+        holding = request.get("body") == "holder"
+        self.ledger = Ledger(self.loop.emit if live else None,
+                             hold_s=float(request.get("hold_ms") or 60_000) / 1000 if holding
+                             else 0.0,
+                             beat_s=float(request.get("tick_ms") or 1000) / 1000)
         pool = int(request["pool"]) if request.get("pool") else None
         await self.rival.start(pool, self.ledger)
         self.working = True
@@ -157,6 +200,16 @@ class Agent:
         await asyncio.gather(*(one(i) for i in range(count)))
         return {"seconds": (now_ns() - began) / 1e9}
 
+    async def enqueue(self, request: Message) -> Message:
+        """One job for `workflow`: with `once`, under the rival's key for it."""
+        key = str(request["workflow"])
+        if request.get("once"):
+            accepted = await self.rival.enqueue_once(key)
+        else:
+            await self.rival.enqueue(key)
+            accepted = True
+        return {"accepted": accepted, "at": now_ns()}
+
     async def mark(self, request: Message) -> Message:
         ledger = self.ledger
         return {
@@ -165,19 +218,22 @@ class Agent:
             "requests": {},  # a rival's requests are counted by its server (`Counters`)
             "round_trips": 0,
             "kinds": dict(ledger.kinds),
+            "runs": dict(ledger.runs),
             "outcomes": ledger.kinds["outcome"],
             "first_started": ledger.first_started,
             "last_outcome": ledger.last_outcome,
         }
 
     async def footprint(self, request: Message) -> Message:
-        return {"at": now_ns(), "parts": {}, "bytes": None}
+        found = await self.rival.footprint()
+        return {"at": now_ns(), "parts": found["parts"], "bytes": found["bytes"]}
 
     async def stop(self, request: Message) -> Message:
         if self.working:
             self.working = False
             await self.rival.halt()
-        return {"started": dict(self.ledger.started), "kinds": dict(self.ledger.kinds)}
+        return {"started": dict(self.ledger.started), "kinds": dict(self.ledger.kinds),
+                "runs": dict(self.ledger.runs)}
 
     async def close(self, request: Message) -> Message:
         await self.shut()
@@ -191,7 +247,7 @@ class Agent:
             await self.rival.close()
 
 
-OPS = ("open", "work", "submit", "preload", "mark", "footprint", "stop", "close")
+OPS = ("open", "work", "submit", "preload", "enqueue", "mark", "footprint", "stop", "close")
 
 
 async def _main(rival: Rival) -> None:

@@ -18,6 +18,18 @@ at least twice the batch, so under a `pool` the batch is at most half of it.
 schedule manager, which looks at the schedule table once a second) on one asyncpg connection,
 as pgqueuer's documentation builds it; a client enqueues through `Queries` over a small pool.
 Stopped by setting `PgQueuer.shutdown`, which lets the jobs running finish.
+
+A picked job's row carries a `heartbeat` its worker renews every half `heartbeat_timeout`
+(30 s by default); a dequeue also takes picked jobs whose heartbeat is older than that. But
+an idle worker dequeues only on a NOTIFY or every `dequeue_timeout` (30 s), so a killed
+worker's job is run again at the first dequeue after its heartbeat went stale: 30 to 60 s by
+default. Both are turned to the lease for the takeover. A finished job's row leaves the
+queue table, and a row per status change goes to `pgqueuer_log`, kept until
+`Queries.clear_queue_log()` is called: pgqueuer has no setting that trims it.
+
+| asked | settings |
+|---|---|
+| `takeover=heartbeat` | `run(heartbeat_timeout=<the lease>, dequeue_timeout=<the lease>)` |
 """
 
 from __future__ import annotations
@@ -28,14 +40,18 @@ from typing import Any
 
 import asyncpg
 from pgqueuer import PgQueuer
+from pgqueuer.errors import DuplicateJobError
 from pgqueuer.queries import Queries
 
+from experiments.rivals import footprint
 from experiments.rivals.common import JOB, Ledger, Opening, serve
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {"batch_size": 10, "dequeue_timeout_s": 30.0},
     "tuned": {"batch_size": 32, "dequeue_timeout_s": 30.0},
 }
+#: Every table pgqueuer's schema makes (what its footprint counts).
+TABLES = ("pgqueuer", "pgqueuer_log", "pgqueuer_statistics", "pgqueuer_schedules")
 
 
 async def install(base: str) -> None:
@@ -64,6 +80,14 @@ class Pgqueuer:
     async def open(self, opening: Opening) -> dict[str, Any]:
         self.opening = opening
         self.settings = dict(SETTINGS[opening.variant])
+        recovery = opening.option("takeover")
+        if recovery is not None:
+            if recovery != "heartbeat":
+                raise ValueError(f"pgqueuer: no takeover={recovery}")
+            self.settings["heartbeat_timeout_s"] = opening.lease_s
+            self.settings["dequeue_timeout_s"] = opening.lease_s
+        if opening.option("cleanup") is not None:
+            raise ValueError("pgqueuer has no cleanup setting (its log is cleared by hand)")
         await install(opening.base)
         self.pool = await asyncpg.create_pool(opening.base, min_size=1, max_size=8)
         self.queries = Queries.from_asyncpg_pool(self.pool)
@@ -78,13 +102,14 @@ class Pgqueuer:
             batch = min(batch, pool // 2)
 
         async def lab_job(job: Any) -> None:
-            ledger.run((job.payload or b"").decode())
+            await ledger.job((job.payload or b"").decode())
 
         self.conn = await asyncpg.connect(self.opening.base)
         self.app = PgQueuer.from_asyncpg_connection(self.conn)
         self.app.entrypoint(JOB, accepts_context=False)(lab_job)
+        beat = timedelta(seconds=float(self.settings.get("heartbeat_timeout_s", 30.0)))
         self.running = asyncio.create_task(self.app.run(
-            batch_size=batch, max_concurrent_tasks=pool,
+            batch_size=batch, max_concurrent_tasks=pool, heartbeat_timeout=beat,
             dequeue_timeout=timedelta(seconds=float(self.settings["dequeue_timeout_s"]))))
 
     async def halt(self) -> None:
@@ -98,6 +123,18 @@ class Pgqueuer:
 
     async def enqueue(self, key: str) -> None:
         await self.queries.enqueue(JOB, key.encode())
+
+    async def enqueue_once(self, key: str) -> bool:
+        # A dedupe key is refused while a job holding it is queued or picked.
+        try:
+            await self.queries.enqueue(JOB, key.encode(), dedupe_key=key)
+        except DuplicateJobError:
+            return False
+        return True
+
+    async def footprint(self) -> dict[str, Any]:
+        assert self.opening is not None
+        return await footprint.postgres(self.opening.base, TABLES)
 
     async def close(self) -> None:
         if self.pool is not None:

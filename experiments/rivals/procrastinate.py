@@ -16,6 +16,20 @@ one fetch-run-finish cycle. "tuned" raises it to 16, the pool our own worker run
 `pool` sets `concurrency`. One `App(PsycopgConnector)` per agent, its pool opened once. The
 worker is stopped by cancelling the task running `run_worker_async()`, procrastinate's
 graceful stop (it finishes the jobs running, then unregisters the worker).
+
+A worker beats its row in `procrastinate_workers` every `update_heartbeat_interval` (10 s),
+but nothing in procrastinate runs a dead worker's job again on its own: its row stays
+`doing`. Its documentation's answer is a periodic task of the application's own that asks
+`job_manager.get_stalled_jobs()` (jobs of workers whose heartbeat is older than
+`seconds_since_heartbeat`, 30 s by default) and retries each. A finished job's row stays
+in `procrastinate_jobs` (with its events) unless the worker is told `delete_jobs`.
+
+| asked | settings |
+|---|---|
+| `takeover=none` | `update_heartbeat_interval` = a quarter of the lease, no retrying task |
+| `takeover=retry-stalled` | the same, and a periodic task each second that retries the jobs of |
+| | `get_stalled_jobs(seconds_since_heartbeat=<the lease>)` |
+| `cleanup=on` | `run_worker_async(delete_jobs="always")` |
 """
 
 from __future__ import annotations
@@ -27,12 +41,16 @@ from typing import Any
 import procrastinate
 import psycopg
 
+from experiments.rivals import footprint
 from experiments.rivals.common import JOB, Ledger, Opening, serve
 
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "tuned": {"concurrency": 16},
 }
+#: Every table procrastinate's schema makes (what its footprint counts).
+TABLES = ("procrastinate_jobs", "procrastinate_events", "procrastinate_periodic_defers",
+          "procrastinate_workers")
 #: Any fixed number: it only has to be the same in every agent that installs the schema.
 SCHEMA_LOCK = 4_711_503
 
@@ -54,6 +72,7 @@ async def install(app: Any, base: str) -> None:
 
 class Procrastinate:
     def __init__(self) -> None:
+        self.opening: Opening | None = None
         self.settings: dict[str, Any] = {}
         self.app: Any = None
         self.task: Any = None
@@ -62,18 +81,41 @@ class Procrastinate:
         self.running: asyncio.Task[None] | None = None
 
     async def open(self, opening: Opening) -> dict[str, Any]:
+        self.opening = opening
         self.settings = dict(SETTINGS[opening.variant])
         self.queue = opening.queue
         self.app = procrastinate.App(
             connector=procrastinate.PsycopgConnector(conninfo=opening.base))
 
         async def lab_job(workflow: str) -> dict[str, object]:
-            return self.ledger.run(workflow)
+            return await self.ledger.job(workflow)
 
         self.task = self.app.task(name=JOB, queue=self.queue)(lab_job)
+        recovery = opening.option("takeover")
+        if recovery is not None:
+            if recovery not in ("none", "retry-stalled"):
+                raise ValueError(f"procrastinate: no takeover={recovery}")
+            self.settings["update_heartbeat_interval"] = opening.lease_s / 4
+            if recovery == "retry-stalled":
+                self._retrying(opening.lease_s)
+        if opening.option("cleanup") == "on":
+            self.settings["delete_jobs"] = "always"
         await self.app.open_async()
         await install(self.app, opening.base)
         return self.settings
+
+    def _retrying(self, stale_s: float) -> None:
+        """The periodic task procrastinate's documentation gives for stalled jobs."""
+        manager = self.app.job_manager
+
+        async def retry_stalled(timestamp: int) -> None:
+            for job in await manager.get_stalled_jobs(queue=self.queue, task_name=JOB,
+                                                      seconds_since_heartbeat=stale_s):
+                await manager.retry_job(job)
+
+        task = self.app.task(name="retry_stalled", queue=self.queue,
+                             queueing_lock=f"retry-{self.queue}")(retry_stalled)
+        self.app.periodic(cron="* * * * * *", periodic_id="lab")(task)
 
     async def start(self, pool: int | None, ledger: Ledger) -> None:
         self.ledger = ledger
@@ -92,6 +134,19 @@ class Procrastinate:
 
     async def enqueue(self, key: str) -> None:
         await self.task.defer_async(workflow=key)
+
+    async def enqueue_once(self, key: str) -> bool:
+        # A queueing lock refuses a second job only while one waits (`todo`); the lock runs
+        # jobs holding it one after another.
+        try:
+            await self.task.configure(queueing_lock=key, lock=key).defer_async(workflow=key)
+        except procrastinate.exceptions.AlreadyEnqueued:
+            return False
+        return True
+
+    async def footprint(self) -> dict[str, Any]:
+        assert self.opening is not None
+        return await footprint.postgres(self.opening.base, TABLES)
 
     async def close(self) -> None:
         if self.app is not None:

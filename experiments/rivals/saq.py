@@ -13,16 +13,32 @@ every second, for delayed and cron jobs, whether or not there are any), from 1 s
 | tuned | the same with `timers={"schedule": 10}` |
 
 `pool` sets `concurrency`. Stopped with `Worker.stop()`, as saq's own signal handler does.
+
+Taking over a dead worker's job is the sweep's: every `timers["sweep"]` one worker reads the
+active list, and a job past its `heartbeat` (seconds without `job.update()`) or `timeout` is
+aborted, waited for 5 s (`sweep(abort=5)`, the dead worker never answers) and retried if
+`retries` allows, else finished as aborted. So by default (timeout 10 s, sweep 60 s,
+`retries=1`: one attempt) a killed worker's job is never run again.
+
+| asked | settings |
+|---|---|
+| `takeover=sweep` | job `heartbeat=<lease>` (whole s), `timeout=0`, `retries=2`; sweep each lease |
+| `takeover=sweep-default-retries` | the same with saq's `retries=1` |
+
+The job beats (`job.update()`) every tick of the experiment, as saq leaves a heartbeat to it.
+| `cleanup=on` | job `ttl=-1`: its key is deleted when it finishes (by default kept 600 s) |
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 from typing import Any
 
 from saq import Queue, Worker
 
+from experiments.rivals import footprint
 from experiments.rivals.common import JOB, Ledger, Opening, serve
 
 SETTINGS: dict[str, dict[str, Any]] = {
@@ -33,20 +49,36 @@ SETTINGS: dict[str, dict[str, Any]] = {
 
 class Saq:
     def __init__(self) -> None:
+        self.opening: Opening | None = None
         self.queue: Any = None
         self.settings: dict[str, Any] = {}
+        self.job: dict[str, Any] = {}  # the job's own settings, given at enqueue
         self.worker: Any = None
         self.running: asyncio.Task[None] | None = None
 
     async def open(self, opening: Opening) -> dict[str, Any]:
+        self.opening = opening
         self.settings = dict(SETTINGS[opening.variant])
+        recovery = opening.option("takeover")
+        if recovery is not None:
+            if recovery not in ("sweep", "sweep-default-retries"):
+                raise ValueError(f"saq: no takeover={recovery}")
+            seconds = max(1, math.ceil(opening.lease_s))
+            self.job = {"heartbeat": seconds, "timeout": 0,
+                        "retries": 2 if recovery == "sweep" else 1}
+            timers = dict(self.settings.get("timers", {}))
+            timers["sweep"] = seconds
+            self.settings["timers"] = timers
+        if opening.option("cleanup") == "on":
+            self.job["ttl"] = -1
         self.queue = Queue.from_url(opening.base, name=opening.queue)
         await self.queue.connect()
-        return self.settings
+        return {**self.settings, "job": self.job}
 
     async def start(self, pool: int | None, ledger: Ledger) -> None:
         async def lab_job(ctx: dict[str, Any], *, workflow: str) -> dict[str, object]:
-            return ledger.run(workflow)
+            job = ctx["job"]
+            return await ledger.job(workflow, beat=job.update if job.heartbeat else None)
 
         options = dict(self.settings)
         if pool is not None:
@@ -63,7 +95,17 @@ class Saq:
         self.worker = self.running = None
 
     async def enqueue(self, key: str) -> None:
-        await self.queue.enqueue(JOB, workflow=key)
+        await self.queue.enqueue(JOB, workflow=key, **self.job)
+
+    async def enqueue_once(self, key: str) -> bool:
+        # saq refuses a job whose key is queued or running (it answers None).
+        job = await self.queue.enqueue(JOB, workflow=key, key=key, **self.job)
+        return job is not None
+
+    async def footprint(self) -> dict[str, Any]:
+        assert self.opening is not None
+        return await footprint.redis(self.opening.base, self.opening.queue,
+                                     f"saq:*{self.opening.queue}*")
 
     async def close(self) -> None:
         if self.queue is not None:

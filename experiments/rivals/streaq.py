@@ -14,6 +14,18 @@ those running, by default as many as run), so "tuned" raises it to 4x the concur
 
 Stopped by cancelling the task running `Worker.run_async()`, which is what streaq's own
 signal handler does (it cancels the worker's task group).
+
+A running task stays pending in the consumer group, and its worker claims it again every
+0.9 x `idle_timeout` to keep it fresh; a worker's read first takes (`XAUTOCLAIM`) entries
+idle longer than `idle_timeout`. A killed worker's task is so run again by the next read
+after it goes idle: an idle worker blocks for up to `idle_timeout` between reads (on Redis
+7, with no `XREADGROUP ... CLAIM`), so the takeover is one to two `idle_timeout`s (60 s by
+default).
+
+| asked | settings |
+|---|---|
+| `takeover=reclaim` | `Worker(idle_timeout=<the lease>)` |
+| `cleanup=on` | the task's `ttl=0`: no result kept (by default each is kept 5 minutes) |
 """
 
 from __future__ import annotations
@@ -24,6 +36,7 @@ from typing import Any
 
 from streaq import Worker
 
+from experiments.rivals import footprint
 from experiments.rivals.common import JOB, Ledger, Opening, serve
 
 #: The worker's concurrency when `pool` does not say (streaq's own default).
@@ -44,6 +57,11 @@ class Streaq:
     def _worker(self, concurrency: int | None = None, ledger: Ledger | None = None) -> Any:
         assert self.opening is not None
         options: dict[str, Any] = {}
+        recovery = self.opening.option("takeover")
+        if recovery is not None:
+            if recovery != "reclaim":
+                raise ValueError(f"streaq: no takeover={recovery}")
+            options["idle_timeout"] = self.opening.lease_s
         if concurrency is not None:
             options["concurrency"] = concurrency
             factor = PREFETCH[self.opening.variant]
@@ -51,12 +69,13 @@ class Streaq:
                 options["prefetch"] = factor * concurrency
         worker = Worker(redis_url=self.opening.base, queue_name=self.opening.queue,
                         handle_signals=False, **options)
-        run = ledger.run if ledger is not None else _not_here
+        run = ledger.job if ledger is not None else _not_here
 
         async def lab_job(workflow: str) -> dict[str, object]:
-            return run(workflow)
+            return await run(workflow)
 
-        return worker, worker.task(lab_job, name=JOB)
+        task: dict[str, Any] = {"ttl": 0} if self.opening.option("cleanup") == "on" else {}
+        return worker, worker.task(lab_job, name=JOB, **task)
 
     async def open(self, opening: Opening) -> dict[str, Any]:
         self.opening = opening
@@ -65,7 +84,13 @@ class Streaq:
         entered = asyncio.get_running_loop().create_future()
         self.holding = asyncio.create_task(self._hold(client, entered))
         await entered
-        return {"concurrency": CONCURRENCY, "prefetch_per_slot": PREFETCH[opening.variant]}
+        settings: dict[str, Any] = {"concurrency": CONCURRENCY,
+                                    "prefetch_per_slot": PREFETCH[opening.variant]}
+        if opening.option("takeover") is not None:
+            settings["idle_timeout_s"] = opening.lease_s
+        if opening.option("cleanup") == "on":
+            settings["task_ttl"] = 0
+        return settings
 
     async def start(self, pool: int | None, ledger: Ledger) -> None:
         self.worker, _ = self._worker(pool or CONCURRENCY, ledger)
@@ -80,6 +105,14 @@ class Streaq:
 
     async def enqueue(self, key: str) -> None:
         await self.task.enqueue(key)
+
+    async def enqueue_once(self, key: str) -> bool:
+        raise NotImplementedError("streaq has no key per job (`unique` is one per function)")
+
+    async def footprint(self) -> dict[str, Any]:
+        assert self.opening is not None
+        return await footprint.redis(self.opening.base, self.opening.queue,
+                                     f"streaq:{self.opening.queue}:*")
 
     async def close(self) -> None:
         self.release.set()
@@ -101,7 +134,7 @@ class Streaq:
             raise
 
 
-def _not_here(workflow: str) -> dict[str, object]:
+async def _not_here(workflow: str) -> dict[str, object]:
     raise RuntimeError("the submitting side's worker never runs a job")
 
 

@@ -1,6 +1,8 @@
 """Each rival's agent speaks the lab's protocol: opened as a worker and as a client on one
 isolated place, the worker starts every job the client submits exactly once, says so live
-and in `stop`, and can work again after a stop with its bookkeeping reset.
+and in `stop`, and can work again after a stop with its bookkeeping reset. And the
+experiments that ask the rivals a question of their own (takeover, growth, wakeups) give
+their rows, briefly.
 
 The agents run in the rivals' own virtualenv, as the lab runs them; a missing one is built
 first (`make_rivals_venv`, what `python -m experiments rivals` does), so a fresh clone tests
@@ -20,7 +22,10 @@ from typing import Any
 import pytest
 
 from experiments.__main__ import make_rivals_venv
-from experiments.harness import Agent, rivals_python
+from experiments.backends import BACKENDS
+from experiments.harness import Agent, Lab, rivals_python
+from experiments.runner import module
+from experiments.servers import Servers
 
 REDIS = "redis://127.0.0.1:6379/0"
 POSTGRES = "postgresql://postgres@127.0.0.1:5432"
@@ -154,5 +159,84 @@ async def test_every_submitted_job_starts_exactly_once(python: str, base: str,
         again = await worker.request("stop")
         assert set(again["started"]) == {f"{prefix}p-{i}" for i in range(3)}
         assert again["kinds"] == {"started": 3, "outcome": 3}
-        assert (await worker.request("footprint"))["bytes"] is None
+        # Every rival keeps something of a finished job by default (a record, a result or
+        # a log row): its queue's footprint counts it.
+        found = await client.request("footprint")
+        assert sum(found["parts"].values()) >= count + 3 and found["bytes"] > 0
         assert (await client.request("close"))["closed"] is True
+
+
+# -- the rivals in the lab's experiments ----------------------------------------------------------
+
+
+@pytest.fixture
+async def lab(python: str) -> AsyncIterator[Lab]:
+    """A quick lab on the servers on 6379 and 5432 (a place of its own per experiment)."""
+    servers = Servers(("port",))
+    try:
+        found = Lab(servers, quick=True)
+        for kind in ("redis7", "postgres"):
+            if servers.get(kind) is None:
+                unavailable(f"no {kind} server: {servers.reasons.get(kind)}")
+        async with found.scope():
+            yield found
+    finally:
+        servers.close()
+
+
+async def test_takeover_gives_each_rival_a_row_and_says_never_where_it_does_not_recover(
+        lab: Lab) -> None:
+    experiment = module("takeover")
+    configurations = experiment.configurations(BACKENDS["procrastinate"], True)
+    assert {c["recovery"] for c in configurations} == {"retry-stalled", "none"}
+    took = await experiment.measure(lab, BACKENDS["streaq"], {
+        "lease_s": 1.0, "phase": "mid-job", "recovery": "reclaim", "trials": 1})
+    (row,) = took
+    # Nothing can take the job over before its idle time has passed.
+    assert row["metric"] == "takeover" and row["value"] > 0.5
+    never = await experiment.measure(lab, BACKENDS["procrastinate"], {
+        "lease_s": 1.0, "phase": "mid-job", "recovery": "none", "trials": 1, "patience_s": 3})
+    assert [r["metric"] for r in never] == ["not_taken_over"]
+    import pandas
+
+    frame = pandas.DataFrame([{"backend": "streaq", **configurations[0], "recovery": "reclaim",
+                               **took[0]},
+                              {"backend": "procrastinate", **configurations[1], **never[0]}])
+    table = experiment.summary(frame).set_index("backend")
+    assert table.loc["streaq", "taken_over"] == 1 and table.loc["streaq", "note"] == ""
+    assert table.loc["procrastinate", "note"].startswith("never: ")
+    assert table.loc["procrastinate", "setting"]
+
+
+@pytest.mark.parametrize("rival", ["saq", "procrastinate"])
+async def test_growth_counts_what_a_rival_keeps_of_finished_jobs(lab: Lab, rival: str) -> None:
+    """At its defaults a rival keeps a record of every finished job; its own cleanup setting
+    leaves none (only its bookkeeping: a worker's row, its stats keys)."""
+    experiment = module("growth")
+    assert [c["trimming"] for c in experiment.configurations(BACKENDS[rival], True)] == [
+        False, True]
+    small = {"rate": 10.0, "seconds": 0.5, "wakes": 2}
+    final: dict[bool, dict[str, float]] = {}
+    for cleanup in (False, True):
+        rows = await experiment.measure(lab, BACKENDS[rival], {**small, "trimming": cleanup})
+        jobs = next(r["value"] for r in rows if r["metric"] == "jobs")
+        assert jobs == 10
+        assert next(r["value"] for r in rows if r["metric"] == "completed") == jobs
+        last = max(r["t_s"] for r in rows if r["metric"] == "part")
+        final[cleanup] = {r["part"]: r["value"] for r in rows
+                          if r["metric"] == "part" and r["t_s"] == last}
+    record = {"saq": "saq:job", "procrastinate": "procrastinate_jobs"}[rival]
+    assert final[False][record] == 10
+    assert final[True].get(record, 0) == 0
+
+
+async def test_wakeups_race_a_rival_s_key_for_one_job_per_workflow(lab: Lab) -> None:
+    """arq refuses a job id while that job runs: the wakeup is lost, and said refused;
+    procrastinate's lock runs the second job after the first: nothing lost."""
+    experiment = module("wakeups")
+    arq = {r["metric"]: r["value"] for r in
+           await experiment.measure(lab, BACKENDS["arq"], {"races": 4})}
+    assert arq == {"races": 4, "lost": 4, "refused": 4}
+    locked = {r["metric"]: r["value"] for r in
+              await experiment.measure(lab, BACKENDS["procrastinate"], {"races": 4})}
+    assert locked == {"races": 4, "lost": 0, "refused": 0}

@@ -4,9 +4,15 @@ inside functions and `TYPE_CHECKING` blocks too, read with `ast`; nothing is run
 - a store (`durability.redis`, `.postgres`, `.sqlite`) imports no other store and nothing
   above the core: not `connect`, the worker, the graph, `testing`, nor the example or the lab;
 - the core imports no store, except `connect`, the one place a store is chosen by URL;
+- the store kit (`durability.storekit`: what stores are built from) imports nothing of the
+  library outside itself, so any layer may use it;
 - `integration/`, `experiments/` and `benchmarks/` take no private name from `durability`
   (no `_name`, no `_module`);
-- no module imports itself through others: no circle anywhere.
+- no module imports itself through others: no circle anywhere;
+- inside `durability`, no object reaches another's underscore members (`x._name` where `x`
+  is not `self` or `cls`) and no module imports another's underscore names: what two halves
+  share has a public name. A namedtuple's own API (`_replace`, `_asdict`) is public despite
+  its underscore.
 
 A module this file names as the core, above it or a store must exist, so the list cannot
 drift from the tree without the test failing.
@@ -34,6 +40,8 @@ ABOVE = (
 )
 #: The one core module that may import the stores: it chooses one by URL.
 CHOOSES = "durability.connect"
+#: What stores are built from; it stands below everything else.
+KIT = "durability.storekit"
 
 
 def _module_of(path: Path) -> str:
@@ -99,7 +107,7 @@ EDGES = {
 
 
 def test_the_layers_named_here_exist() -> None:
-    for name in (*STORES, *ABOVE, CHOOSES):
+    for name in (*STORES, *ABOVE, CHOOSES, KIT):
         assert name in MODULES, f"{name} is named by the layer check but is not in the tree"
 
 
@@ -124,6 +132,17 @@ def test_the_core_imports_no_store_but_where_a_store_is_chosen() -> None:
         if module == "durability":  # the package's face re-exports the public names
             continue
         wrong += [f"{module} -> {t}" for t in targets if _within(t, STORES)]
+    assert wrong == []
+
+
+def test_the_store_kit_imports_nothing_of_the_library_outside_itself() -> None:
+    wrong = [
+        f"{module} -> {target}"
+        for module, targets in EDGES.items()
+        if _within(module, KIT)
+        for target in targets
+        if not _within(target, KIT)
+    ]
     assert wrong == []
 
 
@@ -174,3 +193,41 @@ def test_every_file_the_architecture_page_names_exists() -> None:
     assert len(cited) >= 15, cited  # the page names a file for every hop
     missing = sorted(path for path in cited if not (ROOT / path).exists())
     assert missing == []
+
+
+#: A namedtuple's public API, underscored only so it cannot clash with a field's name.
+NAMEDTUPLE_API = frozenset({"_replace", "_asdict", "_fields", "_make", "_field_defaults"})
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def test_no_object_in_the_package_reaches_into_another_s_privates() -> None:
+    reaches = []
+    for module, path in MODULES.items():
+        if not _within(module, "durability"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                owner = node.value
+                if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                    continue
+                if node.attr in NAMEDTUPLE_API:
+                    continue
+                reaches.append(f"{module}:{node.lineno}: {ast.unparse(node)}")
+            elif isinstance(node, ast.ImportFrom):
+                taken = [alias.name for alias in node.names if _private(alias.name)]
+                reaches += [f"{module}:{node.lineno}: imports {name}" for name in taken]
+    assert reaches == []
+
+
+def test_every_redis_script_sits_in_the_folder_of_what_it_serves() -> None:
+    scripts = ROOT / "durability" / "redis" / "scripts"
+    folders = {"checkpoint", "stream", "set", "shared"}
+    astray = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "durability" / "redis").rglob("*.lua")
+        if path.parent.parent != scripts or path.parent.name not in folders
+    )
+    assert astray == []  # `lua.source` finds a script by its stem under scripts/<folder>/

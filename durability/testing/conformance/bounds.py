@@ -19,18 +19,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from durability.checks import INBOX, MAX_DURATION, MAX_NAME, check_key, check_workflow, inbox_key
 from durability.codec import MAX_DEPTH, MAX_DIGITS, Unencodable
-from durability.interfaces import (
-    INBOX,
-    MAX_DURATION,
-    MAX_NAME,
-    Delivery,
-    Durable,
-    Pass,
-    check_key,
-    check_workflow,
-    inbox_key,
-)
+from durability.interfaces import Durable
+from durability.values import Delivery, Pass
 
 __all__ = [
     "ABSURD",

@@ -24,19 +24,12 @@ from hypothesis import note
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
 
-from durability.interfaces import (
-    INBOX,
-    INBOX_WIDTH,
-    Checkpointer,
-    Entry,
-    Fenced,
-    Pass,
-    Recorded,
-    Written,
-    inbox_key,
-)
+from durability.checks import INBOX, INBOX_WIDTH, inbox_key
+from durability.interfaces import Checkpointer
+from durability.signals import Fenced
 from durability.testing.conformance.records import EffectKit
 from durability.testing.conformance.timeline import Span, Timeline, passed
+from durability.values import Entry, Pass, Recorded, Written
 
 __all__ = ["KEYS", "VALUES", "CheckpointMachine", "CheckpointModel", "pick", "same"]
 

@@ -16,17 +16,12 @@ from itertools import pairwise
 
 import pytest
 
-from durability.interfaces import (
-    MAX_DURATION,
-    MAX_NAME,
-    Checkpointer,
-    Fenced,
-    Pass,
-    Recorded,
-    inbox_key,
-)
+from durability.checks import MAX_DURATION, MAX_NAME, inbox_key
+from durability.interfaces import Checkpointer
+from durability.signals import Fenced
 from durability.testing.conformance.bounds import ABSURD, BAD_IDS
 from durability.testing.conformance.pace import Stopwatch, at_any_pace
+from durability.values import Pass, Recorded
 
 #: Long enough that no claim made with it lapses while a test runs.
 LONG = timedelta(seconds=30)

@@ -11,13 +11,16 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from durability.checks import INBOX
 from durability.codec import Unencodable
-from durability.interfaces import INBOX, Durable, Fenced, Recorded
+from durability.interfaces import Durable
+from durability.signals import Fenced
 from durability.testing.conformance.bounds import ABSURD_CASES, BAD_ID_CASES
 from durability.testing.conformance.claims import LONG, fresh
 from durability.testing.conformance.failures import FailuresContract
 from durability.testing.conformance.scheduler import ARRIVES, QUIET
 from durability.testing.conformance.working import WorkContract
+from durability.values import Recorded
 
 
 async def _ready(durable: Durable, workflow: str) -> None:

@@ -27,9 +27,10 @@ from typing import Any, TypeVar
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, rule
 
-from durability.interfaces import Delivery, Scheduler
+from durability.interfaces import Scheduler
 from durability.testing.conformance.checkpoint_model import pick
 from durability.testing.conformance.timeline import Span, Timeline, passed
+from durability.values import Delivery
 
 __all__ = ["QueueMachine", "QueueModel"]
 

@@ -15,18 +15,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from durability.checks import INBOX, MAX_NAME, check_key, check_workflow, inbox_key
 from durability.codec import Unencodable
-from durability.interfaces import (
-    INBOX,
-    MAX_NAME,
-    Checkpointer,
-    Effect,
-    Fenced,
-    Recorded,
-    check_key,
-    check_workflow,
-    inbox_key,
-)
+from durability.interfaces import Checkpointer
+from durability.signals import Fenced
 from durability.testing.conformance.bounds import (
     AT_THE_BOUNDS,
     BAD_KEYS,
@@ -36,6 +28,7 @@ from durability.testing.conformance.bounds import (
     refusal,
 )
 from durability.testing.conformance.claims import BRIEF, LONG, PAST_BRIEF, claim_now, fresh
+from durability.values import Effect, Recorded
 
 
 def shape(value: object) -> object:

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from durability.interfaces import MAX_NAME, Delivery, Reclaimed, Scheduler, check_workflow
+from durability.checks import MAX_NAME, check_workflow
+from durability.interfaces import Scheduler
 from durability.testing.conformance.bounds import (
     ABSURD_CASES,
     BAD_ID_CASES,
@@ -31,6 +32,7 @@ from durability.testing.conformance.bounds import (
 )
 from durability.testing.conformance.claims import fresh
 from durability.testing.conformance.pace import Stalled, Stopwatch, at_any_pace
+from durability.values import Delivery, Reclaimed
 
 MakeScheduler = Callable[[timedelta], Awaitable[Scheduler]]
 

@@ -21,11 +21,12 @@ import pytest
 
 from durability.codec import as_int, as_text
 from durability.failures import Retry
-from durability.interfaces import Checkpointer, Durable, Pass, Recorded
+from durability.interfaces import Checkpointer, Durable
 from durability.split import SplitDurable
 from durability.stepwise import Blocked, Completed, Run, Sleeping
 from durability.testing import Observed
 from durability.testing.conformance.claims import fresh
+from durability.values import Pass, Recorded
 from durability.worker import work
 
 TICK = timedelta(milliseconds=50)

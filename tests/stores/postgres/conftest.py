@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pytest
 from psycopg import AsyncCursor
 
-from durability.postgres import wire
+from durability.postgres import libpq_pipeline
 
 if TYPE_CHECKING:
     from durability.postgres.statements import Pool
@@ -152,8 +152,8 @@ async def pool(make_pool: MakePool) -> Pool:
 
 class Counting(AsyncCursor[Any]):
     """A cursor_factory that marks a pool whose statements are kept in `sent`, whichever way
-    they go: through a cursor, or through `wire.exchange` (see the `counting` fixture). The
-    listener's own LISTEN is left out."""
+    they go: through a cursor, or through `libpq_pipeline.exchange` (see the `counting` fixture).
+    The listener's own LISTEN is left out."""
 
     sent: ClassVar[list[str]] = []
 
@@ -165,14 +165,14 @@ class Counting(AsyncCursor[Any]):
 
 @pytest.fixture
 def counting(monkeypatch: pytest.MonkeyPatch) -> type[Counting]:
-    """`Counting`, emptied, with `wire.exchange` counting for its pools too."""
+    """`Counting`, emptied, with `libpq_pipeline.exchange` counting for its pools too."""
     Counting.sent.clear()
-    exchange = wire.exchange
+    exchange = libpq_pipeline.exchange
 
     async def counted(conn: Any, statements: Any, *more: Any) -> Any:
         if getattr(conn, "cursor_factory", None) is Counting:
             Counting.sent.extend(str(sql) for sql, _ in statements)
         return await exchange(conn, statements, *more)
 
-    monkeypatch.setattr(wire, "exchange", counted)
+    monkeypatch.setattr(libpq_pipeline, "exchange", counted)
     return Counting

@@ -1,5 +1,5 @@
-"""`Batcher`: statements asked for in one turn of the event loop go down one connection, each
-still its own transaction, each caller with exactly its own row or error."""
+"""`StatementBatcher`: statements asked for in one turn of the event loop go down one connection,
+each still its own transaction, each caller with exactly its own row or error."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 import psycopg
 import pytest
 
-from durability.postgres.batching import Batcher
+from durability.postgres.batching import StatementBatcher
 from durability.postgres.statements import one
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ async def _rows(pool: Pool, table: str) -> set[int]:
 async def test_one_turn_shares_a_connection_and_each_statement_is_its_own_transaction(
     pool: Pool,
 ) -> None:
-    batcher = Batcher(pool)
+    batcher = StatementBatcher(pool)
     sql = "SELECT %(i)s::int, pg_backend_pid(), txid_current()"
     rows = await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(50)))
     assert [row[0] for row in rows if row is not None] == list(range(50))
@@ -51,7 +51,7 @@ async def test_one_turn_shares_a_connection_and_each_statement_is_its_own_transa
 async def test_an_error_stays_with_its_statement_and_the_others_commit(
     pool: Pool, table: str
 ) -> None:
-    batcher = Batcher(pool)
+    batcher = StatementBatcher(pool)
     insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n"
     calls = [
         batcher.one("SELECT 1 / %(zero)s::int", {"zero": 0}) if n == 4
@@ -72,7 +72,7 @@ async def test_an_error_stays_with_its_statement_and_the_others_commit(
 async def test_a_statement_whose_parameters_cannot_be_dumped_fails_alone(
     pool: Pool, table: str, together: bool
 ) -> None:
-    batcher = Batcher(pool)
+    batcher = StatementBatcher(pool)
     insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n, %(tag)s::text"
     bad = {0, 4, 5, 9}  # first, adjacent, last
     # A lone surrogate cannot be encoded for the server: that statement's parameters fail to
@@ -95,7 +95,7 @@ async def test_a_pool_without_autocommit_still_commits_each(
     make_pool: MakePool, table: str, pool: Pool
 ) -> None:
     manual = await make_pool(autocommit=False)
-    batcher = Batcher(manual)
+    batcher = StatementBatcher(manual)
     insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n"
     rows = await asyncio.gather(*(batcher.one(insert, {"n": n}) for n in range(5)))
     assert rows == [(n,) for n in range(5)]
@@ -105,7 +105,7 @@ async def test_a_pool_without_autocommit_still_commits_each(
 async def test_a_connection_killed_mid_batch_fails_what_did_not_answer(
     pool: Pool, table: str
 ) -> None:
-    batcher = Batcher(pool)
+    batcher = StatementBatcher(pool)
     insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n"
     calls = [batcher.one(insert, {"n": n}) for n in range(3)]
     calls.append(batcher.one("SELECT pg_terminate_backend(pg_backend_pid())", {}))
@@ -129,7 +129,7 @@ async def test_a_connection_killed_mid_batch_fails_what_did_not_answer(
 
 
 async def test_every_value_converts_as_it_does_through_a_cursor(pool: Pool) -> None:
-    batcher = Batcher(pool)
+    batcher = StatementBatcher(pool)
     sql = (
         "SELECT %(text)s::text, %(small)s::bigint, %(big)s::bigint, %(none)s::text,"
         " %(span)s::interval, %(moment)s::timestamptz, %(flag)s::bool,"
@@ -151,7 +151,7 @@ async def test_statements_prepared_on_a_connection_survive_it_forgetting_them(
     make_pool: MakePool,
 ) -> None:
     single = await make_pool(size=1)
-    batcher = Batcher(single)
+    batcher = StatementBatcher(single)
     sql = "SELECT %(i)s::int * 2"
     assert await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(3))) == [
         (0,), (2,), (4,)
@@ -173,7 +173,7 @@ async def test_statements_prepared_on_a_connection_survive_it_forgetting_them(
 
 
 async def test_a_statement_with_a_literal_percent_is_still_sent(pool: Pool) -> None:
-    batcher = Batcher(pool)
+    batcher = StatementBatcher(pool)
     sql = "SELECT '5%%' || %(x)s::text"
     assert await asyncio.gather(batcher.one(sql, {"x": "a"}), batcher.one(sql, {"x": "b"})) == [
         ("5%a",), ("5%b",)
@@ -185,7 +185,7 @@ async def test_a_pool_that_must_not_prepare_gets_no_prepared_statements(
 ) -> None:
     # psycopg's switch for poolers (PgBouncer in transaction mode) that cannot keep them.
     unprepared = await make_pool(size=1, prepare_threshold=None)
-    batcher = Batcher(unprepared)
+    batcher = StatementBatcher(unprepared)
     sql = "SELECT %(i)s::int + 1"
     assert await asyncio.gather(*(batcher.one(sql, {"i": i}) for i in range(3))) == [
         (1,), (2,), (3,)
@@ -206,7 +206,7 @@ async def test_a_pool_that_must_not_prepare_gets_no_prepared_statements(
 async def test_statements_marked_together_commit_as_one_transaction(
     pool: Pool, table: str
 ) -> None:
-    batcher = Batcher(pool)
+    batcher = StatementBatcher(pool)
     insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n, txid_current()"
     calls = [batcher.one(insert, {"n": n}, together=n < 6) for n in range(9)]
     rows = [row for row in await asyncio.gather(*calls) if row is not None]
@@ -220,7 +220,7 @@ async def test_statements_marked_together_commit_as_one_transaction(
 async def test_a_failure_in_a_together_group_sends_each_alone_and_only_it_fails(
     pool: Pool, table: str
 ) -> None:
-    batcher = Batcher(pool)
+    batcher = StatementBatcher(pool)
     insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n, txid_current()"
     calls = [
         batcher.one("SELECT 1 / %(zero)s::int, 0", {"zero": 0}, together=True) if n == 3
@@ -240,7 +240,7 @@ async def test_a_failure_in_a_together_group_sends_each_alone_and_only_it_fails(
 async def test_a_connection_killed_inside_a_group_answers_no_member_with_a_row(
     pool: Pool, table: str
 ) -> None:
-    batcher = Batcher(pool)
+    batcher = StatementBatcher(pool)
     insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n"
     calls = [batcher.one(insert, {"n": n}, together=True) for n in range(3)]
     calls.append(batcher.one("SELECT pg_terminate_backend(pg_backend_pid())", {}, together=True))
@@ -262,7 +262,7 @@ async def test_a_member_stuck_behind_a_lock_does_not_hold_the_others_back(
     holder_pool = await make_pool(autocommit=False)
     async with holder_pool.connection() as holder:
         await holder.execute(f"SELECT n FROM {table} WHERE n = 100 FOR UPDATE")  # held
-        batcher = Batcher(pool)
+        batcher = StatementBatcher(pool)
         insert = f"INSERT INTO {table} (n) VALUES (%(n)s) RETURNING n"
         free = [asyncio.ensure_future(batcher.one(insert, {"n": n}, together=True))
                 for n in range(3)]

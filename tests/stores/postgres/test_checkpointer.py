@@ -1,4 +1,4 @@
-"""What is specific to `PostgresCheckpointer` and `SqlEffect`: how an effect's result is read,
+"""What is specific to `PostgresCheckpointer` and `PostgresEffect`: how an effect's result is read,
 that a refused result undoes the effect, that values are the codec's own text (so any codec
 works), that ids are bound rather than spliced, and that the database's clock is the clock."""
 
@@ -18,8 +18,8 @@ from durability.interfaces import Fenced, Recorded
 from durability.postgres import (
     PostgresCheckpointer,
     PostgresDurable,
+    PostgresEffect,
     PostgresScheduler,
-    SqlEffect,
 )
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ async def test_an_effect_s_result_is_its_first_value(
     checkpointer = PostgresCheckpointer(pool=pool)
     holder = await checkpointer.claim(_workflow(), LONG, LONG)
     assert holder is not None
-    assert await checkpointer.transact(holder, "result", SqlEffect(sql)) == Recorded(
+    assert await checkpointer.transact(holder, "result", PostgresEffect(sql)) == Recorded(
         expected, True
     )
 
@@ -77,12 +77,12 @@ async def test_a_statement_without_rows_records_its_rowcount(pool: Pool, table: 
     workflow = _workflow()
     holder = await checkpointer.claim(workflow, LONG, LONG)
     assert holder is not None
-    insert = SqlEffect(
+    insert = PostgresEffect(
         "INSERT INTO pg_effect_rows (workflow, n) SELECT %(w)s, g FROM generate_series(1, 3) g",
         {"w": workflow},
     )
     assert await checkpointer.transact(holder, "inserted", insert) == Recorded(3, True)
-    delete = SqlEffect("DELETE FROM pg_effect_rows WHERE workflow = %s AND n > 1", [workflow])
+    delete = PostgresEffect("DELETE FROM pg_effect_rows WHERE workflow = %s AND n > 1", [workflow])
     assert await checkpointer.transact(holder, "deleted", delete) == Recorded(2, True)
 
 
@@ -91,7 +91,7 @@ async def test_a_result_the_codec_refuses_undoes_the_effect(pool: Pool, table: s
     workflow = _workflow()
     holder = await checkpointer.claim(workflow, LONG, LONG)
     assert holder is not None
-    numeric = SqlEffect(
+    numeric = PostgresEffect(
         "INSERT INTO pg_effect_rows (workflow, amount) VALUES (%s, 9.99) RETURNING amount",
         (workflow,),
     )
@@ -103,7 +103,7 @@ async def test_a_result_the_codec_refuses_undoes_the_effect(pool: Pool, table: s
         )
         assert await cursor.fetchone() == (0,)
     assert await checkpointer.load(workflow) == {}
-    cast = SqlEffect(
+    cast = PostgresEffect(
         "INSERT INTO pg_effect_rows (workflow, amount) VALUES (%s, 9.99)"
         " RETURNING amount::float8",
         (workflow,),

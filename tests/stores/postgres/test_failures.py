@@ -17,8 +17,8 @@ from durability.interfaces import NotMigrated, Recorded
 from durability.postgres import (
     PostgresCheckpointer,
     PostgresDurable,
+    PostgresEffect,
     PostgresScheduler,
-    SqlEffect,
     migrate,
 )
 
@@ -108,7 +108,7 @@ async def test_an_effect_on_a_missing_user_table_is_not_called_a_missing_migrati
     holder = await checkpointer.claim(workflow, LONG, LONG)
     assert holder is not None
     with pytest.raises(psycopg.errors.UndefinedTable):
-        await checkpointer.transact(holder, "k", SqlEffect("SELECT n FROM no_such_user_table"))
+        await checkpointer.transact(holder, "k", PostgresEffect("SELECT n FROM no_such_user_table"))
     assert await checkpointer.load(workflow) == {}
 
 
@@ -164,7 +164,7 @@ async def test_a_transact_killed_inside_its_effect_leaves_neither_effect_nor_rec
     workflow = _workflow()
     holder = await checkpointer.claim(workflow, LONG, LONG)
     assert holder is not None
-    slow = SqlEffect(f"/* {marker} */ {bump} SELECT n FROM bumped, pg_sleep(30)", (workflow,))
+    slow = PostgresEffect(f"/* {marker} */ {bump} SELECT n FROM bumped, pg_sleep(30)", (workflow,))
     doing = asyncio.create_task(checkpointer.transact(holder, "bumped", slow))
     pid = await _backend(admin, waiting_on="PgSleep", query_has=marker)
     await _terminate(admin, pid)
@@ -177,7 +177,7 @@ async def test_a_transact_killed_inside_its_effect_leaves_neither_effect_nor_rec
         assert await cursor.fetchone() is None  # the effect's write died with its transaction
     assert await checkpointer.load(workflow) == {}
     # Retried, the effect happens once and its result is recorded with it.
-    quick = SqlEffect(f"{bump} SELECT n FROM bumped", (workflow,))
+    quick = PostgresEffect(f"{bump} SELECT n FROM bumped", (workflow,))
     again = await checkpointer.transact(holder, "bumped", quick)
     assert again == Recorded(1, True)
     assert await checkpointer.load(workflow) == {"bumped": 1}

@@ -16,7 +16,7 @@ import pytest
 from durability.interfaces import Taken
 from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
 from durability.postgres.traffic import attach
-from durability.traffic import Traffic
+from durability.storekit.traffic import Traffic
 
 LEASE = timedelta(seconds=30)
 SHORT = timedelta(milliseconds=500)

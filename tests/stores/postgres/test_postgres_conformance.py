@@ -40,9 +40,9 @@ class _Counters:
         self._pool = pool
 
     def effect(self, workflow: str, value: int) -> Effect:
-        from durability.postgres import SqlEffect
+        from durability.postgres import PostgresEffect
 
-        return SqlEffect(
+        return PostgresEffect(
             "INSERT INTO conformance_counters AS c (workflow, n) VALUES (%s, %s)"
             " ON CONFLICT (workflow) DO UPDATE SET n = c.n + EXCLUDED.n RETURNING n",
             (workflow, value),

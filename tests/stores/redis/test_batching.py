@@ -1,4 +1,4 @@
-"""`Batcher`: scripts asked for in one turn of the event loop travel as one pipeline, and each
+"""`ScriptBatcher`: scripts asked for in one turn of the event loop travel as one pipeline, and each
 caller still gets exactly its own reply or error."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from durability.redis.batching import MOST, Batcher
-from durability.redis.lane import Unsendable
+from durability.redis.batching import MOST, ScriptBatcher
+from durability.redis.shared_connection import Unsendable
 
 # Counts its calls in KEYS[1] and answers with what it was given, so a reply that reached the
 # wrong caller shows; ARGV[2] == "fail" makes it raise instead.
@@ -26,7 +26,7 @@ return {ARGV[1], KEYS[1]}
 
 
 async def test_each_caller_gets_its_own_reply(redis: Redis, namespace: str) -> None:
-    batcher = Batcher(redis)
+    batcher = ScriptBatcher(redis)
     echo = redis.register_script(ECHO)
     counter = f"{namespace}:calls"
     n = 3 * MOST + 5  # more than one pipeline's worth in a single turn
@@ -41,7 +41,7 @@ async def test_each_caller_gets_its_own_reply(redis: Redis, namespace: str) -> N
 
 
 async def test_one_error_stays_with_its_caller(redis: Redis, namespace: str) -> None:
-    batcher = Batcher(redis)
+    batcher = ScriptBatcher(redis)
     echo = redis.register_script(ECHO)
     counter = f"{namespace}:calls"
     calls = [
@@ -59,7 +59,7 @@ async def test_one_error_stays_with_its_caller(redis: Redis, namespace: str) -> 
 async def test_a_call_that_cannot_be_packed_fails_alone_and_shifts_no_reply(
     redis: Redis, namespace: str
 ) -> None:
-    batcher = Batcher(redis)
+    batcher = ScriptBatcher(redis)
     echo = redis.register_script(ECHO)
     counter = f"{namespace}:calls"
     bad = {0, 5, 6, MOST + 2}  # first, adjacent, and in the second pipeline of the turn
@@ -80,7 +80,7 @@ async def test_a_call_that_cannot_be_packed_fails_alone_and_shifts_no_reply(
 async def test_a_cancelled_caller_leaves_the_others_their_replies(
     redis: Redis, namespace: str
 ) -> None:
-    batcher = Batcher(redis)
+    batcher = ScriptBatcher(redis)
     echo = redis.register_script(ECHO)
     counter = f"{namespace}:calls"
     tasks = [
@@ -101,7 +101,7 @@ async def test_a_burst_shares_one_connection(
     port = spawn_redis()
     client, observer = private_client(port), private_client(port)
     try:
-        batcher = Batcher(client)
+        batcher = ScriptBatcher(client)
         echo = client.register_script(ECHO)
         await batcher.run(echo, ["n"], ["warm", "ok"])  # loads the script, opens a connection
         before = int((await observer.info("stats"))["total_connections_received"])
@@ -122,7 +122,7 @@ async def test_a_flushed_script_cache_is_reloaded_and_nothing_runs_twice(
     port = spawn_redis()
     client = private_client(port)
     try:
-        batcher = Batcher(client)
+        batcher = ScriptBatcher(client)
         echo = client.register_script(ECHO)
         await batcher.run(echo, ["n"], ["warm", "ok"])
         await client.script_flush()
@@ -141,7 +141,7 @@ async def test_a_server_that_went_away_fails_every_caller(
     # No retries: redis-py's default backs off for seconds before giving up.
     client, killer = (Redis(port=port, retry=Retry(NoBackoff(), 0)) for _ in range(2))
     try:
-        batcher = Batcher(client)
+        batcher = ScriptBatcher(client)
         echo = client.register_script(ECHO)
         await batcher.run(echo, ["n"], ["warm", "ok"])
         with contextlib.suppress(RedisConnectionError):

@@ -19,8 +19,8 @@ from redis.asyncio import Redis
 from durability import Run, work
 from durability.connect import open_durable
 from durability.redis import RedisCheckpointer, RedisDurable
-from durability.redis.sortedset import RedisSetScheduler
-from durability.redis.stream import RedisStreamScheduler
+from durability.redis.set_scheduler import RedisSetScheduler
+from durability.redis.stream_scheduler import RedisStreamScheduler
 from durability.redis.trimming import sweeping, trimming
 from durability.testing import cancelling
 

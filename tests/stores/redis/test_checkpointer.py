@@ -533,8 +533,8 @@ async def test_a_standing_outliving_its_expired_checkpoint_is_not_a_status(redis
 async def test_a_status_is_one_round_trip_on_one_node(redis: Redis, namespace: str) -> None:
     # The look (the workflow's slot) and the standing (the namespace's) were two commands on
     # two connections, two round trips; through the batcher they share one pipeline.
-    from durability.redis.packing import PackedConnection
-    from durability.traffic import Traffic
+    from durability.redis.packed_connection import PackedConnection
+    from durability.storekit.traffic import Traffic
 
     traffic = Traffic()
     where = redis.connection_pool.connection_kwargs

@@ -10,8 +10,8 @@ import pytest
 from redis.asyncio import Redis
 
 from durability.interfaces import Scheduler
-from durability.redis.sortedset import RedisSetScheduler
-from durability.redis.stream import RedisStreamScheduler
+from durability.redis.set_scheduler import RedisSetScheduler
+from durability.redis.stream_scheduler import RedisStreamScheduler
 
 QUIET = timedelta(milliseconds=150)
 WAIT = timedelta(seconds=2)

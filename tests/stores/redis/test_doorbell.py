@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from durability.interfaces import Scheduler
 from durability.redis import RedisCheckpointer, RedisDurable
-from durability.redis.sortedset import RedisSetScheduler
+from durability.redis.set_scheduler import RedisSetScheduler
 from durability.testing.conformance import MakeScheduler, SchedulerContract
 
 LONG = timedelta(seconds=30)

@@ -1,10 +1,10 @@
 """A connection killed while a pass's record is in flight, and a worker started before its
 server, each on a private `redis-server`.
 
-The store's writes share one pipelined connection (`Lane`). To kill it with the record on it,
-and not merely before (a connection found closed while idle is reopened before anything is
-written, which would hide the fault), `cut` pauses the server's writes (`CLIENT PAUSE ...
-WRITE`), waits until a script is held on a connection, kills that connection by its id
+The store's writes share one pipelined connection (`SharedConnection`). To kill it with the
+record on it, and not merely before (a connection found closed while idle is reopened before
+anything is written, which would hide the fault), `cut` pauses the server's writes (`CLIENT PAUSE
+... WRITE`), waits until a script is held on a connection, kills that connection by its id
 (`CLIENT KILL ID`), then lets the server go on. The record never ran; the pass must write it
 again rather than report the step as failed.
 """

@@ -28,7 +28,7 @@ from durability.redis import (
     RedisStreamScheduler,
     workflow_keys,
 )
-from durability.redis.stream import GROUP
+from durability.redis.stream_scheduler import GROUP
 from durability.testing.conformance import (
     CheckpointerContract,
     DurableContract,

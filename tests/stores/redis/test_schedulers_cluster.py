@@ -15,8 +15,8 @@ import pytest
 from redis.asyncio.cluster import RedisCluster
 
 from durability.interfaces import Scheduler
-from durability.redis.sortedset import RedisSetScheduler
-from durability.redis.stream import RedisStreamScheduler
+from durability.redis.set_scheduler import RedisSetScheduler
+from durability.redis.stream_scheduler import RedisStreamScheduler
 from durability.testing.conformance import MakeScheduler, SchedulerContract
 
 WAIT = timedelta(milliseconds=500)

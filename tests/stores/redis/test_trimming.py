@@ -18,7 +18,7 @@ from durability import work
 from durability.codec import as_int
 from durability.interfaces import Delivery
 from durability.redis import RedisCheckpointer, RedisDurable
-from durability.redis.stream import GROUP, RedisStreamScheduler
+from durability.redis.stream_scheduler import GROUP, RedisStreamScheduler
 from durability.redis.trimming import trimming
 from durability.stepwise import Run
 from durability.testing import Observed

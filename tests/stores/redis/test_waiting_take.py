@@ -11,7 +11,7 @@ from redis.asyncio import Redis
 
 from durability.interfaces import Taken
 from durability.redis import RedisCheckpointer, RedisDurable
-from durability.redis.stream import GROUP, RedisStreamScheduler
+from durability.redis.stream_scheduler import GROUP, RedisStreamScheduler
 
 LONG = timedelta(seconds=30)
 WITHIN = timedelta(seconds=5)

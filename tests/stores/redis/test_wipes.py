@@ -33,7 +33,7 @@ from durability.redis import (
     RedisStreamScheduler,
     Wiped,
 )
-from durability.redis.stream import GROUP
+from durability.redis.stream_scheduler import GROUP
 from durability.split import SplitDurable
 from durability.stepwise import Run
 

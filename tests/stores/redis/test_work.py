@@ -210,7 +210,7 @@ async def test_a_claim_brings_the_checkpoint_it_found(redis: Redis, namespace: s
 
 class CountingConnection(Connection):
     """A connection that counts its writes to the socket: one per round trip (a pipeline, or a
-    `Lane`'s batch, is written at once, so it counts once too)."""
+    `SharedConnection`'s batch, is written at once, so it counts once too)."""
 
     sent: ClassVar[list[int]] = [0]
 

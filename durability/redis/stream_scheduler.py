@@ -45,14 +45,7 @@ from typing import Any, TypeVar
 from redis.exceptions import ResponseError
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import (
-    Delivery,
-    Footprint,
-    Reclaimed,
-    check_workflow,
-    positive,
-    to_ms,
-)
+from durability.checks import check_workflow, positive, to_ms
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker
 from durability.redis.namespace import (
@@ -66,6 +59,7 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
+from durability.values import Delivery, Footprint, Reclaimed
 
 __all__ = ["GROUP", "TRIM_EVERY", "RedisStreamScheduler", "lost_group"]
 
@@ -284,10 +278,12 @@ class RedisStreamScheduler:
         """The client this queue's commands run on."""
         return self._redis
 
-    def _wakeup_call(self, workflow: str) -> ScriptCall:
+    def wakeup_call(self, workflow: str) -> ScriptCall:
+        """The wakeup `make_ready` sends, as a call to run behind a checkpoint write."""
         return ScriptCall("stream_make_ready", (self.ready,), (FIELD, check_workflow(workflow)))
 
-    def _done_call(self, delivery: Delivery) -> ScriptCall:
+    def done_call(self, delivery: Delivery) -> ScriptCall:
+        """The answer `done` sends, as a call to run behind a claim's release."""
         entry, count = _parse(delivery.receipt)
         return ScriptCall("stream_done", (self.ready,), (GROUP, entry, count))
 

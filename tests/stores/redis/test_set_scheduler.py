@@ -9,7 +9,7 @@ import pytest
 from redis.asyncio import Redis
 
 from durability.interfaces import Delivery, Scheduler
-from durability.redis.sortedset import RedisSetScheduler
+from durability.redis.set_scheduler import RedisSetScheduler
 from durability.testing.conformance import MakeScheduler, SchedulerContract, SchedulerModelContract
 
 WAIT = timedelta(milliseconds=200)

@@ -43,8 +43,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from durability.cancelling import stop_if_cancelled
-from durability.interfaces import Delivery, Footprint, Reclaimed, check_workflow, positive, to_ms
-from durability.polling import beats
+from durability.checks import check_workflow, positive, to_ms
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker
 from durability.redis.namespace import (
@@ -58,6 +57,8 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
+from durability.values import Delivery, Footprint, Reclaimed
+from durability.waits import beats
 
 __all__ = ["RedisSetScheduler"]
 
@@ -135,7 +136,7 @@ class RedisSetScheduler:
     async def next_ready(self, within: timedelta) -> Delivery | None:
         """Take the longest-visible workflow, waiting at most `within`: on the doorbell (see
         the module docstring), or without one looking every `poll` (on a fixed beat: see
-        `durability.polling`) and once more when `within` is up."""
+        `durability.waits`) and once more when `within` is up."""
         positive("within", within)
         args = [to_ms(self.lease)]
         if self.doorbell is None:
@@ -202,10 +203,12 @@ class RedisSetScheduler:
         """The client this queue's commands run on."""
         return self._redis
 
-    def _wakeup_call(self, workflow: str) -> ScriptCall:
+    def wakeup_call(self, workflow: str) -> ScriptCall:
+        """The wakeup `make_ready` sends, as a call to run behind a checkpoint write."""
         return ScriptCall("set_make_ready", self.keys, (check_workflow(workflow),))
 
-    def _done_call(self, delivery: Delivery) -> ScriptCall:
+    def done_call(self, delivery: Delivery) -> ScriptCall:
+        """The answer `done` sends, as a call to run behind a claim's release."""
         workflow = check_workflow(delivery.workflow)
         return ScriptCall("set_done", (self.schedule,), (workflow, delivery.receipt))
 

@@ -1,20 +1,11 @@
 """`PackedConnection`: redis.asyncio's TCP connection, packing commands in C when it can.
 
 redis-py's asyncio connection builds every command's wire form in Python, one `encode` call
-per argument; a worker's scripts carry a dozen arguments each, and packing was a sixth of a
-busy worker's CPU. hiredis (the parser redis-py already uses when installed) has
-`pack_command`, which does the same in C. `PackedConnection` uses it whenever the result is
-certain to be the same bytes: the client encodes text as strict UTF-8, and every argument is
-`str`, `bytes` or `int` (not `bool`, which redis-py refuses). Anything else (a float, a
-memoryview, another encoding, no hiredis) goes through redis-py's own packer, unchanged.
-
-`open_durable` uses it for `redis://` URLs; pass `connection_class=PackedConnection` to
-`Redis(...)` or `Redis.from_url("redis://...")` to use it elsewhere.
-
-It is also where this store counts what it sends (`durability.traffic`): given `traffic=` (a
-connection keyword, so `Redis.from_url(url, connection_class=PackedConnection, traffic=t)`),
-every command it packs is a request, named by the command (a script by its `.lua` file, see
-`lua.script_name`), and every send that waits for replies a round trip.
+per argument, and a worker's scripts carry a dozen arguments each. hiredis has `pack_command`,
+which does the same in C; `PackedConnection` uses it whenever the result is certain to be the
+same bytes, and redis-py's own packer otherwise. It is also where this store counts what it
+sends (`durability.Traffic`). `open_durable` uses it for `redis://` URLs; pass
+`connection_class=PackedConnection` to `Redis(...)` to use it elsewhere.
 """
 
 from __future__ import annotations
@@ -24,7 +15,7 @@ from typing import Any
 
 from durability.redis.bounds import Bounded
 from durability.redis.lua import script_name
-from durability.traffic import Traffic
+from durability.storekit.traffic import Traffic
 
 _pack: Callable[[tuple[Any, ...]], bytes] | None
 try:  # hiredis is optional: without it the connection packs as redis-py does
@@ -37,7 +28,18 @@ __all__ = ["PackedConnection"]
 
 class PackedConnection(Bounded):
     """A `redis.asyncio.connection.Connection` that packs commands with hiredis and counts
-    them into `traffic` (see above), each call bounded by `call_timeout` (`bounds.Bounded`)."""
+    them into `traffic`, each call bounded by `call_timeout` (`bounds.Bounded`).
+
+    hiredis's `pack_command` is used whenever the result is certain to be redis-py's bytes: the
+    client encodes text as strict UTF-8, and every argument is `str`, `bytes` or `int` (not
+    `bool`, which redis-py refuses). Anything else (a float, a memoryview, another encoding, no
+    hiredis) goes through redis-py's own packer, unchanged.
+
+    It is also where this store counts what it sends (`durability.Traffic`): given `traffic=` (a
+    connection keyword, so `Redis.from_url(url, connection_class=PackedConnection, traffic=t)`),
+    every command it packs is a request, named by the command (a script by its `.lua` file, see
+    `lua.script_name`), and every send that waits for replies a round trip.
+    """
 
     def __init__(self, *, traffic: Traffic | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

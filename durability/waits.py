@@ -1,5 +1,5 @@
-"""`beats`: when a polling reader looks, on a fixed beat rather than a fixed gap; `set_within`:
-an event waited on for at most a while.
+"""The library's two bounded waits: `beats`, when a polling reader looks (on a fixed beat
+rather than a fixed gap), and `set_within`, an event waited on for at most a while.
 
 A reader that sleeps `poll` after each empty look polls every `poll` plus the look's own round
 trip plus the timer's lateness (the event loop wakes up to a millisecond late), so a workflow

@@ -1,5 +1,5 @@
-"""`Lane`: callers pipeline commands on one kept connection and each gets exactly its replies,
-whatever the others do (fail, get cancelled, lose the connection)."""
+"""`SharedConnection`: callers pipeline commands on one kept connection and each gets exactly
+its replies, whatever the others do (fail, get cancelled, lose the connection)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
-from durability.redis.lane import KEEP_FROM, Lane, Unsendable
+from durability.redis.shared_connection import KEEP_FROM, SharedConnection, Unsendable
 
 
 async def _clients_named(redis: Redis, name: str) -> int:
@@ -25,7 +25,7 @@ async def _clients_named(redis: Redis, name: str) -> int:
 async def test_concurrent_callers_each_get_their_replies_in_order(
     redis: Redis, namespace: str
 ) -> None:
-    lane = Lane(redis.connection_pool)
+    lane = SharedConnection(redis.connection_pool)
     counter = f"{namespace}:n"
 
     async def one(i: int) -> list[object]:
@@ -39,7 +39,7 @@ async def test_concurrent_callers_each_get_their_replies_in_order(
 
 
 async def test_an_error_reply_is_its_commands_alone(redis: Redis, namespace: str) -> None:
-    lane = Lane(redis.connection_pool)
+    lane = SharedConnection(redis.connection_pool)
     key = f"{namespace}:text"
     await redis.set(key, "not a number")
     first, second = await asyncio.gather(
@@ -54,7 +54,7 @@ async def test_an_error_reply_is_its_commands_alone(redis: Redis, namespace: str
 async def test_a_call_that_cannot_be_packed_sends_nothing_and_shifts_no_reply(
     redis: Redis, namespace: str
 ) -> None:
-    lane = Lane(redis.connection_pool)
+    lane = SharedConnection(redis.connection_pool)
     counter = f"{namespace}:n"
     # A lone surrogate cannot be encoded as UTF-8: the call that carries one fails to pack.
     # Had its reply slot been queued anyway, every caller after it would get the next reply.
@@ -84,7 +84,7 @@ async def test_a_tight_pool_gets_its_connection_back_after_an_unsendable_call(
     pool = _capped(redis, 1)
     client = Redis(connection_pool=pool, decode_responses=True)
     try:
-        lane = Lane(pool)
+        lane = SharedConnection(pool)
         with pytest.raises(Unsendable):
             await lane.execute([("ECHO", "\udcff")])
         assert await client.ping()  # the pool's only connection was given back
@@ -100,7 +100,7 @@ async def test_all_callers_share_one_connection(
     port = spawn_redis()
     client, observer = private_client(port), private_client(port)
     try:
-        lane = Lane(client.connection_pool)
+        lane = SharedConnection(client.connection_pool)
         await lane.execute([("CLIENT", "SETNAME", "lane")])
         before = int((await observer.info("stats"))["total_connections_received"])
         await asyncio.gather(*(lane.execute([("PING",)]) for _ in range(100)))
@@ -115,7 +115,7 @@ async def test_all_callers_share_one_connection(
 async def test_a_cancelled_caller_leaves_the_connection_to_the_others(
     redis: Redis, namespace: str
 ) -> None:
-    lane = Lane(redis.connection_pool)
+    lane = SharedConnection(redis.connection_pool)
     key = f"{namespace}:list"
     # The first caller blocks on the server; the second's command is written behind it.
     blocked = asyncio.create_task(lane.execute([("BLPOP", key, 5)]))
@@ -132,7 +132,7 @@ async def test_a_cancelled_caller_leaves_the_connection_to_the_others(
 async def test_drop_on_cancel_ends_a_blocked_read_on_the_server(
     redis: Redis, namespace: str
 ) -> None:
-    lane = Lane(redis.connection_pool)
+    lane = SharedConnection(redis.connection_pool)
     key = f"{namespace}:list"
     name = f"{namespace}-lane"
     await lane.execute([("CLIENT", "SETNAME", name)])
@@ -152,7 +152,7 @@ async def test_drop_on_cancel_ends_a_blocked_read_on_the_server(
 
 
 async def test_a_connection_the_server_closed_while_idle_is_opened_again(redis: Redis) -> None:
-    lane = Lane(redis.connection_pool)
+    lane = SharedConnection(redis.connection_pool)
     [first] = await lane.execute([("CLIENT", "ID")])
     assert int(await redis.execute_command("CLIENT", "KILL", "ID", first)) == 1
     await asyncio.sleep(0.05)  # the close reaches the lane's idle socket
@@ -169,7 +169,7 @@ async def test_a_server_that_went_away_fails_every_caller_outstanding(
     client = Redis(port=port, retry=Retry(NoBackoff(), 0))
     killer = Redis(port=port, retry=Retry(NoBackoff(), 0))
     try:
-        lane = Lane(client.connection_pool)
+        lane = SharedConnection(client.connection_pool)
         blocked = [
             asyncio.create_task(lane.execute([("BLPOP", "never", 5)])),
             asyncio.create_task(lane.execute([("ECHO", "behind")])),
@@ -198,7 +198,7 @@ async def test_a_tight_pool_gets_its_connection_back_between_calls(redis: Redis)
     pool = _capped(redis, 1)
     client = Redis(connection_pool=pool, decode_responses=True)
     try:
-        lane = Lane(pool)
+        lane = SharedConnection(pool)
         for i in range(3):
             assert await lane.execute([("ECHO", f"lane-{i}")]) == [f"lane-{i}".encode()]
             # The pool's only connection is back: the client's own command gets it at once
@@ -212,7 +212,7 @@ async def test_a_tight_pool_gets_its_connection_back_between_calls(redis: Redis)
 async def test_a_roomy_pool_lends_the_lane_one_connection_for_good(redis: Redis) -> None:
     pool = _capped(redis, KEEP_FROM)
     try:
-        lane = Lane(pool)
+        lane = SharedConnection(pool)
         [first] = await lane.execute([("CLIENT", "ID")])
         [second] = await lane.execute([("CLIENT", "ID")])
         assert first == second

@@ -1,35 +1,12 @@
-"""`Lane`: one connection that many callers pipeline commands on, replies matched by order.
+"""`SharedConnection`: one connection many callers pipeline commands on, replies matched by order.
 
 redis-py's client checks a connection out of its pool for every command or pipeline, records
-metrics about it and gives it back; on a worker sending thousands of scripts a second, and on a
-submission after the process sat idle, that bookkeeping costs more than the round trip (a
-`PING` after 50 ms idle: 0.45 ms through the client, 0.19 ms on the bare socket, on the machine
-of `results/`). A `Lane` keeps one connection of the client's pool for itself and writes each
-caller's commands onto it as they come. Redis answers a connection's commands in order, so the
-replies go back to the callers in the order their commands were written; one task reads them,
-and it runs only while a reply is outstanding.
-
-- An error reply (a script that raised, `NOSCRIPT`) is that command's reply: its caller gets
-  the `ResponseError` in its place, the other commands and callers are untouched.
-- A call whose commands cannot be packed (text that is not valid Unicode cannot be encoded)
-  raises `Unsendable` having queued and written nothing: its reply slot is never taken, so no
-  other caller is handed a reply that was not its own.
-- A caller cancelled while its replies are outstanding leaves the connection as it is: its
-  replies are read and dropped. With `drop_on_cancel` the connection is closed instead, which
-  ends a blocking read on the server before it can hand anything to a caller who has gone.
-- A connection that fails (reset, closed) fails every caller with a reply outstanding on it
-  (`bounds.Lost`): a command written and not answered may or may not have run, so the lane
-  never sends it again. A connection the server closed while the lane sat idle is noticed
-  before anything is written on it, and opened again.
-- Each call is bounded (`bounds.call_bound` of the pool: the client's `call_timeout`, or its
-  `socket_timeout`), plus the `waits` it declares for a command the server holds on purpose
-  (a `BLOCK`): past that the connection is closed, failing the calls behind it too, and the
-  call raises `bounds.TimedOut`. The replies themselves are read with no timeout of their
-  own, so a reply that takes its `BLOCK` is never cut short, and a timer per read is saved.
-- The connection is checked out of the client's pool, so closing the client closes it. A
-  pool with room (`KEEP_FROM` connections or more: redis-py's default has no bound) lends it
-  for the lane's life. A tighter one gets it back whenever no reply is outstanding, so a lane
-  never starves the client's other commands of the pool's last connections.
+metrics about it and gives it back, bookkeeping that costs more than the round trip itself on a
+busy worker and on a submission after the process sat idle. A `SharedConnection` keeps one
+connection of the client's pool for itself and writes each caller's commands onto it as they
+come. Redis answers a connection's commands in order, so the replies go back to the callers in
+the order their commands were written; one task reads them, only while a reply is outstanding.
+`SharedConnection` says what each caller gets when a command, a caller or the connection fails.
 """
 
 from __future__ import annotations
@@ -47,7 +24,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from durability.cancelling import stop_if_cancelled
 from durability.redis.bounds import call_bound, lost, timed_out, where
 
-__all__ = ["Lane", "Unsendable"]
+__all__ = ["SharedConnection", "Unsendable", "streams"]
 
 #: The least `max_connections` of a pool whose connection a lane keeps between bursts.
 KEEP_FROM = 8
@@ -67,8 +44,31 @@ class Unsendable(ValueError):
         self.index = index
 
 
-class Lane:
-    """Pipelines every caller's commands on one connection of `pool` (see the module doc)."""
+class SharedConnection:
+    """Pipelines every caller's commands on one connection of `pool` (see the module doc).
+
+    - An error reply (a script that raised, `NOSCRIPT`) is that command's reply: its caller gets
+      the `ResponseError` in its place, the other commands and callers are untouched.
+    - A call whose commands cannot be packed (text that is not valid Unicode cannot be encoded)
+      raises `Unsendable` having queued and written nothing: its reply slot is never taken, so no
+      other caller is handed a reply that was not its own.
+    - A caller cancelled while its replies are outstanding leaves the connection as it is: its
+      replies are read and dropped. With `drop_on_cancel` the connection is closed instead, which
+      ends a blocking read on the server before it can hand anything to a caller who has gone.
+    - A connection that fails (reset, closed) fails every caller with a reply outstanding on it
+      (`bounds.Lost`): a command written and not answered may or may not have run, so it is
+      never sent again. A connection the server closed while it sat idle is noticed
+      before anything is written on it, and opened again.
+    - Each call is bounded (`bounds.call_bound` of the pool: the client's `call_timeout`, or its
+      `socket_timeout`), plus the `waits` it declares for a command the server holds on purpose
+      (a `BLOCK`): past that the connection is closed, failing the calls behind it too, and the
+      call raises `bounds.TimedOut`. The replies themselves are read with no timeout of their
+      own, so a reply that takes its `BLOCK` is never cut short, and a timer per read is saved.
+    - The connection is checked out of the client's pool, so closing the client closes it. A
+      pool with room (`KEEP_FROM` connections or more: redis-py's default has no bound) lends it
+      for the object's life. A tighter one gets it back whenever no reply is outstanding, so it
+      never starves the client's other commands of the pool's last connections.
+    """
 
     __slots__ = (
         "_bound", "_connection", "_keep", "_opening", "_pool", "_reading", "_waiting", "_where"
@@ -141,7 +141,7 @@ class Lane:
         # `send_packed_command`: with a socket timeout it writes from a task of its own, a turn
         # of the loop later, and it would open a new connection under a closed one.)
         self._waiting.append((len(commands), [], replies))
-        writer = connection._writer  # the stream `_usable` checked
+        _, writer = streams(connection)  # the streams `_usable` checked
         assert writer is not None
         writer.writelines(packed)
         traffic = getattr(connection, "traffic", None)  # a PackedConnection counts its sends
@@ -187,7 +187,7 @@ class Lane:
                     raise
             if not _usable(connection):
                 raise TypeError(
-                    f"{type(connection).__name__} has no open stream a Lane can write on"
+                    f"{type(connection).__name__} has no open stream a SharedConnection writes on"
                 )
             return connection
 
@@ -260,15 +260,26 @@ def _culprit(connection: AbstractConnection, commands: Sequence[Sequence[Any]]) 
     return 0  # none fails alone: the failure was the packing of them together
 
 
+def streams(
+    connection: AbstractConnection,
+) -> tuple[asyncio.StreamReader | None, asyncio.StreamWriter | None]:
+    """The asyncio streams under a redis-py connection (`None` each while it is not open).
+
+    redis-py keeps them as the private `_reader` and `_writer` and has no public way to reach
+    them; this is the one place the library does, so a redis-py that renames them breaks
+    here, not wherever a lane writes."""
+    reader: asyncio.StreamReader | None = getattr(connection, "_reader", None)
+    writer: asyncio.StreamWriter | None = getattr(connection, "_writer", None)
+    return reader, writer
+
+
 def _usable(connection: AbstractConnection) -> bool:
-    """Whether `connection` is open and the server has not closed its end (redis-py's asyncio
-    connections keep their asyncio streams as `_reader` and `_writer`).
+    """Whether `connection` is open and the server has not closed its end.
 
     Closed means the end of the stream was *received*, even with replies still buffered
     before it (`at_eof()` is false until they are read): a command written now would never be
     answered. A reset, or a transport closing, is closed too."""
-    reader = getattr(connection, "_reader", None)
-    writer = getattr(connection, "_writer", None)
+    reader, writer = streams(connection)
     if reader is None or writer is None:
         return False
     ended = getattr(reader, "_eof", False) or reader.at_eof()

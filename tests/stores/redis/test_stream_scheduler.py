@@ -10,7 +10,7 @@ from redis.asyncio import Redis
 
 from durability.interfaces import Delivery, Scheduler
 from durability.redis import RedisCheckpointer, RedisSetScheduler
-from durability.redis.stream import GROUP, RedisStreamScheduler
+from durability.redis.stream_scheduler import GROUP, RedisStreamScheduler
 from durability.testing.conformance import MakeScheduler, SchedulerContract, SchedulerModelContract
 
 WAIT = timedelta(milliseconds=200)

@@ -11,7 +11,7 @@ from redis.asyncio.connection import Connection
 
 from durability.connect import open_durable
 from durability.redis import RedisDurable
-from durability.redis.packing import PackedConnection
+from durability.redis.packed_connection import PackedConnection
 
 SAMPLES: list[tuple[Any, ...]] = [
     ("EVALSHA", "c2a6c628", 3, "workflow:{wf}", "workflow:{wf}:pass", "k", 30000, '{"a": 1}'),

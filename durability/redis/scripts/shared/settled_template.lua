@@ -1,5 +1,5 @@
 -- finish with the pass's standing, as one script: the template `durable.py` composes (after
--- prelude.lua) for a single Redis node, like joined.lua but with the standing (settle.lua)
+-- prelude.lua) for a single Redis node, like joined_template.lua but with the standing (settle.lua)
 -- between the release and the scheduler's done. So a pass ends in one round trip, and no one
 -- sees the claim gone and the standing not yet written. (On a cluster the three run apart:
 -- the standing first, on the namespace's slot, then the release, then the done.)

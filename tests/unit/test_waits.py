@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from durability.polling import beats
+from durability.waits import beats
 
 
 class Clock:

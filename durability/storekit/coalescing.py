@@ -1,4 +1,4 @@
-"""`TurnBatcher`: gather the calls made in one turn of the event loop and send them together.
+"""`Coalescer`: gather the calls made in one turn of the event loop and send them together.
 
 Both network stores use it for their hot path (`durability.redis.batching`,
 `durability.postgres.batching`): a worker at capacity has dozens of passes asking for a store
@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, TypeVar
 
-__all__ = ["Queued", "TurnBatcher", "fail", "settle"]
+__all__ = ["Queued", "Coalescer", "fail", "settle"]
 
 Q = TypeVar("Q")  # what a call asks for
 R = TypeVar("R")  # what it gets back
@@ -24,7 +24,7 @@ R = TypeVar("R")  # what it gets back
 Queued = tuple[Q, asyncio.Future[R]]
 
 
-class TurnBatcher(Generic[Q, R]):
+class Coalescer(Generic[Q, R]):
     """Hands each turn's requests to `send` in groups of at most `most` (see the module doc)."""
 
     __slots__ = ("_most", "_queued", "_send", "_sending")

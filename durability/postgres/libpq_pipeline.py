@@ -2,27 +2,10 @@
 once per connection and then sent as Bind and Execute, in pipeline mode with a Sync after each,
 so every one is its own transaction whatever else travels with it.
 
-Why not a cursor: psycopg's cursor and pipeline machinery costs about 0.16 ms of client CPU a
-statement on the machine of `results/`, this path about 0.05 ms. A worker at capacity is
-bounded by that CPU, and an idle one pays it, several times over on a CPU that sat idle, on
-the way from a notification to its pass. Values are still dumped and rows loaded by psycopg's
-own adapters (a `Transformer` of the connection), so every type converts exactly as through a
-cursor.
-
-A connection whose `prepare_threshold` is None (psycopg's switch for poolers such as
-PgBouncer in transaction mode, which cannot keep a session's prepared statements) gets each
-statement parsed every time instead.
-
-Only the plain case is taken here; anything else is left to the cursor, which knows every
-rule: a statement whose text holds a `%` other than `%(name)s` placeholders, parameters that
-are not a mapping or that fail to dump (text that is not valid Unicode: dumped before anything
-of the statement is written, so it is never on the wire to take another's answer), a libpq
-without pipeline mode (before 14), and any statement that failed
-(sent again through a cursor, it raises its own error; it rolled back, so that is a retry of a
-transaction that did not happen). A connection that breaks is reported as broken for every
-statement that had not answered (whether those committed is unknown, as ever), and closed.
-A connection left owing answers any other way (cancelled mid-read, say) is closed too: it
-cannot go back to a pool like that.
+The decision not to undo: not a cursor. psycopg's cursor and pipeline machinery costs several
+times this path's client CPU a statement, which bounds a worker at capacity and delays an idle
+one's pass after a notification. Only the plain case is taken here; `exchange` says which, and
+what becomes of a connection that breaks.
 """
 
 from __future__ import annotations
@@ -106,7 +89,26 @@ async def exchange(
     transaction rolled back; sent alone, each says why). The transaction waits at most
     `GROUP_LOCK_WAIT` for any lock, so one member stuck behind another transaction's lock
     holds the others back no longer than that: they all fail, and go alone. Fewer than two:
-    nothing is wrapped."""
+    nothing is wrapped.
+
+    Values are still dumped and rows loaded by psycopg's own adapters (a `Transformer` of the
+    connection), so every type converts exactly as through a cursor.
+
+    A connection whose `prepare_threshold` is None (psycopg's switch for poolers such as
+    PgBouncer in transaction mode, which cannot keep a session's prepared statements) gets each
+    statement parsed every time instead.
+
+    Only the plain case is taken here; anything else is left to the cursor, which knows every
+    rule: a statement whose text holds a `%` other than `%(name)s` placeholders, parameters that
+    are not a mapping or that fail to dump (text that is not valid Unicode: dumped before anything
+    of the statement is written, so it is never on the wire to take another's answer), a libpq
+    without pipeline mode (before 14), and any statement that failed (sent again through a cursor,
+    it raises its own error; it rolled back, so that is a retry of a transaction that did not
+    happen). A connection that breaks is reported as broken for every statement that had not
+    answered (whether those committed is unknown, as ever), and closed. A connection left owing
+    answers any other way (cancelled mid-read, say) is closed too: it cannot go back to a pool like
+    that.
+    """
     if not CAN_PIPELINE:
         return [AGAIN] * len(statements)
     pgconn: pq.abc.PGconn = conn.pgconn

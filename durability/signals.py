@@ -1,0 +1,40 @@
+"""What a store answers a pass with when the answer is not a value.
+
+`Interruption` and its `Fenced` and `Contended` descend from `BaseException`, like
+`asyncio.CancelledError`: a pass must stop, but not because its work failed, so no
+`except Exception` in a workflow (a saga's rollback net) may absorb them. `NotMigrated` is an
+ordinary error: a SQL store used before its tables were made.
+"""
+
+from __future__ import annotations
+
+__all__ = ["Contended", "Fenced", "Interruption", "NotMigrated"]
+
+
+class Interruption(BaseException):
+    """A pass must stop for a reason that is not a failure of its work.
+
+    Descends from `BaseException` so that `except Exception` in a workflow, or a saga's
+    rollback net, never absorbs it.
+    """
+
+
+class Fenced(Interruption):
+    """The pass no longer holds its claim: a newer claim exists, or the claim lapsed."""
+
+    def __init__(self, workflow: str, token: int, reason: str = "claim superseded or lapsed"):
+        super().__init__(f"{workflow!r} (token {token}): {reason}")
+        self.workflow = workflow
+        self.token = token
+
+
+class Contended(Interruption):
+    """Somebody else holds a live claim on the workflow."""
+
+    def __init__(self, workflow: str):
+        super().__init__(f"{workflow!r} is claimed by a live pass")
+        self.workflow = workflow
+
+
+class NotMigrated(RuntimeError):
+    """A SQL store was used before `migrate` created its tables."""

@@ -1,0 +1,149 @@
+"""The values stores and runners hand each other: frozen, compared by value.
+
+A claim (`Pass`), what a write left (`Recorded`, `Written`, `Entry`), a wakeup (`Delivery`,
+`Taken`), a queue's size (`Footprint`), where a workflow stands (`Standing`, `Look`, in one
+of `STATES`), and the base of every store's own kind of effect (`Effect`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+__all__ = [
+    "STATES",
+    "Delivery",
+    "Effect",
+    "Entry",
+    "Footprint",
+    "Look",
+    "Pass",
+    "Recorded",
+    "Standing",
+    "Taken",
+    "Written",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Pass:
+    """The right to write to one workflow's checkpoint, as long as the claim lasts.
+
+    `token` is the fencing token: it rises on every claim of the workflow (a hybrid logical
+    clock, `max(now_ms, previous + 1)`), so a write carrying an older token is refused.
+    `alive` is how long one sign of life keeps the claim (a write is one); `budget_ends` is the
+    claimer's estimate of the deadline renewal cannot lift, used only to skip needless extends.
+    `records` is the checkpoint as the claim found it, for a store that can read it in the same
+    round trip as the claim (`None` if it did not): a pass then starts without a second trip.
+    """
+
+    workflow: str
+    token: int
+    alive: timedelta
+    budget_ends: datetime
+    records: Mapping[str, object] | None = field(default=None, repr=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Recorded:
+    """What a key holds after a write: the winning value and whether this write was it."""
+
+    value: object
+    first: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """One record with the store's own time of writing it."""
+
+    key: str
+    value: object
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One inbox entry: a store-minted key (sorting in append order) and its value."""
+
+    key: str
+    value: object
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One wakeup handed to one worker. `receipt` is the scheduler's proof of which wakeup it
+    is (a stream entry id, a visibility score); `done`, `wake_at` and `extend` compare it."""
+
+    workflow: str
+    receipt: str
+
+
+@dataclass(frozen=True, slots=True)
+class Taken:
+    """A delivery and, if the workflow was free, the claim taken on it in the same move."""
+
+    delivery: Delivery
+    holder: Pass | None
+
+
+@dataclass(frozen=True, slots=True)
+class Reclaimed:
+    """One look for abandoned deliveries (`Scheduler.reclaiming`): the delivery it took over,
+    if any, and how long until the earliest delivery still held could be taken over, measured
+    by the store when it looked (`None`: nothing is held that a later look could take, until
+    something new is handed out). A worker sleeps until then instead of looking every tick."""
+
+    delivery: Delivery | None
+    lapses_in: timedelta | None
+
+
+@dataclass(frozen=True, slots=True)
+class Footprint:
+    """How big a queue is right now: its entries by part (a stream's entries, a sorted set's
+    members, rows) and, where the store can say, the bytes they take."""
+
+    parts: Mapping[str, int]
+    bytes: int | None = None
+
+    @property
+    def entries(self) -> int:
+        return sum(self.parts.values())
+
+
+#: The states a pass can leave a workflow in, as a `Ledger` holds them. "queued" is written by
+#: `durable.retry`; the others by the worker as each pass ends. (A running workflow is one a
+#: live claim holds, and a status says so; it is never a stored state.)
+STATES = ("queued", "sleeping", "blocked", "failed", "completed")
+
+
+@dataclass(frozen=True, slots=True)
+class Standing:
+    """Where the last pass (or an explicit retry) left a workflow, as the store holds it:
+    `state` (one of `STATES`), its JSON `detail` (`until`; `waiting` and `listening`; the
+    `failure` record), and the store's time of writing it."""
+
+    workflow: str
+    state: str
+    detail: Mapping[str, object]
+    at: datetime
+
+
+@dataclass(frozen=True, slots=True)
+class Look:
+    """One workflow as the store sees it now: its standing, whether a live claim holds it, and
+    whether it has any records at all (a workflow supplied and never yet run has no standing)."""
+
+    standing: Standing | None
+    claimed: bool
+    known: bool
+
+
+class Effect:
+    """Something a store can do itself in the same atomic step as recording its result.
+
+    Each store defines its own kind (`MemoryEffect`, `LuaEffect`, `PostgresEffect`, ...) and refuses
+    the others with a `TypeError`.
+    """
+
+    __slots__ = ()

@@ -1,0 +1,210 @@
+"""The report's tables and the intervals beside their numbers: what a reader is shown, from
+rows made up here (no server, no run)."""
+
+from __future__ import annotations
+
+import math
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from experiments.report import render, report
+from experiments.results import write
+from experiments.tables import SAME, number
+from experiments.uncertainty import Interval, distinguishable, quantile, quantiles, ratio
+
+
+def test_an_interval_is_the_same_every_time_and_holds_its_estimate() -> None:
+    values = [random.Random(1).expovariate(1.0) for _ in range(300)]
+    first, again = quantiles(values, [0.5, 0.99]), quantiles(values, [0.5, 0.99])
+    assert first == again
+    for found in first:
+        assert found.lo <= found.estimate <= found.hi and found.n == 300
+
+
+def test_one_sample_has_an_estimate_and_no_interval() -> None:
+    found = quantile([4.0], 0.5)
+    assert found.estimate == 4.0 and math.isnan(found.lo) and math.isnan(found.hi)
+    assert not distinguishable(found)
+    assert math.isnan(quantile([], 0.5).estimate)
+
+
+def test_a_ratio_of_two_draws_of_one_distribution_is_not_told_apart_and_of_two_is() -> None:
+    draw = random.Random(2)
+    a = [draw.gauss(10, 1) for _ in range(200)]
+    b = [draw.gauss(10, 1) for _ in range(200)]
+    slow = [draw.gauss(20, 1) for _ in range(200)]
+    assert not distinguishable(ratio(a, b))
+    found = ratio(a, slow)
+    assert distinguishable(found) and found.hi < 1
+    assert Interval(1, 0.9, 1.1, 5).overlaps(Interval(1.05, 1.0, 1.2, 5))
+
+
+@pytest.mark.parametrize(("value", "shown"), [
+    (10617.46, "10,617"), (1_000_000.0, "1,000,000"), (25.51, "25.5"), (0.944, "0.944"),
+    (0.00028, "0.00028"), (0.5, "0.5"), (1.0, "1"), (math.nan, ""), (None, ""), ("yes", "yes"),
+])
+def test_numbers_read_with_separators_and_no_e_notation(value: Any, shown: str) -> None:
+    assert number(value) == shown
+
+
+def test_a_table_too_wide_is_cut_into_parts_each_keeping_its_key() -> None:
+    import pandas
+
+    wide = pandas.DataFrame([{"backend": f"backend-{i}", **{f"column {c}": "12,345.6 (1 to 2)"
+                                                           for c in range(12)}}
+                             for i in range(3)]).set_index("backend")
+    text = render(wide, width=80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    assert text.count("backend-0") > 1  # the key is repeated in every part
+    assert all(f"column {c}" in text for c in range(12))
+
+
+def _latency(where: Path, *, started: int, submitted: int) -> None:
+    draw = random.Random(3)
+    rows: list[dict[str, Any]] = []
+    for backend, scale in (("memory", 0.2), ("redis-stream", 1.0), ("saq", 1.01)):
+        count = started if backend == "saq" else submitted
+        for rate in (20.0, 500.0):
+            base = {"backend": backend, "variant": "default", "rate": rate, "poll_ms": None}
+            rows += [{**base, "submission": i, "metric": "submit_to_first_pass",
+                      "value": draw.lognormvariate(math.log(scale), 0.3), "unit": "ms"}
+                     for i in range(count)]
+            rows.append({**base, "metric": "submissions", "value": submitted, "unit": "count"})
+    write("latency", rows, {"mode": "full", "command": "made up by a test"}, where)
+
+
+def test_the_report_flags_a_short_sample_and_a_ratio_it_cannot_tell_from_one(tmp_path: Path
+                                                                             ) -> None:
+    _latency(tmp_path, started=494, submitted=1000)
+    text = report(tmp_path, ["latency"])
+    assert "494 of 1,000" in text
+    assert "understate" in text
+    pivot = [line for line in text.splitlines() if line.startswith("saq ")]
+    assert any(line.rstrip().endswith("*") for line in pivot)  # its cells starred
+    lines = [line for line in text.splitlines() if line.startswith("redis-stream / saq")]
+    assert lines and SAME in lines[0]  # 1.0 against 1.01: not distinguishable
+    assert "not distinguishable at this sample size" in text
+    assert "nan" not in text.lower().split() and "e+0" not in text
+    assert max(len(line) for line in text.splitlines()) <= 120
+
+
+def test_a_quick_run_is_said_to_be_small(tmp_path: Path) -> None:
+    _latency(tmp_path, started=20, submitted=20)
+    info = tmp_path / "latency.json"
+    info.write_text(info.read_text().replace('"full"', '"quick"'))
+    assert "A quick run" in report(tmp_path, ["latency"])
+
+
+def test_a_slope_just_below_zero_reads_as_flat_noise() -> None:
+    import pandas
+
+    from experiments.scaling import summary
+
+    draw = random.Random(4)
+    rows = [{"backend": "redis-set", "dimension": "ready", "size": size, "metric": "cost",
+             "value": cost * draw.uniform(0.95, 1.05)}
+            for size, cost in ((1_000, 0.25), (10_000, 0.26), (100_000, 0.15))
+            for _ in range(50)]
+    found = summary(pandas.DataFrame(rows)).iloc[0]
+    assert found["slope"] < 0 and found["slope_lo"] <= found["slope"] <= found["slope_hi"]
+    assert found["reads"] == "flat (below 0 is noise)"
+
+
+def test_a_throughput_run_across_sizes_gives_a_ratio_at_each(tmp_path: Path) -> None:
+    draw = random.Random(5)
+    rows: list[dict[str, Any]] = []
+    for backend, speed in (("postgres", {2000: 3000.0, 12000: 3000.0}),
+                           ("pgqueuer", {2000: 3000.0, 12000: 6000.0})):
+        for size, rate in speed.items():
+            for repeat in range(5):
+                base = {"backend": backend, "variant": "default", "processes": 1,
+                        "workflows": size, "repeat": repeat}
+                measured = rate * draw.uniform(0.97, 1.03)
+                rows += [{**base, "metric": "passes_per_s", "value": measured},
+                         {**base, "metric": "passes", "value": size}]
+    write("throughput", rows, {"mode": "full"}, tmp_path)
+    text = report(tmp_path, ["throughput"])
+    ratios = [line for line in text.splitlines() if line.startswith("postgres / pgqueuer")]
+    assert len(ratios) == 2  # one a size
+    assert SAME in ratios[0] and "2,000" in ratios[0]  # the same at 2,000: not told apart
+    assert SAME not in ratios[1] and "12,000" in ratios[1]
+
+
+def test_repeats_that_disagree_widen_the_interval_as_pooling_would_not() -> None:
+    from experiments.uncertainty import nested, nested_ratio
+
+    draw = random.Random(6)
+    spells = [[draw.gauss(centre, 0.1) for _ in range(300)] for centre in (1.0, 1.5, 2.0)]
+    pooled = quantile([v for spell in spells for v in spell], 0.5)
+    (two_steps,) = nested(spells, [0.5])
+    assert two_steps.estimate == pytest.approx(pooled.estimate)
+    assert two_steps.hi - two_steps.lo > 3 * (pooled.hi - pooled.lo)
+    steady = [[draw.gauss(1.5, 0.1) for _ in range(300)] for _ in range(3)]
+    assert not distinguishable(nested_ratio(spells, steady))  # within the spells' spread
+    assert distinguishable(ratio([v for s in spells for v in s], [v for s in steady for v in s],
+                                 q=0.25))  # pooled, the 25th percentile tells them apart
+
+
+def _takeovers(where: Path) -> Any:
+    """Ours at a 1 s lease, and rivals killed mid-job: one taken over every time, one never,
+    one in part."""
+    rows: list[dict[str, Any]] = []
+    for phase in ("mid-step", "after-write"):
+        base = {"backend": "redis-stream", "variant": "default", "lease_s": 1.0, "phase": phase}
+        rows += [{**base, "trial": i, "metric": "takeover", "value": 0.9 + i / 100, "unit": "s"}
+                 for i in range(5)]
+        rows.append({**base, "metric": "lease_plus_tick", "value": 1.25, "unit": "s"})
+    for backend, recovery, taken in (("saq", "sweep", 5), ("saq", "sweep-default-retries", 0),
+                                     ("pgqueuer", "heartbeat", 3)):
+        base = {"backend": backend, "variant": "default", "lease_s": 1.0, "phase": "mid-job",
+                "recovery": recovery}
+        rows += [{**base, "trial": i, "metric": "takeover" if i < taken else "not_taken_over",
+                  "value": 5.9 + i / 100 if i < taken else 26.0, "unit": "s"} for i in range(5)]
+    write("takeover", rows, {"mode": "full", "command": "made up by a test"}, where)
+    from experiments.results import load
+
+    return load("takeover", where)
+
+
+def test_a_rival_never_taken_over_is_never_in_the_typical_takeover_not_nan(tmp_path: Path
+                                                                           ) -> None:
+    from experiments.takeover import summary, typical
+
+    frame = _takeovers(tmp_path)
+    never = typical(frame, "saq", 1.0, "sweep-default-retries")
+    assert math.isinf(never.estimate) and math.isinf(never.lo) and math.isinf(never.hi)
+    partly = typical(frame, "pgqueuer", 1.0, "heartbeat")  # 3 of 5: the middle kill ran again
+    assert partly.n == 5 and not math.isinf(partly.estimate) and math.isinf(partly.hi)
+    assert typical(frame, "saq", 1.0, "sweep").estimate == pytest.approx(5.92)
+    ours = typical(frame, "redis-stream", 1.0)  # both phases pooled, the rivals' not in it
+    assert ours.n == 10 and ours.lo <= ours.estimate <= ours.hi
+    table = summary(frame).set_index(["backend", "recovery"])
+    assert table.loc[("saq", "sweep-default-retries"), "note"].startswith("never")
+    assert table.loc[("pgqueuer", "heartbeat"), "note"] == "3 of 5 taken over"
+
+
+def test_the_rivals_takeovers_have_a_table_of_their_own_within_the_width(tmp_path: Path
+                                                                         ) -> None:
+    _takeovers(tmp_path)
+    text = report(tmp_path, ["takeover"])
+    assert "saq (sweep-default-retries)" in text and "never" in text
+    assert "nan" not in text.lower().split() and "inf" not in text.lower()
+    assert max(len(line) for line in text.splitlines()) <= 120
+    typical = text.split("Killed mid-step")[0]
+    assert "saq" not in typical.split("Takeover (s)")[1]  # ours' leases, not the rivals'
+
+
+def test_the_takeover_figure_draws_rivals_alone_and_beside_ours(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    from experiments.takeover import draw
+
+    frame = _takeovers(tmp_path)
+    for part in (frame, frame[frame["phase"] == "mid-job"]):
+        fig = draw(part)
+        titles = [ax.get_title() for ax in fig.axes]
+        assert any(t.startswith("Rivals, killed mid-job") for t in titles)
+        plt.close(fig)

@@ -1,0 +1,80 @@
+"""The notebooks that run the lab (`experiments.workbooks`) run from top to bottom in a
+kernel, on the quick slice CI can afford (memory and SQLite, a slice of the contract), and
+draw their figures; the committed copies are the generator's cells, with outputs, naming no
+machine's paths. So `lab.run`, `lab.register`, `lab.conformance` and `lab.found` cannot
+change without these notebooks saying so."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from experiments.workbooks import WORKBOOKS, cells, notebook
+
+ROOT = Path(__file__).resolve().parents[2]
+
+#: Each workbook's parameters for CI: seconds, not minutes.
+QUICK = {
+    "your-own-scheduler": "CONTRACT = 'Durable and arrive'\nSECONDS = 0.5\nPOLLS = [25]",
+    "run-your-own": "BACKENDS = 'memory,sqlite'\nLEASES = [0.5, 1]",
+}
+
+
+def _executed(name: str, figures: int) -> str:
+    """Workbook `name` run with `QUICK`'s parameters; every output's text, after checking no
+    cell failed, every `say` said something whole and `figures` figures were drawn."""
+    book = notebook(name, QUICK[name])
+    NotebookClient(book, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT)}}).execute()  # raises on error
+    images, shown = 0, []
+    for cell in book.cells:
+        if cell.cell_type != "code":
+            continue
+        assert not [o for o in cell.outputs if o.get("output_type") == "error"]
+        images += sum(1 for o in cell.outputs if "image/png" in o.get("data", {}))
+        if "say(" in cell.source:
+            said = [o for o in cell.outputs if "text/markdown" in o.get("data", {})]
+            assert said and "nan" not in said[0]["data"]["text/markdown"].lower().split()
+        shown += [o.get("data", {}).get(kind, "") for o in cell.outputs
+                  for kind in ("text/plain", "text/markdown")]
+    assert images == figures, f"{name} drew {images} figure(s), not {figures}"
+    return "\n".join(shown)
+
+
+@pytest.fixture(autouse=True)
+def _runs_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel's runs go to a folder of the test's own, not the checkout's `runs/`."""
+    monkeypatch.setenv("LAB_RUNS", str(tmp_path / "runs"))
+
+
+def test_your_own_scheduler_is_checked_registered_and_measured_beside_sqlite() -> None:
+    shown = _executed("your-own-scheduler", figures=1)
+    assert "sqlite-steady (experiments.examples.steady_sqlite:open_store) conforms" in shown
+    # The registered backend's rows sit beside SQLite's in the latency and idle tables.
+    assert len(re.findall(r"^sqlite-steady\s", shown, re.MULTILINE)) >= 3
+    assert len(re.findall(r"^sqlite\s", shown, re.MULTILINE)) >= 3
+
+
+def test_run_your_own_runs_latency_here_and_sweeps_the_lease() -> None:
+    shown = _executed("run-your-own", figures=2)
+    assert "Found here: memory, sqlite" in shown
+    assert re.search(r"^sqlite\s+\S+\s+\S+\s+\S+\s+\S+$", shown, re.MULTILINE)  # yours, reference
+    assert re.search(r"sqlite\s+0\.5\b", shown) and re.search(r"sqlite\s+1\.0\b", shown)
+
+
+@pytest.mark.parametrize("name", list(WORKBOOKS))
+def test_the_committed_workbook_is_what_the_generator_writes(name: str) -> None:
+    path = ROOT / "notebooks" / f"{name}.ipynb"
+    committed = nbformat.read(path, as_version=4)
+    assert [c.source for c in committed.cells] == [source for _, source in cells(name)], (
+        f"{path.name} differs from the generator: run `python -m experiments workbooks`")
+    assert "parameters" in committed.cells[0].metadata.get("tags", [])
+    for cell in committed.cells[1:]:
+        if cell.cell_type == "code":
+            assert cell.get("outputs"), f"{path.name} is committed without outputs"
+    text = path.read_text()
+    assert not re.search(r"/(?:work|home|tmp|Users)/", text), f"{path.name} names a machine path"
