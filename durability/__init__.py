@@ -23,7 +23,15 @@ from durability.codec import (
 from durability.failures import ONCE, Failure, Retry
 from durability.faults import StoreDown, Transient
 from durability.graph import CompiledGraph, Graph, run_durably
-from durability.interfaces import Checkpointer, Durable, Measured, Retaining, Scheduler, claimed
+from durability.interfaces import (
+    Checkpointer,
+    Durable,
+    Measured,
+    Retaining,
+    Scheduler,
+    Trimmed,
+    claimed,
+)
 from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
 from durability.signals import Contended, Fenced, Interruption, NotMigrated
 from durability.split import SplitDurable
@@ -42,7 +50,17 @@ from durability.stepwise import (
     resume,
 )
 from durability.storekit.traffic import Counted, Sent, Traffic
-from durability.values import Delivery, Effect, Entry, Footprint, Pass, Recorded, Taken, Written
+from durability.values import (
+    Delivery,
+    Effect,
+    Entry,
+    Footprint,
+    Pass,
+    Reclaimed,
+    Recorded,
+    Taken,
+    Written,
+)
 from durability.worker import Event, Observer, work
 
 __all__ = [
@@ -77,6 +95,7 @@ __all__ = [
     "Outcome",
     "Page",
     "Pass",
+    "Reclaimed",
     "Recorded",
     "Retaining",
     "Retry",
@@ -92,6 +111,7 @@ __all__ = [
     "Suspended",
     "Swallowed",
     "Taken",
+    "Trimmed",
     "Traffic",
     "Transient",
     "Unencodable",

@@ -21,9 +21,9 @@ ones, so a typo is never ignored:
 - Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (what every key of the
   queue and of the checkpoints starts with, default `durability`), for the set `doorbell`
   (`on`, the default, or `off` to poll alone), `cluster=on` for a Redis Cluster (the URL
-  names any one node) and, for the stream, `trim_every_ms` (how often housekeeping trims;
-  10 s by default); and the options redis-py's `from_url` takes for the connection the
-  scheme picks.
+  names any one node) and, for the stream, `trim_every_ms` (how often a worker reading it
+  trims it while passes end, 1 s by default; `off`: never, say for a stream something else
+  trims); and the options redis-py's `from_url` takes for the connection the scheme picks.
 - Postgres: `queue` (the queue's name, default `default`), `schema` (the schema the tables
   live in, created on open, default `durability`: one per application sharing a database),
   `notify` (`on`, the default: idle workers are woken by LISTEN/NOTIFY; `off` to poll
@@ -250,8 +250,13 @@ async def open_durable(
     `lease` is the scheduler's lease (how soon a dead worker's workflow is taken over); `poll`
     how often a polling scheduler looks again (the store's default when `None`; the stream
     scheduler blocks instead). With `housekeeping`, the store's background upkeep runs while the
-    context is open (on Redis: trimming the stream, sweeping expired workflows' standings): a
-    worker asks for it, an API need not.
+    context is open (on Redis: sweeping expired workflows' standings): a worker asks for it, an
+    API need not.
+
+    Trimming is on by default and needs no `housekeeping`: a worker (`work`) over a Redis
+    stream trims it itself, once as it starts and then every `trim_every_ms` (1 s) while its
+    passes end, so neither an idle worker nor a short workload leaves a growing stream. To
+    turn it off, name `trim_every_ms=off` in the URL, or pass `work(..., trim=False)`.
 
     Raises `ValueError` for a URL no store answers to, naming the scheme or the option at fault,
     before connecting; `StoreUnavailable` if the store does not answer within
@@ -326,7 +331,6 @@ async def _redis(
         RedisSetScheduler,
         RedisStreamScheduler,
         sweeping,
-        trimming,
     )
     from durability.redis.bounds import BoundedCluster, BoundedSSLConnection
     from durability.redis.namespace import DEFAULT as DEFAULT_NAMESPACE
@@ -349,7 +353,10 @@ async def _redis(
     cluster = ours.get("cluster", "off")
     if cluster not in ("on", "off"):
         raise ValueError(f"cluster must be 'on' or 'off': {url!r}")
-    trim_every = _milliseconds(ours.get("trim_every_ms", "10000"), "trim_every_ms", url)
+    trimming_every = ours.get("trim_every_ms", "1000")
+    trim_every = (
+        None if trimming_every == "off" else _milliseconds(trimming_every, "trim_every_ms", url)
+    )
     doorbell = ours.get("doorbell", "on")
     if doorbell not in ("on", "off") or (kind != "set" and "doorbell" in ours):
         raise ValueError(f"doorbell must be 'on' or 'off', and only with scheduler=set: {url!r}")
@@ -396,7 +403,9 @@ async def _redis(
     try:
         scheduler: RedisStreamScheduler | RedisSetScheduler
         if kind == "stream":
-            scheduler = RedisStreamScheduler(redis=client, namespace=namespace, lease=lease)
+            scheduler = RedisStreamScheduler(
+                redis=client, namespace=namespace, lease=lease, trim_every=trim_every
+            )
         else:
             scheduler = RedisSetScheduler(
                 redis=client,
@@ -421,9 +430,8 @@ async def _redis(
         durable = RedisDurable(checkpointer, scheduler, traffic)
         async with contextlib.AsyncExitStack() as upkeep:
             if housekeeping:
+                # No trimmer here: the workers trim what they answer (`work`'s `trim`).
                 await upkeep.enter_async_context(_beside(sweeping(checkpointer)))
-                if isinstance(scheduler, RedisStreamScheduler):
-                    await upkeep.enter_async_context(_beside(trimming(scheduler, trim_every)))
             yield durable
     finally:
         await client.aclose()

@@ -41,6 +41,7 @@ from durability.values import (
     Footprint,
     Look,
     Pass,
+    Reclaimed,
     Recorded,
     Standing,
     Taken,
@@ -55,6 +56,7 @@ __all__ = [
     "Measured",
     "Retaining",
     "Scheduler",
+    "Trimmed",
     "Settling",
     "SettlingRelease",
     "claimed",
@@ -264,6 +266,14 @@ class Scheduler(Protocol):
         """Take one delivery whose worker showed no sign of life for `idle`, if any."""
         ...
 
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        """`reclaim(idle)`, and in the same call how long until the earliest delivery still
+        held goes `idle` without a sign of life: nothing can be taken over before then, and a
+        delivery handed out after this call no sooner than `idle` from now. A store where a
+        lapsed delivery is simply visible again to `next_ready` (a visibility score) has
+        nothing to reclaim and answers `Reclaimed(None, None)` without a round trip."""
+        ...
+
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         """Keep the delivery for `within` more; return it (its receipt may change), or `None`
         if it is no longer this worker's to keep (cancelled, or superseded)."""
@@ -271,6 +281,19 @@ class Scheduler(Protocol):
 
     async def cancel(self, workflow: str) -> int:
         """Remove every pending wakeup of `workflow`; return how many went."""
+        ...
+
+
+@runtime_checkable
+class Trimmed(Protocol):
+    """A scheduler whose queue keeps answered wakeups until trimmed (the Redis stream): a worker
+    reading it trims it (`work`'s `trim`) every `trim_every` while it answers deliveries, and
+    not at all while `trim_every` is None."""
+
+    trim_every: timedelta | None
+
+    async def trim(self) -> int:
+        """Remove the entries every reader has answered for; return how many went."""
         ...
 
 

@@ -43,6 +43,7 @@ from durability.values import (
     Footprint,
     Look,
     Pass,
+    Reclaimed,
     Recorded,
     Standing,
     Written,
@@ -512,6 +513,25 @@ class MemoryScheduler:
                 self._pending[fresh] = _Held(held.workflow, now)
                 return Delivery(held.workflow, fresh)
         return None
+
+    @_counted
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        """`reclaim(idle)`, and how long until the quietest delivery left goes `idle`."""
+        positive("idle", idle)
+        now = self._clock()
+        taken: Delivery | None = None
+        soonest: timedelta | None = None
+        for receipt, held in list(self._pending.items()):
+            lapses_in = held.quiet_from + idle - now
+            if taken is None and lapses_in <= timedelta(0):
+                del self._pending[receipt]
+                fresh = str(next(self._ids))
+                self._pending[fresh] = _Held(held.workflow, now)
+                taken = Delivery(held.workflow, fresh)
+                lapses_in = idle
+            if soonest is None or lapses_in < soonest:
+                soonest = lapses_in
+        return Reclaimed(taken, soonest)
 
     @_counted
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:

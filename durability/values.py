@@ -88,6 +88,17 @@ class Taken:
 
 
 @dataclass(frozen=True, slots=True)
+class Reclaimed:
+    """One look for abandoned deliveries (`Scheduler.reclaiming`): the delivery it took over,
+    if any, and how long until the earliest delivery still held could be taken over, measured
+    by the store when it looked (`None`: nothing is held that a later look could take, until
+    something new is handed out). A worker sleeps until then instead of looking every tick."""
+
+    delivery: Delivery | None
+    lapses_in: timedelta | None
+
+
+@dataclass(frozen=True, slots=True)
 class Footprint:
     """How big a queue is right now: its entries by part (a stream's entries, a sorted set's
     members, rows) and, where the store can say, the bytes they take."""

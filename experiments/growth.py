@@ -4,7 +4,7 @@ Workflows are submitted at a steady rate; each sleeps briefly many times (`bodie
 every wakeup goes through the queue again. The queue's own `footprint()` (stream entries and
 sleepers, sorted-set members, rows; and the bytes the store says they take) is sampled while
 the work runs and for a while after it ends. The stream scheduler runs with trimming (the
-worker's housekeeping: `XTRIM ... ACKED` on 8.2, a safe `MINID` trim below 8.2) and without,
+worker's own: `XTRIM ... ACKED` on 8.2, a safe `MINID` trim below 8.2) and without,
 on Redis 7 and 8.2. Rows are the samples (seconds since the first submission); `summary` gives
 the peak and final size per configuration.
 
@@ -77,7 +77,9 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
                 return await _rival(lab, backend, p, bool(params["trimming"]), server)
         return await _rival(lab, backend, p, bool(params["trimming"]), None)
     trimming = params["trimming"]
-    options = f"trim_every_ms={p['trim_every_ms']:g}" if trimming else ""
+    # The stream's worker trims by default: `off` is what leaves it untrimmed.
+    options = ("" if trimming is None else
+               f"trim_every_ms={p['trim_every_ms']:g}" if trimming else "trim_every_ms=off")
     count = round(p["rate"] * p["seconds"])
     async with (
         lab.place(backend) as (place, _),

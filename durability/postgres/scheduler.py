@@ -24,12 +24,16 @@ from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive
 from durability.postgres.listener import Listener
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
-from durability.values import Delivery, Footprint
+from durability.values import Delivery, Footprint, Reclaimed
 from durability.waits import set_within
 
 T = TypeVar("T")
 
-_POLL_LISTENING = timedelta(seconds=2)
+#: With notifications, how often an idle reader looks anyway (a row written with plain SQL):
+#: most of what an idle worker costs here.
+_POLL_LISTENING = timedelta(seconds=15)
+#: How often it looks while its listening connection is down (and reconnecting).
+_DEAF = timedelta(seconds=2)
 _POLL_ALONE = timedelta(milliseconds=50)
 
 
@@ -72,7 +76,7 @@ class PostgresScheduler:
     it waits on the scheduler's listening connection for the sooner of a notification for its queue,
     that row's time, and `poll`. `make_ready` and `wake_at` notify in the statement that commits
     them. `poll` is only the fallback for a change nobody announced (a row written with plain SQL,
-    or a notification lost with a dropped connection); with `notify=True` it defaults to two
+    or a notification lost with a dropped connection); with `notify=True` it defaults to 15
     seconds, and a later `next_ready` or `wake_due` inside that quiet window, with nothing announced
     meanwhile (and nothing written by this scheduler itself: it does not wait to hear of its own
     writes), issues no statement at all (benchmarks/bench_postgres.py measures what an idle worker
@@ -187,7 +191,8 @@ class PostgresScheduler:
                 # No row hidden now can show before `hidden_for`; one another worker takes
                 # after this read can show (its taker dead) no sooner than a lease from now,
                 # and nobody announces that: so look again within a lease, whatever `poll` is.
-                wait = min(self.poll, self.lease).total_seconds()
+                poll = self.poll if listening or listener is None else min(self.poll, _DEAF)
+                wait = min(poll, self.lease).total_seconds()
                 if look.hidden_for is not None:
                     wait = min(wait, max(look.hidden_for, 0.0))
                 look_again = loop.time() + wait
@@ -259,6 +264,12 @@ class PostgresScheduler:
         lease runs out, and the next `next_ready` takes it like any other."""
         positive("idle", idle)
         return None
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        """Nothing, and nothing to wait for, without a round trip: a lapsed row is the
+        reader's to take (its take says when the earliest hidden one shows)."""
+        positive("idle", idle)
+        return Reclaimed(None, None)
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         positive("within", within)

@@ -285,7 +285,8 @@ class RedisDurable(SplitDurable):
         shared = self._waiting_connection
         assert shared is not None  # a joined durable over a stream has one
         regrouped = False
-        for block in scheduler.blocks(within):
+        # Unsliced: the lane bounds the call by its block as well (`waits`).
+        for block in scheduler.blocks(within, sliced=False):
             self._waited = True
             read = (
                 "XREADGROUP", "GROUP", GROUP, waiter, "COUNT", 1, "BLOCK", max(to_ms(block), 1),
@@ -347,10 +348,10 @@ class RedisDurable(SplitDurable):
                 hidden_ms = reply[1]
                 self._hidden_at = None if hidden_ms is None else now + float(text(hidden_ms)) / 1000
             left = end - now
-            if left <= 0:
-                return None
             hidden = None if self._hidden_at is None else (self._hidden_at - now) * 1000
-            block, pause = scheduler.wait(left, hidden)
+            if left <= 0 or scheduler.over(left, hidden):
+                return None
+            block, pause = scheduler.wait(left, hidden, sliced=False)  # the lane bounds it
             if block is None:
                 await asyncio.sleep(pause)
                 reply = await self._redis_checkpointer.batcher.run(script, keys, args)

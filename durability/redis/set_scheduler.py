@@ -57,13 +57,14 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
-from durability.values import Delivery, Footprint
+from durability.values import Delivery, Footprint, Reclaimed
 from durability.waits import beats
 
 __all__ = ["RedisSetScheduler"]
 
-#: With the doorbell, the longest an idle reader waits for a ring before looking anyway.
-_UNANNOUNCED = 2.0
+#: With the doorbell, the longest an idle reader waits for a ring before looking anyway (for a
+#: member some other code wrote without ringing): most of what an idle worker costs here.
+_UNANNOUNCED = 15.0
 #: The shortest wait worth a BLPOP: Redis ends a block on its clock tick (every 1/hz s: 100 ms
 #: at the default hz 10), so a shorter one may last a whole tick longer than asked.
 _SHORTEST_BLOCK = 0.25
@@ -152,7 +153,7 @@ class RedisSetScheduler:
             if taken[0]:
                 return Delivery(text(taken[0]), text(taken[1]))
             left = end - loop.time()
-            if left <= 0:
+            if left <= 0 or self.over(left, taken[1]):
                 return None
             block, pause = self.wait(left, taken[1])
             if block is None:
@@ -161,18 +162,33 @@ class RedisSetScheduler:
                 await self._redis.blpop([self.doorbell], timeout=block)
                 stop_if_cancelled()
 
-    def wait(self, left: float, hidden_ms: object) -> tuple[float | None, float]:
+    def wait(
+        self, left: float, hidden_ms: object, sliced: bool = True
+    ) -> tuple[float | None, float]:
         """How an empty look is followed, given `left` seconds of the read's `within` and the
         look's ms until the earliest hidden member shows (None if none): a BLPOP on the
         doorbell for (seconds, 0), or no block and a pause of (None, seconds) before looking
-        again, when the wait is too short for Redis to time a block out on time."""
-        wait = min(left, _UNANNOUNCED)
+        again, when the wait is too short for Redis to time a block out on time. Unless
+        `sliced` is False (a lane's call, bounded by its block too), a block is cut to fit the
+        client's socket timeout."""
+        # A member another worker takes after this look shows, its taker dead, a lease later.
+        wait = min(left, _UNANNOUNCED, self.lease.total_seconds())
         if hidden_ms is not None:
             wait = min(wait, max(float(text(hidden_ms)) / 1000, 0.0))
         if wait < _SHORTEST_BLOCK:
             return None, min(wait, self.poll.total_seconds())
         block = wait - _TICK
-        return (block if self._slice is None else min(block, self._slice.total_seconds())), 0.0
+        if self._slice is None or not sliced:
+            return block, 0.0
+        return min(block, self._slice.total_seconds()), 0.0
+
+    def over(self, left: float, hidden_ms: object) -> bool:
+        """Whether a read with `left` seconds to go ends now: too little is left to block for
+        and no hidden member shows before the end. Polled out at `poll`, that last moment
+        would cost a look or three every read; the caller reads again at once instead."""
+        if left >= _SHORTEST_BLOCK:
+            return False
+        return hidden_ms is None or float(text(hidden_ms)) / 1000 > left
 
     async def done(self, delivery: Delivery) -> None:
         """Remove the workflow unless something rescheduled it after the pass took it."""
@@ -223,6 +239,12 @@ class RedisSetScheduler:
         """Always None: a held member whose lease lapsed is visible again to `next_ready`."""
         positive("idle", idle)
         return None
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        """Nothing, and nothing to wait for, without a round trip: a lapsed member is the
+        reader's to take (its take says when the earliest hidden one shows)."""
+        positive("idle", idle)
+        return Reclaimed(None, None)
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         """Hide the workflow `within` more from now (never less than it already was); the

@@ -59,9 +59,9 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
-from durability.values import Delivery, Footprint
+from durability.values import Delivery, Footprint, Reclaimed
 
-__all__ = ["GROUP", "RedisStreamScheduler", "lost_group"]
+__all__ = ["GROUP", "TRIM_EVERY", "RedisStreamScheduler", "lost_group"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,6 +72,12 @@ GROUP = "workers"
 FIELD = "workflow"
 #: Most sleepers one `wake_due` moves; a fuller set is drained by the next call at once.
 _WAKE_BATCH = 1000
+#: How many pending deliveries `reclaiming` reads for the quietest (a busy group's pending list
+#: can be long; one past these lapses no sooner than a lease after the look, the worker's bound).
+_PENDING_READ = 1000
+#: How often a worker trims the stream while it answers deliveries, by default: short enough
+#: that a workload of a few seconds leaves a short stream too.
+TRIM_EVERY = timedelta(seconds=1)
 #: `XTRIM ... ACKED` arrived in this server version.
 _ACKED_SINCE = (8, 2)
 
@@ -115,8 +121,10 @@ class RedisStreamScheduler:
 
     `consumer` names this scheduler inside the group (one per worker process; a fresh unique
     name by default). `lease` is how long a delivery may go without a sign of life before
-    `reclaim(lease)` in another worker takes it over. `wipes` and `last_wipe` count the wipes of
-    the server's data this scheduler noticed; `marker.on_wipe` hears of each (`marker.Wiped`).
+    `reclaim(lease)` in another worker takes it over. `trim_every` is how often a worker reading
+    the stream trims it while it answers deliveries (None: it never does; see `trim`). `wipes`
+    and `last_wipe` count the wipes of the server's data this scheduler noticed;
+    `marker.on_wipe` hears of each (`marker.Wiped`).
     """
 
     def __init__(
@@ -126,8 +134,12 @@ class RedisStreamScheduler:
         namespace: str = DEFAULT,
         lease: timedelta = timedelta(seconds=30),
         consumer: str | None = None,
+        trim_every: timedelta | None = TRIM_EVERY,
     ) -> None:
         self.lease = positive("lease", lease)
+        #: How often a worker reading this stream trims it while it answers deliveries
+        #: (`durability.interfaces.Trimmed`); None: never (something else trims, or nothing).
+        self.trim_every = None if trim_every is None else positive("trim_every", trim_every)
         self.namespace = check_namespace(namespace)
         self.consumer = consumer if consumer is not None else _default_consumer()
         if not self.consumer:
@@ -142,6 +154,7 @@ class RedisStreamScheduler:
         self._wake_at = script(redis, "stream_wake_at")
         self._wake_due = script(redis, "stream_wake_due")
         self._reclaim = script(redis, "stream_reclaim")
+        self._reclaiming = script(redis, "stream_reclaiming")
         self._extend = script(redis, "stream_extend")
         self._cancel = script(redis, "stream_cancel")
         self._trim = script(redis, "stream_trim")
@@ -215,15 +228,17 @@ class RedisStreamScheduler:
                 return delivery
         return None
 
-    def blocks(self, within: timedelta) -> Iterator[timedelta]:
+    def blocks(self, within: timedelta, sliced: bool = True) -> Iterator[timedelta]:
         """The `BLOCK` of each blocking read that together wait `within`: one, or slices of
-        it short enough for this client's socket timeout (see `block_slice`)."""
+        it short enough for this client's socket timeout (see `block_slice`). A caller whose
+        call is bounded by its block as well (a lane's `waits`) asks for it unsliced: each
+        slice is a request more of an idle worker."""
         positive("within", within)
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within.total_seconds()
         while (remaining := deadline - loop.time()) > 0:
             block = timedelta(seconds=remaining)
-            yield block if self._slice is None else min(block, self._slice)
+            yield block if self._slice is None or not sliced else min(block, self._slice)
 
     def _first(self, reply: Any) -> Delivery | None:
         """The one entry of an XREADGROUP reply (RESP2 list or RESP3 map), if any."""
@@ -314,6 +329,20 @@ class RedisStreamScheduler:
                 if started == "0-0" or wrapped:
                     return None
                 wrapped = True  # the entries before where we started are still unread
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        """`reclaim(idle)` in one script, which with nothing to take says how soon the quietest
+        pending delivery (of the first `_PENDING_READ`) will have been `idle`."""
+        positive("idle", idle)
+        args = [GROUP, self.consumer, to_ms(idle), _PENDING_READ]
+        reply = await self.regrouped(self._reclaiming, keys=[self.ready], args=args)
+        stop_if_cancelled()
+        if reply[0] is not None:
+            found = Delivery(text(reply[1]), receipt_of(text(reply[0]), reply[2]))
+            return Reclaimed(found, None)
+        if reply[1] is None:
+            return Reclaimed(None, None)
+        return Reclaimed(None, timedelta(milliseconds=int(reply[1])))
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         """Keep the delivery from `reclaim(lease)` for `within` more, up to one lease (Redis

@@ -1,9 +1,10 @@
 """The housekeeping tasks a Redis store runs beside a worker: `trimming` keeps a stream
 scheduler's stream short, `sweeping` drops the standings of workflows whose checkpoints expired.
 
-`XACK` takes an entry off the pending list but leaves it in the stream, so without this task
-the stream grows by one entry per wakeup forever (and `cancel`, which scans it, slows with it).
-`RedisStreamScheduler.trim` does one safe trim; this loop repeats it.
+`XACK` takes an entry off the pending list but leaves it in the stream, so untrimmed the stream
+grows by one entry per wakeup forever (and `cancel`, which scans it, slows with it).
+`RedisStreamScheduler.trim` does one safe trim; a worker runs it itself after its passes end
+(`work`'s trimmer), and this loop repeats it on a fixed beat for a process that wants that.
 
 A trim that fails (a dropped connection, a server that refuses the command, a key of the wrong
 type) is logged and tried again next round. It never raises out of the loop, because the

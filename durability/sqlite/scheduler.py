@@ -40,7 +40,7 @@ from durability.sqlite.database import (
     to_us,
     transaction,
 )
-from durability.values import Delivery, Footprint
+from durability.values import Delivery, Footprint, Reclaimed
 from durability.waits import set_within
 
 __all__ = ["SqliteScheduler", "cancel_step", "done_step", "ready_step", "take_step"]
@@ -261,6 +261,12 @@ class SqliteScheduler:
         """Always `None`: a lapsed lease makes the row visible to `next_ready` by itself."""
         positive("idle", idle)
         return None
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        """Nothing, and nothing to wait for, without a round trip: a lapsed row is the
+        reader's to take (its take says when the earliest hidden one shows)."""
+        positive("idle", idle)
+        return Reclaimed(None, None)
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         positive("within", within)

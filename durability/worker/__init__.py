@@ -3,7 +3,7 @@
     take (a wakeup + its claim) ─▶ up to `pool` passes ─▶ Sleeping  ─▶ wake_at(due)
         ▲                                              ├ Blocked   ─▶ nothing: only a write
         │                                              └ Completed ─▶ nothing   from outside
-    one take per free slot; reclaim abandoned ones every tick; then finish (release + done)
+    one take per free slot; reclaim abandoned ones as they lapse; then finish (release + done)
 
 | module | owns |
 |---|---|
@@ -31,7 +31,16 @@ from durability.stepwise import Run
 from durability.worker.crew import Crew
 from durability.worker.events import Event, Kind, Observer
 from durability.worker.loops import run
-from durability.worker.settings import GLANCE, GRACE, NUDGE, READERS, SHUTDOWN, TICK
+from durability.worker.settings import (
+    GLANCE,
+    GRACE,
+    NUDGE,
+    READERS,
+    SHUTDOWN,
+    SWEEP,
+    TICK,
+    WITHIN,
+)
 
 __all__ = [
     "GLANCE",
@@ -39,7 +48,9 @@ __all__ = [
     "NUDGE",
     "READERS",
     "SHUTDOWN",
+    "SWEEP",
     "TICK",
+    "WITHIN",
     "Event",
     "Kind",
     "Observer",
@@ -55,27 +66,31 @@ async def work(
     pool: int = 16,
     budget: timedelta = timedelta(minutes=5),
     tick: timedelta | None = None,
-    within: timedelta = timedelta(seconds=5),
+    within: timedelta = WITHIN,
     contended: timedelta | None = None,
-    sweep: timedelta = timedelta(seconds=5),
+    sweep: timedelta = SWEEP,
     readers: int | None = None,
     observer: Observer | None = None,
     clock: Callable[[], datetime] = utcnow,
     stop: asyncio.Event | None = None,
     grace: timedelta = GRACE,
     retry: Retry = ONCE,
+    trim: bool = True,
 ) -> None:
     """Run passes of `body` for every workflow `durable`'s scheduler hands out, until cancelled
     or drained.
 
     `pool` bounds concurrent passes; `budget` is how long one pass may hold a workflow however
     alive it looks (a step that knows better passes `within` to `run.step`); `tick` is how often
-    claims and deliveries are renewed and abandoned deliveries looked for (by default a second,
-    or a quarter of the lease if that is shorter: tick follows lease); `within` bounds one
-    blocking read (and no wait outlasts half a lease, so an idle worker finds a dead worker's
-    workflow soon after its lease runs out); `contended` is how long to wait before looking
-    again at a workflow another live pass holds (one tick unless given); `sweep` is how often
-    the timer looks for deadlines it was not told about (set by other workers); `readers` caps
+    claims and deliveries are renewed (by default a second, or a quarter of the lease if that is
+    shorter: tick follows lease; one above half the lease is refused, since a renewal that fails
+    must have a second try inside the lease); `within` bounds one blocking read (and no wait
+    outlasts half a lease); `contended` is how long to wait before looking again at a workflow
+    another live pass holds (one tick unless given); `sweep` is how often the timer looks for
+    deadlines it was not told about (set by other workers). Idle, a worker looks for abandoned
+    deliveries only when the store says the earliest held one can lapse (and a lease after its
+    last look, for one handed out since), and wakes sleepers when the earliest deadline it knows
+    of comes (and every `sweep`), so it costs a few requests a minute. `readers` caps
     how many takes a busy worker keeps in flight at once (an idle one keeps one): by default the
     store's own `readers` attribute if it has one (Postgres answers a turn's takes with one
     statement, so it asks for many), else `READERS`. `clock` is the time of the timer and of
@@ -86,6 +101,11 @@ async def work(
     the policy's pause (`wake_at`, never a busy loop), and after the last, or a failure the
     policy does not retry, it has failed: recorded so, and not run again until `durable.retry`.
     The default, `ONCE`, retries nothing. Attempts are counted in the store (`failures`).
+
+    `trim`: over a queue that keeps answered wakeups until trimmed (`Trimmed`: the Redis stream),
+    the worker trims it once as it starts and then, while passes end, every `trim_every` of the
+    scheduler (a second by default; `trim_every_ms` in the URL, `off` for never). `trim=False`
+    leaves the queue to something else.
 
     Stopping, two ways:
 
@@ -99,9 +119,15 @@ async def work(
     until it answers (or `stop` is set); one that fails while `work` runs is ridden out by
     each loop, and a pass whose writes it keeps failing is handed back, not failed.
     """
+    lease = positive("lease", durable.scheduler.lease)
     if tick is None:
         # Renewal must keep up with the lease, or a live pass's claim lapses between ticks.
-        tick = min(TICK, positive("lease", durable.scheduler.lease) / 4)
+        tick = min(TICK, lease / 4)
+    elif positive("tick", tick) > lease / 2:
+        raise ValueError(
+            f"tick ({tick}) must be at most half the scheduler's lease ({lease}): the keeper"
+            " renews every tick, and a renewal that fails needs a second try inside the lease"
+        )
     if contended is None:
         contended = tick
     if readers is None:
@@ -134,5 +160,6 @@ async def work(
         clock=clock,
         grace=grace,
         retry=retry,
+        trim=trim,
     )
     await run(crew, stop)

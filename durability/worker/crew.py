@@ -14,7 +14,15 @@ from typing import Any
 from durability.checks import positive
 from durability.failures import Retry
 from durability.faults import StoreDown, patiently
-from durability.interfaces import Checkpointer, Durable, Ledger, Retaining, Scheduler, Settling
+from durability.interfaces import (
+    Checkpointer,
+    Durable,
+    Ledger,
+    Retaining,
+    Scheduler,
+    Settling,
+    Trimmed,
+)
 from durability.stepwise import Run
 from durability.values import Delivery, Pass
 from durability.worker.events import Emitter, Observer
@@ -44,6 +52,7 @@ class Crew:
         clock: Callable[[], datetime],
         grace: timedelta,
         retry: Retry,
+        trim: bool = True,
     ) -> None:
         self.durable = durable
         self.checkpointer: Checkpointer = durable.checkpointer
@@ -84,6 +93,12 @@ class Crew:
         if self.ledger is not None and isinstance(durable, Settling):
             self.settling = durable
         self.retaining = self.checkpointer if isinstance(self.checkpointer, Retaining) else None
+        # A queue that keeps answered wakeups until trimmed (the stream) is trimmed by the
+        # worker that answers them, after it has, so an idle worker sends no trims at all.
+        self.trimmed: Trimmed | None = None
+        if trim and isinstance(self.scheduler, Trimmed) and self.scheduler.trim_every is not None:
+            self.trimmed = self.scheduler
+        self.answered = asyncio.Event()  # a pass ended since the last trim
 
     # -- slots -------------------------------------------------------------------------
 
@@ -98,6 +113,7 @@ class Crew:
         # pass's Run and records would wait for the cyclic collector instead of going now.
         running.run = None
         self.running.discard(running)
+        self.answered.set()
         async with self.freed:
             self.freed.notify_all()
 

@@ -3,9 +3,10 @@
 | loop | does | an idle worker's cost |
 |---|---|---|
 | `reader` | takes a workflow per free slot (more readers while work comes) | a `take` a `within` |
-| `reclaimer` | takes over deliveries whose worker stopped answering | a `reclaim` a tick |
+| `reclaimer` | takes over deliveries whose worker went quiet, at the lapse | a look a lease |
 | `keeper` | renews the claim and delivery of every running pass together | nothing |
 | `timer` | moves due sleepers to the queue, asleep till a deadline | a `wake_due` a `sweep` |
+| `trimmer` | trims a stream's answered entries, every `trim_every` while passes end | nothing |
 | `drain` | with `stop`: takes nothing new, waits `grace`, then ends the rest | nothing |
 
 A store that fails is ridden out by each loop (logged, tried again), never by ending the
@@ -16,8 +17,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 
 from durability.cancelling import pause, stop_if_cancelled
+from durability.interfaces import Trimmed
 from durability.signals import Fenced
 from durability.waits import set_within
 from durability.worker.crew import Crew
@@ -46,6 +49,8 @@ async def run(crew: Crew, stop: asyncio.Event | None = None) -> None:
             quits = [passes.create_task(reclaimer(crew))]
             passes.create_task(keeper(crew))
             passes.create_task(timer(crew))
+            if crew.trimmed is not None:
+                passes.create_task(trimmer(crew, crew.trimmed))
             if stop is not None:
                 passes.create_task(drain(crew, stop, quits))
     except* _Drained:
@@ -138,19 +143,51 @@ async def _extra_reader(crew: Crew) -> None:
 
 
 async def reclaimer(crew: Crew) -> None:
+    """Take over deliveries whose worker stopped answering, looking only when one can have
+    lapsed: the store says how soon its quietest held delivery goes a lease without a sign of
+    life (`Scheduler.reclaiming`), and one handed out after the look, by any process, lapses
+    no sooner than a lease after it. So it sleeps until the sooner of the two, waking just
+    after the exact lapse: a renewal that moved the lapse later is found by that look, which
+    sleeps until the new one. (A delivery this worker hands out needs no nudge: it lapses a
+    lease from now at the soonest, after the look already planned.)"""
     while True:
-        await pause(crew.tick.total_seconds())
-        while len(crew.running) < crew.pool:
+        wait = _reclaim_bound(crew)
+        if len(crew.running) >= crew.pool:
+            wait = crew.tick  # no slot to run one in: look again once one may be free
+        else:
             try:
-                delivery = await crew.scheduler.reclaim(crew.lease)
+                wait = await _reclaim_all(crew)
             except Exception:
                 log.exception("reclaim failed; trying again next tick")
-                break
-            stop_if_cancelled()
-            if delivery is None:
-                break
-            log.info("reclaimed %s from a worker that stopped answering", delivery.workflow)
-            await crew.admit(delivery, reclaimed=True)
+                wait = crew.tick
+        await pause(wait.total_seconds())
+
+
+def _reclaim_bound(crew: Crew) -> timedelta:
+    # Not `sweep`: whoever hands a delivery out, it goes a lease idle no sooner than a lease
+    # after it was handed out, so a look a lease after the last one misses nothing.
+    return crew.lease
+
+
+async def _reclaim_all(crew: Crew) -> timedelta:
+    """Take over every lapsed delivery a free slot can run; how long until the next can lapse."""
+    while len(crew.running) < crew.pool:
+        look = await crew.scheduler.reclaiming(crew.lease)
+        stop_if_cancelled()
+        if look.delivery is None:
+            wait = _reclaim_bound(crew)
+            if look.lapses_in is not None:
+                # Just past the lapse: the store rounds to its own millisecond.
+                wait = min(wait, look.lapses_in + _PAST_LAPSE)
+            return wait
+        log.info("reclaimed %s from a worker that stopped answering", look.delivery.workflow)
+        await crew.admit(look.delivery, reclaimed=True)
+    return crew.tick
+
+
+#: How long past a delivery's lapse the reclaimer looks, so the look does not come a
+#: millisecond early (the store's clock and rounding) and find it still held.
+_PAST_LAPSE = timedelta(milliseconds=2)
 
 
 async def keeper(crew: Crew) -> None:
@@ -196,6 +233,25 @@ async def timer(crew: Crew) -> None:
             if not await set_within(crew.earlier, wait):
                 break
             crew.earlier.clear()
+
+
+async def trimmer(crew: Crew, trimmed: Trimmed) -> None:
+    """Trim the queue once at the start (what an earlier run left), then after passes end, at
+    most every `trim_every`: a short workload's stream stays short, an idle worker sends none."""
+    every = trimmed.trim_every
+    assert every is not None
+    while True:
+        try:
+            removed = await trimmed.trim()
+        except Exception:
+            log.warning("trimming the queue failed; trying again in %s", every, exc_info=True)
+        else:
+            if removed:
+                log.debug("trimmed %d answered entries", removed)
+        stop_if_cancelled()
+        await pause(every.total_seconds())
+        await crew.answered.wait()
+        crew.answered.clear()
 
 
 async def drain(crew: Crew, stop: asyncio.Event, quits: list[asyncio.Task[None]]) -> None:

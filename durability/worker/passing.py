@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable
+from datetime import timedelta
 
 from durability.cancelling import stop_if_cancelled
 from durability.failures import failed
@@ -73,6 +74,8 @@ async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
     else:
         holder = await crew.checkpointer.claim(workflow, crew.budget, crew.lease)
     if holder is None:
+        holder = await _claim_as_it_lapses(crew, workflow)
+    if holder is None:
         return None, Busy()
     running.holder = holder
     crew.emit("started", workflow)
@@ -96,6 +99,34 @@ async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
         failure = error.__cause__ if isinstance(error, Escaped) else error
         assert failure is not None
         return holder, Raised(failure)
+
+
+async def _claim_as_it_lapses(crew: Crew, workflow: str) -> Pass | None:
+    """Claim a workflow another pass holds, if its claim lapses soon after the delivery did.
+
+    A delivery lapses a lease after its last renewal, but a write just before its worker died
+    keeps the claim alive up to a lease past that write: at most a tick and the nudge later
+    (the keeper renews both every tick; a write renews the delivery `NUDGE` after it). So a
+    taken-over delivery (reclaimed, or a lapsed row taken again) meets a claim about to
+    lapse. Asking again, soon and then less often (`_RETRY_CLAIM` doubling up to
+    `_RETRY_CLAIM_MOST`), through that window takes it over within that much of the lapse,
+    where looking again after `contended` would wait a tick more. A live holder (a wakeup
+    that came mid-pass) still holds it at the end: then the delivery is looked at again."""
+    loop = asyncio.get_running_loop()
+    until = loop.time() + (crew.tick + min(NUDGE, crew.tick)).total_seconds()
+    pause = _RETRY_CLAIM
+    while (left := until - loop.time()) > 0:
+        await asyncio.sleep(min(pause.total_seconds(), left))
+        holder = await crew.checkpointer.claim(workflow, crew.budget, crew.lease)
+        if holder is not None:
+            return holder
+        pause = min(pause * 2, _RETRY_CLAIM_MOST)
+    return None
+
+
+#: The first pause before asking for a held claim again (`_claim_as_it_lapses`), and the most.
+_RETRY_CLAIM = timedelta(milliseconds=20)
+_RETRY_CLAIM_MOST = timedelta(milliseconds=100)
 
 
 async def _resume(
@@ -167,8 +198,8 @@ def written(crew: Crew, running: Running) -> Callable[[], None]:
 
     Not at once: most passes end a moment after their last write, and `done` then makes
     the renewal moot. So it waits `NUDGE` first and is dropped if the pass ends meanwhile.
-    (A worker that dies inside that moment is still taken over within a tick of its claim
-    lapsing: a reclaimed delivery re-looks at a held claim every tick.)
+    (A worker that dies inside that moment is still taken over just after its claim lapses:
+    a delivery that meets a held claim asks for it again for a while, `_claim_as_it_lapses`.)
 
     A timer, not a task that sleeps: most passes cancel it, and a timer costs the loop one
     handle to drop where a task costs a start, a cancel and a wait.

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-__all__ = ["GLANCE", "GRACE", "NUDGE", "READERS", "SHUTDOWN", "TICK"]
+__all__ = ["GLANCE", "GRACE", "NUDGE", "READERS", "SHUTDOWN", "SWEEP", "TICK", "WITHIN"]
 
-#: How often claims and deliveries are renewed and abandoned deliveries looked for, unless the
-#: lease is short.
+#: How often claims and deliveries are renewed, unless the lease is short.
 TICK = timedelta(seconds=1)
+#: How long one blocking read waits for work (at most half the lease): an idle worker's reads
+#: are most of what it sends, one request or two a read.
+WITHIN = timedelta(seconds=15)
+#: How often the timer looks for deadlines nobody told it of (another worker's sleepers, if
+#: that worker died): the one look of an idle worker that is not driven by what the store said.
+SWEEP = timedelta(seconds=15)
 #: How long shutdown waits for a running pass to stop and hand its workflow back.
 SHUTDOWN = timedelta(seconds=5)
 #: How many takes a busy worker keeps in flight at once, for a store that does not say

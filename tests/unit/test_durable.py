@@ -15,6 +15,7 @@ from durability.interfaces import (
     Entry,
     Fenced,
     Pass,
+    Reclaimed,
     Recorded,
     Written,
     claimed,
@@ -134,6 +135,10 @@ class LoggedScheduler:
     async def reclaim(self, idle: timedelta) -> Delivery | None:
         self.log.append("reclaim")
         return await self.inner.reclaim(idle)
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        self.log.append("reclaim")
+        return await self.inner.reclaiming(idle)
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         self.log.append("extend")

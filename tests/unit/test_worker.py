@@ -29,6 +29,7 @@ from durability.interfaces import (
     Effect,
     Entry,
     Pass,
+    Reclaimed,
     Recorded,
     Scheduler,
     Settling,
@@ -130,6 +131,13 @@ class CountingScheduler:
         self.delivered += delivery is not None
         self.reclaimed += delivery is not None
         return delivery
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        self.calls["reclaim"] += 1
+        look = await self.inner.reclaiming(idle)
+        self.delivered += look.delivery is not None
+        self.reclaimed += look.delivery is not None
+        return look
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         self.calls["extend"] += 1
@@ -258,6 +266,9 @@ class MortalScheduler:
 
     async def reclaim(self, idle: timedelta) -> Delivery | None:
         return await self.mortal.call(self.inner.reclaim(idle))
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        return await self.mortal.call(self.inner.reclaiming(idle))
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         call = self.inner.extend(delivery, within)
@@ -529,7 +540,7 @@ async def test_a_worker_cancelled_mid_pass_loses_nothing() -> None:
 
 
 async def test_a_write_renews_the_delivery_without_waiting_for_a_tick() -> None:
-    checkpointer, memory = stores()
+    checkpointer, memory = stores(lease=timedelta(minutes=5))  # room for a tick of a minute
     scheduler = CountingScheduler(memory)
     durable = SplitDurable(checkpointer, scheduler)
     observed = Observed()
@@ -554,7 +565,7 @@ async def test_a_write_renews_the_delivery_without_waiting_for_a_tick() -> None:
 
 
 async def test_a_pass_that_ends_right_after_its_write_skips_the_delivery_renewal() -> None:
-    checkpointer, memory = stores()
+    checkpointer, memory = stores(lease=timedelta(minutes=5))  # room for a tick of a minute
     scheduler = CountingScheduler(memory)
     durable = SplitDurable(checkpointer, scheduler)
     observed = Observed()
@@ -1416,3 +1427,82 @@ async def test_a_hand_back_the_store_fails_does_not_end_the_loop_that_took_it() 
     worker.running.add(Running(first))  # the pool is full
     await worker.admit(late)  # before: ConnectionError out of the loop that called it
     assert len(worker.running) == 1  # nothing started past the pool
+
+
+# --- an idle worker: looks only when something can have changed ----------------------------
+
+
+async def test_a_tick_above_half_the_lease_is_refused_naming_both() -> None:
+    durable = SplitDurable(*stores(lease=timedelta(seconds=1)))
+
+    async def body(run: Run) -> None:
+        return None
+
+    with pytest.raises(ValueError, match=r"tick \(0:00:00\.600000\).*lease \(0:00:01\)"):
+        await work(durable, body, tick=timedelta(milliseconds=600))
+    with pytest.raises(ValueError, match="tick"):
+        await work(durable, body, tick=timedelta(seconds=1))
+
+
+async def test_an_idle_reclaimer_looks_once_a_lease_not_every_tick() -> None:
+    checkpointer, memory = stores(lease=timedelta(milliseconds=400))
+    scheduler = CountingScheduler(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+
+    async def body(run: Run) -> None:
+        return None
+
+    # Twenty ticks of idleness; with nothing held the store reports nothing to wait for, so the
+    # reclaimer looks at the start and then once a lease (a loaded machine only looks less).
+    async with working(durable, body, Observed(), tick=timedelta(milliseconds=50)):
+        await asyncio.sleep(1.0)
+    assert 1 <= scheduler.calls["reclaim"] <= 5, scheduler.calls
+
+
+async def test_a_renewed_abandoned_delivery_is_taken_over_after_its_later_lapse() -> None:
+    checkpointer, memory = stores(lease=timedelta(milliseconds=400))
+    scheduler = CountingScheduler(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> int:
+        return await run.step("ran", lambda: 1, as_int)
+
+    # Another worker took the workflow and renewed its delivery once before dying: the
+    # reclaimer, woken by the first lapse it was told of, must find the later one and wait.
+    await memory.make_ready(workflow)
+    abandoned = await memory.next_ready(WITHIN)
+    assert abandoned is not None
+    async with working(durable, body, observed, tick=timedelta(milliseconds=50)):
+        await asyncio.sleep(0.2)
+        assert await memory.extend(abandoned, memory.lease) is not None
+        await observed.until(lambda: observed.completed(workflow))
+    assert scheduler.reclaimed == 1
+    assert observed.kinds(workflow).count("started") == 1
+
+
+async def test_a_reclaimed_workflow_whose_claim_outlives_its_delivery_is_taken_as_it_lapses() -> (
+    None
+):
+    checkpointer, memory = stores(lease=timedelta(milliseconds=400))
+    scheduler = CountingScheduler(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> int:
+        return await run.step("ran", lambda: 1, as_int)
+
+    # A worker took the workflow, wrote (a sign of life for the claim, not yet for the
+    # delivery) and died: its claim lapses after its delivery does, within a tick.
+    await memory.make_ready(workflow)
+    assert await memory.next_ready(WITHIN) is not None
+    dead = await checkpointer.claim(workflow, timedelta(minutes=1), timedelta(milliseconds=550))
+    assert dead is not None
+    async with working(durable, body, observed, tick=timedelta(milliseconds=100)):
+        await observed.until(lambda: observed.completed(workflow))
+    assert scheduler.reclaimed == 1
+    # Taken as the claim lapsed, by the pass that reclaimed it: not handed back to look again.
+    assert scheduler.calls["wake_at"] == 0
+    assert observed.kinds(workflow).count("started") == 1

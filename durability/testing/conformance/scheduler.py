@@ -32,7 +32,7 @@ from durability.testing.conformance.bounds import (
 )
 from durability.testing.conformance.claims import fresh
 from durability.testing.conformance.pace import Stalled, Stopwatch, at_any_pace
-from durability.values import Delivery
+from durability.values import Delivery, Reclaimed
 
 MakeScheduler = Callable[[timedelta], Awaitable[Scheduler]]
 
@@ -324,6 +324,62 @@ class SchedulerContract:
         again = await scheduler.next_ready(ARRIVES)
         assert again is not None and again.workflow == workflow
         await scheduler.done(again)
+
+    async def test_reclaiming_an_empty_queue_finds_nothing_to_wait_for(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        scheduler = await make_scheduler(LONG_LEASE)
+        assert await scheduler.reclaiming(LONG_LEASE) == Reclaimed(None, None)
+
+    async def test_reclaiming_says_when_a_held_delivery_lapses_and_takes_it_then(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        lease = timedelta(milliseconds=600)
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        await _take(scheduler, workflow)
+        look = await scheduler.reclaiming(lease)
+        assert look.delivery is None, "nothing was silent for `idle` yet"
+        if look.lapses_in is None:
+            # A visibility-scored scheduler: its reader finds a lapsed row, not `reclaim`.
+            assert await scheduler.reclaiming(lease) == Reclaimed(None, None)
+            return
+        # Never later than `idle` after the take, which came before the look.
+        assert timedelta(0) <= look.lapses_in <= lease
+        await asyncio.sleep(look.lapses_in.total_seconds() + 0.05)
+        taken = await scheduler.reclaiming(lease)
+        assert taken.delivery is not None, "the delivery lapsed when the look said it would"
+        assert taken.delivery.workflow == workflow
+        await scheduler.done(taken.delivery)
+        assert await scheduler.reclaiming(lease) == Reclaimed(None, None)
+
+    async def test_reclaiming_after_an_extend_waits_for_the_later_lapse(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        idle = timedelta(seconds=20)
+        scheduler = await make_scheduler(LONG_LEASE)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        delivery = await _take(scheduler, workflow)
+        loop = asyncio.get_running_loop()
+        looked = loop.time()
+        first = await scheduler.reclaiming(idle)
+        if first.lapses_in is None:
+            return  # visibility-scored: nothing for `reclaiming` to say
+        await asyncio.sleep(0.3)
+        kept = await scheduler.extend(delivery, LONG_LEASE)
+        assert kept is not None
+        again = loop.time()
+        later = await scheduler.reclaiming(idle)
+        assert later.delivery is None and later.lapses_in is not None
+        # The extension was a sign of life at least 0.3 s after the first look: the moment of
+        # the lapse moved later by about that (each measured from before its own look).
+        moved = (again + later.lapses_in.total_seconds()) - (
+            looked + first.lapses_in.total_seconds()
+        )
+        assert moved > 0.15, f"the lapse moved by {moved:.3f} s"
+        await scheduler.done(kept)
 
     async def test_extend_keeps_a_delivery_past_its_first_lease(
         self, make_scheduler: MakeScheduler

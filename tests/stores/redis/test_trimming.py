@@ -4,6 +4,7 @@ still owes, and a failing round never stops the loop."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections import deque
 from datetime import timedelta
@@ -13,9 +14,14 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
+from durability import work
+from durability.codec import as_int
 from durability.interfaces import Delivery
+from durability.redis import RedisCheckpointer, RedisDurable
 from durability.redis.stream_scheduler import GROUP, RedisStreamScheduler
 from durability.redis.trimming import trimming
+from durability.stepwise import Run
+from durability.testing import Observed
 
 WAIT = timedelta(milliseconds=200)
 
@@ -182,3 +188,69 @@ async def test_trim_picks_acked_only_where_the_server_has_it(
     assert _entry(acked) not in survivors and _entry(pending) in survivors
     assert (await redis.xpending(scheduler.ready, GROUP))["pending"] == 2
     assert (await _take(scheduler)).workflow == f"{namespace}-undelivered"
+
+
+async def test_a_worker_trims_the_stream_it_answers_and_an_idle_one_sends_no_trims(
+    redis: Redis, namespace: str
+) -> None:
+    trims = 0
+
+    class Counting(RedisStreamScheduler):
+        async def trim(self) -> int:
+            nonlocal trims
+            trims += 1
+            return await super().trim()
+
+    scheduler = Counting(redis=redis, namespace=namespace, trim_every=timedelta(milliseconds=50))
+    await scheduler.prepare()
+    durable = RedisDurable(RedisCheckpointer(redis=redis, namespace=namespace), scheduler)
+    observed = Observed()
+
+    async def body(run: Run) -> int:
+        return await run.step("ran", lambda: 1, as_int)
+
+    workflows = [f"{namespace}-trimmed-{n}" for n in range(20)]
+    task = asyncio.create_task(work(durable, body, observer=observed))
+    try:
+        for workflow in workflows:
+            await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: all(observed.completed(w) for w in workflows))
+
+        async def trimmed() -> bool:
+            return await redis.xlen(scheduler.ready) == 0
+
+        for _ in range(100):  # the passes are over: the trim after them empties the stream
+            if await trimmed():
+                break
+            await asyncio.sleep(0.05)
+        assert await trimmed()
+        # Nothing more answered: an idle worker sends no trims, however long it waits.
+        before = trims
+        await asyncio.sleep(0.5)
+        assert trims == before
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def test_a_worker_told_not_to_trim_leaves_the_stream(redis: Redis, namespace: str) -> None:
+    scheduler = RedisStreamScheduler(redis=redis, namespace=namespace, trim_every=None)
+    await scheduler.prepare()
+    durable = RedisDurable(RedisCheckpointer(redis=redis, namespace=namespace), scheduler)
+    observed = Observed()
+
+    async def body(run: Run) -> int:
+        return await run.step("ran", lambda: 1, as_int)
+
+    workflow = f"{namespace}-untrimmed"
+    task = asyncio.create_task(work(durable, body, observer=observed))
+    try:
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: observed.completed(workflow))
+        await asyncio.sleep(0.2)
+        assert await redis.xlen(scheduler.ready) == 1  # answered, and kept
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
