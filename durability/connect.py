@@ -8,53 +8,11 @@
 | `postgresql://user@host:port/db` | `PostgresDurable`, tables created on open (`migrate`) |
 | `sqlite:///path/to/file.db` | `SqliteDurable` over that file, migrated on open |
 
-The URL is checked before anything connects, and what a driver would read another way is a
-`ValueError` naming the setting: spaces around it, a control character or a `#` in it; on
-Redis no host (not localhost), a port or database that is not a number (`/3x`, which redis-py
-reads as database 0), a database both in the path and in `?db=`, a namespace that could not
-start a key (`durability.redis.check_namespace`); on Postgres a URL naming neither host nor
-database (`postgresql://`). An unknown or repeated query option names it and lists the allowed
-ones, so a typo is never ignored:
-
-- Every store: `call_timeout_ms`, how long one call waits for its answer (10 s by default,
-  `CALL_TIMEOUT`; see below).
-- Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (what every key of the
-  queue and of the checkpoints starts with, default `durability`), for the set `doorbell`
-  (`on`, the default, or `off` to poll alone), `cluster=on` for a Redis Cluster (the URL
-  names any one node) and, for the stream, `trim_every_ms` (how often a worker reading it
-  trims it while passes end, 1 s by default; `off`: never, say for a stream something else
-  trims); and the options redis-py's `from_url` takes for the connection the scheme picks.
-- Postgres: `queue` (the queue's name, default `default`), `schema` (the schema the tables
-  live in, created on open, default `durability`: one per application sharing a database),
-  `notify` (`on`, the default: idle workers are woken by LISTEN/NOTIFY; `off` to poll
-  alone), and libpq's connection parameters.
-- SQLite: `queue`, and `doorbell` (`on`, the default: the processes on the file wake each
-  other's idle readers, `durability.sqlite.doorbell`; `off` to poll alone); the file is the
-  application's own (the namespace).
-
-A store that cannot be reached fails the open within `connect_timeout` with `StoreUnavailable`
-(a `ConnectionError`) naming where it looked: a refused port, an unknown database, a server that
-does not answer. Once open, every call that is not a blocking read is bounded by
-`call_timeout_ms`, so a frozen server (stopped, a stalled machine, a lock held by another
-session) fails it with `Unanswered` (a `StoreUnavailable`) rather than holding the caller until
-it wakes: on Redis each call's wait for a connection of the pool (at most `max_connections`,
-32 by default, `durability.redis.pooling`) and each of its replies (`durability.redis.bounds`),
-on Postgres each call with
-its pool checkout (the pool's `timeout` for the checkout, a quarter more, at most a second, for
-the whole call), on SQLite the wait for another connection's lock (the busy timeout). A blocking
-read waits its own block, then the bound. A connection lost after opening (the server killed or
-restarted, a backend terminated, the SQLite file removed) is `Unanswered` too, on every store
-and every call, with the driver's error as its cause. A write that got no answer may still land
-(the server may run it as it wakes): `arrive` says so, and sending it again with the same
-workflow and key is safe. `unavailable(error)` tells such an error from a refusal of what was
-asked: the API answers it with 503, a worker waits and tries again.
-
-Every durable opened here counts what it sends into `durable.traffic` (`durability.Traffic`),
-except over a cluster or a `rediss://` / `unix://` connection, which count nothing.
-
-`sqlite:///path` names an absolute path; `sqlite://relative/file.db` a path relative to the
-working directory. Each driver is imported inside its own branch, so `import durability` (and
-`memory://`) needs none of them.
+Every setting is checked where it enters, before anything connects, and refused with a
+`ValueError` naming it: a driver that would read it another way (redis-py's `/3x` as database 0)
+is never given the chance. Each driver is imported inside its own branch, so `import durability`
+(and `memory://`) needs none of them. The URL options, the bounds and the errors are
+`open_durable`'s to document.
 """
 
 from __future__ import annotations
@@ -260,7 +218,55 @@ async def open_durable(
 
     Raises `ValueError` for a URL no store answers to, naming the scheme or the option at fault,
     before connecting; `StoreUnavailable` if the store does not answer within
-    `connect_timeout`, or refuses the connection (see the module doc).
+    `connect_timeout`, or refuses the connection (below).
+
+    The URL is checked before anything connects, and what a driver would read another way is a
+    `ValueError` naming the setting: spaces around it, a control character or a `#` in it; on
+    Redis no host (not localhost), a port or database that is not a number (`/3x`, which redis-py
+    reads as database 0), a database both in the path and in `?db=`, a namespace that could not
+    start a key (`durability.redis.check_namespace`); on Postgres a URL naming neither host nor
+    database (`postgresql://`). An unknown or repeated query option names it and lists the allowed
+    ones, so a typo is never ignored:
+
+    - Every store: `call_timeout_ms`, how long one call waits for its answer (10 s by default,
+      `CALL_TIMEOUT`; see below).
+    - Redis: `scheduler` (`stream`, the default, or `set`), `namespace` (what every key of the
+      queue and of the checkpoints starts with, default `durability`), for the set `doorbell`
+      (`on`, the default, or `off` to poll alone), `cluster=on` for a Redis Cluster (the URL
+      names any one node) and, for the stream, `trim_every_ms` (how often a worker reading it
+      trims it while passes end, 1 s by default; `off`: never, say for a stream something else
+      trims); and the options redis-py's `from_url` takes for the connection the scheme picks.
+    - Postgres: `queue` (the queue's name, default `default`), `schema` (the schema the tables
+      live in, created on open, default `durability`: one per application sharing a database),
+      `notify` (`on`, the default: idle workers are woken by LISTEN/NOTIFY; `off` to poll
+      alone), and libpq's connection parameters.
+    - SQLite: `queue`, and `doorbell` (`on`, the default: the processes on the file wake each
+      other's idle readers, `durability.sqlite.doorbell`; `off` to poll alone); the file is the
+      application's own (the namespace).
+
+    A store that cannot be reached fails the open within `connect_timeout` with `StoreUnavailable`
+    (a `ConnectionError`) naming where it looked: a refused port, an unknown database, a server that
+    does not answer. Once open, every call that is not a blocking read is bounded by
+    `call_timeout_ms`, so a frozen server (stopped, a stalled machine, a lock held by another
+    session) fails it with `Unanswered` (a `StoreUnavailable`) rather than holding the caller until
+    it wakes: on Redis each call's wait for a connection of the pool (at most `max_connections`,
+    32 by default, `durability.redis.pooling`) and each of its replies (`durability.redis.bounds`),
+    on Postgres each call with
+    its pool checkout (the pool's `timeout` for the checkout, a quarter more, at most a second, for
+    the whole call), on SQLite the wait for another connection's lock (the busy timeout). A blocking
+    read waits its own block, then the bound. A connection lost after opening (the server killed or
+    restarted, a backend terminated, the SQLite file removed) is `Unanswered` too, on every store
+    and every call, with the driver's error as its cause. A write that got no answer may still land
+    (the server may run it as it wakes): `arrive` says so, and sending it again with the same
+    workflow and key is safe. `unavailable(error)` tells such an error from a refusal of what was
+    asked: the API answers it with 503, a worker waits and tries again.
+
+    Every durable opened here counts what it sends into `durable.traffic` (`durability.Traffic`),
+    except over a cluster or a `rediss://` / `unix://` connection, which count nothing.
+
+    `sqlite:///path` names an absolute path; `sqlite://relative/file.db` a path relative to the
+    working directory. Each driver is imported inside its own branch, so `import durability` (and
+    `memory://`) needs none of them.
     """
     positive("lease", lease)
     positive("connect_timeout", connect_timeout)

@@ -1,32 +1,11 @@
 """How long a Redis call may wait for its answer, and what it raises when none comes.
 
-A frozen server (stopped, a stalled VM, a partition that leaves the socket open) never closes
-the connection, so without a bound a caller waits for as long as the server sleeps. redis-py's
-own bound, `socket_timeout`, sends every command from a task of its own (a cost a busy worker
-feels), so `open_durable` builds the client without it and gives each call a `call_timeout`
-instead, kept by a timer:
-
-- `Bounded` connections bound each reply redis-py reads for them, and each send;
-- a `SharedConnection` bounds each call it pipelines, plus the `BLOCK` a waiting read asks
-  the server for (`waits`), so a blocking read keeps its own bound: its block, and the
-  call's after it.
-
-A call that runs out closes its connection (a late reply must not be read as the next
-command's) and raises `TimedOut`, an `Unanswered`. redis-py does not send it again (it is
-none of redis-py's errors), so the bound is the call's, not one per retry.
-
-A connection that is lost (reset, closed, refused when opened again) raises `Lost` from these
-connections and from a `SharedConnection`: an `Unanswered` too, the driver's error its cause,
-and still a `redis.exceptions.ConnectionError`, so redis-py goes on reconnecting and retrying
-as it does for its own.
-
-A client built by hand gets the same with `Redis(..., connection_class=PackedConnection,
-call_timeout=seconds)` (or `Bounded`); with redis-py's own connections only a
-`SharedConnection`'s calls are bounded (by `socket_timeout`) and translated.
-
-A cluster client makes its node connections itself, of redis-py's own class, so there the
-bound is redis-py's `socket_timeout` and `BoundedCluster` turns what its commands raise, once
-its own retries and failovers are spent, into the same `Lost` and `TimedOut`.
+A frozen server never closes the connection, so without a bound a caller waits as long as the
+server sleeps. redis-py's own bound, `socket_timeout`, sends every command from a task of its
+own (a cost a busy worker feels), so `open_durable` builds the client without it and bounds
+each call with a timer of its own: a call that runs out closes its connection and raises
+`TimedOut`, a lost connection raises `Lost`, and both are `Unanswered`. Which connections are
+bounded, and how a cluster is, are in `Bounded`'s docstring.
 """
 
 from __future__ import annotations
@@ -107,7 +86,36 @@ def call_bound(kwargs: Mapping[str, Any]) -> float | None:
 
 class Bounded(Connection):
     """A redis.asyncio TCP connection whose every send, and every reply read for it (when
-    redis-py has no `socket_timeout` of its own), is bounded by `call_timeout` seconds."""
+    redis-py has no `socket_timeout` of its own), is bounded by `call_timeout` seconds.
+
+    A frozen server (stopped, a stalled VM, a partition that leaves the socket open) never closes
+    the connection, so without a bound a caller waits for as long as the server sleeps. redis-py's
+    own bound, `socket_timeout`, sends every command from a task of its own (a cost a busy worker
+    feels), so `open_durable` builds the client without it and gives each call a `call_timeout`
+    instead, kept by a timer:
+
+    - `Bounded` connections bound each reply redis-py reads for them, and each send;
+    - a `SharedConnection` bounds each call it pipelines, plus the `BLOCK` a waiting read asks
+      the server for (`waits`), so a blocking read keeps its own bound: its block, and the
+      call's after it.
+
+    A call that runs out closes its connection (a late reply must not be read as the next
+    command's) and raises `TimedOut`, an `Unanswered`. redis-py does not send it again (it is
+    none of redis-py's errors), so the bound is the call's, not one per retry.
+
+    A connection that is lost (reset, closed, refused when opened again) raises `Lost` from these
+    connections and from a `SharedConnection`: an `Unanswered` too, the driver's error its cause,
+    and still a `redis.exceptions.ConnectionError`, so redis-py goes on reconnecting and retrying
+    as it does for its own.
+
+    A client built by hand gets the same with `Redis(..., connection_class=PackedConnection,
+    call_timeout=seconds)` (or `Bounded`); with redis-py's own connections only a
+    `SharedConnection`'s calls are bounded (by `socket_timeout`) and translated.
+
+    A cluster client makes its node connections itself, of redis-py's own class, so there the
+    bound is redis-py's `socket_timeout` and `BoundedCluster` turns what its commands raise, once
+    its own retries and failovers are spent, into the same `Lost` and `TimedOut`.
+    """
 
     def __init__(self, *, call_timeout: float | None = None, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -1,39 +1,12 @@
 """`RedisSetScheduler`: the whole queue as one ZSET scored by when each workflow is visible.
 
-One key per queue, `{ns}:schedule` (the namespace is the cluster hash tag), beside the
-doorbell and the marker (`{ns}:marker`, which notices a wipe of the server's data: see
-marker.py; `wake_due` reads it). A score is Unix milliseconds of the server's clock:
-
-| state | score |
-|---|---|
-| ready | when it became ready (at or before now) |
-| asleep | its deadline (in the future, whole ms) |
-| held by a pass | taken-at + lease, plus a fraction: the receipt |
-
-What that buys: being due and being ready are the same score, so there is no timer to move
-sleepers, no pending list, nothing to reclaim (a lapsed lease just makes the score visible
-again) and nothing to trim: a workflow is one member however many wakeups it gets. What it
-costs: a ZSET has no blocking read for "a score at or before now", so the design's reader
-polls every `poll`, and that interval is a floor under how fast a submission starts.
-
-The doorbell (on by default; `doorbell=False` is the design as published, polling alone) lifts
-that floor. `{ns}:doorbell` is a short LIST: every script that makes a member visible, or
-brings the earliest hidden one forward (`make_ready`, `wake_at`), pushes onto it in the same
-script, so a ring exists exactly when its change does. An idle reader blocks on it with `BLPOP`
-for as long as nothing is due: until the earliest hidden member shows (the empty look says
-when), `within` runs out, or `_UNANNOUNCED` passes (the fallback for a member some other code
-wrote with a plain ZADD). A ring wakes one waiting reader, which looks at once. An empty look
-clears the doorbell in the same script: whatever rang before it is already seen, so rings never
-pile up into wakeups for nothing, and with nobody waiting the list is capped at 64 anyway.
-Redis times a blocked command out on its clock tick (100 ms at the default hz), so a wait
-shorter than `_SHORTEST_BLOCK` is not blocked for: the reader polls every `poll` through it.
-
-The one subtlety is the lost wakeup. A workflow is one member, so a wakeup landing mid-pass can
-only be written on top of the member the pass holds. The score a pass took is its receipt and
-`done` removes the member only while the score still equals it; every other writer writes a
-different score. Receipts have a fraction (the taking script's microsecond, so two takes of one
-member never hand out the same receipt, even within a millisecond) and every other score is
-whole, so `make_ready` can tell a held member from a waiting one and always steps off a receipt.
+Ready, asleep and held are one score, so there is no timer to move sleepers, no pending list
+and nothing to trim: a workflow is one member however many wakeups it gets. The decision a
+reader might undo: a ZSET has no blocking read for "a score at or before now", so an idle
+reader waits on a doorbell LIST that each script making a member visible rings in the same
+script, polling only as the fallback. A pass's score is its receipt, and `done` removes the
+member only with that receipt: that is what keeps a wakeup landing mid-pass. The keys, the
+scores and the doorbell's rules are in `RedisSetScheduler`'s docstring.
 """
 
 from __future__ import annotations
@@ -74,8 +47,44 @@ _TICK = 0.1
 
 class RedisSetScheduler:
     """A `Scheduler` over one Redis ZSET, woken by a doorbell LIST or, without it, polling;
-    see the module docstring for the trade. `wipes` and `last_wipe` count the wipes of the server's
-    data this scheduler noticed; `marker.on_wipe` hears of each (`marker.Wiped`)."""
+    see below for the trade. `wipes` and `last_wipe` count the wipes of the server's
+    data this scheduler noticed; `marker.on_wipe` hears of each (`marker.Wiped`).
+
+    One key per queue, `{ns}:schedule` (the namespace is the cluster hash tag), beside the
+    doorbell and the marker (`{ns}:marker`, which notices a wipe of the server's data: see
+    marker.py; `wake_due` reads it). A score is Unix milliseconds of the server's clock:
+
+    | state | score |
+    |---|---|
+    | ready | when it became ready (at or before now) |
+    | asleep | its deadline (in the future, whole ms) |
+    | held by a pass | taken-at + lease, plus a fraction: the receipt |
+
+    What that buys: being due and being ready are the same score, so there is no timer to move
+    sleepers, no pending list, nothing to reclaim (a lapsed lease just makes the score visible
+    again) and nothing to trim: a workflow is one member however many wakeups it gets. What it
+    costs: a ZSET has no blocking read for "a score at or before now", so the design's reader
+    polls every `poll`, and that interval is a floor under how fast a submission starts.
+
+    The doorbell (on by default; `doorbell=False` is the design as published, polling alone) lifts
+    that floor. `{ns}:doorbell` is a short LIST: every script that makes a member visible, or
+    brings the earliest hidden one forward (`make_ready`, `wake_at`), pushes onto it in the same
+    script, so a ring exists exactly when its change does. An idle reader blocks on it with `BLPOP`
+    for as long as nothing is due: until the earliest hidden member shows (the empty look says
+    when), `within` runs out, or `_UNANNOUNCED` passes (the fallback for a member some other code
+    wrote with a plain ZADD). A ring wakes one waiting reader, which looks at once. An empty look
+    clears the doorbell in the same script: whatever rang before it is already seen, so rings never
+    pile up into wakeups for nothing, and with nobody waiting the list is capped at 64 anyway.
+    Redis times a blocked command out on its clock tick (100 ms at the default hz), so a wait
+    shorter than `_SHORTEST_BLOCK` is not blocked for: the reader polls every `poll` through it.
+
+    The one subtlety is the lost wakeup. A workflow is one member, so a wakeup landing mid-pass can
+    only be written on top of the member the pass holds. The score a pass took is its receipt and
+    `done` removes the member only while the score still equals it; every other writer writes a
+    different score. Receipts have a fraction (the taking script's microsecond, so two takes of one
+    member never hand out the same receipt, even within a millisecond) and every other score is
+    whole, so `make_ready` can tell a held member from a waiting one and always steps off a receipt.
+    """
 
     def __init__(
         self,

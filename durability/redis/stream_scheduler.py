@@ -1,34 +1,11 @@
 """`RedisStreamScheduler`: wakeups as a stream read by a consumer group, sleepers as a ZSET.
 
-Three keys per queue, all tagged with the namespace so one Lua script may touch them together
-on a cluster:
-
-| key | type | holds |
-|---|---|---|
-| `{ns}:ready` | STREAM + group `workers` | an entry per wakeup; the pending list: who holds what |
-| `{ns}:sleeping` | ZSET | a member per sleeping workflow, scored by when it is due (ms) |
-| `{ns}:marker` | STRING | a random value `prepare` writes, to notice a wipe (marker.py) |
-
-Why a stream: `XREADGROUP BLOCK` parks an idle worker inside Redis, so waiting costs nothing
-and a wakeup is picked up the moment it is appended. What it costs: acknowledged entries stay
-in the stream until `trim` removes them, and `cancel` must scan the stream to find a workflow's
-entries.
-
-A receipt is `<entry id>/<delivery count>`. The count rises each time the entry is claimed by
-another worker (`reclaim`), so a worker that stalled past its lease holds a dead receipt: its
-late `done`, `wake_at` or `extend` is refused rather than acting on its successor's delivery.
-Every check of a receipt and the write it guards run as one Lua script.
-
-A server that lost its data (a restart without persistence, `FLUSHALL`, a failover to an empty
-replica) has no group: every read and every receipt check is answered `NOGROUP`. Each command
-that needs the group catches that reply, prepares the queue again and sends itself once more
-(`regrouped`), so the normal path costs nothing extra and a worker carries on with whatever
-is submitted after the wipe; the marker says the wipe happened (see marker.py).
-
-Blocking reads and redis-py: the client gives every reply `socket_timeout` seconds (5 by
-default) and drops the connection when one is late, so `next_ready` blocks in slices that end a
-margin before that timeout and loops until `within` is spent; a client built with
-`socket_timeout=None` gets a single block.
+An idle worker parks inside Redis on `XREADGROUP BLOCK`, so waiting costs nothing and a wakeup
+is picked up the moment it is appended; the price is a stream that keeps acknowledged entries
+until it is trimmed, and a `cancel` that scans it. A receipt carries the entry's delivery
+count, so a worker that stalled past its lease holds a dead receipt and its late writes are
+refused; each check and the write it guards are one Lua script. The keys, the receipts and
+what happens when the server loses its data are in `RedisStreamScheduler`'s docstring.
 """
 
 from __future__ import annotations
@@ -125,6 +102,36 @@ class RedisStreamScheduler:
     the stream trims it while it answers deliveries (None: it never does; see `trim`). `wipes`
     and `last_wipe` count the wipes of the server's data this scheduler noticed;
     `marker.on_wipe` hears of each (`marker.Wiped`).
+
+    Three keys per queue, all tagged with the namespace so one Lua script may touch them together
+    on a cluster:
+
+    | key | type | holds |
+    |---|---|---|
+    | `{ns}:ready` | STREAM + group `workers` | an entry per wakeup; pending: who holds what |
+    | `{ns}:sleeping` | ZSET | a member per sleeping workflow, scored by when due (ms) |
+    | `{ns}:marker` | STRING | a random value `prepare` writes, to notice a wipe (marker.py) |
+
+    Why a stream: `XREADGROUP BLOCK` parks an idle worker inside Redis, so waiting costs nothing
+    and a wakeup is picked up the moment it is appended. What it costs: acknowledged entries stay
+    in the stream until `trim` removes them, and `cancel` must scan the stream to find a workflow's
+    entries.
+
+    A receipt is `<entry id>/<delivery count>`. The count rises each time the entry is claimed by
+    another worker (`reclaim`), so a worker that stalled past its lease holds a dead receipt: its
+    late `done`, `wake_at` or `extend` is refused rather than acting on its successor's delivery.
+    Every check of a receipt and the write it guards run as one Lua script.
+
+    A server that lost its data (a restart without persistence, `FLUSHALL`, a failover to an empty
+    replica) has no group: every read and every receipt check is answered `NOGROUP`. Each command
+    that needs the group catches that reply, prepares the queue again and sends itself once more
+    (`regrouped`), so the normal path costs nothing extra and a worker carries on with whatever
+    is submitted after the wipe; the marker says the wipe happened (see marker.py).
+
+    Blocking reads and redis-py: the client gives every reply `socket_timeout` seconds (5 by
+    default) and drops the connection when one is late, so `next_ready` blocks in slices that end a
+    margin before that timeout and loops until `within` is spent; a client built with
+    `socket_timeout=None` gets a single block.
     """
 
     def __init__(

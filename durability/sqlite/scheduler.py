@@ -1,23 +1,10 @@
 """`SqliteScheduler`: a queue of wakeups as one row per workflow, scored by visibility.
 
-    make_ready   ─▶ visible = min(visible, now), new receipt
-    next_ready   ─▶ earliest visible row: visible = now + lease, new receipt (the delivery's)
-    wake_at(D)   ─▶ visible = D if the receipt is still ours, new receipt
-    done         ─▶ delete, but only if the receipt is still the delivery's
-
-Ready, asleep and held are all one score, so there is no timer and no pending list: `wake_due`
-only reports the earliest future score, `reclaim` has nothing to do (a dead worker's row
-becomes visible when its lease lapses, and `next_ready` takes it like any other), and a
-workflow is queued once however many wakeups arrive. The receipt is what keeps a wakeup that
-lands mid-pass: it replaces the receipt, so the pass's `done` no longer matches and leaves the
-row. Receipts are random 63-bit integers, so one minted after a row was deleted and inserted
-again does not repeat the old one.
-
-`next_ready` waits for a ring: a `make_ready` or a sooner `wake_at` in any process on the file
-wakes it at once (the database's signal here, `doorbell` for the others). Between rings it
-looks only when the earliest hidden row shows, and every `LOOK_AGAIN` in case a ring went
-missing; without a doorbell it polls every `poll`. A look reads without the write lock, which
-is taken only to take a row. That waiting is `when_ready`, shared with `SqliteDurable.take`.
+Ready, asleep and held are one score, so there is no timer, no pending list and nothing to
+reclaim: a dead worker's row becomes visible when its lease lapses. A receipt that every other
+writer replaces is what keeps a wakeup landing mid-pass. An idle reader waits for a ring
+(`doorbell`) rather than polling; what each call writes, and how a reader waits, are in
+`SqliteScheduler`'s docstring.
 """
 
 from __future__ import annotations
@@ -106,6 +93,25 @@ class SqliteScheduler:
 
     `queue` names an independent queue in the same table; `lease` is how long a taken row
     stays invisible without `extend`; `poll` how often an idle `next_ready` looks again.
+
+        make_ready   ─▶ visible = min(visible, now), new receipt
+        next_ready   ─▶ earliest visible row: visible = now + lease, new receipt (the delivery's)
+        wake_at(D)   ─▶ visible = D if the receipt is still ours, new receipt
+        done         ─▶ delete, but only if the receipt is still the delivery's
+
+    Ready, asleep and held are all one score, so there is no timer and no pending list: `wake_due`
+    only reports the earliest future score, `reclaim` has nothing to do (a dead worker's row
+    becomes visible when its lease lapses, and `next_ready` takes it like any other), and a
+    workflow is queued once however many wakeups arrive. The receipt is what keeps a wakeup that
+    lands mid-pass: it replaces the receipt, so the pass's `done` no longer matches and leaves the
+    row. Receipts are random 63-bit integers, so one minted after a row was deleted and inserted
+    again does not repeat the old one.
+
+    `next_ready` waits for a ring: a `make_ready` or a sooner `wake_at` in any process on the file
+    wakes it at once (the database's signal here, `doorbell` for the others). Between rings it
+    looks only when the earliest hidden row shows, and every `LOOK_AGAIN` in case a ring went
+    missing; without a doorbell it polls every `poll`. A look reads without the write lock, which
+    is taken only to take a row. That waiting is `when_ready`, shared with `SqliteDurable.take`.
     """
 
     def __init__(
