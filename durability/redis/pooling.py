@@ -8,9 +8,10 @@ mark from then on, and the connections the server closed lie in it, their socket
 
 - makes at most `max_connections` (`MOST` unless the URL says); a caller past that waits for
   one to come back, up to its `timeout` (`open_durable`: the call bound), then `TimedOut`;
-- whenever a connection is taken or given back, drops the idle ones the server has closed, and
+- as connections are taken and given back, drops the idle ones the server has closed, and
   those idle longer than `idle` (all but the last one given back), so after a fault it shrinks
-  to what the calls use again.
+  to what the calls use again: at once when the next to be handed out is closed, else at most
+  every `SWEEP_EVERY`.
 
 Idle connections are handed out last in, first out, as redis-py does: the ones in use stay warm
 and the spare ones sink to the bottom, where they age out.
@@ -38,6 +39,9 @@ MOST = 32
 
 #: How long a spare connection stays idle in the pool before it is closed.
 IDLE = timedelta(seconds=30)
+#: How often, at most, the idle connections are all looked at for spares grown old (seconds);
+#: a closed one about to be handed out is looked for on every checkout (see `_tidy`).
+SWEEP_EVERY = 1.0
 
 
 def streams(
@@ -83,6 +87,7 @@ class TidyPool(BlockingConnectionPool):
         self.idle = idle.total_seconds()
         self._clock = clock
         self._since: dict[AbstractConnection, float] = {}  # an idle connection: given back when
+        self._swept = float("-inf")  # when the idle connections were last all looked at
 
     def _now(self) -> float:
         return self._clock() if self._clock is not None else asyncio.get_running_loop().time()
@@ -113,11 +118,21 @@ class TidyPool(BlockingConnectionPool):
         self._since = {}
 
     async def _tidy(self) -> None:
+        """Drop the idle connections the server closed and the spares grown old. Looking at
+        every one costs a few microseconds each, on every checkout and give-back of a busy
+        worker, so they are all looked at only when the next one to be handed out (the last
+        given back) is closed, the mark a cut or a restart leaves, and otherwise at most every
+        `SWEEP_EVERY`, which is all an age measured in tens of seconds needs."""
         idle = self._available_connections
         if not idle:
             return
+        now = self._now()
+        top = idle[-1]
+        if not (top.is_connected and not usable(top)) and now - self._swept < SWEEP_EVERY:
+            return
+        self._swept = now
         # Given back in order, so the oldest are first; the last one given back always stays.
-        stale = self._now() - self.idle
+        stale = now - self.idle
         dropped = [
             connection
             for n, connection in enumerate(idle)
