@@ -12,8 +12,9 @@ again. Each starts with a parameter cell; the test sets it to the quick slice CI
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from experiments.notebooks import HERE, ROOT, Cell, code, md
+from experiments.notebooks import HERE, Cell, book, code, md, save
 
 __all__ = ["PARAMETERS", "WORKBOOKS", "build"]
 
@@ -227,39 +228,12 @@ def cells(name: str, parameters: str | None = None) -> list[Cell]:
 
 def build(names: list[str] | None = None, *, execute: bool = True, where: Path = HERE,
           timeout: int = 600) -> list[Path]:
-    """Write the workbooks (and execute them, saving their outputs); return their paths."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    unknown = [n for n in names or [] if n not in WORKBOOKS]
-    if unknown:
-        raise ValueError(f"no workbook {', '.join(map(repr, unknown))}; choose from "
-                         f"{', '.join(WORKBOOKS)}")
-    where.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name in names or list(WORKBOOKS):
-        book = notebook(name)
-        if execute:
-            NotebookClient(book, timeout=timeout, kernel_name="python3",
-                           resources={"metadata": {"path": str(ROOT)}}).execute()
-        path = where / f"{name}.ipynb"
-        nbformat.write(book, path)
-        written.append(path)
-    return written
+    """Write the workbooks (and execute them, saving their outputs); return their paths. A
+    name that is no workbook is a `ValueError`."""
+    return save("workbook", WORKBOOKS, notebook, names, execute=execute, where=where,
+                timeout=timeout)
 
 
-def notebook(name: str, parameters: str | None = None) -> object:
+def notebook(name: str, parameters: str | None = None) -> Any:
     """Workbook `name` as an unexecuted notebook (`parameters` in place of its first cell)."""
-    import nbformat
-
-    made = []
-    for i, (kind, source) in enumerate(cells(name, parameters)):
-        cell = (nbformat.v4.new_markdown_cell if kind == "md" else nbformat.v4.new_code_cell)(
-            source)
-        if i == 0:
-            cell.metadata["tags"] = ["parameters"]
-        made.append(cell)
-    return nbformat.v4.new_notebook(cells=made, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"},
-    })
+    return book(cells(name, parameters))

@@ -51,3 +51,24 @@ def test_the_committed_notebook_is_what_the_generator_writes(name: str) -> None:
     assert "Reading the reference run" in first.outputs[0]["data"]["text/markdown"]
     assert [c.source for c in rest] == [source for _, source in NOTEBOOKS[name]], (
         f"{name}.ipynb differs from the generator: run `python -m experiments notebooks`")
+
+
+def test_both_kinds_of_notebook_are_written_by_one_function_that_refuses_unknown_names(
+    tmp_path: Path,
+) -> None:
+    """`notebooks.build` and `workbooks.build` share `save`: an unknown name is refused, naming
+    the choices, before anything is written; a known one is written with its parameter cell
+    tagged, whichever kind it is."""
+    from experiments import workbooks
+    from experiments.notebooks import build
+
+    for made, kind in ((build, "notebook"), (workbooks.build, "workbook")):
+        with pytest.raises(ValueError, match=f"no {kind} 'nope'; choose from"):
+            made(["nope"], execute=False, where=tmp_path / kind)
+        assert not (tmp_path / kind).exists()
+    written = [*build(["growth"], execute=False, where=tmp_path / "read"),
+               *workbooks.build(["run-your-own"], execute=False, where=tmp_path / "run")]
+    assert [p.name for p in written] == ["growth.ipynb", "run-your-own.ipynb"]
+    for path in written:
+        first = nbformat.read(path, as_version=4).cells[0]
+        assert first.metadata["tags"] == ["parameters"] and not first.get("outputs")
