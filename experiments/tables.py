@@ -17,7 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.uncertainty import LEVEL, Interval, distinguishable, nested_ratio, ratio, small
+from experiments.uncertainty import (
+    LEVEL,
+    Interval,
+    distinguishable,
+    nested_ratio,
+    proportion,
+    ratio,
+    small,
+)
 
 __all__ = ["QUICK", "RIVALS", "SAME", "View", "number", "span", "views"]
 
@@ -405,20 +413,27 @@ def _slopes(lo: float, hi: float) -> str:
 
 
 def _wakeups(frame: Any, summary: Any) -> list[View]:
-    from experiments.wakeups import KEYS
+    from experiments.wakeups import KEYS, share
 
+    level = f"{LEVEL:.0%}"
     rivals = "refused" in summary and bool(summary["refused"].notna().any())
     rows = [{"backend": r["backend"], "raced": number(r["races"]), "lost": number(r["lost"]),
+             f"lost share, {level}": share(Interval(r["lost_share"], r["lost_share_lo"],
+                                                    r["lost_share_hi"], int(r["races"]))),
              **({"refused": number(r["refused"]),
                  "poked under": KEYS[r["backend"]][1] if r["backend"] in KEYS else ""}
                 if rivals else {})}
             for _, r in summary.iterrows()]
     how = [f"{r['backend']}: {r['how']}" for _, r in summary.iterrows() if r.get("how")]
+    most = int(summary["races"].max()) if summary["races"].notna().any() else 0
+    interval = (f"the lost share's {level} interval: a Wilson score interval over the races "
+                + (f"(none lost of {most:,} is still at most {proportion(0, most).hi:.1%})"
+                   if most else ""))
     return [View("wakeups", "Wakeups given while a pass was running, and how many were lost",
                  _frame(rows, ["backend"]),
-                 ("a rival has no inbox: its poke is the job enqueued again under its own key "
-                  "for one job per workflow, which may refuse it (refused); lost: not run "
-                  "again after the poke", *how) if rivals else ())]
+                 (interval, "a rival has no inbox: its poke is the job enqueued again under its "
+                  "own key for one job per workflow, which may refuse it (refused); lost: not "
+                  "run again after the poke", *how) if rivals else (interval,))]
 
 
 _VIEWS: dict[str, Callable[[Any, Any], list[View]]] = {
