@@ -73,9 +73,13 @@ lab.register('sqlite-steady', 'experiments.examples.steady_sqlite:open_store', l
 ## Does it keep the contract?
 
 `lab.conformance` runs `durability.testing`'s conformance suite on the store the opener opens:
-the scheduler's contract (deliveries, lost wakeups, sleepers, leases) and the durable's
-(arrive, deliver, delete, `work` over it, failures, status and listing), each test on a place
-of its own. It runs in a pytest of its own, since the kernel's event loop is already running.
+the scheduler's contract (deliveries, lost wakeups, sleepers, leases), the durable's (arrive,
+deliver, delete, `work` over it, failures, status and listing), the checkpointer's (claims,
+fencing, records, the inbox, and effects performed as they are recorded, counted by an effect
+kit of SQLite's) and the bounds' (every refusal comes before any I/O, shown on the store with
+its connections closed under it), each test on a place of its own. It runs in a pytest of its
+own, since the kernel's event loop is already running. The table says what was skipped, and
+what is never run from here, and why.
 """),
     code("""
 checked = lab.conformance('sqlite-steady', select=CONTRACT)
@@ -83,8 +87,9 @@ checked
 """),
     code("""
 say(f\"\"\"{checked.count('passed')} of the contract's {len(checked.outcomes)} tests pass
-({checked.count('failed')} failed): the new wait keeps every promise the old one made, as it
-should, since a wait decides when a row is taken, never what is taken.\"\"\"
+({checked.count('failed')} failed, {checked.count('skipped')} skipped): the new wait keeps every
+promise the old one made, as it should, since a wait decides when a row is taken, never what is
+taken.\"\"\"
     if checked else f"**It does not conform**: {checked}")
 """),
     md("""
