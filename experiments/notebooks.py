@@ -1,8 +1,9 @@
 """The notebooks, as source: `python -m experiments notebooks` writes `notebooks/*.ipynb` from
 the cells below and executes each against `results/`, so they are committed with outputs and
 read on a repository page without running anything. Each starts with a parameter cell, `RUN`,
-that says which run it reads (`--results DIR` writes them into `DIR/notebooks/`, executed on
-that run, so the committed ones stay on the reference).
+naming the run it reads, and a cell that points the readers there and says so as its first
+line of output (`--results DIR` writes them into `DIR/notebooks/`, executed on that run, so the
+committed ones stay on the reference).
 
 A notebook is a reader's page: a question, the run it shows, a figure, a table, and an answer
 whose numbers are computed from the frame above it (`say(f"...")`), never typed in. The
@@ -17,17 +18,22 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NOTEBOOKS", "book", "build", "save"]
+__all__ = ["NOTEBOOKS", "PARAMETERS", "READS", "book", "build", "save"]
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "notebooks"
 
 Cell = tuple[str, str]  # ("md" | "code", source)
 
-#: Every notebook's first cell: which run it reads (a papermill-style parameter cell), said
-#: in its output.
-_PARAMETERS = """
-RUN = {run!r}  # None: the reference run in results/; 'latest': your newest run under runs/; or a folder
+#: Every notebook's first cell, its parameter cell (tagged as papermill's), holds only the
+#: run it reads: papermill puts the values it is given in a cell of their own after it, so
+#: anything done with them must come after that, in `READS`.
+PARAMETERS = """
+RUN = {run!r}  # which run this reads: None, the reference run in results/; 'latest', your newest run under runs/; or a folder
+"""
+#: Every notebook's second cell: the readers pointed at `RUN`, and which run that is said as
+#: the notebook's first line of output.
+READS = """
 import experiments as lab
 from experiments.reading import (blank, figure, frame, ms, overview, pick, prose, run_line, say, shown,
                                  table, times, versus)
@@ -489,8 +495,8 @@ def build(names: list[str] | None = None, *, execute: bool = True, where: Path =
           timeout: int = 300, run: str | None = None) -> list[Path]:
     """Write the notebooks (and execute them, saving their outputs) reading `run` (None: the
     reference run); return their paths. A name that is no notebook is a `ValueError`."""
-    first = code(_PARAMETERS.format(run=run))
-    return save("notebook", NOTEBOOKS, lambda name: book([first, *NOTEBOOKS[name]]), names,
+    first = [code(PARAMETERS.format(run=run)), code(READS)]
+    return save("notebook", NOTEBOOKS, lambda name: book([*first, *NOTEBOOKS[name]]), names,
                 execute=execute, where=where, timeout=timeout)
 
 
