@@ -94,12 +94,27 @@ async def _measure(lab: Lab, backend: Backend, params: dict[str, Any], server: A
 
 
 def summary(frame: Any) -> Any:
+    """Per backend and variant, each count a second: the median over the run's windows (one
+    a repeat), and where there are two or more, its interval (`<count>_lo`, `<count>_hi`: a
+    bootstrap over the windows); one window has none, and the columns are blank."""
+    from experiments.uncertainty import quantile
+
     wanted = ["worker_requests", "worker_round_trips", "server_requests", "worker_cpu",
               "server_cpu"]
     rows = frame[frame["metric"].isin(wanted)]
     table = rows.pivot_table(index=["backend", "variant"], columns="metric", values="value",
                              aggfunc="median", sort=False).reset_index()
-    return table[[c for c in ["backend", "variant", *wanted] if c in table.columns]]
+    present = [c for c in wanted if c in table.columns]
+    spread = {(b, v, m): quantile(g["value"].to_numpy(), 0.5)
+              for (b, v, m), g in rows.groupby(["backend", "variant", "metric"], sort=False)}
+    nothing = float("nan")
+    for column in present:
+        found = [spread.get((b, v, column)) for b, v in zip(table["backend"], table["variant"],
+                                                            strict=True)]
+        table[f"{column}_lo"] = [f.lo if f is not None else nothing for f in found]
+        table[f"{column}_hi"] = [f.hi if f is not None else nothing for f in found]
+    return table[["backend", "variant", *[c for column in present
+                                          for c in (column, f"{column}_lo", f"{column}_hi")]]]
 
 
 #: The two counts of each panel: (the worker's column, the server's column, the unit's scale).

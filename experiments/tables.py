@@ -342,15 +342,20 @@ def _idle(frame: Any, summary: Any) -> list[View]:
                "server_requests": ("server req/s", 1), "worker_cpu": ("worker CPU ms/s", 1000),
                "server_cpu": ("server CPU ms/s", 1000)}
     rows = [{"backend": r["backend"], "variant": r["variant"],
-             **{label: number(r.get(column, math.nan) * scale)
+             **{label: _with(*(r.get(f"{column}{end}", math.nan) * scale
+                               for end in ("", "_lo", "_hi")))
                 for column, (label, scale) in columns.items()}}
             for _, r in summary.iterrows()]
-    window = frame[frame["metric"] == "window"]["value"]
-    over = f"one window of {window.median():,.0f} s" if len(window) else "one window"
+    windows = frame[frame["metric"] == "window"]
+    seconds = f" of {windows['value'].median():,.0f} s" if len(windows) else ""
+    most = int(windows.groupby(["backend", "variant"]).size().max()) if len(windows) else 1
+    over = (f"the median of {most} windows{seconds} per backend, with its {LEVEL:.0%} interval "
+            "(a bootstrap over the windows, so with so few about their range)" if most > 1 else
+            f"one window{seconds} per backend, no repeats: no interval (--repeat gives one)")
     return [View("idle",
                  "An idle worker: what it costs a second", _frame(rows, ["backend", "variant"]),
-                 (f"{over} per backend, no repeats: no interval; blank: not counted there "
-                  "(a rival has no counting hook of ours; memory and SQLite no server)",))]
+                 (f"{over}; blank: not counted there (a rival has no counting hook of ours; "
+                  "memory and SQLite no server)",))]
 
 
 def _growth(frame: Any, summary: Any) -> list[View]:

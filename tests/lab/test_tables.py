@@ -243,3 +243,28 @@ def test_the_wakeups_table_and_figure_say_how_many_could_have_been_lost(tmp_path
     plt.close(fig)
     assert "300 raced, none lost (at most 1.3%)" in words
     assert "300 raced, 238 lost (74\N{EN DASH}84%), 238 refused" in words
+
+
+def test_idle_windows_repeated_carry_an_interval_and_one_window_says_it_has_none(
+    tmp_path: Path,
+) -> None:
+    import pandas
+
+    from experiments.idle import summary
+
+    def rows(windows: int) -> list[dict[str, Any]]:
+        return [{"backend": "redis-set", "variant": "default", "repeat": r, "metric": metric,
+                 "value": value * (1 + r / 10), "unit": "1/s"}
+                for r in range(windows)
+                for metric, value in (("window", 15.0), ("worker_requests", 1.7),
+                                      ("worker_cpu", 0.001))]
+
+    once = summary(pandas.DataFrame(rows(1)))
+    assert math.isnan(once["worker_requests_lo"].iloc[0])
+    write("idle", rows(3), {"mode": "full", "command": "made up by a test"}, tmp_path)
+    thrice = summary(pandas.DataFrame(rows(3)))
+    assert thrice["worker_requests_lo"].iloc[0] < 1.87 < thrice["worker_requests_hi"].iloc[0]
+    text = report(tmp_path, ["idle"])
+    assert "1.87 (1.7\N{EN DASH}2.04)" in text and "the median of 3 windows" in text
+    write("idle", rows(1), {"mode": "full", "command": "made up by a test"}, tmp_path)
+    assert "no repeats: no interval" in report(tmp_path, ["idle"])
