@@ -247,7 +247,8 @@ def _scaling(where: Path) -> str:
             f"the memory store's walks every sleeper ({slope('memory', 'sleeping')}). "
             f"Cancelling is where the stream pays: it reads the stream to find a workflow's "
             f"entries ({slope('redis-stream', 'cancel')}; {stream} at {number(deep)} queued), "
-            f"while the set deletes one member ({set_}): {times(ratio_)}. Slopes and costs "
+            f"while the set deletes one member ({set_}), so the stream's cancel costs "
+            f"{times(ratio_)} the set's there. Slopes and costs "
             f"carry {LEVEL:.0%} intervals over the repetitions at each size; each size ran "
             f"once, at its own moment, which those intervals do not cover, so a slope under "
             f"{FLAT} either way reads as flat.")
@@ -299,5 +300,18 @@ def findings(where: Path = RESULTS, names: Sequence[str] = ()) -> str:
         missing = [n for n in needs if not (where / f"{n}.csv").exists()]
         parts.append(f"**{name}**: not in this run (no {', '.join(m + '.csv' for m in missing)})"
                      if missing else write(where))
-    return "\n\n".join(parts)
+    return "\n\n".join(_wrapped(part) for part in parts)
+
+
+#: The README's line width, so a paragraph pastes in as it reads there.
+WIDTH = 95
+
+
+def _wrapped(part: str) -> str:
+    """Prose wrapped at `WIDTH`; a table's lines left whole (a Markdown row is one line)."""
+    import textwrap
+
+    return "\n".join(line if line.startswith("|") else textwrap.fill(
+        line, WIDTH, break_long_words=False, break_on_hyphens=False)
+        for line in part.split("\n"))
 

@@ -32,11 +32,12 @@ def test_every_section_is_written_from_the_reference_with_its_intervals() -> Non
                   "The design documents' table"):
         assert any(p.startswith(f"**{title}**") for p in paragraphs), title
     assert "nan" not in text.lower().split() and "n/a" not in text
+    assert max(len(line) for line in text.splitlines() if not line.startswith("|")) <= 95
     rows = [line for line in text.splitlines() if line.startswith("| redis-stream / saq")
             or line.startswith("| postgres / pgqueuer")]
     assert len(rows) == 2 and all(line.count("\N{EN DASH}") == 4 for line in rows)
     # Each paragraph says how sure it is: intervals, or why it has none.
-    said = {p.split("**")[1]: p for p in paragraphs if p.startswith("**")}
+    said = {p.split("**")[1]: " ".join(p.split()) for p in paragraphs if p.startswith("**")}
     assert "no interval" in said["Idle cost"] or "interval over them" in said["Idle cost"]
     assert "no interval" in said["Growth"]
     assert "at most 1.3% each, at 95%" in said["Lost wakeups"]
