@@ -145,6 +145,10 @@ def draw(frame: Any) -> Any:
         sides = ((own, -0.2, False), (theirs, 0.2, True)) if servers else ((own, 0.0, False),)
         for column, offset, pale in sides:
             values = table[column] * scale if column in table else None
+            interval = bounds(table, column)
+            # the number goes past the whisker where there is one, not under it
+            ends = values if interval is None or values is None else \
+                (interval[1] * scale).fillna(values)
             for i, seen in enumerate(looks):
                 value = float("nan") if values is None else float(values.iloc[i])
                 if value != value:
@@ -154,9 +158,9 @@ def draw(frame: Any) -> Any:
                 ax.barh(i + offset, value, height=0.4, color=seen.colour,
                         alpha=0.4 if pale else 1.0, hatch="////" if pale else None,
                         edgecolor=seen.colour, linewidth=0.6)
-                ax.annotate(f"{value:.3g}", (value, i + offset), xytext=(3, 0), fontsize=6.5,
-                            textcoords="offset points", va="center")
-            interval = bounds(table, column)
+                end = float(ends.iloc[i]) if ends is not None else value
+                ax.annotate(f"{value:.3g}", (max(value, end), i + offset), xytext=(3, 0),
+                            fontsize=6.5, textcoords="offset points", va="center")
             if interval is not None and values is not None:  # where the summary has one
                 lo, hi = (side * scale for side in interval)
                 ax.errorbar(values, [i + offset for i in y], xerr=[values - lo, hi - values],

@@ -196,3 +196,18 @@ def test_the_scaling_figure_shades_each_medians_interval_where_there_are_repetit
     assert "95% interval" in said(many)
     once = _draw("scaling", rows(1))  # one repetition a size: nothing to resample
     assert shaded(once) == [] and "no interval" in said(once)
+
+
+def test_idle_draws_a_whisker_over_repeated_windows_with_its_number_past_it() -> None:
+    import pandas
+
+    rows = [{"backend": "sqlite", "variant": "default", "repeat": r, "metric": m,
+             "value": v * (1 + r / 5)}
+            for r in range(3) for m, v in (("worker_requests", 20.0), ("worker_cpu", 0.01))]
+    fig = _draw("idle", pandas.DataFrame(rows))
+    ax = fig.axes[0]
+    whiskers = [c for c in ax.collections if c.get_segments()]
+    assert whiskers  # the interval over the three windows
+    hi = max(seg[:, 0].max() for c in whiskers for seg in c.get_segments())
+    (label,) = [t for t in ax.texts if t.get_text() == "24"]  # the median of 20, 24, 28
+    assert label.xy[0] >= hi
