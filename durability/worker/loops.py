@@ -200,16 +200,16 @@ async def keeper(crew: Crew) -> None:
 async def _keep(crew: Crew, running: Running) -> None:
     """Renew one pass's claim and delivery together, so they lapse together."""
     holder = running.holder
-    if holder is None or running.body is None or running.body.done():
+    if holder is None or not running.in_body:
         return
     try:
         await asyncio.gather(crew.checkpointer.renew(holder, crew.lease), extend(crew, running))
     except Fenced as fenced:
-        if running.body.done():
+        if not running.in_body:
             return  # the pass ended and released its claim while the renewal was on its way
         # The budget is spent or someone else claimed it: the pass may be wedged in a step
         # that will never return, so stop it and let the workflow be looked at again.
-        running.body.cancel()
+        running.halt()
         log.warning("pass of %s stopped: %s", holder.workflow, fenced)
     except Exception:
         log.exception("renewing %s failed; trying again next tick", holder.workflow)

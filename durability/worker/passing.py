@@ -1,8 +1,9 @@
 """One pass, from its delivery to its answer: claimed → resumed → ended → answered.
 
 `run_pass` claims the workflow (unless the reader took and claimed it in one move), runs the
-body as a task the keeper may cancel, names how it ended (`endings`), and has that answered.
-Cancelled (the worker is stopping), it hands the workflow back at once, bounded in time.
+body in the pass's own task (which the keeper may cancel), names how it ended (`endings`),
+and has that answered. Cancelled (the worker is stopping), it hands the workflow back at
+once, bounded in time.
 Between the body's writes it renews the delivery a moment after each one (`written`), so a
 takeover never waits on a delivery older than the claim.
 """
@@ -79,12 +80,24 @@ async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
         return None, Busy()
     running.holder = holder
     crew.emit("started", workflow)
-    running.body = asyncio.create_task(_resume(crew, running, holder))
+    # The body runs in this task, not one of its own: a task per pass cost a start, a turn of
+    # the loop each way and a wait. The keeper stops it by cancelling this task (`halt`),
+    # counted, so a cancel of the worker's own (shutdown) is still told apart below.
+    current = asyncio.current_task()
+    assert current is not None
+    running.task = current
+    asked = current.cancelling()  # cancels this task had before its body ran
+    running.in_body = True
     try:
-        return holder, Settled(await running.body)
+        try:
+            outcome = await _resume(crew, running, holder, asked)
+        finally:
+            running.in_body = False
+            for _ in range(running.halts):
+                current.uncancel()  # the keeper's cancels end with the body they stopped
+        return holder, Settled(outcome)
     except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
+        if current.cancelling():
             raise
         return holder, Stopped()  # the keeper stopped it: the budget is spent or claim taken
     except Contended:
@@ -130,9 +143,11 @@ _RETRY_CLAIM_MOST = timedelta(milliseconds=100)
 
 
 async def _resume(
-    crew: Crew, running: Running, holder: Pass
+    crew: Crew, running: Running, holder: Pass, asked: int
 ) -> Completed[object] | Sleeping | Blocked:
-    """One pass of the body, on the worker's clock, as the task the keeper may cancel."""
+    """One pass of the body, on the worker's clock; `asked` is how many cancels the pass's
+    task had before it, so a cancel raised inside is told ours (the keeper's, or shutdown's)
+    or the body's own."""
 
     def seen(run: Run) -> Awaitable[object]:
         running.run = run  # so a failed pass can still tell which deadline it noted
@@ -154,7 +169,7 @@ async def _resume(
         raise
     except asyncio.CancelledError as cancelled:
         task = asyncio.current_task()
-        if task is not None and task.cancelling():
+        if task is not None and task.cancelling() > asked:
             raise  # ours: the keeper, or shutdown
         raise Escaped(f"the body raised {cancelled!r} unasked") from cancelled
     except BaseException as foreign:
@@ -165,11 +180,9 @@ async def _shutdown(crew: Crew, running: Running) -> None:
     """Hand a running workflow back at shutdown, bounded in time: a store that hangs must
     not keep the worker from stopping (the lease hands the workflow back then instead)."""
     running.unnudge()
-    pending = [
-        task
-        for task in (running.body, running.extending)
-        if task is not None and not task.done()
-    ]
+    # The body ran in the pass's own task, so it has ended by now: only a renewal is left.
+    extending = running.extending
+    pending = [extending] if extending is not None and not extending.done() else []
     for task in pending:
         task.cancel()
     try:
