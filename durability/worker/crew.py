@@ -77,7 +77,10 @@ class Crew:
         self.retry = retry
         self.readers = readers
         self.running: set[Running] = set()
-        self.freed = asyncio.Condition()
+        # Who waits for a pass to free its slot (`until_freed`), woken all at once by `free`.
+        # Plain futures, not an `asyncio.Condition`: nothing here needs its lock, and taking
+        # it cost every pass an acquire and a release on each side.
+        self.freed: list[asyncio.Future[None]] = []
         self.reading = 0  # reads in flight: each holds a slot until it returns
         self.extra_readers = 0
         self.stopping = False  # draining: take nothing new
@@ -105,17 +108,31 @@ class Crew:
     async def wait_for_slot(self) -> None:
         # A slot counts as taken while a reader is reading for it, so readers never take
         # more deliveries between them than there are free slots.
-        async with self.freed:
-            await self.freed.wait_for(lambda: len(self.running) + self.reading < self.pool)
+        await self.until_freed(lambda: len(self.running) + self.reading < self.pool)
 
-    async def free(self, running: Running) -> None:
+    async def until_freed(self, ready: Callable[[], bool]) -> None:
+        """Return once `ready()` holds, asking again each time a pass frees its slot."""
+        while not ready():
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.freed.append(waiter)
+            try:
+                await waiter
+            finally:
+                # Cancelled before a pass freed a slot: still listed, unless a `free` since
+                # took the list (and passed it over, as it does every waiter already done).
+                if waiter.cancelled() and waiter in self.freed:
+                    self.freed.remove(waiter)
+
+    def free(self, running: Running) -> None:
         # The Run holds the pass's `written` hook, which holds `running`: break that cycle, or every
         # pass's Run and records would wait for the cyclic collector instead of going now.
         running.run = None
         self.running.discard(running)
         self.answered.set()
-        async with self.freed:
-            self.freed.notify_all()
+        waiters, self.freed = self.freed, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def admit(
         self,

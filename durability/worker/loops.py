@@ -263,8 +263,8 @@ async def drain(crew: Crew, stop: asyncio.Event, quits: list[asyncio.Task[None]]
         task.cancel()  # the queue, for every worker, so it goes on)
     log.info("draining: %d pass(es) running, %s to finish", len(crew.running), crew.grace)
     try:
-        async with asyncio.timeout(crew.grace.total_seconds()), crew.freed:
-            await crew.freed.wait_for(lambda: not crew.running)
+        async with asyncio.timeout(crew.grace.total_seconds()):
+            await crew.until_freed(lambda: not crew.running)
     except TimeoutError:
         log.warning("drain: grace over, handing back %d pass(es)", len(crew.running))
     raise _Drained

@@ -64,7 +64,7 @@ async def run_pass(crew: Crew, running: Running) -> None:
     except Exception:
         log.exception("the pass of %s could not be answered for", workflow)
     finally:
-        await crew.free(running)
+        crew.free(running)
 
 
 async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
