@@ -26,6 +26,7 @@ from durability.interfaces import (
 from durability.stepwise import Run
 from durability.values import Delivery, Pass
 from durability.worker.events import Emitter, Observer
+from durability.worker.nudging import Nudges
 from durability.worker.running import Running
 
 __all__ = ["Crew"]
@@ -86,6 +87,7 @@ class Crew:
         self.stopping = False  # draining: take nothing new
         self.passes: asyncio.TaskGroup | None = None  # where passes run, once the loops do
         self.start_pass: Callable[[Running], Coroutine[Any, Any, None]] | None = None
+        self.nudges: Nudges | None = None  # renewals writes asked for (`passing.written`)
         # The timer's hint: the earliest deadline it knows of, and a nudge when one is sooner.
         self.earlier = asyncio.Event()
         self.known_due: datetime | None = None

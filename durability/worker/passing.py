@@ -11,6 +11,7 @@ takeover never waits on a delivery older than the claim.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -35,6 +36,7 @@ from durability.worker.endings import (
     Unreachable,
     answer,
 )
+from durability.worker.nudging import Nudges
 from durability.worker.running import Running
 from durability.worker.settings import NUDGE, SHUTDOWN
 
@@ -214,24 +216,19 @@ def written(crew: Crew, running: Running) -> Callable[[], None]:
     (A worker that dies inside that moment is still taken over just after its claim lapses:
     a delivery that meets a held claim asks for it again for a while, `_claim_as_it_lapses`.)
 
-    A timer, not a task that sleeps: most passes cancel it, and a timer costs the loop one
-    handle to drop where a task costs a start, a cancel and a wait.
+    A place in the worker's queue of `Nudges`, not a task that sleeps nor a timer of its
+    own: most passes drop it, and an entry in that queue costs an append to drop.
     """
-    loop = asyncio.get_running_loop()
-    delay = min(NUDGE, crew.tick).total_seconds()
+    nudges = crew.nudges
+    if nudges is None:  # the worker's first write
+        delay = min(NUDGE, crew.tick).total_seconds()
+        nudges = crew.nudges = Nudges(delay, functools.partial(_start_extending, crew))
+    return functools.partial(nudges.add, running)
 
-    def start() -> None:
-        running.nudging = None
-        running.extending = asyncio.create_task(_extend_after_write(crew, running))
 
-    def nudge() -> None:
-        if running.extending is not None and not running.extending.done():
-            running.again = True
-            return
-        if running.nudging is None:
-            running.nudging = loop.call_later(delay, start)
-
-    return nudge
+def _start_extending(crew: Crew, running: Running) -> None:
+    running.nudging = None
+    running.extending = asyncio.create_task(_extend_after_write(crew, running))
 
 
 async def _extend_after_write(crew: Crew, running: Running) -> None:

@@ -21,7 +21,7 @@ class Running:
     task: asyncio.Task[Any] | None = None  # the pass's task, once its body runs
     in_body: bool = False  # the body is running (in `task`): the keeper may halt it
     halts: int = 0  # the keeper's cancels of `task`, which the pass takes back as it ends
-    nudging: asyncio.TimerHandle | None = None  # a renewal waiting for its moment (`NUDGE`)
+    nudging: float | None = None  # when a renewal waiting for its moment starts (`Nudges`)
     extending: asyncio.Task[None] | None = None  # a renewal on its way
     again: bool = False  # a write came while a renewal was on its way: renew once more
     sending: bool = False  # the renewal is at the store (too late to drop)
@@ -38,9 +38,7 @@ class Running:
 
     def unnudge(self) -> None:
         """Drop a renewal still waiting for its moment (the pass is ending)."""
-        if self.nudging is not None:
-            self.nudging.cancel()
-            self.nudging = None
+        self.nudging = None
 
     async def quiet(self) -> None:
         """Let a delivery renewal in flight land before the delivery is answered for; drop one
