@@ -25,7 +25,7 @@ from durability.interfaces import (
 )
 from durability.stepwise import Run
 from durability.values import Delivery, Pass
-from durability.worker.events import Emitter, Observer
+from durability.worker.events import Observer, emitter
 from durability.worker.nudging import Nudges
 from durability.worker.running import Running
 
@@ -72,7 +72,7 @@ class Crew:
         self.within = within
         self.contended = contended
         self.sweep = sweep
-        self.emit = Emitter(observer)
+        self.emit = emitter(observer)
         self.clock = clock
         self.grace = grace
         self.retry = retry
