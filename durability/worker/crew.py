@@ -107,10 +107,13 @@ class Crew:
 
     # -- slots -------------------------------------------------------------------------
 
-    async def wait_for_slot(self) -> None:
+    def slot_free(self) -> bool:
         # A slot counts as taken while a reader is reading for it, so readers never take
         # more deliveries between them than there are free slots.
-        await self.until_freed(lambda: len(self.running) + self.reading < self.pool)
+        return len(self.running) + self.reading < self.pool
+
+    async def wait_for_slot(self) -> None:
+        await self.until_freed(self.slot_free)
 
     async def until_freed(self, ready: Callable[[], bool]) -> None:
         """Return once `ready()` holds, asking again each time a pass frees its slot."""

@@ -89,7 +89,8 @@ async def reader(crew: Crew, primary: bool = True) -> None:
     caps a worker at one take per round trip, however many slots are free)."""
     failures = 0
     while True:
-        await crew.wait_for_slot()
+        if not crew.slot_free():  # asked first: a busy reader's every take would await it
+            await crew.wait_for_slot()
         if crew.stopping:
             return
         crew.reading += 1
