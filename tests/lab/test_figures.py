@@ -112,6 +112,7 @@ def _draw(name: str, frame: Any) -> Any:
     return fig
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DRAWN)
 def test_each_figure_draws_from_the_reference_and_from_one_backends_rows(name: str) -> None:
     if not _committed(name):

@@ -14,6 +14,7 @@ from experiments.notebooks import NOTEBOOKS
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(NOTEBOOKS))
 def test_the_notebook_runs_and_draws_its_figures(name: str) -> None:
     path = ROOT / "notebooks" / f"{name}.ipynb"

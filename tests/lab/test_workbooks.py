@@ -51,6 +51,7 @@ def _runs_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAB_RUNS", str(tmp_path / "runs"))
 
 
+@pytest.mark.slow
 def test_your_own_scheduler_is_checked_registered_and_measured_beside_sqlite() -> None:
     shown = _executed("your-own-scheduler", figures=1)
     assert "sqlite-steady (experiments.examples.steady_sqlite:open_store) conforms" in shown
@@ -59,6 +60,7 @@ def test_your_own_scheduler_is_checked_registered_and_measured_beside_sqlite() -
     assert len(re.findall(r"^sqlite\s", shown, re.MULTILINE)) >= 3
 
 
+@pytest.mark.slow
 def test_run_your_own_runs_latency_here_and_sweeps_the_lease() -> None:
     shown = _executed("run-your-own", figures=2)
     assert "Found here: memory, sqlite" in shown
