@@ -5,9 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from experiments.notebooks import NOTEBOOKS
 
@@ -17,6 +15,11 @@ ROOT = Path(__file__).resolve().parents[2]
 @pytest.mark.slow
 @pytest.mark.parametrize("name", list(NOTEBOOKS))
 def test_the_notebook_runs_and_draws_its_figures(name: str) -> None:
+    # Imported here, not at the top: every xdist worker collects this file, and the two take
+    # seconds to import (Jupyter's client and schemas), which only the worker that runs it needs.
+    import nbformat
+    from nbclient import NotebookClient
+
     path = ROOT / "notebooks" / f"{name}.ipynb"
     committed = nbformat.read(path, as_version=4)
     # The committed copy was executed: every code cell has its outputs already.
@@ -41,6 +44,8 @@ def test_the_notebook_runs_and_draws_its_figures(name: str) -> None:
 
 @pytest.mark.parametrize("name", list(NOTEBOOKS))
 def test_the_committed_notebook_is_what_the_generator_writes(name: str) -> None:
+    import nbformat
+
     """Its cells are `experiments/notebooks.py`'s, after the first: the `RUN` parameter cell
     that points it at the reference run and says so."""
     from experiments.notebooks import _PARAMETERS

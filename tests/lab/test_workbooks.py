@@ -9,9 +9,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
 from experiments.workbooks import WORKBOOKS, cells, notebook
 
@@ -27,6 +25,10 @@ QUICK = {
 def _executed(name: str, figures: int) -> str:
     """Workbook `name` run with `QUICK`'s parameters; every output's text, after checking no
     cell failed, every `say` said something whole and `figures` figures were drawn."""
+    # Imported here, not at the top: every xdist worker collects this file, and Jupyter's
+    # client takes seconds to import, which only the worker that runs it needs.
+    from nbclient import NotebookClient
+
     book = notebook(name, QUICK[name])
     NotebookClient(book, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(ROOT)}}).execute()  # raises on error
@@ -70,6 +72,8 @@ def test_run_your_own_runs_latency_here_and_sweeps_the_lease() -> None:
 
 @pytest.mark.parametrize("name", list(WORKBOOKS))
 def test_the_committed_workbook_is_what_the_generator_writes(name: str) -> None:
+    import nbformat
+
     path = ROOT / "notebooks" / f"{name}.ipynb"
     committed = nbformat.read(path, as_version=4)
     assert [c.source for c in committed.cells] == [source for _, source in cells(name)], (
