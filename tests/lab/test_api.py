@@ -174,6 +174,16 @@ def test_a_quick_run_against_the_full_reference_is_refused(checkout: Path) -> No
     assert not (checkout / "runs").exists()
 
 
+def test_a_short_soak_into_the_full_reference_is_refused_before_it_starts(checkout: Path
+                                                                          ) -> None:
+    before = _digest(checkout / "results")
+    refused = _lab(checkout, "soak", "--minutes", "1", "--reference", "--backends", "sqlite")
+    assert refused.returncode == 2
+    assert "mix" in refused.stderr and "writing to" not in refused.stderr
+    assert _digest(checkout / "results") == before
+    assert not (checkout / "runs").exists()
+
+
 @pytest.mark.slow
 def test_a_kernel_started_anywhere_imports_the_lab_and_runs_it_without_a_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
