@@ -216,14 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "figures":
         from experiments.figures import redraw
 
-        try:
-            drawn = redraw(Path(args.results), args.names)
-        except ValueError as error:
-            print(error, file=sys.stderr)
-            return 2
-        for path in drawn:
-            print(f"drew {_shown(path)}")
-        return 0
+        return _listed("drew", lambda: redraw(Path(args.results), args.names))
     if args.command == "backends":
         return _backends(_sources(args.sources))
     if args.command == "images":
@@ -237,27 +230,26 @@ def main(argv: list[str] | None = None) -> int:
         from experiments.notebooks import HERE, build
 
         run = str(Path(args.results).resolve()) if args.results else None
-        try:
-            written = build(args.names or None, run=run,
-                            where=Path(run) / "notebooks" if run else HERE)
-        except ValueError as error:
-            print(error, file=sys.stderr)
-            return 2
-        for path in written:
-            print(f"wrote {_shown(path)}")
-        return 0
+        return _listed("wrote", lambda: build(args.names or None, run=run,
+                                              where=Path(run) / "notebooks" if run else HERE))
     if args.command == "workbooks":
         from experiments import workbooks
 
-        try:
-            written = workbooks.build(args.names or None)
-        except ValueError as error:
-            print(error, file=sys.stderr)
-            return 2
-        for path in written:
-            print(f"wrote {_shown(path)}")
-        return 0
+        return _listed("wrote", lambda: workbooks.build(args.names or None))
     return 2
+
+
+def _listed(verb: str, make: Callable[[], list[Path]]) -> int:
+    """What figures, notebooks and workbooks do with the files `make()` writes: each named on a
+    line after `verb`, exit 0; or its `ValueError` (a name it does not know) said, exit 2."""
+    try:
+        made = make()
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
+    for path in made:
+        print(f"{verb} {_shown(path)}")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:

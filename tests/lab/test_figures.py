@@ -172,3 +172,15 @@ def test_the_figures_command_draws_a_folders_rows_again_and_refuses_unknown_name
     assert main(["figures", "latency", "--results", str(tmp_path)]) == 2
     assert "no latency.csv" in capsys.readouterr().err
     assert figures.redraw(tmp_path, ["wakeups"]) == [tmp_path / "figures" / "wakeups.png"]
+
+
+def test_the_figures_command_names_each_figure_it_drew_on_a_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    if not _committed("wakeups"):
+        pytest.skip("no committed wakeups.csv")
+    for suffix in ("csv", "json"):
+        shutil.copy(RESULTS / f"wakeups.{suffix}", tmp_path / f"wakeups.{suffix}")
+    assert main(["figures", "wakeups", "--results", str(tmp_path)]) == 0
+    said = capsys.readouterr()
+    assert said.out.splitlines() == [f"drew {tmp_path / 'figures' / 'wakeups.png'}"]
+    assert said.err == ""

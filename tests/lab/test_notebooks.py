@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.__main__ import main
 from experiments.notebooks import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,3 +58,11 @@ def test_the_committed_notebook_is_what_the_generator_writes(name: str) -> None:
     assert "Reading the reference run" in first.outputs[0]["data"]["text/markdown"]
     assert [c.source for c in rest] == [source for _, source in NOTEBOOKS[name]], (
         f"{name}.ipynb differs from the generator: run `python -m experiments notebooks`")
+
+
+def test_the_command_names_a_notebook_it_does_not_know_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["notebooks", "nope", "--results", str(tmp_path)]) == 2
+    said = capsys.readouterr()
+    assert "no notebook 'nope'" in said.err and said.out == ""
+    assert list(tmp_path.iterdir()) == []

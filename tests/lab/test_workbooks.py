@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from experiments.__main__ import main
 from experiments.workbooks import WORKBOOKS, cells, notebook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -84,3 +85,10 @@ def test_the_committed_workbook_is_what_the_generator_writes(name: str) -> None:
             assert cell.get("outputs"), f"{path.name} is committed without outputs"
     text = path.read_text()
     assert not re.search(r"/(?:work|home|tmp|Users)/", text), f"{path.name} names a machine path"
+
+
+def test_the_command_names_a_workbook_it_does_not_know(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workbooks", "nope"]) == 2
+    said = capsys.readouterr()
+    assert "no workbook 'nope'" in said.err and said.out == ""
