@@ -92,6 +92,12 @@ def _parser() -> argparse.ArgumentParser:
                          " one whose results are in the folder)")
     drawing.add_argument("--results", default=str(RESULTS),
                          help=f"the run's folder (default {_shown(RESULTS)}/)")
+    said = commands.add_parser("findings", help="print the README's findings, their numbers "
+                               "and intervals computed from a run's rows, as Markdown")
+    said.add_argument("names", nargs="*", metavar="NAME", help="which sections (default: all of"
+                      " ratios, idle, growth, wakeups, scaling, design)")
+    said.add_argument("--results", default=str(RESULTS),
+                      help=f"the run's folder (default: the reference, {_shown(RESULTS)}/)")
     found = commands.add_parser("backends", help="what was found, how, and why not")
     found.add_argument("--sources", help="as for run")
     commands.add_parser("images", help="build local container images (Debian archive)")
@@ -217,6 +223,15 @@ def main(argv: list[str] | None = None) -> int:
         from experiments.figures import redraw
 
         return _listed("drew", lambda: redraw(Path(args.results), args.names))
+    if args.command == "findings":
+        from experiments.findings import findings
+
+        try:
+            print(findings(Path(args.results).resolve(), args.names))
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
+        return 0
     if args.command == "backends":
         return _backends(_sources(args.sources))
     if args.command == "images":

@@ -104,7 +104,7 @@ class StatementBatcher:
             if not isinstance(error, Exception):
                 raise
         finally:
-            await self._pool.putconn(conn)
+            await libpq_pipeline.give_back(self._pool, conn)
         for call in retry:
             await _alone(self._pool, call)
 
