@@ -159,12 +159,17 @@ def test_the_latency_figure_draws_a_median_interval_only_where_one_is_given(
     assert sum(len(ax.lines) for ax in _draw("latency", frame).axes) == plain + 1
 
 
-def test_the_figures_command_draws_a_folders_rows_again_and_refuses_unknown_names(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _wakeups_into(folder: Path) -> None:
+    """The reference run's wakeups rows and metadata, copied into `folder` (a skip without)."""
     if not _committed("wakeups"):
         pytest.skip("no committed wakeups.csv")
     for suffix in ("csv", "json"):
-        shutil.copy(RESULTS / f"wakeups.{suffix}", tmp_path / f"wakeups.{suffix}")
+        shutil.copy(RESULTS / f"wakeups.{suffix}", folder / f"wakeups.{suffix}")
+
+
+def test_the_figures_command_draws_a_folders_rows_again_and_refuses_unknown_names(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _wakeups_into(tmp_path)
     assert main(["figures", "--results", str(tmp_path)]) == 0
     assert (tmp_path / "figures" / "wakeups.png").stat().st_size > 0
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["wakeups.png"]
@@ -176,10 +181,7 @@ def test_the_figures_command_draws_a_folders_rows_again_and_refuses_unknown_name
 
 def test_the_figures_command_names_each_figure_it_drew_on_a_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    if not _committed("wakeups"):
-        pytest.skip("no committed wakeups.csv")
-    for suffix in ("csv", "json"):
-        shutil.copy(RESULTS / f"wakeups.{suffix}", tmp_path / f"wakeups.{suffix}")
+    _wakeups_into(tmp_path)
     assert main(["figures", "wakeups", "--results", str(tmp_path)]) == 0
     said = capsys.readouterr()
     assert said.out.splitlines() == [f"drew {tmp_path / 'figures' / 'wakeups.png'}"]
