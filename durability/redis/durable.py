@@ -13,9 +13,9 @@ an error, so a refused write would still be followed by its wakeup; `RedisDurabl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
@@ -43,6 +43,8 @@ from durability.values import Delivery, Entry, Pass, Recorded, Taken
 from durability.waits import beats
 
 __all__ = ["RedisDurable"]
+
+T = TypeVar("T")
 
 #: A take asked to wait no longer than this only looks. Redis expires a blocked read's BLOCK
 #: on its timer (every 1/hz seconds: 100 ms at the default hz 10), so a read that blocks for a
@@ -177,12 +179,8 @@ class RedisDurable(SplitDurable):
             return
         release = self._redis_checkpointer.calls.release(holder)
         done = self._redis_scheduler.done_call(delivery)
-        scheduler = self._redis_scheduler
-        if isinstance(scheduler, RedisStreamScheduler):
-            # Sent again after a lost group, the release part runs twice: it is idempotent.
-            await scheduler.regrouped(self._run, release, done)
-        else:
-            await self._run(release, done)
+        # Sent again after a lost group, the release part runs twice: it is idempotent.
+        await self._regrouped(self._run, release, done)
 
     async def finish_settled(
         self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
@@ -197,14 +195,9 @@ class RedisDurable(SplitDurable):
         script = self._settled_script(release.name, done.name)
         keys = [*release.keys, *stand.keys, *done.keys]
         args = [len(release.args), len(stand.args), *release.args, *stand.args, *done.args]
-        send = self._redis_checkpointer.batcher.run
-        scheduler = self._redis_scheduler
-        if isinstance(scheduler, RedisStreamScheduler):
-            # Sent again after a lost group, the standing and the release run twice: each is
-            # idempotent under the same token.
-            reply = await scheduler.regrouped(send, script, keys, args)
-        else:
-            reply = await send(script, keys, args)
+        # Sent again after a lost group, the standing and the release run twice: each is
+        # idempotent under the same token.
+        reply = await self._regrouped(self._redis_checkpointer.batcher.run, script, keys, args)
         return bool(int(reply[1]))
 
     def _settled_script(self, release: str, done: str) -> AsyncScript:
@@ -237,14 +230,11 @@ class RedisDurable(SplitDurable):
         prefix = self._redis_checkpointer.prefix
         keys, script_args = read.keys, [len(read.args), *read.args, prefix, *claim_args]
         if within <= _GLANCE:
-            if isinstance(scheduler, RedisStreamScheduler):
-                reply = await scheduler.regrouped(batcher.run, script, keys, script_args)
-            else:
-                reply = await batcher.run(script, keys, script_args)
+            reply = await self._regrouped(batcher.run, script, keys, script_args)
             return self._taken(reply, alive) if reply and reply[0] else None
         if isinstance(scheduler, RedisStreamScheduler):
             if not self._waited:
-                reply = await scheduler.regrouped(batcher.run, script, keys, script_args)
+                reply = await self._regrouped(batcher.run, script, keys, script_args)
                 if reply:
                     return self._taken(reply, alive)
             return await self._wait_and_take(scheduler, within, alive, claim_args)
@@ -369,6 +359,14 @@ class RedisDurable(SplitDurable):
                 reply = await script(keys=keys, args=args)
             elif isinstance(reply, Exception):
                 raise reply
+
+    async def _regrouped(self, send: Callable[..., Awaitable[T]], /, *args: Any) -> T:
+        """`send(*args)`; on the stream, made again and sent once more if Redis answers that
+        the consumer group is gone (`RedisStreamScheduler.regrouped`). The set has no group."""
+        scheduler = self._redis_scheduler
+        if isinstance(scheduler, RedisStreamScheduler):
+            return await scheduler.regrouped(send, *args)
+        return await send(*args)
 
     def _take_script(self, read: str) -> AsyncScript:
         pair = (read, "claim")

@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 
 from durability.redis.namespace import key, text
 
-__all__ = ["Marker", "OnWipe", "Wiped"]
+__all__ = ["Marker", "OnWipe", "Watched", "Wiped"]
 
 log = logging.getLogger(__name__)
 
@@ -89,3 +89,21 @@ class Marker:
             except Exception:
                 log.exception("on_wipe failed for namespace %r", self.namespace)
         return True
+
+
+class Watched:
+    """What both Redis schedulers show of their `marker` (the wipe watch) as their own."""
+
+    __slots__ = ()
+
+    marker: Marker
+
+    @property
+    def wipes(self) -> int:
+        """How many wipes of the server's data this scheduler noticed (see marker.py)."""
+        return self.marker.wipes
+
+    @property
+    def last_wipe(self) -> datetime | None:
+        """When this scheduler noticed the last wipe (this host's clock), or None."""
+        return self.marker.last_wipe

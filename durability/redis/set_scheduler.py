@@ -18,7 +18,7 @@ from typing import Any
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
 from durability.redis.lua import ScriptCall, script
-from durability.redis.marker import Marker
+from durability.redis.marker import Marker, Watched
 from durability.redis.namespace import (
     DEFAULT,
     block_slice,
@@ -30,7 +30,8 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
-from durability.values import Delivery, Footprint, Reclaimed
+from durability.values import Delivery, Footprint
+from durability.visibility import Visibility
 from durability.waits import beats
 
 __all__ = ["RedisSetScheduler"]
@@ -45,7 +46,7 @@ _SHORTEST_BLOCK = 0.25
 _TICK = 0.1
 
 
-class RedisSetScheduler:
+class RedisSetScheduler(Visibility, Watched):
     """A `Scheduler` over one Redis ZSET, woken by a doorbell LIST or, without it, polling;
     see below for the trade. `wipes` and `last_wipe` count the wipes of the server's
     data this scheduler noticed; `marker.on_wipe` hears of each (`marker.Wiped`).
@@ -128,16 +129,6 @@ class RedisSetScheduler:
     async def _marked(self, noticed_by: str) -> bool:
         found = await self._prepare(keys=[self.marker.key], args=[self.marker.fresh()])
         return self.marker.saw(found, noticed_by)
-
-    @property
-    def wipes(self) -> int:
-        """How many wipes of the server's data this scheduler noticed (see marker.py)."""
-        return self.marker.wipes
-
-    @property
-    def last_wipe(self) -> datetime | None:
-        """When this scheduler noticed the last wipe (this host's clock), or None."""
-        return self.marker.last_wipe
 
     async def make_ready(self, workflow: str) -> None:
         await self._make_ready(keys=self.keys, args=[check_workflow(workflow)])
@@ -243,17 +234,6 @@ class RedisSetScheduler:
         earliest, marker = await self._wake_due(keys=keys, args=[moment, self.marker.fresh()])
         self.marker.saw(marker, "wake_due")
         return None if earliest is None else from_ms(earliest)
-
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        """Always None: a held member whose lease lapsed is visible again to `next_ready`."""
-        positive("idle", idle)
-        return None
-
-    async def reclaiming(self, idle: timedelta) -> Reclaimed:
-        """Nothing, and nothing to wait for, without a round trip: a lapsed member is the
-        reader's to take (its take says when the earliest hidden one shows)."""
-        positive("idle", idle)
-        return Reclaimed(None, None)
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         """Hide the workflow `within` more from now (never less than it already was); the

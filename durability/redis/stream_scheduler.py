@@ -24,7 +24,7 @@ from redis.exceptions import ResponseError
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
 from durability.redis.lua import ScriptCall, script
-from durability.redis.marker import Marker
+from durability.redis.marker import Marker, Watched
 from durability.redis.namespace import (
     DEFAULT,
     block_slice,
@@ -93,7 +93,7 @@ def _version(info: Any) -> tuple[int, ...]:
     raise ValueError(f"INFO server reply carries no redis_version: {info!r}")
 
 
-class RedisStreamScheduler:
+class RedisStreamScheduler(Watched):
     """A `Scheduler` over a Redis stream, its consumer group and a ZSET of sleepers.
 
     `consumer` names this scheduler inside the group (one per worker process; a fresh unique
@@ -204,16 +204,6 @@ class RedisStreamScheduler:
         if int(created) and not wiped and noticed_by == "lost group":
             log.warning("the consumer group of %s was gone; it is there again", self.ready)
         return wiped
-
-    @property
-    def wipes(self) -> int:
-        """How many wipes of the server's data this scheduler noticed (see marker.py)."""
-        return self.marker.wipes
-
-    @property
-    def last_wipe(self) -> datetime | None:
-        """When this scheduler noticed the last wipe (this host's clock), or None."""
-        return self.marker.last_wipe
 
     async def make_ready(self, workflow: str) -> None:
         # Always a new entry: a wakeup that lands mid-pass is its own entry, so it cannot be

@@ -27,7 +27,8 @@ from durability.sqlite.database import (
     to_us,
     transaction,
 )
-from durability.values import Delivery, Footprint, Reclaimed
+from durability.values import Delivery, Footprint
+from durability.visibility import Visibility
 from durability.waits import set_within
 
 __all__ = ["SqliteScheduler", "cancel_step", "done_step", "ready_step", "take_step"]
@@ -88,7 +89,7 @@ def _held(delivery: Delivery) -> int:
         raise ValueError(f"not a SQLite scheduler receipt: {delivery.receipt!r}") from None
 
 
-class SqliteScheduler:
+class SqliteScheduler(Visibility):
     """A `Scheduler` over a `SqliteDatabase` (call `migrate` on it first).
 
     `queue` names an independent queue in the same table; `lease` is how long a taken row
@@ -262,17 +263,6 @@ class SqliteScheduler:
         )
         earliest = rows[0][0] if rows else None
         return None if earliest is None else from_us(earliest)
-
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        """Always `None`: a lapsed lease makes the row visible to `next_ready` by itself."""
-        positive("idle", idle)
-        return None
-
-    async def reclaiming(self, idle: timedelta) -> Reclaimed:
-        """Nothing, and nothing to wait for, without a round trip: a lapsed row is the
-        reader's to take (its take says when the earliest hidden one shows)."""
-        positive("idle", idle)
-        return Reclaimed(None, None)
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         positive("within", within)
