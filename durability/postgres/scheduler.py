@@ -155,8 +155,8 @@ class PostgresScheduler(Visibility):
     async def _take(self, waited: bool = False) -> Look[Delivery]:
         row = await one(self._pool, self._sql["take"], {"queue": self.queue, "lease": self.lease})
         assert row is not None
-        workflow, receipt, earliest, hidden_for = row
-        found = None if workflow is None else Delivery(workflow, str(receipt))
+        workflow, receipt, earliest, hidden_for, lapsed = row
+        found = None if workflow is None else Delivery(workflow, str(receipt), bool(lapsed))
         return Look(found, earliest, hidden_for)
 
     async def waiting(

@@ -27,7 +27,7 @@ from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lua import ScriptCall, named, source
 from durability.redis.marker import Marker
 from durability.redis.namespace import text
-from durability.redis.set_scheduler import RedisSetScheduler
+from durability.redis.set_scheduler import RedisSetScheduler, taken_delivery
 from durability.redis.shared_connection import SharedConnection
 from durability.redis.stream_scheduler import (
     FIELD,
@@ -249,11 +249,13 @@ class RedisDurable(SplitDurable):
         return None
 
     def _taken(self, reply: Any, alive: timedelta) -> Taken:
-        workflow, receipt = text(reply[0][0]), text(reply[0][1])
         if isinstance(self._redis_scheduler, RedisStreamScheduler):
-            receipt = receipt_of(receipt, 1)  # read with ">" (or handed over): first delivery
-        holder = self._redis_checkpointer.calls.claimed(workflow, alive, reply[1])
-        return Taken(Delivery(workflow, receipt), holder)
+            # Read with ">" (or handed over): a first delivery, never a lapsed one.
+            delivery = Delivery(text(reply[0][0]), receipt_of(text(reply[0][1]), 1))
+        else:
+            delivery = taken_delivery(reply[0])
+        holder = self._redis_checkpointer.calls.claimed(delivery.workflow, alive, reply[1])
+        return Taken(delivery, holder)
 
     async def _wait_and_take(
         self,

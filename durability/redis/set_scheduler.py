@@ -34,7 +34,7 @@ from durability.values import Delivery, Footprint
 from durability.visibility import Visibility
 from durability.waits import beats
 
-__all__ = ["RedisSetScheduler"]
+__all__ = ["RedisSetScheduler", "taken_delivery"]
 
 #: With the doorbell, the longest an idle reader waits for a ring before looking anyway (for a
 #: member some other code wrote without ringing): most of what an idle worker costs here.
@@ -44,6 +44,12 @@ _UNANNOUNCED = 15.0
 _SHORTEST_BLOCK = 0.25
 #: What a block is cut short by so that, ending on the tick after it, it still ends in time.
 _TICK = 0.1
+
+
+def taken_delivery(taken: Any) -> Delivery:
+    """The delivery a take (`set_take.lua`) handed out: its workflow, receipt, and whether the
+    member was a lapsed pass's (`Delivery.lapsed`)."""
+    return Delivery(text(taken[0]), text(taken[1]), lapsed=int(taken[2]) == 1)
 
 
 class RedisSetScheduler(Visibility, Watched):
@@ -143,7 +149,7 @@ class RedisSetScheduler(Visibility, Watched):
             async for _ in beats(self.poll, within):
                 taken = await self._take(keys=self.keys, args=args)
                 if taken and taken[0]:
-                    return Delivery(text(taken[0]), text(taken[1]))
+                    return taken_delivery(taken)
             return None
         loop = asyncio.get_running_loop()
         end = loop.time() + within.total_seconds()
@@ -151,7 +157,7 @@ class RedisSetScheduler(Visibility, Watched):
             taken = await self._take(keys=self.keys, args=args)
             stop_if_cancelled()
             if taken[0]:
-                return Delivery(text(taken[0]), text(taken[1]))
+                return taken_delivery(taken)
             left = end - loop.time()
             if left <= 0 or self.over(left, taken[1]):
                 return None

@@ -321,7 +321,7 @@ class RedisStreamScheduler(Watched):
             stop_if_cancelled()
             self._cursor = text(reply[0])
             if len(reply) == 4:
-                return Delivery(text(reply[2]), receipt_of(text(reply[1]), reply[3]))
+                return Delivery(text(reply[2]), receipt_of(text(reply[1]), reply[3]), True)
             if self._cursor == "0-0":
                 if started == "0-0" or wrapped:
                     return None
@@ -335,7 +335,7 @@ class RedisStreamScheduler(Watched):
         reply = await self.regrouped(self._reclaiming, keys=[self.ready], args=args)
         stop_if_cancelled()
         if reply[0] is not None:
-            found = Delivery(text(reply[1]), receipt_of(text(reply[0]), reply[2]))
+            found = Delivery(text(reply[1]), receipt_of(text(reply[0]), reply[2]), True)
             return Reclaimed(found, None)
         if reply[1] is None:
             return Reclaimed(None, None)

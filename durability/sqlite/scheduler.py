@@ -43,7 +43,14 @@ LOOK_AGAIN = timedelta(seconds=2)
 
 
 def _receipt() -> int:
-    return secrets.randbits(63)
+    """A receipt for a wakeup (`ready`, `wake_at`): random, and even."""
+    return secrets.randbits(63) & ~1
+
+
+def _taken_receipt() -> int:
+    """A receipt for a take: random, and odd, so a take can tell a row whose holder's lease
+    lapsed (its receipt is still a take's) from one a wakeup wrote since."""
+    return secrets.randbits(63) | 1
 
 
 def ready_step(connection: sqlite3.Connection, queue: str, workflow: str) -> None:
@@ -64,15 +71,21 @@ def cancel_step(connection: sqlite3.Connection, queue: str, workflow: str) -> in
 
 def take_step(connection: sqlite3.Connection, queue: str, lease: timedelta) -> Delivery | None:
     """Take the earliest visible row for `lease`, under a fresh receipt; `None` if none is.
+    The delivery is `lapsed` if the row was a take's whose lease ran out (`Delivery.lapsed`).
 
     One statement that reads the clock (`durability_now_us()`) after the write lock is taken:
     run it alone, or inside an open write transaction.
     """
-    receipt = _receipt()
+    fresh = _taken_receipt()
+    lapsed = fresh ^ 2  # odd too, and never the same: which one the row got says which it was
     rows = connection.execute(
-        _SQL["take"], {"queue": queue, "lease": lease // _MICRO, "receipt": receipt}
+        _SQL["take"],
+        {"queue": queue, "lease": lease // _MICRO, "fresh": fresh, "lapsed": lapsed},
     ).fetchall()
-    return Delivery(rows[0][0], str(receipt)) if rows else None
+    if not rows:
+        return None
+    workflow, receipt = rows[0]
+    return Delivery(workflow, str(receipt), lapsed=receipt == lapsed)
 
 
 def done_step(connection: sqlite3.Connection, queue: str, delivery: Delivery) -> None:
