@@ -128,6 +128,9 @@ class Crew:
         """Run a delivery if a slot is free; otherwise hand it straight back to the queue."""
         if len(self.running) < self.pool:
             assert self.passes is not None and self.start_pass is not None
+            # A delivery the store says lapsed (a row taken again after its lease ran out) is
+            # a takeover as much as one the reclaimer found.
+            reclaimed = reclaimed or delivery.lapsed
             running = Running(delivery, holder=holder, reclaimed=reclaimed, claimed=claimed)
             self.running.add(running)
             self.passes.create_task(self.start_pass(running))
