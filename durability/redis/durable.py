@@ -224,7 +224,7 @@ class RedisDurable(SplitDurable):
             args: tuple[object, ...] = (GROUP, scheduler.consumer, FIELD)
             read = ScriptCall("stream_take", (scheduler.ready,), args)
         else:
-            read = ScriptCall("set_take", scheduler.keys, (to_ms(scheduler.lease),))
+            read = scheduler.take_call()
         script = self._take_script(read.name)
         batcher = self._redis_checkpointer.batcher
         prefix = self._redis_checkpointer.prefix
@@ -239,7 +239,9 @@ class RedisDurable(SplitDurable):
                     return self._taken(reply, alive)
             return await self._wait_and_take(scheduler, within, alive, claim_args)
         if scheduler.doorbell is not None:
-            return await self._ring_and_take(scheduler, within, alive, script, script_args)
+            return await self._ring_and_take(
+                scheduler, within, alive, script, list(keys), script_args
+            )
         # Polled: every look is the one script, on the scheduler's beat.
         async for _ in beats(scheduler.poll, within):
             reply = await batcher.run(script, keys, script_args)
@@ -316,15 +318,16 @@ class RedisDurable(SplitDurable):
         within: timedelta,
         alive: timedelta,
         script: AsyncScript,
+        keys: list[str],
         args: list[Any],
     ) -> Taken | None:
         """Look, and between empty looks wait for the doorbell: a BLPOP and, right behind it on
         the same connection, the look (take and claim in one script), which Redis runs as soon
         as a ring or the block's end lets the BLPOP go. A wait too short to block for is a
-        pause of at most `poll` (see `RedisSetScheduler.wait`)."""
+        pause of at most `poll` (see `RedisSetScheduler.wait`). While it blocks, the scheduler
+        answers its timer from the last look (`RedisSetScheduler.parked`)."""
         loop = asyncio.get_running_loop()
         end = loop.time() + within.total_seconds()
-        keys = list(scheduler.keys)
         shared = self._waiting_connection
         assert shared is not None and scheduler.doorbell is not None
         reply: Any = None
@@ -337,6 +340,7 @@ class RedisDurable(SplitDurable):
                 if reply[0]:
                     self._waited = False
                     return self._taken(reply, alive)
+                scheduler.looked(reply)
                 hidden_ms = reply[1]
                 self._hidden_at = None if hidden_ms is None else now + float(text(hidden_ms)) / 1000
             left = end - now
@@ -352,11 +356,12 @@ class RedisDurable(SplitDurable):
             look = ("EVALSHA", script.sha, len(keys), *keys, *args)
             # Cancelled mid-wait, the connection is closed, ending the BLPOP before the look
             # behind it can claim a workflow for a take that is gone.
-            _, reply = await shared.execute(
-                [("BLPOP", scheduler.doorbell, f"{block:.3f}"), look],
-                drop_on_cancel=True,
-                waits=block,
-            )
+            with scheduler.parked(hidden):
+                _, reply = await shared.execute(
+                    [("BLPOP", scheduler.doorbell, f"{block:.3f}"), look],
+                    drop_on_cancel=True,
+                    waits=block,
+                )
             if isinstance(reply, NoScriptError):  # the script cache was emptied: load it
                 reply = await script(keys=keys, args=args)
             elif isinstance(reply, Exception):

@@ -12,7 +12,10 @@ scores and the doorbell's rules are in `RedisSetScheduler`'s docstring.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durability.cancelling import stop_if_cancelled
@@ -37,13 +40,22 @@ from durability.waits import beats
 __all__ = ["RedisSetScheduler", "taken_delivery"]
 
 #: With the doorbell, the longest an idle reader waits for a ring before looking anyway (for a
-#: member some other code wrote without ringing): most of what an idle worker costs here.
-_UNANNOUNCED = 15.0
+#: member some other code wrote without ringing). The lease is the shorter at its default: the
+#: look that would find a dead worker's member shows it then too, so the two are one look.
+_UNANNOUNCED = 60.0
 #: The shortest wait worth a BLPOP: Redis ends a block on its clock tick (every 1/hz s: 100 ms
 #: at the default hz 10), so a shorter one may last a whole tick longer than asked.
 _SHORTEST_BLOCK = 0.25
 #: What a block is cut short by so that, ending on the tick after it, it still ends in time.
 _TICK = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class _Quiet:
+    """What a reader waiting on the doorbell saw at its last look: nothing visible, and the
+    earliest hidden member showing at `shows` (this host's clock; None if none is hidden)."""
+
+    shows: datetime | None
 
 
 def taken_delivery(taken: Any) -> Delivery:
@@ -120,6 +132,8 @@ class RedisSetScheduler(Visibility, Watched):
         self._extend = script(redis, "set_extend")
         self._wake_due = script(redis, "set_wake_due")
         self._prepare = script(redis, "set_prepare")
+        # While a reader waits on the doorbell: what its last look saw (see `parked`).
+        self._quiet: _Quiet | None = None
 
     async def prepare(self) -> None:
         """Write the marker if it is missing (a ZSET needs no creating: it exists once it has a
@@ -144,20 +158,21 @@ class RedisSetScheduler(Visibility, Watched):
         the module docstring), or without one looking every `poll` (on a fixed beat: see
         `durability.waits`) and once more when `within` is up."""
         positive("within", within)
-        args = [to_ms(self.lease)]
+        take = self.take_call()
         if self.doorbell is None:
             async for _ in beats(self.poll, within):
-                taken = await self._take(keys=self.keys, args=args)
+                taken = await self._take(keys=take.keys, args=take.args)
                 if taken and taken[0]:
                     return taken_delivery(taken)
             return None
         loop = asyncio.get_running_loop()
         end = loop.time() + within.total_seconds()
         while True:
-            taken = await self._take(keys=self.keys, args=args)
+            taken = await self._take(keys=take.keys, args=take.args)
             stop_if_cancelled()
             if taken[0]:
                 return taken_delivery(taken)
+            self.looked(taken)
             left = end - loop.time()
             if left <= 0 or self.over(left, taken[1]):
                 return None
@@ -165,8 +180,40 @@ class RedisSetScheduler(Visibility, Watched):
             if block is None:
                 await asyncio.sleep(pause)
             else:
-                await self._redis.blpop([self.doorbell], timeout=block)
+                with self.parked(taken[1]):
+                    await self._redis.blpop([self.doorbell], timeout=block)
                 stop_if_cancelled()
+
+    def take_call(self) -> ScriptCall:
+        """The take every reader sends (`set_take.lua`), alone or inside `RedisDurable`'s take:
+        with the doorbell it also reads the marker when it finds nothing (see `looked`)."""
+        if self.doorbell is None:
+            return ScriptCall("set_take", self.keys, (to_ms(self.lease),))
+        keys = (*self.keys, self.marker.key)
+        return ScriptCall("set_take", keys, (to_ms(self.lease), self.marker.fresh()))
+
+    def looked(self, taken: Any) -> None:
+        """Note the marker an empty take read (with the doorbell): a wipe is noticed by the
+        reader's looks, so the timer need not look while the reader waits (`parked`)."""
+        if len(taken) > 2:
+            self.marker.saw(taken[2], "take")
+
+    @contextlib.contextmanager
+    def parked(self, hidden_ms: object) -> Iterator[None]:
+        """For the block of a reader that waits on the doorbell after an empty look that found
+        the earliest hidden member `hidden_ms` away (None: none). Until it ends, `wake_due`
+        answers from that look without a round trip while its `now` is before that member
+        shows: every change that makes a member visible or brings the earliest forward rings,
+        which ends the wait, and the reader's look read the marker. (On the set the timer has
+        nothing to move; it only watches for wipes and for a clock ahead of the server's.)"""
+        shows = None
+        if hidden_ms is not None:
+            shows = datetime.now(UTC) + timedelta(milliseconds=float(text(hidden_ms)))
+        self._quiet = _Quiet(shows)
+        try:
+            yield
+        finally:
+            self._quiet = None
 
     def wait(
         self, left: float, hidden_ms: object, sliced: bool = True
@@ -234,7 +281,15 @@ class RedisSetScheduler(Visibility, Watched):
         trip, so the worker's timer can sleep until the answer instead of ticking blind. A
         `now` ahead of the server's clock pulls the sleepers due by then forward to be ready.
         The same script reads the marker: the worker's timer is the low-rate watch for a wipe.
+        While a reader of this scheduler waits on the doorbell (`parked`) and `now` is before
+        the earliest hidden member its look found shows, no round trip: it answers when that
+        member shows (a sleeper's deadline, or a lease's end).
         """
+        quiet = self._quiet
+        if quiet is not None:
+            at = datetime.now(UTC) if now is None else from_ms(ms(now))
+            if quiet.shows is None or at < quiet.shows:
+                return quiet.shows
         moment = "" if now is None else str(ms(now))
         keys = [self.schedule, self.marker.key, *self.keys[1:]]
         earliest, marker = await self._wake_due(keys=keys, args=[moment, self.marker.fresh()])
