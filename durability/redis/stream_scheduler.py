@@ -295,9 +295,21 @@ class RedisStreamScheduler(Watched):
     async def wake_due(self, now: datetime | None = None) -> datetime | None:
         """Append a wakeup for every sleeper due by `now` (the server's clock if None) and
         return the earliest deadline still sleeping. A returned moment at or before `now` means
-        more sleepers were due than one call moves: call again. The same script reads the
-        marker (and prepares the queue again if it is gone): the worker's timer is the low-rate
-        watch for a wipe."""
+        more sleepers were due than one call moves: call again. The marker is read too (and
+        the queue prepared again if it is gone): the worker's timer is the low-rate watch for
+        a wipe.
+
+        Given a `now`, it first glances at the marker and the earliest sleeper, two plain reads
+        in one round trip: with the marker there and nobody due (an idle worker's every look)
+        that is the answer, and the script that moves sleepers runs only when one is due."""
+        if now is not None:
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.get(self.marker.key)
+            pipe.zrange(self.sleeping, 0, 0, withscores=True)
+            found, first = await pipe.execute()
+            if found is not None and (not first or first[0][1] > ms(now)):
+                self.marker.saw(found, "wake_due")
+                return from_ms(first[0][1]) if first else None
         moment = "" if now is None else str(ms(now))
         earliest, marker = await self._wake_due(
             keys=[self.ready, self.sleeping, self.marker.key],
@@ -328,10 +340,24 @@ class RedisStreamScheduler(Watched):
                 wrapped = True  # the entries before where we started are still unread
 
     async def reclaiming(self, idle: timedelta) -> Reclaimed:
-        """`reclaim(idle)` in one script, which with nothing to take says how soon the quietest
-        pending delivery (of the first `_PENDING_READ`) will have been `idle`."""
+        """`reclaim(idle)`, which with nothing to take says how soon the quietest pending
+        delivery (of the first `_PENDING_READ`) will have been `idle`.
+
+        First one plain `XPENDING` of the pending list: if it holds all of it and nothing has
+        been idle that long (an idle worker's every look), that is the answer; otherwise one
+        script takes a lapsed delivery over (`stream_reclaiming.lua`)."""
         positive("idle", idle)
-        args = [GROUP, self.consumer, to_ms(idle), _PENDING_READ]
+        limit = to_ms(idle)
+        pending = await self.regrouped(
+            self._redis.xpending_range, self.ready, GROUP, "-", "+", _PENDING_READ
+        )
+        stop_if_cancelled()
+        idles = [int(held["time_since_delivered"]) for held in pending]
+        if len(idles) < _PENDING_READ and all(idled < limit for idled in idles):
+            if not idles:
+                return Reclaimed(None, None)
+            return Reclaimed(None, timedelta(milliseconds=limit - max(idles)))
+        args = [GROUP, self.consumer, limit, _PENDING_READ]
         reply = await self.regrouped(self._reclaiming, keys=[self.ready], args=args)
         stop_if_cancelled()
         if reply[0] is not None:
