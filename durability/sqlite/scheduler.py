@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive
+from durability.sqlite.batching import when_free
 from durability.sqlite.database import (
     SqliteDatabase,
     from_us,
@@ -176,7 +177,10 @@ class SqliteScheduler(Visibility):
         if earliest is None or earliest > now:
             self._shows_in = None if earliest is None else (earliest - now) / 1_000_000
             return None
-        found = take(connection) if alone else transaction(connection, take)
+        if alone:
+            found = when_free(connection, functools.partial(take, connection))
+        else:
+            found = transaction(connection, take)
         # Visible a moment ago, gone now: another process took it, and it shows again when
         # that taker's lease lapses, which only a new look can tell.
         self._shows_in = 0.0 if found is None else None
