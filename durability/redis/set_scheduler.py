@@ -71,7 +71,8 @@ class RedisSetScheduler(Visibility, Watched):
 
     One key per queue, `{ns}:schedule` (the namespace is the cluster hash tag), beside the
     doorbell and the marker (`{ns}:marker`, which notices a wipe of the server's data: see
-    marker.py; `wake_due` reads it). A score is Unix milliseconds of the server's clock:
+    marker.py; `wake_due` and an empty take read it). A score is Unix milliseconds of the
+    server's clock:
 
     | state | score |
     |---|---|
