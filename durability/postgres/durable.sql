@@ -207,6 +207,7 @@ SELECT taken.workflow,
        extract(epoch FROM hidden.at - now.t)::float8,
        claimed.token,
        claimed.deadline,
+       taken.lapsed,
 -- include: durable.sql found
 FROM now CROSS JOIN hidden
 LEFT JOIN taken ON true
@@ -234,7 +235,12 @@ taken AS (
     FROM now, (SELECT count(*) FROM quick) AS unflushed
     WHERE q.queue = %(queue)s
       AND q.workflow = ANY (ARRAY(SELECT workflow FROM picked))  -- by the primary key
-    RETURNING q.workflow, q.receipt
+    RETURNING q.workflow, q.receipt,
+              -- Whether its holder's lease lapsed: the receipt this statement's snapshot saw
+              -- (the row before this update) was a take's, a clock reading, not a wakeup's
+              -- from the sequence, whose values stay far below any clock reading.
+              (SELECT was.receipt >= 1000000000000000 FROM durability.queue AS was
+               WHERE was.queue = q.queue AND was.workflow = q.workflow) AS lapsed
 ),
 -- include: durable.sql claiming
 hidden AS (
@@ -248,6 +254,7 @@ answered AS (
            taken.receipt,
            claimed.token,
            claimed.deadline,
+           taken.lapsed,
 -- include: durable.sql found
            AS found
     FROM taken LEFT JOIN claimed ON claimed.workflow = taken.workflow
@@ -258,7 +265,8 @@ SELECT (SELECT array_agg(workflow ORDER BY workflow) FROM answered),
        (SELECT array_agg(deadline ORDER BY workflow) FROM answered),
        (SELECT array_agg(found ORDER BY workflow) FROM answered),
        hidden.at,
-       extract(epoch FROM hidden.at - now.t)::float8
+       extract(epoch FROM hidden.at - now.t)::float8,
+       (SELECT array_agg(lapsed ORDER BY workflow) FROM answered)
 FROM now CROSS JOIN hidden
 
 -- name: finish_many
