@@ -11,6 +11,8 @@ commit setting, and an error in one leaves the others alone. The exception is a 
 
 from __future__ import annotations
 
+import asyncio
+
 from psycopg.rows import TupleRow
 
 from durability.postgres import libpq_pipeline
@@ -111,8 +113,9 @@ class StatementBatcher:
                 raise
         finally:
             await self._pool.putconn(conn)
-        for call in retry:
-            await _alone(self._pool, call)
+        # Side by side: one of them stuck behind another transaction's lock (the reason a
+        # group is retried, often) must not hold back the rest.
+        await asyncio.gather(*(_alone(self._pool, call) for call in retry))
 
 
 def _answer(call: _Call, outcome: libpq_pipeline.Outcome, retry: list[_Call]) -> None:
