@@ -9,6 +9,7 @@
     python -m experiments run [NAME ...] [--backends ...] [--quick] [--repeat N]
     python -m experiments report        the comparison tables from a run's folder
     python -m experiments figures       draw a run's figures again from its rows
+    python -m experiments findings      the README's findings, computed from a run's rows
     python -m experiments backends      what was found, how, and why the rest was not
     python -m experiments images        build local container images where no registry answers
     python -m experiments workbooks     write and execute the notebooks that run the lab

@@ -91,6 +91,12 @@ def _parser() -> argparse.ArgumentParser:
                          " one whose results are in the folder)")
     drawing.add_argument("--results", default=str(RESULTS),
                          help=f"the run's folder (default {_shown(RESULTS)}/)")
+    said = commands.add_parser("findings", help="print the README's findings, their numbers "
+                               "and intervals computed from a run's rows, as Markdown")
+    said.add_argument("names", nargs="*", metavar="NAME", help="which sections (default: all of"
+                      " ratios, idle, growth, wakeups, scaling, design)")
+    said.add_argument("--results", default=str(RESULTS),
+                      help=f"the run's folder (default: the reference, {_shown(RESULTS)}/)")
     found = commands.add_parser("backends", help="what was found, how, and why not")
     found.add_argument("--sources", help="as for run")
     commands.add_parser("images", help="build local container images (Debian archive)")
@@ -199,6 +205,15 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         for path in drawn:
             print(f"drew {_shown(path)}")
+        return 0
+    if args.command == "findings":
+        from experiments.findings import findings
+
+        try:
+            print(findings(Path(args.results).resolve(), args.names))
+        except ValueError as error:
+            print(error, file=sys.stderr)
+            return 2
         return 0
     if args.command == "backends":
         return _backends(_sources(args.sources))

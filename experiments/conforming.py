@@ -1,7 +1,7 @@
 """The store contract, run on a backend from a notebook's cell: `check("my-set")` runs
-`durability.testing`'s conformance suite (the scheduler's contract, and the durable's with
-`work`, failures, status and listing) on the store a backend's opener opens, and returns what
-passed and what failed, readably.
+`durability.testing`'s conformance suite (the scheduler's, the durable's with `work`, failures,
+status and listing, the checkpointer's and the bounds') on the store a backend's opener opens,
+and returns what passed, what failed and what was not run and why, readably.
 
 The suite is pytest's, so it runs in a pytest of its own, in another process: a kernel's event
 loop is already running, and pytest-asyncio needs its own. The tests are
@@ -28,9 +28,16 @@ from typing import Any
 
 from experiments.backends import BACKENDS, Backend
 
-__all__ = ["Conformance", "Outcome", "check"]
+__all__ = ["NOT_RUN", "Conformance", "Outcome", "check"]
 
 SUITE = Path(__file__).with_name("conforming_suite.py")
+#: The contracts of `durability.testing.conformance` this never runs, and why.
+NOT_RUN: tuple[tuple[str, str], ...] = (
+    ("CheckpointerModel, SchedulerModel", "model-based (hypothesis state machines), minutes a "
+     "store: a store's own test suite runs them"),
+    ("StoreFault", "needs a fault made for real on the store's own terms (a connection "
+     "killed, a file locked): a store's own test suite opts in"),
+)
 #: The environment variable that tells the suite which backend to open, and where.
 SETTINGS = "LAB_CONFORMANCE"
 
@@ -88,17 +95,33 @@ class Conformance:
     def __str__(self) -> str:
         lines = [self.summary()]
         lines += [f"  failed {o.contract}: {o.test}: {o.why}" for o in self.failures]
+        lines += [f"  skipped {contract}: {why}" for contract, whys in self.skipped().items()
+                  for why in whys]
+        lines += [f"  not run {contract}: {why}" for contract, why in NOT_RUN]
         return "\n".join(lines)
+
+    def skipped(self) -> dict[str, list[str]]:
+        """Each contract's reasons for the tests it skipped, each reason once."""
+        found: dict[str, list[str]] = {}
+        for o in self.outcomes:
+            if o.result == "skipped" and o.why not in found.setdefault(o.contract, []):
+                found[o.contract].append(o.why)
+        return {contract: whys for contract, whys in found.items() if whys}
 
     def _repr_markdown_(self) -> str:
         by = sorted({o.contract for o in self.outcomes})
-        lines = [f"**{self.summary()}**", "", "| contract | passed | failed | skipped |",
-                 "|---|---|---|---|"]
+        skipped = self.skipped()
+        lines = [f"**{self.summary()}**", "",
+                 "| contract | passed | failed | skipped | not run, or skipped, because |",
+                 "|---|---|---|---|---|"]
         for contract in by:
             mine = [o for o in self.outcomes if o.contract == contract]
             counts = [sum(1 for o in mine if o.result == r) for r in ("passed", "failed",
                                                                        "skipped")]
-            lines.append(f"| {contract} | " + " | ".join(map(str, counts)) + " |")
+            why = "; ".join(w.removeprefix("Skipped: ") for w in skipped.get(contract, []))
+            lines.append(f"| {contract} | " + " | ".join(map(str, counts))
+                         + f" | {why.replace('|', '/')} |")
+        lines += [f"| {contract} | | | | not run: {why} |" for contract, why in NOT_RUN]
         if self.failures:
             lines += ["", "Failed:", ""]
             lines += [f"- `{o.contract}.{o.test}`: {o.why}" for o in self.failures]
@@ -135,8 +158,8 @@ def check(backend: str | Backend, *, select: str | None = None, timeout: float =
             "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
         report = scratch / "report.xml"
         settings = {"name": chosen.name, "opener": chosen.opener, "path": chosen.path,
-                    "store": chosen.store, "options": chosen.options, "base": base,
-                    "tag": tag, "directory": str(scratch)}
+                    "store": chosen.store, "server": chosen.server, "options": chosen.options,
+                    "base": base, "tag": tag, "directory": str(scratch)}
         command = [sys.executable, "-m", "pytest", str(SUITE), "-c", str(scratch / "pytest.ini"),
                    "--rootdir", str(scratch), "-p", "no:cacheprovider", "-q", "-rN",
                    "--import-mode=importlib", f"--junitxml={report}", "-o",

@@ -94,12 +94,27 @@ async def _measure(lab: Lab, backend: Backend, params: dict[str, Any], server: A
 
 
 def summary(frame: Any) -> Any:
+    """Per backend and variant, each count a second: the median over the run's windows (one
+    a repeat), and where there are two or more, its interval (`<count>_lo`, `<count>_hi`: a
+    bootstrap over the windows); one window has none, and the columns are blank."""
+    from experiments.uncertainty import quantile
+
     wanted = ["worker_requests", "worker_round_trips", "server_requests", "worker_cpu",
               "server_cpu"]
     rows = frame[frame["metric"].isin(wanted)]
     table = rows.pivot_table(index=["backend", "variant"], columns="metric", values="value",
                              aggfunc="median", sort=False).reset_index()
-    return table[[c for c in ["backend", "variant", *wanted] if c in table.columns]]
+    present = [c for c in wanted if c in table.columns]
+    spread = {(b, v, m): quantile(g["value"].to_numpy(), 0.5)
+              for (b, v, m), g in rows.groupby(["backend", "variant", "metric"], sort=False)}
+    nothing = float("nan")
+    for column in present:
+        found = [spread.get((b, v, column)) for b, v in zip(table["backend"], table["variant"],
+                                                            strict=True)]
+        table[f"{column}_lo"] = [f.lo if f is not None else nothing for f in found]
+        table[f"{column}_hi"] = [f.hi if f is not None else nothing for f in found]
+    return table[["backend", "variant", *[c for column in present
+                                          for c in (column, f"{column}_lo", f"{column}_hi")]]]
 
 
 #: The two counts of each panel: (the worker's column, the server's column, the unit's scale).
@@ -130,6 +145,10 @@ def draw(frame: Any) -> Any:
         sides = ((own, -0.2, False), (theirs, 0.2, True)) if servers else ((own, 0.0, False),)
         for column, offset, pale in sides:
             values = table[column] * scale if column in table else None
+            interval = bounds(table, column)
+            # the number goes past the whisker where there is one, not under it
+            ends = values if interval is None or values is None else \
+                (interval[1] * scale).fillna(values)
             for i, seen in enumerate(looks):
                 value = float("nan") if values is None else float(values.iloc[i])
                 if value != value:
@@ -139,9 +158,9 @@ def draw(frame: Any) -> Any:
                 ax.barh(i + offset, value, height=0.4, color=seen.colour,
                         alpha=0.4 if pale else 1.0, hatch="////" if pale else None,
                         edgecolor=seen.colour, linewidth=0.6)
-                ax.annotate(f"{value:.3g}", (value, i + offset), xytext=(3, 0), fontsize=6.5,
-                            textcoords="offset points", va="center")
-            interval = bounds(table, column)
+                end = float(ends.iloc[i]) if ends is not None else value
+                ax.annotate(f"{value:.3g}", (max(value, end), i + offset), xytext=(3, 0),
+                            fontsize=6.5, textcoords="offset points", va="center")
             if interval is not None and values is not None:  # where the summary has one
                 lo, hi = (side * scale for side in interval)
                 ax.errorbar(values, [i + offset for i in y], xerr=[values - lo, hi - values],

@@ -1,8 +1,9 @@
 """The notebooks, as source: `python -m experiments notebooks` writes `notebooks/*.ipynb` from
 the cells below and executes each against `results/`, so they are committed with outputs and
 read on a repository page without running anything. Each starts with a parameter cell, `RUN`,
-that says which run it reads (`--results DIR` writes them into `DIR/notebooks/`, executed on
-that run, so the committed ones stay on the reference).
+naming the run it reads, and a cell that points the readers there and says so as its first
+line of output (`--results DIR` writes them into `DIR/notebooks/`, executed on that run, so the
+committed ones stay on the reference).
 
 A notebook is a reader's page: a question, the run it shows, a figure, a table, and an answer
 whose numbers are computed from the frame above it (`say(f"...")`), never typed in. The
@@ -13,19 +14,26 @@ reviewable diff of Python, and the outputs are regenerated, never hand-kept.
 # ruff: noqa: E501  (the cells' prose is wrapped as it should read, not at the code's width)
 from __future__ import annotations
 
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
+from typing import Any
 
-__all__ = ["NOTEBOOKS", "build"]
+__all__ = ["NOTEBOOKS", "PARAMETERS", "READS", "book", "build", "save"]
 
 ROOT = Path(__file__).resolve().parent.parent
 HERE = ROOT / "notebooks"
 
 Cell = tuple[str, str]  # ("md" | "code", source)
 
-#: Every notebook's first cell: which run it reads (a papermill-style parameter cell), said
-#: in its output.
-_PARAMETERS = """
-RUN = {run!r}  # None: the reference run in results/; 'latest': your newest run under runs/; or a folder
+#: Every notebook's first cell, its parameter cell (tagged as papermill's), holds only the
+#: run it reads: papermill puts the values it is given in a cell of their own after it, so
+#: anything done with them must come after that, in `READS`.
+PARAMETERS = """
+RUN = {run!r}  # which run this reads: None, the reference run in results/; 'latest', your newest run under runs/; or a folder
+"""
+#: Every notebook's second cell: the readers pointed at `RUN`, and which run that is said as
+#: the notebook's first line of output.
+READS = """
 import experiments as lab
 from experiments.reading import (blank, figure, frame, ms, overview, pick, prose, run_line, say, shown,
                                  table, times, versus)
@@ -487,30 +495,49 @@ def build(names: list[str] | None = None, *, execute: bool = True, where: Path =
           timeout: int = 300, run: str | None = None) -> list[Path]:
     """Write the notebooks (and execute them, saving their outputs) reading `run` (None: the
     reference run); return their paths. A name that is no notebook is a `ValueError`."""
+    first = [code(PARAMETERS.format(run=run)), code(READS)]
+    return save("notebook", NOTEBOOKS, lambda name: book([*first, *NOTEBOOKS[name]]), names,
+                execute=execute, where=where, timeout=timeout)
+
+
+def book(cells: Sequence[Cell]) -> Any:
+    """A notebook of `cells`, the first tagged as its parameter cell (papermill's tag)."""
+    import nbformat
+
+    made = []
+    for i, (kind, source) in enumerate(cells):
+        cell = (nbformat.v4.new_markdown_cell if kind == "md" else nbformat.v4.new_code_cell)(
+            source)
+        if i == 0:
+            cell.metadata["tags"] = ["parameters"]
+        made.append(cell)
+    return nbformat.v4.new_notebook(cells=made, metadata={
+        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "language_info": {"name": "python"},
+    })
+
+
+def save(kind: str, known: Collection[str], make: Callable[[str], Any],
+         names: Sequence[str] | None, *, execute: bool, where: Path, timeout: int) -> list[Path]:
+    """Write `names` (all of `known` when None), each the notebook `make(name)` builds, into
+    `where` as `<name>.ipynb`, executed first (in a kernel started in the checkout) when
+    `execute`; return their paths. A name not in `known` is a `ValueError` naming the choices,
+    raised before anything is written."""
     import nbformat
     from nbclient import NotebookClient
 
-    unknown = [n for n in names or [] if n not in NOTEBOOKS]
+    unknown = [n for n in names or [] if n not in known]
     if unknown:
-        raise ValueError(f"no notebook {', '.join(map(repr, unknown))}; choose from "
-                         f"{', '.join(NOTEBOOKS)}")
+        raise ValueError(f"no {kind} {', '.join(map(repr, unknown))}; choose from "
+                         f"{', '.join(known)}")
     where.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in names or list(NOTEBOOKS):
-        first = nbformat.v4.new_code_cell(_PARAMETERS.format(run=run).strip())
-        first.metadata["tags"] = ["parameters"]
-        cells = [first]
-        for kind, source in NOTEBOOKS[name]:
-            cell = (nbformat.v4.new_markdown_cell if kind == "md" else nbformat.v4.new_code_cell)
-            cells.append(cell(source))
-        book = nbformat.v4.new_notebook(cells=cells, metadata={
-            "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-            "language_info": {"name": "python"},
-        })
+    for name in names or list(known):
+        made = make(name)
         if execute:
-            NotebookClient(book, timeout=timeout, kernel_name="python3",
+            NotebookClient(made, timeout=timeout, kernel_name="python3",
                            resources={"metadata": {"path": str(ROOT)}}).execute()
         path = where / f"{name}.ipynb"
-        nbformat.write(book, path)
+        nbformat.write(made, path)
         written.append(path)
     return written

@@ -198,7 +198,8 @@ def prose(data: Any, index: bool = True) -> Any:
 
 def versus(name: str, mine: str, theirs: str, where: Path | None = None, **at: Any) -> Any:
     """`mine`'s median over `theirs'` in experiment `name` (latency: p50 at `rate`, with
-    `variant` for theirs; throughput: workflows a second at `processes`), as an
+    `variant` for theirs; throughput: workflows a second at `processes`; scaling: the cost in
+    `dimension` at `size`, the largest both measured unless given), as an
     `uncertainty.Interval` over both sides' samples."""
     from experiments.uncertainty import nested_ratio, ratio
 
@@ -215,7 +216,15 @@ def versus(name: str, mine: str, theirs: str, where: Path | None = None, **at: A
 
         processes = int(at.pop("processes", 1))
         return ratio(rates(rows, mine, processes), rates(rows, theirs, processes, variant))
-    raise ValueError(f"no ratio between schedulers for {name!r}: latency or throughput")
+    if name == "scaling":
+        dimension = str(at.pop("dimension", "cancel"))
+        costs = rows[(rows["metric"] == "cost") & (rows["dimension"] == dimension)]
+        sides = [costs[costs["backend"] == b] for b in (mine, theirs)]
+        shared = set(sides[0]["size"]) & set(sides[1]["size"])
+        size = float(at.pop("size", max(shared, default=math.nan)))
+        return ratio(*(side[side["size"] == size]["value"].to_numpy() for side in sides))
+    raise ValueError(f"no ratio between schedulers for {name!r}: latency, throughput or "
+                     "scaling")
 
 
 def times(found: Any) -> str:

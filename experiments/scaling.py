@@ -262,26 +262,42 @@ TITLES = {"records": "Claim + load + release against checkpoint records",
 
 def draw(frame: Any) -> Any:
     """A panel per dimension, the median cost against the size on log-log axes, a line a
-    backend in its family's look; the legend in the spare panel, clear of every line (the
-    slopes are in the table, `summary`)."""
-    from experiments.figures import figure, label, look, measured_ticks, nothing, order, plain_log
+    backend in its family's look, and around it, shaded, the median's interval at each size
+    (`costs`: a bootstrap over the repetitions, which covers the noise within a size's own
+    moment, not what moved between sizes); the legend in the spare panel, clear of every line
+    (the slopes, with theirs, are in the table, `summary`)."""
+    from experiments.figures import (
+        bounds,
+        figure,
+        label,
+        look,
+        measured_ticks,
+        nothing,
+        order,
+        plain_log,
+    )
+    from experiments.uncertainty import LEVEL
 
     fig, axes = figure(columns=3, rows=2, width=5.0, height=3.6)
-    rows = frame[frame["metric"] == "cost"]
+    table = costs(frame)
     panels = [a for row in axes for a in row]
-    backends = order(rows["backend"])
+    backends = order(table["backend"])
     for ax, dimension in zip(panels, TITLES, strict=False):
-        part = rows[rows["dimension"] == dimension]
+        part = table[table["dimension"] == dimension]
         ax.set_title(TITLES[dimension])
         if part.empty:
             nothing(ax, "not measured in this run")
             continue
         for backend in backends:
-            group = part[part["backend"] == backend]
+            group = part[part["backend"] == backend].sort_values("size")
             if group.empty:
                 continue
-            medians = group.groupby("size")["value"].median()
-            ax.plot(medians.index, medians.to_numpy(), **look(backend).line())
+            seen = look(backend)
+            ax.plot(group["size"], group["median"], **seen.line())
+            interval = bounds(group, "median")
+            if interval is not None:
+                ax.fill_between(group["size"], interval[0], interval[1], color=seen.colour,
+                                alpha=0.18, linewidth=0)
         ax.set_xscale("log")
         ax.set_yscale("log")
         measured_ticks(ax, [float(s) for s in part["size"].unique()])
@@ -292,9 +308,13 @@ def draw(frame: Any) -> Any:
         ax.set_axis_off()
     handles = [h for ax in panels[:len(TITLES)] for h in ax.get_legend_handles_labels()[0]]
     unique = {h.get_label(): h for h in handles}
+    said = (f"shaded: each median's {LEVEL:.0%} interval,\nover the repetitions at that size"
+            if table["median_lo"].notna().any() else "one repetition a size: no interval")
     if spare and unique:
         spare[0].legend(list(unique.values()), list(unique), loc="center", fontsize=9,
-                        title="backend")
+                        title=f"backend\n({said})", title_fontsize=8,
+                        alignment="center")
     elif unique:
-        fig.legend(list(unique.values()), list(unique), loc="outside lower center", ncol=7)
+        fig.legend(list(unique.values()), list(unique), loc="outside lower center", ncol=7,
+                   title=said.replace("\n", " "), title_fontsize=8)
     return fig

@@ -17,7 +17,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from experiments.uncertainty import LEVEL, Interval, distinguishable, nested_ratio, ratio, small
+from experiments.uncertainty import (
+    LEVEL,
+    Interval,
+    distinguishable,
+    nested_ratio,
+    proportion,
+    ratio,
+    small,
+)
 
 __all__ = ["QUICK", "RIVALS", "SAME", "View", "number", "span", "views"]
 
@@ -334,15 +342,20 @@ def _idle(frame: Any, summary: Any) -> list[View]:
                "server_requests": ("server req/s", 1), "worker_cpu": ("worker CPU ms/s", 1000),
                "server_cpu": ("server CPU ms/s", 1000)}
     rows = [{"backend": r["backend"], "variant": r["variant"],
-             **{label: number(r.get(column, math.nan) * scale)
+             **{label: _with(*(r.get(f"{column}{end}", math.nan) * scale
+                               for end in ("", "_lo", "_hi")))
                 for column, (label, scale) in columns.items()}}
             for _, r in summary.iterrows()]
-    window = frame[frame["metric"] == "window"]["value"]
-    over = f"one window of {window.median():,.0f} s" if len(window) else "one window"
+    windows = frame[frame["metric"] == "window"]
+    seconds = f" of {windows['value'].median():,.0f} s" if len(windows) else ""
+    most = int(windows.groupby(["backend", "variant"]).size().max()) if len(windows) else 1
+    over = (f"the median of {most} windows{seconds} per backend, with its {LEVEL:.0%} interval "
+            "(a bootstrap over the windows, so with so few about their range)" if most > 1 else
+            f"one window{seconds} per backend, no repeats: no interval (--repeat gives one)")
     return [View("idle",
                  "An idle worker: what it costs a second", _frame(rows, ["backend", "variant"]),
-                 (f"{over} per backend, no repeats: no interval; blank: not counted there "
-                  "(a rival has no counting hook of ours; memory and SQLite no server)",))]
+                 (f"{over}; blank: not counted there (a rival has no counting hook of ours; "
+                  "memory and SQLite no server)",))]
 
 
 def _growth(frame: Any, summary: Any) -> list[View]:
@@ -405,20 +418,27 @@ def _slopes(lo: float, hi: float) -> str:
 
 
 def _wakeups(frame: Any, summary: Any) -> list[View]:
-    from experiments.wakeups import KEYS
+    from experiments.wakeups import KEYS, share
 
+    level = f"{LEVEL:.0%}"
     rivals = "refused" in summary and bool(summary["refused"].notna().any())
     rows = [{"backend": r["backend"], "raced": number(r["races"]), "lost": number(r["lost"]),
+             f"lost share, {level}": share(Interval(r["lost_share"], r["lost_share_lo"],
+                                                    r["lost_share_hi"], int(r["races"]))),
              **({"refused": number(r["refused"]),
                  "poked under": KEYS[r["backend"]][1] if r["backend"] in KEYS else ""}
                 if rivals else {})}
             for _, r in summary.iterrows()]
     how = [f"{r['backend']}: {r['how']}" for _, r in summary.iterrows() if r.get("how")]
+    most = int(summary["races"].max()) if summary["races"].notna().any() else 0
+    interval = (f"the lost share's {level} interval: a Wilson score interval over the races "
+                + (f"(none lost of {most:,} is still at most {proportion(0, most).hi:.1%})"
+                   if most else ""))
     return [View("wakeups", "Wakeups given while a pass was running, and how many were lost",
                  _frame(rows, ["backend"]),
-                 ("a rival has no inbox: its poke is the job enqueued again under its own key "
-                  "for one job per workflow, which may refuse it (refused); lost: not run "
-                  "again after the poke", *how) if rivals else ())]
+                 (interval, "a rival has no inbox: its poke is the job enqueued again under its "
+                  "own key for one job per workflow, which may refuse it (refused); lost: not "
+                  "run again after the poke", *how) if rivals else (interval,))]
 
 
 _VIEWS: dict[str, Callable[[Any, Any], list[View]]] = {

@@ -7,7 +7,9 @@ at one size in scaling. It says how far the statistic would move had the same ru
 samples; it does not cover what moves *between* runs (the machine's load, a neighbour's
 work), which only repeats measure, and submissions close in time share one moment of the
 machine, so even within a run it errs narrow. The seed is fixed: the same rows, the same bounds.
-Columns carrying an interval are named `<statistic>_lo` and `<statistic>_hi`.
+A share counted out of trials (wakeups lost of those raced) gets a Wilson score interval
+instead (`proportion`): resampling none-lost gives none-lost every time. Columns carrying an
+interval are named `<statistic>_lo` and `<statistic>_hi`.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["LEVEL", "RESAMPLES", "SEED", "SMALL", "Interval", "bootstrap", "distinguishable",
-           "nested", "nested_ratio", "quantile", "quantiles", "ratio", "small"]
+           "nested", "nested_ratio", "proportion", "quantile", "quantiles", "ratio", "small"]
 
 LEVEL = 0.95
 RESAMPLES = 2000
@@ -178,6 +180,24 @@ def nested_ratio(mine: Sequence[Sequence[float]], theirs: Sequence[Sequence[floa
     tail = (1 - LEVEL) / 2
     lo, hi = numpy.quantile(drawn, [tail, 1 - tail])
     return Interval(estimate, float(lo), float(hi), min(len(p) for p in pooled))
+
+
+def proportion(count: float, trials: float) -> Interval:
+    """The share `count` of `trials` is, with its Wilson score interval at `LEVEL`: what the
+    share could be that `count` of `trials` would still be a likely draw from. It stays inside
+    0..1 and is not empty at none or all (none of 300 is at most 1.3%)."""
+    from statistics import NormalDist
+
+    n = int(trials) if trials == trials else 0
+    if n <= 0 or count != count:
+        return Interval(math.nan, math.nan, math.nan, 0)
+    share = float(count) / n
+    z = NormalDist().inv_cdf(1 - (1 - LEVEL) / 2)
+    middle = (share + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(share * (1 - share) / n + z * z / (4 * n * n))
+    lo = 0.0 if count == 0 else max(0.0, middle - half)
+    hi = 1.0 if count == n else min(1.0, middle + half)
+    return Interval(share, lo, hi, n)
 
 
 def distinguishable(between: Interval, even: float = 1.0) -> bool:

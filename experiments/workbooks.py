@@ -12,25 +12,39 @@ again. Each starts with a parameter cell; the test sets it to the quick slice CI
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
-from experiments.notebooks import HERE, ROOT, Cell, code, md
+from experiments.notebooks import HERE, Cell, book, code, md, save
 
 __all__ = ["PARAMETERS", "WORKBOOKS", "build"]
 
-#: Each workbook's first cell: what a run of it may change (a papermill-style parameter cell).
+#: Each workbook's first cell: what a run of it may change (a papermill-style parameter cell,
+#: holding only values, since papermill puts the ones it is given in a cell after it). `RUN`
+#: is the run it reads, which the cell after says as the workbook's first line of output.
 PARAMETERS: dict[str, str] = {
     "your-own-scheduler": """
+RUN = None       # None: measure here, now (a quick run, in a new folder under runs/); or a folder, or 'latest', holding sqlite and sqlite-steady rows to read instead
 CONTRACT = None  # None: the whole conformance suite; or a pytest -k expression, 'Scheduler' say
 SECONDS = 2      # how long each latency configuration submits
 POLLS = [5, 25, 50]  # the poll intervals latency sweeps, in ms
 """,
     "run-your-own": """
+RUN = None       # the run yours are drawn against: None, the reference run in results/; 'latest'; or a folder
 BACKENDS = None  # None: every backend found here (no server is started); or 'memory,sqlite'
 LEASES = [0.5, 1, 2]  # the takeover's leases, in seconds
 """,
 }
 
 YOUR_OWN: list[Cell] = [
+    code("""
+import experiments as lab
+from experiments.reading import ms, say
+if RUN is not None:
+    lab.use(RUN)
+lab.reads() if RUN is not None else say(
+    "*Reading the run this notebook makes below: a quick one, in a new folder under `runs/` (the "
+    "reference in `results/` is left alone). Set `RUN` above to read one made before instead.*")
+"""),
     md("""
 # Your own scheduler, beside ours
 
@@ -45,10 +59,8 @@ your own with the same `open_store`) and run the notebook again.
     md("## The scheduler"),
     code("""
 import inspect
-import experiments as lab
 from IPython.display import Markdown
 from experiments.examples import steady_sqlite
-from experiments.reading import ms, say
 
 Markdown(f"```python\\n{inspect.getsource(steady_sqlite.SteadySqliteScheduler)}```")
 """),
@@ -72,9 +84,13 @@ lab.register('sqlite-steady', 'experiments.examples.steady_sqlite:open_store', l
 ## Does it keep the contract?
 
 `lab.conformance` runs `durability.testing`'s conformance suite on the store the opener opens:
-the scheduler's contract (deliveries, lost wakeups, sleepers, leases) and the durable's
-(arrive, deliver, delete, `work` over it, failures, status and listing), each test on a place
-of its own. It runs in a pytest of its own, since the kernel's event loop is already running.
+the scheduler's contract (deliveries, lost wakeups, sleepers, leases), the durable's (arrive,
+deliver, delete, `work` over it, failures, status and listing), the checkpointer's (claims,
+fencing, records, the inbox, and effects performed as they are recorded, counted by an effect
+kit of SQLite's) and the bounds' (every refusal comes before any I/O, shown on the store with
+its connections closed under it), each test on a place of its own. It runs in a pytest of its
+own, since the kernel's event loop is already running. The table says what was skipped, and
+what is never run from here, and why.
 """),
     code("""
 checked = lab.conformance('sqlite-steady', select=CONTRACT)
@@ -82,8 +98,9 @@ checked
 """),
     code("""
 say(f\"\"\"{checked.count('passed')} of the contract's {len(checked.outcomes)} tests pass
-({checked.count('failed')} failed): the new wait keeps every promise the old one made, as it
-should, since a wait decides when a row is taken, never what is taken.\"\"\"
+({checked.count('failed')} failed, {checked.count('skipped')} skipped): the new wait keeps every
+promise the old one made, as it should, since a wait decides when a row is taken, never what is
+taken.\"\"\"
     if checked else f"**It does not conform**: {checked}")
 """),
     md("""
@@ -94,9 +111,12 @@ both; the rows come back as a frame, and the run is
 written to a folder of its own under `runs/` (the reference in `results/` is left alone).
 """),
     code("""
-frame = await lab.run(['latency', 'idle'], backends=['sqlite', 'sqlite-steady'], quick=True,
-                      seconds=SECONDS, poll_ms=POLLS)
-lab.use(frame.attrs['where'])
+if RUN is None:  # measure now; else read the run named above
+    frame = await lab.run(['latency', 'idle'], backends=['sqlite', 'sqlite-steady'], quick=True,
+                          seconds=SECONDS, poll_ms=POLLS)
+    lab.use(frame.attrs['where'])
+else:
+    frame = lab.frame('latency')
 frame[frame.metric == 'submit_to_first_pass'].groupby('backend')['value'].describe().round(2)
 """),
     code("lab.figure('latency')"),
@@ -123,19 +143,22 @@ longer (`quick=False`, or `seconds=`) before quoting it.\"\"\")
 ]
 
 RUN_YOUR_OWN: list[Cell] = [
+    code("""
+import experiments as lab
+from experiments.reading import ms, run_line, say, table
+lab.use(RUN)
+lab.reads()
+"""),
     md("""
 # Run the lab yourself
 
-The reading notebooks show the reference run in `results/`. This one makes runs of its own: a
-quick `latency` run on the backends this machine has, drawn against the reference, then one
-parameter varied, the takeover's lease (on SQLite, which needs no server). Every run writes a folder of its own under `runs/`;
-nothing here touches `results/`.
+The reading notebooks show a run of the lab, the reference in `results/` unless told another.
+This one makes runs of its own: a quick `latency` run on the backends this machine has, drawn
+against the run above (`RUN`), then one parameter varied, the takeover's lease (on SQLite,
+which needs no server). Every run writes a folder of its own under `runs/`; nothing here
+touches `results/`.
 """),
     code("""
-import experiments as lab
-from experiments.reading import ms, say, table
-from experiments.results import RESULTS
-
 here = lab.found(BACKENDS)
 say(f"Found here: {', '.join(here)} (a server the lab would have to start is left out).")
 """),
@@ -146,7 +169,7 @@ frame.head()
 """),
     code("""
 mine = table('latency', where=frame.attrs['where'])
-reference = table('latency', where=RESULTS)
+reference = table('latency')  # the run RUN names
 
 def at20(t, label):
     rows = t[(t.rate == 20) & t.poll_ms.isna() & (t.variant == 'default')]
@@ -179,7 +202,7 @@ say(f\"\"\"Of {len(apart)} backends measured in both, {len(apart) - len(moved)} 
 within a factor of two of the reference's{f'; {said} moved further' if moved else ''}. A quick
 run is a few dozen submissions on whatever else this machine is doing and the reference
 thousands, so read a factor of two as the same; a bigger move is this machine's load, or code
-changed since the reference ran (`run_line('latency', where=RESULTS)` names its revision):
+changed since the reference ran (`run_line('latency')` names its revision):
 run `quick=False` before saying which.\"\"\")
 """),
     md("""
@@ -227,39 +250,12 @@ def cells(name: str, parameters: str | None = None) -> list[Cell]:
 
 def build(names: list[str] | None = None, *, execute: bool = True, where: Path = HERE,
           timeout: int = 600) -> list[Path]:
-    """Write the workbooks (and execute them, saving their outputs); return their paths."""
-    import nbformat
-    from nbclient import NotebookClient
-
-    unknown = [n for n in names or [] if n not in WORKBOOKS]
-    if unknown:
-        raise ValueError(f"no workbook {', '.join(map(repr, unknown))}; choose from "
-                         f"{', '.join(WORKBOOKS)}")
-    where.mkdir(parents=True, exist_ok=True)
-    written = []
-    for name in names or list(WORKBOOKS):
-        book = notebook(name)
-        if execute:
-            NotebookClient(book, timeout=timeout, kernel_name="python3",
-                           resources={"metadata": {"path": str(ROOT)}}).execute()
-        path = where / f"{name}.ipynb"
-        nbformat.write(book, path)
-        written.append(path)
-    return written
+    """Write the workbooks (and execute them, saving their outputs); return their paths. A
+    name that is no workbook is a `ValueError`."""
+    return save("workbook", WORKBOOKS, notebook, names, execute=execute, where=where,
+                timeout=timeout)
 
 
-def notebook(name: str, parameters: str | None = None) -> object:
+def notebook(name: str, parameters: str | None = None) -> Any:
     """Workbook `name` as an unexecuted notebook (`parameters` in place of its first cell)."""
-    import nbformat
-
-    made = []
-    for i, (kind, source) in enumerate(cells(name, parameters)):
-        cell = (nbformat.v4.new_markdown_cell if kind == "md" else nbformat.v4.new_code_cell)(
-            source)
-        if i == 0:
-            cell.metadata["tags"] = ["parameters"]
-        made.append(cell)
-    return nbformat.v4.new_notebook(cells=made, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
-        "language_info": {"name": "python"},
-    })
+    return book(cells(name, parameters))

@@ -112,7 +112,7 @@ class StatementBatcher:
             if not isinstance(error, Exception):
                 raise
         finally:
-            await self._pool.putconn(conn)
+            await libpq_pipeline.give_back(self._pool, conn)
         # Side by side: one of them stuck behind another transaction's lock (the reason a
         # group is retried, often) must not hold back the rest.
         await asyncio.gather(*(_alone(self._pool, call) for call in retry))

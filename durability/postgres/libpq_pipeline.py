@@ -1,6 +1,7 @@
 """`exchange`: statements sent with libpq's own calls (psycopg's `pq` layer), each prepared
 once per connection and then sent as Bind and Execute, in pipeline mode with a Sync after each,
-so every one is its own transaction whatever else travels with it.
+so every one is its own transaction whatever else travels with it; `give_back` returns the
+connection to its pool, reading first, in a task of its own, what a cancelled exchange is owed.
 
 The decision not to undo: not a cursor. psycopg's cursor and pipeline machinery costs several
 times this path's client CPU a statement, which bounds a worker at capacity and delays an idle
@@ -12,10 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import functools
 import itertools
 import re
 import weakref
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
+from datetime import timedelta
 from functools import cache
 from typing import Any, Final, cast
 
@@ -26,7 +29,7 @@ from psycopg.rows import TupleRow
 
 from durability.postgres import traffic
 
-__all__ = ["AGAIN", "CAN_PIPELINE", "Outcome", "exchange"]
+__all__ = ["AGAIN", "CAN_PIPELINE", "SETTLE", "Outcome", "exchange", "give_back"]
 
 #: Whether this libpq can pipeline (14+); without it every statement goes through a cursor.
 CAN_PIPELINE: Final = pq.version() >= 140000 and hasattr(pq.PGconn, "enter_pipeline_mode")
@@ -115,9 +118,9 @@ async def exchange(
     without pipeline mode (before 14), and any statement that failed (sent again through a cursor,
     it raises its own error; it rolled back, so that is a retry of a transaction that did not
     happen). A connection that breaks is reported as broken for every statement that had not
-    answered (whether those committed is unknown, as ever), and closed. A connection left owing
-    answers any other way (cancelled mid-read, say) is closed too: it cannot go back to a pool like
-    that.
+    answered (whether those committed is unknown, as ever), and closed. One whose exchange is
+    cancelled while answers are still owed is left as it is, and `give_back` reads them before
+    the pool has it again; anything else that interrupts it closes it.
     """
     if not CAN_PIPELINE:
         return [AGAIN] * len(statements)
@@ -184,11 +187,77 @@ async def exchange(
         if not committed:  # answered, but whether their transaction committed is unknown
             for member in members:
                 outcomes[member] = broken
+    except asyncio.CancelledError:
+        # Cancelled (a stopping worker, a call past its bound): closing the connection here
+        # would cost a new one, and the pool warns of every closed connection it is handed
+        # back. The statements were sent, so their answers come; `give_back` reads them.
+        _OWING[conn] = functools.partial(_settle, pgconn, writer, sent[answered:])
+        raise
     except BaseException:
         pgconn.finish()
         _PREPARED.pop(conn, None)
         raise
     return outcomes
+
+
+#: The longest a connection whose exchange was cancelled may take to read the answers it is
+#: owed (in a task of its own, `give_back`'s) before it is closed rather than handed back.
+SETTLE: Final = timedelta(seconds=5)
+#: Connections a cancelled exchange left owing answers, each with what reads them.
+_OWING: weakref.WeakKeyDictionary[Any, Callable[[], Awaitable[None]]] = (
+    weakref.WeakKeyDictionary()
+)
+#: The tasks reading them, held until done (the loop keeps only weak references to tasks).
+_SETTLING: set[asyncio.Task[None]] = set()
+
+
+async def give_back(pool: Any, conn: Any) -> None:
+    """Return `conn`, taken from `pool` with `getconn`, to it: at once, or, if an `exchange`
+    on it was cancelled while answers were owed, once a task of its own has read them, so the
+    connection goes back whole and the caller waits for nothing. If they do not all come within
+    `SETTLE` (a server that stopped answering), or the connection breaks meanwhile, it is closed
+    and handed back so, and the pool makes another."""
+    settle = _OWING.pop(conn, None)
+    if settle is None:
+        await pool.putconn(conn)
+        return
+    task = asyncio.get_running_loop().create_task(_settled(pool, conn, settle))
+    _SETTLING.add(task)
+    task.add_done_callback(_SETTLING.discard)
+
+
+async def _settled(pool: Any, conn: Any, settle: Callable[[], Awaitable[None]]) -> None:
+    try:
+        async with asyncio.timeout(SETTLE.total_seconds()):
+            await settle()
+    except BaseException as error:
+        conn.pgconn.finish()
+        _PREPARED.pop(conn, None)
+        await pool.putconn(conn)
+        if not isinstance(error, Exception):  # the loop is ending: let the cancel through
+            raise
+        return
+    await pool.putconn(conn)
+
+
+async def _settle(
+    pgconn: pq.abc.PGconn, writer: _Writer, owed: list[tuple[int, _Key | None]]
+) -> None:
+    """Read the answers a cancelled `exchange` was owed, up to its last Sync, and leave
+    pipeline mode: the connection is then as a finished exchange leaves it. The prepared
+    statements keep their bookkeeping, except the first owed one's, whose answer may have
+    been read in part when the cancel came: it is forgotten, and prepared again when next
+    used (under a new name, so the one the server may hold is never confused with it)."""
+    while pgconn.flush():
+        await _ready(pgconn.socket, write=True)
+    for position, (index, fresh_key) in enumerate(owed):
+        results = await _until_sync(pgconn)
+        if position == 0:
+            if fresh_key is not None:
+                writer.prepared.pop(fresh_key, None)
+        elif index >= 0:
+            _outcome(results, fresh_key, writer.prepared, writer.transformer)
+    pgconn.exit_pipeline_mode()
 
 
 def _unflushed_sync() -> Callable[[pq.abc.PGconn], None] | None:

@@ -15,8 +15,9 @@ missing table becomes `NotMigrated` rather than a raw `UndefinedTable`, and wher
 bounded: it gets the pool's `timeout` (`call_timeout_ms` through `open_durable`;
 psycopg_pool's default is 30 s) to be handed a connection, and with its statements a quarter
 more in all (at most a second), so a checkout that fails says so itself. A call past that is
-cancelled (psycopg then cancels its statement on the server, or the connection is closed)
-and raises `Unanswered`.
+cancelled (psycopg then cancels its statement on the server; `libpq_pipeline.give_back`
+reads the answers its own pipeline is owed before the pool has the connection again) and
+raises `Unanswered`.
 A connection lost there (terminated, reset, refused, none to be had from the pool) raises
 `Lost`: an `Unanswered` too, and still the `psycopg.OperationalError` it was.
 """
@@ -297,7 +298,7 @@ async def _one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
             raise _not_migrated(error) from error
         raise
     finally:
-        await pool.putconn(conn)
+        await libpq_pipeline.give_back(pool, conn)
 
 
 async def every(pool: Pool, sql: str, params: Params) -> list[TupleRow]:

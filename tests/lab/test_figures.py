@@ -171,3 +171,43 @@ def test_the_figures_command_draws_a_folders_rows_again_and_refuses_unknown_name
     assert main(["figures", "latency", "--results", str(tmp_path)]) == 2
     assert "no latency.csv" in capsys.readouterr().err
     assert figures.redraw(tmp_path, ["wakeups"]) == [tmp_path / "figures" / "wakeups.png"]
+
+
+def test_the_scaling_figure_shades_each_medians_interval_where_there_are_repetitions() -> None:
+    import pandas
+    from matplotlib.collections import PolyCollection
+
+    def rows(repeats: int) -> Any:
+        return pandas.DataFrame([
+            {"backend": backend, "dimension": "records", "size": size, "metric": "cost",
+             "repetition": r, "value": size * scale * (1 + r / 10)}
+            for backend, scale in (("memory", 0.001), ("sqlite", 0.01))
+            for size in (10, 100, 1000) for r in range(repeats)])
+
+    def shaded(fig: Any) -> list[Any]:
+        return [c for c in fig.axes[0].collections if isinstance(c, PolyCollection)]
+
+    def said(fig: Any) -> str:
+        return " ".join(legend.get_title().get_text() for ax in fig.axes
+                        if (legend := ax.get_legend()) is not None)
+
+    many = _draw("scaling", rows(20))
+    assert len(shaded(many)) == 2  # a band a backend, in the records panel
+    assert "95% interval" in said(many)
+    once = _draw("scaling", rows(1))  # one repetition a size: nothing to resample
+    assert shaded(once) == [] and "no interval" in said(once)
+
+
+def test_idle_draws_a_whisker_over_repeated_windows_with_its_number_past_it() -> None:
+    import pandas
+
+    rows = [{"backend": "sqlite", "variant": "default", "repeat": r, "metric": m,
+             "value": v * (1 + r / 5)}
+            for r in range(3) for m, v in (("worker_requests", 20.0), ("worker_cpu", 0.01))]
+    fig = _draw("idle", pandas.DataFrame(rows))
+    ax = fig.axes[0]
+    whiskers = [c for c in ax.collections if c.get_segments()]
+    assert whiskers  # the interval over the three windows
+    hi = max(seg[:, 0].max() for c in whiskers for seg in c.get_segments())
+    (label,) = [t for t in ax.texts if t.get_text() == "24"]  # the median of 20, 24, 28
+    assert label.xy[0] >= hi

@@ -18,8 +18,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_the_notebook_runs_and_draws_its_figures(name: str) -> None:
     path = ROOT / "notebooks" / f"{name}.ipynb"
     committed = nbformat.read(path, as_version=4)
-    # The committed copy was executed: every code cell has its outputs already.
-    assert all(cell.get("outputs") for cell in committed.cells if cell.cell_type == "code"), (
+    # The committed copy was executed: every code cell has its outputs already (but the
+    # parameter cell, which only sets `RUN`).
+    assert all(cell.get("outputs") for cell in committed.cells[1:] if cell.cell_type == "code"), (
         f"{path.name} is committed without outputs: run `python -m experiments notebooks`"
     )
     fresh = nbformat.read(path, as_version=4)
@@ -40,14 +41,62 @@ def test_the_notebook_runs_and_draws_its_figures(name: str) -> None:
 
 @pytest.mark.parametrize("name", list(NOTEBOOKS))
 def test_the_committed_notebook_is_what_the_generator_writes(name: str) -> None:
-    """Its cells are `experiments/notebooks.py`'s, after the first: the `RUN` parameter cell
-    that points it at the reference run and says so."""
-    from experiments.notebooks import _PARAMETERS
+    """Its cells are `experiments/notebooks.py`'s, after the first two: the `RUN` parameter
+    cell that points it at the reference run, and the cell that says so as its first output."""
+    from experiments.notebooks import PARAMETERS, READS
 
     committed = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
-    first, *rest = committed.cells
-    assert first.source == _PARAMETERS.format(run=None).strip()
+    first, second, *rest = committed.cells
+    assert first.source == PARAMETERS.format(run=None).strip()
     assert "parameters" in first.metadata.get("tags", [])
-    assert "Reading the reference run" in first.outputs[0]["data"]["text/markdown"]
+    assert second.source == READS.strip()
+    assert "Reading the reference run" in second.outputs[0]["data"]["text/markdown"]
     assert [c.source for c in rest] == [source for _, source in NOTEBOOKS[name]], (
         f"{name}.ipynb differs from the generator: run `python -m experiments notebooks`")
+
+
+def test_a_notebook_given_another_run_the_papermill_way_reads_and_names_it(
+    tmp_path: Path,
+) -> None:
+    """Papermill puts the values it is given in a cell after the parameter cell: a notebook
+    then reads that run, and its first line of output names it."""
+    import shutil
+
+    from experiments.notebooks import build
+
+    run = tmp_path / "my-run"
+    run.mkdir()
+    for suffix in ("csv", "json"):
+        shutil.copy(ROOT / "results" / f"growth.{suffix}", run / f"growth.{suffix}")
+    (path,) = build(["growth"], execute=False, where=tmp_path)
+    book = nbformat.read(path, as_version=4)
+    given = nbformat.v4.new_code_cell(f"RUN = {str(run)!r}")
+    given.metadata["tags"] = ["injected-parameters"]
+    book.cells.insert(1, given)
+    NotebookClient(book, timeout=300, kernel_name="python3",
+                   resources={"metadata": {"path": str(ROOT)}}).execute()
+    said = book.cells[2].outputs[0]["data"]["text/markdown"]
+    assert said.startswith("*Reading another run, full:") and str(run) in said
+    figure = next(c for c in book.cells if c.source == "figure('growth')")
+    assert any("image/png" in o.get("data", {}) for o in figure.outputs)
+
+
+def test_both_kinds_of_notebook_are_written_by_one_function_that_refuses_unknown_names(
+    tmp_path: Path,
+) -> None:
+    """`notebooks.build` and `workbooks.build` share `save`: an unknown name is refused, naming
+    the choices, before anything is written; a known one is written with its parameter cell
+    tagged, whichever kind it is."""
+    from experiments import workbooks
+    from experiments.notebooks import build
+
+    for made, kind in ((build, "notebook"), (workbooks.build, "workbook")):
+        with pytest.raises(ValueError, match=f"no {kind} 'nope'; choose from"):
+            made(["nope"], execute=False, where=tmp_path / kind)
+        assert not (tmp_path / kind).exists()
+    written = [*build(["growth"], execute=False, where=tmp_path / "read"),
+               *workbooks.build(["run-your-own"], execute=False, where=tmp_path / "run")]
+    assert [p.name for p in written] == ["growth.ipynb", "run-your-own.ipynb"]
+    for path in written:
+        first = nbformat.read(path, as_version=4).cells[0]
+        assert first.metadata["tags"] == ["parameters"] and not first.get("outputs")

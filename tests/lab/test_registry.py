@@ -108,6 +108,53 @@ def test_the_contract_runs_from_python_and_says_what_it_found() -> None:
         lab.conformance("saq")
 
 
+def test_the_contract_checks_the_checkpointer_and_the_bounds_of_a_registered_store() -> None:
+    lab.register("mine", STEADY, like="sqlite")
+    found = lab.conformance("mine", select="(Checkpointer and transact) or (Bounds and bad_id)")
+    assert found and not found.failures and found.count("skipped") == 0
+    contracts = {o.contract for o in found.outcomes}
+    assert contracts == {"Checkpointer", "Bounds"}
+    # An effect the store performed, counted by the kit: the transact tests really ran.
+    assert found.count("passed") >= 10
+    shown = found._repr_markdown_()
+    assert "| CheckpointerModel, SchedulerModel | | | | not run: model-based" in shown
+    assert "| StoreFault | | | | not run:" in shown
+
+
+_FOREIGN = """
+import contextlib
+from durability import MemoryCheckpointer, MemoryScheduler, SplitDurable
+
+
+class Theirs:
+    \"\"\"A checkpointer that is not ours: ours underneath, reached through it.\"\"\"
+
+    def __init__(self):
+        self.inner = MemoryCheckpointer()
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+@contextlib.asynccontextmanager
+async def open_store(url, *, lease, poll=None, housekeeping=False):
+    yield SplitDurable(Theirs(), MemoryScheduler(lease=lease))
+"""
+
+
+def test_what_the_contract_cannot_run_on_a_store_is_skipped_saying_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    (tmp_path / "foreign_store.py").write_text(_FOREIGN)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    lab.register("theirs", "foreign_store:open_store", store="memory")
+    found = lab.conformance("theirs", select="Checkpointer and transact")
+    assert found and not found.failures and found.count("skipped") >= 5
+    reasons = found.skipped()["Checkpointer"]
+    assert reasons and all("(Theirs) is not ours for memory" in why for why in reasons)
+    assert "the transact tests need the store's own effect kit" in found._repr_markdown_()
+
+
 def test_the_command_line_registers_a_backend_for_its_run(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "experiments", "run", "latency", "--quick", "--no-figures",

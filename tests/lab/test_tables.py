@@ -208,3 +208,63 @@ def test_the_takeover_figure_draws_rivals_alone_and_beside_ours(tmp_path: Path) 
         titles = [ax.get_title() for ax in fig.axes]
         assert any(t.startswith("Rivals, killed mid-job") for t in titles)
         plt.close(fig)
+
+
+def test_a_share_of_trials_has_an_interval_even_at_none_and_all() -> None:
+    from experiments.uncertainty import proportion
+
+    none, all_, some = proportion(0, 300), proportion(300, 300), proportion(238, 300)
+    assert none.estimate == 0 and none.lo == 0 and 0.012 < none.hi < 0.013  # the rule of three
+    assert all_.hi == 1 and math.isclose(all_.lo, 1 - none.hi)  # the same, mirrored
+    assert some.lo < 238 / 300 < some.hi and math.isclose(some.lo, 1 - proportion(62, 300).hi)
+    assert proportion(3, 30).hi - proportion(3, 30).lo > some.hi - some.lo  # fewer: wider
+    assert math.isnan(proportion(0, 0).estimate)
+
+
+def test_the_wakeups_table_and_figure_say_how_many_could_have_been_lost(tmp_path: Path) -> None:
+    import matplotlib.pyplot as plt
+    import pandas
+
+    from experiments.wakeups import draw
+
+    rows = [{"backend": backend, "metric": metric, "value": value, "unit": "count"}
+            for backend, lost in (("redis-stream", 0), ("saq", 238))
+            for metric, value in (("races", 300), ("lost", lost), ("refused", lost))
+            if metric != "refused" or backend == "saq"]  # a rival's poke can be refused
+    write("wakeups", rows, {"mode": "full", "command": "made up by a test"}, tmp_path)
+    text = report(tmp_path, ["wakeups"])
+    lines = {line.split()[0]: line for line in text.splitlines() if line.strip()}
+    assert "at most 1.3%" in lines["redis-stream"]
+    assert "74\N{EN DASH}84%" in lines["saq"]
+    assert "Wilson score interval" in text
+    fig = draw(pandas.DataFrame(rows))
+    fig.canvas.draw()
+    words = [t.get_text() for t in fig.axes[0].texts]
+    plt.close(fig)
+    assert "300 raced, none lost (at most 1.3%)" in words
+    assert "300 raced, 238 lost (74\N{EN DASH}84%), 238 refused" in words
+
+
+def test_idle_windows_repeated_carry_an_interval_and_one_window_says_it_has_none(
+    tmp_path: Path,
+) -> None:
+    import pandas
+
+    from experiments.idle import summary
+
+    def rows(windows: int) -> list[dict[str, Any]]:
+        return [{"backend": "redis-set", "variant": "default", "repeat": r, "metric": metric,
+                 "value": value * (1 + r / 10), "unit": "1/s"}
+                for r in range(windows)
+                for metric, value in (("window", 15.0), ("worker_requests", 1.7),
+                                      ("worker_cpu", 0.001))]
+
+    once = summary(pandas.DataFrame(rows(1)))
+    assert math.isnan(once["worker_requests_lo"].iloc[0])
+    write("idle", rows(3), {"mode": "full", "command": "made up by a test"}, tmp_path)
+    thrice = summary(pandas.DataFrame(rows(3)))
+    assert thrice["worker_requests_lo"].iloc[0] < 1.87 < thrice["worker_requests_hi"].iloc[0]
+    text = report(tmp_path, ["idle"])
+    assert "1.87 (1.7\N{EN DASH}2.04)" in text and "the median of 3 windows" in text
+    write("idle", rows(1), {"mode": "full", "command": "made up by a test"}, tmp_path)
+    assert "no repeats: no interval" in report(tmp_path, ["idle"])

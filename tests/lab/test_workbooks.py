@@ -19,8 +19,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 #: Each workbook's parameters for CI: seconds, not minutes.
 QUICK = {
-    "your-own-scheduler": "CONTRACT = 'Durable and arrive'\nSECONDS = 0.5\nPOLLS = [25]",
-    "run-your-own": "BACKENDS = 'memory,sqlite'\nLEASES = [0.5, 1]",
+    "your-own-scheduler": ("RUN = None\nCONTRACT = 'Durable and arrive'\nSECONDS = 0.5\n"
+                           "POLLS = [25]"),
+    "run-your-own": "RUN = None\nBACKENDS = 'memory,sqlite'\nLEASES = [0.5, 1]",
 }
 
 
@@ -45,6 +46,11 @@ def _executed(name: str, figures: int) -> str:
     return "\n".join(shown)
 
 
+def _first(shown: str) -> str:
+    """A workbook's first line of output (a Markdown output's plain-text stand-in aside)."""
+    return next(line for line in shown.splitlines() if not line.startswith("<IPython"))
+
+
 @pytest.fixture(autouse=True)
 def _runs_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The kernel's runs go to a folder of the test's own, not the checkout's `runs/`."""
@@ -53,6 +59,7 @@ def _runs_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_your_own_scheduler_is_checked_registered_and_measured_beside_sqlite() -> None:
     shown = _executed("your-own-scheduler", figures=1)
+    assert _first(shown).startswith("*Reading the run this notebook makes below")
     assert "sqlite-steady (experiments.examples.steady_sqlite:open_store) conforms" in shown
     # The registered backend's rows sit beside SQLite's in the latency and idle tables.
     assert len(re.findall(r"^sqlite-steady\s", shown, re.MULTILINE)) >= 3
@@ -61,6 +68,7 @@ def test_your_own_scheduler_is_checked_registered_and_measured_beside_sqlite() -
 
 def test_run_your_own_runs_latency_here_and_sweeps_the_lease() -> None:
     shown = _executed("run-your-own", figures=2)
+    assert _first(shown).startswith("*Reading the reference run")  # what yours are drawn against
     assert "Found here: memory, sqlite" in shown
     assert re.search(r"^sqlite\s+\S+\s+\S+\s+\S+\s+\S+$", shown, re.MULTILINE)  # yours, reference
     assert re.search(r"sqlite\s+0\.5\b", shown) and re.search(r"sqlite\s+1\.0\b", shown)
