@@ -130,7 +130,8 @@ class Checkpointer(Protocol):
         """Perform `effect` and record its result as `key` in one atomic step.
 
         If `key` is already recorded the effect is not performed. A fenced pass performs
-        neither the effect nor the record.
+        neither the effect nor the record. Under a live claim it is a sign of life, as a
+        `record` is, whether or not `key` was recorded before.
         """
         ...
 

@@ -6,6 +6,7 @@ import argparse
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
@@ -144,6 +145,29 @@ def _where(args: argparse.Namespace, names: list[str], mode: str) -> Path:
     return where
 
 
+def _write(args: argparse.Namespace, names: list[str], mode: str,
+           start: Callable[[Path, str], Coroutine[Any, Any, int]],
+           said: Callable[[Path, int], int], *, announce: bool = True) -> int:
+    """What run, chaos and soak do around their run: the folder (`_where`; refused with exit 2
+    before anything starts), the command line for the metadata, the run `start(where, command)`
+    (130 if it was interrupted), then `said(where, failures)` reports and gives the exit status."""
+    from experiments.results import Refused
+    from experiments.runner import main_sync
+
+    try:
+        where = _where(args, names, mode)
+    except Refused as error:
+        print(error, file=sys.stderr)
+        return 2
+    if announce:  # `run` says where itself, as it does when called from a notebook
+        print(f"writing to {_shown(where)}/", file=sys.stderr)
+    command = "python -m experiments " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    failures = main_sync(start(where, command))
+    if failures == 130:
+        return 130
+    return said(where, failures)
+
+
 def _settings(given: list[str]) -> dict[str, Any]:
     """`--set rate=5,20 --set phase=mid-step` as {"rate": [5, 20], "phase": ["mid-step"]}."""
     found: dict[str, Any] = {}
@@ -198,14 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "figures":
         from experiments.figures import redraw
 
-        try:
-            drawn = redraw(Path(args.results), args.names)
-        except ValueError as error:
-            print(error, file=sys.stderr)
-            return 2
-        for path in drawn:
-            print(f"drew {_shown(path)}")
-        return 0
+        return _listed("drew", lambda: redraw(Path(args.results), args.names))
     if args.command == "findings":
         from experiments.findings import findings
 
@@ -228,34 +245,32 @@ def main(argv: list[str] | None = None) -> int:
         from experiments.notebooks import HERE, build
 
         run = str(Path(args.results).resolve()) if args.results else None
-        try:
-            written = build(args.names or None, run=run,
-                            where=Path(run) / "notebooks" if run else HERE)
-        except ValueError as error:
-            print(error, file=sys.stderr)
-            return 2
-        for path in written:
-            print(f"wrote {_shown(path)}")
-        return 0
+        return _listed("wrote", lambda: build(args.names or None, run=run,
+                                              where=Path(run) / "notebooks" if run else HERE))
     if args.command == "workbooks":
         from experiments import workbooks
 
-        try:
-            written = workbooks.build(args.names or None)
-        except ValueError as error:
-            print(error, file=sys.stderr)
-            return 2
-        for path in written:
-            print(f"wrote {_shown(path)}")
-        return 0
+        return _listed("wrote", lambda: workbooks.build(args.names or None))
     return 2
+
+
+def _listed(verb: str, make: Callable[[], list[Path]]) -> int:
+    """What figures, notebooks and workbooks do with the files `make()` writes: each named on a
+    line after `verb`, exit 0; or its `ValueError` (a name it does not know) said, exit 2."""
+    try:
+        made = make()
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
+    for path in made:
+        print(f"{verb} {_shown(path)}")
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
     from experiments.overrides import check
     from experiments.report import report
-    from experiments.results import Refused
-    from experiments.runner import main_sync, module, run
+    from experiments.runner import module, run
 
     names = args.names or list(EXPERIMENTS)
     unknown = [n for n in names if n not in EXPERIMENTS]
@@ -279,35 +294,34 @@ def _run(args: argparse.Namespace) -> int:
         return 2
     try:
         overrides = check([module(n) for n in names], _settings(args.set))
-        where = _where(args, names, "quick" if args.quick else "full")
-    except (Refused, ValueError) as error:
+    except ValueError as error:
         print(error, file=sys.stderr)
         return 2
-    command = "python -m experiments " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    failures = main_sync(run(names, chosen, quick=args.quick, repeat=args.repeat,
-                             sources=_sources(args.sources), where=where,
-                             figures=not args.no_figures, command=command,
-                             merge=args.merge, reference=args.reference or args.force,
-                             overrides=overrides))
-    if failures == 130:
-        return 130
-    print(report(where, names))
-    print(f"results in {_shown(where)}/; in a notebook: "
-          f"lab.use({_shown(where)!r})" + ("" if args.reference else
-                                          " (the reference in results/ is untouched)"))
-    if failures:
-        print(f"{failures} configuration(s) failed: see the messages above and "
-              f"{_shown(where)}/<experiment>.json", file=sys.stderr)
-        return 1
-    return 0
+
+    def said(where: Path, failures: int) -> int:
+        print(report(where, names))
+        print(f"results in {_shown(where)}/; in a notebook: "
+              f"lab.use({_shown(where)!r})" + ("" if args.reference else
+                                              " (the reference in results/ is untouched)"))
+        if failures:
+            print(f"{failures} configuration(s) failed: see the messages above and "
+                  f"{_shown(where)}/<experiment>.json", file=sys.stderr)
+            return 1
+        return 0
+
+    return _write(args, names, "quick" if args.quick else "full",
+                  lambda where, command: run(
+                      names, chosen, quick=args.quick, repeat=args.repeat,
+                      sources=_sources(args.sources), where=where, figures=not args.no_figures,
+                      command=command, merge=args.merge, reference=args.reference or args.force,
+                      overrides=overrides),
+                  said, announce=False)
 
 
 def _chaos(args: argparse.Namespace) -> int:
     import dataclasses
 
     from experiments.chaos import CONFIGURATIONS, NAME, PROFILES, main_async
-    from experiments.results import Refused
-    from experiments.runner import main_sync
 
     profile = PROFILES[args.profile or ("quick" if args.quick else "full")]
     if args.workflows is not None:
@@ -325,28 +339,22 @@ def _chaos(args: argparse.Namespace) -> int:
             print(f"no chaos run for {unknown}; choose from {', '.join(sorted(known))}",
                   file=sys.stderr)
             return 2
-    try:
-        where = _where(args, [NAME], profile.name)
-    except Refused as error:
-        print(error, file=sys.stderr)
-        return 2
-    print(f"writing to {_shown(where)}/", file=sys.stderr)
-    command = "python -m experiments " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    failures = main_sync(main_async(profile, names, where, command, args.merge))
-    if failures == 130:
-        return 130
-    if failures:
-        print(f"{failures} chaos configuration(s) lost something: see the lines above and "
-              f"{_shown(where)}/chaos.json", file=sys.stderr)
-        return 1
-    return 0
+
+    def said(where: Path, failures: int) -> int:
+        if failures:
+            print(f"{failures} chaos configuration(s) lost something: see the lines above and "
+                  f"{_shown(where)}/chaos.json", file=sys.stderr)
+            return 1
+        return 0
+
+    return _write(args, [NAME], profile.name,
+                  lambda where, command: main_async(profile, names, where, command, args.merge),
+                  said)
 
 
 def _soak(args: argparse.Namespace) -> int:
-
     from experiments.figures import draw
-    from experiments.results import Refused, metadata
-    from experiments.runner import main_sync
+    from experiments.results import metadata
     from experiments.soak import STORES, Settings, soak, table
 
     names = [b.strip() for b in args.backends.split(",") if b.strip()]
@@ -363,20 +371,16 @@ def _soak(args: argparse.Namespace) -> int:
             return 2
     settings = Settings(minutes=args.minutes, rate=args.rate, fault_every_s=args.fault_every,
                         sample_s=args.sample_every)
-    command = "python -m experiments " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    try:
-        where = _where(args, ["soak"], "quick" if settings.minutes < 60 else "full")
-    except Refused as error:
-        print(error, file=sys.stderr)
-        return 2
-    print(f"writing to {_shown(where)}/", file=sys.stderr)
-    bad = main_sync(soak(settings, names, where=where, command=command))
-    if bad == 130:
-        return 130
-    print(table(metadata("soak", where)))
-    if not args.no_figures:
-        print(f"drew {draw('soak', where)}")
-    return 1 if bad else 0
+
+    def said(where: Path, bad: int) -> int:
+        print(table(metadata("soak", where)))
+        if not args.no_figures:
+            print(f"drew {draw('soak', where)}")
+        return 1 if bad else 0
+
+    return _write(args, ["soak"], "quick" if settings.minutes < 60 else "full",
+                  lambda where, command: soak(settings, names, where=where, command=command),
+                  said)
 
 
 def _backends(sources: tuple[str, ...] | None) -> int:

@@ -6,12 +6,17 @@ pass for a green build.
 
 It also puts the repository root on `sys.path`, so `pytest` run from anywhere (not only
 `python -m pytest` from the root) imports the working tree rather than needing an install.
+
+And under pytest-xdist it hands out the files that hold a `slow` test first (processes,
+kernels, private servers, chaos): a worker given one near the end would run on alone while the
+others sit idle, so the run would last as long as that file's tail.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -35,3 +40,23 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         for nodeid in _skipped_store_tests[:20]:
             print(f"  {nodeid}")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # xdist's file scheduler would sort the files by how many tests each holds, which leaves a
+    # file of a few long tests (a notebook, a chaos run) to the end; keep the order below.
+    if config.getoption("dist", default="no") in ("loadfile", "loadscope"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On an xdist worker: the files holding a `slow` test first, as collected, then the rest,
+    those with the most tests first (xdist's own order). A file's tests keep their order, and
+    every worker computes the same list, as xdist requires."""
+    if not hasattr(config, "workerinput"):
+        return
+    size = Counter(item.path for item in items)
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    seen = {path: n for n, path in enumerate(dict.fromkeys(item.path for item in items))}
+    items.sort(key=lambda item: (0, 0, seen[item.path]) if item.path in slow
+               else (1, -size[item.path], seen[item.path]))

@@ -110,6 +110,7 @@ def answering(
     return answers
 
 
+@pytest.mark.slow
 def test_a_worker_killed_mid_payout_is_taken_over_with_no_capture_twice(
     shared_store_url: str, processes: Processes, tmp_path: Path, tag: str
 ) -> None:

@@ -32,6 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHORT = {"rate": 40, "seconds": 0.5}
 
 
+@pytest.mark.slow
 async def test_a_quick_run_returns_its_rows_as_a_frame_with_the_override_in_them(
     tmp_path: Path,
 ) -> None:
@@ -146,6 +147,7 @@ def _digest(folder: Path) -> dict[str, str]:
             if p.is_file()}
 
 
+@pytest.mark.slow
 def test_a_run_writes_a_folder_of_its_own_and_leaves_the_reference_alone(checkout: Path
                                                                          ) -> None:
     before = _digest(checkout / "results")
@@ -172,6 +174,17 @@ def test_a_quick_run_against_the_full_reference_is_refused(checkout: Path) -> No
     assert not (checkout / "runs").exists()
 
 
+def test_a_short_soak_into_the_full_reference_is_refused_before_it_starts(checkout: Path
+                                                                          ) -> None:
+    before = _digest(checkout / "results")
+    refused = _lab(checkout, "soak", "--minutes", "1", "--reference", "--backends", "sqlite")
+    assert refused.returncode == 2
+    assert "mix" in refused.stderr and "writing to" not in refused.stderr
+    assert _digest(checkout / "results") == before
+    assert not (checkout / "runs").exists()
+
+
+@pytest.mark.slow
 def test_a_kernel_started_anywhere_imports_the_lab_and_runs_it_without_a_warning(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -215,6 +228,7 @@ def _children(pid: int) -> set[int]:
     return found
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
 def test_interrupting_the_kernel_stops_the_run_and_leaves_nothing_behind(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch

@@ -115,6 +115,7 @@ async def test_takeover_measures_a_kill_on_sqlite(lab: Lab) -> None:
     assert took > 0.25
 
 
+@pytest.mark.slow
 async def test_a_backend_whose_server_cannot_be_had_is_skipped_with_its_reason(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -248,6 +249,7 @@ def _docker_answers() -> str | None:
     return None
 
 
+@pytest.mark.slow
 async def test_an_experiment_runs_end_to_end_on_servers_in_containers(tmp_path: Path) -> None:
     reason = _docker_answers()
     if reason is not None:

@@ -112,6 +112,7 @@ def _draw(name: str, frame: Any) -> Any:
     return fig
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", DRAWN)
 def test_each_figure_draws_from_the_reference_and_from_one_backends_rows(name: str) -> None:
     if not _committed(name):
@@ -158,12 +159,17 @@ def test_the_latency_figure_draws_a_median_interval_only_where_one_is_given(
     assert sum(len(ax.lines) for ax in _draw("latency", frame).axes) == plain + 1
 
 
-def test_the_figures_command_draws_a_folders_rows_again_and_refuses_unknown_names(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _wakeups_into(folder: Path) -> None:
+    """The reference run's wakeups rows and metadata, copied into `folder` (a skip without)."""
     if not _committed("wakeups"):
         pytest.skip("no committed wakeups.csv")
     for suffix in ("csv", "json"):
-        shutil.copy(RESULTS / f"wakeups.{suffix}", tmp_path / f"wakeups.{suffix}")
+        shutil.copy(RESULTS / f"wakeups.{suffix}", folder / f"wakeups.{suffix}")
+
+
+def test_the_figures_command_draws_a_folders_rows_again_and_refuses_unknown_names(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _wakeups_into(tmp_path)
     assert main(["figures", "--results", str(tmp_path)]) == 0
     assert (tmp_path / "figures" / "wakeups.png").stat().st_size > 0
     assert sorted(p.name for p in (tmp_path / "figures").iterdir()) == ["wakeups.png"]
@@ -171,6 +177,15 @@ def test_the_figures_command_draws_a_folders_rows_again_and_refuses_unknown_name
     assert main(["figures", "latency", "--results", str(tmp_path)]) == 2
     assert "no latency.csv" in capsys.readouterr().err
     assert figures.redraw(tmp_path, ["wakeups"]) == [tmp_path / "figures" / "wakeups.png"]
+
+
+def test_the_figures_command_names_each_figure_it_drew_on_a_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _wakeups_into(tmp_path)
+    assert main(["figures", "wakeups", "--results", str(tmp_path)]) == 0
+    said = capsys.readouterr()
+    assert said.out.splitlines() == [f"drew {tmp_path / 'figures' / 'wakeups.png'}"]
+    assert said.err == ""
 
 
 def test_the_scaling_figure_shades_each_medians_interval_where_there_are_repetitions() -> None:

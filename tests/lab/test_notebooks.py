@@ -5,17 +5,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
+from experiments.__main__ import main
 from experiments.notebooks import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(NOTEBOOKS))
 def test_the_notebook_runs_and_draws_its_figures(name: str) -> None:
+    # Imported here, not at the top: every xdist worker collects this file, and the two take
+    # seconds to import (Jupyter's client and schemas), which only the worker that runs it needs.
+    import nbformat
+    from nbclient import NotebookClient
+
     path = ROOT / "notebooks" / f"{name}.ipynb"
     committed = nbformat.read(path, as_version=4)
     # The committed copy was executed: every code cell has its outputs already (but the
@@ -43,6 +48,8 @@ def test_the_notebook_runs_and_draws_its_figures(name: str) -> None:
 def test_the_committed_notebook_is_what_the_generator_writes(name: str) -> None:
     """Its cells are `experiments/notebooks.py`'s, after the first two: the `RUN` parameter
     cell that points it at the reference run, and the cell that says so as its first output."""
+    import nbformat
+
     from experiments.notebooks import PARAMETERS, READS
 
     committed = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
@@ -55,12 +62,24 @@ def test_the_committed_notebook_is_what_the_generator_writes(name: str) -> None:
         f"{name}.ipynb differs from the generator: run `python -m experiments notebooks`")
 
 
+def test_the_command_names_a_notebook_it_does_not_know_and_writes_nothing(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["notebooks", "nope", "--results", str(tmp_path)]) == 2
+    said = capsys.readouterr()
+    assert "no notebook 'nope'" in said.err and said.out == ""
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.slow
 def test_a_notebook_given_another_run_the_papermill_way_reads_and_names_it(
     tmp_path: Path,
 ) -> None:
     """Papermill puts the values it is given in a cell after the parameter cell: a notebook
     then reads that run, and its first line of output names it."""
     import shutil
+
+    import nbformat
+    from nbclient import NotebookClient
 
     from experiments.notebooks import build
 
@@ -87,6 +106,8 @@ def test_both_kinds_of_notebook_are_written_by_one_function_that_refuses_unknown
     """`notebooks.build` and `workbooks.build` share `save`: an unknown name is refused, naming
     the choices, before anything is written; a known one is written with its parameter cell
     tagged, whichever kind it is."""
+    import nbformat
+
     from experiments import workbooks
     from experiments.notebooks import build
 

@@ -84,6 +84,7 @@ def test_a_process_started_after_the_registration_knows_the_backend() -> None:
     assert done.stdout.split() == [STEADY, "sqlite"]
 
 
+@pytest.mark.slow
 async def test_a_registered_scheduler_runs_in_the_agents_beside_ours(tmp_path: Path) -> None:
     lab.register("mine", STEADY, like="sqlite", scheduler="SteadySqliteScheduler")
     frame = await lab.run("latency", backends=["sqlite", "mine"], quick=True, rate=40,
@@ -98,6 +99,7 @@ async def test_a_registered_scheduler_runs_in_the_agents_beside_ours(tmp_path: P
     assert meta["command"].startswith(f"lab.register('mine', '{STEADY}', like='sqlite'); lab.run(")
 
 
+@pytest.mark.slow
 def test_the_contract_runs_from_python_and_says_what_it_found() -> None:
     lab.register("mine", STEADY, like="sqlite")
     found = lab.conformance("mine", select="arrive_records or a_second_arrival")
@@ -108,6 +110,7 @@ def test_the_contract_runs_from_python_and_says_what_it_found() -> None:
         lab.conformance("saq")
 
 
+@pytest.mark.slow
 def test_the_contract_checks_the_checkpointer_and_the_bounds_of_a_registered_store() -> None:
     lab.register("mine", STEADY, like="sqlite")
     found = lab.conformance("mine", select="(Checkpointer and transact) or (Bounds and bad_id)")
@@ -142,6 +145,7 @@ async def open_store(url, *, lease, poll=None, housekeeping=False):
 """
 
 
+@pytest.mark.slow
 def test_what_the_contract_cannot_run_on_a_store_is_skipped_saying_why(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
@@ -155,6 +159,7 @@ def test_what_the_contract_cannot_run_on_a_store_is_skipped_saying_why(
     assert "the transact tests need the store's own effect kit" in found._repr_markdown_()
 
 
+@pytest.mark.slow
 def test_the_command_line_registers_a_backend_for_its_run(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "experiments", "run", "latency", "--quick", "--no-figures",

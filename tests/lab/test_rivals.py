@@ -102,6 +102,7 @@ async def _done(worker: Agent, count: int) -> dict[str, Any]:
             await asyncio.sleep(0.1)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rival", list(RIVALS))
 async def test_every_submitted_job_starts_exactly_once(python: str, base: str,
                                                         rival: str) -> None:
@@ -184,6 +185,7 @@ async def lab(python: str) -> AsyncIterator[Lab]:
         servers.close()
 
 
+@pytest.mark.slow
 async def test_takeover_gives_each_rival_a_row_and_says_never_where_it_does_not_recover(
         lab: Lab) -> None:
     experiment = module("takeover")
@@ -208,6 +210,7 @@ async def test_takeover_gives_each_rival_a_row_and_says_never_where_it_does_not_
     assert table.loc["procrastinate", "setting"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rival", ["saq", "procrastinate"])
 async def test_growth_counts_what_a_rival_keeps_of_finished_jobs(lab: Lab, rival: str) -> None:
     """At its defaults a rival keeps a record of every finished job; its own cleanup setting
@@ -230,6 +233,7 @@ async def test_growth_counts_what_a_rival_keeps_of_finished_jobs(lab: Lab, rival
     assert final[True].get(record, 0) == 0
 
 
+@pytest.mark.slow
 async def test_wakeups_race_a_rival_s_key_for_one_job_per_workflow(lab: Lab) -> None:
     """arq refuses a job id while that job runs: the wakeup is lost, and said refused;
     procrastinate's lock runs the second job after the first: nothing lost."""

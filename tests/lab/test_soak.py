@@ -20,6 +20,7 @@ from experiments.results import LEADING, TRAILING
 from experiments.soak import FAULTS, Settings, slope_per_hour, soak
 
 
+@pytest.mark.slow
 async def test_a_short_soak_samples_faults_and_completes_everything(tmp_path: Path) -> None:
     if shutil.which("redis-server") is None:
         pytest.skip("no redis-server on PATH")

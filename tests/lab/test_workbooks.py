@@ -9,10 +9,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbclient import NotebookClient
 
+from experiments.__main__ import main
 from experiments.workbooks import WORKBOOKS, cells, notebook
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,6 +27,10 @@ QUICK = {
 def _executed(name: str, figures: int) -> str:
     """Workbook `name` run with `QUICK`'s parameters; every output's text, after checking no
     cell failed, every `say` said something whole and `figures` figures were drawn."""
+    # Imported here, not at the top: every xdist worker collects this file, and Jupyter's
+    # client takes seconds to import, which only the worker that runs it needs.
+    from nbclient import NotebookClient
+
     book = notebook(name, QUICK[name])
     NotebookClient(book, timeout=300, kernel_name="python3",
                    resources={"metadata": {"path": str(ROOT)}}).execute()  # raises on error
@@ -57,6 +60,7 @@ def _runs_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("LAB_RUNS", str(tmp_path / "runs"))
 
 
+@pytest.mark.slow
 def test_your_own_scheduler_is_checked_registered_and_measured_beside_sqlite() -> None:
     shown = _executed("your-own-scheduler", figures=1)
     assert _first(shown).startswith("*Reading the run this notebook makes below")
@@ -66,6 +70,7 @@ def test_your_own_scheduler_is_checked_registered_and_measured_beside_sqlite() -
     assert len(re.findall(r"^sqlite\s", shown, re.MULTILINE)) >= 3
 
 
+@pytest.mark.slow
 def test_run_your_own_runs_latency_here_and_sweeps_the_lease() -> None:
     shown = _executed("run-your-own", figures=2)
     assert _first(shown).startswith("*Reading the reference run")  # what yours are drawn against
@@ -76,6 +81,8 @@ def test_run_your_own_runs_latency_here_and_sweeps_the_lease() -> None:
 
 @pytest.mark.parametrize("name", list(WORKBOOKS))
 def test_the_committed_workbook_is_what_the_generator_writes(name: str) -> None:
+    import nbformat
+
     path = ROOT / "notebooks" / f"{name}.ipynb"
     committed = nbformat.read(path, as_version=4)
     assert [c.source for c in committed.cells] == [source for _, source in cells(name)], (
@@ -86,3 +93,10 @@ def test_the_committed_workbook_is_what_the_generator_writes(name: str) -> None:
             assert cell.get("outputs"), f"{path.name} is committed without outputs"
     text = path.read_text()
     assert not re.search(r"/(?:work|home|tmp|Users)/", text), f"{path.name} names a machine path"
+
+
+def test_the_command_names_a_workbook_it_does_not_know(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["workbooks", "nope"]) == 2
+    said = capsys.readouterr()
+    assert "no workbook 'nope'" in said.err and said.out == ""

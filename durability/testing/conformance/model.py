@@ -12,6 +12,8 @@ already have (a third-party store does the same):
 A store that takes its clock from the caller overrides `timeline` with a `FakeTime` and builds
 itself on it; the others run on `RealTime`, with short real sleeps and a grey window (see
 `timeline`). Each example works on ids (and a queue) of its own, so shared servers are fine.
+A failure that hypothesis cannot replay (a real clock can go another way the second time) is
+reported as itself, with the store calls that led to it, not as hypothesis's `Flaky`.
 
 Profiles (hypothesis settings, applied to these tests only): `durability-model`, sized for CI
 (40 examples of up to 30 steps per store), and `durability-model-long`, chosen by setting
@@ -21,12 +23,16 @@ Profiles (hypothesis settings, applied to these tests only): `durability-model`,
 from __future__ import annotations
 
 import asyncio
+import inspect
 import os
+import reprlib
 from collections.abc import Awaitable, Callable
-from typing import Any, TypeVar, cast
+from datetime import UTC, datetime
+from typing import Any, TypeGuard, TypeVar, cast
 
 import pytest
 from hypothesis import HealthCheck, settings
+from hypothesis.errors import Flaky, FlakyFailure, HypothesisException
 from hypothesis.stateful import RuleBasedStateMachine, run_state_machine_as_test
 
 from durability.interfaces import Checkpointer
@@ -34,6 +40,7 @@ from durability.testing.conformance.checkpoint_model import CheckpointMachine
 from durability.testing.conformance.queue_model import MakeScheduler, QueueMachine
 from durability.testing.conformance.records import EffectKit
 from durability.testing.conformance.timeline import RealTime, Timeline
+from durability.values import Pass
 
 __all__ = ["PROFILES", "CheckpointerModelContract", "SchedulerModelContract", "drive", "profile"]
 
@@ -74,25 +81,104 @@ async def _awaited(awaitable: Awaitable[T]) -> T:
     return await awaitable
 
 
+class _Short(reprlib.Repr):
+    """How a value is shown in a noted call: cut short, but a `Pass` always with its token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.maxother = self.maxstring = 90
+
+    def repr_Pass(self, holder: Pass, level: int) -> str:  # reprlib finds it by type name
+        return f"Pass({holder.workflow!r}, token={holder.token}, alive={holder.alive})"
+
+
+_SHORT = _Short()
+
+
+def _said(awaitable: Awaitable[Any]) -> str:
+    """A store call as `Class.method(arg=value, ...)`, each value cut short."""
+    name = getattr(awaitable, "__qualname__", type(awaitable).__name__)
+    arguments = inspect.getcoroutinelocals(awaitable) if inspect.iscoroutine(awaitable) else {}
+    shown = (f"{key}={_SHORT.repr(value)}" for key, value in arguments.items() if key != "self")
+    return f"{name}({', '.join(shown)})"
+
+
+def _unmasked(flaky: Flaky, trail: list[str]) -> BaseException:
+    """What to report for a `Flaky`: the failure it was raised over, if any, else itself.
+
+    On a real clock the same example can fail at another step, or not at all, when hypothesis
+    runs it again (to shrink it), and hypothesis then reports that it could not: as a
+    `FlakyStrategyDefinition` raised over the failure, blaming the data generation, or as a
+    `FlakyFailure` grouping the failure with that. What the first run found is still a failure
+    of the store or of the model, so that is what is raised. `trail` (the calls of the last
+    example run) is the failing example's only in the first case, so only then is it shown.
+    """
+    if isinstance(flaky, FlakyFailure):
+        under: list[BaseException | None] = list(flaky.exceptions)
+        steps = ""
+    else:
+        under = [flaky.__context__]
+        steps = " What the example asked of the store, in order:\n" + "\n".join(trail)
+    found = next((error for error in under if _ours(error)), None)
+    if found is None:
+        return flaky
+    found.add_note(
+        "Hypothesis could not replay this example (on a real clock a rerun can go another way)"
+        f" and gave up with {type(flaky).__name__}; this is the failure as it first happened."
+        + steps
+    )
+    return found
+
+
+def _ours(error: BaseException | None) -> TypeGuard[Exception]:
+    """A failure of the test's own (an assertion, a store's error), not hypothesis's."""
+    return isinstance(error, Exception) and not isinstance(error, HypothesisException)
+
+
 async def drive(build: Callable[[Callable[[Awaitable[Any]], Any]], RuleBasedStateMachine]) -> None:
     """Run the machine `build(run)` makes under `profile()`.
 
     Hypothesis calls rules synchronously, and the store lives on this test's event loop, so
     the machine runs in a thread of its own and `run` hands each coroutine to this loop and
-    waits for its outcome (a `Fenced` included: it is raised in the machine's thread).
+    waits for its outcome (a `Fenced` included: it is raised in the machine's thread). Each
+    call is noted, with when it was sent and answered, so that a failure hypothesis cannot
+    replay is still reported as itself, with its steps (see `_unmasked`).
     """
     loop = asyncio.get_running_loop()
+    #: The calls of the example running now.
+    trail: list[str] = []
 
     def run(awaitable: Awaitable[Any]) -> Any:
+        said = _said(awaitable)
+        sent = datetime.now(UTC)
         future = asyncio.run_coroutine_threadsafe(_awaited(awaitable), loop)
-        return future.result(timeout=STEP_TIMEOUT)
+        try:
+            outcome = future.result(timeout=STEP_TIMEOUT)
+        except BaseException as error:
+            heard = f"raised {error!r}"
+            raise
+        else:
+            heard = _SHORT.repr(outcome)
+            return outcome
+        finally:
+            answered = datetime.now(UTC)
+            trail.append(f"  {sent:%H:%M:%S.%f}..{answered:%H:%M:%S.%f} {said} -> {heard}")
 
     def machine() -> RuleBasedStateMachine:
+        trail.clear()
         return build(run)
 
     def test() -> None:
-        # Documented as taking any factory; annotated as taking the class.
-        run_state_machine_as_test(cast(type[RuleBasedStateMachine], machine), settings=profile())
+        try:
+            # Documented as taking any factory; annotated as taking the class.
+            run_state_machine_as_test(
+                cast(type[RuleBasedStateMachine], machine), settings=profile()
+            )
+        except Flaky as flaky:
+            found = _unmasked(flaky, trail)
+            if found is flaky:
+                raise
+            raise found from None
 
     await asyncio.to_thread(test)
 

@@ -28,6 +28,7 @@ from durability.testing.conformance.bounds import (
     refusal,
 )
 from durability.testing.conformance.claims import BRIEF, LONG, PAST_BRIEF, claim_now, fresh
+from durability.testing.conformance.pace import Stopwatch, at_any_pace
 from durability.values import Effect, Recorded
 
 
@@ -393,6 +394,41 @@ class RecordContract:
         outcome = await checkpointer.transact(holder, "given", effect_kit.effect(workflow, 3))
         assert outcome == Recorded("outside", False)
         assert await effect_kit.counter(workflow) == 0
+
+    async def test_a_transact_of_a_key_recorded_before_is_a_sign_of_life(
+        self, checkpointer: Checkpointer, effect_kit: EffectKit
+    ) -> None:
+        # A transact retried after a lost reply (or of a key supplied from outside) finds its
+        # key recorded and is answered early; that is still the pass speaking, and keeps its
+        # claim alive as a record of a recorded key does, or the pass is fenced at its next
+        # write with no one else in (Redis answered early without renewing).
+        async def scenario(scale: float) -> None:
+            workflow = fresh()
+            alive = timedelta(milliseconds=500 * scale)
+            limit = alive.total_seconds()
+            since = Stopwatch()
+            holder = await claim_now(checkpointer, workflow, budget=LONG, alive=alive)
+            await checkpointer.supply(workflow, "given", "outside")
+            # Twice `alive` in all, but (on a machine keeping pace) never `alive` between two.
+            for beat in range(4):
+                await asyncio.sleep(limit / 2)
+                sending = Stopwatch()
+                try:
+                    outcome = await checkpointer.transact(
+                        holder, "given", effect_kit.effect(workflow, 1)
+                    )
+                except Fenced:
+                    since.within(limit, f"the sign of life before beat {beat}, and beat {beat}")
+                    raise
+                assert outcome == Recorded("outside", False)
+                since = sending
+            claimed = await checkpointer.claim(workflow, LONG, LONG)
+            if claimed is not None:
+                since.within(limit, "the last beat and the claim after it")
+            assert claimed is None
+            assert await effect_kit.counter(workflow) == 0
+
+        await at_any_pace(scenario)
 
     async def test_a_superseded_transact_performs_nothing(
         self, checkpointer: Checkpointer, effect_kit: EffectKit

@@ -14,6 +14,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 from durability.postgres import PostgresCheckpointer, PostgresScheduler
 
 if TYPE_CHECKING:
@@ -58,6 +60,7 @@ async def test_two_processes_claiming_at_once_admit_exactly_one(database_url: st
     assert winners == Counter({workflow: 1 for workflow in workflows})
 
 
+@pytest.mark.slow
 async def test_two_processes_taking_from_one_queue_take_each_workflow_once(
     database_url: str, pool: Pool
 ) -> None:
@@ -71,6 +74,7 @@ async def test_two_processes_taking_from_one_queue_take_each_workflow_once(
     assert sorted(taken) == sorted(workflows)
 
 
+@pytest.mark.slow
 async def test_migrating_from_several_processes_at_once_succeeds_everywhere(
     scratch_database: Callable[[], str], make_pool: Callable[..., Awaitable[Pool]]
 ) -> None:

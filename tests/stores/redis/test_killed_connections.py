@@ -13,6 +13,7 @@ import random
 from collections.abc import Callable
 from datetime import timedelta
 
+import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
@@ -22,6 +23,7 @@ from durability.connect import open_durable, unavailable
 HUNG = 30.0
 
 
+@pytest.mark.slow
 async def test_every_call_ends_however_the_connections_are_killed(
     spawn_redis: Callable[..., int],
 ) -> None:

@@ -69,6 +69,7 @@ def _run_together(path: Path, line: Path, *argvs: list[str]) -> list[dict[str, o
                 process.wait()
 
 
+@pytest.mark.slow
 async def test_ten_processes_migrate_a_fresh_file_at_once_and_all_run(
     path: Path, tmp_path: Path
 ) -> None:

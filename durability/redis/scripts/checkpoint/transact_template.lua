@@ -5,7 +5,14 @@
 local why = refused(ARGV[1])
 if why then return {why} end
 local held = redis.call('HGET', KEYS[1], ARGV[4])
-if held then return {0, held} end
+if held then
+  -- Still a sign of life, as a record of a recorded key is (and as on every other store): a
+  -- transact retried after a lost reply lands here, and a pass left unrenewed by it is
+  -- fenced at its next write with no one else in.
+  stretch(tonumber(ARGV[2]))
+  rearm(tonumber(ARGV[3]))
+  return {0, held}
+end
 
 -- The effect sees only its own slice of KEYS and ARGV, as if it were a script of its own.
 local function effect(KEYS, ARGV)
