@@ -301,16 +301,22 @@ async def test_repeats_go_round_every_backend_and_rows_come_out_in_backend_order
     assert sorted(written["repeat"].tolist()) == [0, 0, 0, 0, 1, 1, 1, 1]
 
 
-@pytest.mark.slow
-async def test_throughput_on_a_private_postgres_counts_the_transactions_each_pass_commits(
-) -> None:
-    """The server's own count of the transactions that wrote, read at once (not the
-    statistics a backend reports up to a second late): a pass takes, records and finishes, so
-    between one and three commits a pass, shared by the passes of a turn."""
+@pytest.fixture
+def postgres_binary() -> Iterator[None]:
     import shutil
 
     if shutil.which("initdb") is None and not list(Path("/usr/lib/postgresql").glob("*/bin/initdb")):
         pytest.skip("needs Postgres's initdb")
+    yield
+
+
+@pytest.mark.slow
+async def test_throughput_on_a_private_postgres_counts_the_transactions_each_pass_commits(
+    postgres_binary: None,
+) -> None:
+    """The server's own count of the transactions that wrote, read at once (not the
+    statistics a backend reports up to a second late): a pass takes, records and finishes, at
+    most three commits, fewer where the passes of a turn share them."""
     servers = Servers(("binary",))
     lab = Lab(servers, quick=True)
     try:
