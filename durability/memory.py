@@ -511,7 +511,7 @@ class MemoryScheduler:
                 del self._pending[receipt]
                 fresh = str(next(self._ids))
                 self._pending[fresh] = _Held(held.workflow, now)
-                return Delivery(held.workflow, fresh)
+                return Delivery(held.workflow, fresh, lapsed=True)
         return None
 
     @_counted
@@ -527,7 +527,7 @@ class MemoryScheduler:
                 del self._pending[receipt]
                 fresh = str(next(self._ids))
                 self._pending[fresh] = _Held(held.workflow, now)
-                taken = Delivery(held.workflow, fresh)
+                taken = Delivery(held.workflow, fresh, lapsed=True)
                 lapses_in = idle
             if soonest is None or lapses_in < soonest:
                 soonest = lapses_in

@@ -73,10 +73,16 @@ class Entry:
 @dataclass(frozen=True, slots=True)
 class Delivery:
     """One wakeup handed to one worker. `receipt` is the scheduler's proof of which wakeup it
-    is (a stream entry id, a visibility score); `done`, `wake_at` and `extend` compare it."""
+    is (a stream entry id, a visibility score); `done`, `wake_at` and `extend` compare it.
+
+    `lapsed` says the store handed this wakeup out before and its holder's lease ran out
+    unanswered: a takeover, whose claim a last write may keep a moment longer, as opposed to a
+    fresh wakeup, which a live pass may hold for as long as it runs. A hint for the worker,
+    never needed for correctness (and not part of the value's equality: the receipt is)."""
 
     workflow: str
     receipt: str
+    lapsed: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,10 +227,10 @@ class PostgresDurable(Inspected):
             else:  # with the turn's other takes, as one statement (`_take_many`)
                 row = await self._takes.call(params)
             assert row is not None  # FROM now CROSS JOIN hidden: always one row
-            workflow, receipt, earliest, hidden_for, token, deadline, found = row
+            workflow, receipt, earliest, hidden_for, token, deadline, lapsed, found = row
             if workflow is None:
                 return Look(None, earliest, hidden_for)
-            delivery = Delivery(workflow, str(receipt))
+            delivery = Delivery(workflow, str(receipt), lapsed=bool(lapsed))
             if token is None:  # a live pass holds it
                 return Look(Taken(delivery, None), None, None)
             # None: the claim row moved under the statement's snapshot, so the pass loads.
@@ -270,11 +270,11 @@ class PostgresDurable(Inspected):
         if lone:
             settle(group[0][1], row)
             return
-        workflows, receipts, tokens, deadlines, founds, earliest, hidden_for = row
+        workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, lapseds = row
         taken = len(workflows or ())
         for index, (_, reply) in enumerate(group):
             if index < taken:
                 settle(reply, (workflows[index], receipts[index], None, None,
-                               tokens[index], deadlines[index], founds[index]))
+                               tokens[index], deadlines[index], lapseds[index], founds[index]))
             else:
-                settle(reply, (None, None, earliest, hidden_for, None, None, None))
+                settle(reply, (None, None, earliest, hidden_for, None, None, None, None))

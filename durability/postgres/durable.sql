@@ -207,6 +207,7 @@ SELECT taken.workflow,
        extract(epoch FROM hidden.at - now.t)::float8,
        claimed.token,
        claimed.deadline,
+       taken.lapsed,
 -- include: durable.sql found
 FROM now CROSS JOIN hidden
 LEFT JOIN taken ON true
@@ -221,7 +222,7 @@ LEFT JOIN claimed ON true
 WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
 quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
 picked AS MATERIALIZED (
-    SELECT ctid FROM durability.queue
+    SELECT ctid, workflow, receipt FROM durability.queue
     WHERE queue = %(queue)s AND visible_at <= (SELECT t FROM now)
     ORDER BY visible_at
     LIMIT %(n)s
@@ -237,7 +238,12 @@ taken AS (
         receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
     FROM now, (SELECT count(*) FROM quick) AS unflushed
     WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-    RETURNING q.workflow, q.receipt
+    RETURNING q.workflow, q.receipt,
+              -- Whether its holder's lease lapsed: the receipt the row held when locked was a
+              -- take's, a clock reading, not a wakeup's from the sequence, whose values stay
+              -- far below any clock reading.
+              (SELECT p.receipt >= 1000000000000000 FROM picked AS p
+               WHERE p.workflow = q.workflow) AS lapsed
 ),
 -- include: durable.sql claiming
 hidden AS (
@@ -251,6 +257,7 @@ answered AS (
            taken.receipt,
            claimed.token,
            claimed.deadline,
+           taken.lapsed,
 -- include: durable.sql found
            AS found
     FROM taken LEFT JOIN claimed ON claimed.workflow = taken.workflow
@@ -261,7 +268,8 @@ SELECT (SELECT array_agg(workflow ORDER BY workflow) FROM answered),
        (SELECT array_agg(deadline ORDER BY workflow) FROM answered),
        (SELECT array_agg(found ORDER BY workflow) FROM answered),
        hidden.at,
-       extract(epoch FROM hidden.at - now.t)::float8
+       extract(epoch FROM hidden.at - now.t)::float8,
+       (SELECT array_agg(lapsed ORDER BY workflow) FROM answered)
 FROM now CROSS JOIN hidden
 
 -- name: finish_many

@@ -24,7 +24,8 @@ from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive
 from durability.postgres.listener import Listener
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
-from durability.values import Delivery, Footprint, Reclaimed
+from durability.values import Delivery, Footprint
+from durability.visibility import Visibility
 from durability.waits import set_within
 
 T = TypeVar("T")
@@ -59,7 +60,7 @@ class _Quiet:
     earliest: datetime | None
 
 
-class PostgresScheduler:
+class PostgresScheduler(Visibility):
     """A `Scheduler` over the `queue` table of `schema` (`durability` unless given), one
     `queue` name per independent queue. Queues of different schemas notify on channels of
     their own (`<schema>_ready`), so they never wake each other's workers.
@@ -154,8 +155,8 @@ class PostgresScheduler:
     async def _take(self, waited: bool = False) -> Look[Delivery]:
         row = await one(self._pool, self._sql["take"], {"queue": self.queue, "lease": self.lease})
         assert row is not None
-        workflow, receipt, earliest, hidden_for = row
-        found = None if workflow is None else Delivery(workflow, str(receipt))
+        workflow, receipt, earliest, hidden_for, lapsed = row
+        found = None if workflow is None else Delivery(workflow, str(receipt), bool(lapsed))
         return Look(found, earliest, hidden_for)
 
     async def waiting(
@@ -258,18 +259,6 @@ class PostgresScheduler:
             return None
         moment: datetime = row[0]
         return moment.astimezone(UTC)
-
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        """Always None: a delivery whose worker stopped extending it becomes visible when its
-        lease runs out, and the next `next_ready` takes it like any other."""
-        positive("idle", idle)
-        return None
-
-    async def reclaiming(self, idle: timedelta) -> Reclaimed:
-        """Nothing, and nothing to wait for, without a round trip: a lapsed row is the
-        reader's to take (its take says when the earliest hidden one shows)."""
-        positive("idle", idle)
-        return Reclaimed(None, None)
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         positive("within", within)

@@ -38,7 +38,12 @@ taken AS (
         LIMIT 1
         FOR UPDATE SKIP LOCKED
     )
-    RETURNING q.workflow, q.receipt
+    RETURNING q.workflow, q.receipt,
+              -- Whether its holder's lease lapsed: the receipt this statement's snapshot saw
+              -- (the row before this update) was a take's, a clock reading, not a wakeup's
+              -- from the sequence, whose values stay far below any clock reading.
+              (SELECT was.receipt >= 1000000000000000 FROM durability.queue AS was
+               WHERE was.queue = q.queue AND was.workflow = q.workflow) AS lapsed
 ),
 
 -- name: take
@@ -62,7 +67,8 @@ hidden AS (
 SELECT (SELECT workflow FROM taken),
        (SELECT receipt FROM taken),
        hidden.at,
-       extract(epoch FROM hidden.at - now.t)::float8
+       extract(epoch FROM hidden.at - now.t)::float8,
+       (SELECT lapsed FROM taken)
 FROM hidden, now
 
 -- name: done

@@ -13,9 +13,9 @@ an error, so a refused write would still be followed by its wakeup; `RedisDurabl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
@@ -27,7 +27,7 @@ from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lua import ScriptCall, named, source
 from durability.redis.marker import Marker
 from durability.redis.namespace import text
-from durability.redis.set_scheduler import RedisSetScheduler
+from durability.redis.set_scheduler import RedisSetScheduler, taken_delivery
 from durability.redis.shared_connection import SharedConnection
 from durability.redis.stream_scheduler import (
     FIELD,
@@ -43,6 +43,8 @@ from durability.values import Delivery, Entry, Pass, Recorded, Taken
 from durability.waits import beats
 
 __all__ = ["RedisDurable"]
+
+T = TypeVar("T")
 
 #: A take asked to wait no longer than this only looks. Redis expires a blocked read's BLOCK
 #: on its timer (every 1/hz seconds: 100 ms at the default hz 10), so a read that blocks for a
@@ -177,12 +179,8 @@ class RedisDurable(SplitDurable):
             return
         release = self._redis_checkpointer.calls.release(holder)
         done = self._redis_scheduler.done_call(delivery)
-        scheduler = self._redis_scheduler
-        if isinstance(scheduler, RedisStreamScheduler):
-            # Sent again after a lost group, the release part runs twice: it is idempotent.
-            await scheduler.regrouped(self._run, release, done)
-        else:
-            await self._run(release, done)
+        # Sent again after a lost group, the release part runs twice: it is idempotent.
+        await self._regrouped(self._run, release, done)
 
     async def finish_settled(
         self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
@@ -197,14 +195,9 @@ class RedisDurable(SplitDurable):
         script = self._settled_script(release.name, done.name)
         keys = [*release.keys, *stand.keys, *done.keys]
         args = [len(release.args), len(stand.args), *release.args, *stand.args, *done.args]
-        send = self._redis_checkpointer.batcher.run
-        scheduler = self._redis_scheduler
-        if isinstance(scheduler, RedisStreamScheduler):
-            # Sent again after a lost group, the standing and the release run twice: each is
-            # idempotent under the same token.
-            reply = await scheduler.regrouped(send, script, keys, args)
-        else:
-            reply = await send(script, keys, args)
+        # Sent again after a lost group, the standing and the release run twice: each is
+        # idempotent under the same token.
+        reply = await self._regrouped(self._redis_checkpointer.batcher.run, script, keys, args)
         return bool(int(reply[1]))
 
     def _settled_script(self, release: str, done: str) -> AsyncScript:
@@ -231,25 +224,24 @@ class RedisDurable(SplitDurable):
             args: tuple[object, ...] = (GROUP, scheduler.consumer, FIELD)
             read = ScriptCall("stream_take", (scheduler.ready,), args)
         else:
-            read = ScriptCall("set_take", scheduler.keys, (to_ms(scheduler.lease),))
+            read = scheduler.take_call()
         script = self._take_script(read.name)
         batcher = self._redis_checkpointer.batcher
         prefix = self._redis_checkpointer.prefix
         keys, script_args = read.keys, [len(read.args), *read.args, prefix, *claim_args]
         if within <= _GLANCE:
-            if isinstance(scheduler, RedisStreamScheduler):
-                reply = await scheduler.regrouped(batcher.run, script, keys, script_args)
-            else:
-                reply = await batcher.run(script, keys, script_args)
+            reply = await self._regrouped(batcher.run, script, keys, script_args)
             return self._taken(reply, alive) if reply and reply[0] else None
         if isinstance(scheduler, RedisStreamScheduler):
             if not self._waited:
-                reply = await scheduler.regrouped(batcher.run, script, keys, script_args)
+                reply = await self._regrouped(batcher.run, script, keys, script_args)
                 if reply:
                     return self._taken(reply, alive)
             return await self._wait_and_take(scheduler, within, alive, claim_args)
         if scheduler.doorbell is not None:
-            return await self._ring_and_take(scheduler, within, alive, script, script_args)
+            return await self._ring_and_take(
+                scheduler, within, alive, script, list(keys), script_args
+            )
         # Polled: every look is the one script, on the scheduler's beat.
         async for _ in beats(scheduler.poll, within):
             reply = await batcher.run(script, keys, script_args)
@@ -259,11 +251,13 @@ class RedisDurable(SplitDurable):
         return None
 
     def _taken(self, reply: Any, alive: timedelta) -> Taken:
-        workflow, receipt = text(reply[0][0]), text(reply[0][1])
         if isinstance(self._redis_scheduler, RedisStreamScheduler):
-            receipt = receipt_of(receipt, 1)  # read with ">" (or handed over): first delivery
-        holder = self._redis_checkpointer.calls.claimed(workflow, alive, reply[1])
-        return Taken(Delivery(workflow, receipt), holder)
+            # Read with ">" (or handed over): a first delivery, never a lapsed one.
+            delivery = Delivery(text(reply[0][0]), receipt_of(text(reply[0][1]), 1))
+        else:
+            delivery = taken_delivery(reply[0])
+        holder = self._redis_checkpointer.calls.claimed(delivery.workflow, alive, reply[1])
+        return Taken(delivery, holder)
 
     async def _wait_and_take(
         self,
@@ -324,15 +318,16 @@ class RedisDurable(SplitDurable):
         within: timedelta,
         alive: timedelta,
         script: AsyncScript,
+        keys: list[str],
         args: list[Any],
     ) -> Taken | None:
         """Look, and between empty looks wait for the doorbell: a BLPOP and, right behind it on
         the same connection, the look (take and claim in one script), which Redis runs as soon
         as a ring or the block's end lets the BLPOP go. A wait too short to block for is a
-        pause of at most `poll` (see `RedisSetScheduler.wait`)."""
+        pause of at most `poll` (see `RedisSetScheduler.wait`). While it blocks, the scheduler
+        answers its timer from the last look (`RedisSetScheduler.parked`)."""
         loop = asyncio.get_running_loop()
         end = loop.time() + within.total_seconds()
-        keys = list(scheduler.keys)
         shared = self._waiting_connection
         assert shared is not None and scheduler.doorbell is not None
         reply: Any = None
@@ -345,6 +340,7 @@ class RedisDurable(SplitDurable):
                 if reply[0]:
                     self._waited = False
                     return self._taken(reply, alive)
+                scheduler.looked(reply)
                 hidden_ms = reply[1]
                 self._hidden_at = None if hidden_ms is None else now + float(text(hidden_ms)) / 1000
             left = end - now
@@ -360,15 +356,24 @@ class RedisDurable(SplitDurable):
             look = ("EVALSHA", script.sha, len(keys), *keys, *args)
             # Cancelled mid-wait, the connection is closed, ending the BLPOP before the look
             # behind it can claim a workflow for a take that is gone.
-            _, reply = await shared.execute(
-                [("BLPOP", scheduler.doorbell, f"{block:.3f}"), look],
-                drop_on_cancel=True,
-                waits=block,
-            )
+            with scheduler.parked(hidden):
+                _, reply = await shared.execute(
+                    [("BLPOP", scheduler.doorbell, f"{block:.3f}"), look],
+                    drop_on_cancel=True,
+                    waits=block,
+                )
             if isinstance(reply, NoScriptError):  # the script cache was emptied: load it
                 reply = await script(keys=keys, args=args)
             elif isinstance(reply, Exception):
                 raise reply
+
+    async def _regrouped(self, send: Callable[..., Awaitable[T]], /, *args: Any) -> T:
+        """`send(*args)`; on the stream, made again and sent once more if Redis answers that
+        the consumer group is gone (`RedisStreamScheduler.regrouped`). The set has no group."""
+        scheduler = self._redis_scheduler
+        if isinstance(scheduler, RedisStreamScheduler):
+            return await scheduler.regrouped(send, *args)
+        return await send(*args)
 
     def _take_script(self, read: str) -> AsyncScript:
         pair = (read, "claim")

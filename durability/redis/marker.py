@@ -4,11 +4,12 @@ A Redis restarted without persistence, a `FLUSHALL`, a failover to a replica tha
 caught up: each leaves an empty data set that nothing marks as such, so every workflow queued,
 asleep or held is silently gone and a resubmitted order that was paid is taken for a new one.
 So `prepare` writes `{<ns>}:marker`, a random value, if it is missing, and the scheduler
-remembers what it found. The value is read again inside scripts the scheduler runs anyway (the
-timer's `wake_due`, once per sweep; the recovery from a lost consumer group), so the check
-costs no round trip. A marker gone or changed means the data set it lived in was wiped: one
-ERROR line, `wipes` and `last_wipe` move, and `on_wipe` hears of it. Whichever process puts
-the marker back first, every scheduler that knew the old value reports the wipe, once.
+remembers what it found. The value is read again in looks the scheduler makes anyway (the
+timer's `wake_due`, once per sweep; the set's empty take, while its reader waits on the
+doorbell; the recovery from a lost consumer group), so the check costs no round trip. A
+marker gone or changed means the data set it lived in was wiped: one ERROR line, `wipes` and
+`last_wipe` move, and `on_wipe` hears of it. Whichever process puts the marker back first,
+every scheduler that knew the old value reports the wipe, once.
 
 Blind spots: a wipe while no process of the namespace ran (the first `prepare` after it finds
 no marker, as a first start does), and, on a cluster, a wipe of shards other than the one
@@ -25,7 +26,7 @@ from datetime import UTC, datetime
 
 from durability.redis.namespace import key, text
 
-__all__ = ["Marker", "OnWipe", "Wiped"]
+__all__ = ["Marker", "OnWipe", "Watched", "Wiped"]
 
 log = logging.getLogger(__name__)
 
@@ -89,3 +90,21 @@ class Marker:
             except Exception:
                 log.exception("on_wipe failed for namespace %r", self.namespace)
         return True
+
+
+class Watched:
+    """What both Redis schedulers show of their `marker` (the wipe watch) as their own."""
+
+    __slots__ = ()
+
+    marker: Marker
+
+    @property
+    def wipes(self) -> int:
+        """How many wipes of the server's data this scheduler noticed (see marker.py)."""
+        return self.marker.wipes
+
+    @property
+    def last_wipe(self) -> datetime | None:
+        """When this scheduler noticed the last wipe (this host's clock), or None."""
+        return self.marker.last_wipe

@@ -12,13 +12,16 @@ scores and the doorbell's rules are in `RedisSetScheduler`'s docstring.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timedelta
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
 from durability.redis.lua import ScriptCall, script
-from durability.redis.marker import Marker
+from durability.redis.marker import Marker, Watched
 from durability.redis.namespace import (
     DEFAULT,
     block_slice,
@@ -30,14 +33,16 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
-from durability.values import Delivery, Footprint, Reclaimed
+from durability.values import Delivery, Footprint
+from durability.visibility import Visibility
 from durability.waits import beats
 
-__all__ = ["RedisSetScheduler"]
+__all__ = ["RedisSetScheduler", "taken_delivery"]
 
 #: With the doorbell, the longest an idle reader waits for a ring before looking anyway (for a
-#: member some other code wrote without ringing): most of what an idle worker costs here.
-_UNANNOUNCED = 15.0
+#: member some other code wrote without ringing). The lease is the shorter at its default: the
+#: look that would find a dead worker's member shows it then too, so the two are one look.
+_UNANNOUNCED = 60.0
 #: The shortest wait worth a BLPOP: Redis ends a block on its clock tick (every 1/hz s: 100 ms
 #: at the default hz 10), so a shorter one may last a whole tick longer than asked.
 _SHORTEST_BLOCK = 0.25
@@ -45,14 +50,29 @@ _SHORTEST_BLOCK = 0.25
 _TICK = 0.1
 
 
-class RedisSetScheduler:
+@dataclass(frozen=True, slots=True)
+class _Quiet:
+    """What a reader waiting on the doorbell saw at its last look: nothing visible, and the
+    earliest hidden member showing at `shows` (this host's clock; None if none is hidden)."""
+
+    shows: datetime | None
+
+
+def taken_delivery(taken: Any) -> Delivery:
+    """The delivery a take (`set_take.lua`) handed out: its workflow, receipt, and whether the
+    member was a lapsed pass's (`Delivery.lapsed`)."""
+    return Delivery(text(taken[0]), text(taken[1]), lapsed=int(taken[2]) == 1)
+
+
+class RedisSetScheduler(Visibility, Watched):
     """A `Scheduler` over one Redis ZSET, woken by a doorbell LIST or, without it, polling;
     see below for the trade. `wipes` and `last_wipe` count the wipes of the server's
     data this scheduler noticed; `marker.on_wipe` hears of each (`marker.Wiped`).
 
     One key per queue, `{ns}:schedule` (the namespace is the cluster hash tag), beside the
     doorbell and the marker (`{ns}:marker`, which notices a wipe of the server's data: see
-    marker.py; `wake_due` reads it). A score is Unix milliseconds of the server's clock:
+    marker.py; `wake_due` and an empty take read it). A score is Unix milliseconds of the
+    server's clock:
 
     | state | score |
     |---|---|
@@ -113,6 +133,8 @@ class RedisSetScheduler:
         self._extend = script(redis, "set_extend")
         self._wake_due = script(redis, "set_wake_due")
         self._prepare = script(redis, "set_prepare")
+        # While a reader waits on the doorbell: what its last look saw (see `parked`).
+        self._quiet: _Quiet | None = None
 
     async def prepare(self) -> None:
         """Write the marker if it is missing (a ZSET needs no creating: it exists once it has a
@@ -129,16 +151,6 @@ class RedisSetScheduler:
         found = await self._prepare(keys=[self.marker.key], args=[self.marker.fresh()])
         return self.marker.saw(found, noticed_by)
 
-    @property
-    def wipes(self) -> int:
-        """How many wipes of the server's data this scheduler noticed (see marker.py)."""
-        return self.marker.wipes
-
-    @property
-    def last_wipe(self) -> datetime | None:
-        """When this scheduler noticed the last wipe (this host's clock), or None."""
-        return self.marker.last_wipe
-
     async def make_ready(self, workflow: str) -> None:
         await self._make_ready(keys=self.keys, args=[check_workflow(workflow)])
 
@@ -147,20 +159,21 @@ class RedisSetScheduler:
         the module docstring), or without one looking every `poll` (on a fixed beat: see
         `durability.waits`) and once more when `within` is up."""
         positive("within", within)
-        args = [to_ms(self.lease)]
+        take = self.take_call()
         if self.doorbell is None:
             async for _ in beats(self.poll, within):
-                taken = await self._take(keys=self.keys, args=args)
+                taken = await self._take(keys=take.keys, args=take.args)
                 if taken and taken[0]:
-                    return Delivery(text(taken[0]), text(taken[1]))
+                    return taken_delivery(taken)
             return None
         loop = asyncio.get_running_loop()
         end = loop.time() + within.total_seconds()
         while True:
-            taken = await self._take(keys=self.keys, args=args)
+            taken = await self._take(keys=take.keys, args=take.args)
             stop_if_cancelled()
             if taken[0]:
-                return Delivery(text(taken[0]), text(taken[1]))
+                return taken_delivery(taken)
+            self.looked(taken)
             left = end - loop.time()
             if left <= 0 or self.over(left, taken[1]):
                 return None
@@ -168,8 +181,40 @@ class RedisSetScheduler:
             if block is None:
                 await asyncio.sleep(pause)
             else:
-                await self._redis.blpop([self.doorbell], timeout=block)
+                with self.parked(taken[1]):
+                    await self._redis.blpop([self.doorbell], timeout=block)
                 stop_if_cancelled()
+
+    def take_call(self) -> ScriptCall:
+        """The take every reader sends (`set_take.lua`), alone or inside `RedisDurable`'s take:
+        with the doorbell it also reads the marker when it finds nothing (see `looked`)."""
+        if self.doorbell is None:
+            return ScriptCall("set_take", self.keys, (to_ms(self.lease),))
+        keys = (*self.keys, self.marker.key)
+        return ScriptCall("set_take", keys, (to_ms(self.lease), self.marker.fresh()))
+
+    def looked(self, taken: Any) -> None:
+        """Note the marker an empty take read (with the doorbell): a wipe is noticed by the
+        reader's looks, so the timer need not look while the reader waits (`parked`)."""
+        if len(taken) > 2:
+            self.marker.saw(taken[2], "take")
+
+    @contextlib.contextmanager
+    def parked(self, hidden_ms: object) -> Iterator[None]:
+        """For the block of a reader that waits on the doorbell after an empty look that found
+        the earliest hidden member `hidden_ms` away (None: none). Until it ends, `wake_due`
+        answers from that look without a round trip while its `now` is before that member
+        shows: every change that makes a member visible or brings the earliest forward rings,
+        which ends the wait, and the reader's look read the marker. (On the set the timer has
+        nothing to move; it only watches for wipes and for a clock ahead of the server's.)"""
+        shows = None
+        if hidden_ms is not None:
+            shows = datetime.now(UTC) + timedelta(milliseconds=float(text(hidden_ms)))
+        self._quiet = _Quiet(shows)
+        try:
+            yield
+        finally:
+            self._quiet = None
 
     def wait(
         self, left: float, hidden_ms: object, sliced: bool = True
@@ -237,23 +282,20 @@ class RedisSetScheduler:
         trip, so the worker's timer can sleep until the answer instead of ticking blind. A
         `now` ahead of the server's clock pulls the sleepers due by then forward to be ready.
         The same script reads the marker: the worker's timer is the low-rate watch for a wipe.
+        While a reader of this scheduler waits on the doorbell (`parked`) and `now` is before
+        the earliest hidden member its look found shows, no round trip: it answers when that
+        member shows (a sleeper's deadline, or a lease's end).
         """
+        quiet = self._quiet
+        if quiet is not None:
+            at = datetime.now(UTC) if now is None else from_ms(ms(now))
+            if quiet.shows is None or at < quiet.shows:
+                return quiet.shows
         moment = "" if now is None else str(ms(now))
         keys = [self.schedule, self.marker.key, *self.keys[1:]]
         earliest, marker = await self._wake_due(keys=keys, args=[moment, self.marker.fresh()])
         self.marker.saw(marker, "wake_due")
         return None if earliest is None else from_ms(earliest)
-
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        """Always None: a held member whose lease lapsed is visible again to `next_ready`."""
-        positive("idle", idle)
-        return None
-
-    async def reclaiming(self, idle: timedelta) -> Reclaimed:
-        """Nothing, and nothing to wait for, without a round trip: a lapsed member is the
-        reader's to take (its take says when the earliest hidden one shows)."""
-        positive("idle", idle)
-        return Reclaimed(None, None)
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         """Hide the workflow `within` more from now (never less than it already was); the

@@ -24,7 +24,7 @@ from redis.exceptions import ResponseError
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
 from durability.redis.lua import ScriptCall, script
-from durability.redis.marker import Marker
+from durability.redis.marker import Marker, Watched
 from durability.redis.namespace import (
     DEFAULT,
     block_slice,
@@ -93,7 +93,7 @@ def _version(info: Any) -> tuple[int, ...]:
     raise ValueError(f"INFO server reply carries no redis_version: {info!r}")
 
 
-class RedisStreamScheduler:
+class RedisStreamScheduler(Watched):
     """A `Scheduler` over a Redis stream, its consumer group and a ZSET of sleepers.
 
     `consumer` names this scheduler inside the group (one per worker process; a fresh unique
@@ -205,16 +205,6 @@ class RedisStreamScheduler:
             log.warning("the consumer group of %s was gone; it is there again", self.ready)
         return wiped
 
-    @property
-    def wipes(self) -> int:
-        """How many wipes of the server's data this scheduler noticed (see marker.py)."""
-        return self.marker.wipes
-
-    @property
-    def last_wipe(self) -> datetime | None:
-        """When this scheduler noticed the last wipe (this host's clock), or None."""
-        return self.marker.last_wipe
-
     async def make_ready(self, workflow: str) -> None:
         # Always a new entry: a wakeup that lands mid-pass is its own entry, so it cannot be
         # swallowed by the pass that is running.
@@ -305,9 +295,21 @@ class RedisStreamScheduler:
     async def wake_due(self, now: datetime | None = None) -> datetime | None:
         """Append a wakeup for every sleeper due by `now` (the server's clock if None) and
         return the earliest deadline still sleeping. A returned moment at or before `now` means
-        more sleepers were due than one call moves: call again. The same script reads the
-        marker (and prepares the queue again if it is gone): the worker's timer is the low-rate
-        watch for a wipe."""
+        more sleepers were due than one call moves: call again. The marker is read too (and
+        the queue prepared again if it is gone): the worker's timer is the low-rate watch for
+        a wipe.
+
+        Given a `now`, it first glances at the marker and the earliest sleeper, two plain reads
+        in one round trip: with the marker there and nobody due (an idle worker's every look)
+        that is the answer, and the script that moves sleepers runs only when one is due."""
+        if now is not None:
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.get(self.marker.key)
+            pipe.zrange(self.sleeping, 0, 0, withscores=True)
+            found, first = await pipe.execute()
+            if found is not None and (not first or first[0][1] > ms(now)):
+                self.marker.saw(found, "wake_due")
+                return from_ms(first[0][1]) if first else None
         moment = "" if now is None else str(ms(now))
         earliest, marker = await self._wake_due(
             keys=[self.ready, self.sleeping, self.marker.key],
@@ -331,21 +333,35 @@ class RedisStreamScheduler:
             stop_if_cancelled()
             self._cursor = text(reply[0])
             if len(reply) == 4:
-                return Delivery(text(reply[2]), receipt_of(text(reply[1]), reply[3]))
+                return Delivery(text(reply[2]), receipt_of(text(reply[1]), reply[3]), True)
             if self._cursor == "0-0":
                 if started == "0-0" or wrapped:
                     return None
                 wrapped = True  # the entries before where we started are still unread
 
     async def reclaiming(self, idle: timedelta) -> Reclaimed:
-        """`reclaim(idle)` in one script, which with nothing to take says how soon the quietest
-        pending delivery (of the first `_PENDING_READ`) will have been `idle`."""
+        """`reclaim(idle)`, which with nothing to take says how soon the quietest pending
+        delivery (of the first `_PENDING_READ`) will have been `idle`.
+
+        First one plain `XPENDING` of the pending list: if it holds all of it and nothing has
+        been idle that long (an idle worker's every look), that is the answer; otherwise one
+        script takes a lapsed delivery over (`stream_reclaiming.lua`)."""
         positive("idle", idle)
-        args = [GROUP, self.consumer, to_ms(idle), _PENDING_READ]
+        limit = to_ms(idle)
+        pending = await self.regrouped(
+            self._redis.xpending_range, self.ready, GROUP, "-", "+", _PENDING_READ
+        )
+        stop_if_cancelled()
+        idles = [int(held["time_since_delivered"]) for held in pending]
+        if len(idles) < _PENDING_READ and all(idled < limit for idled in idles):
+            if not idles:
+                return Reclaimed(None, None)
+            return Reclaimed(None, timedelta(milliseconds=limit - max(idles)))
+        args = [GROUP, self.consumer, limit, _PENDING_READ]
         reply = await self.regrouped(self._reclaiming, keys=[self.ready], args=args)
         stop_if_cancelled()
         if reply[0] is not None:
-            found = Delivery(text(reply[1]), receipt_of(text(reply[0]), reply[2]))
+            found = Delivery(text(reply[1]), receipt_of(text(reply[0]), reply[2]), True)
             return Reclaimed(found, None)
         if reply[1] is None:
             return Reclaimed(None, None)

@@ -30,7 +30,7 @@ import aiosqlite
 
 from durability.checks import positive
 from durability.signals import NotMigrated
-from durability.sqlite.batching import GroupCommit, transaction
+from durability.sqlite.batching import GroupCommit, Writer, busy, transaction
 from durability.sqlite.doorbell import Doorbell
 from durability.storekit.outage import Unanswered
 from durability.storekit.traffic import Traffic
@@ -371,12 +371,6 @@ def _counting(
     return traced
 
 
-def busy(error: sqlite3.OperationalError) -> bool:
-    """Whether `error` is another connection holding a lock (worth trying again)."""
-    text = str(error)
-    return "locked" in text or "busy" in text
-
-
 def _patiently(step: Callable[[], T], attempts: int = 12) -> T:
     """Run `step`, trying again on a lock conflict the busy handler did not wait out (SQLite
     skips it where waiting could deadlock), with a jittered backoff of about 3 s in all."""
@@ -410,11 +404,18 @@ async def _connect(
     made: list[sqlite3.Connection] = []
 
     def connector() -> sqlite3.Connection:
-        # `timeout` installs the busy handler at open, before any statement (the WAL switch in
-        # `migrate` included) can meet another process's lock.
-        raw = sqlite3.connect(
-            path, timeout=busy_timeout.total_seconds(), isolation_level=None
-        )
+        raw: sqlite3.Connection
+        if query_only:
+            # `timeout` installs the busy handler at open, before any statement can meet
+            # another process's lock (a read in WAL mode meets one only in rare moments).
+            raw = sqlite3.connect(
+                path, timeout=busy_timeout.total_seconds(), isolation_level=None
+            )
+        else:
+            # No busy handler: the writer waits for a lock itself, in finer steps than
+            # SQLite's (`batching.when_free`); `migrate` tries its WAL switch again itself.
+            raw = sqlite3.connect(path, timeout=0, isolation_level=None, factory=Writer)
+            raw.patience = busy_timeout.total_seconds()
         try:
             # These read the schema, which another process may be busy creating.
             _patiently(lambda: raw.execute(f"PRAGMA synchronous = {synchronous}"))

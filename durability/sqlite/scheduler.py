@@ -19,6 +19,7 @@ from typing import TypeVar
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive
+from durability.sqlite.batching import when_free
 from durability.sqlite.database import (
     SqliteDatabase,
     from_us,
@@ -27,7 +28,8 @@ from durability.sqlite.database import (
     to_us,
     transaction,
 )
-from durability.values import Delivery, Footprint, Reclaimed
+from durability.values import Delivery, Footprint
+from durability.visibility import Visibility
 from durability.waits import set_within
 
 __all__ = ["SqliteScheduler", "cancel_step", "done_step", "ready_step", "take_step"]
@@ -42,7 +44,14 @@ LOOK_AGAIN = timedelta(seconds=2)
 
 
 def _receipt() -> int:
-    return secrets.randbits(63)
+    """A receipt for a wakeup (`ready`, `wake_at`): random, and even."""
+    return secrets.randbits(63) & ~1
+
+
+def _taken_receipt() -> int:
+    """A receipt for a take: random, and odd, so a take can tell a row whose holder's lease
+    lapsed (its receipt is still a take's) from one a wakeup wrote since."""
+    return secrets.randbits(63) | 1
 
 
 def ready_step(connection: sqlite3.Connection, queue: str, workflow: str) -> None:
@@ -63,15 +72,21 @@ def cancel_step(connection: sqlite3.Connection, queue: str, workflow: str) -> in
 
 def take_step(connection: sqlite3.Connection, queue: str, lease: timedelta) -> Delivery | None:
     """Take the earliest visible row for `lease`, under a fresh receipt; `None` if none is.
+    The delivery is `lapsed` if the row was a take's whose lease ran out (`Delivery.lapsed`).
 
     One statement that reads the clock (`durability_now_us()`) after the write lock is taken:
     run it alone, or inside an open write transaction.
     """
-    receipt = _receipt()
+    fresh = _taken_receipt()
+    lapsed = fresh ^ 2  # odd too, and never the same: which one the row got says which it was
     rows = connection.execute(
-        _SQL["take"], {"queue": queue, "lease": lease // _MICRO, "receipt": receipt}
+        _SQL["take"],
+        {"queue": queue, "lease": lease // _MICRO, "fresh": fresh, "lapsed": lapsed},
     ).fetchall()
-    return Delivery(rows[0][0], str(receipt)) if rows else None
+    if not rows:
+        return None
+    workflow, receipt = rows[0]
+    return Delivery(workflow, str(receipt), lapsed=receipt == lapsed)
 
 
 def done_step(connection: sqlite3.Connection, queue: str, delivery: Delivery) -> None:
@@ -88,7 +103,7 @@ def _held(delivery: Delivery) -> int:
         raise ValueError(f"not a SQLite scheduler receipt: {delivery.receipt!r}") from None
 
 
-class SqliteScheduler:
+class SqliteScheduler(Visibility):
     """A `Scheduler` over a `SqliteDatabase` (call `migrate` on it first).
 
     `queue` names an independent queue in the same table; `lease` is how long a taken row
@@ -162,7 +177,10 @@ class SqliteScheduler:
         if earliest is None or earliest > now:
             self._shows_in = None if earliest is None else (earliest - now) / 1_000_000
             return None
-        found = take(connection) if alone else transaction(connection, take)
+        if alone:
+            found = when_free(connection, functools.partial(take, connection))
+        else:
+            found = transaction(connection, take)
         # Visible a moment ago, gone now: another process took it, and it shows again when
         # that taker's lease lapses, which only a new look can tell.
         self._shows_in = 0.0 if found is None else None
@@ -262,17 +280,6 @@ class SqliteScheduler:
         )
         earliest = rows[0][0] if rows else None
         return None if earliest is None else from_us(earliest)
-
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        """Always `None`: a lapsed lease makes the row visible to `next_ready` by itself."""
-        positive("idle", idle)
-        return None
-
-    async def reclaiming(self, idle: timedelta) -> Reclaimed:
-        """Nothing, and nothing to wait for, without a round trip: a lapsed row is the
-        reader's to take (its take says when the earliest hidden one shows)."""
-        positive("idle", idle)
-        return Reclaimed(None, None)
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         positive("within", within)

@@ -19,16 +19,19 @@ SELECT min(visible_us) FROM durability_queue WHERE queue = :queue
 
 -- name: take
 -- The earliest visible row becomes invisible for a lease, under a fresh receipt. One statement,
--- run as its own transaction: its clock is read after the write lock is taken.
+-- run as its own transaction: its clock is read after the write lock is taken. A take's
+-- receipts are odd and a wakeup's even, so a row still holding an odd one was taken and its
+-- lease ran out unanswered: it gets :lapsed instead of :fresh, and RETURNING says which.
 UPDATE durability_queue
-SET visible_us = durability_now_us() + :lease, receipt = :receipt
+SET visible_us = durability_now_us() + :lease,
+    receipt = CASE WHEN receipt % 2 = 1 THEN :lapsed ELSE :fresh END
 WHERE rowid = (
     SELECT rowid FROM durability_queue
     WHERE queue = :queue AND visible_us <= durability_now_us()
     ORDER BY visible_us, rowid
     LIMIT 1
 )
-RETURNING workflow
+RETURNING workflow, receipt
 
 -- name: done
 DELETE FROM durability_queue

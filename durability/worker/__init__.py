@@ -84,13 +84,14 @@ async def work(
     alive it looks (a step that knows better passes `within` to `run.step`); `tick` is how often
     claims and deliveries are renewed (by default a second, or a quarter of the lease if that is
     shorter: tick follows lease; one above half the lease is refused, since a renewal that fails
-    must have a second try inside the lease); `within` bounds one blocking read (and no wait
-    outlasts half a lease); `contended` is how long to wait before looking again at a workflow
-    another live pass holds (one tick unless given); `sweep` is how often the timer looks for
-    deadlines it was not told about (set by other workers). Idle, a worker looks for abandoned
-    deliveries only when the store says the earliest held one can lapse (and a lease after its
-    last look, for one handed out since), and wakes sleepers when the earliest deadline it knows
-    of comes (and every `sweep`), so it costs a few requests a minute. `readers` caps
+    must have a second try inside the lease); `within` bounds one blocking read (a wakeup
+    ends it; a store whose reader finds lapsed rows looks when one can lapse, by itself);
+    `contended` is how long to wait before looking again at a workflow another live pass
+    holds (one tick unless given); `sweep` is how often the timer looks for deadlines it was
+    not told about (set by other workers). Idle, a worker looks for abandoned deliveries only
+    when the store says the earliest held one can lapse (and a lease after its last look, for
+    one handed out since), and wakes sleepers when the earliest deadline it knows of comes
+    (and every `sweep`), so it costs a few requests a minute. `readers` caps
     how many takes a busy worker keeps in flight at once (an idle one keeps one): by default the
     store's own `readers` attribute if it has one (Postgres answers a turn's takes with one
     statement, so it asks for many), else `READERS`. `clock` is the time of the timer and of

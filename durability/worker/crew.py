@@ -62,12 +62,11 @@ class Crew:
         self.pool = pool
         self.budget = budget
         self.tick = tick
-        # A row that becomes visible because a dead worker's lease ran out rings no doorbell
-        # and sends no notification: an idle reader on a visibility-scored queue (the set,
-        # Postgres, SQLite) finds it only at its next look. So no wait outlasts half a lease,
-        # and such a takeover waits at most that much past the lease (costless at the
-        # default lease, where `within` is the shorter).
-        self.wait = min(within, self.lease / 2)
+        # The primary reader's wait, whole: a wakeup ends it on every store, and a delivery
+        # whose lease lapses is found at the lapse without cutting it short (the reclaimer,
+        # or on a visibility-scored queue the store's own look, which comes when the earliest
+        # hidden row shows and a lease after the last look at the latest).
+        self.wait = within
         self.within = within
         self.contended = contended
         self.sweep = sweep
@@ -128,6 +127,9 @@ class Crew:
         """Run a delivery if a slot is free; otherwise hand it straight back to the queue."""
         if len(self.running) < self.pool:
             assert self.passes is not None and self.start_pass is not None
+            # A delivery the store says lapsed (a row taken again after its lease ran out) is
+            # a takeover as much as one the reclaimer found.
+            reclaimed = reclaimed or delivery.lapsed
             running = Running(delivery, holder=holder, reclaimed=reclaimed, claimed=claimed)
             self.running.add(running)
             self.passes.create_task(self.start_pass(running))

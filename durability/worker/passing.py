@@ -73,7 +73,9 @@ async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
         holder = running.holder  # the reader took and claimed it in one move
     else:
         holder = await crew.checkpointer.claim(workflow, crew.budget, crew.lease)
-    if holder is None:
+    if holder is None and running.reclaimed:
+        # Only a takeover asks again: a fresh wakeup that meets a claim met a live pass (it
+        # came mid-pass), which holds it for as long as it runs.
         holder = await _claim_as_it_lapses(crew, workflow)
     if holder is None:
         return None, Busy()
@@ -107,11 +109,12 @@ async def _claim_as_it_lapses(crew: Crew, workflow: str) -> Pass | None:
     A delivery lapses a lease after its last renewal, but a write just before its worker died
     keeps the claim alive up to a lease past that write: at most a tick and the nudge later
     (the keeper renews both every tick; a write renews the delivery `NUDGE` after it). So a
-    taken-over delivery (reclaimed, or a lapsed row taken again) meets a claim about to
-    lapse. Asking again, soon and then less often (`_RETRY_CLAIM` doubling up to
-    `_RETRY_CLAIM_MOST`), through that window takes it over within that much of the lapse,
-    where looking again after `contended` would wait a tick more. A live holder (a wakeup
-    that came mid-pass) still holds it at the end: then the delivery is looked at again."""
+    taken-over delivery (reclaimed, or a row the store says was taken again after its lease
+    lapsed: `Delivery.lapsed`) meets a claim about to lapse. Asking again, soon and then less
+    often (`_RETRY_CLAIM` doubling up to `_RETRY_CLAIM_MOST`), through that window takes it
+    over within that much of the lapse, where looking again after `contended` would wait a
+    tick more. A holder that still holds it at the end is alive after all: then the delivery
+    is looked at again. A fresh wakeup never comes here (see `_ended`)."""
     loop = asyncio.get_running_loop()
     until = loop.time() + (crew.tick + min(NUDGE, crew.tick)).total_seconds()
     pause = _RETRY_CLAIM
@@ -199,7 +202,8 @@ def written(crew: Crew, running: Running) -> Callable[[], None]:
     Not at once: most passes end a moment after their last write, and `done` then makes
     the renewal moot. So it waits `NUDGE` first and is dropped if the pass ends meanwhile.
     (A worker that dies inside that moment is still taken over just after its claim lapses:
-    a delivery that meets a held claim asks for it again for a while, `_claim_as_it_lapses`.)
+    a taken-over delivery that meets a held claim asks for it again for a while,
+    `_claim_as_it_lapses`.)
 
     A timer, not a task that sleeps: most passes cancel it, and a timer costs the loop one
     handle to drop where a task costs a start, a cancel and a wait.

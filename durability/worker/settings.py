@@ -8,9 +8,11 @@ __all__ = ["GLANCE", "GRACE", "NUDGE", "READERS", "SHUTDOWN", "SWEEP", "TICK", "
 
 #: How often claims and deliveries are renewed, unless the lease is short.
 TICK = timedelta(seconds=1)
-#: How long one blocking read waits for work (at most half the lease): an idle worker's reads
-#: are most of what it sends, one request or two a read.
-WITHIN = timedelta(seconds=15)
+#: How long one blocking read waits for work: a wakeup ends it at once, so this is only how
+#: often an idle worker's read comes round again (a request or two each time). A store that
+#: must look for lapsed rows itself looks sooner (the Redis set once a lease, Postgres every
+#: `poll`, SQLite at its fallback).
+WITHIN = timedelta(seconds=60)
 #: How often the timer looks for deadlines nobody told it of (another worker's sleepers, if
 #: that worker died): the one look of an idle worker that is not driven by what the store said.
 SWEEP = timedelta(seconds=15)

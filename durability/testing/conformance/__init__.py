@@ -35,6 +35,10 @@ The tests talk to a store only through `durability.interfaces`, so memory, Redis
 SQLite all run them unchanged. Importing this needs pytest and hypothesis (it is test support)
 and no driver.
 
+`taken_over_as_its_claim_lapses(durable)` is a scenario for a store's own suite, over a durable
+with a short lease (the contract's fixtures keep long ones): a dead worker's workflow is taken
+over as its claim lapses, not handed back.
+
 `StoreFaultContract` is opt-in: a store's suite that can make its store fail for real (a killed
 connection, a locked file) subclasses it to show a pass rides the fault out.
 """
@@ -48,6 +52,7 @@ from durability.testing.conformance.model import CheckpointerModelContract, Sche
 from durability.testing.conformance.records import EffectKit
 from durability.testing.conformance.scheduler import MakeScheduler, SchedulerContract
 from durability.testing.conformance.store_faults import Cut, StoreFaultContract
+from durability.testing.conformance.working import taken_over_as_its_claim_lapses
 
 __all__ = [
     "BoundsContract",
@@ -62,4 +67,5 @@ __all__ = [
     "SchedulerModelContract",
     "StoreFaultContract",
     "fresh",
+    "taken_over_as_its_claim_lapses",
 ]

@@ -285,6 +285,33 @@ class SchedulerContract:
         await scheduler.done(retaken)
         assert await scheduler.next_ready(QUIET) is None
 
+    async def test_only_a_delivery_taken_again_after_its_lease_lapsed_says_it_lapsed(
+        self, make_scheduler: MakeScheduler
+    ) -> None:
+        # What lets a worker ask again soon for a claim a dead pass's last write still holds,
+        # and not for one a live pass holds (`Delivery.lapsed`).
+        lease = timedelta(milliseconds=300)
+        scheduler = await make_scheduler(lease)
+        workflow = fresh()
+        await scheduler.make_ready(workflow)
+        first = await _take(scheduler, workflow)
+        assert not first.lapsed, "a fresh wakeup is no takeover"
+        await scheduler.make_ready(workflow)  # lands mid-pass
+        await scheduler.done(first)
+        again = await _take(scheduler, workflow)
+        assert not again.lapsed, "a wakeup that landed mid-pass is no takeover either"
+        moment = datetime.now(UTC)
+        assert await scheduler.wake_at(again, moment)  # handed back, as a worker does
+        await scheduler.done(again)
+        await scheduler.wake_due(moment + timedelta(seconds=1))
+        handed = await _take(scheduler, workflow)
+        assert not handed.lapsed, "nor is a workflow handed back"
+        # Its holder answers no more: taken again after the lease, it is a takeover.
+        retaken = await _retaken(scheduler, lease)
+        assert retaken is not None and retaken.workflow == workflow
+        assert retaken.lapsed, "a delivery taken again after its lease lapsed must say so"
+        await scheduler.done(retaken)
+
     async def test_reclaim_counts_silence_against_idle_not_the_lease(
         self, make_scheduler: MakeScheduler
     ) -> None:

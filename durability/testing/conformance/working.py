@@ -76,6 +76,52 @@ class LateReply:
         return recorded
 
 
+class CountedClaims:
+    """The store's checkpointer, counting the claims asked for each workflow (`claims`)."""
+
+    def __init__(self, inner: Checkpointer) -> None:
+        self._inner = inner
+        self.claims: Counter[str] = Counter()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    async def claim(self, workflow: str, budget: timedelta, alive: timedelta) -> Pass | None:
+        self.claims[workflow] += 1
+        return await self._inner.claim(workflow, budget, alive)
+
+
+async def taken_over_as_its_claim_lapses(durable: Durable) -> Observed:
+    """A worker that took a workflow and died, its claim kept alive a moment past its delivery
+    (as a write just before dying keeps it). The scenario for a store's own suite, over a
+    `durable` whose lease is short (half a second or so; the contract's fixtures keep long
+    ones): a worker takes the lapsed delivery over and, the store having said it lapsed,
+    asks again for the claim until it lapses, rather than handing the delivery back to look
+    at again after `contended` (long here, so that path would not finish in time). Returns
+    what the worker was seen doing, after checking the pass ran once, and without a hand-back.
+    """
+    lease = durable.scheduler.lease
+    workflow = fresh("takeover")
+    observed = Observed(PATIENCE)
+    await durable.arrive(workflow, "go", True)
+    dead = await durable.take(timedelta(seconds=5), timedelta(minutes=1), lease)
+    assert dead is not None and dead.holder is not None and dead.delivery.workflow == workflow
+    # The claim now lapses a fifth of a lease after the delivery: inside the tick and the
+    # nudge a takeover asks again for (a tick is a quarter of the lease here).
+    await durable.checkpointer.extend(dead.holder, timedelta(minutes=1), lease * 6 / 5)
+
+    async def body(run: Run) -> int:
+        return await run.step("ran", lambda: 2, as_int)
+
+    async with working(durable, body, observed, pool=1, tick=lease / 4,
+                       contended=timedelta(minutes=1)):
+        await observed.until(lambda: observed.completed(workflow))
+    assert observed.kinds(workflow).count("started") == 1
+    assert not observed.of(workflow, "contended"), "handed back instead of taken as it lapsed"
+    await durable.delete(workflow)
+    return observed
+
+
 class Foreign(BaseException):
     """A third party's own BaseException: neither a failure type nor the library's."""
 
@@ -146,6 +192,39 @@ class WorkContract:
             await observed.until(lambda: all(observed.completed(w) for w in workflows))
 
         assert performed == Counter({workflow: 1 for workflow in workflows})
+
+    async def test_a_wakeup_that_meets_a_live_pass_asks_for_its_claim_once(
+        self, durable: Durable
+    ) -> None:
+        # A wakeup landing mid-pass is fresh, not a takeover: the pass holding the claim is
+        # alive and keeps it for as long as it runs, so asking again soon would only cost
+        # requests. It asks once, and the delivery comes back after `contended`.
+        workflow = fresh("busy")
+        observed = Observed(PATIENCE)
+        counted = CountedClaims(durable.checkpointer)
+        going = asyncio.Event()
+        passes: list[int] = []
+
+        async def body(run: Run) -> int:
+            passes.append(len(passes) + 1)
+            if len(passes) == 1:
+                await going.wait()  # the first pass runs on, holding its claim
+            return len(passes)
+
+        later = timedelta(milliseconds=600)  # no second look inside the test's count
+        async with working(SplitDurable(counted, durable.scheduler), body, observed, pool=2,
+                           contended=later):
+            await durable.arrive(workflow, "go", True)
+            await observed.until(lambda: bool(observed.of(workflow, "started")))
+            await durable.scheduler.make_ready(workflow)  # the wakeup that lands mid-pass
+            await observed.until(lambda: bool(observed.of(workflow, "contended")))
+            # The first pass's claim, and the wakeup's one: no asking again.
+            assert counted.claims[workflow] == 2
+            assert len(observed.of(workflow, "contended")) == 1
+            going.set()
+            await observed.until(lambda: len(observed.outcomes(workflow)) == 2)
+        assert observed.outcomes(workflow) == [Completed(1), Completed(2)]
+        await durable.delete(workflow)
 
     # --- what no body can do, and what a cut-short pass still owes ----------------------------
 

@@ -261,3 +261,29 @@ async def test_the_takes_of_one_turn_are_one_statement_and_each_gets_its_own_wor
         if t.delivery.workflow != busy:
             assert t.holder is not None and t.holder.workflow == t.delivery.workflow
             assert t.holder.records == {"order": workflows.index(t.delivery.workflow)}
+
+
+async def test_the_takes_of_one_turn_say_which_rows_had_lapsed(
+    make_pool: MakePool, counting: type[Counting]
+) -> None:
+    counted = await make_pool(size=1, cursor_factory=counting)
+    scheduler = PostgresScheduler(
+        pool=counted, lease=timedelta(milliseconds=300), queue=_unique("q")
+    )
+    durable = PostgresDurable(PostgresCheckpointer(pool=counted), scheduler)
+    dead, fresh = _unique("dead"), _unique("fresh")
+    try:
+        await durable.arrive(dead, "order", 1)
+        taken = await durable.take(SHORT, BUDGET, SHORT)  # its worker dies holding it
+        assert taken is not None and not taken.delivery.lapsed
+        await durable.arrive(fresh, "order", 2)
+        await asyncio.sleep(0.4)  # past the dead worker's lease
+        counting.sent.clear()
+        glance = timedelta(milliseconds=1)
+        turn = await asyncio.gather(*(durable.take(glance, BUDGET, LEASE) for _ in range(3)))
+        sent = list(counting.sent)
+    finally:
+        await durable.scheduler.close()
+    assert len(sent) == 1, sent  # the turn's takes were one statement (`take_many`)
+    lapsed = {t.delivery.workflow: t.delivery.lapsed for t in turn if t is not None}
+    assert lapsed == {dead: True, fresh: False}

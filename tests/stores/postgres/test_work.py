@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from durability.interfaces import Delivery, Pass
 from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
+from durability.testing.conformance import taken_over_as_its_claim_lapses
 
 if TYPE_CHECKING:
     from durability.postgres.statements import Pool
@@ -160,3 +161,12 @@ async def test_finish_with_a_stale_token_leaves_the_newer_claim(pool: Pool) -> N
 
     await durable.scheduler.close()
     assert await durable.checkpointer.claim(workflow, LEASE, LEASE) is None  # still held
+
+
+async def test_a_row_taken_again_after_its_lease_asks_for_the_claim_as_it_lapses(
+    pool: Pool,
+) -> None:
+    lease = timedelta(milliseconds=600)
+    scheduler = PostgresScheduler(pool=pool, lease=lease, queue=_unique("takeover"))
+    durable = PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
+    await taken_over_as_its_claim_lapses(durable)

@@ -26,7 +26,11 @@ from durability.redis import (
     RedisStreamScheduler,
 )
 from durability.stepwise import Completed, Run
-from durability.testing.conformance import BoundsContract, DurableContract
+from durability.testing.conformance import (
+    BoundsContract,
+    DurableContract,
+    taken_over_as_its_claim_lapses,
+)
 from durability.worker import Event
 
 #: Short enough that the workflows these tests leave on the shared server go away by themselves.
@@ -189,6 +193,18 @@ async def test_both_schedulers_drive_a_workflow_through_work(
     assert holder.records is not None and holder.records["approval"] == "ada"
     # Nothing is left queued: every wakeup was answered for.
     assert await durable.scheduler.next_ready(timedelta(milliseconds=50)) is None
+
+
+@pytest.mark.parametrize("kind", SCHEDULERS, ids=["stream", "set"])
+async def test_a_delivery_taken_over_asks_for_the_claim_as_it_lapses(
+    redis: Redis, namespace: str, kind: Kind
+) -> None:
+    # The stream's reclaimer hands the lapsed delivery over; the set's reader takes a member
+    # whose score is still a receipt, and says it lapsed.
+    scheduler = _scheduler(kind, redis, namespace, timedelta(milliseconds=600))
+    await scheduler.prepare()
+    checkpointer = RedisCheckpointer(redis=redis, namespace=namespace, ttl=TTL)
+    await taken_over_as_its_claim_lapses(RedisDurable(checkpointer, scheduler))
 
 
 async def test_a_claim_brings_the_checkpoint_it_found(redis: Redis, namespace: str) -> None:

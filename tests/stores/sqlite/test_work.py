@@ -15,6 +15,7 @@ pytest.importorskip("aiosqlite", reason="aiosqlite is not installed")
 
 from durability.interfaces import Delivery
 from durability.sqlite import SqliteCheckpointer, SqliteDatabase, SqliteDurable, SqliteScheduler
+from durability.testing.conformance import taken_over_as_its_claim_lapses
 
 TICK = timedelta(milliseconds=50)
 LEASE = timedelta(seconds=2)
@@ -101,3 +102,11 @@ async def test_finish_keeps_a_wakeup_that_landed_mid_pass(database: SqliteDataba
     again = await durable.scheduler.next_ready(timedelta(milliseconds=100))
     assert again is not None and again.workflow == "mid-pass"
     assert await durable.checkpointer.claim("mid-pass", LEASE, LEASE) is not None
+
+
+async def test_a_row_taken_again_after_its_lease_asks_for_the_claim_as_it_lapses(
+    database: SqliteDatabase,
+) -> None:
+    lease = timedelta(milliseconds=600)
+    scheduler = SqliteScheduler(database, lease=lease)
+    await taken_over_as_its_claim_lapses(SqliteDurable(SqliteCheckpointer(database), scheduler))
