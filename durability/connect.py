@@ -521,6 +521,7 @@ async def _postgres(
         PostgresCheckpointer,
         PostgresDurable,
         PostgresScheduler,
+        configure,
         migrate,
     )
     from durability.postgres.statements import check_schema
@@ -568,6 +569,7 @@ async def _postgres(
 
     async def counted(conn: Any) -> None:
         attach(conn, traffic)
+        await configure(conn)
 
     pool: AsyncConnectionPool = AsyncConnectionPool(
         conninfo,

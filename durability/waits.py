@@ -49,6 +49,8 @@ async def set_within(event: asyncio.Event, seconds: float) -> bool:
     `asyncio.timeout`, not `wait_for`: no task of its own (a set event wakes the waiter a turn
     of the loop sooner), and on Python 3.11 `wait_for` returns normally when it is cancelled
     just as the event is set, so a loop around it went on as if nothing had cancelled it."""
+    if event.is_set():  # no timer to arm and cancel: every take asks this of a listener
+        return True
     try:
         async with asyncio.timeout(seconds):
             await event.wait()

@@ -235,6 +235,7 @@ def _throughput(frame: Any, summary: Any) -> list[View]:
     columns = {"worker_cpu_per_pass": "worker CPU ms", "requests_per_pass": "requests",
                "round_trips_per_pass": "round trips",
                "server_requests_per_pass": "server requests",
+               "server_commits_per_pass": "commits",
                "server_cpu_per_pass": "server CPU ms"}
     rows = [{**{k: (number(r[k]) if k == "workflows" else r[k]) for k in keys},
              **{label: number(r.get(column)) for column, label in columns.items()}}
@@ -243,7 +244,8 @@ def _throughput(frame: Any, summary: Any) -> list[View]:
                       "What a pass costs, one worker process (per pass, median of repeats)",
                       _frame(rows, keys),
                       ("requests and round trips: the worker's own count (ours); the "
-                       "server's: its counters, which count a script's commands inside it",)))
+                       "server's: its counters, which count a script's commands inside it; "
+                       "commits: the Postgres transactions that wrote (each a commit)",)))
     rows = []
     counts = sorted(int(p) for p in summary["processes"].unique())
     for mine, theirs in RIVALS:

@@ -100,6 +100,9 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
         counts, server_cpu = Counters.delta(server_before, server_after)
         rows.append({"metric": "server_requests_per_pass",
                      "value": server_requests(counts, server.kind) / passes, "unit": "1"})
+        if "writes" in counts:  # Postgres: transactions that wrote, each a commit
+            rows.append({"metric": "server_commits_per_pass",
+                         "value": counts["writes"] / passes, "unit": "1"})
         if server_cpu is not None:
             rows.append({"metric": "server_cpu_per_pass", "value": server_cpu / passes * 1000,
                          "unit": "ms"})
@@ -124,7 +127,7 @@ def summary(frame: Any) -> Any:
     from experiments.uncertainty import quantile
 
     wanted = ["passes_per_s", "worker_cpu_per_pass", "requests_per_pass", "round_trips_per_pass",
-              "server_requests_per_pass", "server_cpu_per_pass"]
+              "server_requests_per_pass", "server_commits_per_pass", "server_cpu_per_pass"]
     keys = ["backend", "variant", "processes", "workflows"]
     frame = sized(frame)
     rows = frame[frame["metric"].isin(wanted)]

@@ -1,7 +1,7 @@
 """The Postgres store: every guarantee an ordinary transaction, and idle workers woken by
 LISTEN/NOTIFY rather than a polling floor.
 
-    pool = AsyncConnectionPool(dsn, kwargs={"autocommit": True}, open=False)
+    pool = AsyncConnectionPool(dsn, kwargs={"autocommit": True}, configure=configure, open=False)
     await pool.open(wait=True)
     await migrate(pool)
     durable = PostgresDurable(PostgresCheckpointer(pool=pool), PostgresScheduler(pool=pool))
@@ -17,6 +17,7 @@ from durability.postgres.checkpointer import PostgresCheckpointer
 from durability.postgres.durable import PostgresDurable
 from durability.postgres.effect import PostgresEffect
 from durability.postgres.migrate import migrate
+from durability.postgres.planning import configure
 from durability.postgres.scheduler import PostgresScheduler
 
 __all__ = [
@@ -24,5 +25,6 @@ __all__ = [
     "PostgresDurable",
     "PostgresScheduler",
     "PostgresEffect",
+    "configure",
     "migrate",
 ]

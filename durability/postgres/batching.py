@@ -11,6 +11,8 @@ commit setting, and an error in one leaves the others alone. The exception is a 
 
 from __future__ import annotations
 
+import asyncio
+
 from psycopg.rows import TupleRow
 
 from durability.postgres import libpq_pipeline
@@ -84,6 +86,14 @@ class StatementBatcher:
             if not conn.autocommit:
                 retry = calls  # sent one by one below, once this connection is back
             else:
+                told: set[int] = set()
+
+                def heard(index: int, outcome: libpq_pipeline.Outcome) -> None:
+                    # Each caller hears as soon as its statement has answered, not when the
+                    # whole pipeline has (a take need not wait on the group's WAL flush).
+                    told.add(index)
+                    _answer(calls[index], outcome, retry)
+
                 outcomes = await libpq_pipeline.exchange(
                     conn,
                     [(sql, params) for (sql, params, _), _ in calls],
@@ -91,22 +101,31 @@ class StatementBatcher:
                         (i for i, ((_, _, together), _) in enumerate(calls) if together),
                         key=lambda i: str(calls[i][0][1].get("workflow", "")),
                     ),
+                    heard,
                 )
-                for call, outcome in zip(calls, outcomes, strict=True):
-                    if outcome is libpq_pipeline.AGAIN:
-                        retry.append(call)  # failed and rolled back; alone, it says why
-                    elif isinstance(outcome, BaseException):
-                        fail([call], outcome)
-                    else:
-                        settle(call[1], outcome)
+                for index, outcome in enumerate(outcomes):
+                    if index not in told:  # never sent, or unanswered when the line broke
+                        _answer(calls[index], outcome, retry)
         except BaseException as error:
             fail(calls, error)
+            retry = []  # every caller has its answer: this error
             if not isinstance(error, Exception):
                 raise
         finally:
             await libpq_pipeline.give_back(self._pool, conn)
-        for call in retry:
-            await _alone(self._pool, call)
+        # Side by side: one of them stuck behind another transaction's lock (the reason a
+        # group is retried, often) must not hold back the rest.
+        await asyncio.gather(*(_alone(self._pool, call) for call in retry))
+
+
+def _answer(call: _Call, outcome: libpq_pipeline.Outcome, retry: list[_Call]) -> None:
+    """Give `call` what `exchange` says became of it, or put it on `retry`."""
+    if outcome is libpq_pipeline.AGAIN:
+        retry.append(call)  # failed and rolled back, or never sent; alone, it says why
+    elif isinstance(outcome, BaseException):
+        fail([call], outcome)
+    else:
+        settle(call[1], outcome)
 
 
 async def _alone(pool: Pool, call: _Call) -> None:

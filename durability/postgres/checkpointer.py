@@ -11,7 +11,9 @@ still agree on who holds a claim. `PostgresCheckpointer` says which commits skip
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
 
@@ -30,6 +32,7 @@ from durability.checks import (
 from durability.codec import Codec, JsonCodec
 from durability.postgres.batching import StatementBatcher
 from durability.postgres.effect import PostgresEffect
+from durability.postgres.libpq_pipeline import GROUP_LOCK_WAIT
 from durability.postgres.statements import (
     DEFAULT_SCHEMA,
     Pool,
@@ -40,6 +43,7 @@ from durability.postgres.statements import (
     statements,
 )
 from durability.signals import Fenced
+from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 from durability.values import Effect, Entry, Look, Pass, Recorded, Standing, Written
 
 #: How many times a first-writer-wins write is retried when it lost a race it cannot see: a
@@ -48,9 +52,21 @@ from durability.values import Effect, Entry, Look, Pass, Recorded, Standing, Wri
 #: (`PostgresDurable.arrive`, a supply of its own, retries the same way.)
 RACES = 8
 
+log = logging.getLogger("durability.postgres")
+
+#: The most records one `record_many` statement carries.
+MOST_RECORDED = 64
+
+_RecordRow = tuple[bool, str | None, str | None]
+
 
 def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
+
+
+def _microseconds(duration: object) -> int:
+    assert isinstance(duration, timedelta)
+    return duration // timedelta(microseconds=1)
 
 
 
@@ -104,6 +120,9 @@ class PostgresCheckpointer:
         self._pool = pool
         self._codec: Codec = codec or JsonCodec()
         self._batcher = StatementBatcher(pool)
+        self._records: Coalescer[dict[str, object], _RecordRow] = Coalescer(
+            self._record_many, MOST_RECORDED
+        )
 
     @property
     def pool(self) -> Pool:
@@ -157,10 +176,8 @@ class PostgresCheckpointer:
             "value": encoded,
         }
         for _ in range(RACES):
-            # One transaction with the turn's other records: they share one commit's WAL flush.
-            row = await self._batcher.one(self._sql["record"], params, together=True)
-            assert row is not None  # a SELECT of three scalars always yields a row
-            live, written, held = row
+            # One statement with the turn's other records: they share one commit's WAL flush.
+            live, written, held = await self._records.call(params)
             if not live:
                 raise Fenced(holder.workflow, holder.token)
             if written is not None:
@@ -168,6 +185,55 @@ class PostgresCheckpointer:
             if held is not None:
                 return Recorded(self._codec.decode(held), False)
         raise RuntimeError(f"record {holder.workflow!r}/{key!r}: lost {RACES} races in a row")
+
+    async def _record_many(self, calls: list[Queued[dict[str, object], _RecordRow]]) -> None:
+        """The records asked for in one turn as ONE statement (`record_many`) when each is of a
+        different workflow; otherwise, or if that statement fails (a lock it would wait for
+        past `GROUP_LOCK_WAIT`, say), each as `record`, the turn's ones in one transaction. A
+        record is safe to send again: its write is first-writer-wins and its renewal only
+        ever lengthens the claim."""
+        workflows = {str(params["workflow"]) for params, _ in calls}
+        if len(calls) > 1 and len(workflows) == len(calls):
+            ordered = sorted(calls, key=lambda call: str(call[0]["workflow"]))  # the lock order
+            asked = [
+                {
+                    "workflow": params["workflow"],
+                    "token": params["token"],
+                    "key": params["key"],
+                    "value": params["value"],
+                    "alive_us": _microseconds(params["alive"]),
+                    "n": n,
+                }
+                for n, (params, _) in enumerate(ordered)
+            ]
+            try:
+                row = await self._batcher.one(
+                    self._sql["record_many"],
+                    {"asked": json.dumps(asked), "lock_wait": GROUP_LOCK_WAIT},
+                )
+            except Exception as error:
+                log.info("record_many failed (%s); sending its %d records one by one",
+                         error, len(calls))
+            else:
+                assert row is not None  # one row of arrays, whatever the CTEs did
+                for (_, reply), live, written, held in zip(ordered, *row, strict=True):
+                    settle(reply, (bool(live), written, held))
+                return
+        await asyncio.gather(*(self._record_alone(call) for call in calls))
+
+    async def _record_alone(self, call: Queued[dict[str, object], _RecordRow]) -> None:
+        params, reply = call
+        try:
+            # With the turn's other such records as one transaction: one WAL flush between them.
+            row = await self._batcher.one(self._sql["record"], params, together=True)
+        except BaseException as error:
+            fail([call], error)
+            if not isinstance(error, Exception):
+                raise
+            return
+        assert row is not None  # a SELECT of three scalars always yields a row
+        live, written, held = row
+        settle(reply, (bool(live), written, held))
 
     async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
         if not isinstance(effect, PostgresEffect):

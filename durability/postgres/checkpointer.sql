@@ -84,16 +84,62 @@ SELECT EXISTS (SELECT 1 FROM live),
        (SELECT value FROM written),
        (SELECT value FROM durability.records WHERE workflow = %(workflow)s AND key = %(key)s)
 
+-- name: record_many
+-- `record` for several passes at once, each of a different workflow: the records a busy
+-- worker's passes ask for in the same turn share one statement, one commit and one WAL flush
+-- (PostgresCheckpointer gathers them). Each is what `record` does alone: the claim fenced and
+-- renewed under its token, the key written first-writer-wins only if that claim is live, and
+-- the value held read from the statement's snapshot. A lock it would wait for past
+-- `lock_timeout` (set here, before any lock is asked for) fails the statement, and its records
+-- are sent one by one instead: one claim row held by another transaction does not hold back
+-- every pass of the turn. Claim rows are locked in workflow order (`asked` is, and the index
+-- is walked in id order); the answer is one row of arrays in the order asked.
+WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
+bounded AS MATERIALIZED (SELECT set_config('lock_timeout', %(lock_wait)s, true)),
+asked AS MATERIALIZED (
+    -- One JSON parameter, so the prepared statement keeps one generic plan (see finish_many).
+    SELECT a.workflow, a.token, a.key, a.value, a.alive_us * interval '1 microsecond' AS alive,
+           a.n
+    FROM json_to_recordset(%(asked)s::json)
+        AS a(workflow text, token bigint, key text, value text, alive_us bigint, n int)
+),
+live AS (
+    UPDATE durability.claims AS c
+    SET until = greatest(c.until, least(now.t + a.alive, c.deadline))
+    FROM now, asked AS a, (SELECT count(*) FROM bounded) AS b
+    WHERE c.workflow = ANY (ARRAY(SELECT workflow FROM asked))  -- by the primary key
+      AND c.workflow = a.workflow AND c.token = a.token
+      AND now.t < c.until AND now.t < c.deadline
+    RETURNING c.workflow
+),
+written AS (
+    INSERT INTO durability.records (workflow, key, value, at)
+    SELECT a.workflow, a.key, a.value, now.t
+    FROM asked AS a JOIN live AS l ON l.workflow = a.workflow, now
+    ORDER BY a.workflow
+    ON CONFLICT (workflow, key) DO NOTHING
+    RETURNING workflow, value
+)
+SELECT array_agg(EXISTS (SELECT FROM live WHERE live.workflow = a.workflow) ORDER BY a.n),
+       array_agg((SELECT value FROM written WHERE written.workflow = a.workflow) ORDER BY a.n),
+       -- A probe of the primary key per row, never a join a plan could answer with a scan.
+       array_agg((SELECT r.value FROM durability.records AS r
+                  WHERE r.workflow = a.workflow AND r.key = a.key) ORDER BY a.n)
+FROM asked AS a
+
 -- name: reserve
 -- The first statement of transact: fence and renew as record does, and reserve the key with a
 -- placeholder row. The primary key makes any other writer of this key wait for our commit, so
 -- the effect that follows cannot race a supply of the same key; nobody outside the
--- transaction ever sees the placeholder.
+-- transaction ever sees the placeholder. The effect that follows is the application's own SQL:
+-- it is planned as the server would plan it anywhere (`planning.configure` turned sequential
+-- scans off for the store's own statements; `planner` turns them on for this transaction).
 WITH now AS (SELECT clock_timestamp() AS t),
+planner AS MATERIALIZED (SELECT set_config('enable_seqscan', 'on', true)),
 live AS (
     UPDATE durability.claims AS c
     SET until = greatest(c.until, least(now.t + %(alive)s, c.deadline))
-    FROM now
+    FROM now, (SELECT count(*) FROM planner) AS p
     WHERE c.workflow = %(workflow)s AND c.token = %(token)s
       AND now.t < c.until AND now.t < c.deadline
     RETURNING c.workflow

@@ -222,25 +222,28 @@ LEFT JOIN claimed ON true
 WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
 quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
 picked AS MATERIALIZED (
-    SELECT workflow FROM durability.queue
+    SELECT ctid, workflow, receipt FROM durability.queue
     WHERE queue = %(queue)s AND visible_at <= (SELECT t FROM now)
     ORDER BY visible_at
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
 ),
 taken AS (
+    -- The rows just locked, found by where they lie (a TID scan): a plan free to choose would
+    -- look them up as `queue = $1 AND workflow = ANY (...)`, and a queue whose statistics
+    -- predate a burst (or a table never analyzed) gets a scan of every row of the queue, for
+    -- each take. The lock is held, so the place cannot move under the statement.
     UPDATE durability.queue AS q
     SET visible_at = now.t + %(lease)s,
         receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
     FROM now, (SELECT count(*) FROM quick) AS unflushed
-    WHERE q.queue = %(queue)s
-      AND q.workflow = ANY (ARRAY(SELECT workflow FROM picked))  -- by the primary key
+    WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM picked))
     RETURNING q.workflow, q.receipt,
-              -- Whether its holder's lease lapsed: the receipt this statement's snapshot saw
-              -- (the row before this update) was a take's, a clock reading, not a wakeup's
-              -- from the sequence, whose values stay far below any clock reading.
-              (SELECT was.receipt >= 1000000000000000 FROM durability.queue AS was
-               WHERE was.queue = q.queue AND was.workflow = q.workflow) AS lapsed
+              -- Whether its holder's lease lapsed: the receipt the row held when locked was a
+              -- take's, a clock reading, not a wakeup's from the sequence, whose values stay
+              -- far below any clock reading.
+              (SELECT p.receipt >= 1000000000000000 FROM picked AS p
+               WHERE p.workflow = q.workflow) AS lapsed
 ),
 -- include: durable.sql claiming
 hidden AS (
@@ -276,9 +279,10 @@ FROM now CROSS JOIN hidden
 -- deleted if it still holds the receipt, its claim released if it still holds the token, and
 -- its standing written only if the release happened. The rows are locked by the DELETE and the
 -- UPDATE themselves, as finish_settled locks its own (an explicit FOR UPDATE would write each
--- row twice), each found through its primary key with `= ANY (ids)`, which walks the index in
--- id order: queue rows, then claim rows, then standings, each kind in workflow order. The
--- answer is one row: the workflows whose standing was written.
+-- row twice): queue rows (by where they lie, which no other finish can want: each holds its
+-- own receipt), then claim rows (through their primary key with `= ANY (ids)`, which walks
+-- the index in id order), then standings in workflow order. The answer is one row: the
+-- workflows whose standing was written.
 WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
 asked AS MATERIALIZED (
     -- From one JSON parameter, not unnest of arrays: the planner sizes unnest by the array it
@@ -287,12 +291,22 @@ asked AS MATERIALIZED (
     SELECT * FROM jsonb_to_recordset(%(asked)s::jsonb)
         AS a(workflow text, token bigint, receipt bigint, state text, detail text)
 ),
+placed AS MATERIALIZED (
+    -- Where each asked row's queue row lies, if it holds the receipt: one probe of the primary
+    -- key per row (both its columns equal), as a scalar subquery, which the planner never turns
+    -- into a join. Asked as a join, or as `workflow = ANY (...)`, a plan is free to read every
+    -- row of the queue instead when the table's statistics are stale (see take_many).
+    SELECT (SELECT ctid FROM durability.queue AS o
+            WHERE o.queue = %(queue)s AND o.workflow = a.workflow AND o.receipt = a.receipt)
+           AS ctid
+    FROM asked AS a
+),
 done AS (
+    -- A row changed since `placed` looked lies elsewhere now, and is left: rightly, when a
+    -- wakeup changed its receipt; when only an extend moved its lease, it shows again at the
+    -- lease's end for one extra, harmless pass.
     DELETE FROM durability.queue AS q
-    USING asked AS a
-    WHERE q.queue = %(queue)s
-      AND q.workflow = ANY (ARRAY(SELECT workflow FROM asked))  -- by the primary key
-      AND q.workflow = a.workflow AND q.receipt = a.receipt
+    WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM placed))
       AND (SELECT count(*) FROM quick) = 1
     RETURNING 1
 ),

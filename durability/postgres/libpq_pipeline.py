@@ -12,6 +12,7 @@ what becomes of a connection that breaks.
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import functools
 import itertools
 import re
@@ -19,7 +20,7 @@ import weakref
 from collections.abc import Awaitable, Callable, Collection, Mapping, Sequence
 from datetime import timedelta
 from functools import cache
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import psycopg
 from psycopg import abc, pq
@@ -82,6 +83,7 @@ async def exchange(
     conn: Any,
     statements: Sequence[tuple[str, object]],
     together: Collection[int] = (),
+    heard: Callable[[int, Outcome], None] | None = None,
 ) -> list[Outcome]:
     """Send `statements` ((sql, params) each) down `conn`, an autocommit connection nobody
     else is using, in one pipeline; what became of each, in order.
@@ -96,6 +98,14 @@ async def exchange(
 
     Values are still dumped and rows loaded by psycopg's own adapters (a `Transformer` of the
     connection), so every type converts exactly as through a cursor.
+
+    `heard(index, outcome)`, if given, hears each statement's final outcome as soon as it
+    is known, rather than when the whole pipeline is read: a statement outside the group the
+    moment its answer arrives, a member of the group once its COMMIT has. So a take sent
+    with a turn's synchronously committed writes is not held back by their WAL flush. It is
+    not called for an outcome that is still to change (a member read before its COMMIT), nor
+    for the statements left unanswered when the connection breaks (the list says what became
+    of those).
 
     A connection whose `prepare_threshold` is None (psycopg's switch for poolers such as
     PgBouncer in transaction mode, which cannot keep a session's prepared statements) gets each
@@ -158,8 +168,14 @@ async def exchange(
                 if not committed or any(outcomes[i] is AGAIN for i in members):
                     for member in members:  # rolled back, all of them: each goes alone
                         outcomes[member] = AGAIN
+                if heard is not None:
+                    for member in members:
+                        heard(member, outcomes[member])
             else:
-                outcomes[index] = _outcome(results, fresh_key, writer.prepared, writer.transformer)
+                outcome = _outcome(results, fresh_key, writer.prepared, writer.transformer)
+                outcomes[index] = outcome
+                if heard is not None and index not in grouped:
+                    heard(index, outcome)
         pgconn.exit_pipeline_mode()
     except psycopg.OperationalError:
         pgconn.finish()  # owes answers it will never give
@@ -244,6 +260,50 @@ async def _settle(
     pgconn.exit_pipeline_mode()
 
 
+def _unflushed_sync() -> Callable[[pq.abc.PGconn], None] | None:
+    """libpq's `PQsendPipelineSync` (17+), which marks a Sync without writing to the socket,
+    from the libpq this process loaded for psycopg; None where it cannot be found.
+
+    psycopg's `pipeline_sync` is `PQpipelineSync`, which also flushes: one `send` and one
+    wakeup of the server per statement. With this, a pipeline is written once, when `exchange`
+    flushes it, and each statement is still its own transaction."""
+    if pq.version() < 170000 or pq.__impl__ == "python":
+        return None
+    try:
+        with open("/proc/self/maps", encoding="utf-8") as maps:
+            paths = {line.split()[-1] for line in maps if "/libpq" in line}
+    except OSError:
+        return None
+    if len(paths) != 1:
+        return None  # none, or two libpqs: which one holds psycopg's connections is unsure
+    try:
+        function = ctypes.CDLL(paths.pop()).PQsendPipelineSync
+    except (OSError, AttributeError):
+        return None
+    function.argtypes = [ctypes.c_void_p]
+    function.restype = ctypes.c_int
+
+    def sync(pgconn: pq.abc.PGconn) -> None:
+        # `pgconn_ptr` is the PGconn's address, which psycopg's C and binary layers expose.
+        if function(cast(Any, pgconn).pgconn_ptr) != 1:
+            raise psycopg.OperationalError(
+                f"could not queue a pipeline sync: {pgconn.get_error_message()}"
+            )
+
+    return sync
+
+
+_UNFLUSHED_SYNC: Final = _unflushed_sync()
+
+
+def _sync(pgconn: pq.abc.PGconn) -> None:
+    """A Sync after the statement just written, left in libpq's buffer where it can be."""
+    if _UNFLUSHED_SYNC is not None:
+        _UNFLUSHED_SYNC(pgconn)
+    else:
+        pgconn.pipeline_sync()
+
+
 class _Writer:
     """Writes statements onto one connection in pipeline mode, each followed by a Sync."""
 
@@ -259,7 +319,7 @@ class _Writer:
         """Write a bare command of the group's own (BEGIN, its lock bound, COMMIT) and note it
         in `sent` under its marker."""
         self.pgconn.send_query_params(command, None)
-        self.pgconn.pipeline_sync()
+        _sync(self.pgconn)
         sent.append((marker, None))
 
     def send(
@@ -285,7 +345,7 @@ class _Writer:
             pgconn.send_query_params(
                 text, values, param_types=key[1], param_formats=transformer.formats
             )
-            pgconn.pipeline_sync()
+            _sync(pgconn)
             sent.append((index, None))
             return True
         name = self.prepared.get(key)
@@ -296,7 +356,7 @@ class _Writer:
             name = self.prepared[key] = f"durability_{next(_NAMES)}".encode()
             pgconn.send_prepare(name, text, param_types=key[1])
         pgconn.send_query_prepared(name, values, param_formats=transformer.formats)
-        pgconn.pipeline_sync()
+        _sync(pgconn)
         sent.append((index, key if fresh else None))
         return True
 

@@ -299,3 +299,35 @@ async def test_repeats_go_round_every_backend_and_rows_come_out_in_backend_order
     written = load("fake", tmp_path)
     assert list(written["backend"]) == ["memory"] * 4 + ["sqlite"] * 4
     assert sorted(written["repeat"].tolist()) == [0, 0, 0, 0, 1, 1, 1, 1]
+
+
+@pytest.fixture
+def postgres_binary() -> Iterator[None]:
+    import shutil
+
+    found = list(Path("/usr/lib/postgresql").glob("*/bin/initdb"))
+    if shutil.which("initdb") is None and not found:
+        pytest.skip("needs Postgres's initdb")
+    yield
+
+
+@pytest.mark.slow
+async def test_throughput_on_a_private_postgres_counts_the_transactions_each_pass_commits(
+    postgres_binary: None,
+) -> None:
+    """The server's own count of the transactions that wrote, read at once (not the
+    statistics a backend reports up to a second late): a pass takes, records and finishes, at
+    most three commits, fewer where the passes of a turn share them."""
+    servers = Servers(("binary",))
+    lab = Lab(servers, quick=True)
+    try:
+        async with lab.scope():
+            rows = await module("throughput").measure(
+                lab, BACKENDS["postgres"], {"processes": 1, "variant": "default", "workflows": 400}
+            )
+    finally:
+        servers.close()
+    _check("throughput", rows)
+    metrics = {row["metric"]: row["value"] for row in rows}
+    assert metrics["passes"] >= 400
+    assert 0 < metrics["server_commits_per_pass"] <= 3

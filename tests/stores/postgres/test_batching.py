@@ -276,3 +276,19 @@ async def test_a_member_stuck_behind_a_lock_does_not_hold_the_others_back(
         await holder.rollback()
     assert await asyncio.wait_for(stuck, 30) == (101,)
     assert await _rows(pool, table) == {0, 1, 2, 101}
+
+
+async def test_a_statement_is_answered_before_the_turn_s_slow_group_commits(pool: Pool) -> None:
+    """A take sent with a turn's grouped writes must not wait for their commit: here the group
+    holds a member that sleeps, and the plain statement sent with it is answered while the
+    group is still running (its answer is read first, and handed over at once)."""
+    batcher = StatementBatcher(pool)
+    grouped = [
+        asyncio.ensure_future(batcher.one("SELECT pg_sleep(%(s)s), 1", {"s": 1.0}, together=True)),
+        asyncio.ensure_future(batcher.one("SELECT %(n)s::int", {"n": 2}, together=True)),
+    ]
+    plain = asyncio.ensure_future(batcher.one("SELECT %(n)s::int, pg_backend_pid()", {"n": 7}))
+    row = await plain
+    assert row is not None and row[0] == 7
+    assert not any(call.done() for call in grouped)
+    assert [row[-1] for row in await asyncio.gather(*grouped) if row is not None] == [1, 2]

@@ -1,0 +1,152 @@
+"""The store's hot statements find their rows by key, whatever the statistics say.
+
+Each statement runs on a generic plan kept for a connection's life, made from the tables as
+they were when it was planned. Planned over tables with rows but no statistics (a new database
+in its first minute, or statistics from before a burst), a plan must still reach the rows a
+statement names through their key or where they lie, never by reading a whole table (or the
+whole of one queue) per call: that cost would grow with the tables, for every pass.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from datetime import timedelta
+from typing import Any
+
+import pytest
+
+from durability.postgres import configure, migrate
+from durability.postgres.statements import statements
+
+#: A type for each parameter name the statements use, for PREPARE.
+TYPES = {
+    "queue": "text", "channel": "text", "lease": "interval", "budget": "interval",
+    "alive": "interval", "n": "int8", "asked": "text", "lock_wait": "text", "workflow": "text",
+    "token": "int8", "receipt": "int8", "key": "text", "value": "text", "state": "text",
+    "detail": "text", "within": "interval",
+}
+HOT = [
+    ("durable.sql", "take_many"), ("durable.sql", "take"), ("durable.sql", "finish_many"),
+    ("durable.sql", "finish_settled"), ("checkpointer.sql", "record_many"),
+    ("checkpointer.sql", "record"), ("checkpointer.sql", "claim"), ("scheduler.sql", "done"),
+    ("scheduler.sql", "extend"), ("checkpointer.sql", "renew"),
+]
+TABLES = {"queue", "claims", "records", "standings"}
+
+
+@pytest.fixture(params=[3, 3000], ids=["small", "large"])
+async def schema(
+    database_url: str, request: pytest.FixtureRequest
+) -> AsyncIterator[tuple[Any, str]]:
+    """A schema of the store's tables holding rows they were never analyzed with: a few
+    (a plan made now is kept while they grow), or thousands."""
+    rows = int(request.param)
+    from psycopg_pool import AsyncConnectionPool
+
+    pool: Any = AsyncConnectionPool(database_url, kwargs={"autocommit": True}, min_size=1,
+                                    max_size=2, open=False, configure=configure)
+    await pool.open(wait=True)
+    name = f"plans_{uuid.uuid4().hex[:10]}"
+    await migrate(pool, name)
+    async with pool.connection() as conn:
+        await conn.execute(
+            f"INSERT INTO {name}.queue (queue, workflow, visible_at, receipt)"
+            " SELECT 'q', 'w' || i, now(), i FROM generate_series(1, %s) AS i", [rows]
+        )
+        await conn.execute(
+            f"INSERT INTO {name}.claims (workflow, token, until, deadline)"
+            " SELECT 'w' || i, i, now(), now() FROM generate_series(1, %s) AS i", [rows]
+        )
+        await conn.execute(
+            f"INSERT INTO {name}.records (workflow, key, value)"
+            " SELECT 'w' || i, 'k', '1' FROM generate_series(1, %s) AS i", [rows]
+        )
+    try:
+        yield pool, name
+    finally:
+        async with pool.connection() as conn:
+            await conn.execute(f"DROP SCHEMA {name} CASCADE")
+        await pool.close()
+
+
+def _scans(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    """Every node that reads a table or an index (a bitmap's index scan names no table)."""
+    if "Relation Name" in node or "Index Name" in node:
+        yield node
+    for child in node.get("Plans", ()):
+        yield from _scans(child)
+
+
+@pytest.mark.parametrize(("filename", "name"), HOT, ids=[name for _, name in HOT])
+async def test_a_generic_plan_reaches_its_rows_by_key_on_tables_never_analyzed(
+    schema: tuple[Any, str], filename: str, name: str
+) -> None:
+    pool, where = schema
+    sql = statements(filename, where)[name]
+    names: list[str] = []
+
+    def number(match: re.Match[str]) -> str:
+        if match.group(1) not in names:
+            names.append(match.group(1))
+        return f"${names.index(match.group(1)) + 1}"
+
+    text = re.sub(r"%\((\w+)\)s", number, sql)
+    values = {
+        "queue": "'q'", "channel": "'c'", "lease": "'30 s'", "budget": "'1 h'",
+        "alive": "'30 s'", "n": "20", "lock_wait": "'50ms'", "workflow": "'w1'", "token": "1",
+        "receipt": "1", "key": "'k'", "value": "'1'", "state": "'completed'", "detail": "'{}'",
+        "within": "'30 s'",
+        "asked": "'" + json.dumps([{"workflow": f"w{i}", "token": i, "receipt": i, "key": "k",
+                                    "value": "1", "alive_us": 30_000_000, "n": i,
+                                    "state": "completed", "detail": "{}"}
+                                   for i in range(1, 21)]) + "'",
+    }
+    async with pool.connection() as conn:
+        await conn.execute("SET plan_cache_mode = force_generic_plan")
+        types = ", ".join(TYPES[n] for n in names)
+        await conn.execute(f"PREPARE hot ({types}) AS {text}")
+        try:
+            args = ", ".join(values[n] for n in names)
+            cursor = await conn.execute(f"EXPLAIN (FORMAT JSON) EXECUTE hot ({args})")
+            row = await cursor.fetchone()
+        finally:
+            await conn.execute("DEALLOCATE hot")
+            await conn.execute("RESET plan_cache_mode")
+    assert row is not None
+    plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    scans = list(_scans(plan[0]["Plan"]))
+    assert any(scan.get("Relation Name") in TABLES for scan in scans), "reads no table?"
+    for scan in scans:
+        table = scan.get("Relation Name")
+        assert not (table in TABLES and scan["Node Type"] == "Seq Scan"), (
+            f"{name} reads all of {table}"
+        )
+        if scan.get("Index Name") == "queue_by_visibility":
+            assert "visible_at" in str(scan.get("Index Cond", "")), (
+                f"{name} reads the whole queue for its rows"
+            )
+
+
+async def test_the_store_s_connections_plan_by_key_and_an_effect_plans_as_anywhere(
+    database_url: str,
+) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    from durability.connect import open_durable
+    from durability.postgres import PostgresEffect
+
+    where = conninfo_to_dict(database_url)
+    url = f"postgresql://{where['user']}@{where['host']}:{where['port']}/{where['dbname']}"
+    async with open_durable(url) as durable:
+        async with durable.checkpointer.pool.connection() as conn:  # type: ignore[attr-defined]
+            cursor = await conn.execute("SHOW enable_seqscan")
+            assert await cursor.fetchone() == ("off",)
+        name = f"plans-effect-{uuid.uuid4().hex[:8]}"
+        holder = await durable.checkpointer.claim(name, timedelta(minutes=1), timedelta(minutes=1))
+        assert holder is not None
+        effect = PostgresEffect("SELECT current_setting('enable_seqscan')")
+        recorded = await durable.checkpointer.transact(holder, "setting", effect)
+        assert recorded.value == "on"
