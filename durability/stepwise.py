@@ -154,6 +154,10 @@ class StepFailed:
 # --- the run ------------------------------------------------------------------------------
 
 
+#: Types whose values are never awaitable (exact types: a subclass may define `__await__`).
+_PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
+
+
 def _deadline(value: object) -> datetime:
     if not isinstance(value, str):
         raise TypeError(f"a recorded deadline is ISO-8601 text, found {type(value).__name__}")
@@ -181,7 +185,9 @@ class Run:
         self._clock = clock
         self._kept = kept
         self._on_write = on_write
-        self._inflight: dict[str, asyncio.Future[object]] = {}
+        # Keys whose write is on its way, with the future a second branch waits on (made
+        # only when one asks: most steps are asked for once).
+        self._inflight: dict[str, asyncio.Future[object] | None] = {}
         self._sleeps: dict[str, datetime] = {}  # sleeps that raised
         self._noted: dict[str, datetime] = {}  # deadlines being written, not yet read back
         self._waiting: set[str] = set()
@@ -233,22 +239,24 @@ class Run:
         """Run `produce` for `key` at most once in this pass, even if two branches ask."""
         if key in self._records:
             return self._records[key]
-        running = self._inflight.get(key)
-        if running is not None:
+        if key in self._inflight:
+            running = self._inflight[key]
+            if running is None:
+                running = self._inflight[key] = asyncio.get_running_loop().create_future()
             return await asyncio.shield(running)
-        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        self._inflight[key] = future
+        self._inflight[key] = None
         try:
             value = await produce()
         except BaseException as exc:
-            if not future.done():
+            future = self._inflight.pop(key, None)
+            if future is not None and not future.done():
                 future.set_exception(exc)
                 future.exception()  # a branch that never awaits it must not warn
             raise
-        finally:
-            self._inflight.pop(key, None)
+        future = self._inflight.pop(key, None)
         self._records[key] = value
-        future.set_result(value)
+        if future is not None:
+            future.set_result(value)
         if self._on_write is not None:
             self._on_write()
         return value
@@ -317,7 +325,9 @@ class Run:
                 if timeout is None:
                     # The effect inline, not in a coroutine of its own: every step's path.
                     result = fn()
-                    if inspect.isawaitable(result):
+                    # JSON's own types first: never awaitable, and asked far more cheaply
+                    # than `isawaitable`'s look through the `Awaitable` ABC.
+                    if type(result) not in _PLAIN and inspect.isawaitable(result):
                         result = await result
                 else:
                     result = await _bounded(key, fn, timeout)
@@ -450,6 +460,8 @@ class Run:
     @property
     def suspended_on(self) -> frozenset[str]:
         """The keys this pass suspended on so far (sleeps, waits, listens), caught or not."""
+        if not (self._sleeps or self._waiting or self._listening):
+            return frozenset()  # every pass that completes asks this
         return frozenset(self._sleeps) | frozenset(self._waiting) | frozenset(self._listening)
 
     def suspension(self) -> Sleeping | Blocked:

@@ -9,6 +9,7 @@
 |---|---|
 | `loops` | the reader, reclaimer, keeper, timer and drain, as tasks of one group |
 | `passing` | one pass: claimed → resumed → ended → answered; the renewal after a write |
+| `nudging` | the renewals writes asked for, waiting for their moment on one timer |
 | `endings` | how a pass can end, one type each, and the table of what each tells the store |
 | `failing` | a pass whose body raised: the failure recorded, then a retry or the failed state |
 | `crew` | what the loops and passes share: settings, running passes, slots, hand-backs |

@@ -25,7 +25,8 @@ from durability.interfaces import (
 )
 from durability.stepwise import Run
 from durability.values import Delivery, Pass
-from durability.worker.events import Emitter, Observer
+from durability.worker.events import Observer, emitter
+from durability.worker.nudging import Nudges
 from durability.worker.running import Running
 
 __all__ = ["Crew"]
@@ -70,18 +71,22 @@ class Crew:
         self.within = within
         self.contended = contended
         self.sweep = sweep
-        self.emit = Emitter(observer)
+        self.emit = emitter(observer)
         self.clock = clock
         self.grace = grace
         self.retry = retry
         self.readers = readers
         self.running: set[Running] = set()
-        self.freed = asyncio.Condition()
+        # Who waits for a pass to free its slot (`until_freed`), woken all at once by `free`.
+        # Plain futures, not an `asyncio.Condition`: nothing here needs its lock, and taking
+        # it cost every pass an acquire and a release on each side.
+        self.freed: list[asyncio.Future[None]] = []
         self.reading = 0  # reads in flight: each holds a slot until it returns
         self.extra_readers = 0
         self.stopping = False  # draining: take nothing new
         self.passes: asyncio.TaskGroup | None = None  # where passes run, once the loops do
         self.start_pass: Callable[[Running], Coroutine[Any, Any, None]] | None = None
+        self.nudges: Nudges | None = None  # renewals writes asked for (`passing.written`)
         # The timer's hint: the earliest deadline it knows of, and a nudge when one is sooner.
         self.earlier = asyncio.Event()
         self.known_due: datetime | None = None
@@ -101,20 +106,37 @@ class Crew:
 
     # -- slots -------------------------------------------------------------------------
 
-    async def wait_for_slot(self) -> None:
+    def slot_free(self) -> bool:
         # A slot counts as taken while a reader is reading for it, so readers never take
         # more deliveries between them than there are free slots.
-        async with self.freed:
-            await self.freed.wait_for(lambda: len(self.running) + self.reading < self.pool)
+        return len(self.running) + self.reading < self.pool
 
-    async def free(self, running: Running) -> None:
+    async def wait_for_slot(self) -> None:
+        await self.until_freed(self.slot_free)
+
+    async def until_freed(self, ready: Callable[[], bool]) -> None:
+        """Return once `ready()` holds, asking again each time a pass frees its slot."""
+        while not ready():
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self.freed.append(waiter)
+            try:
+                await waiter
+            finally:
+                # Cancelled before a pass freed a slot: still listed, unless a `free` since
+                # took the list (and passed it over, as it does every waiter already done).
+                if waiter.cancelled() and waiter in self.freed:
+                    self.freed.remove(waiter)
+
+    def free(self, running: Running) -> None:
         # The Run holds the pass's `written` hook, which holds `running`: break that cycle, or every
         # pass's Run and records would wait for the cyclic collector instead of going now.
         running.run = None
         self.running.discard(running)
         self.answered.set()
-        async with self.freed:
-            self.freed.notify_all()
+        waiters, self.freed = self.freed, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     async def admit(
         self,

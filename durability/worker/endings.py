@@ -130,7 +130,10 @@ async def answer(crew: Crew, running: Running, holder: Pass | None, ending: Endi
             pass
         case _:
             assert_never(ending)
-    await running.quiet()
+    if running.extending is None:
+        running.unnudge()  # no renewal was ever sent: nothing to let land, so no await
+    else:
+        await running.quiet()
     assert holder is not None
     match ending:
         case Settled(outcome=outcome):

@@ -89,7 +89,8 @@ async def reader(crew: Crew, primary: bool = True) -> None:
     caps a worker at one take per round trip, however many slots are free)."""
     failures = 0
     while True:
-        await crew.wait_for_slot()
+        if not crew.slot_free():  # asked first: a busy reader's every take would await it
+            await crew.wait_for_slot()
         if crew.stopping:
             return
         crew.reading += 1
@@ -200,16 +201,16 @@ async def keeper(crew: Crew) -> None:
 async def _keep(crew: Crew, running: Running) -> None:
     """Renew one pass's claim and delivery together, so they lapse together."""
     holder = running.holder
-    if holder is None or running.body is None or running.body.done():
+    if holder is None or not running.in_body:
         return
     try:
         await asyncio.gather(crew.checkpointer.renew(holder, crew.lease), extend(crew, running))
     except Fenced as fenced:
-        if running.body.done():
+        if not running.in_body:
             return  # the pass ended and released its claim while the renewal was on its way
         # The budget is spent or someone else claimed it: the pass may be wedged in a step
         # that will never return, so stop it and let the workflow be looked at again.
-        running.body.cancel()
+        running.halt()
         log.warning("pass of %s stopped: %s", holder.workflow, fenced)
     except Exception:
         log.exception("renewing %s failed; trying again next tick", holder.workflow)
@@ -263,8 +264,8 @@ async def drain(crew: Crew, stop: asyncio.Event, quits: list[asyncio.Task[None]]
         task.cancel()  # the queue, for every worker, so it goes on)
     log.info("draining: %d pass(es) running, %s to finish", len(crew.running), crew.grace)
     try:
-        async with asyncio.timeout(crew.grace.total_seconds()), crew.freed:
-            await crew.freed.wait_for(lambda: not crew.running)
+        async with asyncio.timeout(crew.grace.total_seconds()):
+            await crew.until_freed(lambda: not crew.running)
     except TimeoutError:
         log.warning("drain: grace over, handing back %d pass(es)", len(crew.running))
     raise _Drained

@@ -1,8 +1,9 @@
 """One pass, from its delivery to its answer: claimed → resumed → ended → answered.
 
 `run_pass` claims the workflow (unless the reader took and claimed it in one move), runs the
-body as a task the keeper may cancel, names how it ended (`endings`), and has that answered.
-Cancelled (the worker is stopping), it hands the workflow back at once, bounded in time.
+body in the pass's own task (which the keeper may cancel), names how it ended (`endings`),
+and has that answered. Cancelled (the worker is stopping), it hands the workflow back at
+once, bounded in time.
 Between the body's writes it renews the delivery a moment after each one (`written`), so a
 takeover never waits on a delivery older than the claim.
 """
@@ -10,6 +11,7 @@ takeover never waits on a delivery older than the claim.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -34,6 +36,7 @@ from durability.worker.endings import (
     Unreachable,
     answer,
 )
+from durability.worker.nudging import Nudges
 from durability.worker.running import Running
 from durability.worker.settings import NUDGE, SHUTDOWN
 
@@ -63,7 +66,7 @@ async def run_pass(crew: Crew, running: Running) -> None:
     except Exception:
         log.exception("the pass of %s could not be answered for", workflow)
     finally:
-        await crew.free(running)
+        crew.free(running)
 
 
 async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
@@ -81,12 +84,24 @@ async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
         return None, Busy()
     running.holder = holder
     crew.emit("started", workflow)
-    running.body = asyncio.create_task(_resume(crew, running, holder))
+    # The body runs in this task, not one of its own: a task per pass cost a start, a turn of
+    # the loop each way and a wait. The keeper stops it by cancelling this task (`halt`),
+    # counted, so a cancel of the worker's own (shutdown) is still told apart below.
+    current = asyncio.current_task()
+    assert current is not None
+    running.task = current
+    asked = current.cancelling()  # cancels this task had before its body ran
+    running.in_body = True
     try:
-        return holder, Settled(await running.body)
+        try:
+            outcome = await _resume(crew, running, holder, asked)
+        finally:
+            running.in_body = False
+            for _ in range(running.halts):
+                current.uncancel()  # the keeper's cancels end with the body they stopped
+        return holder, Settled(outcome)
     except asyncio.CancelledError:
-        current = asyncio.current_task()
-        if current is not None and current.cancelling():
+        if current.cancelling():
             raise
         return holder, Stopped()  # the keeper stopped it: the budget is spent or claim taken
     except Contended:
@@ -133,9 +148,11 @@ _RETRY_CLAIM_MOST = timedelta(milliseconds=100)
 
 
 async def _resume(
-    crew: Crew, running: Running, holder: Pass
+    crew: Crew, running: Running, holder: Pass, asked: int
 ) -> Completed[object] | Sleeping | Blocked:
-    """One pass of the body, on the worker's clock, as the task the keeper may cancel."""
+    """One pass of the body, on the worker's clock; `asked` is how many cancels the pass's
+    task had before it, so a cancel raised inside is told ours (the keeper's, or shutdown's)
+    or the body's own."""
 
     def seen(run: Run) -> Awaitable[object]:
         running.run = run  # so a failed pass can still tell which deadline it noted
@@ -157,7 +174,7 @@ async def _resume(
         raise
     except asyncio.CancelledError as cancelled:
         task = asyncio.current_task()
-        if task is not None and task.cancelling():
+        if task is not None and task.cancelling() > asked:
             raise  # ours: the keeper, or shutdown
         raise Escaped(f"the body raised {cancelled!r} unasked") from cancelled
     except BaseException as foreign:
@@ -168,11 +185,9 @@ async def _shutdown(crew: Crew, running: Running) -> None:
     """Hand a running workflow back at shutdown, bounded in time: a store that hangs must
     not keep the worker from stopping (the lease hands the workflow back then instead)."""
     running.unnudge()
-    pending = [
-        task
-        for task in (running.body, running.extending)
-        if task is not None and not task.done()
-    ]
+    # The body ran in the pass's own task, so it has ended by now: only a renewal is left.
+    extending = running.extending
+    pending = [extending] if extending is not None and not extending.done() else []
     for task in pending:
         task.cancel()
     try:
@@ -205,24 +220,19 @@ def written(crew: Crew, running: Running) -> Callable[[], None]:
     a taken-over delivery that meets a held claim asks for it again for a while,
     `_claim_as_it_lapses`.)
 
-    A timer, not a task that sleeps: most passes cancel it, and a timer costs the loop one
-    handle to drop where a task costs a start, a cancel and a wait.
+    A place in the worker's queue of `Nudges`, not a task that sleeps nor a timer of its
+    own: most passes drop it, and an entry in that queue costs an append to drop.
     """
-    loop = asyncio.get_running_loop()
-    delay = min(NUDGE, crew.tick).total_seconds()
+    nudges = crew.nudges
+    if nudges is None:  # the worker's first write
+        delay = min(NUDGE, crew.tick).total_seconds()
+        nudges = crew.nudges = Nudges(delay, functools.partial(_start_extending, crew))
+    return functools.partial(nudges.add, running)
 
-    def start() -> None:
-        running.nudging = None
-        running.extending = asyncio.create_task(_extend_after_write(crew, running))
 
-    def nudge() -> None:
-        if running.extending is not None and not running.extending.done():
-            running.again = True
-            return
-        if running.nudging is None:
-            running.nudging = loop.call_later(delay, start)
-
-    return nudge
+def _start_extending(crew: Crew, running: Running) -> None:
+    running.nudging = None
+    running.extending = asyncio.create_task(_extend_after_write(crew, running))
 
 
 async def _extend_after_write(crew: Crew, running: Running) -> None:

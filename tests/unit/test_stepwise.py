@@ -291,6 +291,32 @@ async def test_two_branches_asking_for_one_key_run_it_once(
     assert calls == [1]
 
 
+async def test_two_branches_asking_for_one_failing_key_run_it_once_and_both_see_it_fail(
+    store: MemoryCheckpointer, clock: Clock
+) -> None:
+    calls: list[int] = []
+
+    async def reserve() -> int:
+        calls.append(1)
+        await asyncio.sleep(0)  # both branches are inside the step at once
+        await asyncio.sleep(0)
+        raise LookupError("out of stock")
+
+    seen: list[BaseException] = []
+
+    async def body(run: Run) -> None:
+        results = await asyncio.gather(
+            run.step("reserved", reserve, as_int),
+            run.step("reserved", reserve, as_int),
+            return_exceptions=True,
+        )
+        seen.extend(result for result in results if isinstance(result, BaseException))
+
+    assert await one_pass(store, workflow_id(), body, clock) == Completed(None)
+    assert calls == [1]
+    assert [type(error) for error in seen] == [LookupError, LookupError]
+
+
 async def test_transact_applies_the_effect_with_its_record_once(
     store: MemoryCheckpointer, clock: Clock
 ) -> None:

@@ -582,6 +582,45 @@ async def test_a_pass_that_ends_right_after_its_write_skips_the_delivery_renewal
     assert scheduler.calls["extend"] == 0
 
 
+async def test_renewals_writes_asked_for_start_at_their_moment_unless_their_pass_ended() -> None:
+    # One timer serves every pass's renewal: each still wanted starts once, at its own moment
+    # (not before it, not with the one before it), and a dropped one never starts.
+    from durability.worker.nudging import Nudges
+    from durability.worker.running import Running
+
+    loop = asyncio.get_running_loop()
+    delay = 0.05
+    started: list[tuple[str, float]] = []
+
+    def start(running: Running) -> None:
+        running.nudging = None
+        started.append((running.delivery.workflow, loop.time()))
+
+    nudges = Nudges(delay, start)
+    passes = {name: Running(Delivery(name, "1")) for name in ("early", "dropped", "late", "again")}
+    due: dict[str, float] = {}
+
+    def write(name: str) -> None:
+        nudges.add(passes[name])
+        due.setdefault(name, loop.time() + delay)
+
+    write("early")
+    write("dropped")
+    passes["dropped"].unnudge()  # its pass ended a moment after the write
+    write("again")
+    passes["again"].unnudge()
+    await asyncio.sleep(delay / 2)
+    write("early")  # a second write waits for the first's renewal, not a moment of its own
+    write("late")
+    del due["again"]
+    write("again")  # asked again after it was dropped: starts from this write
+    await asyncio.sleep(delay * 3)
+
+    assert [name for name, _ in started] == ["early", "late", "again"]
+    for name, at in started:
+        assert at >= due[name] - 0.001, name
+
+
 async def test_a_pass_running_during_a_delete_is_fenced_and_not_rescheduled() -> None:
     durable = SplitDurable(*stores())
     observed = Observed()
