@@ -32,6 +32,7 @@ from durability.checks import positive
 from durability.signals import NotMigrated
 from durability.sqlite.batching import GroupCommit, Writer, busy, transaction
 from durability.sqlite.doorbell import Doorbell
+from durability.sqlite.wal import WalCheckpoints
 from durability.storekit.outage import Unanswered
 from durability.storekit.traffic import Traffic
 
@@ -197,6 +198,7 @@ class SqliteDatabase:
         busy_timeout: timedelta,
         *,
         doorbell: bool = True,
+        synchronous: Synchronous = "NORMAL",
     ) -> None:
         self.path = Path(path)
         self.busy_timeout = busy_timeout
@@ -225,6 +227,8 @@ class SqliteDatabase:
         self._commits = GroupCommit(
             writer_raw, functools.partial(self._run, writer), self._translated
         )
+        #: The WAL's checkpoints, which the writer's commits no longer run (`wal`).
+        self.wal = WalCheckpoints(self._absolute, synchronous)
 
     # -- running SQL -------------------------------------------------------------------
 
@@ -264,7 +268,10 @@ class SqliteDatabase:
         a rollback. `work` runs on the writer's thread, so it must not touch the event loop.
         Writes asked for while the thread is busy share one transaction, each behind a
         savepoint of its own (`batching.GroupCommit`): one that raises is rolled back alone."""
-        return await self._commits.write(work)
+        try:
+            return await self._commits.write(work)
+        finally:
+            self.wal.committed()
 
     async def alone(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work(connection)`, which must run ONE write statement and read all its rows, as
@@ -273,13 +280,19 @@ class SqliteDatabase:
         statements fewer than `write`; only for a statement that reads no clock, since a time
         bound before the lock is taken would be stale by however long the lock took. Asked
         for while other writes wait, it joins their transaction (`write`)."""
-        return await self._commits.write(work, alone=True)
+        try:
+            return await self._commits.write(work, alone=True)
+        finally:
+            self.wal.committed()
 
     async def writer(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work(connection)` on the writer's thread with no transaction around it: for a
         function that reads first and opens a write transaction only if it needs one."""
         raw = self._writer_raw
-        return await self._run(self._writer, lambda: work(raw))
+        try:
+            return await self._run(self._writer, lambda: work(raw))
+        finally:
+            self.wal.committed()
 
     async def read(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work(connection)` on the reader's thread (autocommit: each statement sees the
@@ -335,12 +348,13 @@ class SqliteDatabase:
     # -- lifetime ----------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Close both connections after the work already queued on them (idempotent)."""
+        """Close the connections after the work already queued on them (idempotent)."""
         if self._closed:
             return
         self._closed = True
         if self._doorbell is not None:
             self._doorbell.close()
+        await self.wal.close()
         await self._reader.close()
         await self._writer.close()
 
@@ -425,6 +439,8 @@ async def _connect(
                 # The host clock as SQL, read while the statement runs, after SQLite took its
                 # lock: lets a one-statement write that needs the time skip `BEGIN IMMEDIATE`.
                 raw.create_function("durability_now_us", 0, now_us)
+                # Checkpoints run beside the commits, not inside one (`wal`).
+                raw.execute("PRAGMA wal_autocheckpoint = 0")
         except BaseException:
             raw.close()
             raise
@@ -465,7 +481,8 @@ async def open_database(
         await writer.close()
         raise
     database = SqliteDatabase(
-        path, writer, writer_raw, reader, reader_raw, busy_timeout, doorbell=doorbell
+        path, writer, writer_raw, reader, reader_raw, busy_timeout, doorbell=doorbell,
+        synchronous=synchronous,
     )
     try:
         await database.trace(None)  # installs the counting hook, with no callback yet
