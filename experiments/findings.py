@@ -16,7 +16,7 @@ from pathlib import Path
 
 from experiments.reading import frame, ms, table, times, versus
 from experiments.results import RESULTS
-from experiments.tables import DASH, SAME, TIMES, number
+from experiments.tables import DASH, SAME, TIMES, number, window_lengths
 from experiments.uncertainty import LEVEL, Interval, distinguishable, ratio
 
 __all__ = ["SECTIONS", "findings"]
@@ -87,18 +87,20 @@ def _idle(where: Path) -> str:
     def said(found: Interval, scale: float = 1.0) -> str:
         return f"{number(found.estimate * scale)}{_span(found, scale)}"
 
-    woken = [b for b in ("redis-stream", "redis-set", "postgres") if b in t.index]
-    polled = [b for b in ("redis-set-polled", "postgres-polled", "sqlite") if b in t.index]
-    requests = _listed([f"{said(at(b))} {'requests a second ' if i == 0 else ''}on {b}"
+    # SQLite counts statements (no server), and is woken by its doorbell, not a poll.
+    woken = [b for b in ("redis-stream", "redis-set", "postgres", "sqlite") if b in t.index]
+    polled = [b for b in ("redis-set-polled", "postgres-polled") if b in t.index]
+    requests = _listed([f"{said(at(b))} {_per_second(b, i == 0)}on {b}"
                         for i, b in enumerate(woken)])
     cpu = _listed([said(at(b, "worker_cpu"), 1000) for b in woken])
     poll = _listed([f"{said(at(b))} on {b}" for b in polled])
+    windows = windows[windows["backend"].isin(woken + polled)]  # the backends said here
     per = windows.groupby(["backend", "variant"]).size()
     most = int(per.max()) if len(per) else 0
-    seconds = windows["value"].median() if len(windows) else math.nan
-    sure = (f"Each is the median of {most} windows of {seconds:,.0f} s, with its {LEVEL:.0%} "
+    seconds = window_lengths(windows)
+    sure = (f"Each is the median of {most} windows{seconds}, with its {LEVEL:.0%} "
             "interval over them" if most > 1 else
-            f"Each is one window of {seconds:,.0f} s with no repeats, so no interval "
+            f"Each is one window{seconds} with no repeats, so no interval "
             "(`--repeat` would give one)")
     stream, set_ = at("redis-stream"), at("redis-set")
     pair = ""
@@ -110,6 +112,13 @@ def _idle(where: Path) -> str:
     return (f"**Idle cost** ([`idle.ipynb`](notebooks/idle.ipynb)). By its own count, an idle "
             f"worker sends {requests}, for {cpu} ms of worker CPU a second; a polled one pays "
             f"for its poll: {poll}. {sure}{pair}.")
+
+
+def _per_second(backend: str, first: bool) -> str:
+    """The unit after an idle rate: said with the first, and with SQLite's statements."""
+    if backend == "sqlite":
+        return "statements a second "
+    return "requests a second " if first else ""
 
 
 def _listed(items: Sequence[str]) -> str:

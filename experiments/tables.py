@@ -339,6 +339,19 @@ def _rival_takeovers(frame: Any, rivals: Any) -> list[View]:
                   "as never", *said))]
 
 
+def window_lengths(windows: Any) -> str:
+    """How long the idle windows were, as a phrase: " of 15 s" when all were, else each length
+    with the backends measured over it (a merged run can hold several)."""
+    if not len(windows):
+        return ""
+    lengths = windows.groupby("backend", sort=False)["value"].median().round()
+    if lengths.nunique() == 1:
+        return f" of {lengths.iloc[0]:,.0f} s"
+    by = [f"{seconds:,.0f} s for {', '.join(names)}"
+          for seconds, names in sorted(lengths.groupby(lengths).groups.items(), reverse=True)]
+    return " (" + "; ".join(by) + ")"
+
+
 def _idle(frame: Any, summary: Any) -> list[View]:
     columns = {"worker_requests": ("worker req/s", 1), "worker_round_trips": ("round trips/s", 1),
                "server_requests": ("server req/s", 1), "worker_cpu": ("worker CPU ms/s", 1000),
@@ -349,7 +362,7 @@ def _idle(frame: Any, summary: Any) -> list[View]:
                 for column, (label, scale) in columns.items()}}
             for _, r in summary.iterrows()]
     windows = frame[frame["metric"] == "window"]
-    seconds = f" of {windows['value'].median():,.0f} s" if len(windows) else ""
+    seconds = window_lengths(windows)
     most = int(windows.groupby(["backend", "variant"]).size().max()) if len(windows) else 1
     over = (f"the median of {most} windows{seconds} per backend, with its {LEVEL:.0%} interval "
             "(a bootstrap over the windows, so with so few about their range)" if most > 1 else

@@ -12,7 +12,7 @@ import pytest
 
 from experiments.report import render, report
 from experiments.results import write
-from experiments.tables import SAME, number
+from experiments.tables import SAME, number, window_lengths
 from experiments.uncertainty import Interval, distinguishable, quantile, quantiles, ratio
 
 
@@ -268,3 +268,13 @@ def test_idle_windows_repeated_carry_an_interval_and_one_window_says_it_has_none
     assert "1.87 (1.7\N{EN DASH}2.04)" in text and "the median of 3 windows" in text
     write("idle", rows(1), {"mode": "full", "command": "made up by a test"}, tmp_path)
     assert "no repeats: no interval" in report(tmp_path, ["idle"])
+
+
+def test_idle_windows_of_several_lengths_are_each_said_with_their_backends() -> None:
+    import pandas as pd
+
+    windows = pd.DataFrame({"backend": ["redis-stream", "sqlite", "saq"],
+                            "metric": "window", "value": [180.0, 180.0, 15.0]})
+    assert window_lengths(windows) == " (180 s for redis-stream, sqlite; 15 s for saq)"
+    assert window_lengths(windows[windows["backend"] != "saq"]) == " of 180 s"
+    assert window_lengths(windows.iloc[0:0]) == ""
