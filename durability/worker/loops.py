@@ -218,12 +218,19 @@ async def _keep(crew: Crew, running: Running) -> None:
 
 async def timer(crew: Crew) -> None:
     while True:
+        # Forget what the last look knew, so that a deadline scheduled while the store is
+        # asked (`Crew.scheduled`) is kept even if it is later than that: the store may have
+        # read before the pass's sleep was written, and its answer alone would lose it.
+        crew.known_due = None
+        crew.earlier.clear()
         try:
-            crew.known_due = await crew.scheduler.wake_due(crew.clock())
+            found = await crew.scheduler.wake_due(crew.clock())
         except Exception:
             log.exception("waking due workflows failed; trying again next tick")
-            crew.known_due = crew.clock() + crew.tick
+            found = crew.clock() + crew.tick
         stop_if_cancelled()
+        heard = crew.known_due
+        crew.known_due = found if heard is None or (found is not None and found < heard) else heard
         crew.earlier.clear()
         while True:
             wait = crew.sweep.total_seconds()

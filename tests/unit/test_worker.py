@@ -386,6 +386,46 @@ async def test_a_sleeping_workflow_is_woken_by_the_timer() -> None:
     assert scheduler.calls["make_ready"] == 1  # the arrival; the wakeup came from the timer
 
 
+class StaleLook(CountingScheduler):
+    """Its first `wake_due` reads the store, then answers only once a `wake_at` has been made:
+    an answer read before a pass scheduled its sleep, arriving after it (a slow round trip,
+    two nodes of a cluster)."""
+
+    def __init__(self, inner: Scheduler) -> None:
+        super().__init__(inner)
+        self.slept = asyncio.Event()
+
+    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
+        changed = await super().wake_at(delivery, when)
+        self.slept.set()
+        return changed
+
+    async def wake_due(self, now: datetime | None = None) -> datetime | None:
+        answer = await super().wake_due(now)
+        if self.calls["wake_due"] == 1:
+            await asyncio.wait_for(self.slept.wait(), timeout=10)
+        return answer
+
+
+async def test_a_sleep_scheduled_while_the_timer_asks_the_store_is_not_forgotten() -> None:
+    checkpointer, memory = stores()
+    scheduler = StaleLook(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> str:
+        await run.sleep("nap", timedelta(milliseconds=150))
+        return "awake"
+
+    # The store's answer to the timer's look says nobody sleeps; the pass's own deadline,
+    # heard while that look was out, must still wake the timer long before a sweep.
+    async with working(durable, body, observed, sweep=timedelta(minutes=1)):
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: observed.completed(workflow))
+    assert observed.outcomes(workflow)[-1] == Completed("awake")
+
+
 async def test_a_worker_cancelled_as_a_pass_schedules_its_sleep_stops_at_once() -> None:
     """The timer is waiting when the pass's deadline wakes it and `work` is cancelled in the
     same turn. `asyncio.wait_for` on 3.11 swallowed that cancellation, and the timer waited out
