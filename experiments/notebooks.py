@@ -75,12 +75,13 @@ def p(backend, column='p50', rate=20.0, poll=None, variant='default'):
 say(f\"\"\"At 20 submissions a second the blocking and woken schedulers start a workflow in about
 a millisecond: **redis-stream** {ms(p('redis-stream'))} at the median and {ms(p('redis-stream', 'p99'))}
 at p99, **redis-set with its doorbell** {ms(p('redis-set'))} / {ms(p('redis-set', 'p99'))},
-**postgres with notifications** {ms(p('postgres'))} / {ms(p('postgres', 'p99'))}. Memory, the
+**postgres with notifications** {ms(p('postgres'))} / {ms(p('postgres', 'p99'))}, **sqlite** rung
+across processes by its doorbell {ms(p('sqlite'))} / {ms(p('sqlite', 'p99'))}. Memory, the
 same worker with no store in between, takes {ms(p('memory'))}: the rest is the store and the
 hop between processes. The polled ones pay their poll: **redis-set-polled** (the design as
-published, 50 ms) {ms(p('redis-set-polled'))}, **postgres-polled** {ms(p('postgres-polled'))} and
-**sqlite** {ms(p('sqlite'))} at the median, about half a poll, with p99 near a whole one
-({ms(p('redis-set-polled', 'p99'))}, {ms(p('sqlite', 'p99'))}). The stream's median over the
+published, 50 ms) {ms(p('redis-set-polled'))} and **postgres-polled** {ms(p('postgres-polled'))}
+at the median, about half a poll, with p99 near a whole one
+({ms(p('redis-set-polled', 'p99'))}, {ms(p('postgres-polled', 'p99'))}). The stream's median over the
 doorbelled set's is {times(versus('latency', 'redis-stream', 'redis-set'))}. The intervals (the
 table's, and these) are a bootstrap over this run's submissions: they show how far its own
 sampling moves a number, not how far another run on a busier or quieter machine would.\"\"\")
@@ -163,14 +164,15 @@ def v(backend, column='worker_requests', variant='default'):
     except KeyError:
         return float('nan')
 
-woken = ['redis-stream', 'redis-set', 'postgres']
-say(f\"\"\"An idle worker on a blocking or woken scheduler sends at most {max(v(b) for b in woken):.1f} requests a second:
-redis-stream {v('redis-stream'):.1f}/s, redis-set with its doorbell {v('redis-set'):.1f}/s,
-postgres {v('postgres'):.1f}/s (by the worker's own count), using
-{v('redis-stream', 'worker_cpu') * 1000:.1f}, {v('redis-set', 'worker_cpu') * 1000:.1f} and
-{v('postgres', 'worker_cpu') * 1000:.1f} ms of CPU a second. A polled one pays its poll every
-second it waits: redis-set-polled {v('redis-set-polled'):.0f}/s, postgres-polled
-{v('postgres-polled'):.0f}/s, sqlite {v('sqlite'):.0f}/s. The server's counts run higher than the
+woken = ['redis-stream', 'redis-set', 'postgres', 'sqlite']
+say(f\"\"\"An idle worker on a blocking or woken scheduler sends at most {max(v(b) for b in woken):.2g} requests a second:
+redis-stream {v('redis-stream'):.2g}/s, redis-set with its doorbell {v('redis-set'):.2g}/s,
+postgres {v('postgres'):.2g}/s (by the worker's own count) and sqlite {v('sqlite'):.2g} statements
+a second (its doorbell wakes it; a look now and then covers a missed ring), using
+{v('redis-stream', 'worker_cpu') * 1000:.2g}, {v('redis-set', 'worker_cpu') * 1000:.2g},
+{v('postgres', 'worker_cpu') * 1000:.2g} and {v('sqlite', 'worker_cpu') * 1000:.2g} ms of CPU a
+second. A polled one pays its poll every second it waits: redis-set-polled
+{v('redis-set-polled'):.0f}/s, postgres-polled {v('postgres-polled'):.0f}/s. The server's counts run higher than the
 worker's on Redis because `INFO commandstats` counts the commands a script runs inside the
 server too.\"\"\")
 """),
@@ -287,7 +289,7 @@ redis-stream, {r('redis-set'):,.0f} on redis-set, {r('postgres'):,.0f} on postgr
 {r('sqlite'):,.0f} on sqlite ({r('memory'):,.0f} in memory, the worker alone). A pass costs
 {r('redis-stream', column='requests_per_pass'):.1f} requests on Redis in
 {r('redis-stream', column='round_trips_per_pass'):.2f} round trips (a busy worker's scripts share
-writes), and {r('postgres', column='requests_per_pass'):.1f} statements on Postgres in
+writes), and {r('postgres', column='requests_per_pass'):.2f} statements on Postgres in
 {r('postgres', column='round_trips_per_pass'):.2f} round trips. On this 2-core machine more
 processes mostly share the same two cores with the server: redis-stream goes
 {r('redis-stream', 1):,.0f} → {r('redis-stream', 2):,.0f} → {r('redis-stream', 4):,.0f} with
@@ -432,7 +434,8 @@ say(f\"\"\"- **Redis, stream scheduler**: the quickest start ({ms(o_('redis-stre
 - **Postgres with notifications**: {ms(o_('postgres', 'p50 ms @20/s'))} to start and real commits,
   in the database you may already run; {o_('postgres', 'wf/s x1'):,.0f} workflows a second from one
   process.
-- **SQLite**: no server at all; other processes poll ({ms(o_('sqlite', 'p50 ms @20/s'))} median), and
+- **SQLite**: no server at all; other processes on the file are rung by its doorbell
+  ({ms(o_('sqlite', 'p50 ms @20/s'))} median start), and
   {o_('sqlite', 'wf/s x1'):,.0f} workflows a second from one process on one file.
 - **A job queue instead** (no checkpoint: a job that fails half-way starts again from the top):
   saq starts a job in {ms(o_('saq', 'p50 ms @20/s'))} and runs {o_('saq', 'wf/s x1'):,.0f} a second
