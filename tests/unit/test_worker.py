@@ -363,29 +363,6 @@ async def test_at_most_pool_passes_run_and_nothing_is_read_while_full() -> None:
     assert scheduler.delivered == 10
 
 
-async def test_a_sleeping_workflow_is_woken_by_the_timer() -> None:
-    checkpointer, memory = stores()
-    scheduler = CountingScheduler(memory)
-    durable = SplitDurable(checkpointer, scheduler)
-    observed = Observed()
-    workflow = workflow_id()
-
-    async def body(run: Run) -> str:
-        await run.sleep("nap", timedelta(milliseconds=150))
-        return await run.step("after", lambda: "awake", as_text)
-
-    # A sweep far longer than the test: only the worker's own deadline can wake it in time.
-    async with working(durable, body, observed, sweep=timedelta(minutes=1)):
-        await durable.arrive(workflow, "go", True)
-        await observed.until(lambda: observed.completed(workflow))
-
-    first, last = observed.outcomes(workflow)
-    assert isinstance(first, Sleeping) and first.key == "nap"
-    assert last == Completed("awake")
-    assert observed.of(workflow, "started")[1].at >= first.due.timestamp()
-    assert scheduler.calls["make_ready"] == 1  # the arrival; the wakeup came from the timer
-
-
 class StaleLook(CountingScheduler):
     """Its first `wake_due` reads the store, then answers only once a `wake_at` has been made:
     an answer read before a pass scheduled its sleep, arriving after it (a slow round trip,
@@ -407,23 +384,30 @@ class StaleLook(CountingScheduler):
         return answer
 
 
-async def test_a_sleep_scheduled_while_the_timer_asks_the_store_is_not_forgotten() -> None:
+# `stale`: the store's answer to the timer's first look was read before the pass scheduled
+# its sleep and arrives after it; the deadline the timer heard meanwhile must still wake it.
+@pytest.mark.parametrize("look", [CountingScheduler, StaleLook], ids=["fresh", "stale"])
+async def test_a_sleeping_workflow_is_woken_by_the_timer(look: type[CountingScheduler]) -> None:
     checkpointer, memory = stores()
-    scheduler = StaleLook(memory)
+    scheduler = look(memory)
     durable = SplitDurable(checkpointer, scheduler)
     observed = Observed()
     workflow = workflow_id()
 
     async def body(run: Run) -> str:
         await run.sleep("nap", timedelta(milliseconds=150))
-        return "awake"
+        return await run.step("after", lambda: "awake", as_text)
 
-    # The store's answer to the timer's look says nobody sleeps; the pass's own deadline,
-    # heard while that look was out, must still wake the timer long before a sweep.
+    # A sweep far longer than the test: only the worker's own deadline can wake it in time.
     async with working(durable, body, observed, sweep=timedelta(minutes=1)):
         await durable.arrive(workflow, "go", True)
         await observed.until(lambda: observed.completed(workflow))
-    assert observed.outcomes(workflow)[-1] == Completed("awake")
+
+    first, last = observed.outcomes(workflow)
+    assert isinstance(first, Sleeping) and first.key == "nap"
+    assert last == Completed("awake")
+    assert observed.of(workflow, "started")[1].at >= first.due.timestamp()
+    assert scheduler.calls["make_ready"] == 1  # the arrival; the wakeup came from the timer
 
 
 async def test_a_worker_cancelled_as_a_pass_schedules_its_sleep_stops_at_once() -> None:
