@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.retry import Retry
 
 from durability import as_text, work
 from durability.interfaces import Durable
