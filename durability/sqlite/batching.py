@@ -155,18 +155,21 @@ class GroupCommit:
 
     `hop(fn)` runs `fn` on the connection's thread after what was queued there before (and
     translates a failure of the whole hop); `translate` turns one write's own error into the
-    one its caller should see (`NotMigrated`).
+    one its caller should see (`NotMigrated`); `committed()`, if given, is called after each
+    transaction the thread ran (rolled back or not), once however many writes it held.
     """
 
-    __slots__ = ("_connection", "_gathering", "_hop", "_hopping", "_translate")
+    __slots__ = ("_committed", "_connection", "_gathering", "_hop", "_hopping", "_translate")
 
     def __init__(
         self,
         connection: sqlite3.Connection,
         hop: Callable[[Callable[[], list[Outcome]]], Awaitable[list[Outcome]]],
         translate: Callable[[BaseException], BaseException],
+        committed: Callable[[], None] | None = None,
     ) -> None:
         self._connection = connection
+        self._committed = committed
         self._hop = hop
         self._translate = translate
         self._gathering: _Gathering | None = None
@@ -201,6 +204,8 @@ class GroupCommit:
                 if not reply.done():
                     reply.set_exception(error)
             return
+        if self._committed is not None:
+            self._committed()
         for (_, _, reply), (ok, value) in zip(gathering.items, outcomes, strict=True):
             if ok:
                 settle(reply, value)

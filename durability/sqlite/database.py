@@ -224,11 +224,11 @@ class SqliteDatabase:
         self.traffic = Traffic()
         self._counters = {id(raw): self.traffic.counter() for raw in (writer_raw, reader_raw)}
         self._traced: Callable[[str], object] | None = None
-        self._commits = GroupCommit(
-            writer_raw, functools.partial(self._run, writer), self._translated
-        )
         #: The WAL's checkpoints, which the writer's commits no longer run (`wal`).
         self.wal = WalCheckpoints(self._absolute, synchronous)
+        self._commits = GroupCommit(
+            writer_raw, functools.partial(self._run, writer), self._translated, self.wal.committed
+        )
 
     # -- running SQL -------------------------------------------------------------------
 
@@ -268,10 +268,7 @@ class SqliteDatabase:
         a rollback. `work` runs on the writer's thread, so it must not touch the event loop.
         Writes asked for while the thread is busy share one transaction, each behind a
         savepoint of its own (`batching.GroupCommit`): one that raises is rolled back alone."""
-        try:
-            return await self._commits.write(work)
-        finally:
-            self.wal.committed()
+        return await self._commits.write(work)
 
     async def alone(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work(connection)`, which must run ONE write statement and read all its rows, as
@@ -280,10 +277,7 @@ class SqliteDatabase:
         statements fewer than `write`; only for a statement that reads no clock, since a time
         bound before the lock is taken would be stale by however long the lock took. Asked
         for while other writes wait, it joins their transaction (`write`)."""
-        try:
-            return await self._commits.write(work, alone=True)
-        finally:
-            self.wal.committed()
+        return await self._commits.write(work, alone=True)
 
     async def writer(self, work: Callable[[sqlite3.Connection], T]) -> T:
         """Run `work(connection)` on the writer's thread with no transaction around it: for a
