@@ -1,16 +1,11 @@
 """The checks every store makes of its input before any I/O, and the names they guard.
 
-Every store refuses the same bad input, with a `ValueError` or `TypeError`:
+Every store refuses the same bad input, with a `ValueError` or `TypeError`: a workflow id
+(`check_workflow`), a step key (`check_key`) or a duration (`positive`). Values are the codec's
+to refuse (`durability.codec`).
 
-- a workflow id is a `str` of 1 to `MAX_NAME` (256) characters, valid Unicode (no lone
-  surrogate), without NUL, `{` or `}` (`check_workflow`);
-- a step key is the same with braces allowed, not starting with `INBOX` (`check_key`);
-- a duration is a `timedelta` above zero and at most `MAX_DURATION`, a century (`positive`).
-
-The bound is one for every store, so an id that works on one works on all: ids are part of
-Redis key names (braces would move the cluster hash tag), ids and keys sit in SQL primary keys
-(256 characters is at most 1 KiB of UTF-8, inside every index's limit) and SQL text cannot
-hold NUL. Values are the codec's to refuse (`durability.codec`).
+The one decision: the bounds are one for every store, not each store's own, so an id that works
+on one store works on all.
 """
 
 from __future__ import annotations
@@ -51,7 +46,8 @@ INBOX_WIDTH = 20
 ENGINE = "engine:"
 
 
-#: The longest workflow id or step key, in characters (see the module docstring).
+#: The longest workflow id or step key, in characters. Ids and keys sit in SQL primary keys, and
+#: 256 characters is at most 1 KiB of UTF-8, inside every index's limit.
 MAX_NAME = 256
 #: The longest duration any timing may be: a century. Far past any real budget, lease or
 #: sleep, and far enough inside every store's clock arithmetic (datetime's year 9999, Lua's
@@ -124,7 +120,9 @@ def _remembered(check: Callable[[str], str]) -> Callable[[str], str]:
 
 @_remembered
 def check_workflow(workflow: str) -> str:
-    """Return `workflow` if every store can hold it as an id (see the module docstring)."""
+    """Return `workflow` if every store can hold it as an id: a `str` of 1 to `MAX_NAME`
+    characters, valid Unicode (no lone surrogate), without NUL (SQL text cannot hold it), `{`
+    or `}` (ids are part of Redis key names, where a brace would move the cluster hash tag)."""
     _check_name("workflow id", workflow)
     if "{" in workflow or "}" in workflow:
         raise ValueError(

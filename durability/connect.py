@@ -1,18 +1,11 @@
-"""`open_durable`: the one place a store is chosen, by URL.
-
-| URL | Durable |
-|---|---|
-| `memory://` | `SplitDurable(MemoryCheckpointer, MemoryScheduler)`: this process only |
-| `redis://host:port/db?scheduler=stream` | `RedisDurable(RedisCheckpointer, RedisStreamScheduler)`|
-| `redis://host:port/db?scheduler=set` | `RedisDurable(RedisCheckpointer, RedisSetScheduler)` |
-| `postgresql://user@host:port/db` | `PostgresDurable`, tables created on open (`migrate`) |
-| `sqlite:///path/to/file.db` | `SqliteDurable` over that file, migrated on open |
+"""`open_durable`: the one place a store is chosen, by URL (`memory://`, `redis://`,
+`postgresql://`, `sqlite:///file.db`). Its docstring has the table of URLs, the options, the
+bounds and the errors.
 
 Every setting is checked where it enters, before anything connects, and refused with a
-`ValueError` naming it: a driver that would read it another way (redis-py's `/3x` as database 0)
-is never given the chance. Each driver is imported inside its own branch, so `import durability`
-(and `memory://`) needs none of them. The URL options, the bounds and the errors are
-`open_durable`'s to document.
+`ValueError` naming it, so a driver that would read it another way is never given the chance.
+Each driver is imported inside its own branch, so `import durability` (and `memory://`) needs
+none of them.
 """
 
 from __future__ import annotations
@@ -204,6 +197,14 @@ async def open_durable(
     connect_timeout: timedelta = CONNECT_TIMEOUT,
 ) -> AsyncIterator[Durable]:
     """Open the store `url` names and yield its `Durable`; close it on exit.
+
+    | URL | Durable |
+    |---|---|
+    | `memory://` | `SplitDurable(MemoryCheckpointer, MemoryScheduler)`: this process only |
+    | `redis://host/db?scheduler=stream` | `RedisDurable(RedisCheckpointer, RedisStreamScheduler)` |
+    | `redis://host/db?scheduler=set` | `RedisDurable(RedisCheckpointer, RedisSetScheduler)` |
+    | `postgresql://user@host:port/db` | `PostgresDurable`, tables created on open (`migrate`) |
+    | `sqlite:///path/to/file.db` | `SqliteDurable` over that file, migrated on open |
 
     `lease` is the scheduler's lease (how soon a dead worker's workflow is taken over); `poll`
     how often a polling scheduler looks again (the store's default when `None`; the stream

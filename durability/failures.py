@@ -1,11 +1,9 @@
 """Failed attempts: the retry policy, and the records a failure leaves in the checkpoint.
 
-A pass that fails records what failed under its own claim, as an engine record
-(`engine:failure:<n>`), before it lets its workflow go. So the attempt count is the store's, not
-a worker's: any worker that claims the workflow next loads the records and counts on from them,
-and a crash between the failure and its wakeup loses nothing that was counted. `durable.retry`
-writes `engine:retry:<n>`, which starts every count again. Being ordinary records, both appear
-in `history`, in order with the steps.
+A pass that fails records what failed under its own claim (`FAILURE`), before it lets its
+workflow go. So the attempt count is the store's, not a worker's: any worker that claims the
+workflow next counts on from the records, and a crash between the failure and its wakeup loses
+nothing that was counted.
 
 The one decision a reader might undo: the record is written *before* the wakeup or the verdict
 (failed) is, so a store that refuses the record (a fenced pass) decides nothing at all.
@@ -21,7 +19,9 @@ from datetime import datetime, timedelta
 
 from durability.checks import ENGINE, MAX_DURATION, positive
 
-#: The prefix of a failed attempt's record, and of an explicit retry's.
+#: The prefix of a failed attempt's record (`engine:failure:<n>`), and of an explicit retry's
+#: (`engine:retry:<n>`, written by `durable.retry`), which starts every count again. Being
+#: ordinary records, both appear in `history`, in order with the steps.
 FAILURE = f"{ENGINE}failure:"
 RETRY = f"{ENGINE}retry:"
 #: How much of a traceback a failure record keeps, in characters (its last lines, where the

@@ -3,16 +3,9 @@
 A store call that fails for the store's own reasons (its connection cut, the server restarting,
 the file locked by another process) says nothing about the workflow, so it is never reported as
 the body failing: that would answer for the delivery while the effect just performed has no
-record, and nothing would ever run the workflow again. `patiently` runs one store call, tries it
-again after a doubling pause while the error is *transient*, and past `ATTEMPTS` raises
-`StoreDown`, an `Interruption`, so no `except Exception` in a workflow (a saga's rollback
-net) mistakes it for a failure. Trying again is safe because every write a pass makes is
-first-writer-wins or atomic with its effect: a write that landed before its reply was lost
-answers the second time with what it wrote.
-
-Which errors are transient is `durability.connect.unavailable`'s to say (the one judge of
-"the store is unreachable, gone or too slow" for every store this package ships, which the API
-answers with 503); a store of another package may say for itself by being `Transient`.
+record, and nothing would ever run the workflow again. `patiently` tries the call again while
+the error is transient, and past `ATTEMPTS` tries raises `StoreDown`, an `Interruption` rather
+than an `Exception`, so a saga's rollback net cannot take it for a failure.
 """
 
 from __future__ import annotations
@@ -43,9 +36,11 @@ LONGEST = timedelta(seconds=1)
 class StoreDown(Interruption):
     """The store kept failing a call of this pass (`cause` is its last error).
 
-    The pass stops here; the worker hands the workflow back, or, if the store cannot even take
-    that, leaves it to be taken over when its claim and delivery lapse. Nothing the pass
-    recorded is lost, and the step whose record did not land runs again on the next pass.
+    An `Interruption`, so no `except Exception` in a workflow (a saga's rollback net) mistakes
+    it for a failure of the work. The pass stops here; the worker hands the workflow back, or,
+    if the store cannot even take that, leaves it to be taken over when its claim and delivery
+    lapse. Nothing the pass recorded is lost, and the step whose record did not land runs again
+    on the next pass.
     """
 
     def __init__(self, workflow: str, cause: Exception) -> None:
@@ -67,7 +62,12 @@ class Transient(Protocol):
 
 
 def transient(store: object, error: BaseException) -> bool:
-    """Whether `error`, raised by a call to `store`, is worth trying that call again for."""
+    """Whether `error`, raised by a call to `store`, is worth trying that call again for.
+
+    A store may say for itself by being `Transient` (a store of another package, say); for any
+    other, `durability.connect.unavailable` says: the one judge, for every store this package
+    ships, of "the store is unreachable, gone or too slow", which the API answers with 503.
+    """
     if not isinstance(error, Exception):
         return False
     if isinstance(store, Transient):
@@ -83,9 +83,14 @@ async def patiently(
     attempts: int | None = None,
     first: timedelta | None = None,
 ) -> T:
-    """What `call()` returns, trying it again while it fails transiently (see the module doc);
-    `StoreDown` once `attempts` tries (`ATTEMPTS`) have failed, the first pause being
-    `first` (`FIRST`). Any other error is raised at once."""
+    """What `call()` returns, trying it again after a doubling pause while it fails
+    transiently (`transient`); `StoreDown` once `attempts` tries (`ATTEMPTS`) have failed, the
+    first pause being `first` (`FIRST`). Any other error is raised at once.
+
+    Trying again is safe because every write a pass makes is first-writer-wins or atomic with
+    its effect: a write that landed before its reply was lost answers the second time with what
+    it wrote.
+    """
     attempts = ATTEMPTS if attempts is None else attempts
     pause = (FIRST if first is None else first).total_seconds()
     for attempt in range(1, attempts + 1):

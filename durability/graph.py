@@ -1,15 +1,10 @@
-"""A small DAG of named async nodes, and `run_durably`, which checkpoints one as it runs.
+"""A small DAG of named async nodes (`Graph`, `CompiledGraph`), and `run_durably`, which
+checkpoints one as it runs.
 
-`Graph` is the builder: named inputs, then nodes, each an async function of the results of the
-nodes (or inputs) it comes `after`. Everything a graph can get wrong about its shape (a duplicate
-or reserved key, an unknown dependency, a cycle) is refused with a `ValueError` before anything
-runs, because a graph knows every key up front: that eager check is what it has over a stepwise
-body.
-
-`CompiledGraph.stream` runs the nodes concurrently under a limit and yields each result as it
-settles. `run_durably` drives it with the checkpoint: what is recorded is not run again, and
-every fresh result is recorded before anything downstream sees it, so a crash at any point
-loses at most the nodes that were still running.
+A graph knows every key up front, so everything it can get wrong about its shape is refused
+before anything runs: that eager check is what it has over a stepwise body. `run_durably`
+records every fresh result before anything downstream sees it, so a crash at any point loses at
+most the nodes that were still running.
 
 This executor is our own (the design documents build on a package that needs Python 3.14).
 """
@@ -71,7 +66,8 @@ def _check_arity(key: str, fn: NodeFn, count: int) -> None:
 
 
 class Graph:
-    """A builder of named async nodes.
+    """A builder of named async nodes: named inputs, then nodes, each an async function of the
+    results of the nodes (or inputs) it comes `after`.
 
     A node's function is called with the results of its dependencies as *positional*
     arguments, in the order they are listed in `after` (inputs count as dependencies). Keys
@@ -82,8 +78,9 @@ class Graph:
         @graph.node("charged", after=("order",))
         async def charge(order: dict[str, object]) -> str: ...
 
-    Duplicate, empty and inbox-prefixed keys are refused by `node`; unknown dependencies and
-    cycles by `compile`, so nodes may be declared in any order.
+    Everything a graph can get wrong about its shape is refused with a `ValueError` before
+    anything runs: duplicate, empty and reserved (inbox- or engine-prefixed) keys by `node`;
+    unknown dependencies and cycles by `compile`, so nodes may be declared in any order.
     """
 
     __slots__ = ("_inputs", "_nodes")
@@ -230,7 +227,8 @@ async def _stop(tasks: Iterable[asyncio.Task[object]]) -> None:
 
 
 class CompiledGraph:
-    """A checked, frozen graph that can be streamed any number of times."""
+    """A checked, frozen graph that can be streamed any number of times: `stream` runs its
+    nodes concurrently, at most `limit` at once, and yields each result as it settles."""
 
     __slots__ = ("_dependents", "_position", "inputs", "keys", "limit", "nodes", "order", "sinks")
 

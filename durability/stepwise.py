@@ -4,15 +4,10 @@ A workflow is `async def body(run: Run) -> T`. Each effect lives in a named step
 already recorded hands back its value instead of running, so resuming a workflow means calling
 the body again. The code between steps re-runs on every pass and must be pure.
 
-A step that cannot finish now suspends the pass instead of blocking it: `sleep` until a recorded
-deadline, `awaiting` a value someone will `arrive`, `receive` inbox entries someone will
-`deliver`. Inside a pass a suspension is an exception (it has to unwind straight-line code), and
-each one notes itself on the `Run` before it is raised (a sleep before its deadline is even
-written), because combinators lose exceptions on the way out (a TaskGroup cancels siblings,
-`gather` keeps the first, `wait` keeps none). `resume` is the boundary where suspensions become
-a value: it reports everything the pass reached, not whatever happened to propagate. A failure
-beside suspensions is still a failure: `resume` raises the failures alone, suspensions stripped,
-so `except Exception` around it stays the right net (the table is in `resume`'s docstring).
+The decision to keep: a suspension (`sleep`, `awaiting`, `receive`) is an exception that notes
+itself on the `Run` before it is raised, because combinators lose exceptions on the way out;
+`resume` reports what the `Run` noted, not what happened to propagate. `Suspended` and `resume`
+say more.
 """
 
 from __future__ import annotations
@@ -78,7 +73,15 @@ Outcome = Completed[T] | Sleeping | Blocked
 
 
 class Suspended(BaseException):
-    """A step cannot finish in this pass. Not a failure, so not an `Exception`."""
+    """A step cannot finish in this pass. Not a failure, so not an `Exception`.
+
+    A step that cannot finish now suspends the pass instead of blocking it: `sleep` until a
+    recorded deadline, `awaiting` a value someone will `arrive`, `receive` inbox entries
+    someone will `deliver`. It is an exception because it has to unwind straight-line code.
+    Each one notes itself on its `Run` before it is raised (a sleep before its deadline is even
+    written), because combinators lose exceptions on the way out: a TaskGroup cancels the
+    siblings, `gather` keeps the first, `wait` keeps none.
+    """
 
     def __init__(self, key: str) -> None:
         super().__init__(key)
@@ -491,6 +494,11 @@ async def resume(
     records: Mapping[str, object] | None = None,
 ) -> Completed[T] | Sleeping | Blocked:
     """Run one pass of `body` under `holder` and return what it came to.
+
+    This is the boundary where suspensions become a value: it reports everything the pass
+    reached (noted on its `Run`), not whatever happened to propagate. A failure beside
+    suspensions is still a failure (the last row), so `except Exception` around `resume` stays
+    the right net.
 
     | the body ...                                      | `resume` ...                       |
     |---------------------------------------------------|------------------------------------|

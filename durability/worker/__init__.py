@@ -1,9 +1,4 @@
-"""The queue worker: `work` runs passes of a workflow body as wakeups arrive.
-
-    take (a wakeup + its claim) ─▶ up to `pool` passes ─▶ Sleeping  ─▶ wake_at(due)
-        ▲                                              ├ Blocked   ─▶ nothing: only a write
-        │                                              └ Completed ─▶ nothing   from outside
-    one take per free slot; reclaim abandoned ones as they lapse; then finish (release + done)
+"""The queue worker: `work` runs passes of a workflow body; nothing a body raises ends it.
 
 | module | owns |
 |---|---|
@@ -13,9 +8,6 @@
 | `endings` | how a pass can end, one type each, and the table of what each tells the store |
 | `failing` | a pass whose body raised: the failure recorded, then a retry or the failed state |
 | `crew` | what the loops and passes share: settings, running passes, slots, hand-backs |
-
-Nothing a body raises ends the worker (it is recorded, `durability.failures`); only cancelling
-`work` stops it, or `stop` (a drain).
 """
 
 from __future__ import annotations
@@ -81,6 +73,11 @@ async def work(
     """Run passes of `body` for every workflow `durable`'s scheduler hands out, until cancelled
     or drained.
 
+        take (a wakeup + its claim) ─▶ up to `pool` passes ─▶ Sleeping  ─▶ wake_at(due)
+            ▲                                              ├ Blocked   ─▶ nothing: only a write
+            │                                              └ Completed ─▶ nothing   from outside
+        one take per free slot; reclaim abandoned ones as they lapse; then finish (release + done)
+
     `pool` bounds concurrent passes; `budget` is how long one pass may hold a workflow however
     alive it looks (a step that knows better passes `within` to `run.step`); `tick` is how often
     claims and deliveries are renewed (by default a second, or a quarter of the lease if that is
@@ -109,7 +106,8 @@ async def work(
     scheduler (a second by default; `trim_every_ms` in the URL, `off` for never). `trim=False`
     leaves the queue to something else.
 
-    Stopping, two ways:
+    Nothing a body raises ends the worker: it is recorded (`durability.failures`). Only these
+    two stop it:
 
     - Setting `stop` drains: `work` takes nothing new, gives the passes running then up to
       `grace` to end on their own (each finishes its steps, so a deploy re-runs none), hands

@@ -1,16 +1,5 @@
 """The ways a pass ends, one type each, and `answer`: the one place that says, for each, what
-the checkpoint and the queue are told.
-
-| ending | why | the checkpoint hears | the queue hears |
-|---|---|---|---|
-| `Settled` | the body returned | its standing; release | `wake_at(due)` if asleep, done |
-| `Busy` | a live pass holds the claim | nothing | `wake_at(now + contended)`; done |
-| `OtherHeld` | the body met another workflow held | release | as `Busy` |
-| `Stopped` | the keeper cancelled it (budget, claim) | nothing: not ours now | hand back now |
-| `Superseded` | a write was fenced: a newer pass | nothing | hand back now |
-| `Unreachable` | the store kept failing a write | release, if it answers | hand back, else lapse |
-| `FailedBefore` | it had failed; only retry runs it | the failed standing again | done |
-| `Raised` | the body raised (`failing`) | a failure record; standing | `wake_at(backoff)`; done |
+the checkpoint and the queue are told (the table is in its docstring).
 
 Every ending first lets a delivery renewal in flight land (`Running.quiet`), so the answer is
 not overtaken by an older renewal.
@@ -101,8 +90,20 @@ Ending = Settled | Busy | OtherHeld | Stopped | Superseded | Unreachable | Faile
 
 
 async def answer(crew: Crew, running: Running, holder: Pass | None, ending: Ending) -> None:
-    """Tell the checkpoint and the queue how the pass ended (the table above). `holder` is
-    the pass's claim: None only for `Busy`, whose claim was refused."""
+    """Tell the checkpoint and the queue how the pass ended. `holder` is the pass's claim:
+    None only for `Busy`, whose claim was refused.
+
+    | ending | why | the checkpoint hears | the queue hears |
+    |---|---|---|---|
+    | `Settled` | the body returned | its standing; release | `wake_at(due)` if asleep, done |
+    | `Busy` | a live pass holds the claim | nothing | `wake_at(now + contended)`; done |
+    | `OtherHeld` | the body met another workflow held | release | as `Busy` |
+    | `Stopped` | the keeper cancelled it (budget, claim) | nothing: not ours now | hand back now |
+    | `Superseded` | a write was fenced: a newer pass | nothing | hand back now |
+    | `Unreachable` | a store write kept failing | release, if it answers | hand back, else lapse |
+    | `FailedBefore` | it had failed; only retry runs it | the failed standing again | done |
+    | `Raised` | the body raised (`failing`) | failure record; standing | `wake_at(backoff)`; done |
+    """
     delivery = running.delivery
     workflow = delivery.workflow
     match ending:

@@ -1,4 +1,4 @@
-"""The worker's loops, each a task in one task group, over one `Crew`:
+"""The worker's loops, each a task in one task group over one `Crew`, riding out a failing store.
 
 | loop | does | an idle worker's cost |
 |---|---|---|
@@ -8,9 +8,6 @@
 | `timer` | moves due sleepers to the queue, asleep till a deadline | a `wake_due` a `sweep` |
 | `trimmer` | trims a stream's answered entries, every `trim_every` while passes end | nothing |
 | `drain` | with `stop`: takes nothing new, waits `grace`, then ends the rest | nothing |
-
-A store that fails is ridden out by each loop (logged, tried again), never by ending the
-worker; only a cancel ends them, even one a driver swallowed (`stop_if_cancelled`).
 """
 
 from __future__ import annotations
@@ -38,7 +35,11 @@ class _Drained(Exception):
 
 
 async def run(crew: Crew, stop: asyncio.Event | None = None) -> None:
-    """Run the loops until cancelled, or until `stop` is set and the drain is over."""
+    """Run the loops until cancelled, or until `stop` is set and the drain is over.
+
+    A store that fails is ridden out by each loop (logged, tried again), never by ending the
+    worker; only a cancel ends the loops, even one a driver swallowed (`stop_if_cancelled`).
+    """
     if not await _prepared(crew, stop):
         return
     crew.start_pass = lambda running: run_pass(crew, running)
