@@ -281,4 +281,3 @@ class PostgresScheduler(Visibility):
         assert row is not None
         visible, hidden, size = row
         return Footprint({"visible": int(visible), "hidden": int(hidden)}, int(size))
-

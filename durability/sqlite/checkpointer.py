@@ -229,9 +229,7 @@ class SqliteCheckpointer:
     async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
         check_key(key)
         if not isinstance(effect, SqliteEffect):
-            raise TypeError(
-                f"the SQLite store performs SqliteEffect, not {type(effect).__name__}"
-            )
+            raise TypeError(f"the SQLite store performs SqliteEffect, not {type(effect).__name__}")
         codec = self.codec
 
         def work(connection: sqlite3.Connection) -> tuple[str, bool]:
@@ -294,15 +292,11 @@ class SqliteCheckpointer:
 
     async def renew(self, holder: Pass, alive: timedelta) -> None:
         positive("alive", alive)
-        await self.database.write(
-            lambda connection: _renew(connection, holder, now_us(), alive)
-        )
+        await self.database.write(lambda connection: _renew(connection, holder, now_us(), alive))
 
     async def discard(self, workflow: str) -> int:
         check_workflow(workflow)
-        return await self.database.write(
-            lambda connection: discard_step(connection, workflow)
-        )
+        return await self.database.write(lambda connection: discard_step(connection, workflow))
 
     async def release(self, holder: Pass) -> None:
         check_workflow(holder.workflow)

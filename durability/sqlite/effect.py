@@ -55,6 +55,7 @@ class SqliteEffect(Effect):
         finally:
             connection.set_authorizer(None)
 
+
 _REFUSED = frozenset({sqlite3.SQLITE_TRANSACTION, sqlite3.SQLITE_SAVEPOINT})
 
 
