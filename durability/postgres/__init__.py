@@ -7,15 +7,17 @@ LISTEN/NOTIFY rather than a polling floor.
     durable = PostgresDurable(PostgresCheckpointer(pool=pool), PostgresScheduler(pool=pool))
 
 Needs the `postgres` extra (psycopg 3 and psycopg-pool); importing `durability` alone never
-imports psycopg. Tables live in the `durability` schema (`schema.sql`), or in the schema given
-to `migrate(pool, schema)` and to each store (`schema=`; `?schema=` in a store URL): one per
-application sharing a database, each with its own tables and notification channel. Dropping
-an application's schema (`DROP SCHEMA <name> CASCADE`) removes all of it.
+imports psycopg.
 """
 
 from durability.postgres.checkpointer import PostgresCheckpointer
 from durability.postgres.durable import PostgresDurable
 from durability.postgres.effect import PostgresEffect
+
+# Tables live in the `durability` schema (`schema.sql`), or in the schema given to
+# `migrate(pool, schema)` and to each store (`schema=`; `?schema=` in a store URL): one per
+# application sharing a database, each with its own tables and notification channel. Dropping
+# an application's schema (`DROP SCHEMA <name> CASCADE`) removes all of it.
 from durability.postgres.migrate import migrate
 from durability.postgres.planning import configure
 from durability.postgres.scheduler import PostgresScheduler

@@ -4,18 +4,6 @@ This is the only exactly-once effect the Postgres store offers, and it is exactl
 the statement and the record commit together or not at all: `transact` fences the pass and
 reserves the key, runs the statement, and fills the record, in one transaction. A key already
 recorded means the statement is not run again.
-
-What is recorded is the statement's result, read as follows:
-
-| the statement                              | its result                                      |
-|--------------------------------------------|-------------------------------------------------|
-| returns rows (`SELECT`, `... RETURNING`)   | the first column of the first row; None if none |
-| returns no rows (`INSERT`/`UPDATE`/`DELETE`)| the number of rows it touched (`rowcount`)      |
-
-The result goes through the checkpointer's codec like any recorded value, so it must be a value
-the codec can hold (with the default `JsonCodec`: no `Decimal`, no `datetime`; cast in SQL, e.g.
-`RETURNING balance::float8` or `to_char(...)`). A result the codec refuses raises `Unencodable`
-and rolls the transaction back, so the statement's own writes are undone with it.
 """
 
 from __future__ import annotations
@@ -36,13 +24,26 @@ class PostgresEffect(Effect):
 
     With no parameters the statement is sent as it is (a literal `%` needs no escaping);
     with parameters, psycopg's placeholder rules apply (`%%` for a literal `%`).
+
+    The result (see `perform`) goes through the checkpointer's codec like any recorded value, so
+    it must be a value the codec can hold (with the default `JsonCodec`: no `Decimal`, no
+    `datetime`; cast in SQL, e.g. `RETURNING balance::float8` or `to_char(...)`). A result the
+    codec refuses raises `Unencodable` and rolls the transaction back, so the statement's own
+    writes are undone with it.
     """
 
     sql: str
     params: Sequence[object] | Mapping[str, object] = ()
 
     async def perform(self, conn: AsyncConnection[Any]) -> object:
-        """Run the statement on `conn` (inside the caller's transaction); return its result."""
+        """Run the statement on `conn` (inside the caller's transaction); return its result,
+        which is what gets recorded:
+
+        | the statement                             | its result                                  |
+        |-------------------------------------------|---------------------------------------------|
+        | returns rows (`SELECT`, `... RETURNING`)  | first column of the first row; None if none |
+        | returns none (`INSERT`/`UPDATE`/`DELETE`) | how many rows it touched (`rowcount`)       |
+        """
         cursor = conn.cursor(row_factory=tuple_row)
         await cursor.execute(self.sql, self.params or None)
         if cursor.description is None:

@@ -3,10 +3,6 @@ commit that makes a workflow ready instead of finding it on its next poll.
 
 It is deliberately not a pooled connection: it sits in LISTEN for the scheduler's whole life,
 which would take a pool slot forever, and a pool may reset or recycle a connection under it.
-One background task owns it: it connects (lazily, on the first `next_ready`), LISTENs, and
-bumps `generation` on every notification for this scheduler's queue. A dropped connection is
-reconnected with a capped backoff; while it is down `listening` is False and the scheduler
-polls, and reconnecting bumps the generation too, so waiters re-read whatever they missed.
 
 `generation` is the whole interface: a waiter notes it (and the event paired with it) *before*
 reading the queue, then waits for it to move. A notification that lands between the read and
@@ -43,7 +39,14 @@ _FIRST_ATTEMPT = 1.0
 
 
 class Listener:
-    """A background LISTEN on `channel` that counts notifications for one queue."""
+    """A background LISTEN on `channel` that counts notifications for one queue.
+
+    One background task owns the connection: it connects (lazily, on the first `next_ready`),
+    LISTENs, and bumps `generation` on every notification for this scheduler's queue. A dropped
+    connection is reconnected with a capped backoff; while it is down `listening` is False and
+    the scheduler polls, and reconnecting bumps the generation too, so waiters re-read whatever
+    they missed.
+    """
 
     def __init__(self, pool: Pool, queue: str, channel: str = CHANNEL) -> None:
         if not _PLAIN.fullmatch(channel):

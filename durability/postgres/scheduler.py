@@ -7,9 +7,7 @@ woken by LISTEN/NOTIFY rather than found by polling.
 | sleeping | visible_at in the future (from wake_at)   |
 | taken    | visible_at = taken + lease, a new receipt |
 
-The decision not to undo: the receipt makes `done` a compare-and-delete, so a wakeup that
-lands mid-pass is never thrown away. `PostgresScheduler` says how it waits and which commits skip
-the WAL flush.
+The receipt makes `done` a compare-and-delete: a wakeup that lands mid-pass is never thrown away.
 """
 
 from __future__ import annotations
@@ -283,4 +281,3 @@ class PostgresScheduler(Visibility):
         assert row is not None
         visible, hidden, size = row
         return Footprint({"visible": int(visible), "hidden": int(hidden)}, int(size))
-

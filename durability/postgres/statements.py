@@ -1,25 +1,13 @@
 """How this store talks SQL: its named statements, and the boundary every call crosses.
 
-The statements live in `.sql` files beside this module, one file per concept
-(`checkpointer.sql`, `scheduler.sql`, `durable.sql`), each statement under a `-- name: <op>`
-header, so they read and diff as SQL. Every value is a bound parameter; nothing is ever
-interpolated into a statement, workflow ids least of all.
-
-The tables live in one schema per application (`durability` unless a store is given another):
-the files name them `durability.<table>`, and `statements(file, schema)` swaps in the schema.
-That is the one thing ever put into statement text, and only after `check_schema` has let
-through nothing but a plain lower-case identifier (a schema cannot be a bound parameter).
+The statements live in `.sql` files beside this module (read by `statements`). Every value is a
+bound parameter; nothing is ever interpolated into a statement, workflow ids least of all. The
+one exception is the schema the tables live in, which cannot be a bound parameter: it goes into
+the text only after `check_schema` has let through nothing but a plain lower-case identifier.
 
 `borrowed`, `one` and `every` are where every call meets the pool, and so the one place a
 missing table becomes `NotMigrated` rather than a raw `UndefinedTable`, and where a call is
-bounded: it gets the pool's `timeout` (`call_timeout_ms` through `open_durable`;
-psycopg_pool's default is 30 s) to be handed a connection, and with its statements a quarter
-more in all (at most a second), so a checkout that fails says so itself. A call past that is
-cancelled (psycopg then cancels its statement on the server; `libpq_pipeline.give_back`
-reads the answers its own pipeline is owed before the pool has the connection again) and
-raises `Unanswered`.
-A connection lost there (terminated, reset, refused, none to be had from the pool) raises
-`Lost`: an `Unanswered` too, and still the `psycopg.OperationalError` it was.
+bounded (`call_bound`) and an outage raises `Unanswered` (or `Lost`) instead of the driver's error.
 """
 
 from __future__ import annotations
@@ -52,7 +40,7 @@ Params: TypeAlias = Mapping[str, object]
 
 _ROWS = pq.ExecStatus.TUPLES_OK
 
-#: The schema the tables live in unless a store is given another.
+#: The schema the tables live in unless a store is given another: one schema per application.
 DEFAULT_SCHEMA = "durability"
 #: What a schema may be: unquoted, so it reads the same everywhere, and short enough that the
 #: notification channel named after it (`<schema>_ready`) fits Postgres's 63-byte identifiers.
@@ -90,7 +78,13 @@ def channel(schema: str) -> str:
 @cache
 def statements(filename: str, schema: str = DEFAULT_SCHEMA) -> Mapping[str, str]:
     """The named statements of one `.sql` file beside this module, over the tables in `schema`
-    (with `-- include:` lines replaced by the part they name)."""
+    (with `-- include:` lines replaced by the part they name).
+
+    There is one file per concept (`checkpointer.sql`, `scheduler.sql`, `durable.sql`), each
+    statement under a `-- name: <op>` header, so they read and diff as SQL. The files name the
+    tables `durability.<table>`; for another schema that prefix is swapped for `schema`, the one
+    thing ever put into statement text, and only once `check_schema` has passed it.
+    """
     check_schema(schema)
     _SCHEMAS.add(schema)
     named = _named(filename)
@@ -150,7 +144,9 @@ def _ours_missing(error: BaseException) -> bool:
 
 
 class Lost(psycopg.OperationalError, Unanswered):
-    """The connection to PostgreSQL was lost, or none could be had (the cause says how)."""
+    """The connection to PostgreSQL was lost, or none could be had (the cause says how):
+    terminated, reset, refused, none to be had from the pool. It is an `Unanswered` too, and
+    still the `psycopg.OperationalError` it was."""
 
 
 def _gone(error: BaseException) -> bool:
@@ -171,7 +167,15 @@ def lost(pool: Pool, error: BaseException) -> Lost:
 
 
 def call_bound(pool: Pool) -> float | None:
-    """How long one call on `pool` may take, checkout included (see the module doc)."""
+    """How long one call on `pool` may take, checkout included.
+
+    A call gets the pool's `timeout` (`call_timeout_ms` through `open_durable`; psycopg_pool's
+    default is 30 s) to be handed a connection, and with its statements a quarter more in all
+    (at most a second), so a checkout that fails says so itself. A call past that is cancelled
+    (psycopg then cancels its statement on the server; `libpq_pipeline.give_back` reads the
+    answers its own pipeline is owed before the pool has the connection again) and raises
+    `Unanswered`.
+    """
     bound = getattr(pool, "timeout", None)
     if bound is None:
         return None
@@ -223,7 +227,7 @@ def _outage(
 @asynccontextmanager
 async def borrowed(pool: Pool) -> AsyncIterator[AsyncConnection[Any]]:
     """A pooled connection; commits on success, rolls back on error (the pool's own rule).
-    The block, checkout included, is bounded as one call (see the module doc)."""
+    The block, checkout included, is bounded as one call (see `call_bound`)."""
     bound = call_bound(pool)
     limit = asyncio.timeout(bound)
     try:
@@ -258,7 +262,7 @@ def _count(conn: AsyncConnection[Any], sql: str) -> None:
 
 async def one(pool: Pool, sql: str, params: Params) -> TupleRow | None:
     """Run a single statement on its own (one round trip on an autocommit pool); first row.
-    Bounded as one call (see the module doc)."""
+    Bounded as one call (see `call_bound`)."""
     return await bounded(pool, _one(pool, sql, params))
 
 

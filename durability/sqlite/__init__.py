@@ -4,18 +4,20 @@
     await migrate(database)
     durable = SqliteDurable(SqliteCheckpointer(database), SqliteScheduler(database))
 
-Every write is one `BEGIN IMMEDIATE` transaction (the check and the write it guards cannot be
-split), `SqliteDurable`'s moves included, and `SqliteEffect` commits with its record; writes
-asked for at the same time share one, each behind a savepoint (`batching`). Import this
-subpackage only with the `sqlite` extra installed; `import durability` never needs it.
-
-One file is one application: the file is the namespace (there is no table prefix), so two
-applications use two files, and removing an application is removing its file. (A `queue`
-name still separates queues inside one application.)
+Every write is one `BEGIN IMMEDIATE` transaction, so the check and the write it guards cannot
+be split. One file is one application: the file is the namespace (there is no table prefix).
+Import this subpackage only with the `sqlite` extra installed; `import durability` never needs it.
 """
 
 from durability.sqlite.checkpointer import SqliteCheckpointer
+
+# Two applications use two files, and removing an application is removing its file. (A `queue`
+# name still separates queues inside one application.)
 from durability.sqlite.database import SqliteDatabase, Synchronous, open_database
+
+# `SqliteDurable`'s moves are one transaction each too, and `SqliteEffect` commits with its
+# record. Writes asked for at the same time share one transaction, each behind a savepoint of
+# its own (`batching`).
 from durability.sqlite.durable import SqliteDurable
 from durability.sqlite.effect import SqliteEffect
 from durability.sqlite.migrate import SCHEMA_VERSION, migrate

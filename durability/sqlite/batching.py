@@ -1,17 +1,11 @@
 """How writes reach a SQLite file: each as one transaction, or many in one (a group commit).
 
 Every write is a Python function run on the writer's thread between `BEGIN IMMEDIATE` and
-`COMMIT` (`transaction`). A worker at capacity has dozens of passes asking for one at once,
-and each costs a hop to the thread, the file's write lock (which other processes wait for, in
-SQLite's busy handler's sleeps of a millisecond and more) and a commit. So `GroupCommit` lets
-the writes that pile up while the thread is busy go in one transaction: each behind a
-savepoint of its own, so one that raises (`Fenced`, a constraint, a bad effect) is rolled back
-alone and its caller gets its error, while the others commit. A lone write is its own
-transaction as before, with nothing added; nothing waits to gather company.
-
-Every caller still learns only after the `COMMIT` of its write, so what it was told landed
-has landed. If the commit fails, or an error ends the whole transaction (a full disk, an I/O
-error: SQLite rolls everything back), every member gets that error, as each would have alone.
+`COMMIT` (`transaction`). `GroupCommit` puts the writes that pile up while the thread is busy
+in one transaction, each behind a savepoint of its own, so one that raises is rolled back alone
+while the others commit. Every caller still learns only after the `COMMIT` of its write, so
+what it was told landed has landed. A lone write is its own transaction; nothing waits to
+gather company.
 
 A writer waits for another process's lock itself (`when_free`), not in SQLite's busy handler.
 """
@@ -152,6 +146,15 @@ class _Gathering:
 
 class GroupCommit:
     """Writes on one connection, those waiting at the same time committed together.
+
+    Why gather them: a worker at capacity has dozens of passes asking for a write at once, and
+    each write costs a hop to the thread, the file's write lock (which other processes wait for,
+    in SQLite's busy handler's sleeps of a millisecond and more) and a commit. Gathered, they
+    pay for one. A write that raises (`Fenced`, a constraint, a bad effect) is rolled back to
+    its savepoint and its caller gets its error, while the others commit. A lone write is its
+    own transaction as before, with nothing added. If the commit fails, or an error ends the
+    whole transaction (a full disk, an I/O error: SQLite rolls everything back), every member
+    gets that error, as each would have alone.
 
     `hop(fn)` runs `fn` on the connection's thread after what was queued there before (and
     translates a failure of the whole hop); `translate` turns one write's own error into the

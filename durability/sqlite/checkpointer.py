@@ -7,12 +7,7 @@
 
 Every write is one `BEGIN IMMEDIATE` transaction on the database's writer thread, so a check
 and the write it guards (is the claim live? is the key free?) cannot be split by another
-process. A fenced pass's transaction raises `Fenced` and rolls back: it writes nothing, and
-does not even renew. Values are encoded before the transaction; the statements are in
-`checkpointer.sql`.
-
-The `*_step` functions are the transactions' bodies. `SqliteDurable` runs several of them, with
-the scheduler's, in one transaction (`take` is `claim_step` after the scheduler's `take_step`).
+process.
 """
 
 from __future__ import annotations
@@ -39,6 +34,8 @@ from durability.sqlite.database import SqliteDatabase, from_us, now_us, queries
 from durability.sqlite.effect import SqliteEffect
 from durability.values import Effect, Entry, Look, Pass, Recorded, Standing, Written
 
+# The `*_step` functions are the transactions' bodies. `SqliteDurable` runs several of them, with
+# the scheduler's, in one transaction (`take` is `claim_step` after the scheduler's `take_step`).
 __all__ = [
     "Claimed",
     "SqliteCheckpointer",
@@ -50,6 +47,7 @@ __all__ = [
     "supply_step",
 ]
 
+#: The statements, from `checkpointer.sql`.
 _SQL = queries("checkpointer")
 _MICRO = timedelta(microseconds=1)
 
@@ -182,6 +180,9 @@ class SqliteCheckpointer:
 
     Times are the host clock read inside each transaction, after its lock is taken; the
     token is `max(now_ms, previous + 1)`. `history` times are UTC, to the microsecond.
+
+    A fenced pass's transaction raises `Fenced` and rolls back: it writes nothing, and does not
+    even renew. Values are encoded before the transaction, on the caller's side.
     """
 
     def __init__(self, database: SqliteDatabase, codec: Codec | None = None) -> None:
@@ -228,9 +229,7 @@ class SqliteCheckpointer:
     async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
         check_key(key)
         if not isinstance(effect, SqliteEffect):
-            raise TypeError(
-                f"the SQLite store performs SqliteEffect, not {type(effect).__name__}"
-            )
+            raise TypeError(f"the SQLite store performs SqliteEffect, not {type(effect).__name__}")
         codec = self.codec
 
         def work(connection: sqlite3.Connection) -> tuple[str, bool]:
@@ -293,15 +292,11 @@ class SqliteCheckpointer:
 
     async def renew(self, holder: Pass, alive: timedelta) -> None:
         positive("alive", alive)
-        await self.database.write(
-            lambda connection: _renew(connection, holder, now_us(), alive)
-        )
+        await self.database.write(lambda connection: _renew(connection, holder, now_us(), alive))
 
     async def discard(self, workflow: str) -> int:
         check_workflow(workflow)
-        return await self.database.write(
-            lambda connection: discard_step(connection, workflow)
-        )
+        return await self.database.write(lambda connection: discard_step(connection, workflow))
 
     async def release(self, holder: Pass) -> None:
         check_workflow(holder.workflow)

@@ -6,9 +6,6 @@ Two steps can then refuse with `database is locked` without waiting out the busy
 switching to WAL (it needs the file to itself, and SQLite does not always wait for that) and
 the first read of a schema another process is writing. Both are retried here with a short,
 bounded, jittered backoff; anything else is raised at once.
-
-The schema (`schema.sql`) is idempotent and runs in one `BEGIN IMMEDIATE` transaction, then
-`PRAGMA user_version` records it, so a later `migrate` on a ready file only reads two pragmas.
 """
 
 from __future__ import annotations
@@ -35,7 +32,11 @@ def _schema() -> str:
 
 
 def _migrate(connection: sqlite3.Connection) -> None:
-    """One attempt, on the writer's thread."""
+    """One attempt, on the writer's thread.
+
+    The schema (`schema.sql`) is idempotent and runs in one `BEGIN IMMEDIATE` transaction, then
+    `PRAGMA user_version` records it, so a later `migrate` on a ready file only reads two pragmas.
+    """
     (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
     if str(mode).lower() != "wal":
         # SQLite answers with the mode it kept when it could not switch.

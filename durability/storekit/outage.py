@@ -1,18 +1,10 @@
 """What a store raises when it is not there to answer: one type for every store.
 
-`StoreUnavailable` (a `ConnectionError`) is a store that could not be reached or did not answer
-while it was opened. `Unanswered`, its subclass, is a call to a store that was open and got no
-answer: the connection was lost, or nothing came back within the call's bound
-(`open_durable`'s `call_timeout_ms`). Each store raises it in place of its driver's error,
-which is its `__cause__`, so a caller needs one `except` whatever the store. A store's own
-subclass is also its driver's kind of error (`durability.redis.bounds.Lost` is a
-`redis.exceptions.ConnectionError`), so the driver's retries, and code that caught the
-driver's error before, go on as they did.
-
-A call that got no answer may still have happened: a write whose reply was lost, or that the
-server runs once it wakes. `outcome_unknown` says so for a move that is safe to send again
-(`arrive` writes its key once, whoever sends it first), `delivery_unknown` for `deliver`,
-which is not (each delivery appends an entry of its own).
+`StoreUnavailable` is a store that could not be reached while it was opened; `Unanswered`, its
+subclass, is a call to an open store that got no answer. Each store raises them in place of its
+driver's error, which is their `__cause__`, so a caller needs one `except` whatever the store.
+A store's own subclass is also its driver's kind of error, so the driver's retries, and code
+that caught the driver's error before, go on as they did.
 """
 
 from __future__ import annotations
@@ -21,7 +13,7 @@ __all__ = ["StoreUnavailable", "Unanswered", "delivery_unknown", "outcome_unknow
 
 
 class StoreUnavailable(ConnectionError):
-    """The store could not be reached, or did not answer in time.
+    """The store could not be reached, or did not answer in time, while it was opened.
 
     The message names where it looked (host, port and database, never a password), and the
     driver's own error is its `__cause__`. It may pass: a caller that can wait tries again.
@@ -30,14 +22,21 @@ class StoreUnavailable(ConnectionError):
 
 class Unanswered(StoreUnavailable):
     """A call to an open store got no answer: its connection was lost, or no reply came within
-    the call bound. Whatever it asked the store to do may or may not have been done."""
+    the call bound (`open_durable`'s `call_timeout_ms`).
+
+    Whatever it asked the store to do may or may not have been done: a write whose reply was
+    lost, or that the server runs once it wakes. `outcome_unknown` and `delivery_unknown` say so
+    in the message. A store's own subclass is also its driver's error:
+    `durability.redis.bounds.Lost` is a `redis.exceptions.ConnectionError`.
+    """
 
 
 def outcome_unknown(error: Unanswered, move: str, workflow: str, key: str) -> Unanswered:
     """`error`, raised by `move`, saying that `move` may have landed and that sending it again
-    with the same workflow and key is safe; of the same type (a store's is also its driver's
-    error). Raise it `from error.__cause__`, the driver's error. (A function, not a context
-    manager: `arrive` is a hot path, and a `try` costs nothing until it catches.)"""
+    with the same workflow and key is safe (`arrive` writes its key once, whoever sends it
+    first); of the same type (a store's is also its driver's error). Raise it
+    `from error.__cause__`, the driver's error. (A function, not a context manager: `arrive` is
+    a hot path, and a `try` costs nothing until it catches.)"""
     return _retold(
         error,
         f"Whether {move}({workflow!r}, {key!r}) was written is unknown: the store may have run"
@@ -48,7 +47,8 @@ def outcome_unknown(error: Unanswered, move: str, workflow: str, key: str) -> Un
 
 def delivery_unknown(error: Unanswered, workflow: str) -> Unanswered:
     """`error`, raised by `deliver(workflow, ...)`, saying that the entry may have been
-    appended, and that sending it again may append a second one (see `outcome_unknown`)."""
+    appended, and that sending it again may append a second one, because each delivery
+    appends an entry of its own (see `outcome_unknown`)."""
     return _retold(
         error,
         f"Whether deliver({workflow!r}, ...) appended its entry is unknown: the store may have"

@@ -1,11 +1,10 @@
 """`Traffic`: what a store sent to its server, counted at the place it is sent.
 
-Every store `open_durable` opens counts into its durable's `traffic`: each *request* by name (a
-Redis command, a Lua script by its file name, a SQL statement by its name in the store's
-`.sql` files, or its leading keyword on SQLite) and each *round trip* (one send that waits for
-its answers: a lone command, a pipeline, a batch of statements, one hop to SQLite's thread).
-A pass's cost is then a difference of two snapshots, which is how the lab reads idle cost and
-round trips per pass, and how an application would export them as metrics.
+Every store `open_durable` opens counts into its durable's `traffic`: each *request* by name
+and each *round trip*, one send that waits for its answers (`Traffic.request` and
+`Traffic.round_trip` say what counts as each). A pass's cost is then a difference of two
+snapshots, which is how the lab reads idle cost and round trips per pass, and how an
+application would export them as metrics.
 
 Counting is a dict increment on the path that already builds the request, so it is always on;
 there is nothing to switch and nothing to sample.
@@ -64,7 +63,8 @@ class Traffic:
         return counter
 
     def request(self, name: str) -> None:
-        """Count one request named `name`."""
+        """Count one request named `name`: a Redis command, a Lua script by its file name, a SQL
+        statement by its name in the store's `.sql` files, or its leading keyword on SQLite."""
         self._requests[name] += 1
 
     def requests(self, names: Iterable[str]) -> None:
@@ -72,7 +72,8 @@ class Traffic:
         self._requests.update(names)
 
     def round_trip(self) -> None:
-        """Count one send that waits for its answers."""
+        """Count one send that waits for its answers: a lone command, a pipeline, a batch of
+        statements, one hop to SQLite's thread."""
         self._round_trips += 1
 
     def snapshot(self) -> Sent:
