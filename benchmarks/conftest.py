@@ -1,15 +1,11 @@
 """Fixtures for the per-operation benchmarks: every store, opened through the lab's backends.
 
 `pytest benchmarks --benchmark-only` times one store operation per test on every backend the
-lab can find here (`experiments.servers`: an explicit URL, the default port, a container, a
-local binary, in that order); a backend that cannot be had is skipped with the lab's reason.
-Each test gets an isolated place (its own namespace, database or file), as lab runs do.
+lab can find here; `--benchmark-save=NAME` (or `-autosave`) saves a run in `results/benchmarks/`.
 
 pytest-benchmark times synchronous calls, so each backend's store lives on an event loop of
 its own and an operation is timed as one `run_until_complete` of it: the loop's own overhead
-(a few microseconds) is in every figure, the same for every store.
-
-Runs are saved under `results/benchmarks/` with `--benchmark-save=NAME` (or `-autosave`).
+is in every figure, the same for every store (see `Opened`).
 """
 
 from __future__ import annotations
@@ -36,6 +32,7 @@ STORES = ("memory", "redis-stream", "redis-set", "postgres", "sqlite")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    """Save runs under `results/benchmarks/` unless `--benchmark-storage` names another place."""
     storage = getattr(config.option, "benchmark_storage", None)
     if storage in (None, "file://./.benchmarks", "./.benchmarks"):
         config.option.benchmark_storage = f"file://{ROOT / 'results' / 'benchmarks'}"
@@ -43,6 +40,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
+    """The lab, finding each backend as `experiments.servers` does: an explicit URL, the
+    default port, a container, a local binary, in that order."""
     servers = Servers()
     try:
         yield Lab(servers, quick=True)
@@ -51,7 +50,8 @@ def lab() -> Iterator[Lab]:
 
 
 class Opened:
-    """A store open on a loop of its own; `run(op)` runs one coroutine there."""
+    """A store open on a loop of its own; `run(op)` runs one coroutine there, as one
+    `run_until_complete`, whose own overhead (a few microseconds) is in every timing."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, durable: Durable, tag: str) -> None:
         self.loop = loop
@@ -67,8 +67,9 @@ class Opened:
 
 @contextlib.contextmanager
 def opened(lab: Lab, name: str) -> Iterator[Opened]:
-    """`name`'s store open in a place of its own on a loop of its own (skips if it cannot
-    be had here)."""
+    """`name`'s store open in a place of its own (its own namespace, database or file, as lab
+    runs do) on a loop of its own; a backend that cannot be had here is skipped with the lab's
+    reason."""
     backend = BACKENDS[name]
     reason = skip_reason(lab, backend)
     if reason is not None:

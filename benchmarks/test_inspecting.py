@@ -5,10 +5,8 @@
 | `status` | one workflow's status among `MANY` that have a standing |
 | `list_a_page` | a page of 100 failed workflows from the middle of `MANY`, past a cursor |
 
-Each store is filled once, for both (`MANY` workflows, one in two failed, the rest completed),
-through the public calls a worker makes (claim, `settle`, release), so filling takes a while:
-tens of seconds on Postgres and SQLite. Each benchmark's `extra_info` has the round trips and
-requests one call sent, from the store's counting hook. These never assert a timing.
+Each store is filled once, for both (see `filled`). Each benchmark's `extra_info` has the round
+trips and requests one call sent. These never assert a timing.
 """
 
 from __future__ import annotations
@@ -33,6 +31,9 @@ PAGE = 100
 
 @pytest.fixture(scope="module")
 def filled(kept_store: Opened) -> Iterator[Opened]:
+    """`kept_store` holding `MANY` workflows, one in two failed, the rest completed, filled
+    through the public calls a worker makes (claim, `settle`, release), so filling takes a
+    while: tens of seconds on Postgres and SQLite."""
     store = kept_store
     durable = store.durable
     checkpointer = durable.checkpointer

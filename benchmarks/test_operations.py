@@ -1,4 +1,5 @@
-"""What one store operation costs, closed loop from one client, on every store.
+"""What one store operation costs, closed loop from one client, on every store. Whole workloads
+(latency under load, throughput, idle cost) are the lab's: `python -m experiments run`.
 
 | benchmark | what one round is |
 |---|---|
@@ -7,9 +8,6 @@
 | `ready_take_done` | make_ready, next_ready, done: one wakeup through the queue |
 | `wake_due` | the timer's look at a queue holding 1,000 sleepers, none due |
 | `arrive` | supply a value and make the workflow ready: what an API call costs |
-
-Whole workloads (latency under load, throughput, idle cost) are the lab's:
-`python -m experiments run`. These never assert a timing.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ from benchmarks.conftest import Opened
 from durability import claimed
 
 BUDGET, ALIVE = timedelta(minutes=5), timedelta(seconds=30)
+#: Rounds per benchmark. A test here checks what an operation returned, never how long it took.
 ROUNDS = 200
 
 

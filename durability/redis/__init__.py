@@ -3,13 +3,9 @@
 Import this subpackage only with the `redis` extra installed; `import durability` never needs it.
 
 Every key lies under the namespace the store was opened with (`durability` unless given):
-`{<ns>}:ready`, `{<ns>}:sleeping`, `{<ns>}:schedule`, `{<ns>}:doorbell` and `{<ns>}:marker`
-(which notices a wipe of the server's data: marker.py) for the queue, `<ns>:workflow:{<id>}`,
-`...:pass` and `...:order` for each workflow; `patterns(ns)` gives the two SCAN patterns that
-find them all. Migrating: checkpoints written before this layout are `workflow:{<id>}...` in
-every application; with the processes stopped, run `await move_checkpoints(redis, namespace)`
-once (a rename per workflow, expiry kept), or in `redis-cli`, per workflow:
-`RENAME workflow:{ID} NS:workflow:{ID}` and the same for `:pass` and `:order`.
+namespace.py names them, and `patterns(ns)` gives the two SCAN patterns that find them all.
+Checkpoints written before namespaces are moved under one by `move_checkpoints`
+(migration.py), once, with the processes stopped.
 """
 
 from durability.redis.checkpointer import (

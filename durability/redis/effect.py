@@ -2,17 +2,8 @@
 
 A Lua body runs inside the record script, between the fence check and the `HSETNX` of its
 result, so the effect and its record commit together or not at all: the only exactly-once
-effect Redis can offer. The body is written as a script of its own would be, over its own
-`KEYS` and `ARGV`; whatever it returns is recorded as `cjson.encode(result)` and comes back
-through the checkpointer's codec (so that codec must read JSON, as `JsonCodec` does).
-
-Every key the body touches must be declared in `keys`, and every declared key must carry the
-workflow's hash tag `{<id>}`: a script may only touch keys in one slot, and the workflow's own
-keys fix which. The checkpointer refuses any other key before it sends anything.
-
-Caveats the body owns: Redis does not roll back a script that errors midway, so a body should
-decide before it writes; `cjson` encodes an empty table as `{}` and numbers with 14 significant
-digits.
+effect Redis can offer. That is why every key it touches must carry the workflow's hash tag
+(see `LuaEffect`): one script, one slot.
 """
 
 from __future__ import annotations
@@ -41,8 +32,18 @@ def hash_tag(key: str) -> str | None:
 class LuaEffect(Effect):
     """A Lua body over its own `KEYS` and `ARGV`, run and recorded in one script.
 
-    `keys` are the keys the body touches (each carrying the workflow's `{<id>}` tag); `args`
-    are passed as the body's `ARGV`, as strings. The body's return value is what is recorded.
+    The body is written as a script of its own would be. `args` are passed as its `ARGV`, as
+    strings. Whatever it returns is recorded as `cjson.encode(result)` and comes back through
+    the checkpointer's codec (so that codec must read JSON, as `JsonCodec` does).
+
+    Every key the body touches must be declared in `keys`, and every declared key must carry
+    the workflow's hash tag `{<id>}`: a script may only touch keys in one slot, and the
+    workflow's own keys fix which. The checkpointer refuses any other key before it sends
+    anything.
+
+    Caveats the body owns: Redis does not roll back a script that errors midway, so a body
+    should decide before it writes; `cjson` encodes an empty table as `{}` and numbers with 14
+    significant digits.
     """
 
     body: str

@@ -1,17 +1,9 @@
 """Loading the Lua scripts that make each Redis guarantee one atomic step.
 
-Every script is a `.lua` file under `scripts/`, grouped by what it serves: `checkpoint/` (the
-records, the claim, the ledger, and `prelude.lua`, the fence every checkpoint script starts
-with), `stream/` and `set/` (the two schedulers), and `shared/` (what spans them: the templates
-`RedisDurable` fills with a checkpoint body and a queue body, and `footprint.lua`). A script is
-named by its file's stem alone, unique across the folders, so `script(client, name)` and
-`source(name)` need no folder, and a count of what was sent names the script as before.
-
-`script` registers the text with the client: redis-py's script object sends `EVALSHA` and, on
-`NOSCRIPT` (a restarted server, a `SCRIPT FLUSH`, a cluster node that never saw it), loads the
-text and retries, so a script costs one round trip in the steady state. `ScriptCall` is one
-run described rather than sent: the checkpointer and the schedulers hand these to
-`RedisDurable`, which joins two of them into one script (`shared/joined_template.lua`).
+Every script is a `.lua` file in a folder of `scripts/` grouped by what it serves (see
+`_folders`). A script is named by its file's stem alone, unique across the folders, so
+`script(client, name)` and `source(name)` need no folder, and a count of what was sent names
+the script as before.
 """
 
 from __future__ import annotations
@@ -34,7 +26,10 @@ _NAMES: dict[str, str] = {}
 @dataclass(frozen=True, slots=True)
 class ScriptCall:
     """One run of `<name>.lua` with these KEYS and ARGV, not yet sent. `prelude` says whether
-    the script is a checkpointer body (which runs after `prelude.lua`)."""
+    the script is a checkpointer body (which runs after `prelude.lua`).
+
+    The checkpointer and the schedulers hand these to `RedisDurable`, which joins two of them
+    into one script (`shared/joined_template.lua`)."""
 
     name: str
     keys: tuple[str, ...]
@@ -44,7 +39,12 @@ class ScriptCall:
 
 @cache
 def _folders(package: str) -> dict[str, Traversable]:
-    """Each script of `package`'s `scripts/` folder by its stem (one walk, on first use)."""
+    """Each script of `package`'s `scripts/` folder by its stem (one walk, on first use).
+
+    The folders group the scripts by what they serve: `checkpoint/` (the records, the claim,
+    the ledger, and `prelude.lua`, the fence every checkpoint script starts with), `stream/`
+    and `set/` (the two schedulers), and `shared/` (what spans them: the templates
+    `RedisDurable` fills with a checkpoint body and a queue body, and `footprint.lua`)."""
     found: dict[str, Traversable] = {}
     for folder in files(package).joinpath("scripts").iterdir():
         for entry in folder.iterdir() if folder.is_dir() else ():
@@ -69,7 +69,10 @@ def source(name: str, package: str = __package__ or "durability.redis") -> str:
 def script(client: Any, name: str, package: str = __package__ or "durability.redis") -> AsyncScript:
     """`<name>.lua` registered with `client` (a `redis.asyncio` Redis or RedisCluster).
 
-    Calling the result with `keys=` and `args=` runs it by digest, loading it on `NOSCRIPT`.
+    Calling the result with `keys=` and `args=` runs it by digest, loading it on `NOSCRIPT`:
+    redis-py's script object sends `EVALSHA` and, on `NOSCRIPT` (a restarted server, a
+    `SCRIPT FLUSH`, a cluster node that never saw it), loads the text and retries, so a script
+    costs one round trip in the steady state.
     """
     registered: AsyncScript = client.register_script(source(name, package))
     return named(registered, name)

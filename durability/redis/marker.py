@@ -3,17 +3,8 @@
 A Redis restarted without persistence, a `FLUSHALL`, a failover to a replica that had not
 caught up: each leaves an empty data set that nothing marks as such, so every workflow queued,
 asleep or held is silently gone and a resubmitted order that was paid is taken for a new one.
-So `prepare` writes `{<ns>}:marker`, a random value, if it is missing, and the scheduler
-remembers what it found. The value is read again in looks the scheduler makes anyway (the
-timer's `wake_due`, once per sweep; the set's empty take, while its reader waits on the
-doorbell; the recovery from a lost consumer group), so the check costs no round trip. A
-marker gone or changed means the data set it lived in was wiped: one ERROR line, `wipes` and
-`last_wipe` move, and `on_wipe` hears of it. Whichever process puts the marker back first,
-every scheduler that knew the old value reports the wipe, once.
-
-Blind spots: a wipe while no process of the namespace ran (the first `prepare` after it finds
-no marker, as a first start does), and, on a cluster, a wipe of shards other than the one
-holding the queue's slot. Deleting the marker key by hand reads as a wipe.
+So a random marker value is written if missing and read again only in looks the scheduler
+makes anyway (see `Marker`): the check costs no round trip.
 """
 
 from __future__ import annotations
@@ -46,7 +37,20 @@ OnWipe = Callable[[Wiped], None]
 
 
 class Marker:
-    """One namespace's marker key and what this scheduler knows of it (see the module doc)."""
+    """One namespace's marker key and what this scheduler knows of it.
+
+    `prepare` writes `{<ns>}:marker`, a random value, if it is missing, and the scheduler
+    remembers what it found. The value is read again in looks the scheduler makes anyway (the
+    timer's `wake_due`, once per sweep; the set's empty take, while its reader waits on the
+    doorbell; the recovery from a lost consumer group). A marker gone or changed means the
+    data set it lived in was wiped: one ERROR line, `wipes` and `last_wipe` move, and
+    `on_wipe` hears of it. Whichever process puts the marker back first, every scheduler that
+    knew the old value reports the wipe, once.
+
+    Blind spots: a wipe while no process of the namespace ran (the first `prepare` after it
+    finds no marker, as a first start does), and, on a cluster, a wipe of shards other than
+    the one holding the queue's slot. Deleting the marker key by hand reads as a wipe.
+    """
 
     __slots__ = ("_known", "key", "last_wipe", "namespace", "on_wipe", "wipes")
 

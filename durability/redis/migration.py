@@ -4,11 +4,7 @@ Before namespaces, a workflow's keys were `workflow:{<id>}`, `workflow:{<id>}:pa
 `workflow:{<id>}:order` whatever the application; now they are the same names behind
 `<ns>:` (see checkpointer.py). Queue keys (`{<ns>}:...`) always carried the namespace and do
 not move. Each workflow moves in one script (`move.lua`, three `RENAME`s on the workflow's own
-slot, keeping the expiry), so no workflow is ever half here and half there; one whose new keys
-already exist (written by the new version meanwhile) is left where it is and counted.
-
-Run it once per application with its workers and API stopped (a process still on the old
-version would go on writing the old names), then start the new version.
+slot, keeping the expiry), so no workflow is ever half here and half there.
 """
 
 from __future__ import annotations
@@ -39,7 +35,13 @@ class Moved:
 
 async def move_checkpoints(redis: Any, namespace: str = DEFAULT, *, count: int = 1000) -> Moved:
     """Rename every `workflow:{<id>}...` key on `redis` (a client or a cluster client) to its
-    name under `namespace`. Idempotent: a second run finds nothing left to move."""
+    name under `namespace`. Idempotent: a second run finds nothing left to move.
+
+    Run it once per application with its workers and API stopped (a process still on the old
+    version would go on writing the old names), then start the new version. A workflow whose
+    new keys already exist (written by the new version meanwhile) is left where it is and
+    named in `Moved.conflicts`. The same move by hand in `redis-cli`, per workflow:
+    `RENAME workflow:{ID} NS:workflow:{ID}` and the same for `:pass` and `:order`."""
     check_namespace(namespace)
     move = script(redis, "move")
     moved = 0

@@ -5,10 +5,7 @@ on one Redis never meet. A queue's keys are `{<ns>}:<name>`: the namespace is th
 Cluster hash tag, so one queue lands on one slot and a script may touch all of its keys. A
 workflow's keys are `<ns>:workflow:{<id>}...` (see checkpointer.py): the namespace stays
 outside the braces, so the tag is still the id and workflows spread over the cluster. A
-namespace holds no brace for the same reason. `patterns` names both families for SCAN.
-
-Scores and stream ids are milliseconds of the server's clock (`TIME`), never the host's: every
-worker then agrees on what "now" is whatever its own clock says.
+namespace holds no brace for the same reason.
 """
 
 from __future__ import annotations
@@ -87,7 +84,11 @@ async def footprint(redis: Any, parts: dict[str, tuple[str, str]]) -> Footprint:
 def patterns(namespace: str) -> tuple[str, str]:
     """The SCAN `MATCH` patterns that together find every key the stores write under
     `namespace`: its queue keys and its workflows' keys. (Braces are plain characters to
-    Redis's glob; the glob's own `*?[]\\` in a namespace are escaped.)"""
+    Redis's glob; the glob's own `*?[]\\` in a namespace are escaped.)
+
+    The queue keys are `{<ns>}:ready`, `{<ns>}:sleeping`, `{<ns>}:schedule`, `{<ns>}:doorbell`
+    and `{<ns>}:marker` (which notices a wipe of the server's data: marker.py); each workflow's
+    are `<ns>:workflow:{<id>}`, `...:pass` and `...:order`."""
     escaped = "".join("\\" + c if c in "*?[]\\" else c for c in check_namespace(namespace))
     return f"{{{escaped}}}:*", f"{escaped}:workflow:{{*"
 
@@ -97,6 +98,10 @@ def text(value: object) -> str:
     if isinstance(value, bytes):
         return value.decode()
     return str(value)
+
+
+# Scores and stream ids are milliseconds of the server's clock (`TIME`), never the host's: every
+# worker then agrees on what "now" is whatever its own clock says.
 
 
 def ms(moment: datetime) -> int:

@@ -4,17 +4,8 @@ of what it no longer needs.
 redis-py's own pool keeps every connection it ever made. After a fault many calls reconnect at
 once (each pass's `wake_at` goes straight through the client), so it holds that high-water
 mark from then on, and the connections the server closed lie in it, their sockets half-closed
-(CLOSE_WAIT), until a caller happens to take them. This pool:
-
-- makes at most `max_connections` (`MOST` unless the URL says); a caller past that waits for
-  one to come back, up to its `timeout` (`open_durable`: the call bound), then `TimedOut`;
-- as connections are taken and given back, drops the idle ones the server has closed, and
-  those idle longer than `idle` (all but the last one given back), so after a fault it shrinks
-  to what the calls use again: at once when the next to be handed out is closed, else at most
-  every `SWEEP_EVERY`.
-
-Idle connections are handed out last in, first out, as redis-py does: the ones in use stay warm
-and the spare ones sink to the bottom, where they age out.
+(CLOSE_WAIT), until a caller happens to take them. This pool is bounded and drops those
+connections as it goes (see `TidyPool`).
 """
 
 from __future__ import annotations
@@ -72,7 +63,19 @@ def usable(connection: AbstractConnection) -> bool:
 
 class TidyPool(BlockingConnectionPool):
     """A `BlockingConnectionPool` that closes the idle connections the server closed or that sat
-    unused past `idle` (see the module doc); `clock` is for tests."""
+    unused past `idle`; `clock` is for tests. It:
+
+    - makes at most `max_connections` (`MOST` unless the URL says); a caller past that waits
+      for one to come back, up to its `timeout` (`open_durable`: the call bound), then
+      `TimedOut`;
+    - as connections are taken and given back, drops the idle ones the server has closed, and
+      those idle longer than `idle` (all but the last one given back), so after a fault it
+      shrinks to what the calls use again: at once when the next to be handed out is closed,
+      else at most every `SWEEP_EVERY`.
+
+    Idle connections are handed out last in, first out, as redis-py does: the ones in use stay
+    warm and the spare ones sink to the bottom, where they age out.
+    """
 
     def __init__(
         self,

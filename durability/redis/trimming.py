@@ -1,19 +1,9 @@
 """The housekeeping tasks a Redis store runs beside a worker: `trimming` keeps a stream
 scheduler's stream short, `sweeping` drops the standings of workflows whose checkpoints expired.
 
-`XACK` takes an entry off the pending list but leaves it in the stream, so untrimmed the stream
-grows by one entry per wakeup forever (and `cancel`, which scans it, slows with it).
-`RedisStreamScheduler.trim` does one safe trim; a worker runs it itself after its passes end
-(`work`'s trimmer), and this loop repeats it on a fixed beat for a process that wants that.
-
-A trim that fails (a dropped connection, a server that refuses the command, a key of the wrong
-type) is logged and tried again next round. It never raises out of the loop, because the
-worker it runs beside must not stop over housekeeping. The same holds for a sweep.
-
-A checkpoint expires (its `ttl`) while its standing, on the namespace's slot, would stay for
-good: a service finishing a million workflows a day would keep a million more standings each
-day. `sweeping` walks the namespace's standings a step at a time (`RedisCheckpointer.sweep`,
-an `HSCAN` of one hash) and, once round, waits `every` before the next walk.
+A trim or a sweep that fails (a dropped connection, a server that refuses the command, a key
+of the wrong type) is logged and tried again next round. It never raises out of the loop,
+because the worker it runs beside must not stop over housekeeping.
 """
 
 from __future__ import annotations
@@ -34,7 +24,13 @@ logger = logging.getLogger(__name__)
 async def trimming(
     scheduler: RedisStreamScheduler, every: timedelta = timedelta(seconds=10)
 ) -> None:
-    """Trim `scheduler`'s stream every `every` until cancelled."""
+    """Trim `scheduler`'s stream every `every` until cancelled.
+
+    `XACK` takes an entry off the pending list but leaves it in the stream, so untrimmed the
+    stream grows by one entry per wakeup forever (and `cancel`, which scans it, slows with it).
+    `RedisStreamScheduler.trim` does one safe trim; a worker runs it itself after its passes
+    end (`work`'s trimmer), and this loop repeats it on a fixed beat for a process that wants
+    that."""
     positive("every", every)
     while True:
         try:
@@ -58,7 +54,13 @@ async def sweeping(
     every: timedelta = timedelta(minutes=1),
     step: timedelta = STEP,
 ) -> None:
-    """Walk `checkpointer`'s standings, dropping expired ones, every `every` until cancelled."""
+    """Walk `checkpointer`'s standings, dropping expired ones, every `every` until cancelled.
+
+    A checkpoint expires (its `ttl`) while its standing, on the namespace's slot, would stay
+    for good: a service finishing a million workflows a day would keep a million more
+    standings each day. Each walk goes over the namespace's standings a step at a time
+    (`RedisCheckpointer.sweep`, an `HSCAN` of one hash, `step` apart) and, once round, waits
+    `every` before the next walk."""
     positive("every", every)
     positive("step", step)
     dropped = 0
