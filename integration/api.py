@@ -3,38 +3,8 @@
 It writes values into workflows and reads their checkpoints; it never runs one (a worker does).
 Submitting an order and confirming a payout are the same move, `arrive`, because both are
 values a workflow waits on. So the API holds nothing and may be restarted or scaled at will.
-
-| request | does | answers |
-|---|---|---|
-| `POST /orders` + `Idempotency-Key` | `arrive(key, "order", body)` | 201 new, 200 again |
-| `GET /orders/{id}` | reads the checkpoint and its rollback's | history, stage, waits |
-| `POST /orders/{id}/confirmation` | `arrive(id, "approved-by", name)` | 202 |
-| `POST /orders/{id}/messages` | `deliver(id, {"text": ...})` | 202 with the entry's key |
-| `DELETE /orders/{id}` | `delete(id)` and `delete(id:unwind)` | 200 with records removed |
-| `GET /orders?state=&prefix=&limit=&after=` | `durable.list(...)` | a page of statuses |
-| `POST /orders/{id}/retry` | `durable.retry(id)`: run a failed order again | 202 |
-
-The `Idempotency-Key` is the workflow id, so a resubmission addresses the same workflow:
-`arrive` is first-writer-wins, and re-sending it also supplies the wakeup a crash between its
-write and its queueing could have lost. Refusals write nothing:
-
-| status | when |
-|---|---|
-| 400 | no `Idempotency-Key`, more than one, or one outside `[A-Za-z0-9._-]`, 1-128 characters |
-| 404 | no such order |
-| 409 | the key names a different order; a confirmation or message the order does not wait for |
-| 413 | a body over `MAX_BODY` bytes (by `Content-Length`, and by the bytes actually read) |
-| 422 | a body that is not the expected JSON; the response names each field at fault |
-
-Every store call is bounded by `store_timeout` (`--store-timeout`): a store that is down or does
-not answer in time gets 503 with `Retry-After` and `{"detail": ...}`, and the API carries on once
-the store is back. A 503 cannot say whether a write it cut short happened, so a client resends
-it: `POST /orders` under the same key is idempotent. `/openapi.json` documents each body and
-every status (`integration.document`); `OPTIONS` on a path, and a 405, name every method in
-`Allow`.
-
-With `--store memory://` the process also runs a worker, since a memory store lives in one
-process; over any other store run `durability-worker` processes beside it.
+`make_app` lists the routes, `Refused` the refusals and `StoreDown` what a client gets while
+the store is away.
 """
 
 from __future__ import annotations
@@ -106,7 +76,16 @@ T = TypeVar("T")
 
 
 class Refused(Exception):
-    """A request refused before anything was written: rendered as `{"detail": ...}`."""
+    """A request refused before anything was written: rendered as `{"detail": ...}`.
+
+    | status | when |
+    |---|---|
+    | 400 | no `Idempotency-Key`, more than one, or one not 1-128 of `[A-Za-z0-9._-]` |
+    | 404 | no such order |
+    | 409 | the key names a different order; a confirmation or message not waited for |
+    | 413 | a body over `MAX_BODY` bytes (by `Content-Length`, and by the bytes read) |
+    | 422 | a body that is not the expected JSON; the response names each field at fault |
+    """
 
     def __init__(self, status: int, detail: object) -> None:
         super().__init__(status, detail)
@@ -115,7 +94,12 @@ class Refused(Exception):
 
 
 class StoreDown(Exception):
-    """A store call failed for want of the store (down, or no answer in time): 503."""
+    """A store call failed for want of the store (down, or no answer within `store_timeout`,
+    `--store-timeout`): 503 with `Retry-After` and `{"detail": ...}`.
+
+    The API carries on once the store is back. A 503 cannot say whether a write it cut short
+    happened, so a client resends it: `POST /orders` under the same key is idempotent.
+    """
 
 
 def _field(location: tuple[int | str, ...]) -> str:
@@ -200,8 +184,20 @@ def make_app(
 ) -> FastAPI:
     """The API over `durable`. It never runs a workflow.
 
+    | request | does | answers |
+    |---|---|---|
+    | `POST /orders` + `Idempotency-Key` | `arrive(key, "order", body)` | 201 new, 200 again |
+    | `GET /orders/{id}` | reads the checkpoint and its rollback's | history, stage, waits |
+    | `POST /orders/{id}/confirmation` | `arrive(id, "approved-by", name)` | 202 |
+    | `POST /orders/{id}/messages` | `deliver(id, {"text": ...})` | 202 with the entry's key |
+    | `DELETE /orders/{id}` | `delete(id)` and `delete(id:unwind)` | 200 with records removed |
+    | `GET /orders?state=&prefix=&limit=&after=` | `durable.list(...)` | a page of statuses |
+    | `POST /orders/{id}/retry` | `durable.retry(id)`: run a failed order again | 202 |
+
     Each store call is given `store_timeout`; one that fails because the store is down, or
     takes longer, answers 503 with `Retry-After: retry_after` (in whole seconds, at least 1).
+    `/openapi.json` documents each body and every status (`integration.document`); `OPTIONS` on
+    a path, and a 405, name every method in `Allow`.
     """
     positive("store_timeout", store_timeout)
     positive("retry_after", retry_after)
@@ -309,6 +305,9 @@ def make_app(
         held = (await store(checkpointer.load(order_id))).get(ORDER)
         if held is not None and held != order:
             raise Refused(409, f"Idempotency-Key {order_id!r} already names a different order")
+        # The key is the workflow id, so a resubmission addresses the same workflow: `arrive`
+        # is first-writer-wins, and sending it again also supplies the wakeup that a crash
+        # between its write and its queueing could have lost.
         recorded = await store(durable.arrive(order_id, ORDER, order))
         if recorded.value != order:  # lost a race to a different order under the same key
             raise Refused(409, f"Idempotency-Key {order_id!r} already names a different order")
@@ -505,6 +504,9 @@ def make_app(
 
 
 async def run(args: argparse.Namespace) -> None:
+    """Serve the API over the store `args.store` names until a signal. With `memory://` this
+    process runs a worker too, since a memory store lives in one process; over any other store
+    run `durability-worker` processes beside it."""
     async with open_durable(args.store, lease=args.lease) as durable:
         config = uvicorn.Config(
             make_app(durable, store_timeout=args.store_timeout, retry_after=args.retry_after),

@@ -2,19 +2,8 @@
 
 Both are fakes that count every call, so a test can assert that an effect happened exactly
 once. Calls are keyed by the workflow id (the idempotency key a real gateway would be given).
-
-Two knobs exist for tests and demonstrations:
-
-- `journal`: a file every effect appends one line to (`capture workflow=... sku=... pid=...`),
-  the side channel a test reads to count effects performed by *other processes*; a capture
-  also appends `capturing ...` as it begins, so a capture that was started and cut short
-  (its worker stopped mid-step) shows as a start without its end;
-- `Gateway(slow=...)`: how long a capture takes, so a test can kill a worker mid-payout;
-- `Gateway(declines=...)`: how many captures are declined before one goes through, so a
-  payout fails and can be retried (`durability-worker --declines 1`);
-- `Warehouse(unshippable=..., release_failures=...)`: a SKU that cannot ship (the forward
-  fulfilment fails and is rolled back), and a number of releases that fail before one works
-  (the rollback crashes mid-way and is resumed).
+Both take a `journal` file (`_Journal`) so that a test can count the effects of other
+processes; each class says which knobs make it slow or fail on purpose, for tests and demos.
 """
 
 from __future__ import annotations
@@ -39,7 +28,9 @@ class ReleaseFailed(RuntimeError):
 
 
 class _Journal:
-    """Counts calls in memory and, when given a file, appends one line per call to it."""
+    """Counts calls in memory and, when given a file (`journal`), appends one line per call
+    to it (`capture workflow=... sku=... pid=...`): the side channel a test reads to count
+    effects performed by *other processes*."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
@@ -62,7 +53,14 @@ class _Journal:
 
 
 class Gateway:
-    """A fake payment gateway. `charges`, `refunds`, `captures` and `payouts` count calls."""
+    """A fake payment gateway. `charges`, `refunds`, `captures` and `payouts` count calls.
+
+    `slow` is how long a capture takes, so a test can kill a worker mid-payout; a capture
+    journals `capturing ...` as it begins, so one started and cut short (its worker stopped
+    mid-step) shows as a start without its end. `declines` is how many captures are declined
+    before one goes through, so a payout fails and can be retried
+    (`durability-worker --declines 1`).
+    """
 
     def __init__(
         self, *, journal: Path | None = None, slow: timedelta | None = None, declines: int = 0
@@ -104,7 +102,12 @@ class Gateway:
 
 
 class Warehouse:
-    """A fake warehouse. `reserves`, `releases` and `shipments` count calls."""
+    """A fake warehouse. `reserves`, `releases` and `shipments` count calls.
+
+    A SKU in `unshippable` cannot ship, so the forward fulfilment fails and is rolled back;
+    `release_failures` is how many releases fail before one works, so the rollback crashes
+    mid-way and is resumed.
+    """
 
     def __init__(
         self,

@@ -1,28 +1,9 @@
 """Order fulfilment as a graph, and its rollback as a second workflow.
 
-Forward (`forward`), run by `run_durably` under the order's id:
-
-    order ─┬─▶ charged ──┬─▶ shipped ─▶ receipt
-           └─▶ reserved ─┘
-
-`charged` and `reserved` run concurrently; every node's key is written here in the source, so a
-recorded result means the same thing after a crash. The effects (a `Gateway`, a `Warehouse`)
-are injected.
-
-Rollback is not a mechanism, it is another workflow (`backward`) under another id,
-`unwind_id(workflow)`. If the forward graph raises, `fulfil` records why under `failed` in the
-forward checkpoint (so a later pass goes straight to the rollback instead of retrying the
-forward effects), parses the forward checkpoint into what to undo (`Reached.of`, a pure
-function of the records), and runs the rollback graph under its own claim:
-
-    reached ─▶ refunded ─▶ released ─▶ unwound
-
-Each rollback node is recorded like any other, so a rollback that crashes part-way is resumed
-by the next pass without refunding twice. `except Exception` is the right net: fencing and
-suspensions descend from `BaseException`, and a fenced pass that compensated would refund a
-charge its successor is still building on.
-
-`progress` is the status view of a fulfilment order: also a pure function of the records.
+Forward (`forward`) charges and reserves at once, then ships and writes a receipt, run by
+`run_durably` under the order's id. Rollback is not a mechanism, it is another workflow
+(`backward`) under another id, `unwind_id(workflow)`, which `fulfil` runs under its own claim
+when the forward graph raises. The effects (a `Gateway`, a `Warehouse`) are injected.
 """
 
 from __future__ import annotations
@@ -64,7 +45,14 @@ def unwind_id(workflow: str) -> str:
 
 
 def forward(gateway: Gateway, warehouse: Warehouse) -> CompiledGraph:
-    """The fulfilment graph. Inputs: the workflow id and the order record."""
+    """The fulfilment graph. Inputs: the workflow id and the order record.
+
+        order ─┬─▶ charged ──┬─▶ shipped ─▶ receipt
+               └─▶ reserved ─┘
+
+    `charged` and `reserved` run concurrently. Every node's key is written here in the source,
+    so a recorded result means the same thing after a crash.
+    """
     graph = Graph("workflow", "order")
 
     @graph.node("charged", after=("workflow", "order"))
@@ -111,8 +99,12 @@ class Reached:
 def backward(gateway: Gateway, warehouse: Warehouse) -> CompiledGraph:
     """The rollback graph. Inputs: the forward workflow's id and its `Reached`.
 
+        reached ─▶ refunded ─▶ released ─▶ unwound
+
     Sequential on purpose: money first, then stock, so a crash part-way leaves a state a
-    person can read off the checkpoint (refunded, not yet released).
+    person can read off the checkpoint (refunded, not yet released). Each node is recorded like
+    any other, so a rollback that crashes part-way is resumed by the next pass without
+    refunding twice.
     """
     graph = Graph("workflow", "reached")
 
@@ -158,9 +150,12 @@ async def fulfil(
 ) -> Fulfilment:
     """Fulfil `order` as one pass of `holder.workflow`; roll it back if fulfilment fails.
 
-    A failure is not re-raised: it is recorded under `failed` and the rollback's summary is the
-    result, so the order completes (as rolled back) and its checkpoint says so. What does raise
-    is a rollback that fails itself; the next pass of the order resumes it.
+    A failure is not re-raised: it is recorded under `failed` in the forward checkpoint (so a
+    later pass goes straight to the rollback instead of trying the forward effects again), the
+    forward checkpoint is read into what to undo (`Reached.of`, a pure function of the
+    records), and the rollback's summary is the result, so the order completes (as rolled
+    back) and its checkpoint says so. What does raise is a rollback that fails itself; the next
+    pass of the order resumes it.
     """
     workflow = holder.workflow
     records = await checkpointer.load(workflow)
@@ -171,6 +166,9 @@ async def fulfil(
             )
             return Fulfilled(as_text(receipt))
         except Exception as error:
+            # `Exception` is the right net: fencing and suspensions descend from `BaseException`,
+            # and a fenced pass that compensated would refund a charge its successor is still
+            # building on.
             await checkpointer.record(holder, FAILED, f"{type(error).__name__}: {error}")
         records = await checkpointer.load(workflow)
     reached = Reached.of(records)
@@ -215,7 +213,8 @@ async def _claim(checkpointer: Checkpointer, workflow: str, alive: timedelta) ->
 
 
 def progress(records: Mapping[str, object], rollback: Mapping[str, object]) -> str:
-    """Where a fulfilment order stands, from its checkpoint and its rollback's."""
+    """The status view of a fulfilment order: where it stands, from its checkpoint and its
+    rollback's alone (a pure function of the records, like `Reached.of`)."""
     if "receipt" in records:
         return "fulfilled"
     if FAILED in records:

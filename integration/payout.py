@@ -7,10 +7,6 @@ The fan-out is decided at run time by what the `items` step returned, and each c
 own step, so a crash mid-way resumes line by line: a line already captured is never captured
 again. `settling` records its deadline, not its duration, so a crash during the window does not
 restart the clock; `approved-by` ends the pass until the API `arrive`s it.
-
-`progress` says where a payout stands and what would advance it, from its records and the time
-alone, because the durable state is the state: the API renders it and uses it to refuse a
-confirmation nobody is waiting for.
 """
 
 from __future__ import annotations
@@ -76,7 +72,9 @@ class Progress:
 
 
 def progress(records: Mapping[str, object], now: datetime) -> Progress:
-    """The stage of a payout, from its records and the time alone."""
+    """The stage of a payout and what would advance it, from its records and the time alone,
+    because the durable state is the state: the API renders it, and uses it to refuse a
+    confirmation nobody is waiting for."""
     if "paid" in records:
         return Progress("paid")
     if APPROVAL in records:

@@ -3,14 +3,6 @@
 The API validates a request body into an `Order` and records `Order.to_record()` as the
 workflow's `order` key; every pass of the workflow parses that record with `Order.parse`. The
 record is plain JSON (amounts in integer cents, never floats), so every store's codec keeps it.
-
-`kind` picks the body the worker runs for the order id (see `integration.workflow`):
-
-| kind | body |
-|---|---|
-| `payout` | `integration.payout`: capture each line, settle, await approval, pay |
-| `fulfilment` | `integration.orders`: charge + reserve, ship, receipt; or roll back |
-| `console` | `integration.console`: answer each message delivered to the order's inbox |
 """
 
 from __future__ import annotations
@@ -19,6 +11,10 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+#: Picks the body the worker runs for the order id (see `integration.workflow`):
+#: `payout` (`integration.payout`: capture each line, settle, await approval, pay),
+#: `fulfilment` (`integration.orders`: charge + reserve, ship, receipt; or roll back) or
+#: `console` (`integration.console`: answer each message delivered to the order's inbox).
 Kind = Literal["payout", "fulfilment", "console"]
 KINDS: tuple[Kind, ...] = get_args(Kind)
 

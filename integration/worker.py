@@ -6,9 +6,6 @@ the order body (`integration.workflow.OrderWorkflow`) until SIGTERM or SIGINT. T
 it takes nothing new, lets the passes running finish for up to `--grace` (so a deploy re-runs
 none of their steps), hands back what is left and exits; a second signal hands everything back
 at once. Run as many as you like; they share nothing but the store.
-
-`memory://` is refused here, because a memory store lives in one process: run
-`durability-api --store memory://`, which runs a worker beside the API.
 """
 
 from __future__ import annotations
@@ -217,6 +214,8 @@ def main(argv: list[str] | None = None) -> None:
     cli.add_worker_options(made)
     args = made.parse_args(argv)
     configure(args.log_level)
+    # A memory store lives in one process, so a worker process of its own would serve an empty
+    # store: the API runs its worker beside it instead.
     if args.store.startswith("memory:"):
         made.error(
             "memory:// lives in one process; run `durability-api --store memory://`,"

@@ -1,22 +1,10 @@
 """The one body a worker runs for every order id, and the progress view of one order.
 
-An order id is one workflow. Its first record is the submission (`order`, supplied by the API
-with `arrive`, which is first-writer-wins, so a resubmission addresses the same workflow), and
-the submission's `kind` picks the body the rest of the workflow runs:
-
-| kind | body | done when |
-|---|---|---|
-| `payout` | `integration.payout.payout` | `paid` is recorded |
-| `fulfilment` | `integration.orders.fulfil` (a DAG; rollback as `<id>:unwind`) | `receipt` |
-| `console` | `integration.console.console` | `closed` is recorded |
-
-One id per order keeps the API to one address per order, and dispatching on a recorded value
-keeps every pass of a workflow on the same body. The kinds stay separate bodies rather than one
-long one so each module shows one way to spend a checkpoint.
-
-`status` is what `GET /orders/{id}` renders: the history with the store's timestamps plus where
-the order stands and what would advance it, all a pure function of the checkpoint (and, for a
-sleep, the time), because the durable state is the whole state.
+An order id is one workflow. Its first record is the submission (`order`), and the
+submission's `kind` picks the body the rest of the workflow runs (`OrderWorkflow`). One id per
+order keeps the API to one address per order, and dispatching on a recorded value keeps every
+pass of a workflow on the same body. The kinds stay separate bodies rather than one long one so
+each module shows one way to spend a checkpoint.
 """
 
 from __future__ import annotations
@@ -32,7 +20,8 @@ from integration import console, orders, payout
 from integration.effects import Gateway, Warehouse
 from integration.submission import Order
 
-#: The key the submission is recorded under.
+#: The key the submission is recorded under. The API supplies it with `arrive`, which is
+#: first-writer-wins, so a resubmission addresses the same workflow.
 ORDER = "order"
 
 
@@ -47,6 +36,12 @@ class Effects:
 
 class OrderWorkflow:
     """The worker body: `await work(durable, OrderWorkflow(durable.checkpointer, effects))`.
+
+    | kind | body | done when |
+    |---|---|---|
+    | `payout` | `integration.payout.payout` | `paid` is recorded |
+    | `fulfilment` | `integration.orders.fulfil` (a DAG; rollback as `<id>:unwind`) | `receipt` |
+    | `console` | `integration.console.console` | `closed` is recorded |
 
     It holds the checkpointer because fulfilment runs a graph (`run_durably` takes the store
     and the pass) and its rollback claims a second workflow.
@@ -98,7 +93,12 @@ class Status:
 
 def status(records: Mapping[str, object], rollback: Mapping[str, object], now: datetime) -> Status:
     """The status of an order from its checkpoint, its rollback's, and the time ("failed" once
-    its last attempt failed for good)."""
+    its last attempt failed for good).
+
+    `GET /orders/{id}` renders it beside the history with the store's timestamps: where the
+    order stands and what would advance it, all a pure function of the checkpoint (and, for a
+    sleep, the time), because the durable state is the whole state.
+    """
     try:
         order = Order.parse(records.get(ORDER))
     except ValueError:

@@ -1,15 +1,11 @@
 """The checkpointer against a model of its contract, one random operation at a time.
 
 `CheckpointModel` is what `durability.interfaces.Checkpointer` promises, written from its
-docstrings and the conformance suite (never from a store): records first-writer-wins in
-first-recorded order, one claim at a time with tokens that only rise, a claim that lives
-`alive` past each sign of life and never past its budget (`extend` excepted), and a fence that
-`release`, `discard` and a newer claim all raise. `CheckpointMachine` drives a real store and
-the model with the same random calls and fails at the first answer the model does not allow.
-
-Where the outcome turns on the store's clock (has this claim lapsed yet?) the model knows it
-only to within the brackets of `timeline` and accepts either answer in that grey window; it is
-strict everywhere else.
+docstrings and the conformance suite, never from a store. `CheckpointMachine` drives a real
+store and the model with the same random calls and fails at the first answer the model does
+not allow. Where the outcome turns on the store's clock (has this claim lapsed yet?) the model
+knows it only to within the brackets of `timeline` and accepts either answer in that grey
+window; it is strict everywhere else.
 """
 
 from __future__ import annotations
@@ -122,7 +118,10 @@ class _Workflow:
 
 
 class CheckpointModel:
-    """The contract of a `Checkpointer`, as plain Python over dicts.
+    """The contract of a `Checkpointer`, as plain Python over dicts: records first-writer-wins
+    in first-recorded order, one claim at a time with tokens that only rise, a claim that lives
+    `alive` past each sign of life and never past its budget (`extend` excepted), and a fence
+    that `release`, `discard` and a newer claim all raise.
 
     Each `expect_*` says what the store may answer to an operation bracketed by `at`: True or
     False where the contract decides, None where it turns on a clock inside the grey window.

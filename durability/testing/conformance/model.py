@@ -1,23 +1,10 @@
 """Model-based tests: random sequences of operations on a real store, checked step by step
 against a model of the contract (`checkpoint_model`, `queue_model`).
 
-A store's suite subclasses the two classes here with the fixtures its conformance classes
-already have (a third-party store does the same):
-
-    class TestRedisCheckpointerModel(CheckpointerModelContract):
-        checkpointer = TestRedisCheckpointer.checkpointer     # and effect_kit, to transact
-    class TestRedisStreamModel(SchedulerModelContract):
-        make_scheduler = TestRedisStreamContract.make_scheduler
-
-A store that takes its clock from the caller overrides `timeline` with a `FakeTime` and builds
-itself on it; the others run on `RealTime`, with short real sleeps and a grey window (see
-`timeline`). Each example works on ids (and a queue) of its own, so shared servers are fine.
+`CheckpointerModelContract` and `SchedulerModelContract` are the classes a store's suite
+subclasses; `drive` runs a model's state machine against the store under the chosen profile.
 A failure that hypothesis cannot replay (a real clock can go another way the second time) is
 reported as itself, with the store calls that led to it, not as hypothesis's `Flaky`.
-
-Profiles (hypothesis settings, applied to these tests only): `durability-model`, sized for CI
-(40 examples of up to 30 steps per store), and `durability-model-long`, chosen by setting
-`DURABILITY_MODEL_PROFILE=long` (500 examples of up to 80 steps: minutes per store).
 """
 
 from __future__ import annotations
@@ -47,6 +34,8 @@ __all__ = ["PROFILES", "CheckpointerModelContract", "SchedulerModelContract", "d
 T = TypeVar("T")
 
 _QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large]
+# Applied to these tests only. `durability-model` is sized for CI; `durability-model-long`,
+# chosen with `DURABILITY_MODEL_PROFILE=long`, searches for minutes per store.
 settings.register_profile(
     "durability-model",
     max_examples=40,
@@ -184,7 +173,15 @@ async def drive(build: Callable[[Callable[[Awaitable[Any]], Any]], RuleBasedStat
 
 
 class CheckpointerModelContract:
-    """Random operations on the store's `Checkpointer` agree with the model at every step."""
+    """Random operations on the store's `Checkpointer` agree with the model at every step.
+
+    Subclass with the fixtures the store's `CheckpointerContract` already has
+    (`checkpointer = TestRedisCheckpointer.checkpointer`, and `effect_kit` to try `transact`);
+    `docs/conformance.md` has the whole example. Each example works on ids of its own, so a
+    shared server is fine. The store runs on `RealTime` (short real sleeps, and a grey window:
+    see `timeline`) unless the subclass overrides `timeline`: a store that takes its clock from
+    the caller gives a `FakeTime` there and builds itself on it.
+    """
 
     @pytest.fixture
     def checkpointer(self) -> Checkpointer:
@@ -206,7 +203,13 @@ class CheckpointerModelContract:
 
 
 class SchedulerModelContract:
-    """Random operations on the store's `Scheduler` agree with the model at every step."""
+    """Random operations on the store's `Scheduler` agree with the model at every step.
+
+    Subclass with the store's `SchedulerContract` fixture
+    (`make_scheduler = TestRedisStreamContract.make_scheduler`). Each example works on ids and a
+    queue of its own, so a shared server is fine. `timeline` is as in
+    `CheckpointerModelContract`.
+    """
 
     @pytest.fixture
     def make_scheduler(self) -> MakeScheduler:

@@ -1,19 +1,10 @@
 """The scheduler against a model of its contract, one random operation at a time.
 
 Schedulers may differ where the contract lets them: a stream keeps every wakeup as an entry
-while a sorted set or a row keeps one per workflow, so one may deliver twice what another
-delivers once, and a delivery may come back through `reclaim` or through `next_ready`. So
-`QueueModel` does not predict one answer; per workflow it keeps what is *owed* (a delivery
-that must come: a wakeup not yet delivered, a due sleeper, a lease that certainly lapsed) and
-what is *allowed* (a count of deliveries the wakeups so far could account for). A store fails
-when it answers "nothing" while something is owed (a lost wakeup), or delivers more than its
-wakeups account for (a delivery from nothing), or breaks a promise about one delivery:
-`wake_at` declines after `cancel` and only then, `extend` keeps a live delivery and refuses
-an answered or cancelled one, `cancel` counts what was there.
-
-A delivery is *current* while nothing else has touched its workflow's queue entry since it
-was taken (no new wakeup, no other delivery of it, no `wake_at`): that is when every store
-must keep it for `extend` and honour its `wake_at` to the letter.
+while a sorted set or a row keeps one per workflow, and a delivery may come back through
+`reclaim` or through `next_ready`. So `QueueModel` does not predict one answer: per workflow it
+keeps what is *owed* and what is *allowed*, and a store fails only outside those. `QueueMachine`
+drives a real scheduler and the model with the same random calls.
 """
 
 from __future__ import annotations
@@ -51,6 +42,9 @@ class _Held:
     delivery: Delivery
     #: When its lease runs out, unless extended.
     lapse: Span
+    #: Nothing else has touched its workflow's queue entry since it was taken (no new wakeup,
+    #: no other delivery of it, no `wake_at`): while this holds every store must keep it for
+    #: `extend` and honour its `wake_at` to the letter.
     current: bool = True
     #: Its lapse has been counted as a delivery the store may make again.
     credited: bool = False
@@ -84,7 +78,17 @@ class _Queue:
 
 
 class QueueModel:
-    """The contract of a `Scheduler`: owed and allowed deliveries per workflow."""
+    """The contract of a `Scheduler`: owed and allowed deliveries per workflow.
+
+    One store may deliver twice what another delivers once, so the model keeps bounds rather
+    than one answer. *Owed* is a delivery that must come: a wakeup not yet delivered, a due
+    sleeper, a lease that certainly lapsed. *Allowed* is a count of the deliveries the wakeups
+    so far could account for. A store fails when it answers "nothing" while something is owed
+    (a lost wakeup), or delivers more than its wakeups account for (a delivery from nothing),
+    or breaks a promise about one delivery: `wake_at` declines after `cancel` and only then,
+    `extend` keeps a live delivery and refuses an answered or cancelled one, `cancel` counts
+    what was there.
+    """
 
     def __init__(self, lease: timedelta, slack: timedelta) -> None:
         self.lease = lease

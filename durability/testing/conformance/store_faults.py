@@ -1,16 +1,8 @@
 """A store that fails under a running pass: the pass tries its write again, and nothing is lost.
 
 Opt-in, because each store fails in its own way and only the store's suite knows how to make it
-fail for real. A subclass of `StoreFaultContract` provides `durable` and `cut`: an async
-callable that, awaited inside a step, makes the store fail the write that follows (kill the
-connection it is in flight on: Redis `CLIENT KILL`, Postgres `pg_terminate_backend`; hold
-the SQLite file's lock past its busy timeout) and lets the store recover on its own soon after.
-
-    class TestRedisCut(StoreFaultContract):
-        @pytest.fixture
-        async def durable(self) -> Durable: ...
-        @pytest.fixture
-        def cut(self) -> Cut: ...
+fail for real: it subclasses `StoreFaultContract` and gives it a `cut` (`docs/conformance.md`
+has the example).
 """
 
 from __future__ import annotations
@@ -29,12 +21,22 @@ from durability.testing import Observed
 from durability.testing.conformance.claims import fresh
 from durability.testing.conformance.working import PATIENCE, working
 
+#: Awaited inside a step, makes the store fail the write that follows, for real (kill the
+#: connection it is in flight on: Redis `CLIENT KILL`, Postgres `pg_terminate_backend`; hold the
+#: SQLite file's lock past its busy timeout), and lets the store recover on its own soon after.
 Cut = Callable[[], Awaitable[None]]
 
 
 class StoreFaultContract:
     """What a pass owes a workflow when its store fails under it. Subclass and override
-    `durable` and `cut`."""
+    `durable` and `cut` (a `Cut`):
+
+        class TestRedisCut(StoreFaultContract):
+            @pytest.fixture
+            async def durable(self) -> Durable: ...
+            @pytest.fixture
+            def cut(self) -> Cut: ...
+    """
 
     @pytest.fixture
     def durable(self) -> Durable:
