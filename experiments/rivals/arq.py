@@ -3,31 +3,8 @@
 How it waits: the worker's main loop reads the due ids (`ZRANGEBYSCORE ... LIMIT`) every
 `poll_delay` (0.5 s by default) and sleeps in between; an enqueue wakes nobody. So
 `poll_delay` is the floor under the submit-to-start latency (half a poll on average, one at
-worst), and "tuned" turns it down to 10 ms, one of the poll intervals the lab sweeps for our
-own polled schedulers, at the cost of 100 reads a second from an idle worker.
-
-| variant | settings |
-|---|---|
-| default | `Worker(poll_delay=0.5, max_jobs=10)` |
-| tuned | `Worker(poll_delay=0.01, max_jobs=10)` |
-
-`pool` sets `max_jobs`. The worker runs with `handle_signals=False` under `async_run()` and is
-stopped with `Worker.close()`, arq's way for a worker embedded in another program.
-
-A job stays in the queue's sorted set while it runs; what keeps other workers off it is its
-`arq:in-progress:<id>` key, set to expire after the longest job timeout plus a fixed 10 s.
-A killed worker's job is run again once that key has expired, when a worker's poll next
-reads the queue. So the takeover time is set by `job_timeout` (300 s by default: about 310 s)
-and cannot be brought under 10 s; a job's own timeout also cuts a live run at that length.
-
-| asked | settings |
-|---|---|
-| `takeover=expiry` | `job_timeout` = the lease: its in-progress key lives the lease + 10 s |
-| `cleanup=on` | `keep_result=0`: no result key (by default each is kept 3,600 s) |
-
-Job and result keys (`arq:job:`, `arq:result:`, ...) are not named after the queue: the
-footprint counts every `arq:*` key on the server, which is the queue's own only on a server
-of its own (as `growth` gives it).
+worst), and "tuned" turns it down (`SETTINGS`). How it is driven, and what an experiment's
+`takeover` or `cleanup` sets: `Arq`.
 """
 
 from __future__ import annotations
@@ -43,6 +20,9 @@ from arq.worker import Worker, func
 from experiments.rivals import footprint
 from experiments.rivals.common import JOB, Ledger, Opening, serve
 
+#: The variants' worker settings. Default: `Worker(poll_delay=0.5, max_jobs=10)`. Tuned:
+#: `Worker(poll_delay=0.01, max_jobs=10)`, 10 ms being one of the poll intervals the lab sweeps
+#: for our own polled schedulers, at the cost of 100 reads a second from an idle worker.
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "tuned": {"poll_delay": 0.01},
@@ -50,6 +30,19 @@ SETTINGS: dict[str, dict[str, Any]] = {
 
 
 class Arq:
+    """arq through its public API: a pool from `create_pool` to enqueue, and a `Worker` whose
+    `max_jobs` is the lab's `pool`. The worker runs with `handle_signals=False` under
+    `async_run()` and is stopped with `Worker.close()`, arq's way for a worker embedded in
+    another program.
+
+    A job stays in the queue's sorted set while it runs; what keeps other workers off it is
+    its `arq:in-progress:<id>` key, set to expire after the longest job timeout plus a fixed
+    10 s. A killed worker's job is run again once that key has expired, when a worker's poll
+    next reads the queue. So the takeover time is set by `job_timeout` (300 s by default:
+    about 310 s) and cannot be brought under 10 s; a job's own timeout also cuts a live run at
+    that length.
+    """
+
     def __init__(self) -> None:
         self.opening: Opening | None = None
         self.settings: dict[str, Any] = {}
@@ -58,6 +51,12 @@ class Arq:
         self.running: asyncio.Task[None] | None = None
 
     async def open(self, opening: Opening) -> dict[str, Any]:
+        """Connect, with the variant's settings and what the experiment asks:
+
+        - `takeover=expiry`: `job_timeout` = the lease, so a job's in-progress key lives the
+          lease + 10 s;
+        - `cleanup=on`: `keep_result=0`, no result key (by default each is kept 3,600 s).
+        """
         self.opening = opening
         self.settings = dict(SETTINGS[opening.variant])
         recovery = opening.option("takeover")
@@ -102,6 +101,9 @@ class Arq:
         return await self.client.enqueue_job(JOB, key, _job_id=key) is not None
 
     async def footprint(self) -> dict[str, Any]:
+        """Every `arq:*` key on the server: job and result keys (`arq:job:`, `arq:result:`,
+        ...) are not named after the queue, so this is the queue's own only on a server of its
+        own (as `growth` gives it)."""
         assert self.opening is not None
         return await footprint.redis(self.opening.base, self.opening.queue, "arq:*",
                                      self.opening.queue)

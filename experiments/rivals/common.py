@@ -3,12 +3,7 @@
 A rival module supplies a `Rival` (open its queue, start and stop a worker, enqueue one job,
 close) and calls `serve`. Everything the lab reads back — the start time of each job by its
 workflow key, the counts, `mark` and `stop` — lives here in a `Ledger`, so the five agents
-cannot drift apart in what they measure. A job's start is the moment the rival calls our job
-function, its outcome the moment that function returns (before the rival records it done),
-as our own agent counts a pass's "started" and "outcome". A worker told `body="holder"` holds
-each job (the takeover experiment kills it there), beating the rival's heartbeat if it has one.
-`Opening.options` carries what an experiment asks of a rival's settings beyond its variant
-(`takeover=<recovery>`, `cleanup=on`): each rival module says what they set.
+cannot drift apart in what they measure.
 """
 
 from __future__ import annotations
@@ -53,6 +48,8 @@ class Opening:
     #: The lease the experiment runs ours at: the rival's own settings for the same question
     #: are made from it (`takeover=...`).
     lease_s: float = 30.0
+    #: What an experiment asks of the rival's settings beyond its variant
+    #: (`takeover=<recovery>`, `cleanup=on`): each rival module says what they set.
     options: dict[str, str] = field(default_factory=dict)
 
     @property
@@ -82,7 +79,9 @@ class Ledger:
                   ) -> dict[str, object]:
         """The job itself: note its start, do the trivial work (or, holding, sleep `hold_s`
         calling `beat` every `beat_s`: the heartbeat a rival leaves to the job), note its
-        outcome."""
+        outcome. Its start is the moment the rival calls it, its outcome the moment it returns
+        (before the rival records the job done), as our own agent counts a pass's "started"
+        and "outcome"."""
         at = now_ns()
         self.started.setdefault(key, at)
         self.runs[key] += 1
@@ -114,7 +113,7 @@ class Rival(Protocol):
         ...
 
     async def start(self, pool: int | None, ledger: Ledger) -> None:
-        """Start a worker in a task of its own, running `ledger.run(key)` for each job;
+        """Start a worker in a task of its own, running `ledger.job(key)` for each job;
         `pool` is its concurrency (None: the rival's default)."""
         ...
 
@@ -167,6 +166,8 @@ class Agent:
         if self.working:
             raise RuntimeError("already working: stop first")
         live = bool(request.get("live", False))
+        # A worker told `body="holder"` holds each job (the takeover experiment kills it
+        # there), beating the rival's heartbeat if it has one.
         holding = request.get("body") == "holder"
         self.ledger = Ledger(self.loop.emit if live else None,
                              hold_s=float(request.get("hold_ms") or 60_000) / 1000 if holding

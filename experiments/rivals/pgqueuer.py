@@ -4,32 +4,8 @@ asyncpg; an insert trigger sends a NOTIFY.
 How it waits: `QueueManager.run` dequeues until nothing is left, then waits for a
 notification on its LISTEN connection, or for `dequeue_timeout` (30 s, the fallback for a
 lost one) to pass, and dequeues again. A job is started on its NOTIFY, so no setting stands
-between submit and start (its 0.1 s re-check when work turns up between two dequeues is fixed).
-What most decides its throughput is `batch_size`, the jobs one dequeue statement takes (10);
-"tuned" raises it to 32 where the concurrency allows: pgqueuer wants `max_concurrent_tasks`
-at least twice the batch, so under a `pool` the batch is at most half of it.
-
-| variant | settings |
-|---|---|
-| default | `PgQueuer.run(batch_size=10, dequeue_timeout=30 s, max_concurrent_tasks=None)` |
-| tuned | the same with `batch_size=32` |
-
-`pool` sets `max_concurrent_tasks`. The worker is a `PgQueuer` (its queue manager, and its
-schedule manager, which looks at the schedule table once a second) on one asyncpg connection,
-as pgqueuer's documentation builds it; a client enqueues through `Queries` over a small pool.
-Stopped by setting `PgQueuer.shutdown`, which lets the jobs running finish.
-
-A picked job's row carries a `heartbeat` its worker renews every half `heartbeat_timeout`
-(30 s by default); a dequeue also takes picked jobs whose heartbeat is older than that. But
-an idle worker dequeues only on a NOTIFY or every `dequeue_timeout` (30 s), so a killed
-worker's job is run again at the first dequeue after its heartbeat went stale: 30 to 60 s by
-default. Both are turned to the lease for the takeover. A finished job's row leaves the
-queue table, and a row per status change goes to `pgqueuer_log`, kept until
-`Queries.clear_queue_log()` is called: pgqueuer has no setting that trims it.
-
-| asked | settings |
-|---|---|
-| `takeover=heartbeat` | `run(heartbeat_timeout=<the lease>, dequeue_timeout=<the lease>)` |
+between submit and start, and "tuned" turns what most decides its throughput instead
+(`SETTINGS`). How it is driven, and what an experiment's `takeover` sets: `Pgqueuer`.
 """
 
 from __future__ import annotations
@@ -46,6 +22,11 @@ from pgqueuer.queries import Queries
 from experiments.rivals import footprint
 from experiments.rivals.common import JOB, Ledger, Opening, serve
 
+#: The variants. What most decides pgqueuer's throughput is `batch_size`, the jobs one dequeue
+#: statement takes (10); "tuned" raises it to 32 where the concurrency allows: pgqueuer wants
+#: `max_concurrent_tasks` at least twice the batch, so under a `pool` the batch is at most half
+#: of it. Default: `PgQueuer.run(batch_size=10, dequeue_timeout=30 s,
+#: max_concurrent_tasks=None)`. Tuned: the same with `batch_size=32`.
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {"batch_size": 10, "dequeue_timeout_s": 30.0},
     "tuned": {"batch_size": 32, "dequeue_timeout_s": 30.0},
@@ -68,6 +49,22 @@ async def install(base: str) -> None:
 
 
 class Pgqueuer:
+    """pgqueuer through its public API, as its documentation builds it: the worker a
+    `PgQueuer` (its queue manager, and its schedule manager, which looks at the schedule table
+    once a second) on one asyncpg connection, with `max_concurrent_tasks` the lab's `pool`; a
+    client enqueueing through `Queries` over a small pool. The worker is stopped by setting
+    `PgQueuer.shutdown`, which lets the jobs running finish. When work turns up between two
+    dequeues it re-checks after a fixed 0.1 s, which no setting changes.
+
+    A picked job's row carries a `heartbeat` its worker renews every half `heartbeat_timeout`
+    (30 s by default); a dequeue also takes picked jobs whose heartbeat is older than that.
+    But an idle worker dequeues only on a NOTIFY or every `dequeue_timeout` (30 s), so a
+    killed worker's job is run again at the first dequeue after its heartbeat went stale: 30
+    to 60 s by default. A finished job's row leaves the queue table, and a row per status
+    change goes to `pgqueuer_log`, kept until `Queries.clear_queue_log()` is called: pgqueuer
+    has no setting that trims it.
+    """
+
     def __init__(self) -> None:
         self.opening: Opening | None = None
         self.settings: dict[str, Any] = {}
@@ -78,6 +75,10 @@ class Pgqueuer:
         self.running: asyncio.Task[None] | None = None
 
     async def open(self, opening: Opening) -> dict[str, Any]:
+        """Connect (installing the schema once), with the variant's settings and what the
+        experiment asks: `takeover=heartbeat` turns both timeouts to the lease,
+        `run(heartbeat_timeout=<the lease>, dequeue_timeout=<the lease>)`; `cleanup` is
+        refused, as pgqueuer has no setting for it."""
         self.opening = opening
         self.settings = dict(SETTINGS[opening.variant])
         recovery = opening.option("takeover")

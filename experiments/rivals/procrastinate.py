@@ -4,32 +4,8 @@ psycopg; an insert trigger sends a NOTIFY on the queue's channel.
 How it waits: with `listen_notify` on (its default) a worker listens on its own connection
 and fetches when a notification lands; `fetch_job_polling_interval` (5 s) is only the
 fallback for a missed one, so no poll stands between submit and start. What decides the
-latency is `concurrency`, 1 by default: the worker fetches the next job only once the one
-running has finished and been recorded, so a queue forms as soon as jobs arrive faster than
-one fetch-run-finish cycle. "tuned" raises it to 16, the pool our own worker runs by default.
-
-| variant | settings |
-|---|---|
-| default | `run_worker_async(concurrency=1, listen_notify=True, fetch_job_polling_interval=5)` |
-| tuned | the same with `concurrency=16` |
-
-`pool` sets `concurrency`. One `App(PsycopgConnector)` per agent, its pool opened once. The
-worker is stopped by cancelling the task running `run_worker_async()`, procrastinate's
-graceful stop (it finishes the jobs running, then unregisters the worker).
-
-A worker beats its row in `procrastinate_workers` every `update_heartbeat_interval` (10 s),
-but nothing in procrastinate runs a dead worker's job again on its own: its row stays
-`doing`. Its documentation's answer is a periodic task of the application's own that asks
-`job_manager.get_stalled_jobs()` (jobs of workers whose heartbeat is older than
-`seconds_since_heartbeat`, 30 s by default) and retries each. A finished job's row stays
-in `procrastinate_jobs` (with its events) unless the worker is told `delete_jobs`.
-
-| asked | settings |
-|---|---|
-| `takeover=none` | `update_heartbeat_interval` = a quarter of the lease, no retrying task |
-| `takeover=retry-stalled` | the same, and a periodic task each second that retries the jobs of |
-| | `get_stalled_jobs(seconds_since_heartbeat=<the lease>)` |
-| `cleanup=on` | `run_worker_async(delete_jobs="always")` |
+latency is `concurrency`, 1 by default, which "tuned" raises (`SETTINGS`). How it is driven,
+and what an experiment's `takeover` or `cleanup` sets: `Procrastinate`.
 """
 
 from __future__ import annotations
@@ -44,6 +20,11 @@ import psycopg
 from experiments.rivals import footprint
 from experiments.rivals.common import JOB, Ledger, Opening, serve
 
+#: The variants. At `concurrency=1` the worker fetches the next job only once the one running
+#: has finished and been recorded, so a queue forms as soon as jobs arrive faster than one
+#: fetch-run-finish cycle; "tuned" raises it to 16, the pool our own worker runs by default.
+#: Default: `run_worker_async(concurrency=1, listen_notify=True, fetch_job_polling_interval=5)`.
+#: Tuned: the same with `concurrency=16`.
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "tuned": {"concurrency": 16},
@@ -71,6 +52,20 @@ async def install(app: Any, base: str) -> None:
 
 
 class Procrastinate:
+    """procrastinate through its public API: one `App(PsycopgConnector)` per agent, its pool
+    opened once, and a worker whose `concurrency` is the lab's `pool`, stopped by cancelling
+    the task running `run_worker_async()`, procrastinate's graceful stop (it finishes the jobs
+    running, then unregisters the worker).
+
+    A worker beats its row in `procrastinate_workers` every `update_heartbeat_interval`
+    (10 s), but nothing in procrastinate runs a dead worker's job again on its own: its row
+    stays `doing`. Its documentation's answer is a periodic task of the application's own
+    that asks `job_manager.get_stalled_jobs()` (jobs of workers whose heartbeat is older than
+    `seconds_since_heartbeat`, 30 s by default) and retries each (`_retrying`). A finished
+    job's row stays in `procrastinate_jobs` (with its events) unless the worker is told
+    `delete_jobs`.
+    """
+
     def __init__(self) -> None:
         self.opening: Opening | None = None
         self.settings: dict[str, Any] = {}
@@ -81,6 +76,14 @@ class Procrastinate:
         self.running: asyncio.Task[None] | None = None
 
     async def open(self, opening: Opening) -> dict[str, Any]:
+        """Open the app (installing the schema once), with the variant's settings and what the
+        experiment asks:
+
+        - `takeover=none`: `update_heartbeat_interval` a quarter of the lease, no retrying task;
+        - `takeover=retry-stalled`: the same, and a periodic task each second that retries the
+          jobs of `get_stalled_jobs(seconds_since_heartbeat=<the lease>)`;
+        - `cleanup=on`: `run_worker_async(delete_jobs="always")`.
+        """
         self.opening = opening
         self.settings = dict(SETTINGS[opening.variant])
         self.queue = opening.queue

@@ -3,30 +3,9 @@
 How it waits: each of a worker's `concurrency` slots blocks in `BLMOVE queued active` on a
 connection of its own (`dequeue_timeout=0`: no timeout), so a job is taken the moment it is
 pushed; nothing is polled on the way to a start, and `poll_interval` is for saq's Postgres
-queue only. No setting decides the submit-to-start latency, so "tuned" turns the one that
-most decides an idle worker's cost: the upkeep timer `schedule` (saq runs its scheduling script
-every second, for delayed and cron jobs, whether or not there are any), from 1 s to 10 s.
-
-| variant | settings |
-|---|---|
-| default | `Worker(concurrency=10)`, timers `schedule` 1 s, `worker_info` 10 s, `sweep` 60 s |
-| tuned | the same with `timers={"schedule": 10}` |
-
-`pool` sets `concurrency`. Stopped with `Worker.stop()`, as saq's own signal handler does.
-
-Taking over a dead worker's job is the sweep's: every `timers["sweep"]` one worker reads the
-active list, and a job past its `heartbeat` (seconds without `job.update()`) or `timeout` is
-aborted, waited for 5 s (`sweep(abort=5)`, the dead worker never answers) and retried if
-`retries` allows, else finished as aborted. So by default (timeout 10 s, sweep 60 s,
-`retries=1`: one attempt) a killed worker's job is never run again.
-
-| asked | settings |
-|---|---|
-| `takeover=sweep` | job `heartbeat=<lease>` (whole s), `timeout=0`, `retries=2`; sweep each lease |
-| `takeover=sweep-default-retries` | the same with saq's `retries=1` |
-
-The job beats (`job.update()`) every tick of the experiment, as saq leaves a heartbeat to it.
-| `cleanup=on` | job `ttl=-1`: its key is deleted when it finishes (by default kept 600 s) |
+queue only. So no setting decides the submit-to-start latency, and "tuned" turns the one that
+most decides an idle worker's cost instead (`SETTINGS`). How it is driven, and what an
+experiment's `takeover` or `cleanup` sets: `Saq`.
 """
 
 from __future__ import annotations
@@ -41,6 +20,10 @@ from saq import Queue, Worker
 from experiments.rivals import footprint
 from experiments.rivals.common import JOB, Ledger, Opening, serve
 
+#: The variants' worker settings. Default: `Worker(concurrency=10)`, timers `schedule` 1 s,
+#: `worker_info` 10 s, `sweep` 60 s. Tuned: the same with `timers={"schedule": 10}`, the upkeep
+#: timer from 1 s to 10 s (saq runs its scheduling script every second, for delayed and cron
+#: jobs, whether or not there are any).
 SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "tuned": {"timers": {"schedule": 10}},
@@ -48,6 +31,16 @@ SETTINGS: dict[str, dict[str, Any]] = {
 
 
 class Saq:
+    """saq through its public API: a `Queue.from_url`, and a `Worker` whose `concurrency` is
+    the lab's `pool`, stopped with `Worker.stop()` as saq's own signal handler does.
+
+    Taking over a dead worker's job is the sweep's: every `timers["sweep"]` one worker reads
+    the active list, and a job past its `heartbeat` (seconds without `job.update()`) or
+    `timeout` is aborted, waited for 5 s (`sweep(abort=5)`, the dead worker never answers) and
+    retried if `retries` allows, else finished as aborted. So by default (timeout 10 s, sweep
+    60 s, `retries=1`: one attempt) a killed worker's job is never run again.
+    """
+
     def __init__(self) -> None:
         self.opening: Opening | None = None
         self.queue: Any = None
@@ -57,6 +50,14 @@ class Saq:
         self.running: asyncio.Task[None] | None = None
 
     async def open(self, opening: Opening) -> dict[str, Any]:
+        """Connect, with the variant's settings and what the experiment asks:
+
+        - `takeover=sweep`: job `heartbeat=<lease>` (whole seconds), `timeout=0`, `retries=2`;
+          the sweep every lease;
+        - `takeover=sweep-default-retries`: the same with saq's `retries=1`;
+        - `cleanup=on`: job `ttl=-1`, so its key is deleted when it finishes (by default it
+          is kept 600 s).
+        """
         self.opening = opening
         self.settings = dict(SETTINGS[opening.variant])
         recovery = opening.option("takeover")
@@ -77,6 +78,8 @@ class Saq:
 
     async def start(self, pool: int | None, ledger: Ledger) -> None:
         async def lab_job(ctx: dict[str, Any], *, workflow: str) -> dict[str, object]:
+            # Under a `heartbeat` (the takeover's), the job beats (`job.update()`) every tick of
+            # the experiment, as saq leaves the heartbeat to the job.
             job = ctx["job"]
             return await ledger.job(workflow, beat=job.update if job.heartbeat else None)
 

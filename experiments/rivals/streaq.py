@@ -3,29 +3,9 @@
 How it waits: the worker's producer reads new entries with `XREADGROUP ... BLOCK idle_timeout`
 (60 s), so a task is read the moment it is added; the submit-to-start path polls nothing.
 No setting decides that latency, and its idle cost is a pipeline every 0.5 s (delayed tasks,
-aborts, cron) that no setting changes. Throughput is decided by `concurrency`, which `pool`
-sets; the one other knob on that path is the read-ahead, `prefetch` (tasks buffered beyond
-those running, by default as many as run), so "tuned" raises it to 4x the concurrency.
-
-| variant | settings |
-|---|---|
-| default | `Worker(concurrency=16, prefetch=None)`: 16 buffered beyond the 16 running |
-| tuned | `Worker(concurrency=16, prefetch=4 * concurrency)` |
-
-Stopped by cancelling the task running `Worker.run_async()`, which is what streaq's own
-signal handler does (it cancels the worker's task group).
-
-A running task stays pending in the consumer group, and its worker claims it again every
-0.9 x `idle_timeout` to keep it fresh; a worker's read first takes (`XAUTOCLAIM`) entries
-idle longer than `idle_timeout`. A killed worker's task is so run again by the next read
-after it goes idle: an idle worker blocks for up to `idle_timeout` between reads (on Redis
-7, with no `XREADGROUP ... CLAIM`), so the takeover is one to two `idle_timeout`s (60 s by
-default).
-
-| asked | settings |
-|---|---|
-| `takeover=reclaim` | `Worker(idle_timeout=<the lease>)` |
-| `cleanup=on` | the task's `ttl=0`: no result kept (by default each is kept 5 minutes) |
+aborts, cron) that no setting changes, so "tuned" turns the read-ahead, a knob on the path of
+throughput (`PREFETCH`). How it is driven, and what an experiment's `takeover` or `cleanup`
+sets: `Streaq`.
 """
 
 from __future__ import annotations
@@ -41,11 +21,28 @@ from experiments.rivals.common import JOB, Ledger, Opening, serve
 
 #: The worker's concurrency when `pool` does not say (streaq's own default).
 CONCURRENCY = 16
-#: Read-ahead as a multiple of the concurrency (None: streaq's default).
+#: Read-ahead as a multiple of the concurrency (None: streaq's default). Throughput is decided
+#: by `concurrency`, which `pool` sets; the one other knob on that path is `prefetch` (tasks
+#: buffered beyond those running, by default as many as run), so "tuned" raises it to 4x the
+#: concurrency. Default: `Worker(concurrency=16, prefetch=None)`, 16 buffered beyond the 16
+#: running. Tuned: `Worker(concurrency=16, prefetch=4 * concurrency)`.
 PREFETCH: dict[str, int | None] = {"default": None, "tuned": 4}
 
 
 class Streaq:
+    """streaq through its public API: a `Worker` whose `concurrency` is the lab's `pool`
+    (`CONCURRENCY` if it does not say), and another, never run, to enqueue through. Stopped by
+    cancelling the task running `Worker.run_async()`, which is what streaq's own signal
+    handler does (it cancels the worker's task group).
+
+    A running task stays pending in the consumer group, and its worker claims it again every
+    0.9 x `idle_timeout` to keep it fresh; a worker's read first takes (`XAUTOCLAIM`) entries
+    idle longer than `idle_timeout`. A killed worker's task is so run again by the next read
+    after it goes idle: an idle worker blocks for up to `idle_timeout` between reads (on Redis
+    7, with no `XREADGROUP ... CLAIM`), so the takeover is one to two `idle_timeout`s (60 s by
+    default).
+    """
+
     def __init__(self) -> None:
         self.opening: Opening | None = None
         self.release = asyncio.Event()
@@ -55,6 +52,11 @@ class Streaq:
         self.running: asyncio.Task[None] | None = None
 
     def _worker(self, concurrency: int | None = None, ledger: Ledger | None = None) -> Any:
+        """A worker and the lab's task on it, with what the experiment asks:
+
+        - `takeover=reclaim`: `Worker(idle_timeout=<the lease>)`;
+        - `cleanup=on`: the task's `ttl=0`, no result kept (by default each is kept 5 minutes).
+        """
         assert self.opening is not None
         options: dict[str, Any] = {}
         recovery = self.opening.option("takeover")
