@@ -6,9 +6,7 @@
 
 `run` is the command line's `run` as a coroutine that returns the rows; `run_sync` the same for
 a script, refusing (rather than failing halfway) where a loop already runs. A run writes to a
-folder of its own; the reference in `results/` only with `reference=True`. An interrupt (Ctrl-C,
-the kernel's interrupt) cancels the run, whose cleanup stops every process and server it
-started, then raises `KeyboardInterrupt` in the caller, so nothing is left pending.
+folder of its own; the reference in `results/` only with `reference=True`.
 """
 
 from __future__ import annotations
@@ -131,7 +129,11 @@ async def run(
     or a list (`rate=[5, 20]`, `lease_s=1`, `seconds=3`: see `parameters(name)`); the rows
     carry the values used. Results go to `where`, a new folder under `runs/` by default;
     `reference=True` writes the reference in `results/`, refused (`results.Refused`) if that
-    would mix a quick run with full ones."""
+    would mix a quick run with full ones.
+
+    An interrupt (Ctrl-C, the kernel's interrupt) cancels the run, whose cleanup stops every
+    process and server it started, then raises `KeyboardInterrupt` here, so nothing is left
+    pending."""
     from experiments import runner
     from experiments.overrides import check
 

@@ -1,14 +1,10 @@
 """Every scheduler the lab compares, registered once: a new one is one entry here, and then
 appears in every experiment, table and figure.
 
-A backend names what it runs (`scheduler`), which server kind it needs (`servers.KINDS`, or
-None for memory and SQLite), how a URL for one isolated corner of that server is built (its own
-namespace, queue, database or file), and what about it an experiment may sweep: a `polled`
-backend's poll interval is the floor under its latency, so `latency` runs it at several. A
-rival (`rival=`) is a job queue people would pick instead, driven by its own agent in its own
-virtualenv (`experiments.rivals`); `variant` says which of its settings a row ran with.
-A backend of your own (`opener`: the import path of what opens its store) is registered from a
-notebook (`experiments.registry.register`) and reaches other processes through `LAB_BACKENDS`.
+A `Backend` is one of ours; a rival's (`rival=`: a job queue people would pick instead, driven
+by its own agent in its own virtualenv, `experiments.rivals`); or one of your own (`opener=`,
+registered from a notebook by `experiments.registry.register`, reaching other processes
+through `LAB_BACKENDS`).
 """
 
 from __future__ import annotations
@@ -38,6 +34,13 @@ class Place:
 
 @dataclass(frozen=True)
 class Backend:
+    """One scheduler as the lab runs it: what it runs (`scheduler`), which server kind it needs
+    (`servers.KINDS`, or None for memory and SQLite), how a URL for one isolated corner of that
+    server is built (`url`: its own namespace, queue, database or file), and what about it an
+    experiment may sweep: a `polled` backend's poll interval is the floor under its latency, so
+    `latency` runs it at several. A rival's `variants` are the settings it runs with; a row's
+    `variant` says which. `opener` is the import path of what opens its store."""
+
     name: str
     scheduler: str
     store: str  # memory | redis | postgres | sqlite

@@ -3,12 +3,10 @@ module gives them one look and writes `results/figures/<experiment>.png`.
 
 The look is a table, kept here only: each backend belongs to a family (ours on Redis, ours on
 Postgres, SQLite, memory, each rival), a family has one hue, and its members are told apart by
-shade, line style and marker (stream dark, set light; polled dotted, cluster dashed, Redis 8.2
-dash-dot; a rival's tuned setting dashed with hollow markers). A name outside the table (a
-backend registered from a notebook) is a family of its own, its hue picked from its name, so it
-is the same in every figure and every process. Where one axis would hold more series than a
-reader can follow, a figure splits them into `panels` by family. A summary column `c` drawn
-with `c_lo` and `c_hi` beside it gets its interval drawn too (`bounds`).
+shade, line style and marker. A name outside the table (a backend registered from a notebook)
+is a family of its own (`look`). Where one axis would hold more series than a reader can
+follow, a figure splits them into `panels` by family; a column with its interval beside it
+gets that drawn too (`bounds`).
 """
 
 from __future__ import annotations
@@ -67,7 +65,8 @@ _HUES: dict[str, tuple[str, ...]] = {
 _SPARE = ("#c9a227", "#76b82a", "#00acc1", "#000075")
 _SPARE_MARKERS = "*Xhp"
 
-#: backend: (family, shade, line style, marker)
+#: backend: (family, shade, line style, marker). Stream dark, set light; polled dotted,
+#: cluster dashed, Redis 8.2 dash-dot (a rival's tuned setting: dashed, hollow markers, `look`).
 _MEMBERS: dict[str, tuple[str, int, Dashes, str]] = {
     "memory": ("memory", 0, "-", "o"),
     "redis-stream": ("ours on Redis", 0, "-", "o"),
@@ -111,7 +110,10 @@ def family(backend: str) -> str:
 
 
 def look(backend: str, variant: object = "default") -> Look:
-    """The same look for a backend (in a variant) in every figure."""
+    """The same look for a backend (in a variant) in every figure. A backend outside the
+    table gets a hue and marker picked from its name, so it too looks the same in every figure
+    and every process; a variant other than the default (a rival's tuned setting) keeps its
+    backend's hue, dashed, with hollow markers."""
     backend = str(backend)
     plain = variant is None or variant != variant or str(variant) in ("", "default")
     name = backend if plain else f"{backend} ({variant})"
@@ -175,7 +177,8 @@ def panels(backends: Iterable[object], series: int | None = None,
 
 def bounds(table: Any, column: str) -> tuple[Any, Any] | None:
     """The interval of `column` where the table carries one (`column_lo`, `column_hi`, as
-    the lab's uncertainty estimates name them), else None: figures draw what they are given."""
+    the lab's uncertainty estimates name them), else None: figures draw what they are given,
+    so a summary column `c` with `c_lo` and `c_hi` beside it gets its interval drawn too."""
     lo, hi = f"{column}_lo", f"{column}_hi"
     if lo not in table or hi not in table or not (table[lo].notna().any()):
         return None

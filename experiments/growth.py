@@ -1,18 +1,12 @@
 """`growth`: how big each queue gets under a steady workload whose workflows wake many times.
 
 Workflows are submitted at a steady rate; each sleeps briefly many times (`bodies.waker`), so
-every wakeup goes through the queue again. The queue's own `footprint()` (stream entries and
-sleepers, sorted-set members, rows; and the bytes the store says they take) is sampled while
-the work runs and for a while after it ends. The stream scheduler runs with trimming (the
-worker's own: `XTRIM ... ACKED` on 8.2, a safe `MINID` trim below 8.2) and without,
-on Redis 7 and 8.2. Rows are the samples (seconds since the first submission); `summary` gives
-the peak and final size per configuration.
-
-A rival has no durable sleep: each of our wakeups is a pass through the queue, so a rival is
-given as many one-step jobs as our workflows wake, at the same rate, and its queue counted the
-same way (`experiments.rivals.footprint`; a Redis rival on a server of its own, since arq
-does not name its keys after the queue), until it has run them all, with its defaults
-(`trimming` False) and with its own cleanup setting (True; `CLEANUP` says what each is).
+every wakeup goes through the queue again. The queue's own `footprint()` (its entries, and the
+bytes the store says they take) is sampled while the work runs and for a while after it ends;
+the stream scheduler runs with its worker's trimming and without. Rows are the samples;
+`summary` gives the peak and final size per configuration. A rival, which has no durable
+sleep, is given as many one-step jobs as our workflows wake, at its defaults and with its own
+cleanup setting (`CLEANUP`).
 """
 
 from __future__ import annotations
@@ -65,6 +59,8 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
         cleanup = CLEANUP[backend.rival][1] is not None
         return [{"trimming": False}, *([{"trimming": True}] if cleanup else [])]
     if backend.scheduler == "RedisStreamScheduler":
+        # With the worker's own trimming (`XTRIM ... ACKED` on 8.2, a safe `MINID` trim below
+        # 8.2) and without, on Redis 7 and 8.2.
         return [{"trimming": True}, {"trimming": False}]
     return [{"trimming": None}]
 
@@ -73,6 +69,7 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
     p = {**plan(lab.quick), **{k: params[k] for k in SETTINGS if params.get(k) is not None}}
     if backend.rival is not None:
         if backend.store == "redis" and backend.server is not None:
+            # A server of its own: arq does not name its keys after the queue.
             with lab.servers.fresh(backend.server) as server:
                 return await _rival(lab, backend, p, bool(params["trimming"]), server)
         return await _rival(lab, backend, p, bool(params["trimming"]), None)
@@ -104,7 +101,12 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
 
 async def _rival(lab: Lab, backend: Backend, p: dict[str, float], cleanup: bool, server: Any
                  ) -> list[dict[str, Any]]:
-    """As many jobs as our workflows' wakeups, at the same rate, into a rival's queue."""
+    """As many jobs as our workflows' wakeups, at the same rate, into a rival's queue.
+
+    A rival has no durable sleep: each of our wakeups is a pass through the queue, so a rival
+    is given as many one-step jobs as our workflows wake, and its queue counted the same way
+    (`experiments.rivals.footprint`) until it has run them all, with its defaults (`trimming`
+    False) and with its own cleanup setting (True; `CLEANUP` says what each is)."""
     count = round(p["rate"] * p["seconds"] * p["wakes"])
     options = "cleanup=on" if cleanup else ""
     async with (
@@ -131,7 +133,8 @@ async def _rival(lab: Lab, backend: Backend, p: dict[str, float], cleanup: bool,
 async def _sampled(client: Agent, p: dict[str, float], end: float, submitting: Any,
                    finished: Callable[[], Awaitable[bool]] | None = None
                    ) -> list[dict[str, Any]]:
-    """The queue's footprint every `sample` seconds from now until `end`, while the
+    """The queue's footprint (stream entries and sleepers, sorted-set members, rows; and the
+    bytes the store says they take) every `sample` seconds from now until `end`, while the
     submission `submitting` runs (awaited before returning); with `finished`, on until it
     says every job is done (at most `DRAIN_S` more) and `tail` after that, so the last sample
     is the queue after every job, not one still working through a backlog."""
@@ -162,6 +165,7 @@ async def _sampled(client: Agent, p: dict[str, float], end: float, submitting: A
 
 
 def _rows(samples: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The samples as rows, each at `t_s`, seconds since the first submission."""
     rows: list[dict[str, Any]] = []
     for sample in samples:
         entries = sum(sample["parts"].values())

@@ -1,13 +1,9 @@
 """The harness every experiment shares, written once: agents, places, counters, time.
 
-- `Agent`: a process the lab starts and speaks to (`experiments.protocol`): ours
-  (`experiments.agent`) or a rival's (`experiments.rivals.<name>`, in the rivals' virtualenv).
-  Every agent is killed when its block ends, and dies with the lab if the lab is killed.
-- `Lab.place(backend)`: an isolated corner of the backend's server for one run (a fresh
-  namespace, queue, database or file), dropped afterwards.
+- `Agent`: a process the lab starts and speaks to (`experiments.protocol`), ours or a rival's.
+- `Lab.place(backend)`: an isolated corner of the backend's server for one run, dropped after.
 - `Lab.agent(...)`: an agent with a store of that place open.
-- `Counters`: the server's own counts and CPU (Redis `INFO`, Postgres `pg_stat_statements`
-  where loaded, else `pg_stat_database`), read before and after a window.
+- `Counters`: the server's own counts and CPU, read before and after a window.
 - `cpu_calibration()`: this machine's speed right now, recorded in every run's metadata.
 
 An experiment never starts a process, a server or a clock of its own: it asks the lab.
@@ -52,7 +48,9 @@ class AgentFailed(RuntimeError):
 
 class Agent:
     """One agent process: `request` sends an op and waits for its reply; `events` yields the
-    live events it sends meanwhile."""
+    live events it sends meanwhile. Ours (`experiments.agent`) or a rival's
+    (`experiments.rivals.<name>`, in the rivals' virtualenv). Every agent is killed when its
+    block ends, and dies with the lab if the lab is killed."""
 
     def __init__(self, process: asyncio.subprocess.Process, name: str) -> None:
         self.process = process
@@ -344,8 +342,9 @@ class Lab:
     @contextlib.asynccontextmanager
     async def place(self, backend: Backend, server: Server | None = None, *, keep: bool = False
                     ) -> AsyncIterator[tuple[Place, Server | None]]:
-        """A corner of `backend`'s server (or of `server`) for one run, removed after (with
-        `keep`, shared within the `scope` and removed when it closes)."""
+        """A corner of `backend`'s server (or of `server`) for one run (a fresh namespace,
+        queue, database or file), removed after (with `keep`, shared within the `scope` and
+        removed when it closes)."""
         if keep:
             key = ("place", backend.name, id(server))
             async with self._keep(key, self._place(backend, server)) as kept:

@@ -1,9 +1,7 @@
 """The notebooks, as source: `python -m experiments notebooks` writes `notebooks/*.ipynb` from
 the cells below and executes each against `results/`, so they are committed with outputs and
-read on a repository page without running anything. Each starts with a parameter cell, `RUN`,
-naming the run it reads, and a cell that points the readers there and says so as its first
-line of output (`--results DIR` writes them into `DIR/notebooks/`, executed on that run, so the
-committed ones stay on the reference).
+read on a repository page without running anything. Each opens by naming the run it reads
+(`PARAMETERS`) and saying so as its first line of output (`READS`).
 
 A notebook is a reader's page: a question, the run it shows, a figure, a table, and an answer
 whose numbers are computed from the frame above it (`say(f"...")`), never typed in. The
@@ -497,7 +495,9 @@ NOTEBOOKS: dict[str, list[Cell]] = {
 def build(names: list[str] | None = None, *, execute: bool = True, where: Path = HERE,
           timeout: int = 300, run: str | None = None) -> list[Path]:
     """Write the notebooks (and execute them, saving their outputs) reading `run` (None: the
-    reference run); return their paths. A name that is no notebook is a `ValueError`."""
+    reference run); return their paths. A name that is no notebook is a `ValueError`. The
+    command line's `--results DIR` gives `run` and writes them into `DIR/notebooks/`
+    (`where`), executed on that run, so the committed ones stay on the reference."""
     first = [code(PARAMETERS.format(run=run)), code(READS)]
     return save("notebook", NOTEBOOKS, lambda name: book([*first, *NOTEBOOKS[name]]), names,
                 execute=execute, where=where, timeout=timeout)

@@ -1,15 +1,10 @@
 """How the lab talks to the processes it measures: one JSON object per line, both ways.
 
 An *agent* is a process the lab starts (ours: `python -m experiments.agent`; a rival's, from
-its own virtualenv) that opens one backend and then does what it is told: work as a worker,
-submit on an open-loop schedule, report its counters. Requests go down its stdin
-(`{"op": ...}`), answers and live events come up its stdout (`{"reply": ...}` or
-`{"event": ...}`). Only the standard library is used here, so a rival's agent, which runs
-without `durability` installed, speaks it too.
-
-Times are wall-clock nanoseconds (`time.time_ns()`): every process on one host reads the same
-clock, which is what lets a submission in one process be subtracted from a pass start in
-another.
+its own virtualenv) that opens one backend and then does what it is told (`AgentLoop`). Only
+the standard library is used here, so a rival's agent, which runs without `durability`
+installed, speaks it too. Times are wall-clock nanoseconds (`now_ns`), so that a submission in
+one process can be subtracted from a pass start in another.
 """
 
 from __future__ import annotations
@@ -40,7 +35,8 @@ Handler = Callable[[Message], Awaitable[Message | None]]
 
 
 def now_ns() -> int:
-    """The one clock every process of a run shares."""
+    """The one clock every process of a run shares: wall-clock nanoseconds
+    (`time.time_ns()`), which every process on one host reads alike."""
     return time.time_ns()
 
 
@@ -116,7 +112,11 @@ async def open_loop(
 
 class AgentLoop:
     """Reads requests from stdin, answers each with its handler's reply; `emit` sends a live
-    event at any time. An agent's `main` builds one, registers handlers and runs it."""
+    event at any time. An agent's `main` builds one, registers handlers and runs it.
+
+    Requests come down stdin as `{"op": ...}`; answers and live events go up stdout as
+    `{"reply": ...}` or `{"event": ...}`. The ops are what the lab asks of an agent: work as a
+    worker, submit on an open-loop schedule, report its counters."""
 
     def __init__(self) -> None:
         self.handlers: dict[str, Handler] = {}

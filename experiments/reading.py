@@ -4,12 +4,9 @@
 
 The readers read one run's folder, `WHERE`: the reference run in `results/` unless
 `LAB_RESULTS` names another, or `experiments.use(path)` (a notebook's first cell) points them
-elsewhere; `reads()` says which, as a notebook's first line.
-`table(name)` is an experiment's summary (the same `report` prints); `figure(name)` its figure,
-drawn from the rows; `run_line(name)` which run the rows came from and the command that makes
-them again; `say(text)` shows a sentence as Markdown, so prose whose numbers come from the
-frame above reads as prose; `overview()` is every scheduler against every measure, one row
-each; `pick(frame, column, **where)` reads one cell by what it means rather than where it is.
+elsewhere; `reads()` says which, as a notebook's first line. `table(name)` is an experiment's
+summary, `figure(name)` its figure, `run_line(name)` the run and command behind its rows,
+`say(text)` a sentence shown as Markdown, `overview()` every scheduler against every measure.
 """
 
 from __future__ import annotations
@@ -61,8 +58,8 @@ def frame(name: str, where: Path | None = None) -> Any:
 
 
 def table(name: str, where: Path | None = None) -> Any:
-    """An experiment's summary table (computed once per version of its rows: the intervals
-    in it take a few seconds)."""
+    """An experiment's summary table, the same `report` prints (computed once per version of
+    its rows: the intervals in it take a few seconds)."""
     path = (where or WHERE).resolve() / f"{name}.csv"
     stamp = path.stat().st_mtime_ns if path.exists() else 0
     return _summary(name, path.parent, stamp).copy()
@@ -173,7 +170,8 @@ def reads(where: Path | None = None) -> Any:
 
 
 def say(text: str) -> Any:
-    """`text` shown as Markdown (write it as an f-string over the numbers above)."""
+    """`text` shown as Markdown (write it as an f-string over the numbers above), so prose
+    whose numbers come from the frame above reads as prose."""
     from IPython.display import Markdown
 
     return Markdown(text)
@@ -243,7 +241,8 @@ def times(found: Any) -> str:
 
 
 def pick(data: Any, column: str, **where: Any) -> float:
-    """The one value of `column` in the rows matching `where` (NaN if none match)."""
+    """The one value of `column` in the rows matching `where` (NaN if none match): a cell
+    read by what it means rather than where it is."""
     rows = data
     for key, wanted in where.items():
         rows = rows[rows[key] == wanted]

@@ -5,10 +5,7 @@ table and figure as ours do.
 What is registered is text, not an object, because the stores are opened in the agents, other
 processes: the `open` request names the opener and the folder to import it from, and each
 agent imports it (`load`). Registrations are also kept in `LAB_BACKENDS` (JSON) in this
-process's environment, which `experiments.backends` reads at import, so a command line run
-from the same kernel (`!python -m experiments run ...`) knows them too. An opener has
-`durability.connect.open_durable`'s signature, which is itself the opener of every backend
-of ours.
+process's environment (`_carry`), which `experiments.backends` reads at import.
 """
 
 from __future__ import annotations
@@ -36,9 +33,11 @@ _SERVERS = {"memory": None, "sqlite": None, "redis": "redis7", "postgres": "post
 
 
 class Opener(Protocol):
-    """What opens a registered backend's store: `open_durable`'s signature. `url` is the place
-    the lab made for the run (`memory://`, `sqlite:///<file>`, or a Redis namespace or Postgres
-    database of its own, with the `options` registered); the lab calls it in each agent."""
+    """What opens a registered backend's store, with the signature of
+    `durability.connect.open_durable` (itself the opener of every backend of ours). `url` is
+    the place the lab made for the run (`memory://`, `sqlite:///<file>`, or a Redis namespace
+    or Postgres database of its own, with the `options` registered); the lab calls it in each
+    agent."""
 
     def __call__(self, url: str, *, lease: timedelta, poll: timedelta | None = None,
                  housekeeping: bool = False) -> AbstractAsyncContextManager[Durable]: ...
@@ -170,7 +169,9 @@ def registered() -> dict[str, Backend]:
 
 
 def _carry() -> None:
-    """Keep `LAB_BACKENDS` equal to the registrations, for the processes started from here."""
+    """Keep `LAB_BACKENDS` equal to the registrations, for the processes started from here:
+    `experiments.backends` reads it at import, so a command line run from the same kernel
+    (`!python -m experiments run ...`) knows them too."""
     found = [described(b) for b in registered().values()]
     if found:
         os.environ[ENVIRONMENT] = json.dumps(found)

@@ -1,11 +1,9 @@
 """The lab's results on disk, and the one loader everything reads them through.
 
-`results/<experiment>.csv` is tidy: one observation per row, with the backend, its scheduler,
-the server it ran on and every parameter as columns, then `metric`, `value`, `unit`.
-`results/<experiment>.json` is the run's metadata: git revision, versions, parameters, the
-machine's cores and CPU calibration, when it started and how long it took, and what was
-skipped and why. `load` gives a pandas frame; `metadata` the JSON; `describe` one line saying
-which run a frame came from, for a notebook to print under its figures.
+`results/<experiment>.csv` is tidy, one observation per row (`write`), and
+`results/<experiment>.json` the run's metadata (`metadata`). `load` gives a pandas frame;
+`describe` one line saying which run a frame came from, for a notebook to print under its
+figures.
 
 `results/` holds the reference run the README and the notebooks quote, so a run writes to a
 folder of its own under `runs/` (`scratch`) unless it is told to write the reference, and
@@ -40,7 +38,9 @@ TRAILING = ("metric", "value", "unit")
 
 def write(experiment: str, rows: Iterable[Mapping[str, Any]], meta: Mapping[str, Any],
           where: Path = RESULTS) -> tuple[Path, Path]:
-    """Write the rows (CSV) and the metadata (JSON) of one experiment; return both paths."""
+    """Write the rows (CSV) and the metadata (JSON) of one experiment; return both paths. The
+    CSV is tidy: one observation per row, with the backend, its scheduler, the server it ran on
+    and every parameter as columns, then `metric`, `value`, `unit`."""
     rows = list(rows)
     where.mkdir(parents=True, exist_ok=True)
     middle = sorted({k for row in rows for k in row} - set(LEADING) - set(TRAILING))
@@ -78,6 +78,9 @@ def load(experiment: str, where: Path = RESULTS) -> pandas.DataFrame:
 
 
 def metadata(experiment: str, where: Path = RESULTS) -> dict[str, Any]:
+    """One experiment's metadata (the JSON): git revision, versions, parameters, the machine's
+    cores and CPU calibration, when the run started and how long it took, and what was
+    skipped and why."""
     path = where / f"{experiment}.json"
     loaded: dict[str, Any] = json.loads(path.read_text())
     return loaded

@@ -2,13 +2,10 @@
 rows stamped with what produced them, results and figures written, failures counted.
 
 An experiment module offers `NAME`, `configurations(backend, quick) -> [params]` and
-`measure(lab, backend, params) -> [rows]`. The runner adds to each row the backend, its
-scheduler, store, server and version, the parameters and the repeat, so a module returns only
-what it measured. A backend whose server cannot be had, or a rival without its virtualenv, is
-skipped with its reason (recorded in the metadata); a configuration that raises is recorded as
-failed, the run goes on, and the exit status says so. A run writes to a folder of its own
-unless it is told to replace the reference (`results.guard`), and may override parameters
-(`experiments.overrides`).
+`measure(lab, backend, params) -> [rows]`; the runner stamps each row with what produced it
+(`_stamp`), so a module returns only what it measured. A backend that cannot run here is
+skipped with its reason (`skip_reason`); a configuration that raises is recorded as failed,
+the run goes on, and the exit status says so.
 """
 
 from __future__ import annotations
@@ -48,7 +45,8 @@ def module(name: str) -> ModuleType:
 
 
 def skip_reason(lab: Lab, backend: Backend) -> str | None:
-    """Why `backend` cannot run here, or None."""
+    """Why `backend` cannot run here (a server that cannot be had, or a rival without its
+    virtualenv), or None. The runner skips it and records the reason in the metadata."""
     if backend.rival is not None and rivals_python() is None:
         return "the rivals' virtualenv is missing (python -m experiments rivals)"
     if backend.server is None:
@@ -61,6 +59,8 @@ def skip_reason(lab: Lab, backend: Backend) -> str | None:
 
 def _stamp(backend: Backend, lab: Lab, name: str, params: dict[str, Any], repeat: int,
            row: dict[str, Any]) -> dict[str, Any]:
+    """`row` with what produced it: the backend, its scheduler, store, server and version, the
+    parameters and the repeat."""
     server = lab.server(backend)
     return {
         "experiment": name,
@@ -92,8 +92,8 @@ async def run(
     """Run `names` over `backends`; write results to `where` (a new folder under `runs/` by
     default; the reference `results/` only with `reference`); return the number of failed
     configurations. `overrides` (`experiments.overrides.check`) replaces parameters' values,
-    per experiment. `results.Refused` before anything starts if the folder is not one to
-    write this run into."""
+    per experiment. `results.Refused` (`results.guard`) before anything starts if the folder
+    is not one to write this run into."""
     from rich.console import Console
 
     console = Console(stderr=True)

@@ -1,14 +1,10 @@
 """`scaling`: how each cost grows as the work grows, and where it stays flat.
 
 Two dimensions, measured inside one agent process against the store (no worker running):
-
-- *checkpoint size*: a workflow holding 10 / 100 / 1,000 / 10,000 records (or as many inbox
-  entries); the cost of the read every pass pays for it: `claim` (which brings the checkpoint
-  on the stores that can) plus `load` where it did not, plus `release`;
-- *queue depth*: 1,000 / 10,000 / 100,000 workflows queued (or sleeping); the cost of taking
-  one and answering for it (`take` + `finish`, then `make_ready` again so the depth holds),
-  of a timer's `wake_due` with nothing due, and of `cancel` (which the stream must find by
-  reading its entries: the documents' "cancelling costs a scan").
+*checkpoint size* (a workflow holding ever more records or inbox entries, `RECORDS`: the cost
+of the read every pass pays for it) and *queue depth* (ever more workflows queued or sleeping,
+`DEPTHS`: the cost of taking one and answering for it, of a timer's `wake_due` with nothing
+due, and of `cancel`).
 
 Each size is timed over many repetitions; `summary` gives the median per size and the slope of
 log(cost) against log(size): about 0 is flat, about 1 is linear in the size.
@@ -30,7 +26,10 @@ from experiments.harness import Lab
 NAME = "scaling"
 TITLE = "cost against checkpoint size and queue depth"
 
+#: How many records (or inbox entries) a workflow's checkpoint holds, size by size (a full
+#: run's; a quick run's are `QUICK_RECORDS`).
 RECORDS = (10, 100, 1_000, 10_000)
+#: How many workflows are queued (or sleeping), depth by depth (a quick run: `QUICK_DEPTHS`).
 DEPTHS = (1_000, 10_000, 100_000)
 QUICK_RECORDS = (10, 100, 1_000)
 QUICK_DEPTHS = (100, 1_000)
@@ -88,6 +87,8 @@ async def probe(durable: Durable, args: dict[str, Any]) -> list[dict[str, Any]]:
 
 async def _checkpoint(durable: Durable, dimension: str, size: int, repeats: int, tag: str
                       ) -> list[dict[str, Any]]:
+    """The read every pass pays for a checkpoint of `size`: `claim` (which brings the
+    checkpoint on the stores that can) plus `load` where it did not, plus `release`."""
     checkpointer = durable.checkpointer
     workflow = f"sc{tag}"
     budget, alive = timedelta(minutes=5), timedelta(seconds=30)
@@ -118,6 +119,10 @@ async def _checkpoint(durable: Durable, dimension: str, size: int, repeats: int,
 
 async def _queue(durable: Durable, dimension: str, size: int, repeats: int, tag: str
                  ) -> list[dict[str, Any]]:
+    """At a queue `size` deep: taking one and answering for it (`take` + `finish`, then
+    `make_ready` again so the depth holds), a timer's `wake_due` with nothing due, or `cancel`
+    (which the stream must find by reading its entries: the documents' "cancelling costs a
+    scan")."""
     scheduler = durable.scheduler
     prefix = f"sq{tag}"
     await _gather(size, lambda i: scheduler.make_ready(f"{prefix}-{i}"))

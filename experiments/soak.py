@@ -3,17 +3,10 @@ small workflows for an hour, a fault every minute, and the worker's footprint sa
 seconds: does anything grow that should stay flat?
 
 Each store gets a private server (`Servers.restartable`; SQLite a file), ONE worker agent and
-one API agent that submits. Every `sample` seconds the lab reads, from outside the worker: its
-RSS and its data mapping (`VmRSS`, `VmData` of `/proc/<pid>/status`: RSS grows into the
-mapping without the allocator asking the system for more), its open descriptors
-(`/proc/<pid>/fd`), its sockets to the server's port (its descriptors matched against
-`/proc/<pid>/net/tcp`, whatever their state, so a socket left half-closed counts), the
-server's own count of clients, the queue's length and what has completed. The faults cycle
-(`FAULTS`); none kills the worker, since its RSS is the point. The summary gives each metric's
-first and last sample and its slope over the second half (a least-squares line), which is what
-says flat or growing; after the drain the worker is asked to hand its allocator's free memory
-back (`malloc_trim`), and its RSS before and after says how much of the growth was memory the
-allocator kept free.
+one API agent that submits. The lab reads the worker from outside (`Soak.sample`): its memory,
+descriptors and sockets, the server's clients, the queue's length and what has completed. The
+faults cycle (`FAULTS`); none kills the worker, since its RSS is the point. Each metric's slope
+over the second half (`summarise`) is what says flat or growing.
 """
 
 from __future__ import annotations
@@ -256,6 +249,13 @@ class Soak:
             await asyncio.sleep(self.settings.sample_s - self.now_s() % self.settings.sample_s)
 
     async def sample(self) -> dict[str, float | None]:
+        """One sample, read from outside the worker (every `sample_s` while the soak runs,
+        and once after the drain): its RSS and its data mapping (`VmRSS`, `VmData` of
+        `/proc/<pid>/status`: RSS grows into the mapping without the allocator asking the
+        system for more), its open descriptors (`/proc/<pid>/fd`), its sockets to the
+        server's port (its descriptors matched against `/proc/<pid>/net/tcp`, whatever their
+        state, so a socket left half-closed counts), the server's own count of clients, the
+        queue's length and what has completed."""
         assert self.worker is not None
         pid = self.worker.process.pid
         at = round(self.now_s(), 2)
@@ -302,7 +302,9 @@ class Soak:
         return {"queue": sum(parts.values())}
 
     async def _trim(self) -> dict[str, Any] | None:
-        """The worker's RSS (MiB) before and after it hands its free memory back."""
+        """The worker's RSS (MiB) before and after it hands its allocator's free memory back
+        (`malloc_trim`), asked after the drain: how much of the growth was memory the
+        allocator kept free."""
         assert self.worker is not None
         try:
             said = await self.worker.request("trim", timeout=20)
@@ -452,7 +454,8 @@ def slope_per_hour(points: list[tuple[float, float]]) -> float | None:
 
 def summarise(rows: list[dict[str, Any]], until_s: float) -> dict[str, dict[str, Any]]:
     """Per metric: the first and last sample of the soak proper (arrivals running), the
-    least, the most, and the slope per hour over its second half."""
+    least, the most, and the slope per hour over its second half (a least-squares line),
+    which is what says flat or growing."""
     series: dict[str, list[tuple[float, float]]] = {}
     for row in rows:
         if row["metric"] != "fault" and float(row["t_s"]) <= until_s + 1:

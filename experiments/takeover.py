@@ -1,21 +1,13 @@
 """`takeover`: a worker process is SIGKILLed holding a workflow; how long until another
 worker process starts a pass on it?
 
-Two worker processes share the queue (tick = lease / 4, at most a second, so renewal keeps
-up with short leases). A workflow is submitted whose step holds the pass (`bodies.holder`),
-and whichever worker starts it is killed: `mid-step` a tick and a half into the step (after
-the claim and the delivery were renewed), or `after-write` the moment an earlier step's
-record has landed (a write is a sign of life, so the claim was fresh). The time from the
-kill to the other worker's "started" event is the takeover; the design's bound is about
-lease + tick. Each trial's victim is replaced by a fresh worker, the workflow is deleted, and
-the workers sit idle for a moment before the next submission, so every trial meets survivors
-waiting for work, as a real takeover does.
-
-A rival (`backend.rival`) is measured the same way at its own settings for the question
-(`RECOVERIES`: saq's sweep, arq's in-progress expiry, streaq's reclaim, pgqueuer's heartbeat,
-procrastinate's stalled-job retry), each made from the lease (1 s, or the smallest the rival
-takes), killed a tick and a half into a job (`mid-job`). A rival that does not run the job
-again within `patience_s` gives a `not_taken_over` row instead, and `summary` says why.
+Two worker processes share the queue; a workflow whose step holds the pass is submitted
+(`bodies.holder`), and whichever worker starts it is killed, mid-step or just after a write
+(`PHASES`). The time from the kill to the other worker's "started" event is the takeover; the
+design's bound is about lease + tick (`tick_for`). Every trial meets survivors waiting for
+work, as a real takeover does: the victim is replaced by a fresh worker, the workflow deleted,
+and the workers left idle a moment before the next submission. A rival is killed the same way,
+at its own settings (`RECOVERIES`).
 """
 
 from __future__ import annotations
@@ -40,6 +32,9 @@ SIDE_BY_SIDE = 3
 LEASES_S = (0.5, 1.0, 2.0, 5.0)
 #: How long the workers wait, idle, before each trial's submission.
 SETTLE_S = 0.7
+#: When the worker holding the workflow is killed: `mid-step` a tick and a half into the step
+#: (after the claim and the delivery were renewed), or `after-write` the moment an earlier
+#: step's record has landed (a write is a sign of life, so the claim was fresh).
 PHASES = ("mid-step", "after-write")
 #: What a run may set beside the configurations' own parameters (`experiments.overrides`).
 SETTINGS = {"trials": "kills per configuration",
@@ -58,8 +53,9 @@ class Recovery:
     never: str = ""
 
 
-#: Each rival's ways of running a dead worker's job again, as its agent names them
-#: (`experiments.rivals.<rival>` says how each is set).
+#: Each rival's ways of running a dead worker's job again (saq's sweep, arq's in-progress
+#: expiry, streaq's reclaim, pgqueuer's heartbeat, procrastinate's stalled-job retry), as its
+#: agent names them (`experiments.rivals.<rival>` says how each is set).
 RECOVERIES: dict[str, dict[str, Recovery]] = {
     "saq": {
         "sweep": Recovery("heartbeat={L} s, timeout=0, retries=2, sweep each {L} s"),
@@ -92,6 +88,8 @@ def trials(quick: bool) -> int:
 
 
 def tick_for(lease_s: float) -> float:
+    """The workers' tick: a quarter of the lease, at most a second, so renewal keeps up with
+    short leases."""
     return min(1.0, lease_s / 4)
 
 
@@ -131,9 +129,12 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
 
 
 async def _rival(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """A rival's takeover: the same kill, the same two workers, at its own settings. Its job
-    cannot be deleted under the survivor as our workflow is, so a job holds only a little
-    past the kill (`hold`), and the survivor finishes it before the next trial."""
+    """A rival's takeover: the same kill, the same two workers, at its own settings for the
+    question (one of its `RECOVERIES`, made from `RIVAL_LEASE_S`), killed a tick and a half
+    into a job (`mid-job`). A rival that does not run the job again within `patience_s` gives
+    a `not_taken_over` row instead, and `summary` says why. Its job cannot be deleted under
+    the survivor as our workflow is, so a job holds only a little past the kill (`hold`), and
+    the survivor finishes it before the next trial."""
     lease, recovery = float(params["lease_s"]), str(params["recovery"])
     tick, hold = tick_for(lease), 2 * lease
     patience = float(params.get("patience_s") or lease * 6 + 20)

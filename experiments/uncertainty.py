@@ -6,10 +6,8 @@ latency configuration, repeats of a throughput configuration, kills in takeover,
 at one size in scaling. It says how far the statistic would move had the same run drawn other
 samples; it does not cover what moves *between* runs (the machine's load, a neighbour's
 work), which only repeats measure, and submissions close in time share one moment of the
-machine, so even within a run it errs narrow. The seed is fixed: the same rows, the same bounds.
-A share counted out of trials (wakeups lost of those raced) gets a Wilson score interval
-instead (`proportion`): resampling none-lost gives none-lost every time. Columns carrying an
-interval are named `<statistic>_lo` and `<statistic>_hi`.
+machine, so even within a run it errs narrow. Columns carrying an interval are named
+`<statistic>_lo` and `<statistic>_hi`.
 """
 
 from __future__ import annotations
@@ -24,6 +22,7 @@ __all__ = ["LEVEL", "RESAMPLES", "SEED", "SMALL", "Interval", "bootstrap", "dist
 
 LEVEL = 0.95
 RESAMPLES = 2000
+#: Fixed: the same rows, the same bounds.
 SEED = 22
 #: Fewer samples than this and an interval is flagged as resting on too little: a quantile
 #: needs about this many samples beyond it (so p99 wants several hundred), a rate this many
@@ -185,7 +184,10 @@ def nested_ratio(mine: Sequence[Sequence[float]], theirs: Sequence[Sequence[floa
 def proportion(count: float, trials: float) -> Interval:
     """The share `count` of `trials` is, with its Wilson score interval at `LEVEL`: what the
     share could be that `count` of `trials` would still be a likely draw from. It stays inside
-    0..1 and is not empty at none or all (none of 300 is at most 1.3%)."""
+    0..1 and is not empty at none or all (none of 300 is at most 1.3%).
+
+    A share counted out of trials (wakeups lost of those raced) gets this rather than a
+    bootstrap: resampling none-lost gives none-lost every time."""
     from statistics import NormalDist
 
     n = int(trials) if trials == trials else 0

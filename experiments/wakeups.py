@@ -2,18 +2,10 @@
 
 The race every queue design must win: a workflow's pass is running when someone sends it new
 input (`arrive`), so the pass cannot see it; the wakeup that input brings must survive the pass
-answering for its own delivery, or the input waits forever. Here a worker runs `bodies.poked`
-(each pass records how many pokes it saw, in a step that holds the pass for `hold_ms`), and a
-client pokes each workflow at a random moment inside its first pass (just after the pass
-started, or a few milliseconds before it ends, when the pass is about to answer for its
-delivery). A wakeup is *lost* when no later pass ever recorded seeing the poke.
-
-A rival has no inbox: the way to wake a workflow's job is to enqueue it again, and the way
-to keep one job per workflow is the rival's own key for it (`KEYS`: saq's job key, arq's
-job id, pgqueuer's dedupe key, procrastinate's queueing lock). So its race is a second
-enqueue under that key while the first job runs; it is *lost* when the job is not run again
-after it (`refused` counts the enqueues the rival turned down). streaq has no key per job:
-each enqueue is a job of its own, run beside the first.
+answering for its own delivery, or the input waits forever. A client pokes each workflow at a
+random moment inside its first pass, early or in its last milliseconds (`measure`); the wakeup
+is *lost* when no later pass ever recorded seeing the poke. A rival, which has no inbox, is
+raced by enqueueing the job again under its own key for it (`KEYS`).
 """
 
 from __future__ import annotations
@@ -58,6 +50,11 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
 
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """A worker runs `bodies.poked` (each pass records how many pokes it saw, in a step that
+    holds the pass for `HOLD_MS`), and a client pokes each workflow at a random moment inside
+    its first pass: just after the pass started, or a few milliseconds before it ends, when
+    the pass is about to answer for its delivery. A wakeup is lost when no later pass ever
+    recorded seeing the poke."""
     if backend.rival is not None:
         return await _rival(lab, backend, params)
     races, wake = int(params["races"]), bool(params.get("wake", True))
@@ -96,7 +93,14 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
 
 
 async def _rival(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """The same race on a rival: a job holding for `HOLD_MS`, enqueued again mid-run."""
+    """The same race on a rival: a job holding for `HOLD_MS`, enqueued again mid-run.
+
+    A rival has no inbox: the way to wake a workflow's job is to enqueue it again, and the way
+    to keep one job per workflow is the rival's own key for it (`KEYS`: saq's job key, arq's
+    job id, pgqueuer's dedupe key, procrastinate's queueing lock). So its race is a second
+    enqueue under that key while the first job runs; it is lost when the job is not run again
+    after it (`refused` counts the enqueues the rival turned down). streaq has no key per
+    job: each enqueue is a job of its own, run beside the first."""
     assert backend.rival is not None
     races, once = int(params["races"]), KEYS[backend.rival][0]
     chance = random.Random(11)
