@@ -133,8 +133,20 @@ def _growth(where: Path) -> str:
     rows = frame("growth", where)
 
     def g(backend: str, trimming: object, column: str = "peak_entries") -> float:
+        return at(backend, trimming, column).estimate
+
+    def at(backend: str, trimming: object, column: str = "peak_entries") -> Interval:
         found = t[(t["backend"] == backend) & (t["trimming"].astype(str) == str(trimming))]
-        return float(found[column].iloc[0]) if len(found) else math.nan
+        if not len(found):
+            return Interval(math.nan, math.nan, math.nan, 0)
+        r = found.iloc[0]
+        return Interval(float(r[column]), float(r.get(f"{column}_lo", math.nan)),
+                        float(r.get(f"{column}_hi", math.nan)), int(r.get("repeats", 1)))
+
+    def n(backend: str, trimming: object, column: str = "peak_entries") -> str:
+        """The median over the runs, with its interval where there are several."""
+        found = at(backend, trimming, column)
+        return f"{number(found.estimate)}{_span(found)}"
 
     wakeups = float(t["wakeups"].max())
     ends = (g("redis-stream", True, "final_entries"), g("redis-stream-8.2", True,
@@ -142,20 +154,22 @@ def _growth(where: Path) -> str:
     ended = ("ends empty on both" if ends == (0.0, 0.0) else
              f"ends at {number(ends[0])} entries on 7 and {number(ends[1])} on 8.2")
     sql = max(g("postgres", ""), g("sqlite", ""))
-    parts = [f"{number(wakeups)} wakeups leave {number(g('redis-stream', False, 'final_entries'))}"
+    parts = [f"{number(wakeups)} wakeups leave {n('redis-stream', False, 'final_entries')}"
              f" entries in an untrimmed stream on Redis 7 "
-             f"({number(g('redis-stream-8.2', False, 'final_entries'))} on 8.2). Trimmed, the "
-             f"stream peaks at {number(g('redis-stream', True))} entries "
-             f"({number(g('redis-stream-8.2', True))} on 8.2) and {ended}. The sorted set peaks "
-             f"at {number(g('redis-set', ''))} members and the SQL queues at {number(sql)} rows, "
-             f"though Postgres' table keeps {number(g('postgres', '', 'final_kib'))} KiB on disk "
+             f"({n('redis-stream-8.2', False, 'final_entries')} on 8.2). Trimmed, the "
+             f"stream peaks at {n('redis-stream', True)} entries "
+             f"({n('redis-stream-8.2', True)} on 8.2) and {ended}. The sorted set peaks "
+             f"at {n('redis-set', '')} members and the SQL queues at {number(sql)} rows, "
+             f"though Postgres' table keeps {n('postgres', '', 'final_kib')} KiB on disk "
              "until vacuum."]
     rivals = t[t["setting"].astype(bool)]
     if len(rivals):
         jobs = rows[rows["metric"] == "jobs"]["value"]
-        kept = [f"{r.backend} {number(r.final_entries)} entries ({number(r.final_kib)} KiB)"
+        kept = [f"{r.backend} {n(r.backend, False, 'final_entries')} entries "
+                f"({n(r.backend, False, 'final_kib')} KiB)"
                 for r in rivals[rivals["trimming"].astype(str) == "False"].itertuples()]
-        cleaned = [f"{r.backend} {number(r.final_entries)} ({number(r.final_kib)} KiB)"
+        cleaned = [f"{r.backend} {n(r.backend, True, 'final_entries')} "
+                   f"({n(r.backend, True, 'final_kib')} KiB)"
                    for r in rivals[rivals["trimming"].astype(str) == "True"].itertuples()]
         parts.append(f"Each rival, given {number(jobs.max())} one-step jobs at the same rate, "
                      f"holds at its defaults once all have run: {', '.join(kept)}"
@@ -168,8 +182,12 @@ def _growth(where: Path) -> str:
             parts += [f"{backend} ran {number(r.completed - r.jobs)} of its jobs twice "
                       f"({'with its cleanup' if str(trimming) == 'True' else 'at its defaults'})."
                       for (backend, trimming), r in twice.iterrows()]
+    runs = t["repeats"] if "repeats" in t.columns else None
+    most = int(runs.max()) if runs is not None and len(runs) else 1
     parts.append("Each is one run's count of what the queue held, with nothing to resample: "
-                 "no interval.")
+                 "no interval." if most == 1 else
+                 f"Each is the median of {most} runs' counts of what the queue held, with its "
+                 f"{LEVEL:.0%} interval over the runs.")
     return f"**Growth** ([`growth.ipynb`](notebooks/growth.ipynb)). {' '.join(parts)}"
 
 

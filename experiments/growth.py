@@ -205,28 +205,51 @@ def _label(backend: str, trimming: Any) -> str:
 
 
 def summary(frame: Any) -> Any:
+    """A row per backend and trimming: the queue's peak and final entries and KiB, each the
+    median over the run's repeats, with its interval (`<column>_lo`, `<column>_hi`: a bootstrap
+    over the repeats) where there are two or more, and `repeats`, how many it rests on. Each
+    repeat's peak and end are its own: one repeat's last sample is not another's."""
     import pandas
 
+    from experiments.uncertainty import quantile
+
     samples = frame[frame["metric"].isin(["entries", "bytes"])]
-    out = []
-    for (backend, trimming), group in samples.groupby(["backend", "trimming"], dropna=False,
-                                                      sort=False):
+    if "repeat" not in samples.columns:
+        samples = samples.assign(repeat=0)
+    runs: dict[tuple[Any, Any], list[dict[str, float]]] = {}
+    for (backend, trimming, _), group in samples.groupby(["backend", "trimming", "repeat"],
+                                                         dropna=False, sort=False):
         entries = group[group["metric"] == "entries"].sort_values("t_s")["value"]
         size = group[group["metric"] == "bytes"].sort_values("t_s")["value"]
-        out.append({
-            "backend": backend,
-            "trimming": "" if pandas.isna(trimming) else trimming,
-            "peak_entries": entries.max(),
-            "final_entries": entries.iloc[-1] if len(entries) else float("nan"),
-            "peak_kib": size.max() / 1024 if len(size) else float("nan"),
-            "final_kib": size.iloc[-1] / 1024 if len(size) else float("nan"),
+        nothing = float("nan")
+        runs.setdefault((backend, trimming), []).append({
+            "peak_entries": entries.max() if len(entries) else nothing,
+            "final_entries": entries.iloc[-1] if len(entries) else nothing,
+            "peak_kib": size.max() / 1024 if len(size) else nothing,
+            "final_kib": size.iloc[-1] / 1024 if len(size) else nothing,
         })
+    out = []
+    for (backend, trimming), repeats in runs.items():
+        row: dict[str, Any] = {"backend": backend,
+                               "trimming": "" if pandas.isna(trimming) else trimming}
+        for column in GROWN:
+            values = [r[column] for r in repeats if r[column] == r[column]]
+            found = quantile(values, 0.5) if values else None
+            row[column] = found.estimate if found else float("nan")
+            row[f"{column}_lo"] = found.lo if found else float("nan")
+            row[f"{column}_hi"] = found.hi if found else float("nan")
+        row["repeats"] = len(repeats)
+        out.append(row)
     totals = frame[frame["metric"] == "wakeups"].groupby("backend")["value"].first()
     table = pandas.DataFrame(out)
     table["wakeups"] = [totals.get(b, float("nan")) for b in table["backend"]]
     table["setting"] = [_setting(str(b), t) for b, t in
                         zip(table["backend"], table["trimming"], strict=True)]
     return table
+
+
+#: What `summary` gives of each repeat, and then the median of.
+GROWN = ("peak_entries", "final_entries", "peak_kib", "final_kib")
 
 
 def _setting(backend: str, trimming: Any) -> str:
@@ -250,6 +273,13 @@ def draw(frame: Any) -> Any:
     from experiments.figures import figure, label, look, nothing, panels
 
     samples = frame[frame["metric"].isin([m for m, *_ in METRICS])]
+    first = ""
+    if "repeat" in samples.columns and samples["repeat"].nunique() > 1:
+        # a line is one run's: repeats drawn as one would zigzag between them (the tables give
+        # the median over repeats and its interval)
+        earliest = samples.groupby(["backend", "trimming"], dropna=False)["repeat"].transform("min")
+        samples = samples[samples["repeat"] == earliest]
+        first = ", the first repeat"
     series = list(samples.groupby(["backend", "trimming"], dropna=False, sort=False).groups)
     groups = panels([b for b, _ in series], series=len(series)) or [("", [])]
     fig, axes = figure(columns=2, rows=len(groups), width=6.0,
@@ -272,8 +302,8 @@ def draw(frame: Any) -> Any:
                 # small queues near zero) each show theirs; a short run's on every sample
                 ax.plot(group["t_s"], group["value"] * scale, markersize=4, linewidth=1.3,
                         markevery=(number * 2 % 16, 16) if len(group) > 32 else None, **seen)
-            heading = f"Queue {metric} while workflows wake repeatedly"
-            ax.set_title(f"{title}: queue {metric}" if title else heading)
+            heading = f"Queue {metric} while workflows wake repeatedly{first}"
+            ax.set_title(f"{title}: queue {metric}{first}" if title else heading)
             if rows.empty:
                 nothing(ax, f"no {metric} sampled for these backends")
                 continue

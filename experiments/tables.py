@@ -383,15 +383,26 @@ def _growth(frame: Any, summary: Any) -> list[View]:
         shown = ({"True": "its cleanup", "False": "defaults"} if rival else
                  {"True": "yes", "False": "no"}).get(trimming, "")
         rows.append({"backend": r["backend"], "trimmed": shown,
-                     **{label: number(r[column]) for column, label in columns.items()}})
+                     **{label: _with(r[column], r.get(f"{column}_lo", math.nan),
+                                     r.get(f"{column}_hi", math.nan))
+                        if column != "wakeups" else number(r[column])
+                        for column, label in columns.items()}})
         if rival:
             settings.append({"backend": r["backend"], "trimmed": shown,
                              "setting": r["setting"]})
+    repeats = summary["repeats"] if "repeats" in summary.columns else None
+    most = int(repeats.max()) if repeats is not None and len(repeats) else 1
+    fewest = int(repeats.min()) if repeats is not None and len(repeats) else 1
+    over = ("one run each: no interval (--repeat gives one)" if most == 1 else
+            f"the median of {most} runs each, with its {LEVEL:.0%} interval (a bootstrap over "
+            "the runs, so with so few about their range)" if fewest == most else
+            f"the median of up to {most} runs, with its {LEVEL:.0%} interval where there are "
+            "several (a bootstrap over the runs); a row without one is one run")
     views = [View("growth", "The queue's size while workflows wake many times",
                   _frame(rows, ["backend", "trimmed"]),
-                  ("one run each: no interval; trimmed is said only of the stream, the one "
-                   "queue of ours that keeps what it delivered; a rival's job per wakeup, at "
-                   "its defaults or with its own cleanup setting (below)",))]
+                  (f"{over}; trimmed is said only of the stream, the one queue of ours that "
+                   "keeps what it delivered; a rival's job per wakeup, at its defaults or with "
+                   "its own cleanup setting (below)",))]
     if settings:
         views.append(View("settings", "What each rival ran with",
                           _frame(settings, ["backend", "trimmed"])))

@@ -41,7 +41,7 @@ def test_every_section_is_written_from_the_reference_with_its_intervals() -> Non
     # Each paragraph says how sure it is: intervals, or why it has none.
     said = {p.split("**")[1]: " ".join(p.split()) for p in paragraphs if p.startswith("**")}
     assert "no interval" in said["Idle cost"] or "interval over them" in said["Idle cost"]
-    assert "no interval" in said["Growth"]
+    assert "no interval" in said["Growth"] or "interval over the runs" in said["Growth"]
     assert "at most 1.3% each, at 95%" in said["Lost wakeups"]
     assert re.search(r"cancel|Cancelling", said["Scaling"]) and "at 95%" in said["Scaling"]
     # The stream against the doorbelled set: "not distinguishable" exactly when the interval

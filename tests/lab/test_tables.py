@@ -278,3 +278,41 @@ def test_idle_windows_of_several_lengths_are_each_said_with_their_backends() -> 
     assert window_lengths(windows) == " (180 s for redis-stream, sqlite; 15 s for saq)"
     assert window_lengths(windows[windows["backend"] != "saq"]) == " of 180 s"
     assert window_lengths(windows.iloc[0:0]) == ""
+
+
+def test_growth_repeated_gives_each_run_its_own_peak_and_end_then_their_median(
+    tmp_path: Path,
+) -> None:
+    import matplotlib.pyplot as plt
+    import pandas
+
+    from experiments.growth import draw, summary
+
+    def rows(runs: int) -> list[dict[str, Any]]:
+        # each run's queue climbs to its peak and ends lower; run r peaks at 100 + 10r and ends
+        # at 5 + r, and its samples interleave in time with the other runs' (a merged frame)
+        return [{"backend": "redis-stream", "trimming": "True", "repeat": r, "part": "",
+                 "t_s": t + r / 10, "metric": metric, "value": value, "unit": "count"}
+                for r in range(runs)
+                for t, entries in enumerate((0, 100 + 10 * r, 5 + r))
+                for metric, value in (("entries", entries), ("bytes", entries * 64))]
+
+    once = summary(pandas.DataFrame(rows(1)))
+    assert once["peak_entries"].iloc[0] == 100 and once["final_entries"].iloc[0] == 5
+    assert math.isnan(once["peak_entries_lo"].iloc[0]) and once["repeats"].iloc[0] == 1
+    thrice = summary(pandas.DataFrame(rows(3)))
+    # the median of 100, 110, 120 and of 5, 6, 7: not the last sample of the merged frame (7)
+    # nor the highest of all (120)
+    assert thrice["peak_entries"].iloc[0] == 110 and thrice["final_entries"].iloc[0] == 6
+    assert thrice["peak_entries_lo"].iloc[0] <= 110 <= thrice["peak_entries_hi"].iloc[0]
+    assert thrice["peak_entries_hi"].iloc[0] - thrice["peak_entries_lo"].iloc[0] > 0
+    write("growth", rows(3), {"mode": "full", "command": "made up by a test"}, tmp_path)
+    text = report(tmp_path, ["growth"])
+    assert "the median of 3 runs each" in text and "110 (" in text
+    write("growth", rows(1), {"mode": "full", "command": "made up by a test"}, tmp_path)
+    assert "one run each: no interval" in report(tmp_path, ["growth"])
+    fig = draw(pandas.DataFrame(rows(3)))
+    line = fig.axes[0].get_lines()[0]
+    assert list(line.get_ydata()) == [0, 100, 5]  # the first run's line, not three zigzagged
+    assert "the first repeat" in fig.axes[0].get_title()
+    plt.close(fig)
