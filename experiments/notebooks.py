@@ -33,7 +33,7 @@ RUN = {run!r}  # which run this reads: None, the reference run in results/; 'lat
 #: the notebook's first line of output.
 READS = """
 import experiments as lab
-from experiments.reading import (blank, figure, frame, ms, overview, pick, prose, run_line, say, shown,
+from experiments.reading import (blank, figure, frame, ms, overview, pick, prose, resampled, run_line, say, shown,
                                  table, times, versus)
 lab.use(RUN)
 lab.reads()
@@ -80,9 +80,8 @@ hop between processes. The polled ones pay their poll: **redis-set-polled** (the
 published, 50 ms) {ms(p('redis-set-polled'))} and **postgres-polled** {ms(p('postgres-polled'))}
 at the median, about half a poll, with p99 near a whole one
 ({ms(p('redis-set-polled', 'p99'))}, {ms(p('postgres-polled', 'p99'))}). The stream's median over the
-doorbelled set's is {times(versus('latency', 'redis-stream', 'redis-set'))}. The intervals (the
-table's, and these) are a bootstrap over this run's submissions: they show how far its own
-sampling moves a number, not how far another run on a busier or quieter machine would.\"\"\")
+doorbelled set's is {times(versus('latency', 'redis-stream', 'redis-set'))}. The intervals here
+are {resampled('latency', 'redis-stream', 'redis-set')}.\"\"\")
 """),
     md("## Against the arrival rate"),
     code("""
@@ -136,10 +135,11 @@ pairs = [('redis-stream', 'saq'), ('redis-stream', 'streaq'), ('postgres', 'pgqu
          ('postgres', 'procrastinate')]
 present = [(a, b) for a, b in pairs if {a, b} <= set(t.backend)]
 say('At 20 submissions a second, the median start of ours over theirs (each at its default '
-    'settings; a bootstrap over both sides\\' submissions):\\n\\n'
-    + '\\n'.join(f'- **{a}** against **{b}**: {times(versus("latency", a, b))}' for a, b in present)
-    + '\\n\\nThese are one run\\'s: a ratio near 1 can read the other way on another day, '
-      'which only repeated runs would show.')
+    'settings):\\n\\n'
+    + '\\n'.join(f'- **{a}** against **{b}**: {times(versus("latency", a, b))}, '
+                  f'{resampled("latency", a, b)}' for a, b in present)
+    + '\\n\\nA ratio from one run near 1 can read the other way on another day; repeats '
+      '(`--repeat 3`) put that spread into its interval.')
 """),
 ]
 
@@ -445,8 +445,9 @@ say(f\"\"\"- **Redis, stream scheduler**: the quickest start ({ms(o_('redis-stre
     md("## How sure the headline comparisons are"),
     code("""
 pairs = [(a, b) for a, b in (('redis-stream', 'saq'), ('postgres', 'pgqueuer')) if a in o.index and b in o.index]
-say('Ours over theirs, each at its default settings, with 95% intervals (a bootstrap over '
-    'submissions for latency, over repeats for throughput):\\n\\n'
+say('Ours over theirs, each at its default settings, with 95% intervals (latency: '
+    + resampled('latency', *[b for pair in pairs for b in pair]) + '; throughput: a bootstrap '
+    'over the repeats):\\n\\n'
     + '\\n'.join(f'- **{a}** against **{b}**: median start {times(versus("latency", a, b))}; '
                   f'workflows a second from one process {times(versus("throughput", a, b))}'
                   for a, b in pairs)

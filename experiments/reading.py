@@ -21,7 +21,7 @@ from typing import Any
 from experiments.results import RESULTS, describe, is_reference, load, metadata, modes
 
 __all__ = ["DEFAULT", "blank", "figure", "frame", "ms", "overview", "pick", "prose", "reads",
-           "run_line", "say", "shown", "table", "times", "versus"]
+           "resampled", "run_line", "say", "shown", "table", "times", "versus"]
 
 #: Where notebooks read from unless told (`experiments.use`): the committed reference run, or
 #: the folder `LAB_RESULTS` names (a quick run of your own, say).
@@ -238,6 +238,22 @@ def times(found: Any) -> str:
     said = (f"{number(found.estimate)} times ({number(found.lo)} to {number(found.hi)} at "
             f"{LEVEL:.0%})")
     return said if distinguishable(found) else f"{said}, not distinguishable at this sample size"
+
+
+def resampled(name: str, *backends: str, where: Path | None = None) -> str:
+    """How the intervals of `backends` (all, when none is named) in experiment `name` were
+    drawn, as a phrase: over the repeats and then the samples within each where each backend
+    has several, else over one run's samples, which leaves out what another run would move."""
+    from experiments.tables import resampling
+
+    rows = frame(name, where)
+    if backends:
+        rows = rows[rows["backend"].isin(backends)]
+    if not len(rows) or "repeat" not in rows.columns:
+        return resampling({})
+    counts = rows.groupby("backend", sort=False)["repeat"].nunique()
+    return resampling({str(b): int(n) for b, n in counts.items()},
+                      "submissions" if name == "latency" else "samples")
 
 
 def pick(data: Any, column: str, **where: Any) -> float:

@@ -27,7 +27,7 @@ from experiments.uncertainty import (
     small,
 )
 
-__all__ = ["QUICK", "RIVALS", "SAME", "View", "number", "span", "views"]
+__all__ = ["QUICK", "RIVALS", "SAME", "View", "number", "resampling", "span", "views"]
 
 #: Each job queue beside the scheduler of ours it would replace (on the same server).
 RIVALS = (("redis-stream", "saq"), ("redis-stream", "streaq"), ("redis-stream", "arq"),
@@ -96,6 +96,23 @@ def _with(estimate: float, lo: float, hi: float) -> str:
     return f"{number(estimate)} ({inner})" if inner else number(estimate)
 
 
+def resampling(repeats: dict[str, int], what: str = "submissions") -> str:
+    """How an interval over `what` was drawn, given each backend's count of repeats: over the
+    repeats and then the `what` within each, where there are several; over one run's `what`
+    (which leaves out what another run's load would move) where there is one; both, naming
+    the backends of one run, where a merged run holds some of each."""
+    several = [b for b, n in repeats.items() if n > 1]
+    once = [b for b, n in repeats.items() if n <= 1]
+    if several and not once:
+        fewest = min(repeats[b] for b in several)
+        return f"a bootstrap over the {fewest} repeats, then the {what} within each"
+    if several:
+        return (f"a bootstrap over the repeats, then the {what} within each; for "
+                f"{', '.join(once)}, run once, over that run's {what} alone")
+    return (f"a bootstrap over the {what} of this one run (what another run's load would move "
+            "is not in them: --repeat measures it)")
+
+
 def _times(found: Interval) -> str:
     """A ratio and its interval, marked `SAME` where the interval holds 1."""
     if found.estimate != found.estimate:
@@ -153,12 +170,9 @@ def _latency(frame: Any, summary: Any) -> list[View]:
                          f"{TIMES} memory": number(r.p50_vs_memory)})
         views.append(View("headline", "Submit → first pass at 20 submissions a second (ms)",
                           _frame(rows, ["backend", "variant"]),
-                          (f"{level} intervals: " + (
-                              f"a bootstrap over the {int(headline['repeats'].max())} repeats, "
-                              "then the submissions within each"
-                              if headline["repeats"].max() > 1 else
-                              "a bootstrap over the submissions of this one run (what another "
-                              "run's load would move is not in them: --repeat measures it)")
+                          (f"{level} intervals: " + resampling(
+                              headline.groupby("backend", sort=False)["repeats"].max()
+                              .astype(int).to_dict())
                            + "; (few): under 500 submissions, so p99 rests on the slowest few",)))
     if plain["rate"].nunique() > 1:
         rows = []
@@ -197,7 +211,8 @@ def _latency(frame: Any, summary: Any) -> list[View]:
         views.append(View("rivals",
                           "p50 ratio against the job queues (below 1: ours starts sooner)",
                           _frame(rows, ["ours / theirs"]).fillna(""),
-                          (f"{level} intervals: a bootstrap over both sides' submissions",
+                          (f"{level} intervals: a bootstrap over both sides' submissions, "
+                           "and first over their repeats where each has several",
                            _SAME_NOTE, *(["* a side started fewer than it submitted (above)"]
                                          if started else []))))
     return views

@@ -316,3 +316,13 @@ def test_growth_repeated_gives_each_run_its_own_peak_and_end_then_their_median(
     assert list(line.get_ydata()) == [0, 100, 5]  # the first run's line, not three zigzagged
     assert "the first repeat" in fig.axes[0].get_title()
     plt.close(fig)
+
+
+def test_an_interval_says_whether_it_was_drawn_over_repeats_or_one_run_s_submissions() -> None:
+    from experiments.tables import resampling
+
+    assert resampling({"redis-stream": 3, "saq": 3}) == (
+        "a bootstrap over the 3 repeats, then the submissions within each")
+    mixed = resampling({"redis-stream": 3, "saq": 3, "arq": 1, "memory": 1})
+    assert "over the repeats" in mixed and "for arq, memory, run once" in mixed
+    assert "this one run" in resampling({"redis-stream": 1}) and "--repeat" in resampling({})
