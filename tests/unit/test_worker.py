@@ -459,7 +459,9 @@ async def test_a_deadline_set_by_another_worker_is_found_by_the_sweep() -> None:
 
 
 async def test_a_pass_stuck_past_its_budget_is_stopped_and_the_workflow_handed_back() -> None:
-    durable = SplitDurable(*stores())
+    # A lease far longer than the budget: on a loaded machine a stalled loop could otherwise let
+    # the claim lapse first, and the second pass be a takeover rather than the budget's doing.
+    durable = SplitDurable(*stores(lease=timedelta(seconds=10)))
     observed = Observed()
     workflow = workflow_id()
     attempts: list[int] = []
