@@ -146,6 +146,8 @@ def _growth(where: Path) -> str:
     def n(backend: str, trimming: object, column: str = "peak_entries") -> str:
         """The median over the runs, with its interval where there are several."""
         found = at(backend, trimming, column)
+        if found.lo == found.hi == found.estimate:  # every run counted the same
+            return number(found.estimate)
         return f"{number(found.estimate)}{_span(found)}"
 
     wakeups = float(t["wakeups"].max())
@@ -155,39 +157,47 @@ def _growth(where: Path) -> str:
              f"ends at {number(ends[0])} entries on 7 and {number(ends[1])} on 8.2")
     sql = max(g("postgres", ""), g("sqlite", ""))
     parts = [f"{number(wakeups)} wakeups leave {n('redis-stream', False, 'final_entries')}"
-             f" entries in an untrimmed stream on Redis 7 "
-             f"({n('redis-stream-8.2', False, 'final_entries')} on 8.2). Trimmed, the "
-             f"stream peaks at {n('redis-stream', True)} entries "
-             f"({n('redis-stream-8.2', True)} on 8.2) and {ended}. The sorted set peaks "
+             f" entries in an untrimmed stream on Redis 7 and "
+             f"{n('redis-stream-8.2', False, 'final_entries')} on 8.2. Trimmed, the stream "
+             f"peaks at {n('redis-stream', True)} entries on Redis 7 and "
+             f"{n('redis-stream-8.2', True)} on 8.2, and {ended}. The sorted set peaks "
              f"at {n('redis-set', '')} members and the SQL queues at {number(sql)} rows, "
              f"though Postgres' table keeps {n('postgres', '', 'final_kib')} KiB on disk "
              "until vacuum."]
     rivals = t[t["setting"].astype(bool)]
     if len(rivals):
         jobs = rows[rows["metric"] == "jobs"]["value"]
-        kept = [f"{r.backend} {n(r.backend, False, 'final_entries')} entries "
-                f"({n(r.backend, False, 'final_kib')} KiB)"
+        kept = [f"{r.backend} {n(r.backend, False, 'final_entries')} entries, "
+                f"{n(r.backend, False, 'final_kib')} KiB"
                 for r in rivals[rivals["trimming"].astype(str) == "False"].itertuples()]
-        cleaned = [f"{r.backend} {n(r.backend, True, 'final_entries')} "
-                   f"({n(r.backend, True, 'final_kib')} KiB)"
+        cleaned = [f"{r.backend} {n(r.backend, True, 'final_entries')}, "
+                   f"{n(r.backend, True, 'final_kib')} KiB"
                    for r in rivals[rivals["trimming"].astype(str) == "True"].itertuples()]
         parts.append(f"Each rival, given {number(jobs.max())} one-step jobs at the same rate, "
-                     f"holds at its defaults once all have run: {', '.join(kept)}"
-                     + (f"; with its own cleanup setting: {', '.join(cleaned)}" if cleaned
-                        else "") + ".")
-        done = rows[rows["metric"].isin(["completed", "jobs"])].pivot_table(
-            index=["backend", "trimming"], columns="metric", values="value", aggfunc="sum")
+                     f"holds at its defaults once all have run: {'; '.join(kept)}."
+                     + (f" With its own cleanup setting: {'; '.join(cleaned)}." if cleaned
+                        else ""))
+        counts = rows[rows["metric"].isin(["completed", "jobs"])]
+        keys = ["backend", "trimming", *(["repeat"] if "repeat" in counts.columns else [])]
+        done = counts.pivot_table(index=keys, columns="metric", values="value", aggfunc="sum")
         if {"completed", "jobs"} <= set(done.columns):
-            twice = done[done["completed"] > done["jobs"]]
-            parts += [f"{backend} ran {number(r.completed - r.jobs)} of its jobs twice "
-                      f"({'with its cleanup' if str(trimming) == 'True' else 'at its defaults'})."
-                      for (backend, trimming), r in twice.iterrows()]
+            extra = (done["completed"] - done["jobs"]).groupby(level=[0, 1], sort=False)
+            for (backend, trimming), per_run in extra:
+                per_run = per_run.dropna()
+                if not len(per_run) or per_run.max() <= 0:
+                    continue
+                how = "with its cleanup" if str(trimming) == "True" else "at its defaults"
+                shown = _listed([number(v) for v in per_run])
+                parts.append(f"{backend} ran some of its jobs twice {how}: {shown} "
+                             + ("in its one run." if len(per_run) == 1 else
+                                f"in its {len(per_run)} runs."))
     runs = t["repeats"] if "repeats" in t.columns else None
     most = int(runs.max()) if runs is not None and len(runs) else 1
     parts.append("Each is one run's count of what the queue held, with nothing to resample: "
                  "no interval." if most == 1 else
                  f"Each is the median of {most} runs' counts of what the queue held, with its "
-                 f"{LEVEL:.0%} interval over the runs.")
+                 f"{LEVEL:.0%} interval over the runs where they differ (a count every run "
+                 "agreed on is given alone).")
     return f"**Growth** ([`growth.ipynb`](notebooks/growth.ipynb)). {' '.join(parts)}"
 
 

@@ -113,6 +113,11 @@ def resampling(repeats: dict[str, int], what: str = "submissions") -> str:
             "is not in them: --repeat measures it)")
 
 
+def _agreed(estimate: float, lo: float, hi: float) -> str:
+    """`_with`, but a count every run agreed on (an interval of one value) shown alone."""
+    return number(estimate) if lo == hi == estimate else _with(estimate, lo, hi)
+
+
 def _times(found: Interval) -> str:
     """A ratio and its interval, marked `SAME` where the interval holds 1."""
     if found.estimate != found.estimate:
@@ -398,8 +403,8 @@ def _growth(frame: Any, summary: Any) -> list[View]:
         shown = ({"True": "its cleanup", "False": "defaults"} if rival else
                  {"True": "yes", "False": "no"}).get(trimming, "")
         rows.append({"backend": r["backend"], "trimmed": shown,
-                     **{label: _with(r[column], r.get(f"{column}_lo", math.nan),
-                                     r.get(f"{column}_hi", math.nan))
+                     **{label: _agreed(r[column], r.get(f"{column}_lo", math.nan),
+                                       r.get(f"{column}_hi", math.nan))
                         if column != "wakeups" else number(r[column])
                         for column, label in columns.items()}})
         if rival:
@@ -410,9 +415,10 @@ def _growth(frame: Any, summary: Any) -> list[View]:
     fewest = int(repeats.min()) if repeats is not None and len(repeats) else 1
     over = ("one run each: no interval (--repeat gives one)" if most == 1 else
             f"the median of {most} runs each, with its {LEVEL:.0%} interval (a bootstrap over "
-            "the runs, so with so few about their range)" if fewest == most else
-            f"the median of up to {most} runs, with its {LEVEL:.0%} interval where there are "
-            "several (a bootstrap over the runs); a row without one is one run")
+            "the runs, so with so few about their range), shown where the runs differ" if
+            fewest == most else
+            f"the median of up to {most} runs, with its {LEVEL:.0%} interval where the runs "
+            "differ (a bootstrap over the runs); a row of one run has none")
     views = [View("growth", "The queue's size while workflows wake many times",
                   _frame(rows, ["backend", "trimmed"]),
                   (f"{over}; trimmed is said only of the stream, the one queue of ours that "
