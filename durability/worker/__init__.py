@@ -78,8 +78,10 @@ async def work(
             │                                              └ Completed ─▶ nothing   from outside
         one take per free slot; reclaim abandoned ones as they lapse; then finish (release + done)
 
-    `pool` bounds concurrent passes; `budget` is how long one pass may hold a workflow however
-    alive it looks (a step that knows better passes `within` to `run.step`); `tick` is how often
+    `pool` bounds the bodies running at once (a pass whose body has ended frees its slot while
+    its finish is on its way to the store, and a drain waits for that finish); `budget` is how
+    long one pass may hold a workflow however alive it looks (a step that knows better passes
+    `within` to `run.step`); `tick` is how often
     claims and deliveries are renewed (by default a second, or a quarter of the lease if that is
     shorter: tick follows lease; one above half the lease is refused, since a renewal that fails
     must have a second try inside the lease); `within` bounds one blocking read (a wakeup

@@ -270,10 +270,12 @@ async def drain(crew: Crew, stop: asyncio.Event, quits: list[asyncio.Task[None]]
     crew.stopping = True
     for task in quits:  # the reclaimer only ever brings new work (the timer brings it to
         task.cancel()  # the queue, for every worker, so it goes on)
-    log.info("draining: %d pass(es) running, %s to finish", len(crew.running), crew.grace)
+    log.info("draining: %d pass(es) running, %s to finish", len(crew.running) + len(crew.answering),
+             crew.grace)
     try:
         async with asyncio.timeout(crew.grace.total_seconds()):
-            await crew.until_freed(lambda: not crew.running)
+            await crew.until_freed(lambda: not crew.running and not crew.answering)
     except TimeoutError:
-        log.warning("drain: grace over, handing back %d pass(es)", len(crew.running))
+        log.warning("drain: grace over, handing back %d pass(es)",
+                    len(crew.running) + len(crew.answering))
     raise _Drained

@@ -1577,3 +1577,78 @@ async def test_a_reclaimed_workflow_whose_claim_outlives_its_delivery_is_taken_a
     # Taken as the claim lapsed, by the pass that reclaimed it: not handed back to look again.
     assert scheduler.calls["wake_at"] == 0
     assert observed.kinds(workflow).count("started") == 1
+
+
+class HeldDones(CountingScheduler):
+    """A queue whose `done` waits for `gate`: a finish still on its way to the store."""
+
+    def __init__(self, inner: Scheduler) -> None:
+        super().__init__(inner)
+        self.gate = asyncio.Event()
+        self.held: list[str] = []
+
+    async def done(self, delivery: Delivery) -> None:
+        self.held.append(delivery.workflow)
+        await self.gate.wait()
+        await super().done(delivery)
+
+
+async def test_a_pass_frees_its_slot_when_its_body_ends_not_when_its_finish_lands() -> None:
+    checkpointer, memory = stores()
+    scheduler = HeldDones(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    first, second = workflow_id(), workflow_id()
+    bodies = 0
+    most = 0
+
+    async def body(run: Run) -> str:
+        nonlocal bodies, most
+        bodies += 1
+        most = max(most, bodies)
+        try:
+            return await run.step("one", lambda: run.workflow, as_text)
+        finally:
+            bodies -= 1
+
+    async with working(durable, body, observed, pool=1):
+        await durable.arrive(first, "go", True)
+        await observed.until(lambda: scheduler.held == [first])
+        await durable.arrive(second, "go", True)
+        # The first's finish has not landed, yet the one slot runs the second's body.
+        await observed.until(lambda: scheduler.held == [first, second])
+        assert observed.kinds(second)[:2] == ["delivered", "started"]
+        assert scheduler.calls["done"] == 0
+        scheduler.gate.set()
+        await observed.until(lambda: observed.completed(first) and observed.completed(second))
+    assert most == 1  # still one body at a time
+    assert scheduler.calls["done"] == 2
+
+
+async def test_a_drain_waits_for_a_finish_on_its_way_and_hands_nothing_back() -> None:
+    checkpointer, memory = stores()
+    scheduler = HeldDones(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    drain = asyncio.Event()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> str:
+        return await run.step("one", lambda: "done", as_text)
+
+    task = asyncio.create_task(
+        work(durable, body, observer=observed, tick=TICK, within=WITHIN, stop=drain, pool=1)
+    )
+    try:
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: scheduler.held == [workflow])
+        drain.set()
+        await asyncio.sleep(3 * TICK.total_seconds())
+        assert not task.done()  # the finish is still on its way: the drain waits for it
+        scheduler.gate.set()
+        await asyncio.wait_for(task, 5)
+    finally:
+        await stop(task)
+    assert observed.completed(workflow)
+    assert scheduler.calls["done"] == 1 and scheduler.calls["wake_at"] == 0  # not handed back
+    assert await memory.next_ready(timedelta(milliseconds=1)) is None
