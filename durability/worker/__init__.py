@@ -93,8 +93,9 @@ async def work(
     one handed out since), and wakes sleepers when the earliest deadline it knows of comes
     (and every `sweep`), so it costs a few requests a minute. `readers` caps
     how many takes a busy worker keeps in flight at once (an idle one keeps one): by default the
-    store's own `readers` attribute if it has one (Postgres answers a turn's takes with one
-    statement, so it asks for many), else `READERS`. `clock` is the time of the timer and of
+    store's own `readers` attribute if it has one, else `READERS`. A store that takes many in
+    one move (`TakingMany`: Postgres) is read by one reader that asks for as many as there
+    are free slots, and `readers` does not apply. `clock` is the time of the timer and of
     every pass (the deadlines `run.sleep` records), so a test can move both.
 
     `retry` is how a failed pass is tried again, unless the step that failed names its own

@@ -21,6 +21,7 @@ from durability.interfaces import (
     Retaining,
     Scheduler,
     Settling,
+    TakingMany,
     Trimmed,
 )
 from durability.stepwise import Run
@@ -96,6 +97,7 @@ class Crew:
         self.known_due: datetime | None = None
         # Asked once, not per pass: a runtime protocol check costs more than the call it guards.
         self.ledger = self.checkpointer if isinstance(self.checkpointer, Ledger) else None
+        self.taking_many = durable if isinstance(durable, TakingMany) else None
         # (A checkpointer that keeps no standings has none to write: its passes just finish.)
         self.settling: Settling | None = None
         if self.ledger is not None and isinstance(durable, Settling):

@@ -34,6 +34,7 @@ from durability.interfaces import (
     Scheduler,
     Settling,
     Taken,
+    TakingMany,
     Written,
     claimed,
 )
@@ -1652,3 +1653,69 @@ async def test_a_drain_waits_for_a_finish_on_its_way_and_hands_nothing_back() ->
     assert observed.completed(workflow)
     assert scheduler.calls["done"] == 1 and scheduler.calls["wake_at"] == 0  # not handed back
     assert await memory.next_ready(timedelta(milliseconds=1)) is None
+
+
+class ManyTaking(SplitDurable):
+    """A durable that takes many in one move (`TakingMany`), over memory: each move is one
+    take that waits, then glances for as many more as there is room for."""
+
+    def __init__(self, checkpointer: MemoryCheckpointer, scheduler: MemoryScheduler) -> None:
+        super().__init__(checkpointer, scheduler)
+        self.rooms: list[int] = []
+        self.alone = 0
+
+    async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        self.alone += 1
+        return await self._take(within, budget, alive)
+
+    async def _take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        return await super().take(within, budget, alive)
+
+    async def take_up_to(
+        self, room: Callable[[], int], within: timedelta, budget: timedelta, alive: timedelta
+    ) -> list[Taken]:
+        wanted = room()
+        self.rooms.append(wanted)
+        first = await self._take(within, budget, alive)
+        taken = [] if first is None else [first]
+        while taken and len(taken) < wanted:
+            more = await self._take(timedelta(milliseconds=1), budget, alive)
+            if more is None:
+                break
+            taken.append(more)
+        return taken
+
+
+async def test_a_store_that_takes_many_is_asked_for_as_many_as_there_are_free_slots() -> None:
+    checkpointer, scheduler = stores()
+    durable = ManyTaking(checkpointer, scheduler)
+    assert isinstance(durable, TakingMany)
+    observed = Observed()
+    gate = asyncio.Event()
+    inside = most = 0
+
+    async def hold() -> int:
+        nonlocal inside, most
+        inside += 1
+        most = max(most, inside)
+        try:
+            await gate.wait()
+        finally:
+            inside -= 1
+        return 1
+
+    async def body(run: Run) -> int:
+        return await run.step("held", hold, as_int)
+
+    workflows = [workflow_id() for _ in range(6)]
+    for workflow in workflows:
+        await durable.arrive(workflow, "go", True)
+    async with working(durable, body, observed, pool=4):
+        await observed.until(lambda: inside == 4)
+        await asyncio.sleep(3 * TICK.total_seconds())  # full: nothing more is asked for
+        assert durable.rooms == [4] and inside == 4
+        gate.set()
+        await observed.until(lambda: all(observed.completed(w) for w in workflows))
+    assert durable.alone == 0  # never one slot's take at a time
+    assert most == 4
+    assert durable.rooms[1] > 1  # the four ended together: the next ask is not one slot's
