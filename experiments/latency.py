@@ -249,6 +249,11 @@ def _spread(count: int, backend: str) -> Any:
     return slice(sum(map(ord, backend)) % step, None, step)
 
 
+#: Backends of ours swept across poll intervals whose poll is only the fallback behind a
+#: doorbell: their line shows the poll does not set their latency.
+FALLBACK = frozenset({"sqlite"})
+
+
 def _polls(ax: Any, plain: Any, table: Any, rate: float) -> None:
     from matplotlib.lines import Line2D
     from matplotlib.transforms import blended_transform_factory
@@ -256,7 +261,7 @@ def _polls(ax: Any, plain: Any, table: Any, rate: float) -> None:
     from experiments.figures import bounds, counted, look, measured_ticks, nothing, order, plain_log
 
     swept = table[table["poll_ms"].notna()]
-    ax.set_title(f"Polled schedulers against the poll interval ({rate:g}/s)")
+    ax.set_title(f"Latency against the poll interval ({rate:g}/s)")
     if swept.empty:
         nothing(ax, "no polled backend ran a poll sweep in this run")
         return
@@ -271,8 +276,9 @@ def _polls(ax: Any, plain: Any, table: Any, rate: float) -> None:
             if interval is not None:
                 ax.fill_between(group["poll_ms"], interval[0], interval[1], color=seen.colour,
                                 alpha=0.15, linewidth=0)
+        name = f"{backend} (woken; polls only as a fallback)" if backend in FALLBACK else backend
         handles.append(Line2D([], [], color=seen.colour, marker=seen.marker,
-                              label=counted(backend, int(group["n"].min()))))
+                              label=counted(name, int(group["n"].min()))))
     polls = sorted(float(p) for p in swept["poll_ms"].unique())
     ax.set_xscale("log")
     ax.set_yscale("log")
