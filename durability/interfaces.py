@@ -11,7 +11,7 @@ their names are importable from here too, as they always were.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
@@ -59,6 +59,7 @@ __all__ = [
     "Trimmed",
     "Settling",
     "SettlingRelease",
+    "TakingMany",
     "claimed",
     # durability.values
     "STATES",
@@ -226,6 +227,22 @@ class Settling(Protocol):
         atomically where the store can (else in that order). Returns what `settle` returns:
         False if the standing was refused (a newer claim's pass, or a discard, has it); the
         pass is finished either way."""
+        ...
+
+
+@runtime_checkable
+class TakingMany(Protocol):
+    """A `Durable` that takes several ready workflows in one move (one statement): a worker
+    reads it with one reader that asks for as many as it has free slots, rather than one
+    reader a slot whose takes the store gathers, which costs a task, a wait and a future a
+    delivery."""
+
+    async def take_up_to(
+        self, room: Callable[[], int], within: timedelta, budget: timedelta, alive: timedelta
+    ) -> list[Taken]:
+        """`Durable.take` for up to `room()` workflows at once (asked before each read, so a
+        read that follows a wait takes as many as are free by then): every one taken and
+        claimed as `take` does it, in one step. Empty if nothing came within `within`."""
         ...
 
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from collections.abc import Mapping
-from datetime import UTC, timedelta
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 
 from durability.checks import (
     INBOX,
@@ -61,9 +61,10 @@ class PostgresDurable(Inspected):
 
     __slots__ = ("_checkpointer", "_finishes", "_scheduler", "_sql", "_takes", "_traffic")
 
-    #: How many takes `work` keeps in flight for this store unless told otherwise: the takes
-    #: of one turn are one statement here (`_take_many`), so a busy worker's free slots are
-    #: filled by one round trip rather than one per handful of readers.
+    #: How many takes `work` keeps in flight for this store unless told otherwise, when its
+    #: one reader does not take many at once (`take_up_to`): the takes of one turn are one
+    #: statement here (`_take_many`), so a busy worker's free slots are filled by one round
+    #: trip rather than one per handful of readers.
     readers = MOST_TAKEN
 
     def __init__(
@@ -230,15 +231,47 @@ class PostgresDurable(Inspected):
             workflow, receipt, earliest, hidden_for, token, deadline, lapsed, found = row
             if workflow is None:
                 return Look(None, earliest, hidden_for)
-            delivery = Delivery(workflow, str(receipt), lapsed=bool(lapsed))
-            if token is None:  # a live pass holds it
-                return Look(Taken(delivery, None), None, None)
-            # None: the claim row moved under the statement's snapshot, so the pass loads.
-            records = None if found is None else self._checkpointer.decoded(found)
-            holder = Pass(workflow, token, alive, deadline.astimezone(UTC), records)
-            return Look(Taken(delivery, holder), None, None)
+            taken = self._taken(workflow, receipt, token, deadline, lapsed, found, alive)
+            return Look(taken, None, None)
 
         return await scheduler.waiting(within, read)
+
+    async def take_up_to(
+        self, room: Callable[[], int], within: timedelta, budget: timedelta, alive: timedelta
+    ) -> list[Taken]:
+        """`take` for up to `room()` workflows (at most `MOST_TAKEN`) as one statement
+        (`take_many`), waiting for work exactly as `take` does (`TakingMany`). It goes through
+        the batcher, so it shares a pipeline with the turn's records and finishes."""
+        positive("budget", budget)
+        positive("alive", alive)
+        scheduler = self._scheduler
+        params = {"queue": scheduler.queue, "lease": scheduler.lease, "budget": budget,
+                  "alive": alive}
+
+        async def read(waited: bool) -> Look[list[Taken]]:
+            wanted = {**params, "n": max(1, min(room(), MOST_TAKEN))}
+            row = await self._checkpointer.batcher.one(self._sql["take_many"], wanted)
+            assert row is not None  # FROM now CROSS JOIN hidden: always one row
+            workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, lapseds = row
+            if not workflows:
+                return Look(None, earliest, hidden_for)
+            taken = [self._taken(workflow, receipt, token, deadline, lapsed, found, alive)
+                     for workflow, receipt, token, deadline, lapsed, found
+                     in zip(workflows, receipts, tokens, deadlines, lapseds, founds, strict=True)]
+            return Look(taken, None, None)
+
+        return await scheduler.waiting(within, read) or []
+
+    def _taken(self, workflow: str, receipt: object, token: int | None, deadline: datetime,
+               lapsed: object, found: list[list[str]] | None, alive: timedelta) -> Taken:
+        """A taken row as the worker wants it: the delivery, and the claim unless a live pass
+        holds the workflow (no token)."""
+        delivery = Delivery(workflow, str(receipt), lapsed=bool(lapsed))
+        if token is None:  # a live pass holds it
+            return Taken(delivery, None)
+        # None: the claim row moved under the statement's snapshot, so the pass loads.
+        records = None if found is None else self._checkpointer.decoded(found)
+        return Taken(delivery, Pass(workflow, token, alive, deadline.astimezone(UTC), records))
 
     async def _take_many(self, calls: list[Queued[Params, _TakeRow]]) -> None:
         """The takes asked for in one turn (a busy worker's readers), each group that asks

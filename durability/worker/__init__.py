@@ -78,8 +78,10 @@ async def work(
             │                                              └ Completed ─▶ nothing   from outside
         one take per free slot; reclaim abandoned ones as they lapse; then finish (release + done)
 
-    `pool` bounds concurrent passes; `budget` is how long one pass may hold a workflow however
-    alive it looks (a step that knows better passes `within` to `run.step`); `tick` is how often
+    `pool` bounds the bodies running at once (a pass whose body has ended frees its slot while
+    its finish is on its way to the store, and a drain waits for that finish); `budget` is how
+    long one pass may hold a workflow however alive it looks (a step that knows better passes
+    `within` to `run.step`); `tick` is how often
     claims and deliveries are renewed (by default a second, or a quarter of the lease if that is
     shorter: tick follows lease; one above half the lease is refused, since a renewal that fails
     must have a second try inside the lease); `within` bounds one blocking read (a wakeup
@@ -91,8 +93,9 @@ async def work(
     one handed out since), and wakes sleepers when the earliest deadline it knows of comes
     (and every `sweep`), so it costs a few requests a minute. `readers` caps
     how many takes a busy worker keeps in flight at once (an idle one keeps one): by default the
-    store's own `readers` attribute if it has one (Postgres answers a turn's takes with one
-    statement, so it asks for many), else `READERS`. `clock` is the time of the timer and of
+    store's own `readers` attribute if it has one, else `READERS`. A store that takes many in
+    one move (`TakingMany`: Postgres) is read by one reader that asks for as many as there
+    are free slots, and `readers` does not apply. `clock` is the time of the timer and of
     every pass (the deadlines `run.sleep` records), so a test can move both.
 
     `retry` is how a failed pass is tried again, unless the step that failed names its own

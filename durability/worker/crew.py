@@ -21,6 +21,7 @@ from durability.interfaces import (
     Retaining,
     Scheduler,
     Settling,
+    TakingMany,
     Trimmed,
 )
 from durability.stepwise import Run
@@ -76,7 +77,11 @@ class Crew:
         self.grace = grace
         self.retry = retry
         self.readers = readers
-        self.running: set[Running] = set()
+        self.running: set[Running] = set()  # passes whose body runs or is about to: the slots
+        # Passes whose body has ended, their answer (a finish, a wakeup, a hand-back) still on
+        # its way to the store: out of the slots, so the next delivery need not wait on that
+        # round trip, but still waited for by a drain.
+        self.answering: set[Running] = set()
         # Who waits for a pass to free its slot (`until_freed`), woken all at once by `free`.
         # Plain futures, not an `asyncio.Condition`: nothing here needs its lock, and taking
         # it cost every pass an acquire and a release on each side.
@@ -92,6 +97,7 @@ class Crew:
         self.known_due: datetime | None = None
         # Asked once, not per pass: a runtime protocol check costs more than the call it guards.
         self.ledger = self.checkpointer if isinstance(self.checkpointer, Ledger) else None
+        self.taking_many = durable if isinstance(durable, TakingMany) else None
         # (A checkpointer that keeps no standings has none to write: its passes just finish.)
         self.settling: Settling | None = None
         if self.ledger is not None and isinstance(durable, Settling):
@@ -127,12 +133,22 @@ class Crew:
                 if waiter.cancelled() and waiter in self.freed:
                     self.freed.remove(waiter)
 
+    def ended(self, running: Running) -> None:
+        """The body of `running` is over: its slot frees now, while its answer goes on."""
+        self.running.discard(running)
+        self.answering.add(running)
+        self._wake_waiters()
+
     def free(self, running: Running) -> None:
         # The Run holds the pass's `written` hook, which holds `running`: break that cycle, or every
         # pass's Run and records would wait for the cyclic collector instead of going now.
         running.run = None
         self.running.discard(running)
+        self.answering.discard(running)
         self.answered.set()
+        self._wake_waiters()
+
+    def _wake_waiters(self) -> None:
         waiters, self.freed = self.freed, []
         for waiter in waiters:
             if not waiter.done():

@@ -17,7 +17,7 @@ import logging
 from datetime import timedelta
 
 from durability.cancelling import pause, stop_if_cancelled
-from durability.interfaces import Trimmed
+from durability.interfaces import TakingMany, Trimmed
 from durability.signals import Fenced
 from durability.waits import set_within
 from durability.worker.crew import Crew
@@ -87,7 +87,11 @@ async def reader(crew: Crew, primary: bool = True) -> None:
     """Take one workflow per free slot. The primary reader runs for the worker's life; the
     extra ones a busy queue calls up (`_call_readers`) leave at the first empty read, so an
     idle worker keeps one read in flight, and a busy one keeps several (a single reader
-    caps a worker at one take per round trip, however many slots are free)."""
+    caps a worker at one take per round trip, however many slots are free). A store that
+    takes many in one move is read by `many_reader` instead."""
+    if primary and crew.taking_many is not None:
+        await many_reader(crew, crew.taking_many)
+        return
     failures = 0
     while True:
         if not crew.slot_free():  # asked first: a busy reader's every take would await it
@@ -125,6 +129,43 @@ async def reader(crew: Crew, primary: bool = True) -> None:
             return
         await crew.admit(taken.delivery, holder=taken.holder, claimed=True)
         _call_readers(crew)
+
+
+async def many_reader(crew: Crew, store: TakingMany) -> None:
+    """The one reader of a store that takes many in one move (`TakingMany`): each read asks
+    for as many workflows as there are free slots, so a busy worker fills them with one
+    statement and no task, wait or future a delivery. Idle, it keeps one read in flight, as
+    the primary reader does."""
+    failures = 0
+    while True:
+        if not crew.slot_free():
+            await crew.wait_for_slot()
+            # The passes of one batch end in the same turn: let all of them free their slots
+            # before asking, or the first freed slot would be taken alone.
+            await asyncio.sleep(0)
+        if crew.stopping:
+            return
+        crew.reading += 1
+        try:
+            taken = await store.take_up_to(
+                lambda: crew.pool - len(crew.running), crew.wait, crew.budget, crew.lease
+            )
+        except Exception:
+            failures += 1
+            wait = min(crew.tick * 2 ** min(failures - 1, 10), crew.sweep)
+            log.exception("reading the queue failed; trying again in %s", wait)
+            await pause(wait.total_seconds())
+            continue
+        finally:
+            crew.reading -= 1
+        failures = 0
+        stop_if_cancelled()
+        for one in taken:
+            if crew.stopping:
+                # Taken while the drain began: give it straight back rather than start it.
+                await crew.give_back(one.delivery, one.holder)
+            else:
+                await crew.admit(one.delivery, holder=one.holder, claimed=True)
 
 
 def _call_readers(crew: Crew) -> None:
@@ -270,10 +311,12 @@ async def drain(crew: Crew, stop: asyncio.Event, quits: list[asyncio.Task[None]]
     crew.stopping = True
     for task in quits:  # the reclaimer only ever brings new work (the timer brings it to
         task.cancel()  # the queue, for every worker, so it goes on)
-    log.info("draining: %d pass(es) running, %s to finish", len(crew.running), crew.grace)
+    log.info("draining: %d pass(es) running, %s to finish", len(crew.running) + len(crew.answering),
+             crew.grace)
     try:
         async with asyncio.timeout(crew.grace.total_seconds()):
-            await crew.until_freed(lambda: not crew.running)
+            await crew.until_freed(lambda: not crew.running and not crew.answering)
     except TimeoutError:
-        log.warning("drain: grace over, handing back %d pass(es)", len(crew.running))
+        log.warning("drain: grace over, handing back %d pass(es)",
+                    len(crew.running) + len(crew.answering))
     raise _Drained

@@ -53,11 +53,14 @@ class Escaped(Exception):
 
 
 async def run_pass(crew: Crew, running: Running) -> None:
-    """The whole pass of `running`'s delivery; it frees its slot whatever happens."""
+    """The whole pass of `running`'s delivery; it frees its slot whatever happens, and as soon
+    as its body has ended: the answer's round trip to the store overlaps the next pass's take
+    (a drain still waits for it)."""
     workflow = running.delivery.workflow
     crew.emit("delivered", workflow)
     try:
         holder, ending = await _ended(crew, running)
+        crew.ended(running)
         await answer(crew, running, holder, ending)
     except asyncio.CancelledError:
         # Shutting down: hand the workflow back now rather than after a lease.

@@ -34,6 +34,7 @@ from durability.interfaces import (
     Scheduler,
     Settling,
     Taken,
+    TakingMany,
     Written,
     claimed,
 )
@@ -1577,3 +1578,144 @@ async def test_a_reclaimed_workflow_whose_claim_outlives_its_delivery_is_taken_a
     # Taken as the claim lapsed, by the pass that reclaimed it: not handed back to look again.
     assert scheduler.calls["wake_at"] == 0
     assert observed.kinds(workflow).count("started") == 1
+
+
+class HeldDones(CountingScheduler):
+    """A queue whose `done` waits for `gate`: a finish still on its way to the store."""
+
+    def __init__(self, inner: Scheduler) -> None:
+        super().__init__(inner)
+        self.gate = asyncio.Event()
+        self.held: list[str] = []
+
+    async def done(self, delivery: Delivery) -> None:
+        self.held.append(delivery.workflow)
+        await self.gate.wait()
+        await super().done(delivery)
+
+
+async def test_a_pass_frees_its_slot_when_its_body_ends_not_when_its_finish_lands() -> None:
+    checkpointer, memory = stores()
+    scheduler = HeldDones(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    first, second = workflow_id(), workflow_id()
+    bodies = 0
+    most = 0
+
+    async def body(run: Run) -> str:
+        nonlocal bodies, most
+        bodies += 1
+        most = max(most, bodies)
+        try:
+            return await run.step("one", lambda: run.workflow, as_text)
+        finally:
+            bodies -= 1
+
+    async with working(durable, body, observed, pool=1):
+        await durable.arrive(first, "go", True)
+        await observed.until(lambda: scheduler.held == [first])
+        await durable.arrive(second, "go", True)
+        # The first's finish has not landed, yet the one slot runs the second's body.
+        await observed.until(lambda: scheduler.held == [first, second])
+        assert observed.kinds(second)[:2] == ["delivered", "started"]
+        assert scheduler.calls["done"] == 0
+        scheduler.gate.set()
+        await observed.until(lambda: observed.completed(first) and observed.completed(second))
+    assert most == 1  # still one body at a time
+    assert scheduler.calls["done"] == 2
+
+
+async def test_a_drain_waits_for_a_finish_on_its_way_and_hands_nothing_back() -> None:
+    checkpointer, memory = stores()
+    scheduler = HeldDones(memory)
+    durable = SplitDurable(checkpointer, scheduler)
+    observed = Observed()
+    drain = asyncio.Event()
+    workflow = workflow_id()
+
+    async def body(run: Run) -> str:
+        return await run.step("one", lambda: "done", as_text)
+
+    task = asyncio.create_task(
+        work(durable, body, observer=observed, tick=TICK, within=WITHIN, stop=drain, pool=1)
+    )
+    try:
+        await durable.arrive(workflow, "go", True)
+        await observed.until(lambda: scheduler.held == [workflow])
+        drain.set()
+        await asyncio.sleep(3 * TICK.total_seconds())
+        assert not task.done()  # the finish is still on its way: the drain waits for it
+        scheduler.gate.set()
+        await asyncio.wait_for(task, 5)
+    finally:
+        await stop(task)
+    assert observed.completed(workflow)
+    assert scheduler.calls["done"] == 1 and scheduler.calls["wake_at"] == 0  # not handed back
+    assert await memory.next_ready(timedelta(milliseconds=1)) is None
+
+
+class ManyTaking(SplitDurable):
+    """A durable that takes many in one move (`TakingMany`), over memory: each move is one
+    take that waits, then glances for as many more as there is room for."""
+
+    def __init__(self, checkpointer: MemoryCheckpointer, scheduler: MemoryScheduler) -> None:
+        super().__init__(checkpointer, scheduler)
+        self.rooms: list[int] = []
+        self.alone = 0
+
+    async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        self.alone += 1
+        return await self._take(within, budget, alive)
+
+    async def _take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
+        return await super().take(within, budget, alive)
+
+    async def take_up_to(
+        self, room: Callable[[], int], within: timedelta, budget: timedelta, alive: timedelta
+    ) -> list[Taken]:
+        wanted = room()
+        self.rooms.append(wanted)
+        first = await self._take(within, budget, alive)
+        taken = [] if first is None else [first]
+        while taken and len(taken) < wanted:
+            more = await self._take(timedelta(milliseconds=1), budget, alive)
+            if more is None:
+                break
+            taken.append(more)
+        return taken
+
+
+async def test_a_store_that_takes_many_is_asked_for_as_many_as_there_are_free_slots() -> None:
+    checkpointer, scheduler = stores()
+    durable = ManyTaking(checkpointer, scheduler)
+    assert isinstance(durable, TakingMany)
+    observed = Observed()
+    gate = asyncio.Event()
+    inside = most = 0
+
+    async def hold() -> int:
+        nonlocal inside, most
+        inside += 1
+        most = max(most, inside)
+        try:
+            await gate.wait()
+        finally:
+            inside -= 1
+        return 1
+
+    async def body(run: Run) -> int:
+        return await run.step("held", hold, as_int)
+
+    workflows = [workflow_id() for _ in range(6)]
+    for workflow in workflows:
+        await durable.arrive(workflow, "go", True)
+    async with working(durable, body, observed, pool=4):
+        await observed.until(lambda: inside == 4)
+        await asyncio.sleep(3 * TICK.total_seconds())  # full: nothing more is asked for
+        assert durable.rooms == [4] and inside == 4
+        gate.set()
+        await observed.until(lambda: all(observed.completed(w) for w in workflows))
+    assert durable.alone == 0  # never one slot's take at a time
+    assert most == 4
+    assert durable.rooms[1] > 1  # the four ended together: the next ask is not one slot's

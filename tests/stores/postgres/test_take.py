@@ -287,3 +287,74 @@ async def test_the_takes_of_one_turn_say_which_rows_had_lapsed(
     assert len(sent) == 1, sent  # the turn's takes were one statement (`take_many`)
     lapsed = {t.delivery.workflow: t.delivery.lapsed for t in turn if t is not None}
     assert lapsed == {dead: True, fresh: False}
+
+
+async def test_take_up_to_takes_as_many_as_there_is_room_for_in_one_statement(
+    make_pool: MakePool, counting: type[Counting]
+) -> None:
+    counted = await make_pool(size=1, cursor_factory=counting)
+    durable = _durable(counted)
+    workflows = sorted(_unique("up-to") for _ in range(5))
+    busy = workflows[-1]
+    asked: list[int] = []
+
+    def room(n: int) -> Callable[[], int]:
+        def ask() -> int:
+            asked.append(n)
+            return n
+        return ask
+
+    try:
+        for n, workflow in enumerate(workflows):
+            await durable.arrive(workflow, "order", n)
+        held = await durable.checkpointer.claim(busy, BUDGET, BUDGET)  # a live pass holds it
+        assert held is not None
+        counting.sent.clear()
+        first = await durable.take_up_to(room(3), SHORT, BUDGET, LEASE)
+        one_statement = list(counting.sent)
+        rest = await durable.take_up_to(room(10), SHORT, BUDGET, LEASE)
+        empty = await durable.take_up_to(room(10), timedelta(milliseconds=50), BUDGET, LEASE)
+    finally:
+        await durable.scheduler.close()
+    assert len(one_statement) == 1, one_statement
+    assert asked[:2] == [3, 10]
+    assert [t.delivery.workflow for t in first] == workflows[:3]  # as many as there was room
+    assert [t.delivery.workflow for t in rest] == workflows[3:]  # the rest, not one more
+    assert empty == []
+    for taken in first + rest:
+        if taken.delivery.workflow == busy:
+            assert taken.holder is None  # queued, but a live pass holds it
+            continue
+        assert taken.holder is not None and taken.holder.workflow == taken.delivery.workflow
+        assert taken.holder.records == {"order": workflows.index(taken.delivery.workflow)}
+        assert await durable.checkpointer.claim(taken.delivery.workflow, LEASE, LEASE) is None
+
+
+async def test_take_up_to_waits_for_an_arrival_and_asks_for_room_again_when_woken(
+    pool: Pool,
+) -> None:
+    queue = _unique("q")
+    reader = _durable(pool, queue=queue, poll=LONG_POLL)
+    writer = _durable(pool, queue=queue, poll=LONG_POLL)
+    workflow = _unique("late")
+    asked = 0
+
+    def room() -> int:
+        nonlocal asked
+        asked += 1
+        return 4
+
+    try:
+        waiting = asyncio.create_task(
+            reader.take_up_to(room, timedelta(seconds=20), BUDGET, LEASE)
+        )
+        await asyncio.sleep(0.3)  # its first read found nothing; it waits for a notification
+        assert not waiting.done() and asked == 1
+        await writer.arrive(workflow, "order", 1)
+        taken = await asyncio.wait_for(waiting, 10)  # woken, not polled (the poll is 30 s)
+    finally:
+        await reader.scheduler.close()
+        await writer.scheduler.close()
+    assert [t.delivery.workflow for t in taken] == [workflow]
+    assert asked == 2  # asked again for the read after the wait
+    assert taken[0].holder is not None and taken[0].holder.records == {"order": 1}
