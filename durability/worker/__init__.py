@@ -76,7 +76,8 @@ async def work(
         take (a wakeup + its claim) ─▶ up to `pool` passes ─▶ Sleeping  ─▶ wake_at(due)
             ▲                                              ├ Blocked   ─▶ nothing: only a write
             │                                              └ Completed ─▶ nothing   from outside
-        one take per free slot; reclaim abandoned ones as they lapse; then finish (release + done)
+        a take per free slot (or one for all: `TakingMany`); reclaim abandoned ones as they lapse;
+        then finish (release + done), its slot already free for the next take
 
     `pool` bounds the bodies running at once (a pass whose body has ended frees its slot while
     its finish is on its way to the store, and a drain waits for that finish); `budget` is how
