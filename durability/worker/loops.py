@@ -108,12 +108,8 @@ async def reader(crew: Crew, primary: bool = True) -> None:
         except Exception:
             if not primary:
                 return
-            # A store that went away is logged and tried again, backing off to `sweep`,
-            # rather than ending the worker: the queue still holds everything.
             failures += 1
-            wait = min(crew.tick * 2 ** min(failures - 1, 10), crew.sweep)
-            log.exception("reading the queue failed; trying again in %s", wait)
-            await pause(wait.total_seconds())
+            await _read_failed(crew, failures)
             continue
         finally:
             crew.reading -= 1
@@ -152,9 +148,7 @@ async def many_reader(crew: Crew, store: TakingMany) -> None:
             )
         except Exception:
             failures += 1
-            wait = min(crew.tick * 2 ** min(failures - 1, 10), crew.sweep)
-            log.exception("reading the queue failed; trying again in %s", wait)
-            await pause(wait.total_seconds())
+            await _read_failed(crew, failures)
             continue
         finally:
             crew.reading -= 1
@@ -166,6 +160,15 @@ async def many_reader(crew: Crew, store: TakingMany) -> None:
                 await crew.give_back(one.delivery, one.holder)
             else:
                 await crew.admit(one.delivery, holder=one.holder, claimed=True)
+
+
+async def _read_failed(crew: Crew, failures: int) -> None:
+    """After the `failures`th read in a row failed (called where it is caught): a store that
+    went away is logged and tried again, backing off to `sweep`, rather than ending the
+    worker, since the queue still holds everything."""
+    wait = min(crew.tick * 2 ** min(failures - 1, 10), crew.sweep)
+    log.exception("reading the queue failed; trying again in %s", wait)
+    await pause(wait.total_seconds())
 
 
 def _call_readers(crew: Crew) -> None:

@@ -323,44 +323,50 @@ async def test_a_blocked_workflow_runs_again_when_its_input_arrives() -> None:
 # --- 11. the pool, the timer, the budget, failures, shutdown ----------------------------------
 
 
+class Holding:
+    """A body whose one step waits at `gate`, counting the bodies inside it at once."""
+
+    def __init__(self) -> None:
+        self.gate = asyncio.Event()
+        self.inside = 0
+        self.most = 0
+
+    async def hold(self) -> int:
+        self.inside += 1
+        self.most = max(self.most, self.inside)
+        try:
+            await self.gate.wait()
+        finally:
+            self.inside -= 1
+        return 1
+
+    async def body(self, run: Run) -> int:
+        return await run.step("held", self.hold, as_int)
+
+
 async def test_at_most_pool_passes_run_and_nothing_is_read_while_full() -> None:
     checkpointer, memory = stores()
     scheduler = CountingScheduler(memory)
     durable = SplitDurable(checkpointer, scheduler)
     observed = Observed()
-    gate = asyncio.Event()
-    inside = 0
-    most = 0
-
-    async def hold() -> int:
-        nonlocal inside, most
-        inside += 1
-        most = max(most, inside)
-        try:
-            await gate.wait()
-        finally:
-            inside -= 1
-        return 1
-
-    async def body(run: Run) -> int:
-        return await run.step("held", hold, as_int)
+    held = Holding()
 
     workflows = [workflow_id() for _ in range(10)]
-    async with working(durable, body, observed, pool=2):
+    async with working(durable, held.body, observed, pool=2):
         for workflow in workflows:
             await durable.arrive(workflow, "go", True)
         await observed.until(lambda: len([e for e in observed.events if e.kind == "started"]) == 2)
         # Several ticks and reads' worth of time with both slots taken.
         await asyncio.sleep(6 * TICK.total_seconds())
-        assert inside == 2
+        assert held.inside == 2
         assert scheduler.calls["next_ready"] == 2
         assert scheduler.delivered == 2
         assert scheduler.calls["make_ready"] - scheduler.delivered == 8  # still in the queue
 
-        gate.set()
+        held.gate.set()
         await observed.until(lambda: all(observed.completed(w) for w in workflows))
 
-    assert most == 2
+    assert held.most == 2
     assert scheduler.delivered == 10
 
 
@@ -1691,31 +1697,17 @@ async def test_a_store_that_takes_many_is_asked_for_as_many_as_there_are_free_sl
     durable = ManyTaking(checkpointer, scheduler)
     assert isinstance(durable, TakingMany)
     observed = Observed()
-    gate = asyncio.Event()
-    inside = most = 0
-
-    async def hold() -> int:
-        nonlocal inside, most
-        inside += 1
-        most = max(most, inside)
-        try:
-            await gate.wait()
-        finally:
-            inside -= 1
-        return 1
-
-    async def body(run: Run) -> int:
-        return await run.step("held", hold, as_int)
+    held = Holding()
 
     workflows = [workflow_id() for _ in range(6)]
     for workflow in workflows:
         await durable.arrive(workflow, "go", True)
-    async with working(durable, body, observed, pool=4):
-        await observed.until(lambda: inside == 4)
+    async with working(durable, held.body, observed, pool=4):
+        await observed.until(lambda: held.inside == 4)
         await asyncio.sleep(3 * TICK.total_seconds())  # full: nothing more is asked for
-        assert durable.rooms == [4] and inside == 4
-        gate.set()
+        assert durable.rooms == [4] and held.inside == 4
+        held.gate.set()
         await observed.until(lambda: all(observed.completed(w) for w in workflows))
     assert durable.alone == 0  # never one slot's take at a time
-    assert most == 4
+    assert held.most == 4
     assert durable.rooms[1] > 1  # the four ended together: the next ask is not one slot's
