@@ -16,7 +16,7 @@ from pathlib import Path
 
 from experiments.reading import frame, ms, table, times, versus
 from experiments.results import RESULTS
-from experiments.tables import DASH, SAME, TIMES, number, window_lengths
+from experiments.tables import DASH, SAME, TIMES, agreed, number, window_lengths
 from experiments.uncertainty import LEVEL, Interval, distinguishable, ratio
 
 __all__ = ["SECTIONS", "findings"]
@@ -85,6 +85,8 @@ def _idle(where: Path) -> str:
         return Interval(estimate, lo, hi, 1)
 
     def said(found: Interval, scale: float = 1.0) -> str:
+        if agreed(found.estimate * scale, found.lo * scale, found.hi * scale):
+            return number(found.estimate * scale)  # every window counted the same
         return f"{number(found.estimate * scale)}{_span(found, scale)}"
 
     # SQLite counts statements (no server), and is woken by its doorbell, not a poll.
@@ -146,7 +148,7 @@ def _growth(where: Path) -> str:
     def n(backend: str, trimming: object, column: str = "peak_entries") -> str:
         """The median over the runs, with its interval where there are several."""
         found = at(backend, trimming, column)
-        if found.lo == found.hi == found.estimate:  # every run counted the same
+        if agreed(found.estimate, found.lo, found.hi):  # every run counted the same
             return number(found.estimate)
         return f"{number(found.estimate)}{_span(found)}"
 
@@ -301,8 +303,10 @@ def _design(where: Path) -> str:
     growth = table("growth", where)
     peaks = [growth[(growth["backend"] == b) & (growth["trimming"].astype(str) == "True")]
              ["peak_entries"] for b in ("redis-stream", "redis-stream-8.2")]
+    runs = int(growth["repeats"].max()) if "repeats" in growth.columns and len(growth) else 1
     trimmed = (f"trimmed, it peaks at {number(float(peaks[0].iloc[0]))} entries on 7.0 and "
-               f"{number(float(peaks[1].iloc[0]))} on 8.2, one run each"
+               f"{number(float(peaks[1].iloc[0]))} on 8.2, "
+               + ("one run each" if runs == 1 else f"the median of {runs} runs each")
                if all(len(p) for p in peaks) else "")
     return ("**The design documents' table** ([`choosing.ipynb`](notebooks/choosing.ipynb)). "
             "*Waiting for work* no longer separates the stream from the set: the stream's "

@@ -27,7 +27,7 @@ from experiments.uncertainty import (
     small,
 )
 
-__all__ = ["QUICK", "RIVALS", "SAME", "View", "number", "resampling", "span", "views"]
+__all__ = ["QUICK", "RIVALS", "SAME", "View", "agreed", "number", "resampling", "span", "views"]
 
 #: Each job queue beside the scheduler of ours it would replace (on the same server).
 RIVALS = (("redis-stream", "saq"), ("redis-stream", "streaq"), ("redis-stream", "arq"),
@@ -114,8 +114,14 @@ def resampling(repeats: dict[str, int], what: str = "submissions") -> str:
 
 
 def _agreed(estimate: float, lo: float, hi: float) -> str:
-    """`_with`, but a count every run agreed on (an interval of one value) shown alone."""
-    return number(estimate) if lo == hi == estimate else _with(estimate, lo, hi)
+    """`_with`, but a count the runs agreed on to the digits shown (an interval that would
+    read "n (n-n)") shown alone."""
+    return number(estimate) if agreed(estimate, lo, hi) else _with(estimate, lo, hi)
+
+
+def agreed(estimate: float, lo: float, hi: float) -> bool:
+    """Whether an interval reads as its estimate alone at the digits `number` shows."""
+    return number(lo) == number(hi) == number(estimate)
 
 
 def _times(found: Interval) -> str:
@@ -377,15 +383,16 @@ def _idle(frame: Any, summary: Any) -> list[View]:
                "server_requests": ("server req/s", 1), "worker_cpu": ("worker CPU ms/s", 1000),
                "server_cpu": ("server CPU ms/s", 1000)}
     rows = [{"backend": r["backend"], "variant": r["variant"],
-             **{label: _with(*(r.get(f"{column}{end}", math.nan) * scale
-                               for end in ("", "_lo", "_hi")))
+             **{label: _agreed(*(r.get(f"{column}{end}", math.nan) * scale
+                                 for end in ("", "_lo", "_hi")))
                 for column, (label, scale) in columns.items()}}
             for _, r in summary.iterrows()]
     windows = frame[frame["metric"] == "window"]
     seconds = window_lengths(windows)
     most = int(windows.groupby(["backend", "variant"]).size().max()) if len(windows) else 1
     over = (f"the median of {most} windows{seconds} per backend, with its {LEVEL:.0%} interval "
-            "(a bootstrap over the windows, so with so few about their range)" if most > 1 else
+            "(a bootstrap over the windows, so with so few about their range), shown where "
+            "the windows differ" if most > 1 else
             f"one window{seconds} per backend, no repeats: no interval (--repeat gives one)")
     return [View("idle",
                  "An idle worker: what it costs a second", _frame(rows, ["backend", "variant"]),

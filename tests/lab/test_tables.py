@@ -326,3 +326,11 @@ def test_an_interval_says_whether_it_was_drawn_over_repeats_or_one_run_s_submiss
     mixed = resampling({"redis-stream": 3, "saq": 3, "arq": 1, "memory": 1})
     assert "over the repeats" in mixed and "for arq, memory, run once" in mixed
     assert "this one run" in resampling({"redis-stream": 1}) and "--repeat" in resampling({})
+
+
+def test_an_interval_that_reads_as_its_estimate_is_not_printed_beside_it() -> None:
+    from experiments.tables import agreed
+
+    assert agreed(0.21601, 0.21598, 0.21603)  # "0.216 (0.216-0.216)" says nothing more
+    assert not agreed(19.5, 19.3, 19.5)
+    assert agreed(5000.0, 5000.0, 5000.0) and not agreed(1200.0, 1191.0, 1200.0)
