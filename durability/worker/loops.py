@@ -17,7 +17,7 @@ import logging
 from datetime import timedelta
 
 from durability.cancelling import pause, stop_if_cancelled
-from durability.interfaces import TakingMany, Trimmed
+from durability.interfaces import Taken, TakingMany, Trimmed
 from durability.signals import Fenced
 from durability.waits import set_within
 from durability.worker.crew import Crew
@@ -87,24 +87,25 @@ async def reader(crew: Crew, primary: bool = True) -> None:
     """Take one workflow per free slot. The primary reader runs for the worker's life; the
     extra ones a busy queue calls up (`_call_readers`) leave at the first empty read, so an
     idle worker keeps one read in flight, and a busy one keeps several (a single reader
-    caps a worker at one take per round trip, however many slots are free). A store that
-    takes many in one move is read by `many_reader` instead."""
-    if primary and crew.taking_many is not None:
-        await many_reader(crew, crew.taking_many)
-        return
+    caps a worker at one take per round trip, however many slots are free).
+
+    A store that takes many in one move (`TakingMany`) has one reader and no extra ones: each
+    read asks for as many workflows as there are free slots, so a busy worker fills them with
+    one statement and no task, wait or future a delivery."""
+    many = crew.taking_many if primary else None
     failures = 0
     while True:
         if not crew.slot_free():  # asked first: a busy reader's every take would await it
             await crew.wait_for_slot()
+            if many is not None:
+                # The passes of one batch end in the same turn: let all of them free their
+                # slots before asking, or the first freed slot would be taken alone.
+                await asyncio.sleep(0)
         if crew.stopping:
             return
         crew.reading += 1
         try:
-            # Only the primary reader waits for work; an extra one glances and leaves. Were
-            # the extra ones to wait too, every wakeup would wake all of them at once (a
-            # Postgres notification reaches every waiter), each taking its turn to read.
-            within = crew.wait if primary else GLANCE
-            taken = await crew.durable.take(within, crew.budget, crew.lease)
+            taken = await _read(crew, primary, many)
         except Exception:
             if not primary:
                 return
@@ -115,51 +116,32 @@ async def reader(crew: Crew, primary: bool = True) -> None:
             crew.reading -= 1
         failures = 0
         stop_if_cancelled()
-        if taken is None:
-            if not primary:
-                return
-            continue
-        if crew.stopping:
-            # Taken while the drain began: give it straight back rather than start it.
-            await crew.give_back(taken.delivery, taken.holder)
+        if not taken and not primary:
             return
-        await crew.admit(taken.delivery, holder=taken.holder, claimed=True)
-        _call_readers(crew)
-
-
-async def many_reader(crew: Crew, store: TakingMany) -> None:
-    """The one reader of a store that takes many in one move (`TakingMany`): each read asks
-    for as many workflows as there are free slots, so a busy worker fills them with one
-    statement and no task, wait or future a delivery. Idle, it keeps one read in flight, as
-    the primary reader does."""
-    failures = 0
-    while True:
-        if not crew.slot_free():
-            await crew.wait_for_slot()
-            # The passes of one batch end in the same turn: let all of them free their slots
-            # before asking, or the first freed slot would be taken alone.
-            await asyncio.sleep(0)
-        if crew.stopping:
-            return
-        crew.reading += 1
-        try:
-            taken = await store.take_up_to(
-                lambda: crew.pool - len(crew.running), crew.wait, crew.budget, crew.lease
-            )
-        except Exception:
-            failures += 1
-            await _read_failed(crew, failures)
-            continue
-        finally:
-            crew.reading -= 1
-        failures = 0
-        stop_if_cancelled()
         for one in taken:
             if crew.stopping:
                 # Taken while the drain began: give it straight back rather than start it.
                 await crew.give_back(one.delivery, one.holder)
             else:
                 await crew.admit(one.delivery, holder=one.holder, claimed=True)
+        if crew.stopping:
+            return
+        if taken and many is None:
+            _call_readers(crew)
+
+
+async def _read(crew: Crew, primary: bool, many: TakingMany | None) -> list[Taken]:
+    """One read: as many as the slots free (`TakingMany`), else one take."""
+    if many is not None:
+        return await many.take_up_to(
+            lambda: crew.pool - len(crew.running), crew.wait, crew.budget, crew.lease
+        )
+    # Only the primary reader waits for work; an extra one glances and leaves. Were the extra
+    # ones to wait too, every wakeup would wake all of them at once (a Postgres notification
+    # reaches every waiter), each taking its turn to read.
+    within = crew.wait if primary else GLANCE
+    taken = await crew.durable.take(within, crew.budget, crew.lease)
+    return [] if taken is None else [taken]
 
 
 async def _read_failed(crew: Crew, failures: int) -> None:
