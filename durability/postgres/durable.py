@@ -216,11 +216,8 @@ class PostgresDurable(Inspected):
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         """`next_ready` then `claim` as one statement (`take` in durable.sql), waiting for work
         exactly as `next_ready` does: the scheduler's loop, with this statement as its read."""
-        positive("budget", budget)
-        positive("alive", alive)
         scheduler = self._scheduler
-        params = {"queue": scheduler.queue, "lease": scheduler.lease, "budget": budget,
-                  "alive": alive}
+        params = self._taking(budget, alive)
 
         async def read(waited: bool) -> Look[Taken]:
             if waited:  # woken (or the poll came): nothing to batch with, send at once
@@ -242,11 +239,8 @@ class PostgresDurable(Inspected):
         """`take` for up to `room()` workflows (at most `MOST_TAKEN`) as one statement
         (`take_many`), waiting for work exactly as `take` does (`TakingMany`). It goes through
         the batcher, so it shares a pipeline with the turn's records and finishes."""
-        positive("budget", budget)
-        positive("alive", alive)
         scheduler = self._scheduler
-        params = {"queue": scheduler.queue, "lease": scheduler.lease, "budget": budget,
-                  "alive": alive}
+        params = self._taking(budget, alive)
 
         async def read(waited: bool) -> Look[list[Taken]]:
             wanted = {**params, "n": max(1, min(room(), MOST_TAKEN))}
@@ -261,6 +255,14 @@ class PostgresDurable(Inspected):
             return Look(taken, None, None)
 
         return await scheduler.waiting(within, read) or []
+
+    def _taking(self, budget: timedelta, alive: timedelta) -> Params:
+        """The parameters every take of this queue sends, its durations checked first."""
+        positive("budget", budget)
+        positive("alive", alive)
+        scheduler = self._scheduler
+        return {"queue": scheduler.queue, "lease": scheduler.lease, "budget": budget,
+                "alive": alive}
 
     def _taken(self, workflow: str, receipt: object, token: int | None, deadline: datetime,
                lapsed: object, found: list[list[str]] | None, alive: timedelta) -> Taken:
