@@ -32,6 +32,15 @@ def _span(found: Interval, scale: float = 1.0) -> str:
     return f" ({number(found.lo * scale)}{DASH}{number(found.hi * scale)})"
 
 
+def _told(found: Interval, scale: float = 1.0) -> str:
+    """A figure and its interval as prose, "n (lo-hi)"; the figure alone where the interval
+    reads as it at the digits shown (every run or window counted the same)."""
+    shown = number(found.estimate * scale)
+    if agreed(found.estimate * scale, found.lo * scale, found.hi * scale):
+        return shown
+    return f"{shown}{_span(found, scale)}"
+
+
 def _cell(found: Interval) -> str:
     """A ratio for a table: estimate (interval), marked `SAME` where it holds 1."""
     if found.estimate != found.estimate:
@@ -84,18 +93,13 @@ def _idle(where: Path) -> str:
                             for end in ("", "_lo", "_hi"))
         return Interval(estimate, lo, hi, 1)
 
-    def said(found: Interval, scale: float = 1.0) -> str:
-        if agreed(found.estimate * scale, found.lo * scale, found.hi * scale):
-            return number(found.estimate * scale)  # every window counted the same
-        return f"{number(found.estimate * scale)}{_span(found, scale)}"
-
     # SQLite counts statements (no server), and is woken by its doorbell, not a poll.
     woken = [b for b in ("redis-stream", "redis-set", "postgres", "sqlite") if b in t.index]
     polled = [b for b in ("redis-set-polled", "postgres-polled") if b in t.index]
-    requests = _listed([f"{said(at(b))} {_per_second(b, i == 0)}on {b}"
+    requests = _listed([f"{_told(at(b))} {_per_second(b, i == 0)}on {b}"
                         for i, b in enumerate(woken)])
-    cpu = _listed([said(at(b, "worker_cpu"), 1000) for b in woken])
-    poll = _listed([f"{said(at(b))} on {b}" for b in polled])
+    cpu = _listed([_told(at(b, "worker_cpu"), 1000) for b in woken])
+    poll = _listed([f"{_told(at(b))} on {b}" for b in polled])
     windows = windows[windows["backend"].isin(woken + polled)]  # the backends said here
     per = windows.groupby(["backend", "variant"]).size()
     most = int(per.max()) if len(per) else 0
@@ -147,10 +151,7 @@ def _growth(where: Path) -> str:
 
     def n(backend: str, trimming: object, column: str = "peak_entries") -> str:
         """The median over the runs, with its interval where there are several."""
-        found = at(backend, trimming, column)
-        if agreed(found.estimate, found.lo, found.hi):  # every run counted the same
-            return number(found.estimate)
-        return f"{number(found.estimate)}{_span(found)}"
+        return _told(at(backend, trimming, column))
 
     wakeups = float(t["wakeups"].max())
     ends = (g("redis-stream", True, "final_entries"), g("redis-stream-8.2", True,
