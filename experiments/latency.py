@@ -249,9 +249,12 @@ def _spread(count: int, backend: str) -> Any:
     return slice(sum(map(ord, backend)) % step, None, step)
 
 
-#: Backends of ours swept across poll intervals whose poll is only the fallback behind a
-#: doorbell: their line shows the poll does not set their latency.
-FALLBACK = frozenset({"sqlite"})
+def _woken(swept: Any) -> bool:
+    """Whether a backend swept across poll intervals is woken rather than polled, from its own
+    rows: at its longest poll its median is under a quarter of that poll, where a polled one
+    waits about half (a doorbell behind the poll, SQLite's, or a scheduler of your own)."""
+    longest = swept.loc[swept["poll_ms"].idxmax()]
+    return bool(longest["p50"] < longest["poll_ms"] / 4)
 
 
 def _polls(ax: Any, plain: Any, table: Any, rate: float) -> None:
@@ -276,7 +279,7 @@ def _polls(ax: Any, plain: Any, table: Any, rate: float) -> None:
             if interval is not None:
                 ax.fill_between(group["poll_ms"], interval[0], interval[1], color=seen.colour,
                                 alpha=0.15, linewidth=0)
-        name = f"{backend} (woken; polls only as a fallback)" if backend in FALLBACK else backend
+        name = f"{backend} (woken; polls only as a fallback)" if _woken(group) else backend
         handles.append(Line2D([], [], color=seen.colour, marker=seen.marker,
                               label=counted(name, int(group["n"].min()))))
     polls = sorted(float(p) for p in swept["poll_ms"].unique())

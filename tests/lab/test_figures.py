@@ -226,3 +226,15 @@ def test_idle_draws_a_whisker_over_repeated_windows_with_its_number_past_it() ->
     hi = max(seg[:, 0].max() for c in whiskers for seg in c.get_segments())
     (label,) = [t for t in ax.texts if t.get_text() == "24"]  # the median of 20, 24, 28
     assert label.xy[0] >= hi
+
+
+def test_a_swept_backend_is_labelled_woken_from_its_own_rows_not_its_name() -> None:
+    import pandas
+
+    from experiments.latency import _woken
+
+    def swept(p50s: list[float]) -> pandas.DataFrame:
+        return pandas.DataFrame({"poll_ms": [5.0, 25.0, 50.0], "p50": p50s})
+
+    assert _woken(swept([1.3, 1.4, 1.3]))  # a doorbell: flat whatever the poll
+    assert not _woken(swept([3.0, 12.0, 30.0]))  # half a poll: polled
