@@ -246,12 +246,16 @@ def resampled(name: str, *backends: str, where: Path | None = None) -> str:
     has several, else over one run's samples, which leaves out what another run would move."""
     from experiments.tables import resampling
 
-    rows = frame(name, where)
+    summary = table(name, where)  # computed once per version of the rows, and it counts them
+    if "repeats" in summary.columns:
+        counts = summary.groupby("backend", sort=False)["repeats"].max()
+    else:
+        rows = frame(name, where)
+        if "repeat" not in rows.columns:
+            return resampling({})
+        counts = rows.groupby("backend", sort=False)["repeat"].nunique()
     if backends:
-        rows = rows[rows["backend"].isin(backends)]
-    if not len(rows) or "repeat" not in rows.columns:
-        return resampling({})
-    counts = rows.groupby("backend", sort=False)["repeat"].nunique()
+        counts = counts[counts.index.isin(backends)]
     return resampling({str(b): int(n) for b, n in counts.items()},
                       "submissions" if name == "latency" else "samples")
 
