@@ -66,8 +66,8 @@ class PostgresScheduler(Visibility):
     `next_ready` takes the earliest visible row with `FOR UPDATE SKIP LOCKED` and hides it for a
     lease in the same statement. The receipt makes `done` a compare-and-delete, so a wakeup that
     lands mid-pass (which must change the receipt) is never thrown away. A worker that dies simply
-    stops extending: its row becomes visible when the lease runs out, so `reclaim` has nothing to
-    do and returns None, and there is no separate sleeping set for `wake_due` to move.
+    stops extending: its row becomes visible when the lease runs out, so `reclaiming` has nothing
+    to hand over, and there is no separate sleeping set for `wake_due` to move.
 
     Waiting (`waiting`, shared with `PostgresDurable.take`, which runs its own statement in the
     same loop). An idle `next_ready` does not poll at a fixed rate. It reads the queue once,

@@ -126,13 +126,6 @@ class CountingScheduler:
         self.calls["wake_due"] += 1
         return await self.inner.wake_due(now)
 
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        self.calls["reclaim"] += 1
-        delivery = await self.inner.reclaim(idle)
-        self.delivered += delivery is not None
-        self.reclaimed += delivery is not None
-        return delivery
-
     async def reclaiming(self, idle: timedelta) -> Reclaimed:
         self.calls["reclaim"] += 1
         look = await self.inner.reclaiming(idle)
@@ -264,9 +257,6 @@ class MortalScheduler:
 
     async def wake_due(self, now: datetime | None = None) -> datetime | None:
         return await self.mortal.call(self.inner.wake_due(now))
-
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        return await self.mortal.call(self.inner.reclaim(idle))
 
     async def reclaiming(self, idle: timedelta) -> Reclaimed:
         return await self.mortal.call(self.inner.reclaiming(idle))
@@ -1066,7 +1056,7 @@ async def test_no_body_can_stop_the_worker(poison: str) -> None:
     # One attempt (the default retries nothing), so the workflow has failed: "dead".
     assert observed.kinds(bad) == ["delivered", "started", "failed", "dead"]
     # Settled: released and answered for, so no other worker inherits the poison.
-    assert await memory.reclaim(timedelta(milliseconds=1)) is None
+    assert (await memory.reclaiming(timedelta(milliseconds=1))).delivery is None
     assert await checkpointer.claim(bad, LEASE, LEASE) is not None
 
 
