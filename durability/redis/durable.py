@@ -13,7 +13,7 @@ an error, so a refused write would still be followed by its wakeup; `RedisDurabl
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any, TypeVar
 
@@ -25,7 +25,7 @@ from durability.cancelling import stop_if_cancelled
 from durability.checks import positive, to_ms
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.lua import ScriptCall, named, source
-from durability.redis.marker import Marker
+from durability.redis.marker import Marker, lost_group
 from durability.redis.namespace import text
 from durability.redis.set_scheduler import RedisSetScheduler, taken_delivery
 from durability.redis.shared_connection import SharedConnection
@@ -33,7 +33,6 @@ from durability.redis.stream_scheduler import (
     FIELD,
     GROUP,
     RedisStreamScheduler,
-    lost_group,
     receipt_of,
 )
 from durability.split import SplitDurable
@@ -180,7 +179,7 @@ class RedisDurable(SplitDurable):
         release = self._redis_checkpointer.calls.release(holder)
         done = self._redis_scheduler.done_call(delivery)
         # Sent again after a lost group, the release part runs twice: it is idempotent.
-        await self._regrouped(self._run, release, done)
+        await self._redis_scheduler.regrouped(self._run, release, done)
 
     async def finish_settled(
         self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
@@ -197,7 +196,8 @@ class RedisDurable(SplitDurable):
         args = [len(release.args), len(stand.args), *release.args, *stand.args, *done.args]
         # Sent again after a lost group, the standing and the release run twice: each is
         # idempotent under the same token.
-        reply = await self._regrouped(self._redis_checkpointer.batcher.run, script, keys, args)
+        batcher = self._redis_checkpointer.batcher
+        reply = await self._redis_scheduler.regrouped(batcher.run, script, keys, args)
         return bool(int(reply[1]))
 
     def _settled_script(self, release: str, done: str) -> AsyncScript:
@@ -230,11 +230,11 @@ class RedisDurable(SplitDurable):
         prefix = self._redis_checkpointer.prefix
         keys, script_args = read.keys, [len(read.args), *read.args, prefix, *claim_args]
         if within <= _GLANCE:
-            reply = await self._regrouped(batcher.run, script, keys, script_args)
+            reply = await self._redis_scheduler.regrouped(batcher.run, script, keys, script_args)
             return self._taken(reply, alive) if reply and reply[0] else None
         if isinstance(scheduler, RedisStreamScheduler):
             if not self._waited:
-                reply = await self._regrouped(batcher.run, script, keys, script_args)
+                reply = await scheduler.regrouped(batcher.run, script, keys, script_args)
                 if reply:
                     return self._taken(reply, alive)
             return await self._wait_and_take(scheduler, within, alive, claim_args)
@@ -366,14 +366,6 @@ class RedisDurable(SplitDurable):
                 reply = await script(keys=keys, args=args)
             elif isinstance(reply, Exception):
                 raise reply
-
-    async def _regrouped(self, send: Callable[..., Awaitable[T]], /, *args: Any) -> T:
-        """`send(*args)`; on the stream, made again and sent once more if Redis answers that
-        the consumer group is gone (`RedisStreamScheduler.regrouped`). The set has no group."""
-        scheduler = self._redis_scheduler
-        if isinstance(scheduler, RedisStreamScheduler):
-            return await scheduler.regrouped(send, *args)
-        return await send(*args)
 
     def _take_script(self, read: str) -> AsyncScript:
         pair = (read, "claim")

@@ -15,17 +15,15 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
-
-from redis.exceptions import ResponseError
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
 from durability.deprecation import Reclaim
 from durability.redis.lua import ScriptCall, script
-from durability.redis.marker import Marker, Watched
+from durability.redis.marker import Marker, Watched, lost_group
 from durability.redis.namespace import (
     DEFAULT,
     block_slice,
@@ -73,16 +71,6 @@ def _parse(receipt: str) -> tuple[str, str]:
     if not sep or not entry or not count.isdigit():
         raise ValueError(f"not a stream receipt: {receipt!r}")
     return entry, count
-
-
-def lost_group(error: BaseException) -> bool:
-    """Whether Redis answered that the stream or its consumer group is gone: `NOGROUP` to a
-    command (or a script) that needs the group, or `UNBLOCKED ... no longer exists` to a read
-    that was blocked when the key went."""
-    if not isinstance(error, ResponseError):
-        return False
-    said = str(error)
-    return "NOGROUP" in said or (said.startswith("UNBLOCKED") and "no longer exists" in said)
 
 
 def _version(info: Any) -> tuple[int, ...]:
@@ -169,41 +157,11 @@ class RedisStreamScheduler(Reclaim, Watched):
         self._prepare = script(redis, "stream_prepare")
         self._acked: bool | None = None
 
-    async def prepare(self) -> None:
-        """Create the stream and its group, and the marker, where missing. The group starts at
-        the stream's beginning, so wakeups appended before any worker prepared are still
-        delivered. Safe to call again at any time."""
-        await self._prepared("prepare")
-
-    async def verify(self) -> bool:
-        """Look at the marker now (one round trip, preparing what is missing): True if the
-        server's data was wiped since this scheduler last looked. For a process that runs no
-        timer (an API), at whatever low rate it likes."""
-        return await self._prepared("verify")
-
-    async def regroup(self) -> None:
-        """Prepare again after Redis answered that the group is gone (see `lost_group`)."""
-        await self._prepared("lost group")
-
-    async def regrouped(self, send: Callable[..., Awaitable[T]], /, *args: Any, **kw: Any) -> T:
-        """`await send(*args, **kw)`; if Redis answers that the group is gone, `regroup` and
-        send once more. The normal path is the one call: nothing is asked before it."""
-        try:
-            return await send(*args, **kw)
-        except ResponseError as error:
-            if not lost_group(error):
-                raise
-        await self.regroup()
-        return await send(*args, **kw)
-
-    async def _prepared(self, noticed_by: str) -> bool:
+    async def put_back(self) -> tuple[object, bool]:
         marker, created = await self._prepare(
             keys=[self.ready, self.marker.key], args=[GROUP, self.marker.fresh()]
         )
-        wiped = self.marker.saw(marker, noticed_by)
-        if int(created) and not wiped and noticed_by == "lost group":
-            log.warning("the consumer group of %s was gone; it is there again", self.ready)
-        return wiped
+        return marker, bool(int(created))
 
     async def make_ready(self, workflow: str) -> None:
         # Always a new entry: a wakeup that lands mid-pass is its own entry, so it cannot be
