@@ -1472,6 +1472,7 @@ async def test_a_hand_back_the_store_fails_does_not_end_the_loop_that_took_it() 
     # ExceptionGroup out of its TaskGroup): a dead worker.
     from durability.worker.crew import Crew
     from durability.worker.running import Running
+    from durability.worker.settings import Settings
 
     class Cut(MemoryScheduler):
         async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
@@ -1483,10 +1484,10 @@ async def test_a_hand_back_the_store_fails_does_not_end_the_loop_that_took_it() 
     async def body(run: Run) -> None:
         return None
 
-    worker = Crew(durable, body, pool=1, budget=timedelta(minutes=1),
-                  tick=timedelta(seconds=1), within=timedelta(seconds=1),
-                  contended=timedelta(seconds=1), sweep=timedelta(seconds=5), readers=1,
-                  observer=None, clock=lambda: datetime.now(UTC), grace=GRACE, retry=ONCE)
+    settings = Settings(pool=1, budget=timedelta(minutes=1), tick=timedelta(seconds=1),
+                        within=timedelta(seconds=1), contended=timedelta(seconds=1),
+                        sweep=timedelta(seconds=5), readers=1, grace=GRACE, retry=ONCE)
+    worker = Crew(durable, body, settings, observer=None, clock=lambda: datetime.now(UTC))
     await scheduler.make_ready("full")
     await scheduler.make_ready("late")
     first = await scheduler.next_ready(timedelta(seconds=1))
