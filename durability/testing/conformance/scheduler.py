@@ -74,15 +74,9 @@ async def _retaken(scheduler: Scheduler, idle: timedelta, patience: float = 3.0)
     return None
 
 
-class SchedulerContract:
-    """What every `Scheduler` must do. Subclass and override `make_scheduler`."""
-
-    @pytest.fixture
-    def make_scheduler(self) -> MakeScheduler:
-        raise NotImplementedError(
-            f"{type(self).__name__} must override the `make_scheduler` fixture: an async"
-            " factory from a lease to a fresh, prepared scheduler on its own queue"
-        )
+class DeliveryContract:
+    """A ready workflow goes to one reader, and a wakeup that lands mid-pass survives its
+    `done`. Needs `make_scheduler`."""
 
     async def test_is_a_scheduler_with_its_lease(self, make_scheduler: MakeScheduler) -> None:
         scheduler = await make_scheduler(timedelta(seconds=7))
@@ -150,7 +144,10 @@ class SchedulerContract:
         await asyncio.gather(*(reader() for _ in range(4)))
         assert sorted(taken) == sorted(workflows)
 
-    # --- sleeping -----------------------------------------------------------------------------
+
+class SleepContract:
+    """A wakeup set for later waits until `wake_due` finds it due; `cancel` takes back what is
+    queued, asleep or held. Needs `make_scheduler`."""
 
     @pytest.mark.parametrize("ago", [timedelta(0), timedelta(seconds=5)])
     async def test_a_due_wakeup_is_ready_after_wake_due(
@@ -203,7 +200,6 @@ class SchedulerContract:
         assert await scheduler.wake_due() is None
         await _nothing_to_take(scheduler, lease)
 
-    # --- cancel -------------------------------------------------------------------------------
 
     async def test_cancel_removes_a_ready_wakeup_and_only_that(
         self, make_scheduler: MakeScheduler
@@ -258,7 +254,10 @@ class SchedulerContract:
         await scheduler.cancel(workflow)
         assert await scheduler.extend(delivery, LONG_LEASE) is None
 
-    # --- leases -------------------------------------------------------------------------------
+
+class LeaseContract:
+    """A held delivery stays its worker's for its lease and is taken over after it, by
+    `reclaiming` or by `next_ready`, whichever this scheduler uses. Needs `make_scheduler`."""
 
     async def test_a_held_delivery_is_not_retaken_within_its_lease(
         self, make_scheduler: MakeScheduler
@@ -452,7 +451,10 @@ class SchedulerContract:
         with pytest.raises(ValueError, match="within"):
             await scheduler.extend(delivery, zero)
 
-    # --- bounds -------------------------------------------------------------------------------
+
+class QueueBoundsContract:
+    """A bad id or duration is refused and changes nothing; any id accepted comes back
+    exactly. Needs `make_scheduler`."""
 
     async def test_a_bad_workflow_id_is_refused_and_queues_nothing(
         self, make_scheduler: MakeScheduler
@@ -507,3 +509,14 @@ class SchedulerContract:
         await one_queue.make_ready(workflow)
         delivery = await _take(one_queue, workflow)
         await one_queue.done(delivery)
+
+
+class SchedulerContract(DeliveryContract, SleepContract, LeaseContract, QueueBoundsContract):
+    """What every `Scheduler` must do. Subclass and override `make_scheduler`."""
+
+    @pytest.fixture
+    def make_scheduler(self) -> MakeScheduler:
+        raise NotImplementedError(
+            f"{type(self).__name__} must override the `make_scheduler` fixture: an async"
+            " factory from a lease to a fresh, prepared scheduler on its own queue"
+        )
