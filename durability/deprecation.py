@@ -3,43 +3,22 @@
 
 | old | new | goes in |
 |---|---|---|
-| `durability.postgres.SqlEffect` | `durability.postgres.PostgresEffect` | `GOES_IN` |
+| `durability.postgres.SqlEffect` (its module's `__getattr__`) | `PostgresEffect` | `GOES_IN` |
 | `Scheduler.reclaim(idle)` (off the protocol) | `reclaiming(idle).delivery` | `GOES_IN` |
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import Protocol
 
 from durability.values import Delivery, Reclaimed
 
-__all__ = ["GOES_IN", "Reclaim", "renamed"]
+__all__ = ["GOES_IN", "Reclaim"]
 
 #: The release in which what is deprecated here is gone.
 GOES_IN = "0.3.0"
-
-
-def renamed(module: str, names: Mapping[str, tuple[str, object]]) -> Callable[[str], object]:
-    """A module `__getattr__` that answers each old name of `names` (old -> (new name, the
-    object)) with its object, warning that it was renamed; any other name is an
-    `AttributeError`, as without it."""
-
-    def __getattr__(name: str) -> object:
-        found = names.get(name)
-        if found is None:
-            raise AttributeError(f"module {module!r} has no attribute {name!r}")
-        new, value = found
-        warnings.warn(
-            f"{module}.{name} is renamed {module}.{new}; the old name goes in {GOES_IN}",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        return value
-
-    return __getattr__
 
 
 class _Reclaiming(Protocol):

@@ -10,6 +10,9 @@ Needs the `postgres` extra (psycopg 3 and psycopg-pool); importing `durability` 
 imports psycopg.
 """
 
+import warnings
+
+from durability.deprecation import GOES_IN
 from durability.postgres.checkpointer import PostgresCheckpointer
 from durability.postgres.durable import PostgresDurable
 from durability.postgres.effect import PostgresEffect
@@ -30,3 +33,17 @@ __all__ = [
     "configure",
     "migrate",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # `SqlEffect` was renamed `PostgresEffect` (beside SqliteEffect, LuaEffect, MemoryEffect);
+    # the old name answers, warning, for one release.
+    if name == "SqlEffect":
+        warnings.warn(
+            f"durability.postgres.SqlEffect is renamed PostgresEffect; the old name goes in"
+            f" {GOES_IN}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PostgresEffect
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
