@@ -5,9 +5,9 @@ LISTEN/NOTIFY rather than a polling floor.
     await pool.open(wait=True)
     await migrate(pool)
     durable = PostgresDurable(PostgresCheckpointer(pool=pool), PostgresScheduler(pool=pool))
+    await durable.scheduler.close(); await pool.close()   # settles what cancelled calls left
 
-Needs the `postgres` extra (psycopg 3 and psycopg-pool); importing `durability` alone never
-imports psycopg.
+Needs the `postgres` extra (psycopg 3 and psycopg-pool); `durability` alone never imports it.
 """
 
 import warnings

@@ -28,8 +28,9 @@ from psycopg.adapt import PyFormat, Transformer
 from psycopg.rows import TupleRow
 
 from durability.postgres import traffic
+from durability.storekit.chores import Chores
 
-__all__ = ["AGAIN", "CAN_PIPELINE", "SETTLE", "Outcome", "exchange", "give_back"]
+__all__ = ["AGAIN", "CAN_PIPELINE", "SETTLE", "Outcome", "exchange", "give_back", "settled"]
 
 #: Whether this libpq can pipeline (14+); without it every statement goes through a cursor.
 CAN_PIPELINE: Final = pq.version() >= 140000 and hasattr(pq.PGconn, "enter_pipeline_mode")
@@ -244,8 +245,8 @@ SETTLE: Final = timedelta(seconds=5)
 _OWING: weakref.WeakKeyDictionary[Any, Callable[[], Awaitable[None]]] = (
     weakref.WeakKeyDictionary()
 )
-#: The tasks reading them, held until done (the loop keeps only weak references to tasks).
-_SETTLING: set[asyncio.Task[None]] = set()
+#: Per pool, the tasks reading them, held until done and ended when its store closes (`settled`).
+_SETTLING: weakref.WeakKeyDictionary[Any, Chores] = weakref.WeakKeyDictionary()
 
 
 async def give_back(pool: Any, conn: Any) -> None:
@@ -259,8 +260,20 @@ async def give_back(pool: Any, conn: Any) -> None:
         await pool.putconn(conn)
         return
     task = asyncio.get_running_loop().create_task(_settled(pool, conn, settle))
-    _SETTLING.add(task)
-    task.add_done_callback(_SETTLING.discard)
+    settling = _SETTLING.get(pool)
+    if settling is None:
+        settling = _SETTLING[pool] = Chores()
+    settling.hold(task)
+
+
+async def settled(pool: Any, within: timedelta = SETTLE) -> None:
+    """Wait, at most `within`, for the connections of `pool` still reading what a cancelled
+    `exchange` was owed (`give_back`'s tasks); then cancel those left, each of which closes
+    its connection and hands it back, and wait for them too. A store calls it as it closes,
+    before its pool: no task of the store outlives it, to be destroyed pending with the loop."""
+    settling = _SETTLING.get(pool)
+    if settling is not None:
+        await settling.ended(within)
 
 
 async def _settled(pool: Any, conn: Any, settle: Callable[[], Awaitable[None]]) -> None:

@@ -20,6 +20,7 @@ from typing import Generic, TypeVar
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive
+from durability.postgres import libpq_pipeline
 from durability.postgres.listener import Listener
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
 from durability.values import Delivery, Footprint
@@ -133,9 +134,12 @@ class PostgresScheduler(Visibility):
         await one(self._pool, self._sql["probe"], {})
 
     async def close(self) -> None:
-        """Close the listening connection (the pool is the caller's to close)."""
+        """Close the listening connection, and settle the pool's connections a cancelled call
+        left reading its answers (`libpq_pipeline.settled`, at most `SETTLE`): after this no
+        task of the store runs, and the pool, the caller's, may be closed."""
         if self._listener is not None:
             await self._listener.close()
+        await libpq_pipeline.settled(self._pool)
 
     def changed(self) -> None:
         """Forget the last empty read: this process has just written to the queue, and must

@@ -20,6 +20,7 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from durability.interfaces import Durable
 from durability.opening import Opening
+from durability.postgres import libpq_pipeline
 from durability.postgres.checkpointer import PostgresCheckpointer
 from durability.postgres.durable import PostgresDurable
 from durability.postgres.migrate import migrate
@@ -119,7 +120,8 @@ class PostgresUrl:
 @contextlib.asynccontextmanager
 async def open_url(opening: Opening) -> AsyncIterator[Durable]:
     """The `PostgresDurable` a Postgres URL names, its tables migrated and its scheduler
-    prepared; closed when the block ends.
+    prepared; closed when the block ends, once the connections a cancelled call left reading
+    their answers have settled (at most `libpq_pipeline.SETTLE`).
 
     | option | meaning |
     |---|---|
@@ -155,6 +157,9 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
     finally:
         if scheduler is not None:
             await scheduler.close()
+        # What a cancelled call left settling goes before the pool does (the scheduler's
+        # close did, unless the store failed before it had one).
+        await libpq_pipeline.settled(pool)
         await pool.close()
 
 

@@ -93,6 +93,13 @@ class RedisDurable(SplitDurable):
         self._scripts = Joined(checkpointer)
         self._taker = Taker(checkpointer, scheduler, self._scripts) if self._joined else None
 
+    async def close(self) -> None:
+        """End what this durable and its checkpointer started (a waiting take's reader, the
+        batches under way); the client is the caller's to close, after."""
+        if self._taker is not None:
+            await self._taker.close()
+        await self._redis_checkpointer.close()
+
     @property
     def marker(self) -> Marker:
         """The scheduler's wipe watch: `marker.wipes`, `marker.last_wipe`, `marker.on_wipe`."""

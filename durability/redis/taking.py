@@ -78,6 +78,11 @@ class Taker:
             else None
         )
 
+    async def close(self) -> None:
+        """Stop reading the connection kept for waiting (see `SharedConnection.close`)."""
+        if self._waiting_connection is not None:
+            await self._waiting_connection.close()
+
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         """`Durable.take` in one script a look (see the module doc); `within` is checked."""
         claim_args = self._redis_checkpointer.calls.claim_args(budget, alive)

@@ -203,6 +203,7 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
         checkpointer = RedisCheckpointer(redis=client, namespace=read.namespace)
         durable = RedisDurable(checkpointer, scheduler, traffic)
         async with contextlib.AsyncExitStack() as upkeep:
+            upkeep.push_async_callback(durable.close)  # first in: it runs once the sweeper stops
             if opening.housekeeping:
                 # No trimmer here: the workers trim what they answer (`work`'s `trim`).
                 await upkeep.enter_async_context(_beside(sweeping(checkpointer)))
