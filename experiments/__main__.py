@@ -10,10 +10,10 @@ from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
-from experiments.backends import BACKENDS, select
 from experiments.catalogue import EXPERIMENTS
+from experiments.harness.backends import BACKENDS, select
+from experiments.harness.servers import KINDS, SOURCES
 from experiments.results import RESULTS, SCRATCH
-from experiments.servers import KINDS, SOURCES
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -151,8 +151,8 @@ def _write(args: argparse.Namespace, names: list[str], mode: str,
     """What run, chaos and soak do around their run: the folder (`_where`; refused with exit 2
     before anything starts), the command line for the metadata, the run `start(where, command)`
     (130 if it was interrupted), then `said(where, failures)` reports and gives the exit status."""
+    from experiments.commands.runner import main_sync
     from experiments.results import Refused
-    from experiments.runner import main_sync
 
     try:
         where = _where(args, names, mode)
@@ -203,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "soak":
         return _soak(args)
     if args.command == "report":
-        from experiments.report import report
+        from experiments.readers.report import report
 
         unknown = [n for n in args.names if n not in EXPERIMENTS]
         if unknown:
@@ -213,18 +213,18 @@ def main(argv: list[str] | None = None) -> int:
         names = args.names or list(EXPERIMENTS)
         print(report(Path(args.results), names, width=args.width))
         if args.figures:
-            from experiments.figures import draw
+            from experiments.readers.figures import draw
 
             for name in names:
                 if (Path(args.results) / f"{name}.csv").exists():
                     print(f"drew {draw(name, Path(args.results))}")
         return 0
     if args.command == "figures":
-        from experiments.figures import redraw
+        from experiments.readers.figures import redraw
 
         return _listed("drew", lambda: redraw(Path(args.results), args.names))
     if args.command == "findings":
-        from experiments.findings import findings
+        from experiments.readers.findings import findings
 
         try:
             print(findings(Path(args.results).resolve(), args.names))
@@ -235,20 +235,20 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "backends":
         return _backends(_sources(args.sources))
     if args.command == "images":
-        from experiments.containers import build_images
+        from experiments.harness.containers import build_images
 
         print("built:", ", ".join(build_images()) or "nothing (all present)")
         return 0
     if args.command == "rivals":
         return make_rivals_venv()
     if args.command == "notebooks":
-        from experiments.notebooks import HERE, build
+        from experiments.writing.notebooks import HERE, build
 
         run = str(Path(args.results).resolve()) if args.results else None
         return _listed("wrote", lambda: build(args.names or None, run=run,
                                               where=Path(run) / "notebooks" if run else HERE))
     if args.command == "workbooks":
-        from experiments import workbooks
+        from experiments.writing import workbooks
 
         return _listed("wrote", lambda: workbooks.build(args.names or None))
     return 2
@@ -268,9 +268,9 @@ def _listed(verb: str, make: Callable[[], list[Path]]) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from experiments.overrides import check
-    from experiments.report import report
-    from experiments.runner import module, run
+    from experiments.commands.overrides import check
+    from experiments.commands.runner import module, run
+    from experiments.readers.report import report
 
     names = args.names or list(EXPERIMENTS)
     unknown = [n for n in names if n not in EXPERIMENTS]
@@ -279,7 +279,7 @@ def _run(args: argparse.Namespace) -> int:
               file=sys.stderr)
         return 2
     try:
-        from experiments.registry import parse, register
+        from experiments.harness.registry import parse, register
 
         for text in args.register:
             name, given = parse(text)
@@ -321,7 +321,7 @@ def _run(args: argparse.Namespace) -> int:
 def _chaos(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from experiments.chaos import CONFIGURATIONS, NAME, PROFILES, main_async
+    from experiments.faults.chaos import CONFIGURATIONS, NAME, PROFILES, main_async
 
     profile = PROFILES[args.profile or ("quick" if args.quick else "full")]
     if args.workflows is not None:
@@ -353,9 +353,9 @@ def _chaos(args: argparse.Namespace) -> int:
 
 
 def _soak(args: argparse.Namespace) -> int:
-    from experiments.figures import draw
+    from experiments.faults.soak import STORES, Settings, soak, table
+    from experiments.readers.figures import draw
     from experiments.results import metadata
-    from experiments.soak import STORES, Settings, soak, table
 
     names = [b.strip() for b in args.backends.split(",") if b.strip()]
     unknown = [n for n in names if n not in STORES]
@@ -384,8 +384,8 @@ def _soak(args: argparse.Namespace) -> int:
 
 
 def _backends(sources: tuple[str, ...] | None) -> int:
-    from experiments.harness import rivals_python
-    from experiments.servers import Servers
+    from experiments.harness.lab import rivals_python
+    from experiments.harness.servers import Servers
 
     with Servers(sources) if sources else Servers() as servers:
         for kind in KINDS:
@@ -418,7 +418,7 @@ def make_rivals_venv(timeout: float | None = None) -> int:
     import hashlib
     import venv
 
-    from experiments.harness import RIVALS, RIVALS_VENV
+    from experiments.harness.lab import RIVALS, RIVALS_VENV
 
     python = RIVALS_VENV / "bin" / "python"
     stamp = RIVALS_VENV / ".installed"

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 import experiments as lab
+from experiments.commands.runner import LoopRunning, main_sync
 from experiments.results import Refused, guard, write
-from experiments.runner import LoopRunning, main_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The shortest run there is: memory only, at a rate that gives a few dozen submissions.

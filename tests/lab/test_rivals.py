@@ -22,10 +22,10 @@ from typing import Any
 import pytest
 
 from experiments.__main__ import make_rivals_venv
-from experiments.backends import BACKENDS
-from experiments.harness import Agent, Lab, rivals_python
-from experiments.runner import module
-from experiments.servers import Servers
+from experiments.commands.runner import module
+from experiments.harness.backends import BACKENDS
+from experiments.harness.lab import Agent, Lab, rivals_python
+from experiments.harness.servers import Servers
 
 REDIS = "redis://127.0.0.1:6379/0"
 POSTGRES = "postgresql://postgres@127.0.0.1:5432"
@@ -85,7 +85,7 @@ async def agents(python: str, rival: str, count: int) -> AsyncIterator[list[Agen
     started: list[Agent] = []
     try:
         for n in range(count):
-            started.append(await Agent.start(python, f"experiments.rivals.{rival}",
+            started.append(await Agent.start(python, f"experiments.harness.rivals.{rival}",
                                              f"{rival}/{n}"))
         yield started
     finally:
