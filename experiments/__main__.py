@@ -353,8 +353,9 @@ def _chaos(args: argparse.Namespace) -> int:
 
 
 def _soak(args: argparse.Namespace) -> int:
-    from experiments.faults.soak import STORES, Settings, soak, table
+    from experiments.faults.soak import STORES, Settings, soak
     from experiments.readers.figures import draw
+    from experiments.readers.summaries.soak import table
     from experiments.results import metadata
 
     names = [b.strip() for b in args.backends.split(",") if b.strip()]

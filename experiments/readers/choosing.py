@@ -14,10 +14,10 @@ import math
 from pathlib import Path
 from typing import Any
 
-from experiments.measures.latency import samples
-from experiments.measures.scaling import FLAT
-from experiments.measures.takeover import TYPICAL, typical
 from experiments.readers.reading import frame, ms, table
+from experiments.readers.summaries.latency import samples
+from experiments.readers.summaries.scaling import FLAT
+from experiments.readers.summaries.takeover import TYPICAL, typical
 from experiments.readers.tables import span
 from experiments.readers.uncertainty import Interval, nested_ratio
 

@@ -299,8 +299,7 @@ def draw(experiment: str, where: Path) -> Path:
 
     from experiments.results import load
 
-    room = "faults" if experiment == "soak" else "measures"  # the soak is a fault run
-    module = importlib.import_module(f"experiments.{room}.{experiment}")
+    module = importlib.import_module(f"experiments.readers.summaries.{experiment}")
     frame = load(experiment, where)
     fig = module.draw(frame)
     out = where / "figures" / f"{experiment}.png"

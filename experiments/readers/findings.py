@@ -56,7 +56,7 @@ def _apart(a: Interval, b: Interval) -> str:
 
 
 def _ratios(where: Path) -> str:
-    from experiments.measures.throughput import rates, sized
+    from experiments.readers.summaries.throughput import rates, sized
 
     rows = sized(frame("throughput", where))
     counts = sorted(int(p) for p in rows["processes"].dropna().unique())
@@ -205,7 +205,8 @@ def _growth(where: Path) -> str:
 
 
 def _wakeups(where: Path) -> str:
-    from experiments.measures.wakeups import KEYS, share
+    from experiments.catalogue import KEYS
+    from experiments.readers.summaries.wakeups import share
 
     t = table("wakeups", where).set_index("backend")
     found = {b: Interval(float(r["lost_share"]), float(r["lost_share_lo"]),
@@ -243,7 +244,7 @@ def _wakeups(where: Path) -> str:
 
 
 def _scaling(where: Path) -> str:
-    from experiments.measures.scaling import FLAT, costs
+    from experiments.readers.summaries.scaling import FLAT, costs
 
     summary = table("scaling", where)
     medians = costs(frame("scaling", where))

@@ -67,7 +67,7 @@ def table(name: str, where: Path | None = None) -> Any:
 
 @functools.lru_cache(maxsize=32)
 def _summary(name: str, where: Path, stamp: int) -> Any:
-    module = importlib.import_module(f"experiments.measures.{name}")
+    module = importlib.import_module(f"experiments.readers.summaries.{name}")
     return module.summary(load(name, where))
 
 
@@ -113,7 +113,7 @@ def figure(name: str, where: Path | None = None) -> Any:
     import matplotlib.pyplot as plt
     from IPython.display import Image
 
-    module = importlib.import_module(f"experiments.measures.{name}")
+    module = importlib.import_module(f"experiments.readers.summaries.{name}")
     drawn = module.draw(frame(name, where))
     buffer = io.BytesIO()
     drawn.savefig(buffer, format="png", bbox_inches="tight")
@@ -204,13 +204,13 @@ def versus(name: str, mine: str, theirs: str, where: Path | None = None, **at: A
     rows = frame(name, where)
     variant = at.pop("variant", "default")
     if name == "latency":
-        from experiments.measures.latency import samples
+        from experiments.readers.summaries.latency import samples
 
         rate = float(at.pop("rate", 20.0))
         return nested_ratio(samples(rows, mine, rate),
                             samples(rows, theirs, rate, variant))
     if name == "throughput":
-        from experiments.measures.throughput import rates
+        from experiments.readers.summaries.throughput import rates
 
         processes = int(at.pop("processes", 1))
         return ratio(rates(rows, mine, processes), rates(rows, theirs, processes, variant))
@@ -314,7 +314,7 @@ def overview(where: Path | None = None) -> Any:
         takeover = takeover[takeover["phase"] != "mid-job"]
     kills = takeover[takeover["metric"] == "takeover"]
     if len(kills):
-        from experiments.measures.takeover import typical
+        from experiments.readers.summaries.takeover import typical
 
         lease = 1.0 if (kills["lease_s"] == 1.0).any() else float(kills["lease_s"].min())
         for backend in kills["backend"].unique():  # the statistic named in the column

@@ -35,11 +35,12 @@ def report(where: Path = RESULTS, names: Sequence[str] = EXPERIMENTS, width: int
         if frame.empty:
             parts.append(f"== {name}: no rows ==")
             continue
-        import importlib
-
-        module = importlib.import_module(f"experiments.measures.{name}")
-        lines = [f"== {name}: {module.TITLE} ==", _wrapped(describe(name, where), width)]
-        if metadata(name, where).get("mode") == "quick":
+        # The title the run wrote with its rows: a reader reads what was measured, never the
+        # module that measures it.
+        meta = metadata(name, where)
+        title = f"{name}: {meta['title']}" if meta.get("title") else name
+        lines = [f"== {title} ==", _wrapped(describe(name, where), width)]
+        if meta.get("mode") == "quick":
             lines.append(_wrapped(QUICK, width))
         for view in views(name, frame):
             lines += ["", view.title, render(view.table, width)]

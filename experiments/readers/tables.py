@@ -147,7 +147,7 @@ def _frame(rows: list[dict[str, Any]], index: list[str]) -> Any:
 
 
 def _latency(frame: Any, summary: Any) -> list[View]:
-    from experiments.measures.latency import samples
+    from experiments.readers.summaries.latency import samples
 
     level = f"{LEVEL:.0%}"
     plain = summary[summary["poll_ms"].isna()]
@@ -230,7 +230,7 @@ def _latency(frame: Any, summary: Any) -> list[View]:
 
 
 def _throughput(frame: Any, summary: Any) -> list[View]:
-    from experiments.measures.throughput import rates
+    from experiments.readers.summaries.throughput import rates
 
     level = f"{LEVEL:.0%}"
     runs = summary["runs"].dropna()
@@ -295,7 +295,7 @@ def _throughput(frame: Any, summary: Any) -> list[View]:
 
 
 def _takeover(frame: Any, summary: Any) -> list[View]:
-    from experiments.measures.takeover import TYPICAL, typical
+    from experiments.readers.summaries.takeover import TYPICAL, typical
 
     level = f"{LEVEL:.0%}"
     rivals = summary[summary["phase"] == "mid-job"]
@@ -340,7 +340,7 @@ def _rival_takeovers(frame: Any, rivals: Any) -> list[View]:
     """The rivals' kills, one row a recovery: `TYPICAL` over them ("never" where half or more
     were never taken over) with its interval, and what the rival was set to; why it never
     was, and which were only in part, said below."""
-    from experiments.measures.takeover import TYPICAL, typical
+    from experiments.readers.summaries.takeover import TYPICAL, typical
 
     if not len(rivals):
         return []
@@ -472,7 +472,8 @@ def _slopes(lo: float, hi: float) -> str:
 
 
 def _wakeups(frame: Any, summary: Any) -> list[View]:
-    from experiments.measures.wakeups import KEYS, share
+    from experiments.catalogue import KEYS
+    from experiments.readers.summaries.wakeups import share
 
     level = f"{LEVEL:.0%}"
     rivals = "refused" in summary and bool(summary["refused"].notna().any())
@@ -506,7 +507,7 @@ def views(name: str, frame: Any) -> list[View]:
     summary as it is, numbers shown by `number`."""
     import importlib
 
-    summary = importlib.import_module(f"experiments.measures.{name}").summary(frame)
+    summary = importlib.import_module(f"experiments.readers.summaries.{name}").summary(frame)
     shown = _VIEWS.get(name)
     if shown is not None:
         return shown(frame, summary)

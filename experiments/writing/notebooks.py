@@ -232,7 +232,7 @@ a quarter of the lease, at most a second). Each trial starts from idle workers.
     code("figure('takeover')"),
     code("t = table('takeover')\nshown('takeover')"),
     code("""
-from experiments.measures.takeover import TYPICAL
+from experiments.readers.summaries.takeover import TYPICAL
 # ours alone: a rival's kills (mid-job) are at its own settings, with no lease + tick bound
 ours, rivals = t[t['phase'] != 'mid-job'], t[t['phase'] == 'mid-job']
 worst = ours.sort_values('median_vs_bound', ascending=False).iloc[0]
@@ -341,7 +341,7 @@ about 1 is linear in the size.
     code("figure('scaling')"),
     code("t = table('scaling')\nshown('scaling')"),
     code("""
-from experiments.measures.scaling import FLAT
+from experiments.readers.summaries.scaling import FLAT
 
 def s(backend, dimension):
     rows = t[(t.backend == backend) & (t.dimension == dimension)]

@@ -204,7 +204,9 @@ async def test_takeover_gives_each_rival_a_row_and_says_never_where_it_does_not_
     frame = pandas.DataFrame([{"backend": "streaq", **configurations[0], "recovery": "reclaim",
                                **took[0]},
                               {"backend": "procrastinate", **configurations[1], **never[0]}])
-    table = experiment.summary(frame).set_index("backend")
+    from experiments.readers.summaries.takeover import summary
+
+    table = summary(frame).set_index("backend")
     assert table.loc["streaq", "taken_over"] == 1 and table.loc["streaq", "note"] == ""
     assert table.loc["procrastinate", "note"].startswith("never: ")
     assert table.loc["procrastinate", "setting"]

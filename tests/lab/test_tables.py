@@ -101,7 +101,7 @@ def test_a_quick_run_is_said_to_be_small(tmp_path: Path) -> None:
 def test_a_slope_just_below_zero_reads_as_flat_noise() -> None:
     import pandas
 
-    from experiments.measures.scaling import summary
+    from experiments.readers.summaries.scaling import summary
 
     draw = random.Random(4)
     rows = [{"backend": "redis-set", "dimension": "ready", "size": size, "metric": "cost",
@@ -171,7 +171,7 @@ def _takeovers(where: Path) -> Any:
 
 def test_a_rival_never_taken_over_is_never_in_the_typical_takeover_not_nan(tmp_path: Path
                                                                            ) -> None:
-    from experiments.measures.takeover import summary, typical
+    from experiments.readers.summaries.takeover import summary, typical
 
     frame = _takeovers(tmp_path)
     never = typical(frame, "saq", 1.0, "sweep-default-retries")
@@ -200,7 +200,7 @@ def test_the_rivals_takeovers_have_a_table_of_their_own_within_the_width(tmp_pat
 def test_the_takeover_figure_draws_rivals_alone_and_beside_ours(tmp_path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    from experiments.measures.takeover import draw
+    from experiments.readers.summaries.takeover import draw
 
     frame = _takeovers(tmp_path)
     for part in (frame, frame[frame["phase"] == "mid-job"]):
@@ -225,7 +225,7 @@ def test_the_wakeups_table_and_figure_say_how_many_could_have_been_lost(tmp_path
     import matplotlib.pyplot as plt
     import pandas
 
-    from experiments.measures.wakeups import draw
+    from experiments.readers.summaries.wakeups import draw
 
     rows = [{"backend": backend, "metric": metric, "value": value, "unit": "count"}
             for backend, lost in (("redis-stream", 0), ("saq", 238))
@@ -250,7 +250,7 @@ def test_idle_windows_repeated_carry_an_interval_and_one_window_says_it_has_none
 ) -> None:
     import pandas
 
-    from experiments.measures.idle import summary
+    from experiments.readers.summaries.idle import summary
 
     def rows(windows: int) -> list[dict[str, Any]]:
         return [{"backend": "redis-set", "variant": "default", "repeat": r, "metric": metric,
@@ -286,7 +286,7 @@ def test_growth_repeated_gives_each_run_its_own_peak_and_end_then_their_median(
     import matplotlib.pyplot as plt
     import pandas
 
-    from experiments.measures.growth import draw, summary
+    from experiments.readers.summaries.growth import draw, summary
 
     def rows(runs: int) -> list[dict[str, Any]]:
         # each run's queue climbs to its peak and ends lower; run r peaks at 100 + 10r and ends
