@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from experiments.__main__ import make_rivals_venv
+from experiments.commands.machine import make_rivals_venv
 from experiments.commands.runner import module
 from experiments.harness.backends import BACKENDS
 from experiments.harness.lab import Agent, Lab, rivals_python
