@@ -82,6 +82,18 @@ async def test_run_sync_inside_a_running_loop_says_to_await_lab_run() -> None:
     assert not [w for w in caught if "never awaited" in str(w.message)]
 
 
+def test_no_room_or_module_of_the_lab_shares_a_name_with_its_face() -> None:
+    """Importing `experiments.<name>` binds <name> on the package, over whatever the face
+    exported under it: a room named `conformance` turned `lab.conformance` into a module
+    after its first call."""
+    import importlib.util
+
+    shadowing = [name for name in lab.__all__
+                 if importlib.util.find_spec(f"experiments.{name}") is not None]
+    assert shadowing == []
+    assert all(not isinstance(getattr(lab, name), type(lab)) for name in lab.__all__)
+
+
 def test_use_points_the_readers_at_a_folder(tmp_path: Path) -> None:
     rows = [{"experiment": "latency", "backend": "memory", "variant": "default",
              "rate": 20.0, "poll_ms": None, "metric": "submit_to_first_pass", "value": v,
