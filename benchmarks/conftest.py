@@ -20,10 +20,10 @@ import pytest
 
 from durability import Durable
 from durability.connect import open_durable
-from experiments.backends import BACKENDS
-from experiments.harness import Lab
-from experiments.runner import skip_reason
-from experiments.servers import Servers
+from experiments.commands.runner import skip_reason
+from experiments.harness.backends import BACKENDS
+from experiments.harness.lab import Lab
+from experiments.harness.servers import Servers
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parent.parent
@@ -40,7 +40,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def lab() -> Iterator[Lab]:
-    """The lab, finding each backend as `experiments.servers` does: an explicit URL, the
+    """The lab, finding each backend as `experiments.harness.servers` does: an explicit URL, the
     default port, a container, a local binary, in that order."""
     servers = Servers()
     try:

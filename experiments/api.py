@@ -42,7 +42,7 @@ def _names(names: str | Sequence[str] | None) -> list[str]:
 
 
 def _backends(backends: str | Sequence[str] | None) -> list[Any]:
-    from experiments.backends import select
+    from experiments.harness.backends import select
 
     if isinstance(backends, str):
         backends = [b.strip() for b in backends.split(",") if b.strip()]
@@ -57,9 +57,9 @@ def found(backends: str | Sequence[str] | None = None, *,
     virtualenv too."""
     import shutil
 
-    from experiments.harness import Lab
-    from experiments.runner import skip_reason
-    from experiments.servers import Servers
+    from experiments.commands.runner import skip_reason
+    from experiments.harness.lab import Lab
+    from experiments.harness.servers import Servers
 
     picked = _backends(backends)
     with Servers(tuple(sources)) as servers:
@@ -73,17 +73,18 @@ def found(backends: str | Sequence[str] | None = None, *,
 def register(name: str, opener: str | Callable[..., Any], **options: Any) -> Any:
     """Add backend `name` (a scheduler or a whole store of your own, opened by `opener`, its
     import path `"package.module:name"`) to every experiment, table and figure; see
-    `experiments.registry.register` for `like=`, `store=` and the rest. Returns the backend."""
-    from experiments import registry
+    `experiments.harness.registry.register` for `like=`, `store=` and the rest. Returns the
+    backend."""
+    from experiments.harness import registry
 
     return registry.register(name, opener, **options)
 
 
 def conformance(backend: str, **options: Any) -> Any:
     """Run the store conformance suite on `backend` (registered or ours) in a pytest of its
-    own and return what it found (`experiments.conforming.Conformance`: true when nothing
+    own and return what it found (`experiments.conforming.check.Conformance`: true when nothing
     failed, shown as a table in a notebook); `select=` runs part of it (a pytest `-k`)."""
-    from experiments.conforming import check
+    from experiments.conforming.check import check
 
     return check(backend, **options)
 
@@ -91,8 +92,8 @@ def conformance(backend: str, **options: Any) -> Any:
 def parameters(name: str) -> dict[str, str]:
     """What `run(name, ...)` can be given for experiment `name`, each with its meaning or the
     values its configurations use."""
-    from experiments.overrides import allowed
-    from experiments.runner import module
+    from experiments.commands.overrides import allowed
+    from experiments.commands.runner import module
 
     experiment = module(name)
     settings: dict[str, str] = getattr(experiment, "SETTINGS", {})
@@ -134,8 +135,8 @@ async def run(
     An interrupt (Ctrl-C, the kernel's interrupt) cancels the run, whose cleanup stops every
     process and server it started, then raises `KeyboardInterrupt` here, so nothing is left
     pending."""
-    from experiments import runner
-    from experiments.overrides import check
+    from experiments.commands import runner
+    from experiments.commands.overrides import check
 
     chosen = _names(names)
     picked = _backends(backends)
@@ -174,7 +175,7 @@ async def run(
 
 def run_sync(names: str | Sequence[str] | None = None, **options: Any) -> pandas.DataFrame:
     """`run` for a script (no event loop running); in a notebook, `await lab.run(...)`."""
-    from experiments.runner import refuse_inside_a_loop
+    from experiments.commands.runner import refuse_inside_a_loop
 
     refuse_inside_a_loop("lab.run_sync", "write `frame = await lab.run(...)` instead")
     return asyncio.run(run(names, **options))
@@ -235,7 +236,7 @@ def use(run: str | Path | None = None) -> Path:
     folder of results (relative to the working directory or the checkout), `"latest"` (the
     newest under `runs/`), or None for the default (the reference run in `results/`, or what
     `LAB_RESULTS` names); return the folder. A folder holding no results is a `ValueError`."""
-    from experiments import reading
+    from experiments.readers import reading
 
     if run is None:
         folder = reading.DEFAULT
@@ -261,6 +262,6 @@ def use(run: str | Path | None = None) -> Path:
 
 def where() -> Path:
     """The folder the readers read now."""
-    from experiments import reading
+    from experiments.readers import reading
 
     return reading.WHERE

@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 
 import experiments as lab
+from experiments.commands.runner import LoopRunning, main_sync
 from experiments.results import Refused, guard, write
-from experiments.runner import LoopRunning, main_sync
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The shortest run there is: memory only, at a rate that gives a few dozen submissions.
@@ -80,6 +80,18 @@ async def test_run_sync_inside_a_running_loop_says_to_await_lab_run() -> None:
         gc.collect()
     # Closed, not left pending: no "never awaited" warning surfaces in a later cell.
     assert not [w for w in caught if "never awaited" in str(w.message)]
+
+
+def test_no_room_or_module_of_the_lab_shares_a_name_with_its_face() -> None:
+    """Importing `experiments.<name>` binds <name> on the package, over whatever the face
+    exported under it: a room named `conformance` turned `lab.conformance` into a module
+    after its first call."""
+    import importlib.util
+
+    shadowing = [name for name in lab.__all__
+                 if importlib.util.find_spec(f"experiments.{name}") is not None]
+    assert shadowing == []
+    assert all(not isinstance(getattr(lab, name), type(lab)) for name in lab.__all__)
 
 
 def test_use_points_the_readers_at_a_folder(tmp_path: Path) -> None:

@@ -25,8 +25,7 @@ from typing import Any
 import pytest
 
 from durability.connect import open_durable
-from experiments.backends import BACKENDS
-from experiments.chaos import (
+from experiments.faults.chaos import (
     CONFIGURATIONS,
     PROFILES,
     Chaos,
@@ -35,8 +34,9 @@ from experiments.chaos import (
     failed,
     run_one,
 )
-from experiments.harness import AgentFailed, Lab
-from experiments.servers import Servers
+from experiments.harness.backends import BACKENDS
+from experiments.harness.lab import AgentFailed, Lab
+from experiments.harness.servers import Servers
 
 ROOT = Path(__file__).resolve().parents[2]
 CI = PROFILES["ci"]

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from experiments import EXPERIMENTS
-from experiments.backends import BACKENDS, select
-from experiments.harness import Lab
+from experiments.commands.runner import module, run, skip_reason
+from experiments.harness.backends import BACKENDS, select
+from experiments.harness.lab import Lab
+from experiments.harness.servers import Servers
 from experiments.results import load, metadata
-from experiments.runner import module, run, skip_reason
-from experiments.servers import Servers
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -238,7 +238,7 @@ def test_an_interrupted_run_leaves_no_process_behind(tmp_path: Path, redis_binar
 
 
 def _docker_answers() -> str | None:
-    from experiments import containers
+    from experiments.harness import containers
 
     engine = containers.engine()
     if isinstance(engine, str):
@@ -279,7 +279,7 @@ async def test_repeats_go_round_every_backend_and_rows_come_out_in_backend_order
     falls on one repeat of each backend rather than on every repeat of a few."""
     import types
 
-    from experiments import runner
+    from experiments.commands import runner
 
     measured: list[tuple[str, int]] = []
     fake = types.ModuleType("experiments.fake")

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from experiments import figures
 from experiments.__main__ import main
-from experiments.backends import BACKENDS
-from experiments.figures import DRAWN, bounds, family, look, order, panels
+from experiments.harness.backends import BACKENDS
+from experiments.readers import figures
+from experiments.readers.figures import DRAWN, bounds, family, look, order, panels
 from experiments.results import RESULTS, load
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,7 +61,7 @@ def test_a_registered_name_gets_a_hue_of_its_own_the_same_in_any_process() -> No
     mine = look("my-set")
     assert mine.colour not in known
     assert family("my-set") == "my-set"
-    script = "from experiments.figures import look; print(look('my-set').colour)"
+    script = "from experiments.readers.figures import look; print(look('my-set').colour)"
     for seed in ("1", "2"):  # Python salts str hashes per process: the hue must not move
         env = {**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": str(ROOT)}
         printed = subprocess.run([sys.executable, "-c", script], env=env, text=True,
@@ -106,7 +106,7 @@ def _draw(name: str, frame: Any) -> Any:
 
     import matplotlib.pyplot as plt
 
-    fig = importlib.import_module(f"experiments.{name}").draw(frame)
+    fig = importlib.import_module(f"experiments.readers.summaries.{name}").draw(frame)
     fig.canvas.draw()  # lay it out: a legend or a tick that cannot be placed fails here
     plt.close(fig)
     return fig
@@ -126,7 +126,7 @@ def test_each_figure_draws_from_the_reference_and_from_one_backends_rows(name: s
 def test_idle_draws_one_bar_kind_a_legend_entry_and_says_what_was_not_counted() -> None:
     import pandas
 
-    from experiments import idle
+    from experiments.readers.summaries import idle
 
     rows = [{"backend": "sqlite", "variant": "default", "metric": m, "value": v}
             for m, v in (("worker_requests", 20.0), ("worker_round_trips", 20.0),
@@ -142,12 +142,12 @@ def test_the_latency_figure_draws_a_median_interval_only_where_one_is_given(
         monkeypatch: pytest.MonkeyPatch) -> None:
     import pandas
 
-    from experiments import latency
+    from experiments.readers.summaries import latency
 
     rows = [{"backend": "memory", "variant": "default", "rate": 20.0, "poll_ms": None,
              "metric": "submit_to_first_pass", "value": float(v)} for v in range(1, 41)]
     frame = pandas.DataFrame(rows)
-    given = latency.summary  # carries p50_lo and p50_hi (experiments.uncertainty)
+    given = latency.summary  # carries p50_lo and p50_hi (experiments.readers.uncertainty)
 
     def without_intervals(rows: Any) -> Any:
         table = given(rows)
@@ -231,7 +231,7 @@ def test_idle_draws_a_whisker_over_repeated_windows_with_its_number_past_it() ->
 def test_a_swept_backend_is_labelled_woken_from_its_own_rows_not_its_name() -> None:
     import pandas
 
-    from experiments.latency import _woken
+    from experiments.readers.summaries.latency import _woken
 
     def swept(p50s: list[float]) -> pandas.DataFrame:
         return pandas.DataFrame({"poll_ms": [5.0, 25.0, 50.0], "p50": p50s})

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from experiments.__main__ import main
-from experiments.findings import SECTIONS, findings
-from experiments.reading import versus
+from experiments.readers.findings import SECTIONS, findings
+from experiments.readers.reading import versus
+from experiments.readers.tables import SAME
+from experiments.readers.uncertainty import distinguishable
 from experiments.results import RESULTS, write
-from experiments.tables import SAME
-from experiments.uncertainty import distinguishable
 
 
 def _reference() -> str:

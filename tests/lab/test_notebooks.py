@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments.__main__ import main
-from experiments.notebooks import NOTEBOOKS
+from experiments.writing.notebooks import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,11 +46,11 @@ def test_the_notebook_runs_and_draws_its_figures(name: str) -> None:
 
 @pytest.mark.parametrize("name", list(NOTEBOOKS))
 def test_the_committed_notebook_is_what_the_generator_writes(name: str) -> None:
-    """Its cells are `experiments/notebooks.py`'s, after the first two: the `RUN` parameter
+    """Its cells are `experiments/writing/notebooks.py`'s, after the first two: the `RUN` parameter
     cell that points it at the reference run, and the cell that says so as its first output."""
     import nbformat
 
-    from experiments.notebooks import PARAMETERS, READS
+    from experiments.writing.notebooks import PARAMETERS, READS
 
     committed = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4)
     first, second, *rest = committed.cells
@@ -81,7 +81,7 @@ def test_a_notebook_given_another_run_the_papermill_way_reads_and_names_it(
     import nbformat
     from nbclient import NotebookClient
 
-    from experiments.notebooks import build
+    from experiments.writing.notebooks import build
 
     run = tmp_path / "my-run"
     run.mkdir()
@@ -108,8 +108,8 @@ def test_both_kinds_of_notebook_are_written_by_one_function_that_refuses_unknown
     tagged, whichever kind it is."""
     import nbformat
 
-    from experiments import workbooks
-    from experiments.notebooks import build
+    from experiments.writing import workbooks
+    from experiments.writing.notebooks import build
 
     for made, kind in ((build, "notebook"), (workbooks.build, "workbook")):
         with pytest.raises(ValueError, match=f"no {kind} 'nope'; choose from"):

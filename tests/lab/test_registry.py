@@ -18,8 +18,8 @@ import pytest
 
 import experiments as lab
 from durability.interfaces import Durable
-from experiments.backends import BACKENDS, ENVIRONMENT
-from experiments.registry import forget, parse, registered
+from experiments.harness.backends import BACKENDS, ENVIRONMENT
+from experiments.harness.registry import forget, parse, registered
 
 STEADY = "experiments.examples.steady_sqlite:open_store"
 
@@ -78,7 +78,7 @@ def test_like_gives_our_backends_place_and_each_part_can_be_changed() -> None:
 def test_a_process_started_after_the_registration_knows_the_backend() -> None:
     lab.register("mine", STEADY, like="sqlite")
     done = subprocess.run(
-        [sys.executable, "-c", "from experiments.backends import BACKENDS; "
+        [sys.executable, "-c", "from experiments.harness.backends import BACKENDS; "
          "print(BACKENDS['mine'].opener, BACKENDS['mine'].store)"],
         capture_output=True, text=True, env=os.environ, check=True)
     assert done.stdout.split() == [STEADY, "sqlite"]
@@ -192,7 +192,7 @@ def test_a_module_outside_the_checkout_is_imported_by_the_agents_from_where_it_w
     assert backend.path == str(tmp_path / "research")
     # What an agent does with its `open` request, in a process that never saw the folder.
     done = subprocess.run(
-        [sys.executable, "-c", "import sys; from experiments.registry import load; "
+        [sys.executable, "-c", "import sys; from experiments.harness.registry import load; "
          f"print(load('mine.store:open_store', {backend.path!r}).__name__)"],
         capture_output=True, text=True, cwd=str(tmp_path), check=True)
     assert done.stdout.strip() == "open_durable"

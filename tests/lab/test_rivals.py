@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from experiments.__main__ import make_rivals_venv
-from experiments.backends import BACKENDS
-from experiments.harness import Agent, Lab, rivals_python
-from experiments.runner import module
-from experiments.servers import Servers
+from experiments.commands.machine import make_rivals_venv
+from experiments.commands.runner import module
+from experiments.harness.backends import BACKENDS
+from experiments.harness.lab import Agent, Lab, rivals_python
+from experiments.harness.servers import Servers
 
 REDIS = "redis://127.0.0.1:6379/0"
 POSTGRES = "postgresql://postgres@127.0.0.1:5432"
@@ -85,7 +85,7 @@ async def agents(python: str, rival: str, count: int) -> AsyncIterator[list[Agen
     started: list[Agent] = []
     try:
         for n in range(count):
-            started.append(await Agent.start(python, f"experiments.rivals.{rival}",
+            started.append(await Agent.start(python, f"experiments.harness.rivals.{rival}",
                                              f"{rival}/{n}"))
         yield started
     finally:
@@ -204,7 +204,9 @@ async def test_takeover_gives_each_rival_a_row_and_says_never_where_it_does_not_
     frame = pandas.DataFrame([{"backend": "streaq", **configurations[0], "recovery": "reclaim",
                                **took[0]},
                               {"backend": "procrastinate", **configurations[1], **never[0]}])
-    table = experiment.summary(frame).set_index("backend")
+    from experiments.readers.summaries.takeover import summary
+
+    table = summary(frame).set_index("backend")
     assert table.loc["streaq", "taken_over"] == 1 and table.loc["streaq", "note"] == ""
     assert table.loc["procrastinate", "note"].startswith("never: ")
     assert table.loc["procrastinate", "setting"]

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from experiments.figures import draw
+from experiments.faults.soak import FAULTS, Settings, slope_per_hour, soak
+from experiments.readers.figures import draw
 from experiments.results import LEADING, TRAILING
-from experiments.soak import FAULTS, Settings, slope_per_hour, soak
 
 
 @pytest.mark.slow

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from experiments.report import render, report
+from experiments.readers.report import render, report
+from experiments.readers.tables import SAME, number, window_lengths
+from experiments.readers.uncertainty import Interval, distinguishable, quantile, quantiles, ratio
 from experiments.results import write
-from experiments.tables import SAME, number, window_lengths
-from experiments.uncertainty import Interval, distinguishable, quantile, quantiles, ratio
 
 
 def test_an_interval_is_the_same_every_time_and_holds_its_estimate() -> None:
@@ -101,7 +101,7 @@ def test_a_quick_run_is_said_to_be_small(tmp_path: Path) -> None:
 def test_a_slope_just_below_zero_reads_as_flat_noise() -> None:
     import pandas
 
-    from experiments.scaling import summary
+    from experiments.readers.summaries.scaling import summary
 
     draw = random.Random(4)
     rows = [{"backend": "redis-set", "dimension": "ready", "size": size, "metric": "cost",
@@ -134,7 +134,7 @@ def test_a_throughput_run_across_sizes_gives_a_ratio_at_each(tmp_path: Path) -> 
 
 
 def test_repeats_that_disagree_widen_the_interval_as_pooling_would_not() -> None:
-    from experiments.uncertainty import nested, nested_ratio
+    from experiments.readers.uncertainty import nested, nested_ratio
 
     draw = random.Random(6)
     spells = [[draw.gauss(centre, 0.1) for _ in range(300)] for centre in (1.0, 1.5, 2.0)]
@@ -171,7 +171,7 @@ def _takeovers(where: Path) -> Any:
 
 def test_a_rival_never_taken_over_is_never_in_the_typical_takeover_not_nan(tmp_path: Path
                                                                            ) -> None:
-    from experiments.takeover import summary, typical
+    from experiments.readers.summaries.takeover import summary, typical
 
     frame = _takeovers(tmp_path)
     never = typical(frame, "saq", 1.0, "sweep-default-retries")
@@ -200,7 +200,7 @@ def test_the_rivals_takeovers_have_a_table_of_their_own_within_the_width(tmp_pat
 def test_the_takeover_figure_draws_rivals_alone_and_beside_ours(tmp_path: Path) -> None:
     import matplotlib.pyplot as plt
 
-    from experiments.takeover import draw
+    from experiments.readers.summaries.takeover import draw
 
     frame = _takeovers(tmp_path)
     for part in (frame, frame[frame["phase"] == "mid-job"]):
@@ -211,7 +211,7 @@ def test_the_takeover_figure_draws_rivals_alone_and_beside_ours(tmp_path: Path) 
 
 
 def test_a_share_of_trials_has_an_interval_even_at_none_and_all() -> None:
-    from experiments.uncertainty import proportion
+    from experiments.readers.uncertainty import proportion
 
     none, all_, some = proportion(0, 300), proportion(300, 300), proportion(238, 300)
     assert none.estimate == 0 and none.lo == 0 and 0.012 < none.hi < 0.013  # the rule of three
@@ -225,7 +225,7 @@ def test_the_wakeups_table_and_figure_say_how_many_could_have_been_lost(tmp_path
     import matplotlib.pyplot as plt
     import pandas
 
-    from experiments.wakeups import draw
+    from experiments.readers.summaries.wakeups import draw
 
     rows = [{"backend": backend, "metric": metric, "value": value, "unit": "count"}
             for backend, lost in (("redis-stream", 0), ("saq", 238))
@@ -250,7 +250,7 @@ def test_idle_windows_repeated_carry_an_interval_and_one_window_says_it_has_none
 ) -> None:
     import pandas
 
-    from experiments.idle import summary
+    from experiments.readers.summaries.idle import summary
 
     def rows(windows: int) -> list[dict[str, Any]]:
         return [{"backend": "redis-set", "variant": "default", "repeat": r, "metric": metric,
@@ -286,7 +286,7 @@ def test_growth_repeated_gives_each_run_its_own_peak_and_end_then_their_median(
     import matplotlib.pyplot as plt
     import pandas
 
-    from experiments.growth import draw, summary
+    from experiments.readers.summaries.growth import draw, summary
 
     def rows(runs: int) -> list[dict[str, Any]]:
         # each run's queue climbs to its peak and ends lower; run r peaks at 100 + 10r and ends
@@ -319,7 +319,7 @@ def test_growth_repeated_gives_each_run_its_own_peak_and_end_then_their_median(
 
 
 def test_an_interval_says_whether_it_was_drawn_over_repeats_or_one_run_s_submissions() -> None:
-    from experiments.tables import resampling
+    from experiments.readers.tables import resampling
 
     assert resampling({"redis-stream": 3, "saq": 3}) == (
         "a bootstrap over the 3 repeats, then the submissions within each")
@@ -329,7 +329,7 @@ def test_an_interval_says_whether_it_was_drawn_over_repeats_or_one_run_s_submiss
 
 
 def test_an_interval_that_reads_as_its_estimate_is_not_printed_beside_it() -> None:
-    from experiments.tables import agreed
+    from experiments.readers.tables import agreed
 
     assert agreed(0.21601, 0.21598, 0.21603)  # "0.216 (0.216-0.216)" says nothing more
     assert not agreed(19.5, 19.3, 19.5)

@@ -1,4 +1,4 @@
-"""The notebooks that run the lab (`experiments.workbooks`) run from top to bottom in a
+"""The notebooks that run the lab (`experiments.writing.workbooks`) run from top to bottom in a
 kernel, on the quick slice CI can afford (memory and SQLite, a slice of the contract), and
 draw their figures; the committed copies are the generator's cells, with outputs, naming no
 machine's paths. So `lab.run`, `lab.register`, `lab.conformance` and `lab.found` cannot
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from experiments.__main__ import main
-from experiments.workbooks import WORKBOOKS, cells, notebook
+from experiments.writing.workbooks import WORKBOOKS, cells, notebook
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -9,13 +9,22 @@ inside functions and `TYPE_CHECKING` blocks too, read with `ast`; nothing is run
 - `integration/`, `experiments/` and `benchmarks/` take no private name from `durability`
   (no `_name`, no `_module`);
 - no module imports itself through others: no circle anywhere;
+- the lab (`experiments/`) is rooms in one direction (`LAB`): the floor (`catalogue`,
+  `results`) imports nothing of the lab; the harness only the floor; a measure the harness
+  and the floor, so *an experiment imports no reader*; a reader only the floor and other
+  readers, so *a reader runs no experiment*: it imports neither a measure nor the harness
+  that runs one, and reads what a run wrote; the fault runs and the conformance runner stand
+  on the harness, the notebooks' writing on nothing of the lab, the commands above all of
+  these, the package's face (`experiments`, `experiments.api`) on top. A module imported by
+  name (`importlib.import_module(f"experiments.measures.{name}")`) counts as imported;
 - inside `durability`, no object reaches another's underscore members (`x._name` where `x`
   is not `self` or `cls`) and no module imports another's underscore names: what two halves
   share has a public name. A namedtuple's own API (`_replace`, `_asdict`) is public despite
   its underscore.
 
-A module this file names as the core, above it or a store must exist, so the list cannot
-drift from the tree without the test failing.
+A module this file names as the core, above it or a store must exist, and every module of the
+lab must sit in a room named here, so the lists cannot drift from the tree without the test
+failing.
 """
 
 from __future__ import annotations
@@ -43,6 +52,38 @@ CHOOSES = "durability.connect"
 #: What stores are built from; it stands below everything else.
 KIT = "durability.storekit"
 
+#: The lab's floor: each experiment's name and the terms its measure and summary share, and
+#: the folder of rows a run writes and a reader reads.
+FLOOR = ("experiments.catalogue", "experiments.results")
+HARNESS = "experiments.harness"
+MEASURES = "experiments.measures"
+READERS = "experiments.readers"
+FAULTS = "experiments.faults"
+CONFORMING = "experiments.conforming"
+WRITING = "experiments.writing"
+COMMANDS = "experiments.commands"
+#: The package's face: `import experiments as lab`, and what it calls.
+FACE = ("experiments", "experiments.api")
+#: Every room of the lab, with the rooms it may import besides its own: each stands only on
+#: rooms listed before it, so nothing points up and nothing goes round.
+LAB: dict[str, tuple[str, ...]] = {
+    "experiments.catalogue": (),
+    "experiments.results": (),
+    "experiments.examples": (),  # a scheduler of someone's own: the library's public API only
+    HARNESS: FLOOR,
+    MEASURES: (*FLOOR, HARNESS),
+    READERS: FLOOR,
+    FAULTS: (*FLOOR, HARNESS),
+    CONFORMING: (*FLOOR, HARNESS),
+    WRITING: (),
+    COMMANDS: (*FLOOR, HARNESS, MEASURES, READERS, FAULTS, CONFORMING, WRITING),
+    # the command line's parser, handing each command to the rooms above
+    "experiments.__main__": (*FLOOR, HARNESS, MEASURES, READERS, FAULTS, CONFORMING, WRITING,
+                             COMMANDS),
+    "experiments.api": (*FLOOR, HARNESS, MEASURES, READERS, CONFORMING, COMMANDS),
+    "experiments": (*FLOOR, HARNESS, MEASURES, READERS, CONFORMING, COMMANDS, "experiments.api"),
+}
+
 
 def _module_of(path: Path) -> str:
     parts = list(path.relative_to(ROOT).with_suffix("").parts)
@@ -62,12 +103,35 @@ def _modules() -> dict[str, Path]:
 MODULES = _modules()
 
 
+def _by_name(node: ast.AST) -> str | None:
+    """The module `importlib.import_module(...)` is given by name, as far as its text says: a
+    literal, or an f-string's literal start (`f"experiments.measures.{name}"` imports from
+    the package `experiments.measures`); None for anything else."""
+    if not isinstance(node, ast.Call) or not node.args:
+        return None
+    called = node.func
+    name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", None)
+    if name != "import_module":
+        return None
+    given = node.args[0]
+    if isinstance(given, ast.Constant) and isinstance(given.value, str):
+        return given.value
+    if isinstance(given, ast.JoinedStr) and given.values:
+        start = given.values[0]
+        if isinstance(start, ast.Constant) and isinstance(start.value, str):
+            return start.value.rstrip(".") or None
+    return None
+
+
 def _imports(module: str, path: Path) -> Iterator[tuple[str, str | None]]:
-    """(module imported, name taken from it or None) for every import in the file."""
+    """(module imported, name taken from it or None) for every import in the file, and for
+    every module imported by name (`_by_name`)."""
     tree = ast.parse(path.read_text(), str(path))
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
+        if (named := _by_name(node)) is not None:
+            yield named, None
+        elif isinstance(node, ast.Import):
             for alias in node.names:
                 yield alias.name, None
         elif isinstance(node, ast.ImportFrom):
@@ -107,8 +171,73 @@ EDGES = {
 
 
 def test_the_layers_named_here_exist() -> None:
-    for name in (*STORES, *ABOVE, CHOOSES, KIT):
+    for name in (*STORES, *ABOVE, CHOOSES, KIT, *LAB):
         assert name in MODULES, f"{name} is named by the layer check but is not in the tree"
+
+
+def _room(module: str) -> str | None:
+    """The room of the lab `module` sits in (the package itself only as the face)."""
+    found = [r for r in LAB if module == r or (r != "experiments" and module.startswith(r + "."))]
+    return max(found, key=len, default=None)
+
+
+def _lab_imports() -> list[tuple[str, str]]:
+    """(module, module of the lab it imports) for every import between two modules of the
+    lab, its own room's included."""
+    return [
+        (module, target)
+        for module, targets in EDGES.items()
+        if _within(module, "experiments")
+        for target in sorted(targets)
+        if _within(target, "experiments")
+    ]
+
+
+def test_every_module_of_the_lab_sits_in_a_room_named_here() -> None:
+    """So a module added beside the rooms, not in one, fails here until it is given a place."""
+    astray = [m for m in MODULES if _within(m, "experiments") and _room(m) is None]
+    assert astray == []
+
+
+def test_an_experiment_imports_no_reader() -> None:
+    """A measure makes rows; what they say (tables, figures, intervals) is the readers'."""
+    wrong = [f"{m} -> {t}" for m, t in _lab_imports()
+             if _within(m, MEASURES) and _within(t, READERS)]
+    assert wrong == []
+
+
+def test_a_reader_runs_no_experiment() -> None:
+    """A reader reads what a run wrote: it imports no measure and nothing of what runs one
+    (the harness, the fault runs, the conformance runner, the commands, the face)."""
+    running = (MEASURES, HARNESS, FAULTS, CONFORMING, COMMANDS, "experiments.__main__")
+    wrong = [f"{m} -> {t}" for m, t in _lab_imports()
+             if _within(m, READERS) and (_within(t, running) or t in FACE)]
+    assert wrong == []
+
+
+def test_each_room_of_the_lab_imports_only_the_rooms_below_it() -> None:
+    rooms = list(LAB)
+    above = [f"{r} on {b}" for r in rooms for b in LAB[r] if rooms.index(b) >= rooms.index(r)]
+    assert above == [], "a room may stand only on rooms listed before it in LAB"
+    wrong = []
+    for module, target in _lab_imports():
+        mine, theirs = _room(module), _room(target)
+        assert mine is not None and theirs is not None, f"{module} -> {target}: no room"
+        if theirs != mine and theirs not in LAB[mine]:
+            wrong.append(f"{module} ({mine}) -> {target} ({theirs})")
+    assert wrong == []
+
+
+def test_every_room_of_the_lab_says_what_it_holds() -> None:
+    """Each package of the lab opens with what it holds, in at most ten lines: the tree is
+    the map, and each room's opening its legend."""
+    silent = {}
+    for module, path in MODULES.items():
+        if _within(module, "experiments") and path.name == "__init__.py":
+            opening = ast.get_docstring(ast.parse(path.read_text())) or ""
+            if not opening.strip() or len(opening.strip().splitlines()) > 10:
+                silent[module] = len(opening.strip().splitlines())
+    assert silent == {}
 
 
 def test_a_store_imports_no_other_store_and_nothing_above_the_core() -> None:

@@ -1,0 +1,514 @@
+"""The tables a reader reads: each experiment's summary turned into a few screens of text.
+
+`views(name, frame)` gives an experiment's tables as `View`s: one question each, a pivot where
+a long table would repeat itself (a rate, a lease or a size as columns), readable headers,
+numbers shown by `number` (thousands separators, three significant figures, never
+e-notation), missing cells blank, every interval beside its statistic, and a flag on what
+rests on too little (a configuration that started fewer than it submitted, a quantile with
+few samples beyond it, a comparison whose interval holds "the same"). `report` prints them;
+the notebooks show them. The numbers themselves stay in the summaries (`summary(frame)`),
+whose `_lo` / `_hi` columns are the intervals figures draw as bands.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from experiments.readers.uncertainty import (
+    LEVEL,
+    Interval,
+    distinguishable,
+    nested_ratio,
+    proportion,
+    ratio,
+    small,
+)
+
+__all__ = ["QUICK", "RIVALS", "SAME", "View", "agreed", "number", "resampling", "span", "views"]
+
+#: Each job queue beside the scheduler of ours it would replace (on the same server).
+RIVALS = (("redis-stream", "saq"), ("redis-stream", "streaq"), ("redis-stream", "arq"),
+          ("postgres", "pgqueuer"), ("postgres", "procrastinate"))
+#: Said above the tables of a quick run.
+QUICK = ("A quick run: every sample here is small (see the counts), so intervals are wide or "
+         "missing; read it as a check that the lab runs, not as a comparison.")
+#: Between an interval's bounds, and before a ratio's factor, as a reader would write them.
+DASH, TIMES = "\N{EN DASH}", "\N{MULTIPLICATION SIGN}"
+#: Appended to a ratio whose interval holds 1.
+SAME = "≈"
+_SAME_NOTE = (f"{SAME}: the interval holds 1, so the two are not distinguishable at this "
+              "sample size")
+
+
+@dataclass(frozen=True, slots=True)
+class View:
+    """One table: a short name to ask for it by (`reading.shown`), what it answers, the cells
+    as text (the index is the row's key), and what a reader should know to read it (how sure
+    it is, what is flagged)."""
+
+    key: str
+    title: str
+    table: Any
+    notes: tuple[str, ...] = ()
+
+
+def number(value: Any) -> str:
+    """A number as a table shows it: 10,617 and 1,262; 25.5, 0.944, 0.00028; 0.5 and 1 as
+    such; blank for missing; text as it is."""
+    if value is None or isinstance(value, str):
+        return value or ""
+    if isinstance(value, bool):
+        return str(value)
+    try:
+        value = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    if math.isnan(value):
+        return ""
+    if math.isinf(value):
+        return "∞" if value > 0 else "-∞"
+    size = abs(value)
+    if size >= 100 or value == int(value):
+        return f"{value:,.0f}"
+    decimals = min(6, 2 - math.floor(math.log10(size)))
+    shown = f"{value:.{decimals}f}"
+    while decimals > 0 and round(value, decimals - 1) == value:
+        decimals -= 1
+        shown = f"{value:.{decimals}f}"
+    return shown
+
+
+def span(lo: float, hi: float) -> str:
+    """An interval as text, blank where there is none."""
+    if lo != lo or hi != hi:
+        return ""
+    return f"{number(lo)} to {number(hi)}" if lo < 0 else f"{number(lo)}{DASH}{number(hi)}"
+
+
+def _with(estimate: float, lo: float, hi: float) -> str:
+    """A statistic and its interval in one cell: "0.944 (0.928 to 0.965)" with a dash."""
+    if estimate != estimate:
+        return ""
+    inner = span(lo, hi)
+    return f"{number(estimate)} ({inner})" if inner else number(estimate)
+
+
+def resampling(repeats: dict[str, int], what: str = "submissions") -> str:
+    """How an interval over `what` was drawn, given each backend's count of repeats: over the
+    repeats and then the `what` within each, where there are several; over one run's `what`
+    (which leaves out what another run's load would move) where there is one; both, naming
+    the backends of one run, where a merged run holds some of each."""
+    several = [b for b, n in repeats.items() if n > 1]
+    once = [b for b, n in repeats.items() if n <= 1]
+    if several and not once:
+        fewest = min(repeats[b] for b in several)
+        return f"a bootstrap over the {fewest} repeats, then the {what} within each"
+    if several:
+        return (f"a bootstrap over the repeats, then the {what} within each; for "
+                f"{', '.join(once)}, run once, over that run's {what} alone")
+    return (f"a bootstrap over the {what} of this one run (what another run's load would move "
+            "is not in them: --repeat measures it)")
+
+
+def _agreed(estimate: float, lo: float, hi: float) -> str:
+    """`_with`, but a count the runs agreed on to the digits shown (an interval that would
+    read "n (n-n)") shown alone."""
+    return number(estimate) if agreed(estimate, lo, hi) else _with(estimate, lo, hi)
+
+
+def agreed(estimate: float, lo: float, hi: float) -> bool:
+    """Whether an interval reads as its estimate alone at the digits `number` shows."""
+    return number(lo) == number(hi) == number(estimate)
+
+
+def _times(found: Interval) -> str:
+    """A ratio and its interval, marked `SAME` where the interval holds 1."""
+    if found.estimate != found.estimate:
+        return ""
+    shown = _with(found.estimate, found.lo, found.hi)
+    return shown if distinguishable(found) else f"{shown} {SAME}"
+
+
+def _name(backend: str, variant: str) -> str:
+    return backend if variant == "default" else f"{backend} ({variant})"
+
+
+def _frame(rows: list[dict[str, Any]], index: list[str]) -> Any:
+    import pandas
+
+    table = pandas.DataFrame(rows)
+    return table.set_index(index) if len(table) else table
+
+
+# -- one experiment each ----------------------------------------------------------------------
+
+
+def _latency(frame: Any, summary: Any) -> list[View]:
+    from experiments.readers.summaries.latency import samples
+
+    level = f"{LEVEL:.0%}"
+    plain = summary[summary["poll_ms"].isna()]
+    short = summary[summary["n"] < summary["submitted"]]
+
+    def key(row: Any) -> tuple[str, str, float, float | None]:
+        """A configuration, its poll None rather than NaN (no NaN is equal to another)."""
+        poll = None if row.poll_ms != row.poll_ms else float(row.poll_ms)
+        return (str(row.backend), str(row.variant), float(row.rate), poll)
+
+    started = {key(r): f"{r.n:,.0f} of {r.submitted:,.0f}" for r in short.itertuples()}
+
+    def cell(row: Any) -> str:
+        found = _with(row.p50, row.p50_lo, row.p50_hi)
+        return f"{found} *" if key(row) in started else found
+
+    which = "; ".join(f"{_name(b, v)} at {r:g}/s: {n}" for (b, v, r, _), n in started.items())
+    shortfall = (f"* started fewer than it submitted ({which}): the percentiles count only "
+                 "those that started, so they understate the wait")
+    views = []
+    headline = plain[plain["rate"] == 20.0]
+    if len(headline):
+        rows = []
+        for r in headline.itertuples():
+            rows.append({"backend": r.backend, "variant": r.variant,
+                         "started": started.get(key(r), number(r.n)),
+                         "p50": number(r.p50), f"p50 {level}": span(r.p50_lo, r.p50_hi),
+                         "p90": number(r.p90),
+                         "p99": number(r.p99) + (" (few)" if small(r.n, 0.99) else ""),
+                         f"p99 {level}": span(r.p99_lo, r.p99_hi), "max": number(r.max),
+                         f"{TIMES} memory": number(r.p50_vs_memory)})
+        views.append(View("headline", "Submit → first pass at 20 submissions a second (ms)",
+                          _frame(rows, ["backend", "variant"]),
+                          (f"{level} intervals: " + resampling(
+                              headline.groupby("backend", sort=False)["repeats"].max()
+                              .astype(int).to_dict())
+                           + "; (few): under 500 submissions, so p99 rests on the slowest few",)))
+    if plain["rate"].nunique() > 1:
+        rows = []
+        for (backend, variant), group in plain.groupby(["backend", "variant"], sort=False):
+            entry = {"backend": backend, "variant": variant}
+            entry.update({f"{r.rate:g}/s": cell(r) for r in group.itertuples()})
+            rows.append(entry)
+        views.append(View("rates", "p50 (ms, with its interval) against the arrival rate",
+                          _frame(rows, ["backend", "variant"]).fillna(""),
+                          (shortfall,) if started else ()))
+    polled = summary[summary["poll_ms"].notna()]
+    if len(polled):
+        rows = []
+        for backend, group in polled.groupby("backend", sort=False):
+            entry = {"backend": backend}
+            entry.update({f"{r.poll_ms:g} ms": _with(r.p50, r.p50_lo, r.p50_hi)
+                          for r in group.sort_values("poll_ms").itertuples()})
+            rows.append(entry)
+        views.append(View("polls", "p50 (ms) against the poll interval, at 20/s",
+                          _frame(rows, ["backend"]).fillna("")))
+    rates = sorted(plain["rate"].unique())
+    rows = []
+    for mine, theirs in RIVALS:
+        for variant in plain[plain["backend"] == theirs]["variant"].unique():
+            entry = {"ours / theirs": f"{mine} / {_name(theirs, variant)}"}
+            for rate in rates:
+                if not len(plain[(plain["backend"] == theirs) & (plain["variant"] == variant)
+                                 & (plain["rate"] == rate)]):
+                    continue
+                found = nested_ratio(samples(frame, mine, rate),
+                                     samples(frame, theirs, rate, variant))
+                sides = {(mine, "default", float(rate), None), (theirs, variant, float(rate), None)}
+                entry[f"{rate:g}/s"] = _times(found) + (" *" if sides & set(started) else "")
+            rows.append(entry)
+    if rows:
+        views.append(View("rivals",
+                          "p50 ratio against the job queues (below 1: ours starts sooner)",
+                          _frame(rows, ["ours / theirs"]).fillna(""),
+                          (f"{level} intervals: a bootstrap over both sides' submissions, "
+                           "and first over their repeats where each has several",
+                           _SAME_NOTE, *(["* a side started fewer than it submitted (above)"]
+                                         if started else []))))
+    return views
+
+
+def _throughput(frame: Any, summary: Any) -> list[View]:
+    from experiments.readers.summaries.throughput import rates
+
+    level = f"{LEVEL:.0%}"
+    runs = summary["runs"].dropna()
+    fewest = int(runs.min()) if len(runs) else 0
+    sizes = sorted(float(w) for w in summary["workflows"].dropna().unique())
+    keys = ["backend", "variant"] + (["workflows"] if len(sizes) > 1 else [])
+    about = (f"the median of {fewest} repeat{'s' if fewest != 1 else ''}, with its {level} "
+             "interval (a bootstrap over the repeats"
+             + (", so with so few about their range)" if fewest < 10 else ")")
+             if fewest > 1 else "one run: no interval (run with --repeat 3 or more)")
+    workload = (f"at {sizes[0]:,.0f} workflows preloaded per configuration: a ratio at another "
+                "size may differ, and this run measures one (--set workflows=2000,12000 "
+                "measures several)" if len(sizes) == 1 else
+                f"at {', '.join(f'{w:,.0f}' for w in sizes)} workflows preloaded per "
+                "configuration, each a row of its own")
+    rows = []
+    for key, group in summary.groupby(keys, sort=False):
+        entry = dict(zip(keys, key, strict=True))
+        if "workflows" in entry:
+            entry["workflows"] = number(entry["workflows"])
+        for r in group.itertuples():
+            entry[f"{TIMES}{int(r.processes)} process{'es' if r.processes != 1 else ''}"] = _with(
+                r.passes_per_s, r.passes_per_s_lo, r.passes_per_s_hi)
+        rows.append(entry)
+    views = [View("rates", "Workflows a second at saturation",
+                  _frame(rows, keys).fillna(""), (f"{about}; {workload}",))]
+    one = summary[summary["processes"] == 1]
+    columns = {"worker_cpu_per_pass": "worker CPU ms", "requests_per_pass": "requests",
+               "round_trips_per_pass": "round trips",
+               "server_requests_per_pass": "server requests",
+               "server_commits_per_pass": "commits",
+               "server_cpu_per_pass": "server CPU ms"}
+    rows = [{**{k: (number(r[k]) if k == "workflows" else r[k]) for k in keys},
+             **{label: number(r.get(column)) for column, label in columns.items()}}
+            for _, r in one.iterrows()]
+    views.append(View("costs",
+                      "What a pass costs, one worker process (per pass, median of repeats)",
+                      _frame(rows, keys),
+                      ("requests and round trips: the worker's own count (ours); the "
+                       "server's: its counters, which count a script's commands inside it; "
+                       "commits: the Postgres transactions that wrote (each a commit)",)))
+    rows = []
+    counts = sorted(int(p) for p in summary["processes"].unique())
+    for mine, theirs in RIVALS:
+        for variant in summary[summary["backend"] == theirs]["variant"].unique():
+            for size in sizes:
+                entry = {"ours / theirs": f"{mine} / {_name(theirs, variant)}"}
+                if len(sizes) > 1:
+                    entry["workflows"] = number(size)
+                for n in counts:
+                    found = ratio(rates(frame, mine, n, workflows=size),
+                                  rates(frame, theirs, n, variant, workflows=size))
+                    entry[f"{TIMES}{n}"] = _times(found)
+                rows.append(entry)
+    if rows:
+        views.append(View("rivals",
+                          "Throughput ratio against the job queues (above 1: ours does more)",
+                          _frame(rows, ["ours / theirs", *keys[2:]]).fillna(""),
+                          (f"{level} intervals: a bootstrap over both sides' repeats",
+                           _SAME_NOTE)))
+    return views
+
+
+def _takeover(frame: Any, summary: Any) -> list[View]:
+    from experiments.readers.summaries.takeover import TYPICAL, typical
+
+    level = f"{LEVEL:.0%}"
+    rivals = summary[summary["phase"] == "mid-job"]
+    summary = summary[summary["phase"] != "mid-job"]
+    if not len(summary):
+        return _rival_takeovers(frame, rivals)
+    leases = sorted(summary["lease_s"].unique())
+    bounds = summary.groupby("lease_s")["lease_plus_tick"].first()
+    views = []
+    rows = []
+    for backend in summary["backend"].unique():
+        entry = {"backend": backend}
+        for lease in leases:
+            found = typical(frame, backend, lease)
+            entry[f"lease {number(lease)} s"] = _with(found.estimate, found.lo, found.hi)
+        rows.append(entry)
+    kills = summary.groupby(["backend", "lease_s"])["n"].sum()
+    views.append(View("typical",
+                      f"Takeover (s), the {TYPICAL}", _frame(rows, ["backend"]).fillna(""),
+                      (f"{level} intervals: a bootstrap over the {kills.min():,.0f}"
+                       f"{'' if kills.min() == kills.max() else f' to {kills.max():,.0f}'} "
+                       "kills of each cell (each phase's table below: half as many)"
+                       + (", so rough" if small(int(kills.min())) else ""),
+                       "the bound, lease + tick: " + ", ".join(
+                           f"{number(bounds[lease])} s at {number(lease)}" for lease in leases))))
+    for phase, group in summary.groupby("phase", sort=False):
+        rows = []
+        for backend, part in group.groupby("backend", sort=False):
+            entry = {"backend": backend}
+            entry.update({f"lease {number(r.lease_s)} s":
+                          _with(r.median, r.median_lo, r.median_hi)
+                          + (f" {r.median_vs_bound:.0%}" if r.median_vs_bound == r.median_vs_bound
+                             else "")
+                          for r in part.itertuples()})
+            rows.append(entry)
+        views.append(View(str(phase), f"Killed {phase}: the median takeover (s), and what share of "
+                          "lease + tick it is", _frame(rows, ["backend"]).fillna("")))
+    return views + _rival_takeovers(frame, rivals)
+
+
+def _rival_takeovers(frame: Any, rivals: Any) -> list[View]:
+    """The rivals' kills, one row a recovery: `TYPICAL` over them ("never" where half or more
+    were never taken over) with its interval, and what the rival was set to; why it never
+    was, and which were only in part, said below."""
+    from experiments.readers.summaries.takeover import TYPICAL, typical
+
+    if not len(rivals):
+        return []
+    level = f"{LEVEL:.0%}"
+    rows, said = [], []
+    for r in rivals.itertuples():
+        found = typical(frame, r.backend, r.lease_s, r.recovery)
+        rows.append({"rival (recovery)": f"{r.backend} ({r.recovery})",
+                     f"takeover s ({level})": "never" if math.isinf(found.estimate)
+                     else _with(found.estimate, found.lo, found.hi).replace("∞", "never"),
+                     "setting": r.setting})
+        if r.note:
+            said.append(f"{r.backend} ({r.recovery}) {r.note}")
+    lease = float(rivals["lease_s"].iloc[0])
+    kills = rivals["n"]
+    return [View("mid-job", f"Rivals killed mid-job, each at its own settings made from a "
+                 f"{number(lease)} s lease: the {TYPICAL.split(',')[0]} (s)",
+                 _frame(rows, ["rival (recovery)"]),
+                 (f"{level} intervals: a bootstrap over the {kills.min():,.0f}"
+                  f"{'' if kills.min() == kills.max() else f' to {kills.max():,.0f}'} kills of "
+                  "each row; a kill no other worker ran again within the patience given counts "
+                  "as never", *said))]
+
+
+def window_lengths(windows: Any) -> str:
+    """How long the idle windows were, as a phrase: " of 15 s" when all were, else each length
+    with the backends measured over it (a merged run can hold several)."""
+    if not len(windows):
+        return ""
+    lengths = windows.groupby("backend", sort=False)["value"].median().round()
+    if lengths.nunique() == 1:
+        return f" of {lengths.iloc[0]:,.0f} s"
+    by = [f"{seconds:,.0f} s for {', '.join(names)}"
+          for seconds, names in sorted(lengths.groupby(lengths).groups.items(), reverse=True)]
+    return " (" + "; ".join(by) + ")"
+
+
+def _idle(frame: Any, summary: Any) -> list[View]:
+    columns = {"worker_requests": ("worker req/s", 1), "worker_round_trips": ("round trips/s", 1),
+               "server_requests": ("server req/s", 1), "worker_cpu": ("worker CPU ms/s", 1000),
+               "server_cpu": ("server CPU ms/s", 1000)}
+    rows = [{"backend": r["backend"], "variant": r["variant"],
+             **{label: _agreed(*(r.get(f"{column}{end}", math.nan) * scale
+                                 for end in ("", "_lo", "_hi")))
+                for column, (label, scale) in columns.items()}}
+            for _, r in summary.iterrows()]
+    windows = frame[frame["metric"] == "window"]
+    seconds = window_lengths(windows)
+    most = int(windows.groupby(["backend", "variant"]).size().max()) if len(windows) else 1
+    over = (f"the median of {most} windows{seconds} per backend, with its {LEVEL:.0%} interval "
+            "(a bootstrap over the windows, so with so few about their range), shown where "
+            "the windows differ" if most > 1 else
+            f"one window{seconds} per backend, no repeats: no interval (--repeat gives one)")
+    return [View("idle",
+                 "An idle worker: what it costs a second", _frame(rows, ["backend", "variant"]),
+                 (f"{over}; blank: not counted there (a rival has no counting hook of ours; "
+                  "memory and SQLite no server)",))]
+
+
+def _growth(frame: Any, summary: Any) -> list[View]:
+    columns = {"peak_entries": "peak entries", "final_entries": "final entries",
+               "peak_kib": "peak KiB", "final_kib": "final KiB", "wakeups": "wakeups"}
+    rows, settings = [], []
+    for _, r in summary.iterrows():
+        trimming = str(r["trimming"])
+        rival = bool(r.get("setting"))
+        shown = ({"True": "its cleanup", "False": "defaults"} if rival else
+                 {"True": "yes", "False": "no"}).get(trimming, "")
+        rows.append({"backend": r["backend"], "trimmed": shown,
+                     **{label: _agreed(r[column], r.get(f"{column}_lo", math.nan),
+                                       r.get(f"{column}_hi", math.nan))
+                        if column != "wakeups" else number(r[column])
+                        for column, label in columns.items()}})
+        if rival:
+            settings.append({"backend": r["backend"], "trimmed": shown,
+                             "setting": r["setting"]})
+    repeats = summary["repeats"] if "repeats" in summary.columns else None
+    most = int(repeats.max()) if repeats is not None and len(repeats) else 1
+    fewest = int(repeats.min()) if repeats is not None and len(repeats) else 1
+    over = ("one run each: no interval (--repeat gives one)" if most == 1 else
+            f"the median of {most} runs each, with its {LEVEL:.0%} interval (a bootstrap over "
+            "the runs, so with so few about their range), shown where the runs differ" if
+            fewest == most else
+            f"the median of up to {most} runs, with its {LEVEL:.0%} interval where the runs "
+            "differ (a bootstrap over the runs); a row of one run has none")
+    views = [View("growth", "The queue's size while workflows wake many times",
+                  _frame(rows, ["backend", "trimmed"]),
+                  (f"{over}; trimmed is said only of the stream, the one queue of ours that "
+                   "keeps what it delivered; a rival's job per wakeup, at its defaults or with "
+                   "its own cleanup setting (below)",))]
+    if settings:
+        views.append(View("settings", "What each rival ran with",
+                          _frame(settings, ["backend", "trimmed"])))
+    return views
+
+
+def _scaling(frame: Any, summary: Any) -> list[View]:
+    level = f"{LEVEL:.0%}"
+    views = []
+    for key, title, dimensions in (
+            ("checkpoint", "A checkpoint's read against its size", ("records", "inbox")),
+            ("queue", "The queue's operations against its depth", ("ready", "sleeping",
+                                                                   "cancel"))):
+        part = summary[summary["dimension"].isin(dimensions)]
+        if not len(part):
+            continue
+        sizes = [c for c in part.columns if c.startswith("ms@") and part[c].notna().any()]
+        rows = []
+        for _, r in part.iterrows():
+            rows.append({"backend": r["backend"], "dimension": r["dimension"],
+                         "slope": f"{r['slope']:.2f}",
+                         f"{level}": _slopes(r["slope_lo"], r["slope_hi"]),
+                         "reads": r["reads"],
+                         **{f"ms at {c.removeprefix('ms@')}": number(r[c]) for c in sizes}})
+        views.append(View(key, f"{title}: the log-log slope and the median cost (ms)",
+                          _frame(rows, ["backend", "dimension"])))
+    if views:
+        views[-1] = View(views[-1].key, views[-1].title, views[-1].table, (
+            "slope of log(cost) on log(size): 0 flat, 1 linear; its interval is a bootstrap "
+            "over the repetitions at each size, and each size ran once, at its own moment, so "
+            "a slope under 0.2 either way is read as flat",))
+    return views
+
+
+def _slopes(lo: float, hi: float) -> str:
+    if lo != lo:
+        return ""
+    return f"{lo:.2f} to {hi:.2f}" if lo < 0 else f"{lo:.2f}{DASH}{hi:.2f}"
+
+
+def _wakeups(frame: Any, summary: Any) -> list[View]:
+    from experiments.catalogue import KEYS
+    from experiments.readers.summaries.wakeups import share
+
+    level = f"{LEVEL:.0%}"
+    rivals = "refused" in summary and bool(summary["refused"].notna().any())
+    rows = [{"backend": r["backend"], "raced": number(r["races"]), "lost": number(r["lost"]),
+             f"lost share, {level}": share(Interval(r["lost_share"], r["lost_share_lo"],
+                                                    r["lost_share_hi"], int(r["races"]))),
+             **({"refused": number(r["refused"]),
+                 "poked under": KEYS[r["backend"]][1] if r["backend"] in KEYS else ""}
+                if rivals else {})}
+            for _, r in summary.iterrows()]
+    how = [f"{r['backend']}: {r['how']}" for _, r in summary.iterrows() if r.get("how")]
+    most = int(summary["races"].max()) if summary["races"].notna().any() else 0
+    interval = (f"the lost share's {level} interval: a Wilson score interval over the races "
+                + (f"(none lost of {most:,} is still at most {proportion(0, most).hi:.1%})"
+                   if most else ""))
+    return [View("wakeups", "Wakeups given while a pass was running, and how many were lost",
+                 _frame(rows, ["backend"]),
+                 (interval, "a rival has no inbox: its poke is the job enqueued again under its "
+                  "own key for one job per workflow, which may refuse it (refused); lost: not "
+                  "run again after the poke", *how) if rivals else (interval,))]
+
+
+_VIEWS: dict[str, Callable[[Any, Any], list[View]]] = {
+    "latency": _latency, "throughput": _throughput, "takeover": _takeover, "idle": _idle,
+    "growth": _growth, "scaling": _scaling, "wakeups": _wakeups,
+}
+
+
+def views(name: str, frame: Any) -> list[View]:
+    """`name`'s tables from its rows; an experiment with no view of its own here shows its
+    summary as it is, numbers shown by `number`."""
+    import importlib
+
+    summary = importlib.import_module(f"experiments.readers.summaries.{name}").summary(frame)
+    shown = _VIEWS.get(name)
+    if shown is not None:
+        return shown(frame, summary)
+    return [View(name, name, summary.map(number))]

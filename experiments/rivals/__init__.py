@@ -1,7 +1,0 @@
-"""The rivals' agents: one module per job queue people would pick instead of ours, each run as
-`python -m experiments.rivals.<name>` from the rivals' own virtualenv (`.venv-rivals`).
-
-Each speaks `experiments.protocol` as `experiments.agent` does, through the rival's public API
-only; what the five share (the lab's ops, the job bookkeeping) is `common`. They import the
-standard library, `experiments.protocol`, `common` and their own queue, never `durability`.
-"""
