@@ -26,7 +26,7 @@ from durability.interfaces import (
 )
 from durability.stepwise import Run
 from durability.values import Delivery, Pass
-from durability.worker.events import Observer, emitter
+from durability.worker.events import Emit, Observer, detailed, emitter
 from durability.worker.nudging import Nudges
 from durability.worker.running import Running
 
@@ -73,6 +73,8 @@ class Crew:
         self.contended = contended
         self.sweep = sweep
         self.emit = emitter(observer)
+        # The per-step kinds, for an observer that asks; None spares every pass the asking.
+        self.detail: Emit | None = self.emit if detailed(observer) else None
         self.clock = clock
         self.grace = grace
         self.retry = retry
