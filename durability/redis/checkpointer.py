@@ -483,6 +483,21 @@ class RedisCheckpointer:
                 return page
             low = "(" + str(reply[-2])
 
+    async def tally(self, prefix: str | None = None) -> dict[str, int]:
+        """Counts of the state indexes. A standing whose checkpoint expired counts until a
+        listing or `sweep` drops it."""
+        check_page(prefix, 1, None)
+        low: str | bytes = "-"
+        high: str | bytes = "+"
+        if prefix:
+            low = "[" + prefix
+            above = _successor(prefix.encode())
+            if above is not None:
+                high = b"(" + above
+        keys = [namespace_key(self.namespace, f"state:{state}") for state in STATES]
+        counts = await self._batcher.run(self._standings_script("tally"), keys, [low, high])
+        return {state: int(n) for state, n in zip(STATES, counts, strict=True) if int(n)}
+
     async def _gone(self, held: Mapping[str, str]) -> set[str]:
         """Which of these workflows (id -> the standing held) have no checkpoint any more;
         their standings are dropped, each only if no newer one has been written since.

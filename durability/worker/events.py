@@ -51,8 +51,9 @@ class Event:
 
     To an observer that asks (`detailed`): "loaded" once the pass has its checkpoint, before
     the body runs (`token`, the claim's fencing token, and `records`, the checkpoint as
-    loaded: the pass's own mapping, which it goes on adding to, so read it when told), and "step" for each step that ran in the pass, not one replayed from its record
-    (`key`; `began` and `at` its start and end, after its record landed; `error` if it raised).
+    loaded: the pass's own mapping, which it goes on adding to, so read it when told), and
+    "step" for each step that ran in the pass, not one replayed from its record (`key`;
+    `began` and `at` its start and end, after its record landed; `error` if it raised).
     """
 
     kind: Kind
