@@ -20,7 +20,7 @@ def _when(at: datetime | None) -> str:
 
 
 def _value(value: object) -> str:
-    return escaped(json.dumps(value, ensure_ascii=False, default=str))
+    return escaped(json.dumps(value, ensure_ascii=False, default=str), backslash=False)
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -11,13 +11,14 @@ __all__ = ["escaped", "quoted"]
 _PLAIN_SPECIALS = frozenset("\"'\\")
 
 
-def escaped(text: str) -> str:
+def escaped(text: str, *, backslash: bool = True) -> str:
     """`text` with every character that is not printable (controls, format characters such as
     a bidirectional override, line and paragraph separators) written as a `\\u` escape, and a
-    backslash doubled, so the result shows every character it stands for."""
+    backslash doubled, so the result shows every character it stands for. JSON text keeps its
+    backslashes (`backslash=False`): it has escaped its own, and a `\\u` escape is JSON's too."""
     out = []
     for character in text:
-        if character == "\\":
+        if character == "\\" and backslash:
             out.append("\\\\")
         elif character.isprintable():
             out.append(character)

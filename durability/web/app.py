@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from dataclasses import dataclass
 from importlib.resources import files
 from typing import Any
-from urllib.parse import parse_qs, urlsplit, urlunsplit
+from urllib.parse import parse_qs, parse_qsl, urlencode, urlsplit, urlunsplit
 
 from durability.checks import check_workflow
 from durability.connect import open_durable, unavailable
@@ -48,7 +48,9 @@ _HEADERS = [
      b"default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self';"
      b" frame-ancestors 'none'; base-uri 'none'"),
     (b"x-content-type-options", b"nosniff"),
-    (b"referrer-policy", b"no-referrer"),
+    # "same-origin", not "no-referrer": under that a browser sends `Origin: null` with its own
+    # form posts, which the origin check must refuse.
+    (b"referrer-policy", b"same-origin"),
     (b"x-frame-options", b"DENY"),
     (b"cache-control", b"no-store"),
 ]
@@ -90,13 +92,19 @@ class _Problem(Exception):
         self.status, self.title, self.said = status, title, said
 
 
+#: The URL options the page's header shows (the others may hold a password or a key path).
+_SHOWN_OPTIONS = ("scheduler", "namespace", "queue", "schema")
+
+
 def shown_url(url: str) -> str:
-    """A store URL as the page shows it: no password, no query."""
+    """A store URL as the page shows it: no password, and of its options only those that say
+    which queue it is (`_SHOWN_OPTIONS`)."""
     parts = urlsplit(url)
     host = parts.netloc.rpartition("@")[2]
     user = parts.username
     netloc = f"{user}@{host}" if user else host
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    kept = [(k, v) for k, v in parse_qsl(parts.query) if k in _SHOWN_OPTIONS]
+    return urlunsplit((parts.scheme, netloc, parts.path, urlencode(kept), ""))
 
 
 class OperatorPage:
@@ -269,15 +277,15 @@ class OperatorPage:
         result = await act(await self.durable(), action.name, workflow)
         match result:
             case Done(said=said):
-                status, good, outcome = 200, True, "done"
+                status, good, outcome, title = 200, True, "done", f"{action.title}: done"
             case Refused(said=said):
-                status, good, outcome = 409, False, "refused"
+                status, good, outcome, title = 409, False, "refused", "Refused"
             case Gone(said=said):
-                status, good, outcome = 404, False, "not found"
+                status, good, outcome, title = 404, False, "not found", "No such workflow"
         if request.wants_json:
             body = {"action": action.name, "workflow": workflow, "result": outcome, "said": said}
             return _json(status, body)
-        page = pages.result(said, good, workflow, root=request.root)
+        page = pages.result(title, said, good, workflow, root=request.root)
         return self._page(status, f"{action.title} {workflow}", page, request)
 
     def _acting(self) -> None:

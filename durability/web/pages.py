@@ -85,8 +85,19 @@ def _state(state: str) -> str:
     return f'<span class="state {text(state)}">{text(state)}</span>'
 
 
+#: A recorded value longer than this (as JSON) is folded: its start shown, the rest on a click.
+FOLD = 160
+
+
 def _value(value: object) -> str:
-    return f"<pre>{text(json.dumps(value, ensure_ascii=False, default=str))}</pre>"
+    shown = escaped(json.dumps(value, ensure_ascii=False, default=str), backslash=False)
+    if len(shown) <= FOLD:
+        return f"<pre>{html.escape(shown)}</pre>"
+    return (
+        f"<details><summary><code>{html.escape(shown[: FOLD - 40])}…</code>"
+        f' <span class="muted">({len(shown)} characters)</span></summary>'
+        f"<pre>{html.escape(shown)}</pre></details>"
+    )
 
 
 def layout(title: str, body: str, *, root: str, store: str, acting: bool) -> str:
@@ -96,7 +107,7 @@ def layout(title: str, body: str, *, root: str, store: str, acting: bool) -> str
 <head>
 <meta charset="utf-8">
 <meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="referrer" content="no-referrer">
+<meta name="referrer" content="same-origin">
 <title>{text(title)} · durability</title>
 <link rel="stylesheet" href="{href(root, "/style.css")}">
 </head>
@@ -209,7 +220,7 @@ def workflow(seen: Detail, *, root: str, acting: bool) -> str:
         ("since", _when(found.at)),
         ("claim", "held by a live pass" if seen.held else "free"),
         ("retries", str(seen.retries)),
-        ("failed attempts since", str(seen.attempts)),
+        ("failed attempts since the last retry", str(seen.attempts)),
     ]
     if found.until is not None:
         facts.append(("sleeps until", _when(found.until)))
@@ -270,11 +281,11 @@ def confirm(action: Action, workflow_id: str, nonce: str, *, root: str) -> str:
 </form>"""
 
 
-def result(said: str, good: bool, workflow_id: str, *, root: str) -> str:
+def result(title: str, said: str, good: bool, workflow_id: str, *, root: str) -> str:
     kind = "good" if good else "bad"
     back = href(root, "/workflow", id=workflow_id)
     return (
-        f'<div class="notice {kind}">{text(said)}</div>'
+        f'<h1>{text(title)}</h1><div class="notice {kind}">{text(said)}</div>'
         f'<p><a class="button quiet" href="{back}">Back to the workflow</a> '
         f'<a class="button quiet" href="{href(root, "/")}">All workflows</a></p>'
     )
