@@ -4,7 +4,7 @@ span per step that ran, the failure recorded on both; counters and histograms pe
 
 It keeps nothing across processes: what it needs of a pass's past (the origin, the attempt) it
 reads from the checkpoint the pass loaded. With neither a tracer nor a meter provider
-configured it asks for no detail and returns at once from every event (`enabled`).
+configured when it is made it is off (`enabled` False), and a worker never calls it.
 """
 
 from __future__ import annotations

@@ -92,10 +92,12 @@ class Emit(Protocol):
 
 def emitter(observer: Observer | None) -> Emit:
     """What a worker calls at each moment of a pass (three times a pass at least): with no
-    observer a function that does nothing, since even an early return from an object's
-    `__call__` costs several times a plain call; else an `Emitter`'s bound `emit`."""
-    if observer is None:
-        return _silent
+    observer, or one whose `enabled` attribute is False, a function that does nothing, since
+    even an early return from an object's `__call__` costs several times a plain call (and
+    the event is built before it); else an `Emitter`'s bound `emit`. Asked once, as the
+    worker starts."""
+    if observer is None or getattr(observer, "enabled", True) is False:
+        return _silent  # an observer that says it is off (OpenTelemetry unconfigured) costs nothing
     return Emitter(observer).emit
 
 

@@ -109,3 +109,24 @@ async def test_a_step_that_raises_is_told_with_its_error() -> None:
 def test_an_event_without_detail_keeps_its_old_shape() -> None:
     event = Event("started", "w", 1.0)
     assert event.token is None and event.key is None and event.records is None
+
+
+async def test_an_observer_that_says_it_is_off_is_never_called() -> None:
+    class Off(Detailed):
+        enabled = False
+
+    observer = Off()
+    store = durable()
+    task = asyncio.create_task(work(store, body, tick=TICK, observer=observer))
+    try:
+        await store.arrive("w", "start", 0)
+        pause = 0.005
+        async with asyncio.timeout(5):
+            while (await store.status("w")).state != "blocked":  # the pass ran
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 0.1)
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    assert observer.events == []
