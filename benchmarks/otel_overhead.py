@@ -1,17 +1,13 @@
 """What OpenTelemetry costs a worker: passes per second at saturation, one worker process, on
-every store, in three modes run interleaved in one sitting (the machine is shared and noisy):
+every store, in three modes interleaved in one sitting: `none` (no observer, no OpenTelemetry
+module imported, as if the extra were absent), `off` (`Telemetry` as the observer, no SDK
+configured) and `on` (the SDK: batch span processor into an in-memory exporter, an in-memory
+metric reader). Each run is a fresh process that arrives `--workflows` workflows of two steps
+(not timed), then times `work` until every one has completed.
 
-- `none`: no observer, and no OpenTelemetry module imported (as if the extra were absent);
-- `off`: `durability.otel.Telemetry` as the observer, no SDK configured (the API's no-op);
-- `on`: the same with the SDK configured: a batch span processor into an in-memory exporter,
-  a meter provider with an in-memory reader.
+    python -m benchmarks.otel_overhead --rounds 5 --out results/ab/otel-overhead
 
-Each run is a fresh process: it arrives `--workflows` workflows (two steps each; not timed),
-then starts `work` and times until every one has completed.
-
-    python -m benchmarks.otel_overhead --rounds 3 --out results/ab/otel-overhead
-
-writes `runs.csv` (one row a run) and `made.json` (how), and prints the ratios to `none`.
+writes `runs.csv` (a row a run) and `made.json` (how), and prints the ratios to `none`.
 """
 
 from __future__ import annotations

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import sys
 from datetime import timedelta
 from pathlib import Path
@@ -96,7 +97,13 @@ async def life() -> list[ReadableSpan]:
     return list(exporter.get_finished_spans())
 
 
+ROOT = Path(__file__).resolve().parent.parent
+
+
 def _value(value: object) -> dict[str, Any]:
+    if isinstance(value, str):
+        # A recorded stack trace names this checkout's files: shown relative to it.
+        value = value.replace(str(ROOT) + "/", "").replace(sys.prefix, "<python>")
     if isinstance(value, bool):
         return {"boolValue": value}
     if isinstance(value, int):
@@ -201,9 +208,23 @@ def draw(spans: list[ReadableSpan], path: Path) -> None:
                 axes.annotate("", xy=(left, row), xytext=(left, source),
                               arrowprops={"arrowstyle": "->", "color": "#b0b6c0",
                                           "linestyle": "dashed"})
-    axes.set_yticks(range(len(ordered)))
-    axes.set_yticklabels(["    " * depth + s.name.split(" ")[0] for depth, s in ordered],
-                         fontsize=9, family="monospace")
+    axes.set_yticks([])
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    axes.legend(
+        handles=[
+            Patch(color="#8a8f98", label="the request and its arrive"),
+            Patch(color="#3b6fd8", label="a pass"),
+            Patch(color="#2f9e6a", label="a step that ran"),
+            Patch(color="#d64545", label="failed (the exception is on the span)"),
+            Line2D([], [], color="#b0b6c0", linestyle="dashed",
+                   label="link to the previous pass"),
+        ],
+        loc="upper right",
+        fontsize=8,
+        frameon=False,
+    )
     axes.invert_yaxis()
     axes.set_xlabel("milliseconds since the request began")
     root = ordered[0][1]
@@ -217,6 +238,7 @@ def draw(spans: list[ReadableSpan], path: Path) -> None:
 
 
 def main() -> None:
+    logging.getLogger("durability").setLevel(logging.CRITICAL)  # the failure is on purpose
     folder = Path(sys.argv[1] if len(sys.argv) > 1 else ".")
     folder.mkdir(parents=True, exist_ok=True)
     every = asyncio.run(life())

@@ -1,13 +1,9 @@
 """`OperatorPage`: the operator's page as a plain ASGI application, to serve alone (`durability
-ui`) or mount in one's own app. Server-rendered HTML with no script, every page also as JSON
-(`?format=json`, or `Accept: application/json`).
-
-| route | what |
-|---|---|
-| `GET /` | counts by state, the queue's backlog, a page of workflows (`state`, `prefix`, `after`) |
-| `GET /workflow?id=` | one workflow: status, claim, failures and attempts, records in order |
-| `GET /confirm?action=&id=` | the confirmation of a move, with a nonce for it (actions on) |
-| `POST /act` | a move: `action`, `ref` (or `id`), `token` (or `Authorization: Bearer`), `nonce` |
+ui`) or mount in one's own. Server-rendered HTML with no script, every page also as JSON
+(`?format=json`, or `Accept: application/json`). Routes: `GET /` (counts, backlog, a page of
+workflows by `state`, `prefix`, `after`), `GET /workflow?id=` (one workflow), `GET /confirm`
+(a move's confirmation and its nonce) and `POST /act` (the move: `action`, `ref` or `id`,
+`token` and `nonce`, or `Authorization: Bearer`).
 
 A store that does not answer is a 503 page saying so, never a traceback.
 """
