@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from typing import NoReturn, TextIO
@@ -154,7 +155,7 @@ async def _run(url: str, arguments: argparse.Namespace, out: TextIO) -> int:
                 else:
                     print(listing(page), file=out)
                     if page.after is not None:
-                        print(f"more: --after {page.after}", file=sys.stderr)
+                        print(f"more: --after {shlex.quote(page.after)}", file=sys.stderr)
             case name:
                 result = await act(durable, name, arguments.id)
                 print(acted(name, arguments.id, result, shown), file=out)
