@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -150,7 +151,7 @@ async def test_bad_usage_is_exit_1(capsys: pytest.CaptureFixture[str]) -> None:
     assert "Traceback" not in capsys.readouterr().err
 
 
-def test_the_console_script_documents_its_exit_codes(tmp_path: object) -> None:
+def test_the_console_script_documents_its_exit_codes() -> None:
     shown = subprocess.run(
         [sys.executable, "-m", "durability.command", "--help"],
         capture_output=True, text=True, check=False,
@@ -166,3 +167,48 @@ def test_the_console_script_documents_its_exit_codes(tmp_path: object) -> None:
         capture_output=True, text=True, check=False, env=environment,
     )
     assert missing.returncode == EXIT["not found"]
+
+
+async def test_ui_with_actions_needs_a_token(capsys: pytest.CaptureFixture[str]) -> None:
+    environment = os.environ.pop("DURABILITY_UI_TOKEN", None)
+    try:
+        assert (await run("ui", "memory://", "--actions"))[0] == EXIT["usage"]
+        os.environ["DURABILITY_UI_TOKEN"] = "short"
+        assert (await run("ui", "memory://", "--actions"))[0] == EXIT["usage"]
+    finally:
+        os.environ.pop("DURABILITY_UI_TOKEN", None)
+        if environment is not None:
+            os.environ["DURABILITY_UI_TOKEN"] = environment
+    said = capsys.readouterr().err
+    assert "DURABILITY_UI_TOKEN" in said and "at least 16" in said
+
+
+def test_ui_serves_the_page_on_loopback(tmp_path: Path) -> None:
+    import socket
+    import time
+    import urllib.request
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "durability.command", "ui", f"sqlite:///{tmp_path / 's.db'}",
+         "--port", str(port)],
+        stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        give_up = time.monotonic() + 30
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/?format=json") as answer:
+                    body = json.loads(answer.read())
+                break
+            except OSError:
+                if time.monotonic() > give_up or server.poll() is not None:
+                    raise
+                time.sleep(0.1)
+        assert body["workflows"] == [] and body["counts"] == {}
+    finally:
+        server.terminate()
+        _, said = server.communicate(timeout=30)
+    assert f"http://127.0.0.1:{port}/ (read-only)" in said
