@@ -33,7 +33,7 @@ class Detailed(Observed):
 
 
 def durable() -> SplitDurable:
-    return SplitDurable(MemoryCheckpointer(), MemoryScheduler(lease=timedelta(milliseconds=500)))
+    return SplitDurable(MemoryCheckpointer(), MemoryScheduler(lease=timedelta(seconds=5)))
 
 
 async def body(run: Run) -> int:
