@@ -294,16 +294,13 @@ class Scheduler(Protocol):
         """Make every wakeup due by `now` ready; return the earliest one still sleeping."""
         ...
 
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        """Take one delivery whose worker showed no sign of life for `idle`, if any."""
-        ...
-
     async def reclaiming(self, idle: timedelta) -> Reclaimed:
-        """`reclaim(idle)`, and in the same call how long until the earliest delivery still
-        held goes `idle` without a sign of life: nothing can be taken over before then, and a
-        delivery handed out after this call no sooner than `idle` from now. A store where a
-        lapsed delivery is simply visible again to `next_ready` (a visibility score) has
-        nothing to reclaim and answers `Reclaimed(None, None)` without a round trip."""
+        """Take over one delivery whose worker showed no sign of life for `idle`, if any, and
+        in the same call say how long until the earliest delivery still held goes `idle`:
+        nothing can be taken over before then, and a delivery handed out after this call no
+        sooner than `idle` from now. A store where a lapsed delivery is simply visible again
+        to `next_ready` (a visibility score) has nothing to take over and answers
+        `Reclaimed(None, None)` without a round trip."""
         ...
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:

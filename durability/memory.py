@@ -7,7 +7,7 @@ sleep does not wait three days.
 
 `MemoryScheduler` is shaped like the Redis stream scheduler rather than the sorted set: a FIFO
 of wakeups, a pending list of deliveries held by workers, and a separate set of sleepers that
-`wake_due` moves into the FIFO. That keeps the worker's timer and reclaim honest in tests.
+`wake_due` moves into the FIFO. That keeps the worker's timer and reclaimer honest in tests.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from durability.checks import (
 )
 from durability.clock import Clock, utcnow
 from durability.codec import Codec, JsonCodec
+from durability.deprecation import Reclaim
 from durability.signals import Fenced
 from durability.storekit.traffic import Traffic
 from durability.values import (
@@ -435,14 +436,15 @@ def _settle(waiter: asyncio.Future[None]) -> bool:
 class _Held:
     """A delivery a worker holds. `quiet_from` is when its silence began: the take, or the last
     extension moved forward by what it asked for beyond a lease (so `extend(d, lease)` is a sign
-    of life now, and `reclaim(idle)` takes it once `idle` has passed since)."""
+    of life now, and `reclaiming(idle)` takes it once `idle` has passed since)."""
 
     workflow: str
     quiet_from: datetime
 
 
-class MemoryScheduler:
-    """A `Scheduler` over a FIFO, a pending list and a set of sleepers."""
+class MemoryScheduler(Reclaim):
+    """A `Scheduler` over a FIFO, a pending list and a set of sleepers. (`Reclaim` keeps the
+    deprecated `reclaim` for a release.)"""
 
     def __init__(
         self,
@@ -525,21 +527,9 @@ class MemoryScheduler:
         return min(self._sleeping.values(), default=None)
 
     @_counted
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        """Take a delivery silent for `idle` (not for the lease: the caller says how long)."""
-        positive("idle", idle)
-        now = self._clock()
-        for receipt, held in list(self._pending.items()):
-            if held.quiet_from + idle <= now:
-                del self._pending[receipt]
-                fresh = str(next(self._ids))
-                self._pending[fresh] = _Held(held.workflow, now)
-                return Delivery(held.workflow, fresh, lapsed=True)
-        return None
-
-    @_counted
     async def reclaiming(self, idle: timedelta) -> Reclaimed:
-        """`reclaim(idle)`, and how long until the quietest delivery left goes `idle`."""
+        """Take a delivery silent for `idle` (not for the lease: the caller says how long), and
+        say how long until the quietest delivery left goes `idle`."""
         positive("idle", idle)
         now = self._clock()
         taken: Delivery | None = None
@@ -558,7 +548,8 @@ class MemoryScheduler:
 
     @_counted
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
-        """Keep the delivery from `reclaim(lease)` for `within` more (never less than before)."""
+        """Keep the delivery from `reclaiming(lease)` for `within` more (never less than
+        before)."""
         positive("within", within)
         held = self._pending.get(delivery.receipt)
         if held is None:

@@ -26,8 +26,9 @@ from durability.codec import Unencodable
 from durability.failures import Retry
 from durability.faults import patiently
 from durability.interfaces import Checkpointer
+from durability.recording import Recorder
 from durability.signals import Interruption
-from durability.values import Effect, Entry, Pass, Recorded
+from durability.values import Effect, Entry, Pass
 
 T = TypeVar("T")
 
@@ -163,6 +164,24 @@ class StepFailed:
 StepHook = Callable[[str, float, BaseException | None], None]
 
 
+def _timed(
+    key: str, produce: Callable[[], Awaitable[object]], hook: StepHook
+) -> Callable[[], Awaitable[object]]:
+    """`produce`, telling `hook` when it began and how it ended (a step that ran)."""
+
+    async def timed() -> object:
+        began = time.time()
+        try:
+            value = await produce()
+        except BaseException as error:
+            hook(key, began, error)
+            raise
+        hook(key, began, None)
+        return value
+
+    return timed
+
+
 #: Types whose values are never awaitable (exact types: a subclass may define `__await__`).
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 
@@ -189,16 +208,11 @@ class Run:
         on_write: Callable[[], None] | None = None,
         on_step: StepHook | None = None,
     ) -> None:
-        self._holder = holder
+        # The records and every write under the claim (at most once a key, tried again
+        # through a passing fault, the claim stretched for a long step): recording.py.
+        self._recorder = Recorder(holder, checkpointer, records, clock, kept, on_write)
         self._on_step = on_step
-        self._checkpointer = checkpointer
-        self._records = dict(records)
         self._clock = clock
-        self._kept = kept
-        self._on_write = on_write
-        # Keys whose write is on its way, with the future a second branch waits on (made
-        # only when one asks: most steps are asked for once).
-        self._inflight: dict[str, asyncio.Future[object] | None] = {}
         self._sleeps: dict[str, datetime] = {}  # sleeps that raised
         self._noted: dict[str, datetime] = {}  # deadlines being written, not yet read back
         self._waiting: set[str] = set()
@@ -207,16 +221,16 @@ class Run:
 
     @property
     def workflow(self) -> str:
-        return self._holder.workflow
+        return self._recorder.holder.workflow
 
     @property
     def holder(self) -> Pass:
-        return self._holder
+        return self._recorder.holder
 
     @property
     def records(self) -> Mapping[str, object]:
         """What this pass knows: the checkpoint as loaded, plus this pass's own writes."""
-        return self._records
+        return self._recorder.records
 
     def now(self) -> datetime:
         return self._clock()
@@ -238,56 +252,6 @@ class Run:
     def _suspend(self, suspension: Suspended) -> Suspended:
         suspension.origin = self
         return suspension
-
-    async def _write(self, call: Callable[[], Awaitable[Recorded]]) -> object:
-        """A store write of this pass, tried again through a passing fault of the store (a lost
-        connection is not the step failing; see `durability.faults`)."""
-        return (await patiently(self._checkpointer, self.workflow, call)).value
-
-    # -- writing -----------------------------------------------------------------------
-
-    async def _once(self, key: str, produce: Callable[[], Awaitable[object]]) -> object:
-        """Run `produce` for `key` at most once in this pass, even if two branches ask."""
-        if key in self._records:
-            return self._records[key]
-        if key in self._inflight:
-            running = self._inflight[key]
-            if running is None:
-                running = self._inflight[key] = asyncio.get_running_loop().create_future()
-            return await asyncio.shield(running)
-        self._inflight[key] = None
-        try:
-            value = await produce()
-        except BaseException as exc:
-            future = self._inflight.pop(key, None)
-            if future is not None and not future.done():
-                future.set_exception(exc)
-                future.exception()  # a branch that never awaits it must not warn
-            raise
-        future = self._inflight.pop(key, None)
-        self._records[key] = value
-        if future is not None:
-            future.set_result(value)
-        if self._on_write is not None:
-            self._on_write()
-        return value
-
-    async def _stretch(self, within: timedelta) -> None:
-        """Make sure the claim's budget covers `within` before an effect starts.
-
-        Skipped when the budget left already covers it, so annotating cheap steps is free.
-        Under a worker that renews the claim every tick, liveness stays the lease; a caller
-        driving `resume` alone has nobody to renew it, so the window is its sign of life.
-        """
-        if self._holder.budget_ends - self._clock() >= within:
-            return
-        alive = self._holder.alive if self._kept else max(within, self._holder.alive)
-        holder = self._holder
-        self._holder = await patiently(
-            self._checkpointer,
-            self.workflow,
-            lambda: self._checkpointer.extend(holder, within, alive),
-        )
 
     @property
     def failed_steps(self) -> tuple[StepFailed, ...]:
@@ -331,7 +295,7 @@ class Run:
 
         async def produce() -> object:
             if window is not None:
-                await self._stretch(window)
+                await self._recorder.stretch(window)
             try:
                 if timeout is None:
                     # The effect inline, not in a coroutine of its own: every step's path.
@@ -346,48 +310,24 @@ class Run:
                 self._failed.append(StepFailed(key, retry, error))
                 raise
             try:
-                return await self._write(
-                    lambda: self._checkpointer.record(self._holder, key, result)
-                )
+                return await self._recorder.record(key, result)
             except Unencodable as error:
                 # What the step returned cannot be kept: the step failed, not the body around it.
                 self._failed.append(StepFailed(key, retry, error))
                 raise
 
         if self._on_step is not None:
-            return parse(await self._once(key, self._timed(key, produce, self._on_step)))
-        return parse(await self._once(key, produce))
-
-    @staticmethod
-    def _timed(
-        key: str, produce: Callable[[], Awaitable[object]], hook: StepHook
-    ) -> Callable[[], Awaitable[object]]:
-        """`produce`, telling `hook` when it began and how it ended (a step that ran)."""
-
-        async def timed() -> object:
-            began = time.time()
-            try:
-                value = await produce()
-            except BaseException as error:
-                hook(key, began, error)
-                raise
-            hook(key, began, None)
-            return value
-
-        return timed
+            return parse(await self._recorder.once(key, _timed(key, produce, self._on_step)))
+        return parse(await self._recorder.once(key, produce))
 
     async def transact(self, key: str, effect: Effect, parse: Callable[[object], T]) -> T:
         """Have the store perform `effect` and record its result in one atomic step."""
         check_key(key)
-
-        async def produce() -> object:
-            # Tried again only when the store failed: a transact that landed answers the second
-            # time with its recorded result and does not perform the effect again.
-            return await self._write(lambda: self._checkpointer.transact(self._holder, key, effect))
-
+        recorder = self._recorder
         if self._on_step is not None:
-            return parse(await self._once(key, self._timed(key, produce, self._on_step)))
-        return parse(await self._once(key, produce))
+            timed = _timed(key, lambda: recorder.transact(key, effect), self._on_step)
+            return parse(await recorder.once(key, timed))
+        return parse(await recorder.once(key, lambda: recorder.transact(key, effect)))
 
     # -- suspending --------------------------------------------------------------------
 
@@ -403,7 +343,7 @@ class Run:
         async def produce() -> object:
             return await self._note_then_record(key, self._clock() + duration)
 
-        await self._until(key, _deadline(await self._once(key, produce)))
+        await self._until(key, _deadline(await self._recorder.once(key, produce)))
 
     async def sleep_until(self, key: str, when: datetime) -> None:
         """Suspend until `when` (recorded on first reach, like `sleep`)."""
@@ -414,14 +354,13 @@ class Run:
         async def produce() -> object:
             return await self._note_then_record(key, when)
 
-        await self._until(key, _deadline(await self._once(key, produce)))
+        await self._until(key, _deadline(await self._recorder.once(key, produce)))
 
     async def _note_then_record(self, key: str, due: datetime) -> object:
         # Noted before the write: a sibling's failure can cancel this branch while the write is
         # in flight, and the store may then hold a deadline nothing else would report.
         self._noted[key] = due.astimezone(UTC)
-        stamp = due.astimezone(UTC).isoformat()
-        return await self._write(lambda: self._checkpointer.record(self._holder, key, stamp))
+        return await self._recorder.record(key, due.astimezone(UTC).isoformat())
 
     async def _until(self, key: str, due: datetime) -> None:
         self._noted.pop(key, None)  # read back: from here on it is `_sleeps` or nothing
@@ -433,19 +372,10 @@ class Run:
     async def awaiting(self, key: str, parse: Callable[[object], T]) -> T:
         """The value someone supplied as `key`; suspends the pass until there is one."""
         check_key(key)
-        if key in self._records:
-            return parse(self._records[key])
+        if key in self.records:
+            return parse(self.records[key])
         self._waiting.add(key)
         raise self._suspend(InputNeeded(key))
-
-    def _inbox(self, after: str | None, upto: str | None, limit: int | None) -> list[Entry]:
-        entries = [
-            Entry(k, v)
-            for k, v in self._records.items()
-            if k.startswith(INBOX) and (after is None or k > after) and (upto is None or k <= upto)
-        ]
-        entries.sort(key=lambda entry: entry.key)
-        return entries if limit is None else entries[:limit]
 
     async def _read(
         self, key: str, after: str | None, limit: int | None, suspend: bool
@@ -455,23 +385,23 @@ class Run:
             raise ValueError(f"limit must be a positive count, got {limit!r}")
         if after is not None and not after.startswith(INBOX):
             raise ValueError(f"after must be an inbox entry key, got {after!r}")
-        if key not in self._records and not self._inbox(after, None, 1) and suspend:
+        records = self.records
+        if key not in records and not _inbox(records, after, None, 1) and suspend:
             self._listening.add(key)
             raise self._suspend(InputNeeded(key))
 
         async def produce() -> object:
-            taken = self._inbox(after, None, limit)
-            last = taken[-1].key if taken else None
-            return await self._write(lambda: self._checkpointer.record(self._holder, key, last))
+            taken = _inbox(records, after, None, limit)
+            return await self._recorder.record(key, taken[-1].key if taken else None)
 
         # What is recorded is the key of the last entry taken: a reference, sound because
         # entries never change, and free to replay because every entry is already loaded.
-        upto = await self._once(key, produce)
+        upto = await self._recorder.once(key, produce)
         if upto is None:
             return []
         if not isinstance(upto, str):
             raise TypeError(f"{key!r} does not hold an inbox position")
-        return self._inbox(after, upto, None)
+        return _inbox(records, after, upto, None)
 
     async def receive(
         self, key: str, *, after: str | None = None, limit: int | None = None
@@ -505,6 +435,20 @@ class Run:
         if deadline is not None:
             return deadline
         return Blocked(frozenset(self._waiting), frozenset(self._listening))
+
+
+def _inbox(
+    records: Mapping[str, object], after: str | None, upto: str | None, limit: int | None
+) -> list[Entry]:
+    """The inbox entries among `records` past `after` and up to `upto`, in key order, at most
+    `limit` of them."""
+    entries = [
+        Entry(k, v)
+        for k, v in records.items()
+        if k.startswith(INBOX) and (after is None or k > after) and (upto is None or k <= upto)
+    ]
+    entries.sort(key=lambda entry: entry.key)
+    return entries if limit is None else entries[:limit]
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -5,11 +5,14 @@ LISTEN/NOTIFY rather than a polling floor.
     await pool.open(wait=True)
     await migrate(pool)
     durable = PostgresDurable(PostgresCheckpointer(pool=pool), PostgresScheduler(pool=pool))
+    await durable.scheduler.close(); await pool.close()   # settles what cancelled calls left
 
-Needs the `postgres` extra (psycopg 3 and psycopg-pool); importing `durability` alone never
-imports psycopg.
+Needs the `postgres` extra (psycopg 3 and psycopg-pool); `durability` alone never imports it.
 """
 
+import warnings
+
+from durability.deprecation import GOES_IN
 from durability.postgres.checkpointer import PostgresCheckpointer
 from durability.postgres.durable import PostgresDurable
 from durability.postgres.effect import PostgresEffect
@@ -30,3 +33,17 @@ __all__ = [
     "configure",
     "migrate",
 ]
+
+
+def __getattr__(name: str) -> object:
+    # `SqlEffect` was renamed `PostgresEffect` (beside SqliteEffect, LuaEffect, MemoryEffect);
+    # the old name answers, warning, for one release.
+    if name == "SqlEffect":
+        warnings.warn(
+            f"durability.postgres.SqlEffect is renamed PostgresEffect; the old name goes in"
+            f" {GOES_IN}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PostgresEffect
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -8,6 +8,7 @@ recorded means the statement is not run again.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,6 +16,7 @@ from typing import Any
 from psycopg import AsyncConnection
 from psycopg.rows import tuple_row
 
+from durability.deprecation import GOES_IN
 from durability.values import Effect
 
 
@@ -50,3 +52,17 @@ class PostgresEffect(Effect):
             return cursor.rowcount
         row = await cursor.fetchone()
         return None if row is None else row[0]
+
+
+def __getattr__(name: str) -> object:
+    # The class was `SqlEffect` here before its rename; the old name answers, warning, for one
+    # release (as `durability.postgres.SqlEffect` does).
+    if name == "SqlEffect":
+        warnings.warn(
+            f"durability.postgres.effect.SqlEffect is renamed PostgresEffect; the old name goes"
+            f" in {GOES_IN}",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return PostgresEffect
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

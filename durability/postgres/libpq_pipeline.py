@@ -28,8 +28,9 @@ from psycopg.adapt import PyFormat, Transformer
 from psycopg.rows import TupleRow
 
 from durability.postgres import traffic
+from durability.storekit.chores import Chores
 
-__all__ = ["AGAIN", "CAN_PIPELINE", "SETTLE", "Outcome", "exchange", "give_back"]
+__all__ = ["AGAIN", "CAN_PIPELINE", "SETTLE", "Outcome", "exchange", "give_back", "settled"]
 
 #: Whether this libpq can pipeline (14+); without it every statement goes through a cursor.
 CAN_PIPELINE: Final = pq.version() >= 140000 and hasattr(pq.PGconn, "enter_pipeline_mode")
@@ -125,47 +126,93 @@ async def exchange(
     if not CAN_PIPELINE:
         return [AGAIN] * len(statements)
     pgconn: pq.abc.PGconn = conn.pgconn
-    writer = _Writer(conn)
-    outcomes: list[Outcome] = [AGAIN] * len(statements)
-    group = list(dict.fromkeys(together))  # in the order given
-    if len(group) < 2:
-        group = []
-    grouped = set(group)
-    rest = [index for index in range(len(statements)) if index not in grouped]
-    # What was sent, in order: a statement's index and the key it prepared under (None:
-    # prepared before), or a marker (_BEGIN, _BOUND, _COMMIT) around the group.
-    sent: list[tuple[int, _Key | None]] = []
-    members: list[int] = []  # the group's statements actually sent
-    answered = 0
-    committed = False
+    run = _Exchange(conn, statements, together)
     try:
         pgconn.enter_pipeline_mode()
-        for index in rest:
-            writer.send(*statements[index], index, sent)
-        if group:
-            writer.mark(b"BEGIN", _BEGIN, sent)
-            writer.mark(_BOUND_LOCK_WAIT, _BOUND, sent)
-            for index in group:
-                if writer.send(*statements[index], index, sent):
-                    members.append(index)
-            writer.mark(b"COMMIT", _COMMIT, sent)
+        run.write()
         while pgconn.flush():
             await _ready(pgconn.socket, write=True)
-        counting = traffic.of(conn)
-        if counting is not None and sent:
-            counting.requests(_sent_names(statements, sent))
+        run.count()
+        await run.read(heard)
+        pgconn.exit_pipeline_mode()
+    except psycopg.OperationalError:
+        run.broke()
+    except asyncio.CancelledError:
+        # Cancelled (a stopping worker, a call past its bound): closing the connection here
+        # would cost a new one, and the pool warns of every closed connection it is handed
+        # back. The statements were sent, so their answers come; `give_back` reads them.
+        _OWING[conn] = functools.partial(_settle, pgconn, run.writer, run.sent[run.answered :])
+        raise
+    except BaseException:
+        pgconn.finish()
+        _PREPARED.pop(conn, None)
+        raise
+    return run.outcomes
+
+
+class _Exchange:
+    """One `exchange` under way: what was sent, what each statement came to, and how far the
+    answers have been read (so a break or a cancel knows what is still owed)."""
+
+    __slots__ = (
+        "answered", "committed", "conn", "group", "grouped", "members", "outcomes", "rest",
+        "sent", "statements", "writer",
+    )
+
+    def __init__(
+        self, conn: Any, statements: Sequence[tuple[str, object]], together: Collection[int]
+    ) -> None:
+        self.conn = conn
+        self.statements = statements
+        self.writer = _Writer(conn)
+        self.outcomes: list[Outcome] = [AGAIN] * len(statements)
+        group = list(dict.fromkeys(together))  # in the order given
+        self.group = group if len(group) >= 2 else []
+        self.grouped = set(self.group)
+        self.rest = [index for index in range(len(statements)) if index not in self.grouped]
+        # What was sent, in order: a statement's index and the key it prepared under (None:
+        # prepared before), or a marker (_BEGIN, _BOUND, _COMMIT) around the group.
+        self.sent: list[tuple[int, _Key | None]] = []
+        self.members: list[int] = []  # the group's statements actually sent
+        self.answered = 0
+        self.committed = False
+
+    def write(self) -> None:
+        """Write every statement (those outside the group first, then the group inside its
+        BEGIN and COMMIT) into libpq's buffer."""
+        writer, statements, sent = self.writer, self.statements, self.sent
+        for index in self.rest:
+            writer.send(*statements[index], index, sent)
+        if self.group:
+            writer.mark(b"BEGIN", _BEGIN, sent)
+            writer.mark(_BOUND_LOCK_WAIT, _BOUND, sent)
+            for index in self.group:
+                if writer.send(*statements[index], index, sent):
+                    self.members.append(index)
+            writer.mark(b"COMMIT", _COMMIT, sent)
+
+    def count(self) -> None:
+        """Count what was sent, one round trip, into the connection's traffic if it has one."""
+        counting = traffic.of(self.conn)
+        if counting is not None and self.sent:
+            counting.requests(_sent_names(self.statements, self.sent))
             counting.round_trip()
+
+    async def read(self, heard: Callable[[int, Outcome], None] | None) -> None:
+        """Read every answer, in the order sent, telling `heard` each final outcome."""
+        writer, outcomes, members = self.writer, self.outcomes, self.members
+        pgconn = writer.pgconn
         begun = False
-        for index, fresh_key in sent:
+        for index, fresh_key in self.sent:
             results = await _until_sync(pgconn)
-            answered += 1
+            self.answered += 1
             if index == _BEGIN:
                 begun = _status_is(results, b"BEGIN")
             elif index == _BOUND:
                 begun = begun and _status_is(results, b"SET")
             elif index == _COMMIT:
-                committed = begun and _status_is(results, b"COMMIT")
-                if not committed or any(outcomes[i] is AGAIN for i in members):
+                self.committed = begun and _status_is(results, b"COMMIT")
+                if not self.committed or any(outcomes[i] is AGAIN for i in members):
                     for member in members:  # rolled back, all of them: each goes alone
                         outcomes[member] = AGAIN
                 if heard is not None:
@@ -174,30 +221,21 @@ async def exchange(
             else:
                 outcome = _outcome(results, fresh_key, writer.prepared, writer.transformer)
                 outcomes[index] = outcome
-                if heard is not None and index not in grouped:
+                if heard is not None and index not in self.grouped:
                     heard(index, outcome)
-        pgconn.exit_pipeline_mode()
-    except psycopg.OperationalError:
-        pgconn.finish()  # owes answers it will never give
-        _PREPARED.pop(conn, None)
+
+    def broke(self) -> None:
+        """The connection broke: close it, and every statement that had not answered is
+        broken too (whether those committed is unknown, as ever)."""
+        self.writer.pgconn.finish()  # owes answers it will never give
+        _PREPARED.pop(self.conn, None)
         broken = psycopg.OperationalError("the connection broke before the statement answered")
-        for index, _ in sent[answered:]:
+        for index, _ in self.sent[self.answered :]:
             if index >= 0:
-                outcomes[index] = broken
-        if not committed:  # answered, but whether their transaction committed is unknown
-            for member in members:
-                outcomes[member] = broken
-    except asyncio.CancelledError:
-        # Cancelled (a stopping worker, a call past its bound): closing the connection here
-        # would cost a new one, and the pool warns of every closed connection it is handed
-        # back. The statements were sent, so their answers come; `give_back` reads them.
-        _OWING[conn] = functools.partial(_settle, pgconn, writer, sent[answered:])
-        raise
-    except BaseException:
-        pgconn.finish()
-        _PREPARED.pop(conn, None)
-        raise
-    return outcomes
+                self.outcomes[index] = broken
+        if not self.committed:  # answered, but whether their transaction committed is unknown
+            for member in self.members:
+                self.outcomes[member] = broken
 
 
 #: The longest a connection whose exchange was cancelled may take to read the answers it is
@@ -207,8 +245,8 @@ SETTLE: Final = timedelta(seconds=5)
 _OWING: weakref.WeakKeyDictionary[Any, Callable[[], Awaitable[None]]] = (
     weakref.WeakKeyDictionary()
 )
-#: The tasks reading them, held until done (the loop keeps only weak references to tasks).
-_SETTLING: set[asyncio.Task[None]] = set()
+#: Per pool, the tasks reading them, held until done and ended when its store closes (`settled`).
+_SETTLING: weakref.WeakKeyDictionary[Any, Chores] = weakref.WeakKeyDictionary()
 
 
 async def give_back(pool: Any, conn: Any) -> None:
@@ -222,8 +260,20 @@ async def give_back(pool: Any, conn: Any) -> None:
         await pool.putconn(conn)
         return
     task = asyncio.get_running_loop().create_task(_settled(pool, conn, settle))
-    _SETTLING.add(task)
-    task.add_done_callback(_SETTLING.discard)
+    settling = _SETTLING.get(pool)
+    if settling is None:
+        settling = _SETTLING[pool] = Chores()
+    settling.hold(task)
+
+
+async def settled(pool: Any, within: timedelta = SETTLE) -> None:
+    """Wait, at most `within`, for the connections of `pool` still reading what a cancelled
+    `exchange` was owed (`give_back`'s tasks); then cancel those left, each of which closes
+    its connection and hands it back, and wait for them too. A store calls it as it closes,
+    before its pool: no task of the store outlives it, to be destroyed pending with the loop."""
+    settling = _SETTLING.get(pool)
+    if settling is not None:
+        await settling.ended(within)
 
 
 async def _settled(pool: Any, conn: Any, settle: Callable[[], Awaitable[None]]) -> None:

@@ -20,6 +20,7 @@ from typing import Generic, TypeVar
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive
+from durability.postgres import libpq_pipeline
 from durability.postgres.listener import Listener
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
 from durability.values import Backlog, Delivery, Footprint
@@ -66,8 +67,8 @@ class PostgresScheduler(Visibility):
     `next_ready` takes the earliest visible row with `FOR UPDATE SKIP LOCKED` and hides it for a
     lease in the same statement. The receipt makes `done` a compare-and-delete, so a wakeup that
     lands mid-pass (which must change the receipt) is never thrown away. A worker that dies simply
-    stops extending: its row becomes visible when the lease runs out, so `reclaim` has nothing to
-    do and returns None, and there is no separate sleeping set for `wake_due` to move.
+    stops extending: its row becomes visible when the lease runs out, so `reclaiming` has nothing
+    to hand over, and there is no separate sleeping set for `wake_due` to move.
 
     Waiting (`waiting`, shared with `PostgresDurable.take`, which runs its own statement in the
     same loop). An idle `next_ready` does not poll at a fixed rate. It reads the queue once,
@@ -133,9 +134,12 @@ class PostgresScheduler(Visibility):
         await one(self._pool, self._sql["probe"], {})
 
     async def close(self) -> None:
-        """Close the listening connection (the pool is the caller's to close)."""
+        """Close the listening connection, and settle the pool's connections a cancelled call
+        left reading its answers (`libpq_pipeline.settled`, at most `SETTLE`): after this no
+        task of the store runs, and the pool, the caller's, may be closed."""
         if self._listener is not None:
             await self._listener.close()
+        await libpq_pipeline.settled(self._pool)
 
     def changed(self) -> None:
         """Forget the last empty read: this process has just written to the queue, and must

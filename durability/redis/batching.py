@@ -57,6 +57,14 @@ class ScriptBatcher:
             self._turns = Coalescer(self._send, MOST)
             self._shared = SharedConnection(client.connection_pool)
 
+    async def close(self) -> None:
+        """Let the sends under way end (at most `storekit.chores.ENDING`, then cancelled), then
+        stop reading their connection: after this no task of the batcher runs."""
+        if self._turns is not None:
+            await self._turns.drained()
+        if self._shared is not None:
+            await self._shared.close()
+
     async def run(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """The reply of `script` run with `keys` and `args` (its error, raised)."""
         if self._turns is None:

@@ -11,27 +11,16 @@ workflows still spread over a cluster's nodes, and an effect's keys need only ca
 
 from __future__ import annotations
 
-import asyncio
-import json
-import logging
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from redis.asyncio import Redis
-from redis.asyncio.cluster import RedisCluster
 from redis.commands.core import AsyncScript
-from redis.exceptions import NoScriptError
 
-from durability.cancelling import stop_if_cancelled
 from durability.checks import (
     MAX_NAME,
     check_key,
-    check_page,
     check_recorded_key,
-    check_state,
     check_workflow,
     positive,
     to_ms,
@@ -40,9 +29,10 @@ from durability.codec import Codec, JsonCodec
 from durability.redis.batching import ScriptBatcher
 from durability.redis.checkpoint_calls import CheckpointCalls, from_server_ms, records_of
 from durability.redis.effect import LuaEffect, hash_tag
-from durability.redis.lua import named, script, source
 from durability.redis.namespace import DEFAULT, check_namespace
 from durability.redis.namespace import key as namespace_key
+from durability.redis.sending import Acknowledged, Client, NotAcknowledged, Sender
+from durability.redis.standings import Standings
 from durability.signals import Fenced
 from durability.values import STATES, Effect, Entry, Look, Pass, Recorded, Standing, Written
 
@@ -55,15 +45,12 @@ __all__ = [
     "workflow_tag",
 ]
 
-log = logging.getLogger(__name__)
 
 #: The longest workflow id, in characters: every store's bound (it is part of key names here).
 MAX_WORKFLOW = MAX_NAME
 
-Client = Redis | RedisCluster
 
 _FENCED = {-1: "a newer claim exists", -2: "the claim lapsed"}
-_EFFECT_SLOT = "--[[EFFECT]]"
 
 
 def workflow_tag(workflow: str) -> str:
@@ -78,76 +65,9 @@ def workflow_keys(workflow: str, namespace: str = DEFAULT) -> tuple[str, str, st
     return _keys(f"{check_namespace(namespace)}:workflow:", workflow)
 
 
-def _written_ms(held: str) -> float:
-    """When a standing ("<token>\n<state>\n<ms>\n...", or a tombstone "<token>\n\n<ms>")
-    was written, in server ms; a tombstone from before tombstones kept a time counts as old."""
-    parts = held.split("\n", 3)
-    try:
-        return float(parts[2])
-    except (IndexError, ValueError):
-        return float("-inf")
-
-
-def _vanished(known: object, passed: object) -> bool:
-    """Whether `looked.lua` found neither records nor claim hash: the checkpoint has expired
-    (its ttl) or never existed, and a standing that names it is stale."""
-    return not int(str(known)) and not int(str(passed))
-
-
 def _keys(prefix: str, workflow: str) -> tuple[str, str, str]:
     base = prefix + workflow_tag(workflow)
     return base, f"{base}:pass", f"{base}:order"
-
-
-def _successor(prefix: bytes) -> bytes | None:
-    """The least byte string above every string that starts with `prefix` (None: no bound)."""
-    trimmed = prefix.rstrip(b"\xff")
-    if not trimmed:
-        return None
-    return trimmed[:-1] + bytes([trimmed[-1] + 1])
-
-
-@dataclass(frozen=True, slots=True)
-class Acknowledged:
-    """Make each checkpoint write return only once `replicas` replicas acknowledged it within
-    `timeout` (`WAIT`), and, with `aof`, once the primary and those replicas fsynced it to
-    their append-only files (`WAITAOF`, Redis 7.2+; on an older server a warning is logged
-    once and only `WAIT` applies).
-
-    `aof` needs `appendonly yes` on the primary (else every write raises `NotAcknowledged`)
-    and on each replica counted. Under the default `appendfsync everysec` a `WAITAOF` waits
-    for the next once-a-second fsync, so each write can take up to a second; under
-    `appendfsync always` it answers as soon as the write is on disk."""
-
-    replicas: int = 1
-    timeout: timedelta = timedelta(seconds=1)
-    aof: bool = False
-
-    def __post_init__(self) -> None:
-        if isinstance(self.replicas, bool) or not isinstance(self.replicas, int):
-            raise TypeError("replicas must be an int")
-        if self.replicas < 0:
-            raise ValueError(f"replicas must not be negative, got {self.replicas}")
-        positive("timeout", self.timeout)
-
-
-class NotAcknowledged(RuntimeError):
-    """A write reached the primary but not the durability `Acknowledged` asked for in time.
-
-    The write may still survive (or may be lost in a failover); the caller was not promised it.
-    `refused` is the server's error when it refused the `WAIT`/`WAITAOF` outright (then `got`
-    is 0 and the error is also the exception's `__cause__`).
-    """
-
-    def __init__(self, what: str, wanted: int, got: int, *, refused: str | None = None) -> None:
-        if refused is None:
-            message = f"{what}: {got} of {wanted} acknowledgements before the timeout"
-        else:
-            message = f"{what} refused after the write was applied on the primary: {refused}"
-        super().__init__(message)
-        self.wanted = wanted
-        self.got = got
-        self.refused = refused
 
 
 class RedisCheckpointer:
@@ -181,6 +101,10 @@ class RedisCheckpointer:
     connection it arrives on. Too few acknowledgements raise `NotAcknowledged`, and so does a server
     that refuses the `WAIT` or `WAITAOF` itself (`WAITAOF` on a primary without `appendonly yes`):
     either way the write was applied on the primary, but not with the durability asked for.
+
+    Two collaborators hold what is not the checkpoint's own: `sending.Sender` registers and
+    sends the scripts (batched, or acknowledged), and `standings.Standings` keeps the ledger
+    (`settle`, `look`, `standings`, `sweep`).
     """
 
     def __init__(
@@ -200,10 +124,7 @@ class RedisCheckpointer:
         self._ttl_ms = to_ms(ttl)
         self._codec: Codec = codec or JsonCodec()
         self._durable = durable
-        self._scripts: dict[str, AsyncScript] = {}
-        self._effects: dict[str, AsyncScript] = {}
-        self._version: tuple[int, ...] | None = None
-        self._batcher = ScriptBatcher(redis)
+        self._sender = Sender(redis, durable)
         standing_keys = (
             namespace_key(self.namespace, "standings"),
             *(namespace_key(self.namespace, f"state:{name}") for name in ("all", *STATES)),
@@ -211,91 +132,18 @@ class RedisCheckpointer:
         #: The calls this checkpointer sends, built and read; `RedisDurable` joins them with
         #: a scheduler's (see checkpoint_calls.py).
         self.calls = CheckpointCalls(self.keys, self._ttl_ms, self._codec, standing_keys)
-        self._swept = 0  # where `sweep`'s walk over the standings has got to
+        self._standings = Standings(self._sender, self.calls, self.namespace, self.keys)
 
     # --- running scripts --------------------------------------------------------------------
 
     def _script(self, name: str) -> AsyncScript:
-        found = self._scripts.get(name)
-        if found is None:
-            text = source("prelude") + source(name)
-            found = self._scripts[name] = named(self._redis.register_script(text), name)
-        return found
-
-    def _effect_script(self, body: str) -> AsyncScript:
-        # Composed once per body: registering computes the digest, and the server caches the
-        # script by digest, so a hot effect costs one EVALSHA like any other write.
-        found = self._effects.get(body)
-        if found is None:
-            template = source("prelude") + source("transact_template")
-            text = template.replace(_EFFECT_SLOT, body)
-            found = self._effects[body] = named(self._redis.register_script(text), "transact")
-        return found
+        return self._sender.script(name)
 
     async def _write(self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        if self._durable is None:
-            return await self._batcher.run(script, keys, args)
-        return await self._acknowledged(script, keys, args, self._durable)
+        return await self._sender.write(script, keys, args)
 
     async def _read(self, script: AsyncScript, keys: Sequence[str]) -> Any:
-        return await self._batcher.run(script, keys, ())
-
-    async def _acknowledged(
-        self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any], want: Acknowledged
-    ) -> Any:
-        waits: list[tuple[str, ...]] = [("WAIT", str(want.replicas), str(to_ms(want.timeout)))]
-        if want.aof and await self._has_waitaof():
-            waits.append(("WAITAOF", "1", str(want.replicas), str(to_ms(want.timeout))))
-        # In a cluster the pipeline groups commands by node; naming the node that owns the
-        # workflow's slot puts WAIT on the same connection as the script it must count.
-        route: dict[str, Any] = {}
-        if isinstance(self._redis, RedisCluster):
-            route["target_nodes"] = self._redis.get_node_from_key(keys[0])
-        for attempt in range(2):
-            pipe = self._redis.pipeline(transaction=False)
-            # EVALSHA by name: cluster pipelines block the evalsha() helper, not the command.
-            pipe.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-            for wait in waits:
-                pipe.execute_command(*wait, **route)
-            results = await pipe.execute(raise_on_error=False)
-            if isinstance(results[0], NoScriptError) and attempt == 0:
-                # The server lost its script cache; nothing ran, so load and send again.
-                await self._redis.script_load(script.script)
-                continue
-            if isinstance(results[0], Exception):
-                raise results[0]
-            for wait, result in zip(waits, results[1:], strict=True):
-                if isinstance(result, Exception):
-                    # The script ran: a refused wait must not read as "nothing was written".
-                    wanted = want.replicas + (1 if wait[0] == "WAITAOF" else 0)
-                    raise NotAcknowledged(wait[0], wanted, 0, refused=str(result)) from result
-            got = int(results[1])
-            if got < want.replicas:
-                raise NotAcknowledged("WAIT", want.replicas, got)
-            if len(results) > 2:
-                local, replicas = (int(n) for n in results[2])
-                if local < 1:
-                    raise NotAcknowledged("WAITAOF (local fsync)", 1, local)
-                if replicas < want.replicas:
-                    raise NotAcknowledged("WAITAOF (replica fsync)", want.replicas, replicas)
-            return results[0]
-        raise AssertionError("unreachable: the second attempt returns or raises")
-
-    async def _has_waitaof(self) -> bool:
-        if self._version is None:
-            info = await self._redis.info("server")
-            # A cluster client answers per node; the oldest node decides.
-            found = [info] if "redis_version" in info else list(info.values())
-            self._version = min(
-                tuple(int(part) for part in str(node["redis_version"]).split(".")[:3])
-                for node in found
-            )
-            if self._version < (7, 2):
-                log.warning(
-                    "Redis %s has no WAITAOF; acknowledged writes wait for replicas only",
-                    ".".join(map(str, self._version)),
-                )
-        return self._version >= (7, 2)
+        return await self._sender.read(script, keys)
 
     def _fenced(self, holder: Pass, reply: list[Any]) -> None:
         code = int(reply[0])
@@ -357,7 +205,7 @@ class RedisCheckpointer:
         args: list[Any] = [holder.token, to_ms(holder.alive), self._ttl_ms, key]
         args.extend(effect.args)
         reply = await self._write(
-            self._effect_script(effect.body), [*keys, *effect.keys], args
+            self._sender.effect(effect.body), [*keys, *effect.keys], args
         )
         self._fenced(holder, reply)
         return Recorded(self._codec.decode(reply[1]), int(reply[0]) == 1)
@@ -393,136 +241,30 @@ class RedisCheckpointer:
         gone, token = await self._write(self._script("discard"), keys, [self._ttl_ms])
         # The standing is on the namespace's slot, so a second script: a crash between the two
         # leaves a standing for records that are gone, which `look` reports as it stood.
-        await self._write(
-            self._standings_script("unstand"), self._standing_keys(), [workflow, int(token)]
-        )
+        await self._standings.unstand(workflow, int(token))
         return int(gone)
 
-    # --- the ledger: where each workflow's last pass left it -------------------------------
-
-    def _standing_keys(self) -> list[str]:
-        return [*self.calls.standing_keys]
-
-    def _standings_script(self, name: str) -> AsyncScript:
-        found = self._scripts.get(name)
-        if found is None:
-            found = self._scripts[name] = script(self._redis, name)
-        return found
+    # --- the ledger: where each workflow's last pass left it (standings.py) ----------------
 
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
-        call = self.calls.settle(holder, state, detail)
-        # Through the batcher, like every other write of a pass: at capacity the standings of a
-        # turn's passes go out in the same pipeline as their records and finishes.
-        written = await self._write(self._standings_script("settle"), call.keys, call.args)
-        return bool(int(written))
-
-    def _standing(self, workflow: str, held: str | None) -> Standing | None:
-        if not held:
-            return None
-        _, state, at, detail = [*held.split("\n", 3), "", "", ""][:4]
-        if not state:
-            return None  # a tombstone: the workflow was discarded
-        return Standing(workflow, state, json.loads(detail), from_server_ms(int(at)))
+        return await self._standings.settle(holder, state, detail)
 
     async def look(self, workflow: str) -> Look:
-        keys = self.keys(workflow)
-        # Two slots (the workflow's, the namespace's): sent in the same turn, so the batcher
-        # puts them in one pipeline on a single node (one round trip); a cluster sends each to
-        # its own node, at once.
-        (claimed, known, passed), held = await asyncio.gather(
-            self._read(self._script("looked"), keys),
-            self._batcher.run(
-                self._standings_script("standing"),
-                [namespace_key(self.namespace, "standings")],
-                [workflow],
-            ),
-        )
-        standing = self._standing(workflow, None if held is None else str(held))
-        if standing is not None and _vanished(known, passed):
-            # The checkpoint expired (its ttl) while its standing, on the namespace's slot,
-            # stayed: the workflow is gone, whatever the standing says (`sweep` drops it).
-            standing = None
-        return Look(standing, bool(int(claimed)), bool(int(known)))
+        return await self._standings.look(workflow)
 
     async def standings(
         self, state: str | None, prefix: str | None, limit: int, after: str | None
     ) -> list[Standing]:
         """A page of standings in id order. A standing whose checkpoint has expired is left out
         (and dropped, as `sweep` would): the page's standings older than the ttl are checked
-        against their workflows' own keys (`_gone`, one more round trip, only when there are
-        any), and the page reads on past what it left out until it is full."""
-        check_state(state)
-        check_page(prefix, limit, after)
-        index = namespace_key(self.namespace, f"state:{state or 'all'}")
-        low: str | bytes = "-"
-        if after is not None and (not prefix or after >= prefix):
-            low = "(" + after
-        elif prefix:
-            low = "[" + prefix
-        high: str | bytes = "+"
-        if prefix:
-            above = _successor(prefix.encode())
-            if above is not None:
-                high = b"(" + above
-        page: list[Standing] = []
-        while True:
-            wanted = limit - len(page)
-            reply = await self._batcher.run(
-                self._standings_script("standings"),
-                [namespace_key(self.namespace, "standings"), index],
-                [low, high, wanted],
-            )
-            held = {str(reply[i]): str(reply[i + 1]) for i in range(0, len(reply), 2)}
-            gone = await self._gone(held)
-            stop_if_cancelled()
-            for workflow, text in held.items():
-                standing = None if workflow in gone else self._standing(workflow, text)
-                if standing is not None:
-                    page.append(standing)
-            if len(held) < wanted or not gone:
-                return page
-            low = "(" + str(reply[-2])
+        against their workflows' own keys (one more round trip, only when there are any), and
+        the page reads on past what it left out until it is full."""
+        return await self._standings.page(state, prefix, limit, after)
 
     async def tally(self, prefix: str | None = None) -> dict[str, int]:
-        """Counts of the state indexes. A standing whose checkpoint expired counts until a
-        listing or `sweep` drops it."""
-        check_page(prefix, 1, None)
-        low: str | bytes = "-"
-        high: str | bytes = "+"
-        if prefix:
-            low = "[" + prefix
-            above = _successor(prefix.encode())
-            if above is not None:
-                high = b"(" + above
-        keys = [namespace_key(self.namespace, f"state:{state}") for state in STATES]
-        counts = await self._batcher.run(self._standings_script("tally"), keys, [low, high])
-        return {state: int(n) for state, n in zip(STATES, counts, strict=True) if int(n)}
-
-    async def _gone(self, held: Mapping[str, str]) -> set[str]:
-        """Which of these workflows (id -> the standing held) have no checkpoint any more;
-        their standings are dropped, each only if no newer one has been written since.
-
-        Only a standing older than the ttl can have outlived its checkpoint: the pass that
-        wrote it re-armed the checkpoint's ttl as it ended (`release`), so its keys live at
-        least a ttl past the standing's time. Younger ones are not asked about, so a listing
-        or a sweep of fresh workflows costs no round trip per id."""
-        horizon = time.time() * 1000 - self._ttl_ms
-        ids = [id_ for id_, text in held.items() if _written_ms(text) < horizon]
-        if not ids:
-            return set()
-        looked = self._script("looked")  # what `look` asks, for each id
-        # One pipeline on a single node (the batcher); on a cluster, each to its own slot.
-        seen = await asyncio.gather(*(self._read(looked, self.keys(id_)) for id_ in ids))
-        gone = {
-            id_ for id_, (_, known, passed) in zip(ids, seen, strict=True)
-            if _vanished(known, passed)
-        }
-        if gone:
-            args: list[str] = []
-            for id_ in sorted(gone):
-                args += [id_, held[id_].split("\n", 1)[0]]
-            await self._write(self._standings_script("forget"), self._standing_keys(), args)
-        return gone
+        """Standings counted by state (`Tallied`): an index count. A standing whose checkpoint
+        expired counts until a listing or `sweep` drops it."""
+        return await self._standings.tally(prefix)
 
     async def sweep(self, count: int = 500) -> tuple[int, bool]:
         """One step of the walk over this namespace's standings (`HSCAN` of its one hash, never
@@ -532,21 +274,19 @@ class RedisCheckpointer:
 
         Looks at about `count` standings; returns how many it dropped and whether the walk
         has come round to its start (the next step begins a new one)."""
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"count must be a positive number, got {count!r}")
-        key = namespace_key(self.namespace, "standings")
-        cursor, found = await self._redis.hscan(key, self._swept, count=count)
-        self._swept = int(cursor)
-        assert isinstance(found, dict)  # HSCAN without NOVALUES: field -> value
-        held = {str(id_): str(text) for id_, text in found.items()}
-        dropped = len(await self._gone(held))
-        return dropped, self._swept == 0
+        return await self._standings.sweep(count)
 
     async def release(self, holder: Pass) -> None:
         call = self.calls.release(holder)
         await self._write(self._script(call.name), call.keys, call.args)
 
     # --- beyond the protocol ----------------------------------------------------------------
+
+    async def close(self) -> None:
+        """End what this checkpointer started: the batches under way are let finish (at most
+        `storekit.chores.ENDING`), and their connection's reader stops. The client is the
+        caller's to close, after."""
+        await self._sender.batcher.close()
 
     def keys(self, workflow: str) -> tuple[str, str, str]:
         """The records, claim and order keys of `workflow` in this checkpointer's namespace."""
@@ -561,7 +301,7 @@ class RedisCheckpointer:
     def batcher(self) -> ScriptBatcher:
         """What every script of this checkpointer is sent through: a durable sends its joined
         scripts through it too, so a turn's passes share one pipeline whatever they ask."""
-        return self._batcher
+        return self._sender.batcher
 
     @property
     def acknowledged(self) -> Acknowledged | None:

@@ -11,13 +11,18 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from typing import Any, TypeVar
+
+from redis.exceptions import ResponseError
 
 from durability.redis.namespace import key, text
 
-__all__ = ["Marker", "OnWipe", "Watched", "Wiped"]
+__all__ = ["Marker", "OnWipe", "Watched", "Wiped", "lost_group"]
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +102,11 @@ class Marker:
 
 
 class Watched:
-    """What both Redis schedulers show of their `marker` (the wipe watch) as their own."""
+    """The wipe watch and the recovery from a lost consumer group, shared by both Redis
+    schedulers: the marker's counts shown as their own (`wipes`, `last_wipe`), and one way to
+    prepare the queue, look at the marker (`verify`), and send a call again after Redis
+    answered that the group is gone (`regrouped`). Each scheduler says only how its queue is
+    prepared (`put_back`)."""
 
     __slots__ = ()
 
@@ -112,3 +121,58 @@ class Watched:
     def last_wipe(self) -> datetime | None:
         """When this scheduler noticed the last wipe (this host's clock), or None."""
         return self.marker.last_wipe
+
+    async def put_back(self) -> tuple[object, bool]:
+        """Create what the queue needs where missing (its script, one round trip) and the
+        marker if it is gone; return the marker's value as found or written, and whether a
+        consumer group had to be made."""
+        raise NotImplementedError
+
+    async def prepare(self) -> None:
+        """Create what the queue needs where missing (the stream and its group: the group
+        starts at the stream's beginning, so wakeups appended before any worker prepared are
+        still delivered; a ZSET needs none) and the marker. Safe to call again at any time."""
+        await self.look_at_marker("prepare")
+
+    async def verify(self) -> bool:
+        """Look at the marker now (one round trip, preparing what is missing): True if the
+        server's data was wiped since this scheduler last looked. For a process that runs no
+        timer (an API), at whatever low rate it likes."""
+        return await self.look_at_marker("verify")
+
+    async def regroup(self) -> None:
+        """Prepare again after Redis answered that the group is gone (see `lost_group`)."""
+        await self.look_at_marker("lost group")
+
+    async def regrouped(self, send: Callable[..., Awaitable[T]], /, *args: Any, **kw: Any) -> T:
+        """`await send(*args, **kw)`; if Redis answers that the group is gone, `regroup` and
+        send once more. The normal path is the one call: nothing is asked before it. (The
+        set has no group, so for it this is the call alone.)"""
+        try:
+            return await send(*args, **kw)
+        except ResponseError as error:
+            if not lost_group(error):
+                raise
+        await self.regroup()
+        return await send(*args, **kw)
+
+    async def look_at_marker(self, noticed_by: str) -> bool:
+        """Prepare (`put_back`) and note the marker found: True if it shows a wipe."""
+        found, created = await self.put_back()
+        wiped = self.marker.saw(found, noticed_by)
+        if created and not wiped and noticed_by == "lost group":
+            log.warning(
+                "the consumer group of namespace %r was gone; it is there again",
+                self.marker.namespace,
+            )
+        return wiped
+
+
+def lost_group(error: BaseException) -> bool:
+    """Whether Redis answered that the stream or its consumer group is gone: `NOGROUP` to a
+    command (or a script) that needs the group, or `UNBLOCKED ... no longer exists` to a read
+    that was blocked when the key went."""
+    if not isinstance(error, ResponseError):
+        return False
+    said = str(error)
+    return "NOGROUP" in said or (said.startswith("UNBLOCKED") and "no longer exists" in said)

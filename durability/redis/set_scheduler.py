@@ -137,20 +137,9 @@ class RedisSetScheduler(Visibility, Watched):
         # While a reader waits on the doorbell: what its last look saw (see `parked`).
         self._quiet: _Quiet | None = None
 
-    async def prepare(self) -> None:
-        """Write the marker if it is missing (a ZSET needs no creating: it exists once it has a
-        member). Safe to call again at any time."""
-        await self._marked("prepare")
-
-    async def verify(self) -> bool:
-        """Look at the marker now (one round trip, writing it if missing): True if the server's
-        data was wiped since this scheduler last looked. For a process that runs no timer (an
-        API), at whatever low rate it likes."""
-        return await self._marked("verify")
-
-    async def _marked(self, noticed_by: str) -> bool:
+    async def put_back(self) -> tuple[object, bool]:
         found = await self._prepare(keys=[self.marker.key], args=[self.marker.fresh()])
-        return self.marker.saw(found, noticed_by)
+        return found, False
 
     async def make_ready(self, workflow: str) -> None:
         await self._make_ready(keys=self.keys, args=[check_workflow(workflow)])

@@ -166,6 +166,15 @@ class SharedConnection:
                 await connection.disconnect(nowait=True)
             raise
 
+    async def close(self) -> None:
+        """Stop the reader, if one runs: a caller still waiting fails as a lost connection
+        fails it, and no task of this object is left. (The connection is the client's pool's:
+        closing the client closes it.)"""
+        reading = self._reading
+        if reading is not None:
+            self._abandon()
+            await asyncio.wait([reading])
+
     async def _open(self) -> AbstractConnection:
         async with self._opening:
             connection = self._connection

@@ -15,17 +15,16 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any, TypeVar
 
-from redis.exceptions import ResponseError
-
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
+from durability.deprecation import Reclaim
 from durability.redis.backlog import MOST_COUNTED, backlog
 from durability.redis.lua import ScriptCall, script
-from durability.redis.marker import Marker, Watched
+from durability.redis.marker import Marker, Watched, lost_group
 from durability.redis.namespace import (
     DEFAULT,
     block_slice,
@@ -75,16 +74,6 @@ def _parse(receipt: str) -> tuple[str, str]:
     return entry, count
 
 
-def lost_group(error: BaseException) -> bool:
-    """Whether Redis answered that the stream or its consumer group is gone: `NOGROUP` to a
-    command (or a script) that needs the group, or `UNBLOCKED ... no longer exists` to a read
-    that was blocked when the key went."""
-    if not isinstance(error, ResponseError):
-        return False
-    said = str(error)
-    return "NOGROUP" in said or (said.startswith("UNBLOCKED") and "no longer exists" in said)
-
-
 def _version(info: Any) -> tuple[int, ...]:
     """The lowest `redis_version` in an INFO reply (one node's dict, or a dict per node)."""
     if isinstance(info, dict) and "redis_version" in info:
@@ -94,12 +83,13 @@ def _version(info: Any) -> tuple[int, ...]:
     raise ValueError(f"INFO server reply carries no redis_version: {info!r}")
 
 
-class RedisStreamScheduler(Watched):
-    """A `Scheduler` over a Redis stream, its consumer group and a ZSET of sleepers.
+class RedisStreamScheduler(Reclaim, Watched):
+    """A `Scheduler` over a Redis stream, its consumer group and a ZSET of sleepers. (`Reclaim`
+    keeps the deprecated `reclaim` for a release.)
 
     `consumer` names this scheduler inside the group (one per worker process; a fresh unique
     name by default). `lease` is how long a delivery may go without a sign of life before
-    `reclaim(lease)` in another worker takes it over. `trim_every` is how often a worker reading
+    `reclaiming(lease)` in another worker takes it over. `trim_every` is how often a worker reading
     the stream trims it while it answers deliveries (None: it never does; see `trim`). `wipes`
     and `last_wipe` count the wipes of the server's data this scheduler noticed;
     `marker.on_wipe` hears of each (`marker.Wiped`).
@@ -119,7 +109,7 @@ class RedisStreamScheduler(Watched):
     entries.
 
     A receipt is `<entry id>/<delivery count>`. The count rises each time the entry is claimed by
-    another worker (`reclaim`), so a worker that stalled past its lease holds a dead receipt: its
+    another worker (`reclaiming`), so a worker that stalled past its lease holds a dead receipt: its
     late `done`, `wake_at` or `extend` is refused rather than acting on its successor's delivery.
     Every check of a receipt and the write it guards run as one Lua script.
 
@@ -161,50 +151,18 @@ class RedisStreamScheduler(Watched):
         self._done = script(redis, "stream_done")
         self._wake_at = script(redis, "stream_wake_at")
         self._wake_due = script(redis, "stream_wake_due")
-        self._reclaim = script(redis, "stream_reclaim")
         self._reclaiming = script(redis, "stream_reclaiming")
         self._extend = script(redis, "stream_extend")
         self._cancel = script(redis, "stream_cancel")
         self._trim = script(redis, "stream_trim")
         self._prepare = script(redis, "stream_prepare")
-        self._cursor = "0-0"
         self._acked: bool | None = None
 
-    async def prepare(self) -> None:
-        """Create the stream and its group, and the marker, where missing. The group starts at
-        the stream's beginning, so wakeups appended before any worker prepared are still
-        delivered. Safe to call again at any time."""
-        await self._prepared("prepare")
-
-    async def verify(self) -> bool:
-        """Look at the marker now (one round trip, preparing what is missing): True if the
-        server's data was wiped since this scheduler last looked. For a process that runs no
-        timer (an API), at whatever low rate it likes."""
-        return await self._prepared("verify")
-
-    async def regroup(self) -> None:
-        """Prepare again after Redis answered that the group is gone (see `lost_group`)."""
-        await self._prepared("lost group")
-
-    async def regrouped(self, send: Callable[..., Awaitable[T]], /, *args: Any, **kw: Any) -> T:
-        """`await send(*args, **kw)`; if Redis answers that the group is gone, `regroup` and
-        send once more. The normal path is the one call: nothing is asked before it."""
-        try:
-            return await send(*args, **kw)
-        except ResponseError as error:
-            if not lost_group(error):
-                raise
-        await self.regroup()
-        return await send(*args, **kw)
-
-    async def _prepared(self, noticed_by: str) -> bool:
+    async def put_back(self) -> tuple[object, bool]:
         marker, created = await self._prepare(
             keys=[self.ready, self.marker.key], args=[GROUP, self.marker.fresh()]
         )
-        wiped = self.marker.saw(marker, noticed_by)
-        if int(created) and not wiped and noticed_by == "lost group":
-            log.warning("the consumer group of %s was gone; it is there again", self.ready)
-        return wiped
+        return marker, bool(int(created))
 
     async def make_ready(self, workflow: str) -> None:
         # Always a new entry: a wakeup that lands mid-pass is its own entry, so it cannot be
@@ -319,30 +277,10 @@ class RedisStreamScheduler(Watched):
         self.marker.saw(marker, "wake_due")
         return None if earliest is None else from_ms(earliest)
 
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        """Take one delivery that went `idle` without a sign of life (`extend` is one).
-
-        XAUTOCLAIM scans the pending list like SCAN, a few entries per call; the cursor is kept
-        between calls, and one call here goes round the list at most once.
-        """
-        positive("idle", idle)
-        started = self._cursor
-        wrapped = False
-        while True:
-            args = [GROUP, self.consumer, to_ms(idle), self._cursor]
-            reply = await self.regrouped(self._reclaim, keys=[self.ready], args=args)
-            stop_if_cancelled()
-            self._cursor = text(reply[0])
-            if len(reply) == 4:
-                return Delivery(text(reply[2]), receipt_of(text(reply[1]), reply[3]), True)
-            if self._cursor == "0-0":
-                if started == "0-0" or wrapped:
-                    return None
-                wrapped = True  # the entries before where we started are still unread
-
     async def reclaiming(self, idle: timedelta) -> Reclaimed:
-        """`reclaim(idle)`, which with nothing to take says how soon the quietest pending
-        delivery (of the first `_PENDING_READ`) will have been `idle`.
+        """Take over one delivery that went `idle` without a sign of life (`extend` is one); with
+        nothing to take, say how soon the quietest pending delivery (of the first
+        `_PENDING_READ`) will have been `idle`.
 
         First one plain `XPENDING` of the pending list: if it holds all of it and nothing has
         been idle that long (an idle worker's every look), that is the answer; otherwise one
@@ -369,7 +307,7 @@ class RedisStreamScheduler(Watched):
         return Reclaimed(None, timedelta(milliseconds=int(reply[1])))
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
-        """Keep the delivery from `reclaim(lease)` for `within` more, up to one lease (Redis
+        """Keep the delivery from `reclaiming(lease)` for `within` more, up to one lease (Redis
         will not date a delivery in the future). The receipt does not change."""
         positive("within", within)
         entry, count = _parse(delivery.receipt)
@@ -405,7 +343,7 @@ class RedisStreamScheduler(Watched):
         On Redis 8.2+ (read once from `INFO server`) the server decides (`XTRIM ... ACKED`).
         Older servers get `XTRIM MINID` at the oldest entry any group still holds pending or
         has not been handed yet, so an entry a group still owes is never trimmed; one stuck
-        pending entry holds back everything behind it until `reclaim` moves it on.
+        pending entry holds back everything behind it until `reclaiming` moves it on.
         """
         if self._acked is None:
             self._acked = _version(await self._redis.info("server")) >= _ACKED_SINCE

@@ -20,6 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from durability.storekit.chores import Chores
 from durability.storekit.coalescing import settle
 
 __all__ = ["MOST", "GroupCommit", "Work", "Writer", "busy", "together", "transaction", "when_free"]
@@ -176,7 +177,7 @@ class GroupCommit:
         self._hop = hop
         self._translate = translate
         self._gathering: _Gathering | None = None
-        self._hopping: set[asyncio.Task[None]] = set()
+        self._hopping = Chores()  # the gatherings on their way to the thread
 
     async def write(self, work: Work[T], *, alone: bool = False) -> T:
         """`work`'s result once its transaction committed, or what it raised (rolled back)."""
@@ -188,10 +189,13 @@ class GroupCommit:
             gathering = self._gathering = _Gathering(item)
             # Held until done (the loop keeps only weak references to tasks). Its first step
             # queues the gathering on the thread; writes join it until the thread takes it.
-            task = loop.create_task(self._send(gathering))
-            self._hopping.add(task)
-            task.add_done_callback(self._hopping.discard)
+            self._hopping.hold(loop.create_task(self._send(gathering)))
         return await reply
+
+    async def drained(self) -> None:
+        """Wait for the gatherings under way to commit (or fail), at most
+        `storekit.chores.ENDING`, then cancel those left: a closing store's last writes."""
+        await self._hopping.ended()
 
     async def _send(self, gathering: _Gathering) -> None:
         try:

@@ -342,12 +342,15 @@ class SqliteDatabase:
     # -- lifetime ----------------------------------------------------------------------
 
     async def close(self) -> None:
-        """Close the connections after the work already queued on them (idempotent)."""
+        """Close the connections after the work already queued on them (idempotent): the
+        writes under way end first (each bounded by the busy timeout; at most
+        `storekit.chores.ENDING` in all, then cancelled), so no task of the store is left."""
         if self._closed:
             return
         self._closed = True
         if self._doorbell is not None:
             self._doorbell.close()
+        await self._commits.drained()
         await self.wal.close()
         await self._reader.close()
         await self._writer.close()

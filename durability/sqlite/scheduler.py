@@ -115,7 +115,7 @@ class SqliteScheduler(Visibility):
         done         ─▶ delete, but only if the receipt is still the delivery's
 
     Ready, asleep and held are all one score, so there is no timer and no pending list: `wake_due`
-    only reports the earliest future score, `reclaim` has nothing to do (a dead worker's row
+    only reports the earliest future score, `reclaiming` has nothing to do (a dead worker's row
     becomes visible when its lease lapses, and `next_ready` takes it like any other), and a
     workflow is queued once however many wakeups arrive. The receipt is what keeps a wakeup that
     lands mid-pass: it replaces the receipt, so the pass's `done` no longer matches and leaves the

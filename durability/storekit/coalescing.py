@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Iterable
+from datetime import timedelta
 from typing import Any, Generic, TypeVar
+
+from durability.storekit.chores import ENDING, Chores
 
 __all__ = ["Queued", "Coalescer", "fail", "settle"]
 
@@ -33,7 +36,7 @@ class Coalescer(Generic[Q, R]):
         self._send = send
         self._most = most
         self._queued: list[Queued[Q, R]] = []
-        self._sending: set[asyncio.Future[None]] = set()
+        self._sending = Chores()  # each turn's sends, held until done
 
     async def call(self, request: Q) -> R:
         """What `send` settles `request`'s future with (or the error it fails it with)."""
@@ -53,9 +56,12 @@ class Coalescer(Generic[Q, R]):
         await self._send(queued[:most])
 
     def _hold(self, task: asyncio.Future[None]) -> None:
-        # Held until done: the loop keeps only weak references to tasks.
-        self._sending.add(task)
-        task.add_done_callback(self._sending.discard)
+        self._sending.hold(task)
+
+    async def drained(self, within: timedelta = ENDING) -> None:
+        """Wait, at most `within`, for the sends under way (a closing store's last calls),
+        then cancel those left and wait for them."""
+        await self._sending.ended(within)
 
 
 def settle(reply: asyncio.Future[Any], value: object) -> None:

@@ -16,7 +16,6 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from datetime import datetime, timedelta
 
-from durability.checks import positive
 from durability.clock import utcnow
 from durability.failures import ONCE, Retry
 from durability.interfaces import Durable
@@ -33,6 +32,7 @@ from durability.worker.settings import (
     SWEEP,
     TICK,
     WITHIN,
+    Settings,
 )
 
 __all__ = [
@@ -123,47 +123,9 @@ async def work(
     until it answers (or `stop` is set); one that fails while `work` runs is ridden out by
     each loop, and a pass whose writes it keeps failing is handed back, not failed.
     """
-    lease = positive("lease", durable.scheduler.lease)
-    if tick is None:
-        # Renewal must keep up with the lease, or a live pass's claim lapses between ticks.
-        tick = min(TICK, lease / 4)
-    elif positive("tick", tick) > lease / 2:
-        raise ValueError(
-            f"tick ({tick}) must be at most half the scheduler's lease ({lease}): the keeper"
-            " renews every tick, and a renewal that fails needs a second try inside the lease"
-        )
-    if contended is None:
-        contended = tick
-    if readers is None:
-        readers = getattr(durable, "readers", READERS)
-    for name, count in (("pool", pool), ("readers", readers)):
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
-            raise ValueError(f"{name} must be a positive count, got {count!r}")
-    if not isinstance(retry, Retry):
-        raise TypeError(f"retry must be a Retry, not {type(retry).__name__}")
-    for name, value in (
-        ("budget", budget),
-        ("tick", tick),
-        ("within", within),
-        ("contended", contended),
-        ("sweep", sweep),
-        ("grace", grace),
-    ):
-        positive(name, value)
-    crew = Crew(
-        durable,
-        body,
-        pool=pool,
-        budget=budget,
-        tick=tick,
-        within=within,
-        contended=contended,
-        sweep=sweep,
-        readers=min(readers, pool),
-        observer=observer,
-        clock=clock,
-        grace=grace,
-        retry=retry,
-        trim=trim,
+    settings = Settings.checked(
+        durable, pool=pool, budget=budget, tick=tick, within=within, contended=contended,
+        sweep=sweep, readers=readers, grace=grace, retry=retry,
     )
+    crew = Crew(durable, body, settings, observer=observer, clock=clock, trim=trim)
     await run(crew, stop)

@@ -8,11 +8,10 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from durability.checks import positive
-from durability.failures import Retry
 from durability.faults import StoreDown, patiently
 from durability.interfaces import (
     Checkpointer,
@@ -29,6 +28,7 @@ from durability.values import Delivery, Pass
 from durability.worker.events import Emit, Observer, detailed, emitter
 from durability.worker.nudging import Nudges
 from durability.worker.running import Running
+from durability.worker.settings import Settings
 
 __all__ = ["Crew"]
 
@@ -36,24 +36,16 @@ log = logging.getLogger("durability.worker")
 
 
 class Crew:
-    """One worker's shared state; built by `work`, which validated every setting."""
+    """One worker's shared state; built by `work` from its `Settings`, each checked."""
 
     def __init__(
         self,
         durable: Durable,
         body: Callable[[Run], Awaitable[object]],
+        settings: Settings,
         *,
-        pool: int,
-        budget: timedelta,
-        tick: timedelta,
-        within: timedelta,
-        contended: timedelta,
-        sweep: timedelta,
-        readers: int,
         observer: Observer | None,
         clock: Callable[[], datetime],
-        grace: timedelta,
-        retry: Retry,
         trim: bool = True,
     ) -> None:
         self.durable = durable
@@ -61,24 +53,24 @@ class Crew:
         self.scheduler: Scheduler = durable.scheduler
         self.lease = positive("lease", self.scheduler.lease)
         self.body = body
-        self.pool = pool
-        self.budget = budget
-        self.tick = tick
+        self.pool = settings.pool
+        self.budget = settings.budget
+        self.tick = settings.tick
         # The primary reader's wait, whole: a wakeup ends it on every store, and a delivery
         # whose lease lapses is found at the lapse without cutting it short (the reclaimer,
         # or on a visibility-scored queue the store's own look, which comes when the earliest
         # hidden row shows and a lease after the last look at the latest).
-        self.wait = within
-        self.within = within
-        self.contended = contended
-        self.sweep = sweep
+        self.wait = settings.within
+        self.within = settings.within
+        self.contended = settings.contended
+        self.sweep = settings.sweep
         self.emit = emitter(observer)
         # The per-step kinds, for an observer that asks; None spares every pass the asking.
         self.detail: Emit | None = self.emit if detailed(observer) else None
         self.clock = clock
-        self.grace = grace
-        self.retry = retry
-        self.readers = readers
+        self.grace = settings.grace
+        self.retry = settings.retry
+        self.readers = settings.readers
         self.running: set[Running] = set()  # passes whose body runs or is about to: the slots
         # Passes whose body has ended, their answer (a finish, a wakeup, a hand-back) still on
         # its way to the store: out of the slots, so the next delivery need not wait on that

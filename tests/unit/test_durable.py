@@ -132,10 +132,6 @@ class LoggedScheduler:
         self.log.append("wake_due")
         return await self.inner.wake_due(now)
 
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        self.log.append("reclaim")
-        return await self.inner.reclaim(idle)
-
     async def reclaiming(self, idle: timedelta) -> Reclaimed:
         self.log.append("reclaim")
         return await self.inner.reclaiming(idle)
@@ -299,7 +295,7 @@ async def test_delete_removes_queued_sleeping_and_held_wakeups(clock: Clock) -> 
     assert await scheduler.wake_due(T0 + timedelta(days=1)) is None
     assert await scheduler.next_ready(QUICK) is None
     clock.advance(timedelta(days=1))
-    assert await scheduler.reclaim(timedelta(seconds=1)) is None
+    assert (await scheduler.reclaiming(timedelta(seconds=1))).delivery is None
 
 
 async def test_wake_at_on_a_cancelled_delivery_schedules_nothing(clock: Clock) -> None:
@@ -392,7 +388,7 @@ async def test_scheduler_calls_refuse_durations_that_are_not_positive(bad: timed
     with pytest.raises(ValueError, match="within"):
         await scheduler.next_ready(bad)
     with pytest.raises(ValueError, match="idle"):
-        await scheduler.reclaim(bad)
+        await scheduler.reclaiming(bad)
     delivery = await scheduler.next_ready(OK)
     assert delivery is not None and delivery.workflow == workflow  # the refusal took nothing
     with pytest.raises(ValueError, match="within"):

@@ -126,13 +126,6 @@ class CountingScheduler:
         self.calls["wake_due"] += 1
         return await self.inner.wake_due(now)
 
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        self.calls["reclaim"] += 1
-        delivery = await self.inner.reclaim(idle)
-        self.delivered += delivery is not None
-        self.reclaimed += delivery is not None
-        return delivery
-
     async def reclaiming(self, idle: timedelta) -> Reclaimed:
         self.calls["reclaim"] += 1
         look = await self.inner.reclaiming(idle)
@@ -264,9 +257,6 @@ class MortalScheduler:
 
     async def wake_due(self, now: datetime | None = None) -> datetime | None:
         return await self.mortal.call(self.inner.wake_due(now))
-
-    async def reclaim(self, idle: timedelta) -> Delivery | None:
-        return await self.mortal.call(self.inner.reclaim(idle))
 
     async def reclaiming(self, idle: timedelta) -> Reclaimed:
         return await self.mortal.call(self.inner.reclaiming(idle))
@@ -1066,7 +1056,7 @@ async def test_no_body_can_stop_the_worker(poison: str) -> None:
     # One attempt (the default retries nothing), so the workflow has failed: "dead".
     assert observed.kinds(bad) == ["delivered", "started", "failed", "dead"]
     # Settled: released and answered for, so no other worker inherits the poison.
-    assert await memory.reclaim(timedelta(milliseconds=1)) is None
+    assert (await memory.reclaiming(timedelta(milliseconds=1))).delivery is None
     assert await checkpointer.claim(bad, LEASE, LEASE) is not None
 
 
@@ -1482,6 +1472,7 @@ async def test_a_hand_back_the_store_fails_does_not_end_the_loop_that_took_it() 
     # ExceptionGroup out of its TaskGroup): a dead worker.
     from durability.worker.crew import Crew
     from durability.worker.running import Running
+    from durability.worker.settings import Settings
 
     class Cut(MemoryScheduler):
         async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
@@ -1493,10 +1484,10 @@ async def test_a_hand_back_the_store_fails_does_not_end_the_loop_that_took_it() 
     async def body(run: Run) -> None:
         return None
 
-    worker = Crew(durable, body, pool=1, budget=timedelta(minutes=1),
-                  tick=timedelta(seconds=1), within=timedelta(seconds=1),
-                  contended=timedelta(seconds=1), sweep=timedelta(seconds=5), readers=1,
-                  observer=None, clock=lambda: datetime.now(UTC), grace=GRACE, retry=ONCE)
+    settings = Settings(pool=1, budget=timedelta(minutes=1), tick=timedelta(seconds=1),
+                        within=timedelta(seconds=1), contended=timedelta(seconds=1),
+                        sweep=timedelta(seconds=5), readers=1, grace=GRACE, retry=ONCE)
+    worker = Crew(durable, body, settings, observer=None, clock=lambda: datetime.now(UTC))
     await scheduler.make_ready("full")
     await scheduler.make_ready("late")
     first = await scheduler.next_ready(timedelta(seconds=1))

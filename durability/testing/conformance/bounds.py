@@ -274,7 +274,7 @@ class BoundsContract:
             ("budget", offline.take(_SHORT, duration, _LONG)),
             ("alive", offline.take(_SHORT, _LONG, duration)),
             ("within", scheduler.next_ready(duration)),
-            ("idle", scheduler.reclaim(duration)),
+            ("idle", scheduler.reclaiming(duration)),
             ("within", scheduler.extend(delivery, duration)),
         ]
         for name, call in calls:

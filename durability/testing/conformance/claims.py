@@ -53,10 +53,8 @@ async def claim_now(
     return holder
 
 
-class ClaimContract:
-    """Claims, tokens, fencing, liveness and budget; mixed into `CheckpointerContract`."""
-
-    # --- claims ---------------------------------------------------------------------------
+class ClaimingContract:
+    """One live claim at a time, its token rising on every claim. Needs `checkpointer`."""
 
     async def test_is_a_checkpointer(self, checkpointer: Checkpointer) -> None:
         assert isinstance(checkpointer, Checkpointer)
@@ -138,7 +136,10 @@ class ClaimContract:
         assert await checkpointer.claim(workflow, LONG, LONG) is None
         assert (await checkpointer.record(current, "step", "mine")).first
 
-    # --- fencing ----------------------------------------------------------------------------
+
+class FencingContract:
+    """A pass that is superseded or lapsed writes nothing, and its claim is stretched only
+    as the contract lets it. Needs `checkpointer`."""
 
     async def test_a_superseded_pass_is_fenced_and_writes_nothing(
         self, checkpointer: Checkpointer
@@ -297,7 +298,10 @@ class ClaimContract:
         with pytest.raises(ValueError, match="alive"):
             await checkpointer.renew(holder, zero)
 
-    # --- bounds ----------------------------------------------------------------------------
+
+class ClaimBoundsContract:
+    """A bad id or duration is refused, and the longest good ones work like any other.
+    Needs `checkpointer`."""
 
     @pytest.mark.parametrize(("workflow", "error"), BAD_IDS)
     async def test_a_bad_workflow_id_is_refused(
@@ -364,3 +368,7 @@ class ClaimContract:
         assert (await checkpointer.record(holder, "step", 1)).first
         await checkpointer.release(holder)
         assert await checkpointer.claim(workflow, LONG, LONG) is not None
+
+
+class ClaimContract(ClaimingContract, FencingContract, ClaimBoundsContract):
+    """Claims, tokens, fencing, liveness and budget; mixed into `CheckpointerContract`."""

@@ -2,7 +2,7 @@
 
 Schedulers may differ where the contract lets them: a stream keeps every wakeup as an entry
 while a sorted set or a row keeps one per workflow, and a delivery may come back through
-`reclaim` or through `next_ready`. So `QueueModel` does not predict one answer: per workflow it
+`reclaiming` or through `next_ready`. So `QueueModel` does not predict one answer: per workflow it
 keeps what is *owed* and what is *allowed*, and a store fails only outside those. `QueueMachine`
 drives a real scheduler and the model with the same random calls.
 """
@@ -361,14 +361,15 @@ class QueueMachine(RuleBasedStateMachine):
         if not self._deliveries("held"):
             return  # nothing held that could come back: next_ready's business
         lo = self.time.now()
-        delivery, at = self._call(self.queue.reclaim(self.lease))
+        look, at = self._call(self.queue.reclaiming(self.lease))
+        delivery = look.delivery
         if delivery is None:
             delivery, _ = self._call(self.queue.next_ready(self.quiet))
         if delivery is None:
             owed = self.model.owed_ready() + self.model.owed_back(Span(lo, at.hi))
-            assert not owed, f"reclaim and next_ready found nothing though {owed} are owed"
+            assert not owed, f"reclaiming and next_ready found nothing though {owed} are owed"
             return
-        self._took(delivery, Span(lo, self.time.now()), "reclaim or next_ready")
+        self._took(delivery, Span(lo, self.time.now()), "reclaiming or next_ready")
 
     @rule(data=st.data())
     def done(self, data: st.DataObject) -> None:

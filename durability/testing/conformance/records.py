@@ -106,10 +106,9 @@ UNENCODABLE = [
 ]
 
 
-class RecordContract:
-    """Writes, reads, the inbox, discard and transact; mixed into `CheckpointerContract`."""
-
-    # --- records ----------------------------------------------------------------------------
+class FirstWriterContract:
+    """The first write of a key wins, and every value and key the store takes comes back
+    as it went in. Needs `checkpointer`."""
 
     async def test_first_record_wins(self, checkpointer: Checkpointer) -> None:
         workflow = fresh()
@@ -231,7 +230,10 @@ class RecordContract:
         assert (await checkpointer.record(holder, "recorded", "fine")).first
         assert (await checkpointer.supply(workflow, "supplied", "fine")).first
 
-    # --- order and history --------------------------------------------------------------------
+
+class OrderContract:
+    """Records come back in first-recorded order, with the store's time of each, and the
+    inbox mints ordered keys. Needs `checkpointer`."""
 
     async def test_load_keeps_first_recorded_order(self, checkpointer: Checkpointer) -> None:
         workflow = fresh()
@@ -295,7 +297,6 @@ class RecordContract:
         assert await checkpointer.history(workflow) == []
         assert await checkpointer.discard(workflow) == 0
 
-    # --- the inbox --------------------------------------------------------------------------
 
     async def test_append_mints_fixed_width_keys_in_append_order(
         self, checkpointer: Checkpointer
@@ -321,7 +322,10 @@ class RecordContract:
         assert {entry.key: entry.value for entry in entries} == loaded
         assert set(loaded.values()) == set(range(20))
 
-    # --- discard ----------------------------------------------------------------------------
+
+class TransactContract:
+    """`discard` forgets and fences; `transact` performs its effect once, with its record,
+    and not at all for a pass that may no longer write. Needs `checkpointer` and `effect_kit`."""
 
     async def test_discard_forgets_everything_and_fences_the_running_pass(
         self, checkpointer: Checkpointer
@@ -345,7 +349,6 @@ class RecordContract:
         # Forgotten keys are free again.
         assert (await checkpointer.supply(workflow, "a", "again")).first
 
-    # --- transact ---------------------------------------------------------------------------
 
     async def test_transact_refuses_another_store_s_effect(
         self, checkpointer: Checkpointer
@@ -452,3 +455,7 @@ class RecordContract:
             await checkpointer.transact(lapsed, "added", effect_kit.effect(workflow, 5))
         assert await effect_kit.counter(workflow) == 0
         assert await checkpointer.load(workflow) == {}
+
+
+class RecordContract(FirstWriterContract, OrderContract, TransactContract):
+    """Writes, reads, the inbox, discard and transact; mixed into `CheckpointerContract`."""

@@ -6,7 +6,7 @@ namespace), so that "nothing is ready" is a fact a test can assert. Where a test
 worker it uses the same scheduler object, the way two tasks of one worker would.
 
 Schedulers differ in how they hold a taken wakeup (a pending list, a visibility score), so a test
-that waits for a lease to run out accepts the workflow back through either `reclaim` or
+that waits for a lease to run out accepts the workflow back through either `reclaiming` or
 `next_ready`, and a test that expects nothing asks both.
 """
 
@@ -57,7 +57,7 @@ async def _take(scheduler: Scheduler, workflow: str) -> Delivery:
 
 
 async def _nothing_to_take(scheduler: Scheduler, idle: timedelta) -> None:
-    assert await scheduler.reclaim(idle) is None
+    assert (await scheduler.reclaiming(idle)).delivery is None
     assert await scheduler.next_ready(QUIET) is None
 
 
@@ -66,7 +66,7 @@ async def _retaken(scheduler: Scheduler, idle: timedelta, patience: float = 3.0)
     loop = asyncio.get_running_loop()
     give_up = loop.time() + patience
     while loop.time() < give_up:
-        delivery = await scheduler.reclaim(idle)
+        delivery = (await scheduler.reclaiming(idle)).delivery
         if delivery is None:
             delivery = await scheduler.next_ready(timedelta(milliseconds=100))
         if delivery is not None:
@@ -74,15 +74,9 @@ async def _retaken(scheduler: Scheduler, idle: timedelta, patience: float = 3.0)
     return None
 
 
-class SchedulerContract:
-    """What every `Scheduler` must do. Subclass and override `make_scheduler`."""
-
-    @pytest.fixture
-    def make_scheduler(self) -> MakeScheduler:
-        raise NotImplementedError(
-            f"{type(self).__name__} must override the `make_scheduler` fixture: an async"
-            " factory from a lease to a fresh, prepared scheduler on its own queue"
-        )
+class DeliveryContract:
+    """A ready workflow goes to one reader, and a wakeup that lands mid-pass survives its
+    `done`. Needs `make_scheduler`."""
 
     async def test_is_a_scheduler_with_its_lease(self, make_scheduler: MakeScheduler) -> None:
         scheduler = await make_scheduler(timedelta(seconds=7))
@@ -150,7 +144,10 @@ class SchedulerContract:
         await asyncio.gather(*(reader() for _ in range(4)))
         assert sorted(taken) == sorted(workflows)
 
-    # --- sleeping -----------------------------------------------------------------------------
+
+class SleepContract:
+    """A wakeup set for later waits until `wake_due` finds it due; `cancel` takes back what is
+    queued, asleep or held. Needs `make_scheduler`."""
 
     @pytest.mark.parametrize("ago", [timedelta(0), timedelta(seconds=5)])
     async def test_a_due_wakeup_is_ready_after_wake_due(
@@ -203,7 +200,6 @@ class SchedulerContract:
         assert await scheduler.wake_due() is None
         await _nothing_to_take(scheduler, lease)
 
-    # --- cancel -------------------------------------------------------------------------------
 
     async def test_cancel_removes_a_ready_wakeup_and_only_that(
         self, make_scheduler: MakeScheduler
@@ -258,7 +254,10 @@ class SchedulerContract:
         await scheduler.cancel(workflow)
         assert await scheduler.extend(delivery, LONG_LEASE) is None
 
-    # --- leases -------------------------------------------------------------------------------
+
+class LeaseContract:
+    """A held delivery stays its worker's for its lease and is taken over after it, by
+    `reclaiming` or by `next_ready`, whichever this scheduler uses. Needs `make_scheduler`."""
 
     async def test_a_held_delivery_is_not_retaken_within_its_lease(
         self, make_scheduler: MakeScheduler
@@ -312,7 +311,7 @@ class SchedulerContract:
         assert retaken.lapsed, "a delivery taken again after its lease lapsed must say so"
         await scheduler.done(retaken)
 
-    async def test_reclaim_counts_silence_against_idle_not_the_lease(
+    async def test_reclaiming_counts_silence_against_idle_not_the_lease(
         self, make_scheduler: MakeScheduler
     ) -> None:
         lease = timedelta(milliseconds=300)
@@ -321,13 +320,14 @@ class SchedulerContract:
         await scheduler.make_ready(workflow)
         await _take(scheduler, workflow)
         await asyncio.sleep(0.45)  # past the lease, well short of the idle asked for below
-        assert await scheduler.reclaim(LONG_LEASE) is None, "reclaim(idle) must wait out `idle`"
+        look = await scheduler.reclaiming(LONG_LEASE)
+        assert look.delivery is None, "reclaiming(idle) must wait out `idle`"
         # Not lost either: it still comes back, by this scheduler's own door.
         retaken = await _retaken(scheduler, lease)
         assert retaken is not None and retaken.workflow == workflow
         await scheduler.done(retaken)
 
-    async def test_reclaim_takes_a_delivery_silent_for_idle_within_its_lease(
+    async def test_reclaiming_takes_a_delivery_silent_for_idle_within_its_lease(
         self, make_scheduler: MakeScheduler
     ) -> None:
         lease = timedelta(milliseconds=800)
@@ -337,17 +337,17 @@ class SchedulerContract:
         await scheduler.make_ready(workflow)
         await _take(scheduler, workflow)
         await asyncio.sleep(0.35)  # silent for more than `idle`, well inside the lease
-        taken = await scheduler.reclaim(idle)
+        taken = (await scheduler.reclaiming(idle)).delivery
         if taken is not None:
             # A scheduler with a pending list hands it over on `idle`, whatever its lease.
             assert taken.workflow == workflow
             await scheduler.done(taken)
             return
-        # A visibility-scored one never hands anything over through `reclaim`: the lease makes
+        # A visibility-scored one never hands anything over through `reclaiming`: the lease makes
         # the row visible again. It must not be using its lease for `idle` instead.
         assert await scheduler.next_ready(QUIET) is None  # still inside the lease
         await asyncio.sleep(0.6)  # past the lease
-        assert await scheduler.reclaim(idle) is None
+        assert await scheduler.reclaiming(idle) == Reclaimed(None, None)
         again = await scheduler.next_ready(ARRIVES)
         assert again is not None and again.workflow == workflow
         await scheduler.done(again)
@@ -369,7 +369,7 @@ class SchedulerContract:
         look = await scheduler.reclaiming(lease)
         assert look.delivery is None, "nothing was silent for `idle` yet"
         if look.lapses_in is None:
-            # A visibility-scored scheduler: its reader finds a lapsed row, not `reclaim`.
+            # A visibility-scored scheduler: its reader finds a lapsed row, not `reclaiming`.
             assert await scheduler.reclaiming(lease) == Reclaimed(None, None)
             return
         # Never later than `idle` after the take, which came before the look.
@@ -427,7 +427,8 @@ class SchedulerContract:
             assert extended is not None
             assert extended.workflow == workflow
             await asyncio.sleep(limit * 0.6)  # past the first lease, inside the extended one
-            found = await scheduler.reclaim(lease) or await scheduler.next_ready(QUIET)
+            found = (await scheduler.reclaiming(lease)).delivery
+            found = found or await scheduler.next_ready(QUIET)
             if found is not None:
                 extending.within(limit, "the extend and the look after it")
             assert found is None
@@ -444,13 +445,16 @@ class SchedulerContract:
         with pytest.raises(ValueError, match="within"):
             await scheduler.next_ready(zero)
         with pytest.raises(ValueError, match="idle"):
-            await scheduler.reclaim(zero)
+            await scheduler.reclaiming(zero)
         await scheduler.make_ready(workflow)
         delivery = await _take(scheduler, workflow)
         with pytest.raises(ValueError, match="within"):
             await scheduler.extend(delivery, zero)
 
-    # --- bounds -------------------------------------------------------------------------------
+
+class QueueBoundsContract:
+    """A bad id or duration is refused and changes nothing; any id accepted comes back
+    exactly. Needs `make_scheduler`."""
 
     async def test_a_bad_workflow_id_is_refused_and_queues_nothing(
         self, make_scheduler: MakeScheduler
@@ -475,7 +479,7 @@ class SchedulerContract:
             with pytest.raises(error, match="within"):
                 await scheduler.next_ready(duration)
             with pytest.raises(error, match="idle"):
-                await scheduler.reclaim(duration)
+                await scheduler.reclaiming(duration)
         delivery = await _take(scheduler, workflow)  # still ready: the refused reads took nothing
         for duration, error, _ in ABSURD_CASES:
             with pytest.raises(error, match="within"):
@@ -505,3 +509,14 @@ class SchedulerContract:
         await one_queue.make_ready(workflow)
         delivery = await _take(one_queue, workflow)
         await one_queue.done(delivery)
+
+
+class SchedulerContract(DeliveryContract, SleepContract, LeaseContract, QueueBoundsContract):
+    """What every `Scheduler` must do. Subclass and override `make_scheduler`."""
+
+    @pytest.fixture
+    def make_scheduler(self) -> MakeScheduler:
+        raise NotImplementedError(
+            f"{type(self).__name__} must override the `make_scheduler` fixture: an async"
+            " factory from a lease to a fresh, prepared scheduler on its own queue"
+        )

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from durability.postgres import PostgresCheckpointer, PostgresScheduler
+from durability.values import Reclaimed
 
 if TYPE_CHECKING:
     from durability.postgres.statements import Pool
@@ -111,7 +112,8 @@ async def test_a_worker_killed_mid_pass_loses_its_workflow_after_the_lease(
     finally:
         dying.kill()
         await dying.wait()
-    assert await scheduler.reclaim(lease) is None  # visibility does reclaim's job
+    # Visibility does the reclaimer's job: nothing to take over, nothing to wait for.
+    assert await scheduler.reclaiming(lease) == Reclaimed(None, None)
     delivery = await scheduler.next_ready(timedelta(seconds=5))
     assert delivery is not None and delivery.workflow == workflow
     checkpointer = PostgresCheckpointer(pool=pool)

@@ -667,9 +667,9 @@ async def test_a_standing_written_again_after_its_id_was_seen_gone_is_not_droppe
     await _past_the_ttl()
     seen = {"again": str(await redis.hget(standings, "again"))}
     await _stood(store, "again", "completed")  # the id used again, a newer token
-    assert await store._gone(seen) == set()  # its checkpoint is there again
+    assert await store._standings.gone(seen) == set()  # its checkpoint is there again
     await _past_the_ttl()
-    assert await store._gone(seen) == {"again"}  # gone, but not the standing seen
+    assert await store._standings.gone(seen) == {"again"}  # gone, but not the standing seen
     assert await redis.hexists(standings, "again")  # so the newer standing was not dropped
     # A listing that finds that one gone drops it in its turn.
     assert (await store.standings("completed", None, 10, None)) == []

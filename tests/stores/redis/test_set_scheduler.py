@@ -105,7 +105,7 @@ async def test_a_lapsed_lease_makes_the_workflow_visible_again(
     workflow = f"{namespace}-orphan"
     await scheduler.make_ready(workflow)
     orphan = await _take(scheduler)
-    assert await scheduler.reclaim(timedelta(milliseconds=100)) is None
+    assert (await scheduler.reclaiming(timedelta(milliseconds=100))).delivery is None
     assert await scheduler.next_ready(SHORT) is None
     await asyncio.sleep(0.2)
     taken = await _take(scheduler)
@@ -225,3 +225,16 @@ class TestRedisSetContract(SchedulerContract):
 
 class TestRedisSetModel(SchedulerModelContract):
     make_scheduler = TestRedisSetContract.make_scheduler
+
+
+async def test_the_deprecated_reclaim_warns_and_hands_nothing_over(
+    redis: Redis, namespace: str
+) -> None:
+    # A visibility-scored queue's lapsed member is its reader's to take, then as now.
+    scheduler = _scheduler(redis, namespace, lease=timedelta(milliseconds=100))
+    await scheduler.make_ready(f"{namespace}-held")
+    await _take(scheduler)
+    await asyncio.sleep(0.2)
+    with pytest.warns(DeprecationWarning, match="reclaiming"):
+        assert await scheduler.reclaim(timedelta(milliseconds=100)) is None
+    assert (await _take(scheduler)).workflow == f"{namespace}-held"

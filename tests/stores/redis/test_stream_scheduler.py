@@ -97,7 +97,7 @@ async def test_a_block_longer_than_the_socket_timeout_is_not_cut_by_the_client(
         await impatient.aclose()
 
 
-async def test_reclaim_takes_over_a_delivery_whose_worker_died(
+async def test_reclaiming_takes_over_a_delivery_whose_worker_died(
     redis: Redis, namespace: str
 ) -> None:
     lease = timedelta(milliseconds=200)
@@ -106,10 +106,10 @@ async def test_reclaim_takes_over_a_delivery_whose_worker_died(
     workflow = f"{namespace}-orphan"
     await dead.make_ready(workflow)
     orphan = await _take(dead)
-    assert await alive.reclaim(lease) is None  # still within its lease
+    assert (await alive.reclaiming(lease)).delivery is None  # still within its lease
 
     await asyncio.sleep(0.3)
-    taken = await alive.reclaim(lease)
+    taken = (await alive.reclaiming(lease)).delivery
     assert taken is not None and taken.workflow == workflow
     assert taken.receipt != orphan.receipt
     pending = await redis.xpending_range(alive.ready, GROUP, "-", "+", 10)
@@ -136,9 +136,9 @@ async def test_extend_keeps_a_delivery_from_being_reclaimed(
     await asyncio.sleep(0.3)
     kept = await worker.extend(delivery, lease)
     assert kept == delivery
-    assert await other.reclaim(lease) is None
+    assert (await other.reclaiming(lease)).delivery is None
     await asyncio.sleep(0.5)
-    assert await other.reclaim(lease) is not None
+    assert (await other.reclaiming(lease)).delivery is not None
 
 
 async def test_cancel_removes_queued_held_and_sleeping_wakeups(
@@ -248,7 +248,7 @@ async def test_bad_workflow_ids_and_timings_are_refused(redis: Redis, namespace:
     with pytest.raises(ValueError):
         await scheduler.next_ready(timedelta(0))
     with pytest.raises(ValueError):
-        await scheduler.reclaim(timedelta(seconds=-1))
+        await scheduler.reclaiming(timedelta(seconds=-1))
     with pytest.raises(ValueError):
         await scheduler.done(Delivery("w", "not-a-receipt"))
     assert await redis.xlen(scheduler.ready) == 0
@@ -275,3 +275,22 @@ class TestRedisStreamContract(SchedulerContract):
 
 class TestRedisStreamModel(SchedulerModelContract):
     make_scheduler = TestRedisStreamContract.make_scheduler
+
+
+async def test_the_deprecated_reclaim_warns_and_still_takes_over(
+    redis: Redis, namespace: str
+) -> None:
+    lease = timedelta(milliseconds=200)
+    dead = await _scheduler(redis, namespace, lease=lease, consumer="dead")
+    alive = await _scheduler(redis, namespace, lease=lease, consumer="alive")
+    await dead.make_ready(f"{namespace}-orphan")
+    orphan = await _take(dead)
+    await asyncio.sleep(0.3)
+    with pytest.warns(DeprecationWarning, match="reclaiming"):
+        taken = await alive.reclaim(lease)
+    assert taken is not None and taken.workflow == orphan.workflow
+    assert taken.receipt != orphan.receipt
+    await dead.done(orphan)  # the dead worker's receipt is refused: the entry stays alive's
+    assert (await redis.xpending(alive.ready, GROUP))["pending"] == 1
+    await alive.done(taken)
+    assert (await redis.xpending(alive.ready, GROUP))["pending"] == 0

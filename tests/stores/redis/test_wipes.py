@@ -223,7 +223,7 @@ async def test_every_stream_command_makes_the_group_again_and_carries_on(
         lambda: scheduler.done(held),
         lambda: scheduler.wake_at(held, _later()),
         lambda: scheduler.extend(held, timedelta(seconds=1)),
-        lambda: scheduler.reclaim(timedelta(milliseconds=1)),
+        lambda: scheduler.reclaiming(timedelta(milliseconds=1)),
         lambda: scheduler.next_ready(timedelta(milliseconds=50)),
     ]
     for call in calls:

@@ -30,6 +30,7 @@ from durability.sqlite import (
     migrate,
     open_database,
 )
+from durability.values import Reclaimed
 
 SCRIPT = Path(__file__).with_name("process.py")
 LONG = timedelta(seconds=30)
@@ -194,8 +195,8 @@ async def test_a_worker_killed_mid_pass_is_taken_over_after_its_lease(
     assert dead.returncode == -signal.SIGKILL, dead.stderr
     stale = json.loads(dead.stdout.strip().splitlines()[-1])
 
-    # Its reclaim is nothing to do: the lease lapses and the row is visible again.
-    assert await scheduler.reclaim(lease) is None
+    # Nothing to take over: the lease lapses and the row is visible again.
+    assert await scheduler.reclaiming(lease) == Reclaimed(None, None)
     delivery = await scheduler.next_ready(timedelta(seconds=5))
     assert delivery is not None
     assert delivery.workflow == "payout"

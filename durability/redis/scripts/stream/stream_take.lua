@@ -14,5 +14,5 @@ for i = 1, #fields, 2 do
     return {fields[i + 1], entry[1]}
   end
 end
--- An entry without a workflow stays pending, as when the client reads it: reclaim finds it.
+-- An entry without a workflow stays pending, as when the client reads it: `reclaiming` finds it.
 return false

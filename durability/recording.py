@@ -1,0 +1,107 @@
+"""`Recorder`: what a `Run` writes under its pass's claim, and how.
+
+Three rules every write of a pass keeps, in one place rather than in each of `Run`'s methods:
+a key is produced at most once in a pass however many branches ask for it (the others wait
+for the first), a write the store fails for a passing reason is sent again (`patiently`), and
+a step that says how long it may take has the claim stretched to cover it before it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from datetime import timedelta
+
+from durability.clock import Clock
+from durability.faults import patiently
+from durability.interfaces import Checkpointer
+from durability.values import Effect, Pass, Recorded
+
+__all__ = ["Recorder"]
+
+
+class Recorder:
+    """One pass's records (as loaded, plus its own writes) and its writes under `holder`.
+    `kept`: a driver renews the claim meanwhile; `on_write` is called after each write."""
+
+    __slots__ = ("_checkpointer", "_clock", "_inflight", "_kept", "_on_write", "holder", "records")
+
+    def __init__(
+        self,
+        holder: Pass,
+        checkpointer: Checkpointer,
+        records: Mapping[str, object],
+        clock: Clock,
+        kept: bool,
+        on_write: Callable[[], None] | None,
+    ) -> None:
+        #: The pass's claim (stretched by `stretch`, so read it each time).
+        self.holder = holder
+        #: What this pass knows: the checkpoint as loaded, plus this pass's own writes.
+        self.records = dict(records)
+        self._checkpointer = checkpointer
+        self._clock = clock
+        self._kept = kept
+        self._on_write = on_write
+        # Keys whose write is on its way, with the future a second branch waits on (made
+        # only when one asks: most steps are asked for once).
+        self._inflight: dict[str, asyncio.Future[object] | None] = {}
+
+    async def once(self, key: str, produce: Callable[[], Awaitable[object]]) -> object:
+        """Run `produce` for `key` at most once in this pass, even if two branches ask; the
+        recorded value if there is one."""
+        if key in self.records:
+            return self.records[key]
+        if key in self._inflight:
+            running = self._inflight[key]
+            if running is None:
+                running = self._inflight[key] = asyncio.get_running_loop().create_future()
+            return await asyncio.shield(running)
+        self._inflight[key] = None
+        try:
+            value = await produce()
+        except BaseException as exc:
+            future = self._inflight.pop(key, None)
+            if future is not None and not future.done():
+                future.set_exception(exc)
+                future.exception()  # a branch that never awaits it must not warn
+            raise
+        future = self._inflight.pop(key, None)
+        self.records[key] = value
+        if future is not None:
+            future.set_result(value)
+        if self._on_write is not None:
+            self._on_write()
+        return value
+
+    async def write(self, call: Callable[[], Awaitable[Recorded]]) -> object:
+        """A store write of this pass, tried again through a passing fault of the store (a lost
+        connection is not the step failing; see `durability.faults`); the value it kept."""
+        return (await patiently(self._checkpointer, self.holder.workflow, call)).value
+
+    async def record(self, key: str, value: object) -> object:
+        """`key` recorded as `value` under the claim (first writer wins: what it kept)."""
+        return await self.write(lambda: self._checkpointer.record(self.holder, key, value))
+
+    async def transact(self, key: str, effect: Effect) -> object:
+        """`effect` performed by the store and recorded as `key`, in one step."""
+        # Tried again only when the store failed: a transact that landed answers the second
+        # time with its recorded result and does not perform the effect again.
+        return await self.write(lambda: self._checkpointer.transact(self.holder, key, effect))
+
+    async def stretch(self, within: timedelta) -> None:
+        """Make sure the claim's budget covers `within` before an effect starts.
+
+        Skipped when the budget left already covers it, so annotating cheap steps is free.
+        Under a worker that renews the claim every tick, liveness stays the lease; a caller
+        driving `resume` alone has nobody to renew it, so the window is its sign of life.
+        """
+        holder = self.holder
+        if holder.budget_ends - self._clock() >= within:
+            return
+        alive = holder.alive if self._kept else max(within, holder.alive)
+        self.holder = await patiently(
+            self._checkpointer,
+            holder.workflow,
+            lambda: self._checkpointer.extend(holder, within, alive),
+        )
