@@ -35,6 +35,7 @@ from durability.checks import (
 from durability.signals import Contended, Fenced, Interruption, NotMigrated
 from durability.values import (
     STATES,
+    Backlog,
     Delivery,
     Effect,
     Entry,
@@ -59,10 +60,13 @@ __all__ = [
     "Trimmed",
     "Settling",
     "SettlingRelease",
+    "Tallied",
     "TakingMany",
+    "Waiting",
     "claimed",
     # durability.values
     "STATES",
+    "Backlog",
     "Delivery",
     "Effect",
     "Entry",
@@ -203,6 +207,16 @@ class Ledger(Protocol):
 
 
 @runtime_checkable
+class Tallied(Protocol):
+    """A `Ledger` that counts its standings by state without reading them (every one here)."""
+
+    async def tally(self, prefix: str | None = None) -> dict[str, int]:
+        """How many workflows stand in each of `STATES` (a state none stands in is left out),
+        of those whose ids start with `prefix`: an index count, not a read of every standing."""
+        ...
+
+
+@runtime_checkable
 class SettlingRelease(Protocol):
     """A `Ledger` that writes a standing and releases the claim in one call (the memory store):
     `SplitDurable.finish_settled` uses it rather than `settle` then `release`."""
@@ -319,6 +333,16 @@ class Measured(Protocol):
 
     async def footprint(self) -> Footprint:
         """The queue's size now, read from the store in one round trip where it can."""
+        ...
+
+
+@runtime_checkable
+class Waiting(Protocol):
+    """A scheduler that can say how many workflows are ready and not yet taken, and how long
+    the oldest of them has been: a queue's depth and its worst wait, for an operator."""
+
+    async def backlog(self) -> Backlog:
+        """The ready workflows now, read in one round trip."""
         ...
 
 

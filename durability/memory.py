@@ -38,6 +38,7 @@ from durability.deprecation import Reclaim
 from durability.signals import Fenced
 from durability.storekit.traffic import Traffic
 from durability.values import (
+    Backlog,
     Delivery,
     Effect,
     Entry,
@@ -321,6 +322,12 @@ class MemoryCheckpointer:
             page.append(standing)
         return page
 
+    @_counted
+    async def tally(self, prefix: str | None = None) -> dict[str, int]:
+        check_page(prefix, 1, None)
+        counts = {state: ids.count(prefix or "") for state, ids in self._listed.items()}
+        return {state: count for state, count in counts.items() if count}
+
 
 class _Sorted:
     """A set of ids kept in code point order, as short sorted runs: adding or removing one is a
@@ -368,6 +375,22 @@ class _Sorted:
             self._lasts[n] = run[-1]
         else:
             del self._runs[n], self._lasts[n]
+
+    def count(self, prefix: str) -> int:
+        """How many ids start with `prefix` (all of them for "")."""
+        if not prefix:
+            return sum(len(run) for run in self._runs)
+        n = bisect.bisect_left(self._lasts, prefix)
+        found = 0
+        while n < len(self._runs):
+            run = self._runs[n]
+            at = bisect.bisect_left(run, prefix)
+            inside = [w for w in run[at:] if w.startswith(prefix)]  # a run is at most 2*RUN
+            found += len(inside)
+            if len(inside) < len(run) - at:
+                break
+            n += 1
+        return found
 
     def page(self, low: str, inclusive: bool, limit: int) -> list[str]:
         """Up to `limit` ids from `low` on (`low` itself only if `inclusive`), in order."""
@@ -553,3 +576,9 @@ class MemoryScheduler(Reclaim):
     async def footprint(self) -> Footprint:
         parts = {"ready": self._ready, "pending": self._pending, "sleeping": self._sleeping}
         return Footprint({name: len(part) for name, part in parts.items()})
+
+    @_counted
+    async def backlog(self) -> Backlog:
+        """How many are ready; not how long they waited: the queue keeps no times (a stamp per
+        wakeup would cost every `make_ready`)."""
+        return Backlog(len(self._ready))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -158,6 +159,29 @@ class StepFailed:
 # --- the run ------------------------------------------------------------------------------
 
 
+#: Told of each step that ran in a pass (not one replayed): its key, when it began (epoch
+#: seconds) and what it raised, if it did; called as it ends, after its record landed.
+StepHook = Callable[[str, float, BaseException | None], None]
+
+
+def _timed(
+    key: str, produce: Callable[[], Awaitable[object]], hook: StepHook
+) -> Callable[[], Awaitable[object]]:
+    """`produce`, telling `hook` when it began and how it ended (a step that ran)."""
+
+    async def timed() -> object:
+        began = time.time()
+        try:
+            value = await produce()
+        except BaseException as error:
+            hook(key, began, error)
+            raise
+        hook(key, began, None)
+        return value
+
+    return timed
+
+
 #: Types whose values are never awaitable (exact types: a subclass may define `__await__`).
 _PLAIN = frozenset({dict, list, str, int, float, bool, type(None)})
 
@@ -182,10 +206,12 @@ class Run:
         clock: Clock = utcnow,
         kept: bool = False,
         on_write: Callable[[], None] | None = None,
+        on_step: StepHook | None = None,
     ) -> None:
         # The records and every write under the claim (at most once a key, tried again
         # through a passing fault, the claim stretched for a long step): recording.py.
         self._recorder = Recorder(holder, checkpointer, records, clock, kept, on_write)
+        self._on_step = on_step
         self._clock = clock
         self._sleeps: dict[str, datetime] = {}  # sleeps that raised
         self._noted: dict[str, datetime] = {}  # deadlines being written, not yet read back
@@ -290,12 +316,17 @@ class Run:
                 self._failed.append(StepFailed(key, retry, error))
                 raise
 
+        if self._on_step is not None:
+            return parse(await self._recorder.once(key, _timed(key, produce, self._on_step)))
         return parse(await self._recorder.once(key, produce))
 
     async def transact(self, key: str, effect: Effect, parse: Callable[[object], T]) -> T:
         """Have the store perform `effect` and record its result in one atomic step."""
         check_key(key)
         recorder = self._recorder
+        if self._on_step is not None:
+            timed = _timed(key, lambda: recorder.transact(key, effect), self._on_step)
+            return parse(await recorder.once(key, timed))
         return parse(await recorder.once(key, lambda: recorder.transact(key, effect)))
 
     # -- suspending --------------------------------------------------------------------
@@ -435,6 +466,7 @@ async def resume(
     kept: bool = False,
     on_write: Callable[[], None] | None = None,
     records: Mapping[str, object] | None = None,
+    on_step: StepHook | None = None,
 ) -> Completed[T] | Sleeping | Blocked:
     """Run one pass of `body` under `holder` and return what it came to.
 
@@ -461,7 +493,8 @@ async def resume(
     failure and nothing else. Cancelling the pass propagates `CancelledError`.
 
     `clock` is the pass's time (deadlines are recorded on it); `kept` says a driver renews the
-    claim meanwhile; `on_write` is called after each write. A store that fails a write
+    claim meanwhile; `on_write` is called after each write, `on_step` after each step that ran
+    (`StepHook`). A store that fails a write
     transiently is tried again (`durability.faults`), and raises `StoreDown` past that.
     """
     if records is None:
@@ -470,7 +503,9 @@ async def resume(
         records = await patiently(
             checkpointer, holder.workflow, lambda: checkpointer.load(holder.workflow)
         )
-    run = Run(holder, checkpointer, records, clock=clock, kept=kept, on_write=on_write)
+    run = Run(
+        holder, checkpointer, records, clock=clock, kept=kept, on_write=on_write, on_step=on_step
+    )
     try:
         value = await body(run)
     except BaseException as exc:

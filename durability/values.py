@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 
 __all__ = [
     "STATES",
+    "Backlog",
     "Delivery",
     "Effect",
     "Entry",
@@ -115,6 +116,15 @@ class Footprint:
     @property
     def entries(self) -> int:
         return sum(self.parts.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Backlog:
+    """The workflows ready to run and not yet taken: how many, and how long ago the oldest of
+    them became ready (`None` when there is none, or the store cannot say cheaply)."""
+
+    ready: int
+    oldest: timedelta | None = None
 
 
 #: The states a pass can leave a workflow in, as a `Ledger` holds them. "queued" is written by

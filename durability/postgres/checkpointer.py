@@ -351,6 +351,12 @@ class PostgresCheckpointer:
             for workflow, found, detail, at in rows
         ]
 
+    async def tally(self, prefix: str | None = None) -> dict[str, int]:
+        check_page(prefix, 1, None)
+        low, high = page_bounds(prefix, None)
+        rows = await every(self._pool, self._sql["tally"], {"low": low, "high": high})
+        return {str(state): int(count) for state, count in rows}
+
     async def release(self, holder: Pass) -> None:
         await one(
             self._pool, self._sql["release"], {"workflow": holder.workflow, "token": holder.token}

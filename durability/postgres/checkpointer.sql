@@ -275,3 +275,10 @@ ORDER BY state, workflow LIMIT %(limit)s
 SELECT workflow, state, detail, at FROM durability.standings
 WHERE workflow >= %(low)s AND workflow < %(high)s AND workflow <> %(after)s
 ORDER BY workflow LIMIT %(limit)s
+
+-- name: tally
+-- How many workflows stand in each state, of the ids in [low, high): a count over the
+-- (state, workflow) index, no standing read.
+SELECT state, count(*) FROM durability.standings
+WHERE workflow >= %(low)s AND workflow < %(high)s
+GROUP BY state

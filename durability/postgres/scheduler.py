@@ -23,7 +23,7 @@ from durability.checks import check_workflow, positive
 from durability.postgres import libpq_pipeline
 from durability.postgres.listener import Listener
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
-from durability.values import Delivery, Footprint
+from durability.values import Backlog, Delivery, Footprint
 from durability.visibility import Visibility
 from durability.waits import set_within
 
@@ -285,3 +285,12 @@ class PostgresScheduler(Visibility):
         assert row is not None
         visible, hidden, size = row
         return Footprint({"visible": int(visible), "hidden": int(hidden)}, int(size))
+
+    async def backlog(self) -> Backlog:
+        """The visible rows, and how long ago the earliest became visible (made ready, due, or
+        its lease lapsed), on the server's clock."""
+        row = await one(self._pool, self._sql["backlog"], {"queue": self.queue})
+        assert row is not None
+        ready, seconds = row
+        oldest = None if seconds is None else timedelta(seconds=max(float(seconds), 0.0))
+        return Backlog(int(ready), oldest)

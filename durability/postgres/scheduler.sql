@@ -131,3 +131,10 @@ SELECT count(*) FILTER (WHERE visible_at <= clock_timestamp()),
        pg_total_relation_size('durability.queue')
 FROM durability.queue
 WHERE queue = %(queue)s
+
+-- name: backlog
+-- The visible rows (ready, not taken) and how long ago the earliest became visible: a range of
+-- the (queue, visible_at) index.
+SELECT count(*), extract(epoch FROM clock_timestamp() - min(visible_at))
+FROM durability.queue
+WHERE queue = %(queue)s AND visible_at <= clock_timestamp()

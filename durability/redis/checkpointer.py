@@ -261,6 +261,11 @@ class RedisCheckpointer:
         the page reads on past what it left out until it is full."""
         return await self._standings.page(state, prefix, limit, after)
 
+    async def tally(self, prefix: str | None = None) -> dict[str, int]:
+        """Standings counted by state (`Tallied`): an index count. A standing whose checkpoint
+        expired counts until a listing or `sweep` drops it."""
+        return await self._standings.tally(prefix)
+
     async def sweep(self, count: int = 500) -> tuple[int, bool]:
         """One step of the walk over this namespace's standings (`HSCAN` of its one hash, never
         the keyspace) that drops those whose checkpoints have expired, and the tombstones of

@@ -20,6 +20,7 @@ from typing import Any
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
+from durability.redis.backlog import backlog
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker, Watched
 from durability.redis.namespace import (
@@ -33,7 +34,7 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
-from durability.values import Delivery, Footprint
+from durability.values import Backlog, Delivery, Footprint
 from durability.visibility import Visibility
 from durability.waits import beats
 
@@ -298,6 +299,11 @@ class RedisSetScheduler(Visibility, Watched):
 
     async def cancel(self, workflow: str) -> int:
         return int(await self._redis.zrem(self.schedule, check_workflow(workflow)))
+
+    async def backlog(self) -> Backlog:
+        """Members visible now, and how long ago the earliest became visible
+        (`durability.redis.backlog`)."""
+        return await backlog(self._redis, "set_backlog", [self.schedule], [])
 
     async def footprint(self) -> Footprint:
         """The schedule's members (one per workflow queued, sleeping or held); the doorbell's

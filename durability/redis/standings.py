@@ -19,7 +19,7 @@ from durability.checks import check_page, check_state
 from durability.redis.checkpoint_calls import CheckpointCalls, from_server_ms
 from durability.redis.namespace import key as namespace_key
 from durability.redis.sending import Sender
-from durability.values import Look, Pass, Standing
+from durability.values import STATES, Look, Pass, Standing
 
 __all__ = ["Standings"]
 
@@ -107,6 +107,21 @@ class Standings:
             if len(held) < wanted or not gone:
                 return page
             low = "(" + str(reply[-2])
+
+    async def tally(self, prefix: str | None) -> dict[str, int]:
+        """`RedisCheckpointer.tally`: the state indexes counted (`tally.lua`). A standing whose
+        checkpoint expired counts until a listing or `sweep` drops it."""
+        check_page(prefix, 1, None)
+        low: str | bytes = "-"
+        high: str | bytes = "+"
+        if prefix:
+            low = "[" + prefix
+            above = _successor(prefix.encode())
+            if above is not None:
+                high = b"(" + above
+        keys = [namespace_key(self._namespace, f"state:{state}") for state in STATES]
+        counts = await self._sender.batcher.run(self._sender.plain("tally"), keys, [low, high])
+        return {state: int(n) for state, n in zip(STATES, counts, strict=True) if int(n)}
 
     async def gone(self, held: Mapping[str, str]) -> set[str]:
         """Which of these workflows (id -> the standing held) have no checkpoint any more;

@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
 from durability.deprecation import Reclaim
+from durability.redis.backlog import MOST_COUNTED, backlog
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker, Watched, lost_group
 from durability.redis.namespace import (
@@ -35,7 +36,7 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
-from durability.values import Delivery, Footprint, Reclaimed
+from durability.values import Backlog, Delivery, Footprint, Reclaimed
 
 __all__ = ["GROUP", "TRIM_EVERY", "RedisStreamScheduler", "lost_group"]
 
@@ -330,6 +331,11 @@ class RedisStreamScheduler(Reclaim, Watched):
         return await footprint(
             self._redis, {"stream": (self.ready, "stream"), "sleeping": (self.sleeping, "zset")}
         )
+
+    async def backlog(self) -> Backlog:
+        """Wakeups not yet read by the group (a workflow made ready twice counts twice), and
+        the age of the oldest (`durability.redis.backlog`)."""
+        return await backlog(self._redis, "stream_backlog", [self.ready], [GROUP, MOST_COUNTED])
 
     async def trim(self) -> int:
         """Remove entries every consumer group has acknowledged; return how many went.

@@ -337,5 +337,13 @@ class SqliteCheckpointer:
             for workflow, found, detail, at in rows
         ]
 
+    async def tally(self, prefix: str | None = None) -> dict[str, int]:
+        check_page(prefix, 1, None)
+        params = {"prefix": prefix or ""}
+        rows = await self.database.read(
+            lambda connection: connection.execute(_SQL["tally"], params).fetchall()
+        )
+        return {str(state): int(count) for state, count in rows}
+
     def __repr__(self) -> str:
         return f"SqliteCheckpointer({self.database!r})"

@@ -111,3 +111,9 @@ ORDER BY workflow LIMIT :limit
 
 -- name: unstand
 DELETE FROM durability_standings WHERE workflow = :workflow
+
+-- name: tally
+-- How many workflows stand in each state, of those whose ids start with :prefix ('' for all).
+SELECT state, count(*) FROM durability_standings
+WHERE workflow >= :prefix AND substr(workflow, 1, length(:prefix)) = :prefix
+GROUP BY state

@@ -28,7 +28,7 @@ from durability.sqlite.database import (
     to_us,
     transaction,
 )
-from durability.values import Delivery, Footprint
+from durability.values import Backlog, Delivery, Footprint
 from durability.visibility import Visibility
 from durability.waits import set_within
 
@@ -320,6 +320,20 @@ class SqliteScheduler(Visibility):
                 {"visible": int(visible), "hidden": int(hidden)},
                 None if size is None else int(size),
             )
+
+        return await self.database.read(read)
+
+    async def backlog(self) -> Backlog:
+        """The visible rows, and how long ago the earliest became visible (made ready, due, or
+        its lease lapsed)."""
+
+        def read(connection: sqlite3.Connection) -> Backlog:
+            now = now_us()
+            ready, earliest = connection.execute(
+                _SQL["backlog"], {"queue": self.queue, "now": now}
+            ).fetchone()
+            oldest = None if earliest is None else timedelta(microseconds=now - int(earliest))
+            return Backlog(int(ready), oldest)
 
         return await self.database.read(read)
 

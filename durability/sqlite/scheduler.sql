@@ -67,3 +67,8 @@ SELECT sum(pgsize) FROM dbstat
 WHERE name IN (
     SELECT name FROM sqlite_schema WHERE tbl_name = 'durability_queue'
 )
+
+-- name: backlog
+-- The visible rows (ready, not taken) and the earliest time one became visible.
+SELECT count(*), min(visible_us) FROM durability_queue
+WHERE queue = :queue AND visible_us <= :now

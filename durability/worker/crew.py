@@ -25,7 +25,7 @@ from durability.interfaces import (
 )
 from durability.stepwise import Run
 from durability.values import Delivery, Pass
-from durability.worker.events import Observer, emitter
+from durability.worker.events import Emit, Observer, detailed, emitter
 from durability.worker.nudging import Nudges
 from durability.worker.running import Running
 from durability.worker.settings import Settings
@@ -65,6 +65,8 @@ class Crew:
         self.contended = settings.contended
         self.sweep = settings.sweep
         self.emit = emitter(observer)
+        # The per-step kinds, for an observer that asks; None spares every pass the asking.
+        self.detail: Emit | None = self.emit if detailed(observer) else None
         self.clock = clock
         self.grace = settings.grace
         self.retry = settings.retry

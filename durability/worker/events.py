@@ -1,17 +1,21 @@
-"""What a worker tells an observer: one `Event` per moment in a delivery's life."""
+"""What a worker tells an observer: one `Event` per moment in a delivery's life.
+
+Two kinds, "loaded" and "step", go only to an observer that asks for them (`detailed`): they
+cost an event per step, which an observer counting passes should not pay.
+"""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol
 
 from durability.stepwise import Blocked, Completed, Sleeping
 
-__all__ = ["Emit", "Emitter", "Event", "Kind", "Observer", "emitter"]
+__all__ = ["DETAIL", "Emit", "Emitter", "Event", "Kind", "Observer", "detailed", "emitter"]
 
 log = logging.getLogger("durability.worker")
 
@@ -26,7 +30,12 @@ Kind = Literal[
     "fenced",
     "expired",
     "unavailable",
+    "loaded",
+    "step",
 ]
+
+#: The kinds an observer is sent only if it asks (`detailed`).
+DETAIL: frozenset[Kind] = frozenset({"loaded", "step"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +48,12 @@ class Event:
     (with its `attempt`), then "retrying" (with `due`, when it is tried again) or "dead" (the
     workflow has failed, and only `durable.retry` brings it back); a pass that finds its
     workflow already failed is "dead" alone.
+
+    To an observer that asks (`detailed`): "loaded" once the pass has its checkpoint, before
+    the body runs (`token`, the claim's fencing token, and `records`, the checkpoint as
+    loaded: the pass's own mapping, which it goes on adding to, so read it when told), and
+    "step" for each step that ran in the pass, not one replayed from its record (`key`;
+    `began` and `at` its start and end, after its record landed; `error` if it raised).
     """
 
     kind: Kind
@@ -48,6 +63,10 @@ class Event:
     error: BaseException | None = None
     attempt: int | None = None
     due: datetime | None = None
+    token: int | None = None
+    key: str | None = None
+    began: float | None = None
+    records: Mapping[str, object] | None = field(default=None, repr=False)
 
 
 Observer = Callable[[Event], None]
@@ -64,16 +83,28 @@ class Emit(Protocol):
         error: BaseException | None = None,
         attempt: int | None = None,
         due: datetime | None = None,
+        token: int | None = None,
+        key: str | None = None,
+        began: float | None = None,
+        records: Mapping[str, object] | None = None,
     ) -> None: ...
 
 
 def emitter(observer: Observer | None) -> Emit:
     """What a worker calls at each moment of a pass (three times a pass at least): with no
-    observer a function that does nothing, since even an early return from an object's
-    `__call__` costs several times a plain call; else an `Emitter`'s bound `emit`."""
-    if observer is None:
-        return _silent
+    observer, or one whose `enabled` attribute is False, a function that does nothing, since
+    even an early return from an object's `__call__` costs several times a plain call (and
+    the event is built before it); else an `Emitter`'s bound `emit`. Asked once, as the
+    worker starts."""
+    if observer is None or getattr(observer, "enabled", True) is False:
+        return _silent  # an observer that says it is off (OpenTelemetry unconfigured) costs nothing
     return Emitter(observer).emit
+
+
+def detailed(observer: Observer | None) -> bool:
+    """Whether `observer` asks for the `DETAIL` kinds: its `detail` attribute is true (the
+    OpenTelemetry observer's is; a plain function has none)."""
+    return observer is not None and getattr(observer, "detail", False) is True
 
 
 def _silent(
@@ -83,6 +114,10 @@ def _silent(
     error: BaseException | None = None,
     attempt: int | None = None,
     due: datetime | None = None,
+    token: int | None = None,
+    key: str | None = None,
+    began: float | None = None,
+    records: Mapping[str, object] | None = None,
 ) -> None:
     return None
 
@@ -104,10 +139,19 @@ class Emitter:
         error: BaseException | None = None,
         attempt: int | None = None,
         due: datetime | None = None,
+        token: int | None = None,
+        key: str | None = None,
+        began: float | None = None,
+        records: Mapping[str, object] | None = None,
     ) -> None:
         if self.observer is None:
             return
         try:
-            self.observer(Event(kind, workflow, time.time(), outcome, error, attempt, due))
+            self.observer(
+                Event(
+                    kind, workflow, time.time(), outcome, error, attempt, due, token, key,
+                    began, records,
+                )
+            )
         except Exception:
             log.exception("observer failed on %s for %s", kind, workflow)

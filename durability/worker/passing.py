@@ -20,7 +20,7 @@ from durability.cancelling import stop_if_cancelled
 from durability.failures import failed
 from durability.faults import StoreDown
 from durability.signals import Contended, Fenced, Interruption
-from durability.stepwise import Blocked, Completed, Run, Sleeping, resume
+from durability.stepwise import Blocked, Completed, Run, Sleeping, StepHook, resume
 from durability.values import Pass
 from durability.worker.crew import Crew
 from durability.worker.endings import (
@@ -36,6 +36,7 @@ from durability.worker.endings import (
     Unreachable,
     answer,
 )
+from durability.worker.events import Emit
 from durability.worker.nudging import Nudges
 from durability.worker.running import Running
 from durability.worker.settings import NUDGE, SHUTDOWN
@@ -157,8 +158,12 @@ async def _resume(
     task had before it, so a cancel raised inside is told ours (the keeper's, or shutdown's)
     or the body's own."""
 
+    detail = crew.detail
+
     def seen(run: Run) -> Awaitable[object]:
         running.run = run  # so a failed pass can still tell which deadline it noted
+        if detail is not None:
+            detail("loaded", run.workflow, token=holder.token, records=run.records)
         dead = failed(run.records)
         if dead is not None:
             raise AlreadyFailed(dead)
@@ -172,6 +177,7 @@ async def _resume(
             clock=crew.clock,
             kept=True,
             on_write=written(crew, running),
+            on_step=None if detail is None else _step_told(detail, holder.workflow),
         )
     except (Exception, Interruption):
         raise
@@ -182,6 +188,15 @@ async def _resume(
         raise Escaped(f"the body raised {cancelled!r} unasked") from cancelled
     except BaseException as foreign:
         raise Escaped(f"the body raised {foreign!r}") from foreign
+
+
+def _step_told(detail: Emit, workflow: str) -> StepHook:
+    """A pass's `on_step`: each step that ran, as a "step" event."""
+
+    def told(key: str, began: float, error: BaseException | None) -> None:
+        detail("step", workflow, key=key, began=began, error=error)
+
+    return told
 
 
 async def _shutdown(crew: Crew, running: Running) -> None:

@@ -289,3 +289,10 @@ def throwaway_database() -> Iterator[ThrowawayDatabase]:
         yield database
     finally:
         database.drop()
+
+
+@pytest.fixture
+async def durable_at(shared_store_url: str) -> AsyncIterator[Durable]:
+    """The store `shared_store_url` names (one another process, or a command, can open too)."""
+    async with open_durable(shared_store_url, lease=LEASE, poll=POLL) as opened:
+        yield opened

@@ -24,12 +24,16 @@ LISTED = ROOT / "docs" / "public-api.txt"
 #: module, and every name not listed, may change without notice.
 PUBLIC = (
     "durability",
+    "durability.command",
     "durability.connect",
+    "durability.operating",
+    "durability.otel",
     "durability.postgres",
     "durability.redis",
     "durability.sqlite",
     "durability.testing",
     "durability.testing.conformance",
+    "durability.web",
     "durability.worker",
     "experiments",
 )
@@ -38,7 +42,8 @@ HEADER = """\
 # The public API: every name in the `__all__` of the public packages, one `package.name` a
 # line, sorted. Public packages: durability, durability.connect, durability.worker, the stores
 # (durability.redis, durability.postgres, durability.sqlite), durability.testing and its
-# conformance suite (durability.testing.conformance), and the lab's face, experiments
+# conformance suite (durability.testing.conformance), the operator's tools (durability.command,
+# durability.operating, durability.web, durability.otel), and the lab's face, experiments
 # (`import experiments as lab`). Any other module, and any name not listed here, may change
 # without notice. A change to this list is a line in CHANGELOG.md; a renamed or removed name
 # keeps a deprecated alias that warns for one release.
