@@ -33,7 +33,10 @@ class Aftermath:
 
 @contextmanager
 def watched() -> Iterator[Aftermath]:
-    """An `Aftermath` of the block: its `said` is filled as the block ends."""
+    """An `Aftermath` of the block: its `said` is filled as the block ends. What earlier tests
+    in this process left to the garbage collector is collected first, so their leaks are not
+    said to be this block's."""
+    gc.collect()
     loop = asyncio.get_running_loop()
     aftermath = Aftermath()
     previous = loop.get_exception_handler()
