@@ -1,7 +1,7 @@
 """The README and every page under `docs/` say what is true: each relative link and `#anchor`
-resolves, each page is reachable from the README, each Python block runs as the complete
-program it shows, and each shell block is valid shell whose commands exist and take the
-options it gives them.
+resolves, each page is reachable from the README, each path into the repository it names in
+code exists, each Python block runs as the complete program it shows, and each shell block is
+valid shell whose commands exist and take the options it gives them.
 
 A block that cannot run on its own (a notebook cell that runs the lab for minutes, an exporter
 to a collector nobody runs here) says so where a reader sees it, in an HTML comment on the line
@@ -153,6 +153,14 @@ def test_every_page_under_docs_is_linked_from_the_readme_or_a_page_it_links() ->
             if where.suffix == ".md" and where.exists() and where.parent == ROOT / "docs":
                 todo.append(where)
     assert not set(PAGES) - reached, f"pages no link reaches: {sorted(set(PAGES) - reached)}"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+def test_every_path_into_the_repository_a_page_names_exists(page: Path) -> None:
+    named = {path for path in re.findall(r"`([\w./-]+)`", page.read_text("utf-8"))
+             if path.startswith(TOPS)}
+    missing = sorted(path for path in named if not (ROOT / path).exists())
+    assert not missing, f"{page.relative_to(ROOT)} names what is not there: {missing}"
 
 
 def test_a_block_marked_not_run_still_compiles() -> None:
