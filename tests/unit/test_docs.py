@@ -35,7 +35,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 NOT_RUN = re.compile(r"^<!--\s*not run:\s*\S.*-->$")
-FENCE = re.compile(r"^(`{3,})\s*([\w+-]*)")
+FENCE = re.compile(r"^\s*(`{3,})\s*([\w+-]*)")  # in a list item too
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 #: Programs a shell block may name without a check beyond `bash -n`: the outside world's.
 #: (`pytest --help` loads every plugin, seconds under load: its paths are checked, not its flags.)
@@ -71,11 +71,12 @@ def blocks(page: Path) -> list[Block]:
             continue
         fence, language = opening.groups()
         end = number + 1
-        while end < len(lines) and not lines[end].startswith(fence):
+        while end < len(lines) and not lines[end].lstrip().startswith(fence):
             end += 1
         before = [line.strip() for line in lines[:number] if line.strip()]
         marked = bool(before) and NOT_RUN.match(before[-1]) is not None
-        text = "\n".join(lines[number + 1 : end]) + "\n"
+        indent = len(lines[number]) - len(lines[number].lstrip())
+        text = "\n".join(line[indent:] for line in lines[number + 1 : end]) + "\n"
         found.append(Block(page, number + 1, language.lower(), text, marked))
         number = end + 1
     return found
@@ -88,7 +89,7 @@ def prose(page: Path) -> str:
         opening = FENCE.match(line)
         if fenced is None and opening is not None:
             fenced = opening.group(1)
-        elif fenced is not None and line.startswith(fenced):
+        elif fenced is not None and line.lstrip().startswith(fenced):
             fenced = None
         elif fenced is None:
             kept.append(re.sub(r"`[^`]*`", "", line))
