@@ -12,7 +12,8 @@ or Postgres URL uses the servers the test suite uses (127.0.0.1:6379, 127.0.0.1:
 `test`) under a namespace or schema of its own; without them it skips, and fails under CI.
 Shell blocks are not run: they start servers and take minutes. Each is checked by `bash -n`,
 each command it names is asked for `--help` and must know every `--option` the block gives it,
-and every path into the repository it names must exist.
+every path into the repository it names must exist, and each `curl` to the example API must
+name a method and path the API serves.
 """
 
 from __future__ import annotations
@@ -244,6 +245,30 @@ def checked(words: list[str]) -> tuple[tuple[str, ...], str] | None:
     return None
 
 
+@functools.cache
+def routes() -> list[tuple[re.Pattern[str], frozenset[str]]]:
+    """The example API's routes, as the service page's `curl` calls must meet them."""
+    from durability import MemoryCheckpointer, MemoryScheduler, SplitDurable
+    from integration.api import make_app
+
+    app = make_app(SplitDurable(MemoryCheckpointer(), MemoryScheduler()))
+    return [(route.path_regex, frozenset(route.methods)) for route in app.routes
+            if hasattr(route, "path_regex") and hasattr(route, "methods")]
+
+
+def answered(words: list[str]) -> str | None:
+    """For a `curl` to the example API, what is wrong with the call (None when a route takes
+    it): its method and path must be one the API serves."""
+    urls = [word for word in words if re.match(r"^'?(http://)?localhost:8000", word)]
+    if words[0] != "curl" or not urls:
+        return None
+    path = re.sub(r"^'?(http://)?localhost:8000", "", urls[0]).split("?")[0].rstrip("'") or "/"
+    method = words[words.index("-X") + 1] if "-X" in words else "POST" if "-d" in words else "GET"
+    if any(regex.match(path) and method in methods for regex, methods in routes()):
+        return None
+    return f"the API serves no {method} {path}"
+
+
 def knows(helptext: str, word: str) -> bool:
     """Whether `helptext` names `word` whole (`--state` is not `--states`)."""
     return re.search(rf"(?<![\w-]){re.escape(word)}(?![\w-])", helptext) is not None
@@ -264,6 +289,8 @@ def test_a_shell_block_is_valid_and_its_commands_take_its_options(block: Block) 
             flags = {flag for word in words for flag in re.findall(r"(?<![\w-])--[\w-]+", word)}
             unknown = sorted(flag for flag in flags if not knows(helptext, flag))
             assert not unknown, f"{block.name}: {' '.join(argv)} does not take {unknown}"
+        wrong = answered(words)
+        assert wrong is None, f"{block.name}: {wrong}"
         for word in words:
             path = word.strip("[]").split("=")[-1].split("::")[0]
             if path.startswith(TOPS) and not any(ch in path for ch in "*<>…"):
