@@ -35,6 +35,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+#: Pages whose links are checked too: the notes beside the saved A/B runs the pages cite.
+NOTES = sorted((ROOT / "results").rglob("*.md"))
 NOT_RUN = re.compile(r"^<!--\s*not run:\s*\S.*-->$")
 FENCE = re.compile(r"^\s*(`{3,})\s*([\w+-]*)")  # in a list item too
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
@@ -128,7 +130,7 @@ def test_the_pages_hold_blocks_of_both_kinds_and_run_most() -> None:
     assert not unknown, f"blocks in a language this test does not check: {unknown}"
 
 
-@pytest.mark.parametrize("page", PAGES, ids=lambda page: str(page.relative_to(ROOT)))
+@pytest.mark.parametrize("page", PAGES + NOTES, ids=lambda page: str(page.relative_to(ROOT)))
 def test_every_relative_link_and_anchor_resolves(page: Path) -> None:
     broken = []
     for target in LINK.findall(prose(page)):
