@@ -35,6 +35,7 @@ from durability.checks import (
 from durability.clock import Clock, utcnow
 from durability.codec import Codec, JsonCodec
 from durability.deprecation import Reclaim
+from durability.schedules.timetable import MemoryTimetable
 from durability.signals import Fenced
 from durability.storekit.traffic import Traffic
 from durability.values import (
@@ -462,6 +463,8 @@ class MemoryScheduler(Reclaim):
         self._sleeping: dict[str, datetime] = {}
         self._ids = itertools.count(1)
         self._waiters: deque[asyncio.Future[None]] = deque()
+        #: The schedules kept beside this queue (`durability.schedules`).
+        self.timetable = MemoryTimetable()
 
     @_counted
     async def prepare(self) -> None:

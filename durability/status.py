@@ -12,14 +12,17 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
 
 from durability.checks import check_page, check_state, check_workflow
 from durability.clock import utcnow
 from durability.failures import RETRY, Failure, failed, next_key
-from durability.interfaces import Checkpointer, Ledger, Scheduler, claimed
+from durability.interfaces import Checkpointer, Durable, Ledger, Scheduler, claimed
 from durability.signals import Contended
 from durability.values import Look, Standing
+
+if TYPE_CHECKING:
+    from durability.schedules.handle import Schedules
 
 State = Literal["queued", "running", "sleeping", "blocked", "failed", "completed", "unknown"]
 
@@ -242,3 +245,10 @@ class Inspected:
         """Run a failed workflow again from its last recorded step (False if it has not
         failed)."""
         return await retry(self.checkpointer, self.scheduler, workflow)
+
+    @property
+    def schedules(self) -> Schedules:
+        """The schedules kept in this store (`durability.schedules.Schedules`)."""
+        from durability.schedules.handle import Schedules
+
+        return Schedules(cast(Durable, self))

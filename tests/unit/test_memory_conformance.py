@@ -19,6 +19,7 @@ from durability.testing.conformance import (
     DurableContract,
     EffectKit,
     MakeScheduler,
+    ScheduleContract,
     SchedulerContract,
     SchedulerModelContract,
 )
@@ -64,6 +65,12 @@ class TestMemoryScheduler(SchedulerContract):
 
 
 class TestMemoryDurable(DurableContract):
+    @pytest.fixture
+    def durable(self) -> Durable:
+        return SplitDurable(MemoryCheckpointer(), MemoryScheduler())
+
+
+class TestMemorySchedules(ScheduleContract):
     @pytest.fixture
     def durable(self) -> Durable:
         return SplitDurable(MemoryCheckpointer(), MemoryScheduler())

@@ -15,6 +15,7 @@ from durability.testing.conformance.failures import FailuresContract
 from durability.testing.conformance.model import CheckpointerModelContract, SchedulerModelContract
 from durability.testing.conformance.records import EffectKit
 from durability.testing.conformance.scheduler import MakeScheduler, SchedulerContract
+from durability.testing.conformance.schedules import ScheduleContract
 from durability.testing.conformance.store_faults import Cut, StoreFaultContract
 from durability.testing.conformance.working import taken_over_as_its_claim_lapses
 
@@ -27,6 +28,7 @@ __all__ = [
     "EffectKit",
     "FailuresContract",
     "MakeScheduler",
+    "ScheduleContract",
     "SchedulerContract",
     "SchedulerModelContract",
     "StoreFaultContract",

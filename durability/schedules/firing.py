@@ -1,0 +1,145 @@
+"""Firing what is due: each firing starts exactly one workflow, however many workers race.
+
+    take: swap the record, moving the due firings to `pending` (held `HOLD`) and `next` on
+      │    (a compare-and-set: of two workers that read one record, one takes, one finds it
+      ▼    taken and moves on)
+    start each: `start` (the one place a firing becomes a workflow; its id is `firing_id`)
+      ▼
+    settle: swap `pending` away, `fired` set
+
+A worker that dies after taking leaves `pending` due again when its hold lapses; the next
+worker starts them again, and since each firing's workflow id is fixed and its input written
+first-writer-wins, a second start finds the first's workflow: never a second workflow.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from durability.codec import as_dict
+from durability.interfaces import Durable
+from durability.schedules.schedule import Schedule, firing_id
+from durability.schedules.timetable import Timetable
+from durability.stepwise import Run
+
+__all__ = ["FIRING", "HOLD", "Firing", "fire_due", "fired", "listening", "ring", "start"]
+
+log = logging.getLogger("durability.schedules")
+
+#: The key a firing's workflow finds its `Firing` under.
+FIRING = "schedule"
+#: How long a worker holds the firings it took before another may start them instead.
+HOLD = timedelta(seconds=30)
+#: How many due schedules one look takes.
+BATCH = 100
+
+
+@dataclass(frozen=True, slots=True)
+class Firing:
+    """What a firing's workflow is given: its schedule, the body it names, the firing's time
+    and the schedule's input."""
+
+    schedule: str
+    body: str
+    at: datetime
+    input: object
+
+    def to_record(self) -> dict[str, object]:
+        return {"schedule": self.schedule, "body": self.body, "at": self.at.isoformat(),
+                "input": self.input}
+
+    @classmethod
+    def from_record(cls, value: object) -> Firing:
+        data = as_dict(value)
+        return cls(str(data["schedule"]), str(data["body"]),
+                   datetime.fromisoformat(str(data["at"])), data["input"])
+
+
+async def fired(run: Run) -> Firing:
+    """In a body a schedule starts: the firing that started it."""
+    return await run.awaiting(FIRING, Firing.from_record)
+
+
+async def start(durable: Durable, schedule: Schedule, at: datetime) -> str:
+    """Start the workflow of `schedule`'s firing at `at`; return its id. The one place a firing
+    becomes a workflow: its id is fixed by the firing and its input first-writer-wins, so a
+    second start of one firing finds the first's workflow."""
+    workflow = firing_id(schedule.name, at)
+    value = Firing(schedule.name, schedule.body, at, schedule.input).to_record()
+    await durable.arrive(workflow, FIRING, value)
+    return workflow
+
+
+async def fire_due(durable: Durable, timetable: Timetable, now: datetime) -> list[str]:
+    """Start every firing due by `now`; the workflow ids this worker started."""
+    started: list[str] = []
+    for name, record in await timetable.due(now, BATCH):
+        started += await _fire(durable, timetable, name, record, now)
+    return started
+
+
+async def _fire(
+    durable: Durable, timetable: Timetable, name: str, record: str, now: datetime
+) -> list[str]:
+    schedule = Schedule.from_record(record)
+    if schedule.pending:  # taken by a worker whose hold lapsed: start them in its stead
+        firings, following = list(schedule.pending), schedule.next
+    elif schedule.paused or schedule.next is None or schedule.next > now:
+        return []
+    else:
+        firings, following = schedule.plan(now)
+    held = schedule.but(pending=tuple(firings), held=now + HOLD if firings else None,
+                        next=following)
+    taken = held.to_record()
+    if not await timetable.swap(name, record, taken, held.due):
+        return []  # another worker took it, or it was changed: the next look sees it anew
+    started = [await start(durable, schedule, at) for at in firings]
+    if firings:
+        await _settle(timetable, name, taken)
+    return started
+
+
+async def _settle(timetable: Timetable, name: str, taken: str) -> None:
+    """Clear the pending firings just started, on the record as it is now (a pause may have
+    come meanwhile); nothing if another worker took them over after our hold lapsed."""
+    pending = Schedule.from_record(taken).pending
+    record: str | None = taken
+    for _ in range(8):
+        if record is None:
+            return
+        schedule = Schedule.from_record(record)
+        if schedule.pending != pending:
+            return
+        done = schedule.but(pending=(), held=None, fired=max(pending))
+        if await timetable.swap(name, record, done.to_record(), done.due):
+            return
+        record = await timetable.read(name)
+    log.warning("schedule %s: its started firings stay pending until the hold lapses", name)
+
+
+_bells: dict[int, set[asyncio.Event]] = {}
+
+
+@contextmanager
+def listening(timetable: Timetable) -> Iterator[asyncio.Event]:
+    """An event set whenever a schedule of `timetable` is added or changed in this process."""
+    bell = asyncio.Event()
+    _bells.setdefault(id(timetable), set()).add(bell)
+    try:
+        yield bell
+    finally:
+        bells = _bells.get(id(timetable), set())
+        bells.discard(bell)
+        if not bells:
+            _bells.pop(id(timetable), None)
+
+
+def ring(timetable: Timetable) -> None:
+    """Wake this process's firers of `timetable`: a schedule changed."""
+    for bell in _bells.get(id(timetable), ()):
+        bell.set()
