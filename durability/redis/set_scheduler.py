@@ -34,6 +34,7 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
+from durability.redis.timetable import RedisTimetable
 from durability.values import Backlog, Delivery, Footprint
 from durability.visibility import Visibility
 from durability.waits import beats
@@ -126,6 +127,8 @@ class RedisSetScheduler(Visibility, Watched):
         #: The wipe watch (see marker.py); `marker.on_wipe` may be set to hear of each wipe.
         self.marker = Marker(namespace)
         self._redis = redis
+        #: The schedules kept beside this queue (`durability.schedules`).
+        self.timetable = RedisTimetable(redis, self.namespace)
         self._slice = block_slice(redis)
         self._make_ready = script(redis, "set_make_ready")
         self._take = script(redis, "set_take")

@@ -36,6 +36,7 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
+from durability.redis.timetable import RedisTimetable
 from durability.values import Backlog, Delivery, Footprint, Reclaimed
 
 __all__ = ["GROUP", "TRIM_EVERY", "RedisStreamScheduler", "lost_group"]
@@ -147,6 +148,8 @@ class RedisStreamScheduler(Reclaim, Watched):
         #: The wipe watch (see marker.py); `marker.on_wipe` may be set to hear of each wipe.
         self.marker = Marker(namespace)
         self._redis = redis
+        #: The schedules kept beside this queue (`durability.schedules`).
+        self.timetable = RedisTimetable(redis, self.namespace)
         self._slice = block_slice(redis)
         self._done = script(redis, "stream_done")
         self._wake_at = script(redis, "stream_wake_at")

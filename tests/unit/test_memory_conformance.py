@@ -19,7 +19,6 @@ from durability.testing.conformance import (
     DurableContract,
     EffectKit,
     MakeScheduler,
-    ScheduleContract,
     SchedulerContract,
     SchedulerModelContract,
 )
@@ -65,12 +64,6 @@ class TestMemoryScheduler(SchedulerContract):
 
 
 class TestMemoryDurable(DurableContract):
-    @pytest.fixture
-    def durable(self) -> Durable:
-        return SplitDurable(MemoryCheckpointer(), MemoryScheduler())
-
-
-class TestMemorySchedules(ScheduleContract):
     @pytest.fixture
     def durable(self) -> Durable:
         return SplitDurable(MemoryCheckpointer(), MemoryScheduler())
