@@ -15,7 +15,7 @@ from durability.testing.conformance.failures import FailuresContract
 from durability.testing.conformance.model import CheckpointerModelContract, SchedulerModelContract
 from durability.testing.conformance.records import EffectKit
 from durability.testing.conformance.scheduler import MakeScheduler, SchedulerContract
-from durability.testing.conformance.schedules import ScheduleContract
+from durability.testing.conformance.schedules import ScheduleContract, Twin
 from durability.testing.conformance.store_faults import Cut, StoreFaultContract
 from durability.testing.conformance.working import taken_over_as_its_claim_lapses
 
@@ -32,6 +32,7 @@ __all__ = [
     "SchedulerContract",
     "SchedulerModelContract",
     "StoreFaultContract",
+    "Twin",
     "fresh",
     "taken_over_as_its_claim_lapses",
 ]

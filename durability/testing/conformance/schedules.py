@@ -9,6 +9,7 @@ compare-and-set on it, and an index by when each is due. These tests drive it th
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -42,8 +43,24 @@ async def _delivered(durable: Durable) -> list[str]:
     return got
 
 
+#: Makes another `Durable` over the store and queue of `durable`.
+Twin = Callable[[], Awaitable[Durable]]
+
+
 class ScheduleContract:
-    """What every store's schedules must do. Part of `DurableContract`: override `durable`."""
+    """What every store's schedules must do. Part of `DurableContract`: override `durable`,
+    and `twin` if the store has connections of its own to give another worker."""
+
+    @pytest.fixture
+    def twin(self, durable: Durable) -> Twin:
+        """Another `Durable` over the same store and queue as `durable`, on connections of its
+        own where the store has them: another worker, as near as one process comes. By
+        default `durable` itself."""
+
+        async def same() -> Durable:
+            return durable
+
+        return same
 
     async def test_a_schedule_is_kept_listed_and_removed(self, durable: Durable) -> None:
         name = fresh("schedule")
@@ -99,15 +116,16 @@ class ScheduleContract:
         assert stored is not None
         assert (stored.fired, stored.next, stored.pending) == (T0 + MINUTE, T0 + 2 * MINUTE, ())
 
-    async def test_many_firers_start_each_firing_once(self, durable: Durable) -> None:
+    async def test_many_firers_start_each_firing_once(self, durable: Durable, twin: Twin) -> None:
         name = fresh("schedule")
         schedules = _schedules(durable, T0)
         await schedules.add(name, "report", every=MINUTE, missed="skip")
+        workers = [schedules] + [_schedules(await twin(), T0) for _ in range(3)]
         started: list[str] = []
         for minute in range(1, 13):
             now = T0 + minute * MINUTE + timedelta(seconds=1)
-            # Eight workers look at once, as eight processes woken by one deadline would.
-            looks = await asyncio.gather(*(schedules.fire_due(now) for _ in range(8)))
+            # Eight firers look at once, two a worker, as processes woken by one deadline do.
+            looks = await asyncio.gather(*(w.fire_due(now) for w in workers for _ in range(2)))
             started += [workflow for look in looks for workflow in look]
         assert sorted(started) == sorted(firing_id(name, T0 + m * MINUTE) for m in range(1, 13))
         assert sorted(await _delivered(durable)) == sorted(started)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +27,7 @@ from durability.testing.conformance import (
     MakeScheduler,
     SchedulerContract,
     SchedulerModelContract,
+    Twin,
 )
 
 
@@ -88,6 +91,21 @@ class TestSqliteDurable(DurableContract):
     @pytest.fixture
     def durable(self, database: SqliteDatabase) -> Durable:
         return SqliteDurable(SqliteCheckpointer(database), SqliteScheduler(database))
+
+    @pytest.fixture
+    async def twin(self, path: Path) -> AsyncIterator[Twin]:
+        """Durables over the same file, each with connections of its own: other processes."""
+        from durability.sqlite import open_database
+
+        opened: list[SqliteDatabase] = []
+
+        async def twin() -> Durable:
+            opened.append(await open_database(path))
+            return SqliteDurable(SqliteCheckpointer(opened[-1]), SqliteScheduler(opened[-1]))
+
+        yield twin
+        for database in opened:
+            await database.close()
 
 
 
