@@ -25,8 +25,11 @@ def check_zone(zone: str) -> ZoneInfo:
         raise TypeError(f"zone must be an IANA zone name (str), not {type(zone).__name__}")
     try:
         return ZoneInfo(zone)
-    except (ZoneInfoNotFoundError, ValueError) as error:
-        raise ValueError(f"unknown time zone {zone!r}") from error
+    # A folder of the zone database ('America') or an over-long name fails as the file it
+    # looked for: still an unknown zone to the caller.
+    except (ZoneInfoNotFoundError, ValueError, OSError) as error:
+        shown = zone if len(zone) <= 80 else f"{zone[:80]}..."
+        raise ValueError(f"unknown time zone {shown!r}") from error
 
 
 def _cronsim() -> Any:
@@ -64,11 +67,14 @@ class Cadence:
         if self.cron is not None:
             if not isinstance(self.cron, str):
                 raise TypeError(f"cron must be a str, not {type(self.cron).__name__}")
-            cronsim = _cronsim()
+            zone = check_zone(self.zone)
             try:
-                cronsim.CronSim(self.cron, self.anchor.astimezone(check_zone(self.zone)))
-            except cronsim.CronSimError as error:
-                raise ValueError(f"malformed cron expression {self.cron!r}: {error}") from error
+                _cronsim().CronSim(self.cron, self.anchor.astimezone(zone))
+            # Whatever the parser raises (its own error, or an int() of a digit it did not
+            # expect) is a malformed expression to the caller.
+            except Exception as error:
+                shown = self.cron if len(self.cron) <= 80 else f"{self.cron[:80]}..."
+                raise ValueError(f"malformed cron expression {shown!r}: {error}") from error
 
     def after(self, moment: datetime) -> datetime:
         """The first firing strictly after `moment`, in UTC."""
