@@ -26,10 +26,13 @@ async def firer(crew: Crew, timetable: Timetable) -> None:
             bell.clear()
             wait = crew.sweep.total_seconds()
             try:
-                started = await fire_due(crew.durable, timetable, crew.clock())
-                if started:
-                    log.info("started %d scheduled workflow(s): %s", len(started), started)
+                # The look first: an idle worker asks one indexed read and fires nothing.
                 earliest = await timetable.earliest()
+                if earliest is not None and earliest <= crew.clock():
+                    started = await fire_due(crew.durable, timetable, crew.clock())
+                    if started:
+                        log.info("started %d scheduled workflow(s): %s", len(started), started)
+                    earliest = await timetable.earliest()
             except Exception:
                 log.exception("firing schedules failed; trying again next tick")
                 wait = crew.tick.total_seconds()
