@@ -122,7 +122,7 @@ class PostgresScheduler(Visibility):
         self.queue = queue
         self._listener = Listener(pool, queue, self.channel) if notify else None
         #: The schedules kept beside this queue (`durability.schedules`).
-        self.timetable = PostgresTimetable(pool, queue, schema)
+        self.timetable = PostgresTimetable(pool, queue, schema, self._listener)
         self._quiet: _Quiet | None = None
 
     @property

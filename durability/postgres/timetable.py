@@ -1,11 +1,21 @@
 """`PostgresTimetable`: a queue's schedules as rows of `schedules`, indexed by when each is next
-due. A swap is one conditional statement (`timetable.sql`), atomic on its own."""
+due. A swap is one conditional statement (`timetable.sql`), atomic on its own. A change is
+announced on the scheduler's channel (`NOTIFY`), which every worker's listener hears."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import datetime
 
-from durability.postgres.statements import DEFAULT_SCHEMA, Pool, every, one, statements
+from durability.postgres.listener import Listener
+from durability.postgres.statements import (
+    DEFAULT_SCHEMA,
+    Pool,
+    channel,
+    every,
+    one,
+    statements,
+)
 
 __all__ = ["PostgresTimetable"]
 
@@ -13,12 +23,37 @@ __all__ = ["PostgresTimetable"]
 class PostgresTimetable:
     """The `Timetable` of one queue of a Postgres schema."""
 
-    __slots__ = ("_pool", "_queue", "_sql")
+    __slots__ = ("_channel", "_listener", "_local", "_pool", "_queue", "_sql")
 
-    def __init__(self, pool: Pool, queue: str, schema: str = DEFAULT_SCHEMA) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        queue: str,
+        schema: str = DEFAULT_SCHEMA,
+        listener: Listener | None = None,
+    ) -> None:
         self._pool = pool
         self._queue = queue
         self._sql = statements("timetable.sql", schema)
+        self._channel = channel(schema)
+        #: The scheduler's listener, if it listens: a notification for the queue wakes the
+        #: firers as it wakes the readers (they find nothing and wait again).
+        self._listener = listener
+        self._local = asyncio.Event()
+
+    async def changes(self) -> asyncio.Event:
+        if self._listener is None:  # not listening: this process's changes alone
+            if self._local.is_set():
+                self._local = asyncio.Event()
+            return self._local
+        await self._listener.start()
+        return self._listener.mark()[1]
+
+    async def announce(self) -> None:
+        self._local.set()
+        if self._listener is not None:
+            await one(self._pool, self._sql["announce"],
+                      {"channel": self._channel, "queue": self._queue})
 
     async def read(self, name: str) -> str | None:
         row = await one(self._pool, self._sql["read"], {"queue": self._queue, "name": name})

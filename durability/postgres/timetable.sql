@@ -31,3 +31,7 @@ SELECT min(due) FROM durability.schedules WHERE queue = %(queue)s AND due IS NOT
 
 -- name: entries
 SELECT name, record FROM durability.schedules WHERE queue = %(queue)s ORDER BY name;
+
+-- name: announce
+-- A schedule changed: every listener of the queue wakes (its firer looks again).
+SELECT pg_notify(%(channel)s, %(queue)s);

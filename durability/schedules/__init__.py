@@ -14,10 +14,11 @@ from durability.schedules.cadence import Cadence
 from durability.schedules.firing import FIRING, HOLD, Firing, fire_due, fired, start
 from durability.schedules.handle import Schedules
 from durability.schedules.schedule import BOUND, MISSED, ON_TIME, Missed, Schedule, firing_id
-from durability.schedules.timetable import MemoryTimetable, Timetable, Timetabled
+from durability.schedules.timetable import Announced, MemoryTimetable, Timetable, Timetabled
 
 __all__ = [
     "BOUND",
+    "Announced",
     "FIRING",
     "HOLD",
     "MISSED",

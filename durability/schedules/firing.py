@@ -24,7 +24,7 @@ from datetime import datetime, timedelta
 from durability.codec import as_dict
 from durability.interfaces import Durable
 from durability.schedules.schedule import Schedule, firing_id
-from durability.schedules.timetable import Timetable
+from durability.schedules.timetable import Announced, Timetable
 from durability.stepwise import Run
 
 __all__ = ["FIRING", "HOLD", "Firing", "fire_due", "fired", "listening", "ring", "start"]
@@ -139,7 +139,10 @@ def listening(timetable: Timetable) -> Iterator[asyncio.Event]:
             _bells.pop(id(timetable), None)
 
 
-def ring(timetable: Timetable) -> None:
-    """Wake this process's firers of `timetable`: a schedule changed."""
+async def ring(timetable: Timetable) -> None:
+    """Wake the firers of `timetable`: a schedule changed. Those of this process at once, and
+    those of the others too where the store can tell them (`Announced`)."""
     for bell in _bells.get(id(timetable), ()):
         bell.set()
+    if isinstance(timetable, Announced):
+        await timetable.announce()

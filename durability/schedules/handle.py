@@ -68,7 +68,7 @@ class Schedules:
                     pending=stored.pending, held=stored.held, fired=stored.fired,
                 )
             if await self._timetable.swap(name, record, schedule.to_record(), schedule.due):
-                ring(self._timetable)
+                await ring(self._timetable)
                 return schedule
 
     async def get(self, name: str) -> Schedule | None:
@@ -99,7 +99,7 @@ class Schedules:
             if record is None:
                 return False
             if await self._timetable.swap(name, record, None, None):
-                ring(self._timetable)
+                await ring(self._timetable)
                 return True
 
     async def fire_due(self, now: datetime | None = None) -> builtins.list[str]:
@@ -118,5 +118,5 @@ class Schedules:
                 raise KeyError(f"no schedule is called {name!r}")
             changed = change(Schedule.from_record(record))
             if await self._timetable.swap(name, record, changed.to_record(), changed.due):
-                ring(self._timetable)
+                await ring(self._timetable)
                 return changed

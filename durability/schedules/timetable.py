@@ -14,7 +14,7 @@ import bisect
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Timetabled", "MemoryTimetable", "Timetable"]
+__all__ = ["Announced", "MemoryTimetable", "Timetable", "Timetabled"]
 
 
 @runtime_checkable
@@ -40,6 +40,22 @@ class Timetable(Protocol):
 
     async def entries(self) -> list[tuple[str, str]]:
         """Every (name, record) pair, by name."""
+        ...
+
+
+@runtime_checkable
+class Announced(Protocol):
+    """A `Timetable` whose changes reach the firers of other processes, through the store's own
+    wakeup (SQLite's doorbell, Postgres's `NOTIFY`): a schedule added by an API process wakes
+    the workers at once, not at their next sweep."""
+
+    async def changes(self) -> asyncio.Event:
+        """An event the next `announce` sets, in this process or another: take it before
+        looking at the timetable, so a change between the look and the wait still wakes."""
+        ...
+
+    async def announce(self) -> None:
+        """Wake every firer of this timetable, here and in the other processes."""
         ...
 
 

@@ -1,8 +1,10 @@
 """`SqliteTimetable`: a queue's schedules as rows of `durability_schedules`, indexed by when
-each is next due. A swap is one conditional statement (`timetable.sql`), its own transaction."""
+each is next due. A swap is one conditional statement (`timetable.sql`), its own transaction.
+A change is announced through the file's doorbell, as a wakeup is, under a name of its own."""
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from datetime import datetime
 
@@ -16,11 +18,20 @@ _SQL = queries("timetable")
 class SqliteTimetable:
     """The `Timetable` of one queue of a SQLite file."""
 
-    __slots__ = ("_database", "_queue")
+    __slots__ = ("_bell", "_database", "_queue")
 
     def __init__(self, database: SqliteDatabase, queue: str) -> None:
         self._database = database
         self._queue = queue
+        # The doorbell's name for this queue's schedules: no queue's own name holds a newline
+        # that a reader would wake for.
+        self._bell = f"{queue}\nschedules"
+
+    async def changes(self) -> asyncio.Event:
+        return self._database.signal(self._bell)
+
+    async def announce(self) -> None:
+        self._database.notify(self._bell, ready=False)
 
     async def read(self, name: str) -> str | None:
         rows = await self._database.read(

@@ -2,7 +2,9 @@
 
 Idle, it costs one indexed read (`Timetable.earliest`) a `sweep` at most, however many
 schedules there are: it sleeps until the earliest firing, and a schedule added or changed in
-this process wakes it at once (one added elsewhere is seen by the next look, a `sweep` on).
+this process wakes it at once, and one added by another process too where the store can say
+so (`Announced`: SQLite's doorbell, Postgres's `NOTIFY`); elsewhere (Redis) the next look, a
+`sweep` on, finds it.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import logging
 
 from durability.cancelling import stop_if_cancelled
 from durability.schedules.firing import fire_due, listening
-from durability.schedules.timetable import Timetable
+from durability.schedules.timetable import Announced, Timetable
 from durability.waits import set_within
 from durability.worker.crew import Crew
 
@@ -21,10 +23,17 @@ log = logging.getLogger("durability.worker")
 
 
 async def firer(crew: Crew, timetable: Timetable) -> None:
+    announced = timetable if isinstance(timetable, Announced) else None
     with listening(timetable) as bell:
         while True:
             bell.clear()
             wait = crew.sweep.total_seconds()
+            heard = bell
+            if announced is not None:  # taken before the look, so no change falls between
+                try:
+                    heard = await announced.changes()
+                except Exception:
+                    log.warning("listening for schedule changes failed", exc_info=True)
             try:
                 # The look first: an idle worker asks one indexed read and fires nothing.
                 earliest = await timetable.earliest()
@@ -40,5 +49,5 @@ async def firer(crew: Crew, timetable: Timetable) -> None:
                 if earliest is not None:
                     wait = min(wait, (earliest - crew.clock()).total_seconds())
             stop_if_cancelled()
-            if wait > 0:
-                await set_within(bell, wait)
+            if wait > 0 and not bell.is_set():
+                await set_within(heard, wait)

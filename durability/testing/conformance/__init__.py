@@ -15,7 +15,11 @@ from durability.testing.conformance.failures import FailuresContract
 from durability.testing.conformance.model import CheckpointerModelContract, SchedulerModelContract
 from durability.testing.conformance.records import EffectKit
 from durability.testing.conformance.scheduler import MakeScheduler, SchedulerContract
-from durability.testing.conformance.schedules import ScheduleContract, Twin
+from durability.testing.conformance.schedules import (
+    ScheduleContract,
+    Twin,
+    a_schedule_added_elsewhere_wakes_a_worker,
+)
 from durability.testing.conformance.store_faults import Cut, StoreFaultContract
 from durability.testing.conformance.working import taken_over_as_its_claim_lapses
 
@@ -33,6 +37,7 @@ __all__ = [
     "SchedulerModelContract",
     "StoreFaultContract",
     "Twin",
+    "a_schedule_added_elsewhere_wakes_a_worker",
     "fresh",
     "taken_over_as_its_claim_lapses",
 ]

@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from durability.interfaces import Durable
-from durability.schedules import HOLD, Schedules, fired, firing_id
+from durability.schedules import HOLD, Announced, Schedules, Timetabled, fired, firing_id
 from durability.split import SplitDurable
 from durability.stepwise import Run
 from durability.testing import Observed
@@ -216,3 +216,24 @@ class _Crashing(SplitDurable):
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
         raise _Crash(workflow)
 
+
+
+async def a_schedule_added_elsewhere_wakes_a_worker(durable: Durable, twin: Twin) -> None:
+    """For a store whose timetable is `Announced`: a worker asleep for a long sweep starts a
+    schedule another process (`twin`) adds, at its first firing, not at its next sweep."""
+    name = fresh("schedule")
+    got: asyncio.Queue[str] = asyncio.Queue()
+
+    async def body(run: Run) -> None:
+        await got.put((await fired(run)).schedule)
+
+    elsewhere = await twin()
+    assert isinstance(elsewhere.scheduler, Timetabled)
+    assert isinstance(elsewhere.scheduler.timetable, Announced)
+    # A sweep far past the patience: only the announcement can wake the worker in time.
+    async with working(durable, body, Observed(), pool=2, sweep=timedelta(minutes=10)):
+        await asyncio.sleep(0.3)  # asleep, with nothing to fire
+        await Schedules(elsewhere).add(name, "tick", every=timedelta(milliseconds=100),
+                                       missed="skip")
+        assert await asyncio.wait_for(got.get(), PATIENCE) == name
+    await Schedules(elsewhere).remove(name)

@@ -20,6 +20,7 @@ from durability.testing.conformance import (
     SchedulerContract,
     SchedulerModelContract,
     Twin,
+    a_schedule_added_elsewhere_wakes_a_worker,
 )
 
 if TYPE_CHECKING:
@@ -137,6 +138,11 @@ class TestPostgresDurable(DurableContract):
         yield twin
         for scheduler in schedulers:
             await scheduler.close()
+
+    async def test_a_schedule_added_by_another_process_wakes_a_sleeping_worker(
+        self, durable: Durable, twin: Twin
+    ) -> None:
+        await a_schedule_added_elsewhere_wakes_a_worker(durable, twin)
 
 
 class TestPostgresBounds(BoundsContract):

@@ -28,6 +28,7 @@ from durability.testing.conformance import (
     SchedulerContract,
     SchedulerModelContract,
     Twin,
+    a_schedule_added_elsewhere_wakes_a_worker,
 )
 
 
@@ -107,6 +108,10 @@ class TestSqliteDurable(DurableContract):
         for database in opened:
             await database.close()
 
+    async def test_a_schedule_added_by_another_process_wakes_a_sleeping_worker(
+        self, durable: Durable, twin: Twin
+    ) -> None:
+        await a_schedule_added_elsewhere_wakes_a_worker(durable, twin)
 
 
 class TestSqliteBounds(BoundsContract):
