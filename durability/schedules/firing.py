@@ -1,15 +1,11 @@
 """Firing what is due: each firing starts exactly one workflow, however many workers race.
 
-    take: swap the record, moving the due firings to `pending` (held `HOLD`) and `next` on
-      │    (a compare-and-set: of two workers that read one record, one takes, one finds it
-      ▼    taken and moves on)
-    start each: `start` (the one place a firing becomes a workflow; its id is `firing_id`)
-      ▼
-    settle: swap `pending` away, `fired` set
-
-A worker that dies after taking leaves `pending` due again when its hold lapses; the next
-worker starts them again, and since each firing's workflow id is fixed and its input written
-first-writer-wins, a second start finds the first's workflow: never a second workflow.
+A worker takes due firings by swapping the schedule's record for one that holds them as
+`pending` (for `HOLD`) with `next` advanced: a compare-and-set, so of two workers that read one
+record one takes and the other finds it taken. It starts each (`start`, the one place a firing
+becomes a workflow, its id `firing_id`), then swaps `pending` away. One that dies after taking
+leaves them due again when the hold lapses; the next worker starts them again, and since a
+firing's workflow id is fixed and its input first-writer-wins, that finds the first's workflow.
 """
 
 from __future__ import annotations

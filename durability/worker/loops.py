@@ -5,9 +5,8 @@
 | `reader` | takes a workflow per free slot (more readers while work comes) | a `take` a `within` |
 | `reclaimer` | takes over deliveries whose worker went quiet, at the lapse | a look a lease |
 | `keeper` | renews the claim and delivery of every running pass together | nothing |
-| `timer` | moves due sleepers to the queue, asleep till a deadline | a `wake_due` a `sweep` |
+| `timer`, `firer` | wake due sleepers; start due schedules (`firer.py`) | a look a `sweep` each |
 | `trimmer` | trims a stream's answered entries, every `trim_every` while passes end | nothing |
-| `firer` | starts due schedules (`firer`), asleep till the earliest firing | a look a `sweep` |
 | `drain` | with `stop`: takes nothing new, waits `grace`, then ends the rest | nothing |
 """
 
