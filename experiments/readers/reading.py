@@ -79,7 +79,7 @@ def shown(name: str, *which: str, where: Path | None = None) -> Any:
 
     from experiments.readers.tables import QUICK, views
 
-    found = views(name, frame(name, where))
+    found = views(name, frame(name, where), table(name, where))
     quick = metadata(name, where or WHERE).get("mode") == "quick"
     parts = [f"*{QUICK}*"] if quick else []
     for view in [v for v in found if not which or v.key in which]:

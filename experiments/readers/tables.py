@@ -147,7 +147,12 @@ def _frame(rows: list[dict[str, Any]], index: list[str]) -> Any:
 
 
 def _latency(frame: Any, summary: Any) -> list[View]:
-    from experiments.readers.summaries.latency import samples
+    from experiments.readers.summaries.latency import configurations
+
+    found_in = configurations(frame)
+
+    def samples(_: Any, backend: str, rate: float, variant: str = "default") -> list[Any]:
+        return found_in.get((backend, variant, float(rate), None)) or [[]]
 
     level = f"{LEVEL:.0%}"
     plain = summary[summary["poll_ms"].isna()]
@@ -502,12 +507,14 @@ _VIEWS: dict[str, Callable[[Any, Any], list[View]]] = {
 }
 
 
-def views(name: str, frame: Any) -> list[View]:
-    """`name`'s tables from its rows; an experiment with no view of its own here shows its
-    summary as it is, numbers shown by `number`."""
+def views(name: str, frame: Any, summary: Any = None) -> list[View]:
+    """`name`'s tables from its rows (and its `summary` of them, made here unless given);
+    an experiment with no view of its own here shows its summary as it is, numbers shown by
+    `number`."""
     import importlib
 
-    summary = importlib.import_module(f"experiments.readers.summaries.{name}").summary(frame)
+    if summary is None:
+        summary = importlib.import_module(f"experiments.readers.summaries.{name}").summary(frame)
     shown = _VIEWS.get(name)
     if shown is not None:
         return shown(frame, summary)

@@ -63,6 +63,20 @@ def samples(frame: Any, backend: str, rate: float = 20.0, variant: str = "defaul
     return [group.to_numpy() for _, group in rows.groupby("repeat")["value"]]
 
 
+def configurations(frame: Any) -> dict[tuple[str, str, float, float | None], list[Any]]:
+    """`samples` of every configuration at once, keyed (backend, variant, rate, poll_ms or
+    None): one pass over the rows rather than a filter of them all per configuration."""
+    rows = frame[frame["metric"] == "submit_to_first_pass"]
+    rows = rows.assign(poll_ms=rows["poll_ms"].fillna(-1),
+                       repeat=rows["repeat"].fillna(0) if "repeat" in rows else 0)
+    found: dict[tuple[str, str, float, float | None], list[Any]] = {}
+    keys = ["backend", "variant", "rate", "poll_ms", "repeat"]
+    for (backend, variant, rate, poll, _), group in rows.groupby(keys, dropna=False)["value"]:
+        key = (str(backend), str(variant), float(rate), None if poll < 0 else float(poll))
+        found.setdefault(key, []).append(group.to_numpy())
+    return found
+
+
 HEADLINE_RATE = 20.0
 
 
