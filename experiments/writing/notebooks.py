@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NOTEBOOKS", "PARAMETERS", "READS", "book", "build", "save"]
+__all__ = ["KERNEL", "NOTEBOOKS", "PARAMETERS", "READS", "book", "build", "save"]
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "notebooks"
@@ -38,6 +38,12 @@ from experiments import (blank, figure, frame, ms, overview, pick, prose, resamp
 lab.use(RUN)
 lab.reads()
 """
+
+
+#: The kernel the notebooks name: the one ipykernel installs in `.venv`, named as it names
+#: itself, so JupyterLab finds nothing to correct on opening one and saves it unchanged (a
+#: "Python 3" here made every notebook opened a change to the checkout).
+KERNEL = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
 def md(text: str) -> Cell:
@@ -516,7 +522,7 @@ def book(cells: Sequence[Cell]) -> Any:
             cell.metadata["tags"] = ["parameters"]
         made.append(cell)
     return nbformat.v4.new_notebook(cells=made, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "kernelspec": KERNEL,
         "language_info": {"name": "python"},
     })
 

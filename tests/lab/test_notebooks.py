@@ -121,3 +121,22 @@ def test_both_kinds_of_notebook_are_written_by_one_function_that_refuses_unknown
     for path in written:
         first = nbformat.read(path, as_version=4).cells[0]
         assert first.metadata["tags"] == ["parameters"] and not first.get("outputs")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_a_notebook_names_the_kernel_jupyterlab_would_write_so_opening_it_changes_nothing(
+        path: Path) -> None:
+    # JupyterLab rewrites a notebook's kernelspec to the running kernel's on opening, and
+    # autosave then writes it: the committed one must already say what the kernel says
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    from experiments.writing.notebooks import KERNEL
+
+    spec = KernelSpecManager().get_kernel_spec(KERNEL["name"])
+    assert {"name": KERNEL["name"], "display_name": spec.display_name,
+            "language": spec.language} == KERNEL
+    committed = nbformat.read(path, as_version=4)
+    assert committed.metadata["kernelspec"] == KERNEL
+    # and a save by Jupyter's own writer, of the notebook as read, is the same bytes
+    assert nbformat.writes(committed) + "\n" == path.read_text()
