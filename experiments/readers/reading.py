@@ -67,8 +67,10 @@ def table(name: str, where: Path | None = None) -> Any:
 
 @functools.lru_cache(maxsize=32)
 def _summary(name: str, where: Path, stamp: int) -> Any:
+    from experiments.readers.figures import in_order
+
     module = importlib.import_module(f"experiments.readers.summaries.{name}")
-    return module.summary(load(name, where))
+    return in_order(module.summary(in_order(load(name, where)))).reset_index(drop=True)
 
 
 def shown(name: str, *which: str, where: Path | None = None) -> Any:
@@ -326,5 +328,6 @@ def overview(where: Path | None = None) -> Any:
     scaling = table("scaling", where)
     for _, row in scaling.iterrows():
         put(row["backend"], f"slope {row['dimension']}", row["slope"])
-    order = list(dict.fromkeys(list(plain["backend"]) + list(rows)))
-    return pandas.DataFrame([rows[b] for b in order if b in rows])
+    from experiments.readers.figures import order
+
+    return pandas.DataFrame([rows[b] for b in order(rows)])

@@ -513,8 +513,12 @@ def views(name: str, frame: Any, summary: Any = None) -> list[View]:
     `number`."""
     import importlib
 
+    from experiments.readers.figures import in_order
+
+    frame = in_order(frame)
     if summary is None:
         summary = importlib.import_module(f"experiments.readers.summaries.{name}").summary(frame)
+    summary = in_order(summary)
     shown = _VIEWS.get(name)
     if shown is not None:
         return shown(frame, summary)
