@@ -33,6 +33,7 @@ from experiments.harness.lab import Lab, cpu_calibration, rivals_python
 from experiments.harness.provenance import git, rivals, versions
 from experiments.harness.registry import described
 from experiments.harness.servers import Servers, shown
+from experiments.refusals import BadInput
 from experiments.results import guard, metadata, scratch, write
 
 __all__ = ["module", "run", "versions"]
@@ -40,7 +41,7 @@ __all__ = ["module", "run", "versions"]
 
 def module(name: str) -> ModuleType:
     if name not in EXPERIMENTS:
-        raise ValueError(f"no experiment {name!r}; choose from {', '.join(EXPERIMENTS)}")
+        raise BadInput(f"no experiment {name!r}; choose from {', '.join(EXPERIMENTS)}")
     return importlib.import_module(f"experiments.measures.{name}")
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.harness.backends import BACKENDS, Backend
+from experiments.refusals import BadInput
 
 __all__ = ["NOT_RUN", "Conformance", "Outcome", "check"]
 
@@ -139,11 +140,11 @@ def check(backend: str | Backend, *, select: str | None = None, timeout: float =
     `POSTGRES_URL`, or the default local port)."""
     chosen = BACKENDS[backend] if isinstance(backend, str) and backend in BACKENDS else backend
     if not isinstance(chosen, Backend):
-        raise ValueError(f"no backend {backend!r}; register it first, or choose from "
-                         f"{', '.join(BACKENDS)}")
+        raise BadInput(f"no backend {backend!r}; register it first, or choose from "
+                       f"{', '.join(BACKENDS)}")
     if chosen.rival is not None:
-        raise ValueError(f"{chosen.name} is a rival job queue: the contract is a durable "
-                         "store's (a checkpoint and a scheduler), which it is not")
+        raise BadInput(f"{chosen.name} is a rival job queue: the contract is a durable "
+                       "store's (a checkpoint and a scheduler), which it is not")
     missing = [m for m in ("pytest", "pytest_asyncio", "hypothesis")
                if importlib.util.find_spec(m) is None]
     if missing:

@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from experiments.refusals import BadInput
+
 __all__ = ["BACKENDS", "ENVIRONMENT", "OPEN", "Backend", "Place", "from_environment", "select"]
 
 #: What opens the store of every backend of ours (a rival's agent opens its own queue).
@@ -171,7 +173,7 @@ def select(names: Iterable[str] | None) -> list[Backend]:
         else:
             matched = [BACKENDS[name]] if name in BACKENDS else []
         if not matched:
-            raise ValueError(f"no backend {name!r}; choose from {', '.join(BACKENDS)}")
+            raise BadInput(f"no backend {name!r}; choose from {', '.join(BACKENDS)}")
         for backend in matched:
             chosen[backend.name] = backend
     return [b for b in BACKENDS.values() if b.name in chosen]
