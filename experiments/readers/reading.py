@@ -22,8 +22,8 @@ from experiments.catalogue import EXPERIMENTS
 from experiments.refusals import BadInput
 from experiments.results import RESULTS, find, is_reference, load, metadata, modes, runs
 
-__all__ = ["DEFAULT", "READABLE", "Said", "blank", "figure", "frame", "ms", "overview", "pick",
-           "prose", "reads", "resampled", "run_line", "say", "shown", "summary", "table",
+__all__ = ["DEFAULT", "READABLE", "Said", "blank", "compare", "figure", "frame", "ms", "overview",
+           "pick", "prose", "reads", "resampled", "run_line", "say", "shown", "summary", "table",
            "times", "versus"]
 
 #: Where notebooks read from unless told (`experiments.use`): the committed reference run, or
@@ -258,6 +258,15 @@ def prose(data: Any, index: bool = True) -> Said:
         cells = ([f"**{cell(key)}**"] if index else []) + [cell(v) for v in row]
         lines.append("| " + " | ".join(cells) + " |")
     return Said("\n".join(lines))
+
+
+def compare(run: Any, reference: str | Path | None = None) -> Any:
+    """`run` (a folder, or the frame `lab.run` returned) against `reference` (the committed
+    reference by default): each headline measure's ratio, run over reference, with its
+    interval, backend by backend (`comparing.compare`)."""
+    from experiments.readers.comparing import compare as compared
+
+    return compared(run, reference)
 
 
 def versus(name: str, mine: str, theirs: str, where: str | Path | None = None, **at: Any
