@@ -140,3 +140,22 @@ def test_a_notebook_names_the_kernel_jupyterlab_would_write_so_opening_it_change
     assert committed.metadata["kernelspec"] == KERNEL
     # and a save by Jupyter's own writer, of the notebook as read, is the same bytes
     assert nbformat.writes(committed) + "\n" == path.read_text()
+
+
+@pytest.mark.slow
+def test_in_a_notebook_a_refusal_is_one_line_and_a_figure_shows_once() -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    made = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import experiments as lab\nlab.figure('idle')"),
+        nbformat.v4.new_code_cell("lab.table('latncy')")])
+    NotebookClient(made, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(ROOT)}}).execute()
+    drawn, refused = (cell.outputs for cell in made.cells)
+    assert len([o for o in drawn if "image/png" in o.get("data", {})]) == 1
+    (error,) = refused
+    assert error["output_type"] == "error" and error["ename"] == "BadInput"
+    assert error["traceback"] == ["BadInput: no experiment 'latncy'; choose from "
+                                  "latency, idle, growth, takeover, throughput, scaling, "
+                                  "wakeups, soak"]
