@@ -84,10 +84,23 @@ def register(name: str, opener: str | Callable[..., Any], **options: Any) -> Any
 def conformance(backend: str, **options: Any) -> Any:
     """Run the store conformance suite on `backend` (registered or ours) in a pytest of its
     own and return what it found (`experiments.conforming.check.Conformance`: true when nothing
-    failed, shown as a table in a notebook); `select=` runs part of it (a pytest `-k`)."""
+    failed, shown as a table in a notebook), a bar showing the tests done as it goes;
+    `select=` runs part of it (a pytest `-k`)."""
+    from rich.console import Console
+
+    from experiments.commands.progress import bars
     from experiments.conforming.check import check
 
-    return check(backend, **options)
+    with bars(Console()) as progress:
+        task: list[Any] = []
+
+        def seen(done: int, total: int) -> None:
+            if not task:
+                task.append(progress.add_task("", total=total, name="conformance",
+                                              skipped=""))
+            progress.advance(task[0])
+
+        return check(backend, progress=seen, **options)
 
 
 def parameters(name: str) -> dict[str, str]:
