@@ -181,6 +181,14 @@ def readable(summary: Any, name: str) -> Any:
     numbers) and shows as a reader reads it: only `HEADERS`' columns, under headers with
     their units, numbers by `number`, blank where a value does not apply."""
     headers = dict(HEADERS.get(name, {}))
+    if name == "latency" and "poll_ms" in summary:
+        # a polled backend's rows at no poll of the sweep ran at its own default poll: said
+        # so (a registered one's too), where a woken one's poll is blank
+        polled = set(summary.loc[summary["poll_ms"].notna(), "backend"])
+        summary = summary.assign(poll=[
+            ("its default" if b in polled else "") if p != p else number(p)
+            for b, p in zip(summary["backend"], summary["poll_ms"], strict=True)])
+        headers = {("poll" if c == "poll_ms" else c): h for c, h in headers.items()}
     if name == "scaling":
         headers.update({c: f"ms at {c.removeprefix('ms@')}" for c in summary.columns
                         if str(c).startswith("ms@")})

@@ -139,3 +139,37 @@ def test_the_overview_gives_a_rival_its_takeover_where_takeover_has_one() -> Non
     overview = lab.overview().set_index("backend")
     (column,) = [c for c in overview.columns if c.startswith("takeover")]
     assert rivals and all(overview.loc[b, column] > 0 for b in rivals)
+
+
+def test_a_polled_backend_of_one_s_own_shows_its_default_poll_not_nan(tmp_path: Path) -> None:
+    draw = random.Random(6)
+    rows = [{"backend": "mine", "variant": "default", "rate": 20.0, "poll_ms": poll,
+             "repeat": 0, "submission": i, "metric": "submit_to_first_pass",
+             "value": draw.lognormvariate(0, 0.2), "unit": "ms"}
+            for poll in (None, 5.0, 50.0) for i in range(40)]
+    rows += [{**row, "backend": "redis-stream"} for row in rows if row["poll_ms"] is None]
+    write("latency", rows, {"mode": "full", "command": "made up by a test"}, tmp_path)
+    shown = lab.table("latency", where=tmp_path).shown().set_index("backend")
+    assert list(shown.loc["mine", "poll ms"]) == ["its default", "5", "50"]
+    assert shown.loc["redis-stream", "poll ms"] == ""
+
+
+def test_a_cluster_s_server_requests_are_blank_not_a_zero_never_measured(tmp_path: Path
+                                                                        ) -> None:
+    from experiments.readers.tables import views
+
+    rows = [{"backend": backend, "server": server, "variant": "default", "processes": 1,
+             "repeat": r, "metric": metric, "value": value, "unit": "1"}
+            for backend, server in (("redis-stream", "redis7"),
+                                    ("redis-stream-cluster", "cluster"))
+            for r in range(3)
+            for metric, value in (("passes_per_s", 700.0 + r), ("passes", 4000),
+                                  ("server_requests_per_pass", 0.0 if server == "cluster"
+                                   else 6.0))]
+    write("throughput", rows, {"mode": "full", "command": "made up by a test"}, tmp_path)
+    summary = lab.summary("throughput", where=tmp_path).set_index("backend")
+    assert summary.loc["redis-stream", "server_requests_per_pass"] == 6.0
+    assert math.isnan(summary.loc["redis-stream-cluster", "server_requests_per_pass"])
+    costs = next(v for v in views("throughput", lab.frame("throughput", tmp_path))
+                 if v.key == "costs").table
+    assert list(costs["server requests"]) == ["6", ""]
