@@ -93,12 +93,15 @@ def conformance(backend: str, **options: Any) -> Any:
 
     with bars(Console()) as progress:
         task: list[Any] = []
+        told = [0]
 
         def seen(done: int, total: int) -> None:
             if not task:
                 task.append(progress.add_task("", total=total, name="conformance",
                                               skipped=""))
-            progress.advance(task[0])
+            if done > told[0]:
+                progress.advance(task[0], done - told[0])
+                told[0] = done
 
         return check(backend, progress=seen, **options)
 

@@ -131,7 +131,7 @@ class Conformance:
         return "\n".join(lines)
 
 
-#: Told how far a run is: (tests done, tests in all), as each one ends.
+#: Told how far a run is: (tests done, tests in all), once they are counted and as each ends.
 Seen = Callable[[int, int], None]
 #: A line pytest -v ends a test with, and the line saying how many it collected.
 _ENDED = re.compile(r" (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
@@ -201,7 +201,7 @@ def _pytest(chosen: Backend, scratch: Path, base: str, tag: str, select: str | N
                 "store": chosen.store, "server": chosen.server, "options": chosen.options,
                 "base": base, "tag": tag, "directory": str(scratch)}
     command = [sys.executable, "-m", "pytest", str(SUITE), "-c", str(scratch / "pytest.ini"),
-               "--rootdir", str(scratch), "-p", "no:cacheprovider", "-rN",
+               "--rootdir", str(scratch), "-p", "no:cacheprovider", "-rN", "--color=no",
                "--import-mode=importlib"]
     if select:
         command += ["-k", select]
@@ -228,6 +228,8 @@ def _follow(command: list[str], env: dict[str, str], scratch: Path, timeout: flo
             collected = _COLLECTED.search(line)
             if collected and not total:
                 total = int(collected.group(2) or collected.group(1))
+                if progress is not None:
+                    progress(0, total)
             elif _ENDED.search(line):
                 done += 1
                 if progress is not None:
