@@ -24,7 +24,7 @@ import time
 import uuid
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -63,9 +63,11 @@ class Conformance:
 
     backend: str
     opener: str
-    outcomes: tuple[Outcome, ...]
-    seconds: float
-    output: str = ""
+    # left out of the repr (a notebook's plain text of it): every test, and pytest's output,
+    # which names the machine's paths; `str()` and the table say what was found
+    outcomes: tuple[Outcome, ...] = field(repr=False)
+    seconds: float = 0.0
+    output: str = field(default="", repr=False)
 
     def count(self, result: str) -> int:
         return sum(1 for o in self.outcomes if o.result == result)
