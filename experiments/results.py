@@ -81,7 +81,8 @@ def load(experiment: str, where: Path = RESULTS) -> pandas.DataFrame:
     if "backend" in frame and info.exists():
         made = {backend: run["run"] for run in runs(metadata(experiment, where))
                 for backend in run["backends"]}
-        frame.insert(1, "run", [made.get(b, "") for b in frame["backend"]])
+        found = frame["backend"].map(made)
+        frame.insert(1, "run", found.astype(object).where(found.notna(), ""))
     return frame
 
 

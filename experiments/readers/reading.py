@@ -93,8 +93,9 @@ def blank(data: Any) -> Any:
 
 
 def frame(name: str, where: str | Path | None = None) -> Any:
-    """An experiment's rows (one observation each), each with the `run` that made it."""
-    return load(_named(name), _place(where))
+    """An experiment's rows (one observation each), each with the `run` that made it; read
+    once per version of its file."""
+    return _rows(*_version(name, where)).copy()
 
 
 def table(name: str, where: str | Path | None = None) -> Any:
@@ -110,9 +111,20 @@ def summary(name: str, where: str | Path | None = None) -> Any:
     """An experiment's summary, every column (each statistic's interval as `_lo`, `_hi`),
     backends in the tables' order; computed once per version of its rows (the intervals in
     it take a moment)."""
-    path = _place(where).resolve() / f"{_named(name)}.csv"
-    stamp = path.stat().st_mtime_ns if path.exists() else 0
-    return _summary(name, path.parent, stamp).copy()
+    return _summary(*_version(name, where)).copy()
+
+
+def _version(name: str, where: str | Path | None) -> tuple[str, Path, int]:
+    """What the caches below are keyed by: the experiment, its folder, and when its rows and
+    their metadata were last written (a new run there is read anew)."""
+    folder = _place(where).resolve()
+    stamps = [(folder / f"{_named(name)}{end}") for end in (".csv", ".json")]
+    return name, folder, sum(p.stat().st_mtime_ns for p in stamps if p.exists())
+
+
+@functools.lru_cache(maxsize=16)
+def _rows(name: str, where: Path, stamp: int) -> Any:
+    return load(name, where)
 
 
 @functools.lru_cache(maxsize=32)
@@ -120,16 +132,23 @@ def _summary(name: str, where: Path, stamp: int) -> Any:
     from experiments.readers.figures import in_order
 
     module = importlib.import_module(f"experiments.readers.summaries.{name}")
-    return in_order(module.summary(in_order(load(name, where)))).reset_index(drop=True)
+    return in_order(module.summary(in_order(_rows(name, where, stamp)))).reset_index(drop=True)
+
+
+@functools.lru_cache(maxsize=32)
+def _views(name: str, where: Path, stamp: int) -> Any:
+    from experiments.readers.tables import views
+
+    return views(name, _rows(name, where, stamp), _summary(name, where, stamp))
 
 
 def shown(name: str, *which: str, where: str | Path | None = None) -> Said:
     """An experiment's tables as the report prints them (`tables.views`: pivots, intervals,
     flags), as Markdown: all of them, or those whose keys are `which` (a run without one, a
     quick run's single rate say, shows the rest)."""
-    from experiments.readers.tables import QUICK, views
+    from experiments.readers.tables import QUICK
 
-    found = views(name, frame(name, where), summary(name, where))
+    found = _views(*_version(name, where))
     quick = metadata(name, _place(where)).get("mode") == "quick"
     parts = [f"*{QUICK}*"] if quick else []
     for view in [v for v in found if not which or v.key in which]:
@@ -170,13 +189,16 @@ def figure(name: str, where: str | Path | None = None, **choices: Any) -> Any:
     import matplotlib.pyplot as plt
 
     module = importlib.import_module(f"experiments.readers.summaries.{_named(name)}")
-    accepted = set(inspect.signature(module.draw).parameters) - {"frame"}
+    takes = set(inspect.signature(module.draw).parameters)
+    accepted = takes - {"frame", "table"}
     unknown = sorted(set(choices) - accepted)
     if unknown:
         raise BadInput(f"figure({name!r}) takes no {', '.join(unknown)}; it takes "
                        f"{', '.join(sorted(accepted)) or 'no choice'}")
     from experiments.readers.figures import in_order
 
+    if "table" in takes:  # the summary already made, rather than made again to draw it
+        choices["table"] = summary(name, where)
     drawn = module.draw(in_order(frame(name, where)), **choices)
     # closed to pyplot: the notebook shows the figure returned, not pyplot's copy as well
     plt.close(drawn)

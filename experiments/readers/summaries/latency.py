@@ -80,11 +80,12 @@ def configurations(frame: Any) -> dict[tuple[str, str, float, float | None], lis
 HEADLINE_RATE = 20.0
 
 
-def draw(frame: Any, rate: float | None = None) -> Any:
+def draw(frame: Any, rate: float | None = None, table: Any = None) -> Any:
     """The CDF of submit → first pass at `rate` (by default the headline rate, 20/s, where
     the run has it, else its rate most measured; a panel per family when one axis would hold
     too many), the median against every rate the run measured (where it measured several and
-    no `rate` is picked), and the polled schedulers' p50 and p99 against their poll."""
+    no `rate` is picked), and the polled schedulers' p50 and p99 against their poll. `table`
+    is `summary(frame)` where the caller has it already."""
     from experiments.readers.figures import figure, grid, panels
     from experiments.refusals import BadInput
 
@@ -96,7 +97,7 @@ def draw(frame: Any, rate: float | None = None) -> Any:
     picked = rate is not None
     rate = float(rate) if rate is not None else HEADLINE_RATE if HEADLINE_RATE in rates.index \
         else (float(rates.index[0]) if len(rates) else HEADLINE_RATE)
-    table = summary(frame)
+    table = summary(frame) if table is None else table  # given: the summary of `frame`
     every = not picked and rows["rate"].nunique() > 1
     rows = rows[rows["rate"] == rate]
     plain = rows[rows["poll_ms"].isna()]
