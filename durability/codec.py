@@ -6,14 +6,16 @@ through JSON comes back a list) is refused when it is first written, with `Unenc
 than discovered on the replay that reads it back. So is a value no store can carry, before any
 store sees it; `JsonCodec` says exactly which it accepts.
 
-The `as_*` parsers turn a decoded value into the type a step promised its caller; they raise
-`TypeError` when the recorded value is not of that shape.
+A workflow's own records carry a stamp (`Stamped`) only `decode_checkpoint` reads back. The
+`as_*` parsers turn a decoded value into the type a step promised (else `TypeError`).
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
@@ -29,6 +31,33 @@ _TOO_BIG = 10**MAX_DIGITS
 
 class Unencodable(ValueError):
     """A value the codec cannot store and bring back unchanged."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stamped:
+    """A value a workflow recorded itself, with the ordinal at which its body reached it:
+    the n-th distinct step its own task reached in the pass (0-based), or `None` for a step
+    reached in a task the body started (a branch), whose order depends on timing."""
+
+    value: object
+    ordinal: int | None
+
+    def __post_init__(self) -> None:
+        ordinal = self.ordinal
+        if ordinal is not None and (type(ordinal) is not int or ordinal < 0):
+            raise ValueError(f"an ordinal is a count from 0, not {ordinal!r}")
+
+
+#: How a stamped text starts: no JSON text does, so a record without one (written before
+#: stamps, or supplied from outside) reads as it always did. `#3:` then the value's JSON.
+STAMP = "#"
+
+
+@runtime_checkable
+class Stamping(Protocol):
+    """A codec that carries `Stamped` values, and can read their stamp back."""
+
+    def decode_stamped(self, text: str) -> tuple[object, Stamped | None]: ...
 
 
 @runtime_checkable
@@ -148,11 +177,19 @@ class JsonCodec:
       to text, so every reader can parse what any writer wrote);
     - containers nested at most `MAX_DEPTH` deep (past that the encoder, and every reader's
       decoder, would run out of stack; a value that contains itself is refused the same way).
+
+    A `Stamped` value is its value's text behind a stamp (`#<ordinal>:`, or `#:` without an
+    ordinal); `decode` reads it back as the bare value.
     """
 
     __slots__ = ()
 
     def encode(self, value: object) -> str:
+        if type(value) is Stamped:
+            if type(value.value) is Stamped:
+                raise Unencodable("value: a stamped value inside another has no text form")
+            ordinal = "" if value.ordinal is None else str(value.ordinal)
+            return f"{STAMP}{ordinal}:{self.encode(value.value)}"
         try:
             _native(value, 0)
         except _Refused as refused:
@@ -173,7 +210,36 @@ class JsonCodec:
         return text
 
     def decode(self, text: str) -> object:
+        if text[:1] == STAMP:
+            return json.loads(text[text.index(":") + 1 :])
         return json.loads(text)
+
+    def decode_stamped(self, text: str) -> tuple[object, Stamped | None]:
+        """The value of `text`, and its stamp if it has one (as a `Stamped` of that value)."""
+        if text[:1] != STAMP:
+            return json.loads(text), None
+        colon = text.index(":")
+        value = json.loads(text[colon + 1 :])
+        ordinal = text[1:colon]
+        return value, Stamped(value, int(ordinal) if ordinal else None)
+
+
+def decode_checkpoint(
+    codec: Codec, pairs: Iterable[tuple[str, str]]
+) -> tuple[dict[str, object], dict[str, int | None] | None]:
+    """A checkpoint's `(key, text)` pairs as its records (bare values, in the pairs' order),
+    and the ordinal of each record the workflow stamped (`None` ordinals included). The second
+    is `None` for a codec that cannot stamp: its records carry no order to check."""
+    if not isinstance(codec, Stamping):
+        return {key: codec.decode(text) for key, text in pairs}, None
+    records: dict[str, object] = {}
+    ordinals: dict[str, int | None] = {}
+    read = codec.decode_stamped
+    for key, text in pairs:
+        records[key], stamp = read(text)
+        if stamp is not None:
+            ordinals[key] = stamp.ordinal
+    return records, ordinals
 
 
 # --- parsers: a recorded value back into the type a step promised ---------------------------
