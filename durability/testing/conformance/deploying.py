@@ -70,6 +70,8 @@ async def _in_flight(durable: Durable, body: Body, workflow: str) -> None:
     async with working(durable, body, observed, pool=1):
         await durable.arrive(workflow, "order", 1)
         await observed.until(lambda: WAITING in observed.outcomes(workflow))
+        # The pass ended: let its standing and its finish land before the worker stops.
+        await reaches(durable, workflow, "blocked")
 
 
 class DeployContract:
