@@ -31,10 +31,10 @@ class Nondeterministic(RuntimeError):
 
     def __init__(self, workflow: str, reached: str, at: int, missed: str, was: int) -> None:
         super().__init__(
-            f"workflow {workflow!r} reached step {reached!r} (step {at} of its body's own"
-            f" task), which its history does not hold, but never reached the recorded step"
-            f" {missed!r} (step {was} when it ran): the body changed under this workflow (a"
-            " step renamed, moved or removed); guard the change with run.patched(...)"
+            f"workflow {workflow!r} reached step {reached!r} (its body's step {at + 1}),"
+            f" which its history does not hold, but never reached the recorded step"
+            f" {missed!r} (step {was + 1} when it ran): the body changed under this workflow"
+            " (a step renamed, moved or removed); guard the change with run.patched(...)"
         )
         self.workflow = workflow
         self.reached = reached
