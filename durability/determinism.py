@@ -61,27 +61,32 @@ class Trail:
     """
 
     __slots__ = (
-        "_awaited", "_checked", "_mine", "_own", "_placed", "_reached", "_task", "broken", "stamps"
+        "_aside", "_awaited", "_checked", "_found", "_loop", "_own", "_placed", "_task",
+        "broken", "stamps",
     )
 
-    def __init__(self, ordinals: Mapping[str, int | None] | None) -> None:
+    def __init__(
+        self, found: Mapping[str, object], ordinals: Mapping[str, int | None] | None
+    ) -> None:
+        self._found = found  # the records as the pass found them (not its own writes)
         self._own = ordinals
         #: Whether this pass stamps what it records (the store reads stamps back).
         self.stamps = ordinals is not None
         # The body runs in the task that makes the Run (`resume`'s): its steps are ordered.
-        self._task = asyncio.current_task()
-        self._reached: set[str] = set()
-        self._awaited: set[str] = set()  # keys read as supplied values (`awaiting`)
-        self._mine: set[str] = set()  # keys this pass recorded itself
+        self._loop = asyncio.get_running_loop()
+        self._task = asyncio.current_task(self._loop)
+        # What the pass reached: in the body's own task, in its order; elsewhere, unordered.
         self._placed: dict[str, int] = {}
+        self._aside: set[str] = set()
+        self._awaited: set[str] = set()  # keys read as supplied values (`awaiting`)
         self._checked = False
         #: The `Nondeterministic` this pass met, if any: every new key after it is refused.
         self.broken: Nondeterministic | None = None
 
     def reach(self, key: str) -> int | None:
         """Note that the pass reached `key`; its ordinal if the body's own task reached it."""
-        self._reached.add(key)
-        if asyncio.current_task() is not self._task:
+        if asyncio.current_task(self._loop) is not self._task:
+            self._aside.add(key)
             return None
         placed = self._placed.get(key)
         if placed is None:
@@ -95,13 +100,12 @@ class Trail:
 
     def touch(self, key: str) -> None:
         """Note that the pass reached `key` without giving it an ordinal (a patch)."""
-        self._reached.add(key)
+        self._aside.add(key)
 
     def stamp(self, key: str) -> int | None:
-        """The ordinal a record of `key` written now carries: the body's own task's, or none."""
-        self._mine.add(key)
-        if asyncio.current_task() is not self._task:
-            return None
+        """The ordinal a record of `key` written now carries: the one the body's own task
+        reached it at, whichever task produced it (that task's code reaches it there on every
+        pass), or none."""
         return self._placed.get(key)
 
     def new(self, workflow: str, key: str, ordinal: int | None) -> None:
@@ -118,9 +122,9 @@ class Trail:
             return
         missed: str | None = None
         lowest = ordinal + 1
-        reached = self._reached
+        placed, aside = self._placed, self._aside
         for recorded, at in own.items():
-            if at is not None and at < lowest and recorded not in reached:
+            if at is not None and at < lowest and recorded not in placed and recorded not in aside:
                 missed, lowest = recorded, at
         if missed is not None:
             self.broken = Nondeterministic(workflow, key, ordinal, missed, lowest)
@@ -137,13 +141,13 @@ class Trail:
         if self.broken is not None:
             raise self.broken
         own = self._own or {}
-        reached, mine = self._reached, self._mine
-        unstamped = {
-            key for key in records if key not in own and key not in mine and not _outside(key)
-        }
-        legacy = any(key in reached and key not in self._awaited for key in unstamped)
+        placed, aside = self._placed, self._aside
+        unstamped = {key for key in self._found if key not in own and not _outside(key)}
+        legacy = any(
+            (key in placed or key in aside) and key not in self._awaited for key in unstamped
+        )
         for key in records:
-            if key in reached:
+            if key in placed or key in aside:
                 continue
             if key in own or (legacy and key in unstamped):
                 return False

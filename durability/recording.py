@@ -47,7 +47,7 @@ class Recorder:
         #: What this pass knows: the checkpoint as loaded, plus this pass's own writes.
         self.records = dict(records)
         #: What the pass reached and in which order (`ordinals`: the claim's stamps).
-        self.trail = Trail(ordinals)
+        self.trail = Trail(records, ordinals)
         self._checkpointer = checkpointer
         self._clock = clock
         self._kept = kept

@@ -100,12 +100,14 @@ def test_a_stamped_value_round_trips_and_reads_back_bare_everywhere_but_the_clai
 
 
 def test_a_stamp_is_refused_for_a_bad_ordinal_or_a_stamped_value_inside() -> None:
-    with pytest.raises(ValueError, match="count from 0"):
-        Stamped(1, -1)
-    with pytest.raises(ValueError, match="count from 0"):
-        Stamped(1, True)
-    with pytest.raises(Unencodable, match="stamped value inside"):
+    with pytest.raises(Unencodable, match="count from 0"):
+        JsonCodec().encode(Stamped(1, -1))
+    with pytest.raises(Unencodable, match="count from 0"):
+        JsonCodec().encode(Stamped(1, True))
+    with pytest.raises(Unencodable, match="Stamped does not survive"):
         JsonCodec().encode(Stamped(Stamped(1, 0), 1))
+    with pytest.raises(ValueError, match="Extra data"):
+        JsonCodec().decode("#1:[1]]")
     with pytest.raises(Unencodable):
         JsonCodec().encode(Stamped((1, 2), 0))  # the value itself is checked as ever
 
