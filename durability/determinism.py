@@ -72,9 +72,13 @@ class Trail:
         self._own = ordinals
         #: Whether this pass stamps what it records (the store reads stamps back).
         self.stamps = ordinals is not None
-        # The body runs in the task that makes the Run (`resume`'s): its steps are ordered.
-        self._loop = asyncio.get_running_loop()
-        self._task = asyncio.current_task(self._loop)
+        # The body runs in the task that makes the Run (`resume`'s): its steps are ordered. A
+        # Run made outside a loop (a test's `passing`) takes the first task that reaches a step.
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+        self._task = None if self._loop is None else asyncio.current_task(self._loop)
         # What the pass reached: in the body's own task, in its order; elsewhere, unordered.
         self._placed: dict[str, int] = {}
         self._aside: set[str] = set()
@@ -85,6 +89,8 @@ class Trail:
 
     def reach(self, key: str) -> int | None:
         """Note that the pass reached `key`; its ordinal if the body's own task reached it."""
+        if self._task is None:
+            self._task = asyncio.current_task()
         if asyncio.current_task(self._loop) is not self._task:
             self._aside.add(key)
             return None

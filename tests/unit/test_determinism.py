@@ -439,3 +439,18 @@ async def test_a_step_count_still_runs_its_effect_once_per_pass_with_stamps() ->
 
     assert await passes.once(body) == Completed(3)
     assert passes.ran == Counter(shared=1)
+
+
+def test_a_run_made_outside_a_loop_orders_the_first_task_that_steps() -> None:
+    passes = Passes()
+    loop = asyncio.new_event_loop()
+    try:
+        holder = loop.run_until_complete(passes.checkpointer.claim(passes.workflow, LONG, LONG))
+        assert holder is not None
+        run = Run(holder, passes.checkpointer, {}, ordinals={})  # no loop runs yet
+        assert loop.run_until_complete(passes.step(run, "first")) == "first"
+        assert loop.run_until_complete(passes.step(run, "second")) == "second"
+        loop.run_until_complete(passes.checkpointer.release(holder))
+        assert loop.run_until_complete(passes.ordinals()) == {"first": 0, "second": None}
+    finally:
+        loop.close()
