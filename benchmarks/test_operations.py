@@ -1,5 +1,4 @@
-"""What one store operation costs, closed loop from one client, on every store. Whole workloads
-(latency under load, throughput, idle cost) are the lab's: `python -m experiments run`.
+"""What one store operation costs, closed loop from one client, on every store (workloads: the lab).
 
 | benchmark | what one round is |
 |---|---|
