@@ -20,6 +20,7 @@ from durability.codec import (
     as_none,
     as_text,
 )
+from durability.determinism import Nondeterministic
 from durability.failures import ONCE, Failure, Retry
 from durability.faults import StoreDown, Transient
 from durability.graph import CompiledGraph, Graph, run_durably
@@ -90,6 +91,7 @@ __all__ = [
     "MemoryEffect",
     "MemoryScheduler",
     "Measured",
+    "Nondeterministic",
     "NotMigrated",
     "Observer",
     "Outcome",

@@ -22,7 +22,8 @@ from typing import Generic, TypeVar
 
 from durability.checks import INBOX, check_key, positive
 from durability.clock import Clock, utcnow
-from durability.codec import Unencodable
+from durability.codec import Unencodable, as_bool
+from durability.determinism import PATCH, Nondeterministic
 from durability.failures import Retry
 from durability.faults import patiently
 from durability.interfaces import Checkpointer
@@ -207,10 +208,12 @@ class Run:
         kept: bool = False,
         on_write: Callable[[], None] | None = None,
         on_step: StepHook | None = None,
+        ordinals: Mapping[str, int | None] | None = None,
     ) -> None:
         # The records and every write under the claim (at most once a key, tried again
-        # through a passing fault, the claim stretched for a long step): recording.py.
-        self._recorder = Recorder(holder, checkpointer, records, clock, kept, on_write)
+        # through a passing fault, the claim stretched for a long step): recording.py. The
+        # order steps were reached in, checked against `ordinals`: determinism.py.
+        self._recorder = Recorder(holder, checkpointer, records, clock, kept, on_write, ordinals)
         self._on_step = on_step
         self._clock = clock
         self._sleeps: dict[str, datetime] = {}  # sleeps that raised
@@ -372,8 +375,11 @@ class Run:
     async def awaiting(self, key: str, parse: Callable[[object], T]) -> T:
         """The value someone supplied as `key`; suspends the pass until there is one."""
         check_key(key)
+        trail = self._recorder.trail
+        ordinal = trail.awaited(key)
         if key in self.records:
             return parse(self.records[key])
+        trail.new(self.workflow, key, ordinal)  # a wait a changed body added stops here too
         self._waiting.add(key)
         raise self._suspend(InputNeeded(key))
 
@@ -387,6 +393,8 @@ class Run:
             raise ValueError(f"after must be an inbox entry key, got {after!r}")
         records = self.records
         if key not in records and not _inbox(records, after, None, 1) and suspend:
+            trail = self._recorder.trail
+            trail.new(self.workflow, key, trail.reach(key))
             self._listening.add(key)
             raise self._suspend(InputNeeded(key))
 
@@ -417,6 +425,34 @@ class Run:
     ) -> list[Entry]:
         """The inbox entries past `after` this pass can see, possibly none; never suspends."""
         return await self._read(key, after, limit, suspend=False)
+
+    # -- changing the body safely -------------------------------------------------------
+
+    async def patched(self, name: str) -> bool:
+        """Whether this workflow reached this point first under the body that has the patch
+        `name`: True for one that had not reached it before the change was deployed, False
+        for one whose history already lies past it (it ran the old body here). The answer is
+        recorded the first time, so every later pass of the workflow gets the same one.
+
+        Keep the old code on the False branch until no workflow that ran it is in flight;
+        then the patch and its old branch can go (`durability.determinism` says more).
+        """
+        check_key(name)
+        key = f"{PATCH}{name}"
+        recorder = self._recorder
+        if key in recorder.records:
+            recorder.trail.touch(key)
+            known = recorder.records[key]
+            if not isinstance(known, bool):
+                raise TypeError(f"the record of patch {name!r} is not a bool")
+            return known
+        first = recorder.trail.first_here(recorder.records)
+        return as_bool(await recorder.mark(key, first))
+
+    @property
+    def broken(self) -> Nondeterministic | None:
+        """The `Nondeterministic` this pass met, if it met one (`resume` raises it)."""
+        return self._recorder.trail.broken
 
     # -- what the pass came to ---------------------------------------------------------
 
@@ -487,6 +523,7 @@ async def resume(
     | raises a failure                                  | raises it unchanged                |
     | raises a group of failures and suspensions        | raises the failures alone: the     |
     |                                                   | group split, suspensions stripped  |
+    | met `Nondeterministic` (caught by it or not)      | raises it                          |
 
     The failures alone are an `ExceptionGroup` (a `BaseExceptionGroup` only if the body itself
     raised a non-`Exception` such as `KeyboardInterrupt`), so `except Exception` catches every
@@ -497,34 +534,51 @@ async def resume(
     (`StepHook`). A store that fails a write
     transiently is tried again (`durability.faults`), and raises `StoreDown` past that.
     """
+    ordinals = None
     if records is None:
-        records = holder.records
+        records, ordinals = holder.records, holder.ordinals
     if records is None:
         records = await patiently(
             checkpointer, holder.workflow, lambda: checkpointer.load(holder.workflow)
         )
     run = Run(
-        holder, checkpointer, records, clock=clock, kept=kept, on_write=on_write, on_step=on_step
+        holder,
+        checkpointer,
+        records,
+        clock=clock,
+        kept=kept,
+        on_write=on_write,
+        on_step=on_step,
+        ordinals=ordinals,
     )
     try:
         value = await body(run)
     except BaseException as exc:
         stopped = exc
     else:
+        if run.broken is not None:  # the body caught it: the pass fails all the same
+            raise run.broken
         if run.suspended_on:
             raise Swallowed(run.suspended_on)
         return Completed(value)
     # Outside the `except`, so what is raised below carries its own context, not `stopped`'s.
+    return _stopped_on(run, stopped)
+
+
+def _stopped_on(run: Run, stopped: BaseException) -> Sleeping | Blocked:
+    """What a pass whose body raised `stopped` came to, or what `resume` raises instead."""
     leaves = _leaves(stopped)
     for leaf in leaves:
         if isinstance(leaf, Interruption):
             if leaf is stopped:
                 raise stopped
             raise leaf from stopped
+    if run.broken is not None and run.broken not in leaves:
+        raise run.broken from stopped
     for leaf in leaves:
         if isinstance(leaf, Suspended) and leaf.origin is not run:
             raise TypeError(
-                f"the pass of {holder.workflow!r} stopped on a suspension of {leaf.key!r} that"
+                f"the pass of {run.workflow!r} stopped on a suspension of {leaf.key!r} that"
                 " its own Run did not raise (a Run of another pass?); a body suspends only"
                 " through the Run it was given"
             ) from stopped
