@@ -20,6 +20,7 @@ from durability.codec import (
     as_none,
     as_text,
 )
+from durability.endings import ResultTimeout, WorkflowCancelled, WorkflowFailed
 from durability.failures import ONCE, Failure, Retry
 from durability.faults import StoreDown, Transient
 from durability.graph import CompiledGraph, Graph, run_durably
@@ -33,7 +34,7 @@ from durability.interfaces import (
     claimed,
 )
 from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
-from durability.signals import Contended, Fenced, Interruption, NotMigrated
+from durability.signals import Cancelled, Contended, Fenced, Interruption, NotMigrated
 from durability.split import SplitDurable
 from durability.status import Inspectable, Page, Status
 from durability.stepwise import (
@@ -67,6 +68,7 @@ __all__ = [
     "INBOX",
     "ONCE",
     "Blocked",
+    "Cancelled",
     "Checkpointer",
     "Codec",
     "CompiledGraph",
@@ -97,6 +99,7 @@ __all__ = [
     "Pass",
     "Reclaimed",
     "Recorded",
+    "ResultTimeout",
     "Retaining",
     "Retry",
     "Run",
@@ -115,6 +118,8 @@ __all__ = [
     "Traffic",
     "Transient",
     "Unencodable",
+    "WorkflowCancelled",
+    "WorkflowFailed",
     "Written",
     "as_bool",
     "as_count",

@@ -232,6 +232,12 @@ class Run:
         """What this pass knows: the checkpoint as loaded, plus this pass's own writes."""
         return self._recorder.records
 
+    async def cancelled(self) -> bool:
+        """Whether the workflow has been cancelled, asked of the store; once True, every step
+        this pass reaches raises `Cancelled` without running (a driver asks it when a renewal
+        of the claim is refused, so the body stops at its next step, not mid-effect)."""
+        return await self._recorder.withdrawn()
+
     def now(self) -> datetime:
         return self._clock()
 

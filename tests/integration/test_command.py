@@ -46,7 +46,7 @@ async def test_status_history_and_list_of_failed_workflows(
     lines = out.splitlines()
     assert "1 failure(s)" in lines[0]
     keys = [line.split()[1] for line in lines[2:]]
-    assert keys == ["order", "reserve", "engine:failure:000001"]
+    assert keys == ["order", "reserve", "engine:failure:000001", "engine:ended:000000"]
     code, out = await run("history", ids[0], "--url", shared, "--json")
     assert [r["key"] for r in json.loads(out)["records"]] == keys
     # A page at a time: two, then the rest from the cursor the first page gave.

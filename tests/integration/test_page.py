@@ -73,7 +73,9 @@ async def test_a_workflow_page_shows_its_records_failure_and_claim(
     assert "free" in text and "Retry…" in text
     data = (await acting.get("/workflow", params={"id": workflow, "format": "json"})).json()
     assert data["status"]["state"] == "failed" and data["held"] is False
-    assert [r["key"] for r in data["records"]] == ["order", "reserve", "engine:failure:000001"]
+    assert [r["key"] for r in data["records"]] == [
+        "order", "reserve", "engine:failure:000001", "engine:ended:000000"
+    ]
     assert data["failures"][0]["step"] == "charge"
     holder = await claimed(durable.checkpointer, workflow)
     held = (await acting.get("/workflow", params={"id": workflow, "format": "json"})).json()

@@ -17,6 +17,7 @@ from durability.interfaces import Durable
 from durability.signals import Fenced
 from durability.testing.conformance.bounds import ABSURD_CASES, BAD_ID_CASES
 from durability.testing.conformance.claims import LONG, fresh
+from durability.testing.conformance.endings import CancelContract, ResultContract
 from durability.testing.conformance.failures import FailuresContract
 from durability.testing.conformance.scheduler import ARRIVES, QUIET
 from durability.testing.conformance.working import WorkContract
@@ -35,7 +36,7 @@ async def _quiet(durable: Durable) -> None:
     assert await durable.scheduler.next_ready(QUIET) is None
 
 
-class DurableContract(WorkContract, FailuresContract):
+class DurableContract(WorkContract, FailuresContract, CancelContract, ResultContract):
     """What every `Durable` must do, alone and under `work`, and when its workflows fail.
     Subclass and override `durable`."""
 
