@@ -5,7 +5,9 @@ The core imports no store driver: `durability.redis`, `durability.postgres` and
 `durability.sqlite` bring their own, and `import durability` needs nothing beyond Python.
 """
 
+from durability.bodies import UnknownBody
 from durability.checks import INBOX, positive
+from durability.children import ChildFailed
 from durability.codec import (
     Codec,
     JsonCodec,
@@ -70,6 +72,7 @@ __all__ = [
     "Blocked",
     "Cancelled",
     "Checkpointer",
+    "ChildFailed",
     "Codec",
     "CompiledGraph",
     "Completed",
@@ -118,6 +121,7 @@ __all__ = [
     "Traffic",
     "Transient",
     "Unencodable",
+    "UnknownBody",
     "WorkflowCancelled",
     "WorkflowFailed",
     "Written",

@@ -17,6 +17,7 @@ from datetime import timedelta
 from typing import Literal
 
 from durability.checks import ENGINE, check_workflow, positive
+from durability.children import children_of, delivery, parent_of
 from durability.failures import RETRY, Failure
 from durability.interfaces import Checkpointer, Concluding, Durable, Ledger, Watching
 
@@ -160,8 +161,8 @@ async def cancel(durable: Durable, workflow: str) -> bool:
     In order: the ending written and the fence raised in one step (a running pass is refused at
     its next write or renewal, and stops at its next step), the queue's wakeups removed, then the
     standing written under a claim of its own (if a pass got in first, that pass finds the ending
-    and writes it). Each later move is safe to lose: any pass that comes finds the ending and runs
-    nothing of the body."""
+    and writes it), then its children cancelled, and if it is a child, its parent told. Each
+    later move is safe to lose: any pass that comes finds the ending and runs nothing."""
     check_workflow(workflow)
     checkpointer = durable.checkpointer
     records = await checkpointer.load(workflow)
@@ -178,6 +179,11 @@ async def cancel(durable: Durable, workflow: str) -> bool:
                 await checkpointer.settle(holder, "cancelled", {})
         finally:
             await checkpointer.release(holder)
+    for child in children_of(records):  # its children go with it (those that ended say False)
+        await cancel(durable, child)
+    parent = parent_of(records)
+    if parent is not None:  # a child cancelled on its own: its parent hears it as its ending
+        await durable.arrive(parent[0], parent[1], delivery(workflow, CANCELLED))
     return True
 
 

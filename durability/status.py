@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, cast, runtime_checkable
 
+from durability.bodies import start
 from durability.checks import check_page, check_state, check_workflow
 from durability.clock import utcnow
 from durability.endings import cancel, ended, result
@@ -216,6 +217,8 @@ class Inspectable(Protocol):
 
     async def cancel(self, workflow: str) -> bool: ...
 
+    async def start(self, body: str, value: object, *, workflow: str) -> bool: ...
+
     async def result(self, workflow: str, *, within: timedelta) -> object: ...
 
 
@@ -255,6 +258,11 @@ class Inspected:
         """Run a failed workflow again from its last recorded step (False if it has not
         failed); a cancelled one too, if `cancelled` is True."""
         return await retry(self.checkpointer, self.scheduler, workflow, cancelled=cancelled)
+
+    async def start(self, body: str, value: object, *, workflow: str) -> bool:
+        """Start `workflow` as the body named `body` with input `value` (`durability.bodies`):
+        False if it was started before as that body; `ValueError` if as another."""
+        return await start(cast(Durable, self), body, value, workflow)
 
     async def cancel(self, workflow: str) -> bool:
         """Cancel `workflow` (`durability.endings.cancel`): False if it had ended already."""

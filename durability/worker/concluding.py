@@ -9,7 +9,9 @@ workflow that completes costs the round trips it always did.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
+from durability.children import delivery, parent_of
 from durability.codec import Unencodable
 from durability.endings import Ended, completion, ending_key
 from durability.faults import StoreDown, patiently
@@ -19,7 +21,7 @@ from durability.values import Pass
 from durability.worker.crew import Crew
 from durability.worker.running import Running
 
-__all__ = ["AlreadyEnded", "complete", "finish_ended", "withdraw"]
+__all__ = ["AlreadyEnded", "complete", "finish_ended", "tell_parent", "withdraw"]
 
 log = logging.getLogger("durability.worker")
 
@@ -45,6 +47,24 @@ async def complete(crew: Crew, running: Running, holder: Pass, value: object) ->
         ours = await finish_ended(crew, running, holder, key, unkept, "completed", {})
     if ours is False:
         await withdraw(crew, running)
+    elif ours and run is not None:
+        await tell_parent(crew, holder.workflow, run.records, Ended("completed", value))
+
+
+async def tell_parent(
+    crew: Crew, workflow: str, records: Mapping[str, object], ending: Ended
+) -> None:
+    """If `workflow` is a child, supply its ending to its parent under the child's key (which
+    wakes the parent, as an `arrive` does). A delivery that fails is logged: the child's next
+    wakeup (its parent starts it again on every pass that waits for it) delivers it again."""
+    found = parent_of(records)
+    if found is None:
+        return
+    parent, key = found
+    try:
+        await crew.durable.arrive(parent, key, delivery(workflow, ending.to_record()))
+    except Exception:
+        log.exception("telling %s that its child %s ended failed", parent, workflow)
 
 
 async def finish_ended(

@@ -16,7 +16,7 @@ from durability.faults import StoreDown
 from durability.signals import Fenced, Interruption
 from durability.stepwise import Blocked, Completed, Sleeping
 from durability.values import Pass
-from durability.worker.concluding import AlreadyEnded, complete
+from durability.worker.concluding import AlreadyEnded, complete, tell_parent
 from durability.worker.crew import Crew
 from durability.worker.failing import fail
 from durability.worker.running import Running
@@ -164,6 +164,9 @@ async def answer(crew: Crew, running: Running, holder: Pass | None, ending: Endi
             # Written again: the pass (or cancel) that ended it may have died before its
             # standing landed.
             await crew.finish(holder, delivery, before.ending.state, {})
+            run = running.run
+            if run is not None:  # a child's delivery lost before: given again
+                await tell_parent(crew, holder.workflow, run.records, before.ending)
         case Busy():
             raise AssertionError("answered above")
         case _:

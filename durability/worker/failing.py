@@ -14,7 +14,7 @@ from durability.failures import next_key as next_engine_key
 from durability.faults import StoreDown, patiently
 from durability.signals import Fenced
 from durability.values import Pass
-from durability.worker.concluding import finish_ended, withdraw
+from durability.worker.concluding import finish_ended, tell_parent, withdraw
 from durability.worker.crew import Crew
 from durability.worker.running import Running
 
@@ -90,7 +90,10 @@ async def fail(crew: Crew, running: Running, holder: Pass, failure: BaseExceptio
         await crew.retain(workflow, now)
         crew.emit("dead", workflow, error=failure, attempt=tried)
         key = ending_key(records)
-        if await finish_ended(crew, running, holder, key, ending, "failed", detail) is False:
+        landed = await finish_ended(crew, running, holder, key, ending, "failed", detail)
+        if landed is False:
             await withdraw(crew, running)
+        elif landed:
+            await tell_parent(crew, workflow, records, Ended("failed", failure=noted))
         return
     await crew.finish(holder, running.delivery, state, detail)

@@ -170,6 +170,7 @@ async def _resume(
 
     def seen(run: Run) -> Awaitable[object]:
         running.run = run  # so a failed pass can still tell which deadline it noted
+        run.starter = crew.starter
         if detail is not None:
             detail("loaded", run.workflow, token=holder.token, records=run.records)
         dead = failed(run.records)

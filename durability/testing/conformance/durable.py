@@ -16,6 +16,7 @@ from durability.codec import Unencodable
 from durability.interfaces import Durable
 from durability.signals import Fenced
 from durability.testing.conformance.bounds import ABSURD_CASES, BAD_ID_CASES
+from durability.testing.conformance.children import ChildrenContract
 from durability.testing.conformance.claims import LONG, fresh
 from durability.testing.conformance.endings import CancelContract, ResultContract
 from durability.testing.conformance.failures import FailuresContract
@@ -36,7 +37,9 @@ async def _quiet(durable: Durable) -> None:
     assert await durable.scheduler.next_ready(QUIET) is None
 
 
-class DurableContract(WorkContract, FailuresContract, CancelContract, ResultContract):
+class DurableContract(
+    WorkContract, FailuresContract, CancelContract, ResultContract, ChildrenContract
+):
     """What every `Durable` must do, alone and under `work`, and when its workflows fail.
     Subclass and override `durable`."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections import Counter
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -38,7 +38,7 @@ PATIENCE = 15.0
 @contextlib.asynccontextmanager
 async def working(
     durable: Durable,
-    body: Callable[[Run], Awaitable[object]],
+    body: Callable[[Run], Awaitable[object]] | Mapping[str, Callable[[Run], Awaitable[object]]],
     observed: Observed,
     pool: int,
     **settings: Any,
