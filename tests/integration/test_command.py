@@ -98,6 +98,25 @@ async def test_delete_needs_yes_and_then_forgets(
     assert (await run("delete", workflow, "--yes", "--url", shared))[0] == EXIT["not found"]
 
 
+async def test_cancel_needs_yes_and_then_cancels_once(
+    shared: str, durable_at: Durable, tag: str
+) -> None:
+    workflow = f"{tag}-c"
+    await durable_at.arrive(workflow, "order", 1)  # queued: no worker runs here
+    code, _ = await run("cancel", workflow, "--url", shared)
+    assert code == EXIT["usage"]
+    code, out = await run("status", workflow, "--url", shared, "--json")
+    assert json.loads(out)["state"] == "queued"  # untouched
+    code, out = await run("cancel", workflow, "--yes", "--url", shared)
+    assert code == EXIT["ok"] and "cancelled" in out
+    code, out = await run("status", workflow, "--url", shared, "--json")
+    assert json.loads(out)["state"] == "cancelled"
+    code, out = await run("cancel", workflow, "--yes", "--url", shared)
+    assert code == EXIT["refused"] and "ended already" in out
+    assert (await run("cancel", f"{tag}-nobody", "--yes", "--url", shared))[0] == EXIT[
+        "not found"]
+
+
 async def test_a_hostile_id_is_quoted_in_tables_and_exact_in_json(
     shared: str, durable_at: Durable, tag: str
 ) -> None:
@@ -159,7 +178,7 @@ def test_the_console_script_documents_its_exit_codes() -> None:
     assert shown.returncode == 0
     for meaning, code in EXIT.items():
         assert f"{code}  {meaning}" in shown.stdout
-    for command in ("status", "list", "history", "retry", "delete", "ui"):
+    for command in ("status", "list", "history", "retry", "cancel", "delete", "ui"):
         assert command in shown.stdout
     environment = {**os.environ, "DURABILITY_URL": "memory://"}
     missing = subprocess.run(

@@ -140,6 +140,23 @@ async def test_a_move_needs_the_token_and_its_confirmation(
     assert (await status(durable.checkpointer, other)).state == "unknown"
 
 
+async def test_a_queued_workflow_is_offered_cancel_and_cancelled(
+    durable: Durable, acting: httpx.AsyncClient, tag: str
+) -> None:
+    workflow = f"{tag}-cancel"
+    await durable.arrive(workflow, "order", 1)
+    page = await acting.get("/workflow", params={"id": workflow})
+    assert "action=cancel" in page.text and "action=retry" not in page.text
+    answer = await acting.post("/act", data={
+        "action": "cancel", "id": workflow, "token": TOKEN,
+        "nonce": await nonce(acting, "cancel", workflow),
+    })
+    assert answer.status_code == 200
+    assert (await status(durable.checkpointer, workflow)).state == "cancelled"
+    page = await acting.get("/workflow", params={"id": workflow})
+    assert "action=cancel" not in page.text  # ended: not offered again
+
+
 async def test_a_form_forged_on_another_site_is_refused(
     durable: Durable, acting: httpx.AsyncClient, tag: str
 ) -> None:
