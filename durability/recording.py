@@ -17,8 +17,10 @@ from datetime import timedelta
 from durability.clock import Clock
 from durability.codec import Stamped
 from durability.determinism import Trail
+from durability.endings import ended
 from durability.faults import patiently
 from durability.interfaces import Checkpointer
+from durability.signals import Cancelled, Fenced
 from durability.values import Effect, Pass, Recorded
 
 __all__ = ["Recorder"]
@@ -29,7 +31,15 @@ class Recorder:
     `kept`: a driver renews the claim meanwhile; `on_write` is called after each write."""
 
     __slots__ = (
-        "_checkpointer", "_clock", "_inflight", "_kept", "_on_write", "holder", "records", "trail"
+        "_checkpointer",
+        "_clock",
+        "_inflight",
+        "_kept",
+        "_on_write",
+        "cancelled",
+        "holder",
+        "records",
+        "trail",
     )
 
     def __init__(
@@ -55,11 +65,27 @@ class Recorder:
         # Keys whose write is on its way, with the future a second branch waits on (made
         # only when one asks: most steps are asked for once).
         self._inflight: dict[str, asyncio.Future[object] | None] = {}
+        #: The workflow was cancelled: every step from here raises `Cancelled` unrun.
+        self.cancelled = False
+
+    async def withdrawn(self) -> bool:
+        """Whether the workflow has been cancelled, asked of the store (after a write or a
+        renewal was refused); once True, every step this pass reaches raises `Cancelled`."""
+        if not self.cancelled:
+            workflow = self.holder.workflow
+            records = await patiently(
+                self._checkpointer, workflow, lambda: self._checkpointer.load(workflow)
+            )
+            ending = ended(records)
+            self.cancelled = ending is not None and ending.state == "cancelled"
+        return self.cancelled
 
     async def once(self, key: str, produce: Callable[[], Awaitable[object]]) -> object:
         """Run `produce` for `key` at most once in this pass, even if two branches ask; the
         recorded value if there is one. A new key is checked against the history first
         (`Trail.new`: it may raise `Nondeterministic`, and then nothing is produced)."""
+        if self.cancelled:
+            raise Cancelled(self.holder.workflow)
         ordinal = self.trail.reach(key)
         if key in self.records:
             return self.records[key]
@@ -88,8 +114,14 @@ class Recorder:
 
     async def write(self, call: Callable[[], Awaitable[Recorded]]) -> object:
         """A store write of this pass, tried again through a passing fault of the store (a lost
-        connection is not the step failing; see `durability.faults`); the value it kept."""
-        return (await patiently(self._checkpointer, self.holder.workflow, call)).value
+        connection is not the step failing; see `durability.faults`); the value it kept. A
+        write refused because the workflow was cancelled raises `Cancelled`."""
+        try:
+            return (await patiently(self._checkpointer, self.holder.workflow, call)).value
+        except Fenced as fenced:
+            if await self.withdrawn():
+                raise Cancelled(self.holder.workflow) from fenced
+            raise
 
     async def record(self, key: str, value: object) -> object:
         """`key` recorded as `value` under the claim (first writer wins: what it kept), stamped
@@ -125,8 +157,13 @@ class Recorder:
         if holder.budget_ends - self._clock() >= within:
             return
         alive = holder.alive if self._kept else max(within, holder.alive)
-        self.holder = await patiently(
-            self._checkpointer,
-            holder.workflow,
-            lambda: self._checkpointer.extend(holder, within, alive),
-        )
+        try:
+            self.holder = await patiently(
+                self._checkpointer,
+                holder.workflow,
+                lambda: self._checkpointer.extend(holder, within, alive),
+            )
+        except Fenced as fenced:
+            if await self.withdrawn():
+                raise Cancelled(holder.workflow) from fenced
+            raise

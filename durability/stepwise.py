@@ -21,9 +21,11 @@ from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from durability.checks import INBOX, check_key, positive
+from durability.children import CHILD, STARTED, ChildFailed, child_id
 from durability.clock import Clock, utcnow
 from durability.codec import Unencodable, as_bool
 from durability.determinism import PATCH, Nondeterministic
+from durability.endings import Ended
 from durability.failures import Retry
 from durability.faults import patiently
 from durability.interfaces import Checkpointer
@@ -221,6 +223,9 @@ class Run:
         self._waiting: set[str] = set()
         self._listening: set[str] = set()
         self._failed: list[StepFailed] = []  # steps whose effect raised, in order
+        #: How this pass starts a child (`child`): the worker sets it to its durable's
+        #: `start`, called as `starter(body, value, workflow, parent=..., key=...)`.
+        self.starter: Callable[..., Awaitable[object]] | None = None
 
     @property
     def workflow(self) -> str:
@@ -234,6 +239,12 @@ class Run:
     def records(self) -> Mapping[str, object]:
         """What this pass knows: the checkpoint as loaded, plus this pass's own writes."""
         return self._recorder.records
+
+    async def cancelled(self) -> bool:
+        """Whether the workflow has been cancelled, asked of the store; once True, every step
+        this pass reaches raises `Cancelled` without running (a driver asks it when a renewal
+        of the claim is refused, so the body stops at its next step, not mid-effect)."""
+        return await self._recorder.withdrawn()
 
     def now(self) -> datetime:
         return self._clock()
@@ -383,6 +394,47 @@ class Run:
         self._waiting.add(key)
         raise self._suspend(InputNeeded(key))
 
+    def input(self, parse: Callable[[object], T]) -> T:
+        """The value this workflow was started with (`durable.start`)."""
+        record = self.records.get(STARTED)
+        if not isinstance(record, Mapping) or "value" not in record:
+            raise LookupError(f"{self.workflow!r} was not started by name (durable.start)")
+        return parse(record["value"])
+
+    async def child(
+        self, key: str, body: str, value: object, parse: Callable[[object], T]
+    ) -> T:
+        """Start the workflow `body` with `value` as a child at `key` (once: a later pass gets
+        the same child), suspend until it ends, and return what it completed with (parsed), as
+        this step's result. Its failure or cancel raises `ChildFailed` naming it. Its id is
+        `<this workflow's id>.<key>`; a key reused for another body is a `ValueError`."""
+        check_key(key)
+        ident = child_id(self.workflow, key)
+        note = f"{CHILD}{key}"
+        held = self.records.get(note)
+        if isinstance(held, Mapping) and held.get("body") != body:
+            raise ValueError(
+                f"child key {key!r} of {self.workflow!r} started body {held.get('body')!r};"
+                f" it cannot be reused for {body!r}"
+            )
+        if key in self.records:
+            try:
+                return parse(_child_outcome(self.records[key]))
+            except Exception as error:
+                self._failed.append(StepFailed(key, None, error))
+                raise
+        starter = self.starter
+        if starter is None:
+            raise RuntimeError("this pass cannot start a child (run it under work())")
+        if held is None:  # noted under the claim first: a fenced pass starts no child
+            await self._recorder.once(
+                note, lambda: self._recorder.record(note, {"body": body, "id": ident})
+            )
+        # Every pass waiting here starts it again: a start is idempotent, and its wakeup lets
+        # an ended child deliver its ending again if that delivery was lost.
+        await starter(body, value, ident, parent=self.workflow, key=key)
+        return await self.awaiting(key, parse)
+
     async def _read(
         self, key: str, after: str | None, limit: int | None, suspend: bool
     ) -> list[Entry]:
@@ -485,6 +537,17 @@ def _inbox(
     ]
     entries.sort(key=lambda entry: entry.key)
     return entries if limit is None else entries[:limit]
+
+
+def _child_outcome(record: object) -> object:
+    """A child's value from what its ending supplied to its parent, or `ChildFailed`."""
+    if not isinstance(record, Mapping):
+        raise TypeError(f"not a child's ending: {record!r}")
+    ending = Ended.from_record(record)
+    if ending.state == "completed":
+        return ending.value
+    child = str(record.get("child"))
+    raise ChildFailed(child, ending.failure, cancelled=ending.state == "cancelled")
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

@@ -133,7 +133,7 @@ class Backlog:
 #: The states a pass can leave a workflow in, as a `Ledger` holds them. "queued" is written by
 #: `durable.retry`; the others by the worker as each pass ends. (A running workflow is one a
 #: live claim holds, and a status says so; it is never a stored state.)
-STATES = ("queued", "sleeping", "blocked", "failed", "completed")
+STATES = ("queued", "sleeping", "blocked", "failed", "completed", "cancelled")
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 
 from durability.checks import (
@@ -37,11 +38,13 @@ from durability.postgres.statements import (
     DEFAULT_SCHEMA,
     Pool,
     borrowed,
+    ended_channel,
     every,
     one,
     run,
     statements,
 )
+from durability.postgres.watching import PostgresBell, watch
 from durability.signals import Fenced
 from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 from durability.values import Effect, Entry, Look, Pass, Recorded, Standing, Written
@@ -319,6 +322,28 @@ class PostgresCheckpointer:
         row = await one(self._pool, self._sql["discard"], {"workflow": check_workflow(workflow)})
         assert row is not None
         return int(row[0])
+
+    async def conclude(self, workflow: str, key: str, value: object) -> Recorded:
+        check_workflow(workflow)
+        check_recorded_key(key)
+        encoded = self._codec.encode(value)
+        params = {"workflow": workflow, "key": key, "value": encoded,
+                  "channel": ended_channel(self.schema)}
+        row = await one(self._pool, self._sql["conclude"], params)
+        assert row is not None
+        written, held = row[0], row[1]
+        if written is not None:
+            return Recorded(self._codec.decode(written), True)
+        if held is None:
+            # The winner committed while this statement waited on its key: this statement's
+            # snapshot predates it, so read it in a statement of its own.
+            return Recorded((await self.load(workflow))[key], False)
+        return Recorded(self._codec.decode(held), False)
+
+    def watch(self, workflow: str) -> AbstractAsyncContextManager[PostgresBell]:
+        """A bell rung by the notification an ending's commit sends (`postgres.watching`)."""
+        check_workflow(workflow)
+        return watch(self._pool, ended_channel(self.schema), workflow)
 
     # -- the ledger: where each workflow's last pass left it ----------------------------------
 

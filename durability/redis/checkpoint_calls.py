@@ -47,7 +47,7 @@ class CheckpointCalls:
     """Builds one namespace's checkpoint calls and reads their replies (see the module doc).
 
     `keys(workflow)` gives a workflow's three keys (records, claim, order), `ttl_ms` the
-    expiry every write pushes them to, `standing_keys` the ledger's seven keys."""
+    expiry every write pushes them to, `standing_keys` the ledger's eight keys."""
 
     __slots__ = ("_codec", "_keys", "standing_keys", "ttl_ms")
 
