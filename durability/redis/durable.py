@@ -81,6 +81,11 @@ class RedisDurable(SplitDurable):
         scheduler: RedisStreamScheduler | RedisSetScheduler,
         traffic: Traffic | None = None,
     ) -> None:
+        if checkpointer.shards != scheduler.shards:
+            raise ValueError(
+                f"the checkpointer has shards={checkpointer.shards} and the scheduler"
+                f" shards={scheduler.shards}: a namespace's standings and queue are split alike"
+            )
         super().__init__(checkpointer, scheduler, traffic)
         self._redis_checkpointer = checkpointer
         self._redis_scheduler = scheduler
@@ -90,8 +95,13 @@ class RedisDurable(SplitDurable):
             and not isinstance(client, RedisCluster)
             and checkpointer.acknowledged is None
         )
+        if client is scheduler.redis:
+            # The queue's scripts ride the checkpointer's batches: one pipeline per node a turn.
+            scheduler.share(checkpointer.batcher)
         self._scripts = Joined(checkpointer)
-        self._taker = Taker(checkpointer, scheduler, self._scripts) if self._joined else None
+        # A sharded queue reads every shard (sharded.py): its take is the read, then the claim.
+        taking = self._joined and scheduler.shards == 1
+        self._taker = Taker(checkpointer, scheduler, self._scripts) if taking else None
 
     async def close(self) -> None:
         """End what this durable and its checkpointer started (a waiting take's reader, the

@@ -27,17 +27,18 @@ from durability.redis.marker import lost_group
 from durability.redis.namespace import text
 from durability.redis.set_scheduler import RedisSetScheduler, taken_delivery
 from durability.redis.shared_connection import SharedConnection
-from durability.redis.stream_scheduler import FIELD, GROUP, RedisStreamScheduler, receipt_of
+from durability.redis.stream_scheduler import (
+    FIELD,
+    GLANCE,
+    GROUP,
+    RedisStreamScheduler,
+    receipt_of,
+)
 from durability.values import Delivery, Taken
 from durability.waits import beats
 
 __all__ = ["GLANCE", "Taker"]
 
-#: A take asked to wait no longer than this only looks. Redis expires a blocked read's BLOCK
-#: on its timer (every 1/hz seconds: 100 ms at the default hz 10), so a read that blocks for a
-#: millisecond may sit there a hundred; the worker's extra readers, which only glance at the
-#: queue, would each hold a blocked read that long.
-GLANCE = timedelta(milliseconds=5)
 
 
 class Taker:
