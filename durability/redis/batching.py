@@ -89,10 +89,14 @@ class ScriptBatcher:
             keys = call[0][1]
             lane = self._lanes.lane(str(keys[0])) if keys else None
             groups.setdefault(lane, []).append(call)
-        await asyncio.gather(
-            *(self._send_on(lane, group) if lane is not None else self._direct(group)
-              for lane, group in groups.items())
-        )
+        sends = [
+            self._send_on(lane, group) if lane is not None else self._direct(group)
+            for lane, group in groups.items()
+        ]
+        if len(sends) == 1:  # one node this turn: no task to gather
+            await sends[0]
+        else:
+            await asyncio.gather(*sends)
 
     async def _direct(self, calls: list[_Call]) -> None:
         """Each call through the cluster client, which routes it and follows redirects."""

@@ -219,6 +219,7 @@ class RedisStreamScheduler(Reclaim, Watched):
         self._take = script(redis, "stream_take")
         self._acked: bool | None = None
         self._batcher: ScriptBatcher | None = None
+        self._waited = False  # the last read found nothing and waited
 
     def share(self, batcher: ScriptBatcher) -> None:
         """Send the scripts of every pass (the take, the wakeup, the answers) through `batcher`
@@ -262,9 +263,17 @@ class RedisStreamScheduler(Reclaim, Watched):
         return self._first(reply)
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
+        """Take one new entry, waiting at most `within`. Sharing a batcher (`share`), it first
+        glances in the turn's batch, unless the last read found nothing and waited: a blocking
+        read is served at once when an entry is already there."""
         if positive("within", within) <= GLANCE:
             return await self.glance()  # a blocked read would last a server tick, not `within`
+        if self._batcher is not None and not self._waited:
+            found = await self.glance()
+            if found is not None:
+                return found
         for block in self.blocks(within):
+            self._waited = True
             reply = await self.regrouped(
                 self._redis.xreadgroup,
                 GROUP,
@@ -275,6 +284,7 @@ class RedisStreamScheduler(Reclaim, Watched):
             )
             delivery = self._first(reply)
             if delivery is not None:
+                self._waited = False
                 return delivery
         return None
 
