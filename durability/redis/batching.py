@@ -28,7 +28,7 @@ from durability.storekit.outage import Unanswered
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
 
-__all__ = ["ScriptBatcher"]
+__all__ = ["ScriptBatcher", "SharesBatches"]
 
 #: The most scripts one pipeline carries; a bigger burst is sent as several.
 MOST = 128
@@ -152,3 +152,20 @@ class ScriptBatcher:
                 fail(unloaded, error)
                 return
             await self._send_on(shared, unloaded, reloaded=True)
+
+
+class SharesBatches:
+    """What a Redis scheduler sends through a durable's batcher: once `share`d one (its
+    checkpointer's, on the same client), its per-pass scripts (the take, the wakeup, the
+    answers) go in the turn's batches; before that, each goes straight to its script object."""
+
+    _batcher: ScriptBatcher | None
+
+    def share(self, batcher: ScriptBatcher) -> None:
+        """Send this queue's per-pass scripts through `batcher` from now on."""
+        self._batcher = batcher
+
+    async def _send(self, sent: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
+        if self._batcher is None:
+            return await sent(keys=list(keys), args=list(args))
+        return await self._batcher.run(sent, keys, args)

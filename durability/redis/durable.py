@@ -12,7 +12,8 @@ an error, so a refused write would still be followed by its wakeup; `RedisDurabl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 
 from redis.asyncio.cluster import RedisCluster
@@ -22,14 +23,17 @@ from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.joining import Joined
 from durability.redis.marker import Marker
 from durability.redis.set_scheduler import RedisSetScheduler
-from durability.redis.stream_scheduler import RedisStreamScheduler
+from durability.redis.stream_scheduler import GLANCE, RedisStreamScheduler
 from durability.redis.taking import Taker
 from durability.split import SplitDurable
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
 from durability.values import Delivery, Entry, Pass, Recorded, Taken
 
-__all__ = ["RedisDurable"]
+__all__ = ["MOST_TAKEN", "RedisDurable"]
+
+#: The most workflows one `take_up_to` takes: a worker's free slots, up to this.
+MOST_TAKEN = 64
 
 class RedisDurable(SplitDurable):
     """A `Durable` over a `RedisCheckpointer` and a Redis scheduler: `arrive`, `deliver` and
@@ -169,6 +173,43 @@ class RedisDurable(SplitDurable):
         batcher = self._redis_checkpointer.batcher
         reply = await self._redis_scheduler.regrouped(batcher.run, script, keys, args)
         return bool(int(reply[1]))
+
+    async def take_up_to(
+        self, room: Callable[[], int], within: timedelta, budget: timedelta, alive: timedelta
+    ) -> list[Taken]:
+        """`take` for up to `room()` workflows (at most `MOST_TAKEN`) at once (`TakingMany`):
+        when joined, one script takes and claims them all (`take_many_template.lua`); else the
+        looks are sent in one turn (one pipeline a node) and then the claims. With nothing
+        there, it waits as `take` waits, for one."""
+        positive("within", within)
+        wanted = max(1, min(room(), MOST_TAKEN))
+        if self._taker is not None:
+            return await self._taker.take_many(wanted, within, budget, alive)
+        positive("budget", budget)
+        positive("alive", alive)
+        looks = await asyncio.gather(
+            *(self._glance() for _ in range(wanted)), return_exceptions=True
+        )
+        found = [look for look in looks if isinstance(look, Delivery)]
+        if not found:
+            failed = [look for look in looks if isinstance(look, BaseException)]
+            if failed:
+                raise failed[0]
+            if within <= GLANCE:
+                return []
+            taken = await super().take(within, budget, alive)
+            return [] if taken is None else [taken]
+        checkpointer = self._redis_checkpointer
+        holders = await asyncio.gather(
+            *(checkpointer.claim(delivery.workflow, budget, alive) for delivery in found)
+        )
+        return [Taken(delivery, holder) for delivery, holder in zip(found, holders, strict=True)]
+
+    async def _glance(self) -> Delivery | None:
+        scheduler = self._redis_scheduler
+        if isinstance(scheduler, RedisSetScheduler):
+            return (await scheduler.glance())[0]
+        return await scheduler.glance()
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         """The read and the claim in one script a look when joined (`taking.Taker`), else

@@ -13,20 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Self, cast
+from typing import Any, ClassVar, Self, cast
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
 from durability.redis.backlog import backlog
+from durability.redis.batching import ScriptBatcher, SharesBatches
 from durability.redis.lua import ScriptCall, script
-
-if TYPE_CHECKING:
-    from redis.commands.core import AsyncScript
-
-    from durability.redis.batching import ScriptBatcher
 from durability.redis.marker import Marker, Watched
 from durability.redis.namespace import (
     DEFAULT,
@@ -71,7 +67,7 @@ def taken_delivery(taken: Any) -> Delivery:
     return Delivery(text(taken[0]), text(taken[1]), lapsed=int(taken[2]) == 1)
 
 
-class RedisSetScheduler(Visibility, Watched):
+class RedisSetScheduler(SharesBatches, Visibility, Watched):
     """A `Scheduler` over one Redis ZSET, woken by a doorbell LIST or, without it, polling;
     see below for the trade. `wipes` and `last_wipe` count the wipes of the server's
     data this scheduler noticed; `marker.on_wipe` hears of each (`marker.Wiped`).
@@ -162,16 +158,6 @@ class RedisSetScheduler(Visibility, Watched):
         # While a reader waits on the doorbell: what its last look saw (see `parked`).
         self._quiet: _Quiet | None = None
         self._batcher: ScriptBatcher | None = None
-
-    def share(self, batcher: ScriptBatcher) -> None:
-        """Send the scripts of every pass (the take, the wakeup, the answers) through `batcher`
-        (a durable's checkpointer's, on the same client), batched with the turn's others."""
-        self._batcher = batcher
-
-    async def _send(self, sent: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
-        if self._batcher is None:
-            return await sent(keys=list(keys), args=list(args))
-        return await self._batcher.run(sent, keys, args)
 
     async def prepare(self) -> None:
         # A shard of a sharded queue is checked by the queue it belongs to (sharded.py).

@@ -17,18 +17,14 @@ import socket
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar, Self, TypeVar, cast
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
 from durability.deprecation import Reclaim
 from durability.redis.backlog import MOST_COUNTED, backlog
+from durability.redis.batching import ScriptBatcher, SharesBatches
 from durability.redis.lua import ScriptCall, script
-
-if TYPE_CHECKING:
-    from redis.commands.core import AsyncScript
-
-    from durability.redis.batching import ScriptBatcher
 from durability.redis.marker import Marker, Watched, lost_group
 from durability.redis.namespace import (
     DEFAULT,
@@ -123,7 +119,7 @@ def _version(info: Any) -> tuple[int, ...]:
     raise ValueError(f"INFO server reply carries no redis_version: {info!r}")
 
 
-class RedisStreamScheduler(Reclaim, Watched):
+class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
     """A `Scheduler` over a Redis stream, its consumer group and a ZSET of sleepers. (`Reclaim`
     keeps the deprecated `reclaim` for a release.)
 
@@ -220,16 +216,6 @@ class RedisStreamScheduler(Reclaim, Watched):
         self._acked: bool | None = None
         self._batcher: ScriptBatcher | None = None
         self._waited = False  # the last read found nothing and waited
-
-    def share(self, batcher: ScriptBatcher) -> None:
-        """Send the scripts of every pass (the take, the wakeup, the answers) through `batcher`
-        (a durable's checkpointer's, on the same client), batched with the turn's others."""
-        self._batcher = batcher
-
-    async def _send(self, sent: AsyncScript, keys: list[Any], args: list[Any]) -> Any:
-        if self._batcher is None:
-            return await sent(keys=keys, args=args)
-        return await self._batcher.run(sent, keys, args)
 
     async def prepare(self) -> None:
         # A shard of a sharded queue is checked by the queue it belongs to (sharded.py).

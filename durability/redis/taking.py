@@ -118,6 +118,36 @@ class Taker:
                 return self._taken(reply, alive)
         return None
 
+    async def take_many(
+        self, k: int, within: timedelta, budget: timedelta, alive: timedelta
+    ) -> list[Taken]:
+        """Up to `k` workflows taken and claimed in one script (`take_many_template.lua`); with
+        none there, a wait as `take` waits, which takes one."""
+        claim_args = self._redis_checkpointer.calls.claim_args(budget, alive)
+        scheduler = self._redis_scheduler
+        if isinstance(scheduler, RedisStreamScheduler):
+            read = ScriptCall("stream_take", (scheduler.ready,), (GROUP, scheduler.consumer, FIELD))
+        else:
+            read = scheduler.take_call()
+        script = self._joined.take_many(read.name)
+        prefix = self._redis_checkpointer.prefix
+        args = [k, len(read.args), *read.args, prefix, *claim_args]
+        batcher = self._redis_checkpointer.batcher
+        reply = await scheduler.regrouped(batcher.run, script, read.keys, args)
+        if reply and isinstance(reply[0], list):
+            self._waited = False
+            return [self._taken(pair, alive) for pair in reply]
+        if within <= GLANCE:
+            return []
+        if isinstance(scheduler, RedisSetScheduler) and reply:
+            scheduler.looked(reply)  # the marker an empty look read, and when to look again
+            hidden = reply[1]
+            now = asyncio.get_running_loop().time()
+            self._hidden_at = None if hidden is None else now + float(text(hidden)) / 1000
+        self._waited = True  # this look found nothing: the take waits at once
+        taken = await self.take(within, budget, alive)
+        return [] if taken is None else [taken]
+
     def _taken(self, reply: Any, alive: timedelta) -> Taken:
         if isinstance(self._redis_scheduler, RedisStreamScheduler):
             # Read with ">" (or handed over): a first delivery, never a lapsed one.
