@@ -77,7 +77,9 @@ class RedisDurable(SplitDurable):
     scheduler on different clients (different servers, perhaps).
     """
 
-    __slots__ = ("_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts", "_taker")
+    __slots__ = (
+        "_busy", "_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts", "_taker",
+    )
 
     def __init__(
         self,
@@ -106,6 +108,7 @@ class RedisDurable(SplitDurable):
         # A sharded queue reads every shard (sharded.py): its take is the read, then the claim.
         taking = self._joined and scheduler.shards == 1
         self._taker = Taker(checkpointer, scheduler, self._scripts) if taking else None
+        self._busy = False  # the last `take_up_to` that looked found work
 
     async def close(self) -> None:
         """End what this durable and its checkpointer started (a waiting take's reader, the
@@ -187,10 +190,12 @@ class RedisDurable(SplitDurable):
             return await self._taker.take_many(wanted, within, budget, alive)
         positive("budget", budget)
         positive("alive", alive)
-        looks = await asyncio.gather(
-            *(self._glance() for _ in range(wanted)), return_exceptions=True
-        )
+        # After a read that found nothing, one look first: an idle worker's every read would
+        # otherwise send a look per free slot (and a sharded look visits every shard).
+        many = wanted if self._busy else 1
+        looks = await asyncio.gather(*(self._glance() for _ in range(many)), return_exceptions=True)
         found = [look for look in looks if isinstance(look, Delivery)]
+        self._busy = bool(found)
         if not found:
             failed = [look for look in looks if isinstance(look, BaseException)]
             if failed:

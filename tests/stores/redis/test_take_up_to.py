@@ -40,13 +40,19 @@ async def _takes_up_to_room(durable: RedisDurable, prefix: str) -> None:
     ids = [f"{prefix}-{n}" for n in range(7)]
     for workflow in ids:
         await durable.arrive(workflow, "order", 1)
-    taken = await durable.take_up_to(lambda: 5, timedelta(seconds=1), LEASE, LEASE)
-    assert len(taken) == 5
-    assert len({one.delivery.workflow for one in taken}) == 5
+    taken: list[Any] = []
+    sizes = []
+    while len(taken) < len(ids):
+        batch = await durable.take_up_to(lambda: 5, timedelta(seconds=1), LEASE, LEASE)
+        assert 1 <= len(batch) <= 5
+        sizes.append(len(batch))
+        taken += batch
+    # A read fills every free slot at once (after an idle read, one that looks apart from a
+    # joined script may take one first).
+    assert max(sizes) == 5
+    assert sorted(one.delivery.workflow for one in taken) == sorted(ids)
     assert all(one.holder is not None and one.holder.records == {"order": 1} for one in taken)
-    rest = await durable.take_up_to(lambda: 5, timedelta(seconds=1), LEASE, LEASE)
-    assert sorted(one.delivery.workflow for one in taken + rest) == sorted(ids)
-    for one in taken + rest:
+    for one in taken:
         assert one.holder is not None
         await durable.finish(one.holder, one.delivery)
     # Nothing there: it waits for one, and takes it when it comes.
