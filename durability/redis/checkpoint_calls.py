@@ -10,7 +10,7 @@ once per half. A call is checked and encoded when it is built, before anything i
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -47,7 +47,8 @@ class CheckpointCalls:
     """Builds one namespace's checkpoint calls and reads their replies (see the module doc).
 
     `keys(workflow)` gives a workflow's three keys (records, claim, order), `ttl_ms` the
-    expiry every write pushes them to, `standing_keys` the ledger's eight keys."""
+    expiry every write pushes them to, `standing_keys(workflow)` the eight keys of the ledger
+    of the workflow's shard."""
 
     __slots__ = ("_codec", "_keys", "standing_keys", "ttl_ms")
 
@@ -56,7 +57,7 @@ class CheckpointCalls:
         keys: Any,
         ttl_ms: int,
         codec: Codec,
-        standing_keys: tuple[str, ...],
+        standing_keys: Callable[[str], tuple[str, ...]],
     ) -> None:
         self._keys = keys
         self._codec = codec
@@ -122,4 +123,4 @@ class CheckpointCalls:
         check_workflow(holder.workflow)
         text = detail_text(detail)
         args = (holder.workflow, holder.token, 3 + STATES.index(state), state, text)
-        return ScriptCall("settle", self.standing_keys, args)
+        return ScriptCall("settle", self.standing_keys(holder.workflow), args)
