@@ -21,7 +21,9 @@ NIGHTLY = "nightly-report"
 
 
 class UnknownBody(LookupError):
-    """A firing names a body this worker does not run: recorded as the workflow's failure."""
+    """A firing names a body this worker does not run: recorded as the workflow's failure.
+    (`durability.bodies.by_name` says the same for `work(durable, {...})`; the example's one
+    body dispatches orders and firings alike, so it says it here.)"""
 
 
 async def report(run: Run, firing: Firing) -> object:

@@ -28,6 +28,7 @@ from durability.redis.namespace import DEFAULT, check_namespace
 from durability.redis.packed_connection import PackedConnection
 from durability.redis.pooling import MOST, TidyPool
 from durability.redis.set_scheduler import RedisSetScheduler
+from durability.redis.shards import MOST_SHARDS
 from durability.redis.stream_scheduler import RedisStreamScheduler
 from durability.redis.trimming import sweeping
 from durability.storekit.outage import StoreUnavailable
@@ -36,7 +37,9 @@ from durability.storekit.traffic import Traffic
 __all__ = ["OPTIONS", "RedisUrl", "open_url"]
 
 #: The options of a Redis URL that are ours rather than redis-py's.
-OPTIONS = ("scheduler", "namespace", "doorbell", "cluster", "trim_every_ms", "call_timeout_ms")
+OPTIONS = (
+    "scheduler", "namespace", "doorbell", "cluster", "trim_every_ms", "call_timeout_ms", "shards",
+)
 
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -76,6 +79,7 @@ class RedisUrl:
     bound: float  # each call's bound, in seconds
     target: str  # the URL handed to redis-py: its own options only
     rest: str  # those options, as a query
+    shards: int = 1  # the queue's and the standings' shards (shards.py)
 
     @classmethod
     def read(cls, opening: Opening) -> RedisUrl:
@@ -109,7 +113,7 @@ class RedisUrl:
         tls = parts.scheme == "rediss"
         return cls(
             kind, tls, cluster, doorbell == "on", trim_every, namespace, where, bound,
-            opening.rebuilt(rest), rest,
+            opening.rebuilt(rest), rest, _shards(ours.get("shards", "1"), opening.shown),
         )
 
     def client(self, traffic: Traffic) -> Any:
@@ -156,13 +160,15 @@ class RedisUrl:
                 namespace=self.namespace,
                 lease=opening.lease,
                 trim_every=self.trim_every,
+                shards=self.shards,
             )
         return RedisSetScheduler(
             redis=client,
             namespace=self.namespace,
             lease=opening.lease,
             doorbell=self.doorbell,
-            **({} if opening.poll is None else {"poll": opening.poll}),
+            poll=timedelta(milliseconds=50) if opening.poll is None else opening.poll,
+            shards=self.shards,
         )
 
 
@@ -179,6 +185,7 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
     | `cluster` | `on` for a Redis Cluster (the URL names any one node) |
     | `trim_every_ms` | how often a worker reading the stream trims it (1 s; `off`: never) |
     | `call_timeout_ms` | how long one call waits for its answer (10 s) |
+    | `shards` | how many hash tags the queue and the standings are split over (1 to 256; 1) |
 
     and the options redis-py's `from_url` takes for the connection the scheme picks.
     """
@@ -200,7 +207,9 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
             raise StoreUnavailable(
                 f"could not connect to Redis at {read.where}: {error}"
             ) from error
-        checkpointer = RedisCheckpointer(redis=client, namespace=read.namespace)
+        checkpointer = RedisCheckpointer(
+            redis=client, namespace=read.namespace, shards=read.shards
+        )
         durable = RedisDurable(checkpointer, scheduler, traffic)
         async with contextlib.AsyncExitStack() as upkeep:
             upkeep.push_async_callback(durable.close)  # first in: it runs once the sweeper stops
@@ -210,6 +219,15 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
             yield durable
     finally:
         await client.aclose()
+
+
+def _shards(given: str, shown: str) -> int:
+    """The `shards` option: a whole number from 1 to `MOST_SHARDS`."""
+    if not _DIGITS.fullmatch(given) or not 1 <= int(given) <= MOST_SHARDS:
+        raise ValueError(
+            f"shards must be a whole number from 1 to {MOST_SHARDS}, got {given!r} in {shown!r}"
+        )
+    return int(given)
 
 
 def _driver_options(connection_class: type) -> frozenset[str]:

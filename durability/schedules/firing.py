@@ -17,6 +17,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from durability.bodies import STARTED
+from durability.bodies import start as start_body
 from durability.codec import as_dict
 from durability.interfaces import Durable
 from durability.schedules.schedule import Schedule, firing_id
@@ -27,8 +29,8 @@ __all__ = ["FIRING", "HOLD", "Firing", "fire_due", "fired", "listening", "ring",
 
 log = logging.getLogger("durability.schedules")
 
-#: The key a firing's workflow finds its `Firing` under.
-FIRING = "schedule"
+#: The key a firing's workflow finds its `Firing` under: the record of its start by name.
+FIRING = STARTED
 #: How long a worker holds the firings it took before another may start them instead.
 HOLD = timedelta(seconds=30)
 #: How many due schedules one look takes.
@@ -37,23 +39,22 @@ BATCH = 100
 
 @dataclass(frozen=True, slots=True)
 class Firing:
-    """What a firing's workflow is given: its schedule, the body it names, the firing's time
-    and the schedule's input."""
+    """What a firing's workflow is started with: its schedule, the body it names, the firing's
+    time and the schedule's input (what `run.input` reads)."""
 
     schedule: str
     body: str
     at: datetime
     input: object
 
-    def to_record(self) -> dict[str, object]:
-        return {"schedule": self.schedule, "body": self.body, "at": self.at.isoformat(),
-                "input": self.input}
-
     @classmethod
     def from_record(cls, value: object) -> Firing:
+        """The firing a start record (`durability.bodies.STARTED`) tells of."""
         data = as_dict(value)
+        if "schedule" not in data:
+            raise LookupError("this workflow was not started by a schedule")
         return cls(str(data["schedule"]), str(data["body"]),
-                   datetime.fromisoformat(str(data["at"])), data["input"])
+                   datetime.fromisoformat(str(data["at"])), data["value"])
 
 
 async def fired(run: Run) -> Firing:
@@ -62,12 +63,19 @@ async def fired(run: Run) -> Firing:
 
 
 async def start(durable: Durable, schedule: Schedule, at: datetime) -> str:
-    """Start the workflow of `schedule`'s firing at `at`; return its id. The one place a firing
-    becomes a workflow: its id is fixed by the firing and its input first-writer-wins, so a
-    second start of one firing finds the first's workflow."""
+    """Start the workflow of `schedule`'s firing at `at` as the body it names, with its input
+    (`durability.bodies.start`, so `work(durable, {name: body, ...})` runs it and `run.input`
+    reads the input); return its id. The one place a firing becomes a workflow: its id is fixed
+    by the firing and its start first-writer-wins, so a second start of one firing finds the
+    first's workflow."""
     workflow = firing_id(schedule.name, at)
-    value = Firing(schedule.name, schedule.body, at, schedule.input).to_record()
-    await durable.arrive(workflow, FIRING, value)
+    try:
+        await start_body(durable, schedule.body, schedule.input, workflow,
+                         schedule=schedule.name, at=at.isoformat())
+    except ValueError:
+        # Started before as another body: the schedule's body changed between a worker taking
+        # this firing and its start being repeated. That workflow is the firing's; keep it.
+        log.warning("firing %s was started before as another body; left as it is", workflow)
     return workflow
 
 

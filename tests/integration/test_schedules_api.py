@@ -97,7 +97,7 @@ async def test_the_worker_fires_a_schedule_and_fails_a_firing_of_an_unknown_body
     assert "weekly-audit" in failed[0].failure.message
     done = (await durable.list(prefix=f"{tag}-known@", state="completed")).statuses  # type: ignore[attr-defined]
     records = await durable.checkpointer.load(done[0].workflow)
-    assert records["reported"] == {"night": str(records["schedule"]["at"])[:10],  # type: ignore[index]
+    assert records["reported"] == {"night": str(records["started"]["at"])[:10],  # type: ignore[index]
                                    "for": {"team": "ops"}}
     await schedules.remove(f"{tag}-known")
     await schedules.remove(f"{tag}-unknown")

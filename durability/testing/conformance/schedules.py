@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from durability.bodies import STARTED
 from durability.interfaces import Durable
 from durability.schedules import HOLD, Announced, Schedules, Timetabled, fired, firing_id
 from durability.split import SplitDurable
@@ -109,8 +110,8 @@ class ScheduleContract:
         started = await schedules.fire_due(T0 + MINUTE)
         assert started == [firing_id(name, T0 + MINUTE)]
         records = await durable.checkpointer.load(started[0])
-        assert records == {"schedule": {"schedule": name, "body": "report",
-                                        "at": (T0 + MINUTE).isoformat(), "input": {"to": "ops"}}}
+        assert records == {STARTED: {"body": "report", "value": {"to": "ops"}, "schedule": name,
+                                     "at": (T0 + MINUTE).isoformat()}}
         assert await _delivered(durable) == started
         stored = await schedules.get(name)
         assert stored is not None
