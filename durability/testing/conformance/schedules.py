@@ -182,6 +182,32 @@ class ScheduleContract:
             assert await asyncio.wait_for(got.get(), PATIENCE) == ("tick", {"n": 1})
         await Schedules(durable).remove(name)
 
+    async def test_a_firing_of_a_body_no_worker_runs_fails_and_is_kept(
+        self, durable: Durable
+    ) -> None:
+        name = fresh("schedule")
+        ran: asyncio.Queue[object] = asyncio.Queue()
+
+        async def known(run: Run) -> None:
+            await ran.put(run.input(lambda value: value))
+
+        schedules = Schedules(durable)
+        await schedules.add(name, "unknown-body", {"n": 1}, every=timedelta(milliseconds=100),
+                            missed="skip")
+        async with working(durable, {"known": known}, Observed(), pool=2):
+            loop = asyncio.get_running_loop()
+            give_up = loop.time() + PATIENCE
+            while not (page := await durable.list(prefix=name, state="failed")).statuses:  # type: ignore[attr-defined]
+                assert loop.time() < give_up, "the firing of an unknown body never failed"
+                await asyncio.sleep(0.05)
+            await schedules.pause(name)
+        failure = page.statuses[0].failure
+        assert failure is not None and failure.type == "UnknownBody"
+        assert "unknown-body" in failure.message
+        assert ran.empty()
+        assert await durable.checkpointer.load(page.statuses[0].workflow)  # kept, to retry
+        await schedules.remove(name)
+
     async def test_bad_schedules_are_refused_before_the_store(self, durable: Durable) -> None:
         schedules = _schedules(durable, T0)
         name = fresh("schedule")
