@@ -106,6 +106,8 @@ class ShardedStreamScheduler(RedisStreamScheduler):
             for i in range(check_shards(shards))
         )
         self.lease, self.trim_every = self.parts[0].lease, self.parts[0].trim_every
+        #: The schedules, one timetable for every shard: under the namespace's own tag.
+        self.timetable = self.parts[0].timetable
         self.namespace, self.consumer = check_namespace(namespace), consumer
         self.shards, self.shard = shards, 0
         self.marker = Marker(namespace)
@@ -255,6 +257,8 @@ class ShardedSetScheduler(RedisSetScheduler):
             for i in range(check_shards(shards))
         )
         self.lease, self.poll = self.parts[0].lease, self.parts[0].poll
+        #: The schedules, one timetable for every shard: under the namespace's own tag.
+        self.timetable = self.parts[0].timetable
         self.namespace = check_namespace(namespace)
         self.shards, self.shard = shards, 0
         #: Every shard's doorbell (None: polling alone).
