@@ -134,7 +134,10 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
     load = os.getloadavg()
     plan: list[tuple[Backend, dict[str, Any]]] = []
     skipped: dict[str, str] = {}
-    chosen = [b for b in backends if b.applies(name)]
+    # A backend the experiment has no configuration for is not chosen, and so no server is
+    # started for it (`contention` asks its questions of one store's own accounts).
+    chosen = [b for b in backends if b.applies(name)
+              and experiment.configurations(b, lab.quick)]
     for backend in chosen:
         reason = await asyncio.to_thread(skip_reason, lab, backend)
         if reason is not None:
