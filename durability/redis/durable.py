@@ -21,6 +21,7 @@ from durability.checks import positive
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.joining import Joined
 from durability.redis.marker import Marker
+from durability.redis.replicas import Wakeups
 from durability.redis.set_scheduler import RedisSetScheduler
 from durability.redis.stream_scheduler import RedisStreamScheduler
 from durability.redis.taking import Taker
@@ -42,6 +43,9 @@ class RedisDurable(SplitDurable):
     | `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
     | `finish_settled` | `settle`, `release`, the done (`settled_template.lua`) | the three |
     | `take` | the scheduler's read (not blocking), then `claim.lua` | `next_ready`, `claim` |
+
+    With `Acknowledged` the wakeup of `arrive` and `deliver` waits for the replicas too
+    (`replicas.Wakeups`); `finish`'s done does not: a lost done is one extra pass.
 
     `take` tries the one script first (a busy worker starts each pass in one round trip). When it
     finds nothing, on the stream it waits in one pipeline on a connection kept for it (a
@@ -73,7 +77,8 @@ class RedisDurable(SplitDurable):
     scheduler on different clients (different servers, perhaps).
     """
 
-    __slots__ = ("_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts", "_taker")
+    __slots__ = ("_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts", "_taker",
+                 "_wakeups")
 
     def __init__(
         self,
@@ -92,6 +97,10 @@ class RedisDurable(SplitDurable):
         )
         self._scripts = Joined(checkpointer)
         self._taker = Taker(checkpointer, scheduler, self._scripts) if self._joined else None
+        # Where writes wait for replicas, so does the wakeup an arrive or deliver answers for:
+        # a record on the replica with its wakeup lost would be a workflow nobody runs.
+        want = checkpointer.acknowledged
+        self._wakeups = None if want is None else Wakeups(scheduler.redis, scheduler, want)
 
     async def close(self) -> None:
         """End what this durable and its checkpointer started (a waiting take's reader, the
@@ -111,6 +120,13 @@ class RedisDurable(SplitDurable):
         return self._joined
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+        if self._wakeups is not None:
+            try:
+                recorded = await self._redis_checkpointer.supply(workflow, key, value)
+                await self._wakeups.wake(workflow)
+            except Unanswered as error:
+                raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
+            return recorded
         if not self._joined:  # two calls: SplitDurable says what a lost answer means
             return await super().arrive(workflow, key, value)
         try:
@@ -122,6 +138,13 @@ class RedisDurable(SplitDurable):
         return self._redis_checkpointer.calls.supplied(reply, encoded)
 
     async def deliver(self, workflow: str, value: object) -> Entry:
+        if self._wakeups is not None:
+            try:
+                entry = await self._redis_checkpointer.append(workflow, value)
+                await self._wakeups.wake(workflow)
+            except Unanswered as error:
+                raise delivery_unknown(error, workflow) from error.__cause__
+            return entry
         if not self._joined:
             return await super().deliver(workflow, value)
         try:

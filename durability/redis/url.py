@@ -27,6 +27,8 @@ from durability.redis.durable import RedisDurable
 from durability.redis.namespace import DEFAULT, check_namespace
 from durability.redis.packed_connection import PackedConnection
 from durability.redis.pooling import MOST, TidyPool
+from durability.redis.replicas import Acknowledged
+from durability.redis.replicas import read as read_replicas
 from durability.redis.set_scheduler import RedisSetScheduler
 from durability.redis.stream_scheduler import RedisStreamScheduler
 from durability.redis.trimming import sweeping
@@ -36,7 +38,8 @@ from durability.storekit.traffic import Traffic
 __all__ = ["OPTIONS", "RedisUrl", "open_url"]
 
 #: The options of a Redis URL that are ours rather than redis-py's.
-OPTIONS = ("scheduler", "namespace", "doorbell", "cluster", "trim_every_ms", "call_timeout_ms")
+OPTIONS = ("scheduler", "namespace", "doorbell", "cluster", "trim_every_ms", "call_timeout_ms",
+           "replicas", "replicas_timeout_ms")
 
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -72,6 +75,7 @@ class RedisUrl:
     doorbell: bool
     trim_every: timedelta | None
     namespace: str
+    replicas: Acknowledged | None  # what each acknowledged write waits for
     where: str  # host:port/db, for messages
     bound: float  # each call's bound, in seconds
     target: str  # the URL handed to redis-py: its own options only
@@ -104,11 +108,12 @@ class RedisUrl:
                 f"doorbell must be 'on' or 'off', and only with scheduler=set: {url!r}"
             )
         namespace = check_namespace(ours.get("namespace", DEFAULT))
+        replicas = read_replicas(ours, opening.shown)
         where = _where(opening, parts, rest)
         bound = opening.call_timeout(ours).total_seconds()
         tls = parts.scheme == "rediss"
         return cls(
-            kind, tls, cluster, doorbell == "on", trim_every, namespace, where, bound,
+            kind, tls, cluster, doorbell == "on", trim_every, namespace, replicas, where, bound,
             opening.rebuilt(rest), rest,
         )
 
@@ -179,6 +184,8 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
     | `cluster` | `on` for a Redis Cluster (the URL names any one node) |
     | `trim_every_ms` | how often a worker reading the stream trims it (1 s; `off`: never) |
     | `call_timeout_ms` | how long one call waits for its answer (10 s) |
+    | `replicas` | `N` (0 to 16): each checkpoint write, and an arrive's wakeup, waits for N |
+    | `replicas_timeout_ms` | how long each of those writes waits for its replicas (1 s) |
 
     and the options redis-py's `from_url` takes for the connection the scheme picks.
     """
@@ -200,7 +207,8 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
             raise StoreUnavailable(
                 f"could not connect to Redis at {read.where}: {error}"
             ) from error
-        checkpointer = RedisCheckpointer(redis=client, namespace=read.namespace)
+        checkpointer = RedisCheckpointer(redis=client, namespace=read.namespace,
+                                         durable=read.replicas)
         durable = RedisDurable(checkpointer, scheduler, traffic)
         async with contextlib.AsyncExitStack() as upkeep:
             upkeep.push_async_callback(durable.close)  # first in: it runs once the sweeper stops
