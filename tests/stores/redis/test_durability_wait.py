@@ -203,3 +203,12 @@ async def test_replicas_on_the_url_make_an_arrive_wait_for_its_record_and_its_wa
     async with open_durable(f"{url}&replicas=2&replicas_timeout_ms=200") as strict:
         with pytest.raises(NotAcknowledged, match="of 2"):
             await strict.arrive("wf-2", "order", {"n": 2})
+
+
+def test_too_few_acknowledgements_are_worth_asking_again() -> None:
+    """The write is on the primary; asked again once a replica is back, it is acknowledged:
+    the worker's and the API's retries treat it as the store's passing trouble."""
+    from durability.connect import unavailable
+
+    assert unavailable(NotAcknowledged("WAIT", 1, 0))
+    assert not unavailable(RuntimeError("a failure of the work"))
