@@ -1102,7 +1102,8 @@ def describe(summary: dict[str, Any]) -> str:
     lost = summary["lost_total"]
     line = (f"{summary['completed']}/{summary['workflows']} completed, "
             f"{summary['workers_killed']} workers killed, {summary['connections_cut']} cuts, "
-            f"{summary['server_restarts']} restarts ({summary['wipes']} wipes); "
+            f"{summary['server_restarts']} restarts ({summary['wipes']} wipes), "
+            f"{summary.get('failovers', 0)} failovers; "
             f"{summary['effects_duplicated']} effects repeated; lost {lost}")
     if lost:
         line += (" (detected by " + ", ".join(summary["wipes_detected_by"]) + ")"

@@ -22,7 +22,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Accounts", "Reading", "Waits", "NOTIFY_LOCK", "written"]
+__all__ = ["OURS", "Accounts", "Reading", "Waits", "NOTIFY_LOCK", "written"]
+
+#: What the lab's own statements begin with, so the accounts leave them out (the server keeps a
+#: statement's comments in `pg_stat_statements`).
+OURS = "/* lab */ "
 
 #: What `pg_locks` shows for the lock a committing transaction that sent a NOTIFY holds until
 #: its commit ends: a lock on database 0's catalogue entry, one for the whole server.
@@ -79,10 +83,12 @@ class Accounts:
             conn.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
             statements: dict[str, tuple[int, int, float]] = {}
             for query, calls, wal, ms in conn.execute(
-                "SELECT s.query, s.calls, s.wal_bytes, s.total_exec_time"
+                OURS + "SELECT s.query, s.calls, s.wal_bytes, s.total_exec_time"
                 " FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid"
                 " WHERE d.datname = %s", (self.database,)
             ).fetchall():
+                if str(query).startswith(OURS.strip()):
+                    continue
                 name = written(str(query))
                 was = statements.get(name, (0, 0, 0.0))
                 statements[name] = (was[0] + int(calls), was[1] + int(wal),
@@ -134,7 +140,7 @@ class Waits:
         conn = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
         if self.listen:
             conn.add_notify_handler(self._heard)
-            await conn.execute(f"LISTEN {self.listen}")  # a name of ours, not a user's
+            await conn.execute(f"{OURS}LISTEN {self.listen}")  # a name of ours
         task = asyncio.create_task(self._sample(conn))
         try:
             yield self
@@ -142,7 +148,7 @@ class Waits:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-            await conn.execute("SELECT 1")  # what was sent meanwhile arrives with it
+            await conn.execute(OURS + "SELECT 1")  # what was sent meanwhile arrives with it
             await conn.close()
 
     def _heard(self, _: Any) -> None:
@@ -151,11 +157,11 @@ class Waits:
     async def _sample(self, conn: Any) -> None:
         while True:
             active = await (await conn.execute(
-                "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)"
+                OURS + "SELECT coalesce(wait_event_type || ':' || wait_event, 'CPU'), count(*)"
                 " FROM pg_stat_activity WHERE datname = current_database()"
                 " AND state = 'active' AND pid <> pg_backend_pid() GROUP BY 1")).fetchall()
             blocked = await (await conn.execute(
-                "SELECT CASE WHEN locktype = 'object' AND classid = 'pg_database'::regclass"
+                OURS + "SELECT CASE WHEN locktype = 'object' AND classid = 'pg_database'::regclass"
                 " AND objid = 0 THEN %s ELSE locktype END, count(*)"
                 " FROM pg_locks WHERE NOT granted GROUP BY 1", (NOTIFY_LOCK,))).fetchall()
             self.samples += 1

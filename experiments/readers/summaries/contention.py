@@ -107,7 +107,8 @@ def draw(frame: Any) -> Any:
     for ax, phase, title, unit in (
             (axes[0][0], "arrive", "Arrivals a second (64 writers)", "arrivals per second"),
             (axes[0][1], "work", "Passes a second", "passes per second")):
-        label(ax, title, "worker processes", unit)
+        label(ax, title, "worker processes" + (" (idle, listening)" if phase == "arrive"
+                                               else ""), unit)
         for arm, (colour, name) in ARMS.items():
             part = table[(table["arm"] == arm) & (table["phase"] == phase)]
             if not len(part) or "rate" not in part:
@@ -132,5 +133,5 @@ def draw(frame: Any) -> Any:
         ax.bar([x + i * width for x in range(len(arms))], values, width=width, label=kind)
     ax.set_xticks([x + width * (len(kinds) - 1) / 2 for x in range(len(arms))],
                   [ARMS[a][1] for a in arms], rotation=12, fontsize=8)
-    ax.legend(loc="upper right", fontsize=7)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7)
     return fig
