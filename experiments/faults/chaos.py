@@ -64,6 +64,8 @@ CONFIGURATIONS: tuple[tuple[str, str], ...] = (
 )
 #: What the durable arm adds to the store's URL: a write returns once a replica has it.
 WAITING = "replicas=1&replicas_timeout_ms=1000"
+#: How long a master about to be killed runs cut off from its replica (`Chaos._failover`).
+CUT_OFF_S = 0.3
 #: Why the audit allows a workflow of the `nowait` arm to be missing.
 FAILED_OVER = "acknowledged, then lost in a failover without WAIT (found by the audit)"
 
@@ -586,7 +588,20 @@ class Chaos:
         assert cluster is not None
         roles = await asyncio.to_thread(cluster.roles)
         victim = self.rng.choice(sorted(p for p, role in roles.items() if role == "master"))
-        at = cluster.kill(victim)
+        # Its replica cut off first, for a moment: held still (SIGSTOP) and its link dropped,
+        # so what the master acknowledges meanwhile reaches no replica, the window a failover
+        # loses. (A dropped link alone is back with the backlog's writes within milliseconds:
+        # on loopback the window would be a fraction of a millisecond.)
+        replica = await asyncio.to_thread(cluster.replica_of, victim)
+        if replica is not None:
+            cluster.pause(replica, paused=True)
+        try:
+            await self._unlink(victim)
+            await asyncio.sleep(CUT_OFF_S)
+            at = cluster.kill(victim)
+        finally:
+            if replica is not None:
+                cluster.pause(replica, paused=False)
 
         def promoted() -> float:
             while True:
@@ -600,7 +615,19 @@ class Chaos:
         await asyncio.to_thread(cluster.settled)
         self.last_failover = time.time_ns()
         self.faults.append(Fault("failover", at, self.last_failover,
-                                 f"master {victim} SIGKILLed, replica promoted in {took:.1f} s"))
+                                 f"master {victim} cut from its replica for {CUT_OFF_S:g} s,"
+                                 f" SIGKILLed, replica promoted in {took:.1f} s"))
+
+    @staticmethod
+    async def _unlink(port: int) -> None:
+        """Drop the replication link of the master on `port` (its replica reconnects)."""
+        import redis.asyncio as redis
+
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+        try:
+            await client.client_kill_filter(_type="replica")
+        finally:
+            await client.aclose()
 
     async def _restart(self, *, wipe: bool) -> None:
         server = self.store.server
@@ -748,6 +775,8 @@ class Chaos:
         if any(f.kind == "worker-kill" and f.pid == before["pid"] for f in window):
             return "the worker that performed it was SIGKILLed before its record landed"
         for kind, reason in (("wipe", "the store was wiped (its record went with it)"),
+                             ("failover", "a master died, its replica promoted, before the "
+                                          "record landed or was replicated"),
                              ("server-restart", "the server restarted before its record landed"),
                              ("connections-cut", "its connection was cut before its record "
                                                  "landed")):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -84,6 +85,21 @@ class Replicated:
             finally:
                 client.close()
         return found
+
+    def replica_of(self, port: int) -> int | None:
+        """The port of the replica the master on `port` has, if it has one linked."""
+        import redis
+
+        client = redis.Redis(host=HOST, port=port, socket_timeout=2, decode_responses=True)
+        try:
+            found = client.info("replication").get("slave0")
+        finally:
+            client.close()
+        return int(found["port"]) if isinstance(found, dict) else None
+
+    def pause(self, port: int, *, paused: bool) -> None:
+        """Stop the node of `port` where it stands (SIGSTOP), or let it go on (SIGCONT)."""
+        self.processes[port].send_signal(signal.SIGSTOP if paused else signal.SIGCONT)
 
     def kill(self, port: int) -> int:
         """SIGKILL the node of `port`; the moment, in ns."""
