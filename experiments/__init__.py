@@ -6,7 +6,7 @@
     lab.register("mine", "mypkg.mymod:open_store", like="sqlite")   # a scheduler of your own
     lab.conformance("mine")                                          # the store contract on it
 
-`python -m experiments`: the README's "The lab". Every agent process imports this package, so
+`python -m experiments`: `docs/lab.md`. Every agent process imports this package, so
 importing it loads nothing heavy: the notebooks' readers come on first use.
 """
 

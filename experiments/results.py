@@ -5,7 +5,7 @@
 `describe` one line saying which run a frame came from, for a notebook to print under its
 figures.
 
-`results/` holds the reference run the README and the notebooks quote, so a run writes to a
+`results/` holds the reference run the docs and the notebooks quote, so a run writes to a
 folder of its own under `runs/` (`scratch`) unless it is told to write the reference, and
 `guard` refuses a run that would leave one folder holding quick and full runs side by side.
 """
