@@ -18,11 +18,15 @@ from typing import TYPE_CHECKING, Any
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import NoScriptError
 
+from durability.checks import to_ms
+from durability.redis.replicas import replicated
 from durability.redis.shared_connection import SharedConnection, Unsendable
 from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
+
+    from durability.redis.replicas import Acknowledged
 
 __all__ = ["ScriptBatcher"]
 
@@ -45,12 +49,18 @@ class ScriptBatcher:
 
     Only a single-node client batches; a cluster client's pipeline splits by node and gains
     little, so there each call goes straight to the script object.
+
+    With `want` (writes that wait for replicas) each pipeline ends with one `WAIT`, which
+    counts every write before it on that connection: a turn's writes wait for the replicas
+    together, and each call that ran is answered only if they have it (`NotAcknowledged`
+    otherwise). Only on a single node (a cluster client's writes do not come here waited).
     """
 
-    __slots__ = ("_client", "_shared", "_turns")
+    __slots__ = ("_client", "_shared", "_turns", "_want")
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, want: Acknowledged | None = None) -> None:
         self._client = client
+        self._want = want
         self._turns: Coalescer[_Run, Any] | None = None
         self._shared: SharedConnection | None = None
         if not isinstance(client, RedisCluster):
@@ -73,11 +83,15 @@ class ScriptBatcher:
 
     async def _send(self, calls: list[_Call], reloaded: bool = False) -> None:
         assert self._shared is not None  # batching only where there is a shared connection
-        commands = [
+        commands: list[tuple[Any, ...]] = [
             ("EVALSHA", script.sha, len(keys), *keys, *args) for (script, keys, args), _ in calls
         ]
+        want = self._want
+        if want is not None:
+            commands.append(("WAIT", want.replicas, to_ms(want.timeout)))
         try:
-            results = await self._shared.execute(commands)
+            results = await self._shared.execute(
+                commands, waits=0.0 if want is None else want.timeout.total_seconds())
         except Unsendable as refused:  # nothing was sent: that call fails, the others go on
             fail([calls[refused.index]], refused)
             rest = calls[: refused.index] + calls[refused.index + 1 :]
@@ -89,12 +103,15 @@ class ScriptBatcher:
             if not isinstance(error, Exception):
                 raise
             return
+        short = None if want is None else replicated(results.pop(), want)
         unloaded: list[_Call] = []
         for call, result in zip(calls, results, strict=True):
             if isinstance(result, NoScriptError) and not reloaded:
                 unloaded.append(call)  # the server's script cache was emptied: it did not run
             elif isinstance(result, Exception):
                 fail([call], result)
+            elif short is not None:  # it ran, on the primary alone as far as anyone knows
+                fail([call], short)
             else:
                 settle(call[1], result)
         if unloaded:

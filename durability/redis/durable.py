@@ -21,10 +21,10 @@ from durability.checks import positive
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.joining import Joined
 from durability.redis.marker import Marker
-from durability.redis.replicas import Wakeups
 from durability.redis.set_scheduler import RedisSetScheduler
 from durability.redis.stream_scheduler import RedisStreamScheduler
 from durability.redis.taking import Taker
+from durability.redis.wakeups import Wakeups
 from durability.split import SplitDurable
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
@@ -45,7 +45,7 @@ class RedisDurable(SplitDurable):
     | `take` | the scheduler's read (not blocking), then `claim.lua` | `next_ready`, `claim` |
 
     With `Acknowledged` the wakeup of `arrive` and `deliver` waits for the replicas too
-    (`replicas.Wakeups`); `finish`'s done does not: a lost done is one extra pass.
+    (`wakeups.Wakeups`); `finish`'s done does not: a lost done is one extra pass.
 
     `take` tries the one script first (a busy worker starts each pass in one round trip). When it
     finds nothing, on the stream it waits in one pipeline on a connection kept for it (a
@@ -107,6 +107,8 @@ class RedisDurable(SplitDurable):
         batches under way); the client is the caller's to close, after."""
         if self._taker is not None:
             await self._taker.close()
+        if self._wakeups is not None:
+            await self._wakeups.close()
         await self._redis_checkpointer.close()
 
     @property

@@ -2,9 +2,8 @@
 
 `waited` sends one script and, right behind it on the same connection, `WAIT` (and
 `WAITAOF`), because `WAIT` counts only the writes of the connection it arrives on; on a
-cluster the pipeline is pinned to the node that owns the script's first key. `Wakeups` sends a
-scheduler's wakeup that way, so an `arrive` or `deliver` acknowledged to its caller has its
-record and its wakeup on a replica: a master that dies after answering loses neither.
+cluster the pipeline is pinned to the node that owns the script's first key. `replicated`
+reads the one `WAIT` behind a single node's batch of writes (`batching.ScriptBatcher`).
 `read` makes the URL's `replicas` and `replicas_timeout_ms` into an `Acknowledged`.
 """
 
@@ -20,9 +19,8 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
 from durability.checks import positive, to_ms
-from durability.redis.lua import script
 
-__all__ = ["MOST_REPLICAS", "Acknowledged", "NotAcknowledged", "Wakeups", "read", "waited"]
+__all__ = ["MOST_REPLICAS", "Acknowledged", "NotAcknowledged", "read", "replicated", "waited"]
 
 #: The most replicas a write may wait for: a URL asking more names a count no deployment has.
 MOST_REPLICAS = 16
@@ -133,6 +131,15 @@ async def waited(client: Any, sent: AsyncScript, keys: Sequence[str], args: Sequ
     raise AssertionError("unreachable: the second attempt returns or raises")
 
 
+def replicated(reply: Any, want: Acknowledged) -> NotAcknowledged | None:
+    """What a `WAIT` behind a batch of writes answered, as the error each write that ran
+    gets (None: enough replicas have them)."""
+    if isinstance(reply, Exception):
+        return NotAcknowledged("WAIT", want.replicas, 0, refused=str(reply))
+    got = int(reply)
+    return None if got >= want.replicas else NotAcknowledged("WAIT", want.replicas, got)
+
+
 def _check(waits: list[tuple[str, ...]], results: list[Any], want: Acknowledged) -> None:
     """Raise `NotAcknowledged` unless the waits behind a write that ran say it has the
     acknowledgements `want` asks for."""
@@ -150,21 +157,3 @@ def _check(waits: list[tuple[str, ...]], results: list[Any], want: Acknowledged)
             raise NotAcknowledged("WAITAOF (local fsync)", 1, local)
         if replicas < want.replicas:
             raise NotAcknowledged("WAITAOF (replica fsync)", want.replicas, replicas)
-
-
-class Wakeups:
-    """A scheduler's wakeups sent each with its `WAIT` (see the module doc)."""
-
-    __slots__ = ("_client", "_scheduler", "_scripts", "_want")
-
-    def __init__(self, client: Any, scheduler: Any, want: Acknowledged) -> None:
-        self._client, self._scheduler, self._want = client, scheduler, want
-        self._scripts: dict[str, AsyncScript] = {}
-
-    async def wake(self, workflow: str) -> None:
-        """`make_ready(workflow)`, returning once `want.replicas` replicas have it."""
-        call = self._scheduler.wakeup_call(workflow)
-        found = self._scripts.get(call.name)
-        if found is None:
-            found = self._scripts[call.name] = script(self._client, call.name)
-        await waited(self._client, found, call.keys, call.args, self._want)

@@ -1,9 +1,11 @@
 """`Sender`: how a checkpointer's scripts reach the server: registered once each, then batched
 with the turn's other calls (`ScriptBatcher`) or, when writes must be acknowledged
-(`Acknowledged`), each sent with its `WAIT` (and `WAITAOF`) on the connection it ran on.
+(`Acknowledged`), sent with a `WAIT` (and `WAITAOF`) on the connection they ran on.
 
-The decision not to undo: the acknowledged path is one pipeline per write, not the batcher's,
-because `WAIT` counts the writes of the connection it arrives on and nothing else.
+The decision not to undo: an acknowledged write's `WAIT` travels on its own connection, because
+`WAIT` counts the writes of the connection it arrives on and nothing else. On a single node a
+turn's acknowledged writes share one pipeline and one `WAIT` (a batcher of their own); on a
+cluster, or with `WAITAOF`, each write is a pipeline of its own.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ _EFFECT_SLOT = "--[[EFFECT]]"
 class Sender:
     """Sends one checkpointer's scripts on `redis` (see the module doc)."""
 
-    __slots__ = ("_durable", "_effects", "_redis", "_scripts", "_version", "batcher")
+    __slots__ = ("_durable", "_effects", "_redis", "_scripts", "_version", "_waiting", "batcher")
 
     def __init__(self, redis: Client, durable: Acknowledged | None) -> None:
         self._redis = redis
@@ -42,6 +44,15 @@ class Sender:
         self._version: tuple[int, ...] | None = None
         #: Every script goes through it, but an acknowledged write (see the module doc).
         self.batcher = ScriptBatcher(redis)
+        #: A turn's acknowledged writes, one pipeline and one WAIT (a single node, no WAITAOF).
+        self._waiting = (ScriptBatcher(redis, durable) if durable is not None and not durable.aof
+                         and not isinstance(redis, RedisCluster) else None)
+
+    async def close(self) -> None:
+        """End the batches under way (see `ScriptBatcher.close`)."""
+        await self.batcher.close()
+        if self._waiting is not None:
+            await self._waiting.close()
 
     @property
     def redis(self) -> Client:
@@ -78,6 +89,8 @@ class Sender:
         """Run a script that writes: batched, or acknowledged as `durable=` asks."""
         if self._durable is None:
             return await self.batcher.run(script, keys, args)
+        if self._waiting is not None:
+            return await self._waiting.run(script, keys, args)
         return await self._acknowledged(script, keys, args, self._durable)
 
     async def read(self, script: AsyncScript, keys: Sequence[str]) -> Any:

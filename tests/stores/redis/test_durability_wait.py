@@ -212,3 +212,22 @@ def test_too_few_acknowledgements_are_worth_asking_again() -> None:
 
     assert unavailable(NotAcknowledged("WAIT", 1, 0))
     assert not unavailable(RuntimeError("a failure of the work"))
+
+
+async def test_a_turns_acknowledged_writes_share_one_wait(pair: tuple[Redis, Redis]) -> None:
+    """On a single node the writes one turn gathers travel as one pipeline ending in one
+    `WAIT`, which counts them all: every one is on the replica when its call returns."""
+    primary, replica = pair
+    store = RedisCheckpointer(
+        redis=primary, durable=Acknowledged(replicas=1, timeout=timedelta(seconds=5))
+    )
+    try:
+        await store.supply("warm", "a", 0)  # its script loaded
+        before = (await primary.info("commandstats"))["cmdstat_wait"]["calls"]
+        await asyncio.gather(*(store.supply(f"wf-{n}", "a", n) for n in range(20)))
+        waits = (await primary.info("commandstats"))["cmdstat_wait"]["calls"] - before
+        assert 1 <= waits < 20
+        for n in range(20):
+            assert await replica.hget(workflow_keys(f"wf-{n}")[0], "a") == str(n)
+    finally:
+        await store.close()
