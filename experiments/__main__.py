@@ -97,8 +97,8 @@ def _parser() -> argparse.ArgumentParser:
                          " one whose results are in the folder)")
     drawing.add_argument("--results", default=str(RESULTS),
                          help=f"the run's folder (default {shown(RESULTS)}/)")
-    said = commands.add_parser("findings", help="print the README's findings, their numbers "
-                               "and intervals computed from a run's rows, as Markdown")
+    said = commands.add_parser("findings", help="print the findings page's paragraphs, their "
+                               "numbers and intervals computed from a run's rows, as Markdown")
     said.add_argument("names", nargs="*", metavar="NAME", help="which sections (default: all of"
                       " ratios, idle, growth, wakeups, scaling, design)")
     said.add_argument("--results", default=str(RESULTS),

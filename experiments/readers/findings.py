@@ -1,11 +1,12 @@
-"""`python -m experiments findings [NAME ...] [--results DIR]`: the README's findings, their
-numbers computed from a run's rows, each with its interval or said to have none, and "not
-distinguishable at this sample size" wherever a comparison's interval allows "the same".
+"""`python -m experiments findings [NAME ...] [--results DIR]`: the paragraphs of
+`docs/findings.md`, their numbers computed from a run's rows, each with its interval or said to
+have none, and "not distinguishable at this sample size" wherever a comparison's interval
+allows "the same".
 
-The README quotes the reference run; after a rerun this prints the paragraphs again from its
+The page quotes the reference run; after a rerun this prints the paragraphs again from its
 rows, as Markdown, to paste over the old ones rather than edit numbers by hand. It writes the
 measured part only: what a paragraph adds by hand (an A/B since, why a number moved) stays the
-README's. A section whose experiments are not in the folder says so instead.
+page's. A section whose experiments are not in the folder says so instead.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from experiments.results import RESULTS
 
 __all__ = ["SECTIONS", "findings"]
 
-#: The README's rivals beside the scheduler of ours each would replace, for the headline ratios.
+#: The findings' rivals beside the scheduler of ours each would replace, for the headline ratios.
 HEADLINE = (("redis-stream", "saq"), ("postgres", "pgqueuer"))
 
 
@@ -346,7 +347,7 @@ def findings(where: Path = RESULTS, names: Sequence[str] = ()) -> str:
     return "\n\n".join(_wrapped(part) for part in parts)
 
 
-#: The README's line width, so a paragraph pastes in as it reads there.
+#: The docs' line width, so a paragraph pastes in as it reads there.
 WIDTH = 95
 
 

@@ -1,7 +1,7 @@
 """The operator's page in a real browser (Debian's Chromium, driven by Playwright) over
 Postgres and both Redis queues: the list, a failed workflow's page, its retry behind the
 confirmation, and a hostile id shown as text, never run. Screenshots of each step go to the
-test's folder (and to `$DURABILITY_PICTURES`, if set: how the README's picture is made).
+test's folder (and to `$DURABILITY_PICTURES`, if set: how the operating page's pictures are made).
 
 Without Chromium the test skips locally and fails under CI, like a store that is missing.
 """

@@ -176,7 +176,7 @@ def test_a_worker_killed_mid_payout_is_taken_over_with_no_capture_twice(
 def test_a_declined_payout_fails_is_listed_and_is_retried_through_the_api(
     shared_store_url: str, processes: Processes, tmp_path: Path, tag: str
 ) -> None:
-    """The README's failed order: the worker declines the first capture (`--declines 1`), the
+    """The service page's failed order: the worker declines the first capture (`--declines 1`), the
     order is listed as failed with its error, and `POST /orders/{id}/retry` runs it again from
     its last recorded step, so the one capture that happened happened once."""
     effects = tmp_path / "effects.log"

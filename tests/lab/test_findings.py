@@ -1,6 +1,6 @@
-"""`python -m experiments findings`: the README's findings written from a run's rows, every
-comparison with its interval (or said to have none), "not distinguishable at this sample
-size" where an interval allows the same, and what a run does not hold said rather than
+"""`python -m experiments findings`: the paragraphs of `docs/findings.md` written from a run's
+rows, every comparison with its interval (or said to have none), "not distinguishable at this
+sample size" where an interval allows the same, and what a run does not hold said rather than
 guessed. From the committed reference and from rows made up here; nothing is run."""
 
 from __future__ import annotations

@@ -87,7 +87,7 @@ class Arq:
 
     async def halt(self) -> None:
         if self.worker is not None:
-            await self.worker.close()
+            await _close(self.worker)
         if self.running is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self.running
@@ -112,6 +112,21 @@ class Arq:
         if self.client is not None:
             await self.client.aclose()
             self.client = None
+
+
+async def _close(worker: Any) -> None:
+    """`Worker.close()`, which cancels the jobs still running and then gathers them without
+    `return_exceptions`: a job it cut short comes out of it as that job's `CancelledError`
+    before the pool is closed. Only a cancel of this task itself goes on up; otherwise the pool
+    is closed here, as `close()` would have."""
+    try:
+        await worker.close()
+    except asyncio.CancelledError:
+        task = asyncio.current_task()
+        if task is not None and task.cancelling():
+            raise
+        await asyncio.gather(*worker.tasks.values(), return_exceptions=True)
+        await worker.pool.close(close_connection_pool=True)
 
 
 if __name__ == "__main__":

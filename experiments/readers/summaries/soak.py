@@ -1,4 +1,4 @@
-"""The soak read back (`python -m experiments soak` writes it): the README's table from its
+"""The soak read back (`python -m experiments soak` writes it): the soak page's table from its
 metadata, each store's first, last and most of every sample with the RSS slope (`table`), and
 the figure: a row a measure, a column a store, the faults marked (`draw`)."""
 
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
 
 def table(meta: dict[str, Any]) -> str:
-    """The README's table from `soak.json`: each store's first and last sample of the soak
+    """The soak page's table from `soak.json`: each store's first and last sample of the soak
     (arrivals running) and the most it reached, the RSS slope per hour over the second half,
     and what the queue held once the arrivals stopped and it drained."""
 
