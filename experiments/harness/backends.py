@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 __all__ = ["BACKENDS", "ENVIRONMENT", "OPEN", "Backend", "Place", "from_environment", "select"]
 
@@ -137,6 +137,11 @@ BACKENDS: dict[str, Backend] = {
                 about="procrastinate: Postgres, LISTEN/NOTIFY"),
     ]
 }
+
+
+#: `scale-out` measures a cluster's nodes one by one: only the cluster backends have nodes.
+BACKENDS = {name: b if b.server == "cluster" else replace(b, skip=b.skip | {"scale-out"})
+            for name, b in BACKENDS.items()}
 
 
 def from_environment(text: str | None) -> list[Backend]:

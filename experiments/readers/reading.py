@@ -18,6 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from experiments.catalogue import module_name
 from experiments.results import RESULTS, describe, is_reference, load, metadata, modes
 
 __all__ = ["DEFAULT", "blank", "figure", "frame", "ms", "overview", "pick", "prose", "reads",
@@ -67,7 +68,7 @@ def table(name: str, where: Path | None = None) -> Any:
 
 @functools.lru_cache(maxsize=32)
 def _summary(name: str, where: Path, stamp: int) -> Any:
-    module = importlib.import_module(f"experiments.readers.summaries.{name}")
+    module = importlib.import_module(f"experiments.readers.summaries.{module_name(name)}")
     return module.summary(load(name, where))
 
 
@@ -113,7 +114,7 @@ def figure(name: str, where: Path | None = None) -> Any:
     import matplotlib.pyplot as plt
     from IPython.display import Image
 
-    module = importlib.import_module(f"experiments.readers.summaries.{name}")
+    module = importlib.import_module(f"experiments.readers.summaries.{module_name(name)}")
     drawn = module.draw(frame(name, where))
     buffer = io.BytesIO()
     drawn.savefig(buffer, format="png", bbox_inches="tight")

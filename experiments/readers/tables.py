@@ -507,7 +507,10 @@ def views(name: str, frame: Any) -> list[View]:
     summary as it is, numbers shown by `number`."""
     import importlib
 
-    summary = importlib.import_module(f"experiments.readers.summaries.{name}").summary(frame)
+    from experiments.catalogue import module_name
+
+    found = importlib.import_module(f"experiments.readers.summaries.{module_name(name)}")
+    summary = found.summary(frame)
     shown = _VIEWS.get(name)
     if shown is not None:
         return shown(frame, summary)

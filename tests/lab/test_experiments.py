@@ -38,7 +38,11 @@ EXPECTED = {
     "throughput": {"passes_per_s", "passes", "span", "worker_cpu_per_pass"},
     "scaling": {"cost"},
     "wakeups": {"races", "lost"},
+    "scale-out": {"passes_per_s", "node_cpu_per_pass", "node_commands_per_pass",
+                  "busiest_share", "busiest_cpu_per_pass"},
 }
+#: What needs a cluster's nodes, so runs on nothing else (tests/lab/test_scale_out.py).
+CLUSTER_ONLY = ("scale-out",)
 
 
 @pytest.fixture
@@ -71,7 +75,8 @@ def _check(name: str, rows: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
-@pytest.mark.parametrize("name", [n for n in EXPERIMENTS if n != "takeover"])
+@pytest.mark.parametrize("name", [n for n in EXPERIMENTS
+                                  if n != "takeover" and n not in CLUSTER_ONLY])
 async def test_every_experiment_gives_well_formed_rows(lab: Lab, name: str, backend: str
                                                        ) -> None:
     chosen = BACKENDS[backend]
