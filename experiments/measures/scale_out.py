@@ -29,7 +29,7 @@ TITLE = "per-node cost and load share as Redis Cluster nodes and shards are adde
 MASTERS = (1, 2, 3, 6)
 SHARDS = (1, 2, 4, 8, 16)
 PROCESSES = (1, 2, 4)
-QUICK_MASTERS, QUICK_SHARDS, QUICK_PROCESSES = (1, 3), (1, 4), (1, 2)
+QUICK_MASTERS, QUICK_SHARDS, QUICK_PROCESSES = (1, 2, 3), (1, 4), (1, 2)
 #: What a run may set beside the configurations' own parameters (`experiments.commands.overrides`).
 SETTINGS = {"workflows": "workflows preloaded per configuration"}
 

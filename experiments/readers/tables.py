@@ -503,15 +503,16 @@ _VIEWS: dict[str, Callable[[Any, Any], list[View]]] = {
 
 
 def views(name: str, frame: Any) -> list[View]:
-    """`name`'s tables from its rows; an experiment with no view of its own here shows its
-    summary as it is, numbers shown by `number`."""
+    """`name`'s tables from its rows; an experiment with no view of its own (here, or as
+    `views` beside its summary) shows its summary as it is, numbers shown by `number`."""
     import importlib
 
     from experiments.catalogue import module_name
 
     found = importlib.import_module(f"experiments.readers.summaries.{module_name(name)}")
     summary = found.summary(frame)
-    shown = _VIEWS.get(name)
+    # An experiment's views live here, or beside its summary (`views(frame, summary)`).
+    shown = _VIEWS.get(name) or getattr(found, "views", None)
     if shown is not None:
         return shown(frame, summary)
     return [View(name, name, summary.map(number))]

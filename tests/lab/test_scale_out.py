@@ -111,3 +111,20 @@ def test_the_ceiling_is_the_busiest_nodes_cost_turned_into_a_rate() -> None:
     assert checked.loc[1, "busiest_cpu"] == pytest.approx(0.8)
     assert checked.loc[1, "rate"] == pytest.approx(1.0)
     assert 4 not in checked.index  # no one-master run at 4 shards to hold it against
+
+
+def test_the_report_shows_the_projection_each_node_and_the_check() -> None:
+    import pandas
+
+    from experiments.readers.tables import views
+
+    rows = []
+    for processes in (1, 2):
+        rows += _run(1, 1, processes, 0, [0.25], 900.0)
+        rows += _run(2, 1, processes, 0, [0.2, 0.05], 900.0)
+    shown = {v.key: v for v in views("scale-out", pandas.DataFrame(rows))}
+    assert list(shown) == ["ceiling", "rates", "nodes", "check"]
+    ceiling = shown["ceiling"].table.reset_index()
+    assert list(ceiling["ceiling a second, 95%"]) == ["4,000", "5,000"]
+    assert any("no `shards` option" in note for note in shown["ceiling"].notes)
+    assert len(shown["nodes"].table) == 2  # the two masters of the two-master runs, by rank

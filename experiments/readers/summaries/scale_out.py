@@ -187,3 +187,82 @@ def draw(frame: Any) -> Any:
     fig.legend(handles=handles, loc="outside lower center", ncol=2)
     fig.suptitle(f"Assumes {ASSUMES}", fontsize=7, wrap=True)
     return fig
+
+
+def views(frame: Any, summary_: Any) -> list[Any]:
+    """The tables `report` prints and the notebook shows: the projection (`ceiling`), the
+    rates measured here (`rates`), each node by rank (`nodes`) and the check two masters on
+    two cores allow (`check`)."""
+    from experiments.readers.tables import SAME, TIMES, View, agreed, number, span
+    from experiments.readers.uncertainty import LEVEL, Interval, distinguishable
+
+    level = f"{LEVEL:.0%}"
+
+    def told(estimate: float, lo: float, hi: float) -> str:
+        """"n (lo-hi)", or n alone where every run gave the same to the digits shown."""
+        inner = "" if agreed(estimate, lo, hi) else span(lo, hi)
+        return f"{number(estimate)} ({inner})" if inner else number(estimate)
+
+    def framed(rows: list[dict[str, Any]], index: list[str]) -> Any:
+        import pandas
+
+        table = pandas.DataFrame(rows)
+        return table.set_index(index) if len(table) else table
+
+    keys = ["backend", "masters", "shards"]
+    rows = [{**{k: r[k] for k in keys}, "runs": number(r["runs"]),
+             "nodes' CPU ms a pass": number(r["nodes_cpu_per_pass"]),
+             "busiest's CPU ms": number(r["busiest_cpu_per_pass"]),
+             "busiest's share": number(r["busiest_share"]),
+             f"ceiling a second, {level}": told(r["ceiling"], r["ceiling_lo"], r["ceiling_hi"]),
+             "N·X": number(r["even"])} for _, r in summary_.iterrows()]
+    refused = "shards_option" in summary_ and not bool(summary_["shards_option"].all())
+    found = [View("ceiling", "The busiest master's cost per pass and the ceiling it projects, "
+                  "one master per machine", framed(rows, keys),
+                  (f"ceiling = 1000 / the busiest master's CPU ms a pass; its {level} interval "
+                   "a bootstrap over the configuration's runs (each count of worker processes "
+                   "and repeat); N·X: one master's ceiling times the masters, what shards "
+                   "spread evenly at no extra cost would give", f"assumes {ASSUMES}",
+                   *(["this store has no `shards` option: only the single-slot layout "
+                      "(shards=1) was measured"] if refused else [])))]
+    counts = sorted(int(c.split("@")[1]) for c in summary_.columns
+                    if c.startswith("passes_per_s@"))
+    rows = [{**{k: r[k] for k in keys},
+             **{f"{TIMES}{n}": number(r.get(f"passes_per_s@{n}")) for n in counts},
+             "worker CPU ms a pass": number(r["worker_cpu_per_pass"]),
+             "busiest busy": f"{r['busy']:.0%}"} for _, r in summary_.iterrows()]
+    found.append(View("rates", "Passes a second measured here, by worker processes",
+                      framed(rows, keys),
+                      ("every master and worker shares this machine's two cores, so these "
+                       "rates are bound by the workers' CPU, not by a master; busiest busy: "
+                       "the busiest master's CPU over the run's span at the most processes",)))
+    ranked = nodes(frame)
+    rows = [{**{k: r[k] for k in keys}, "node (1: busiest)": int(r["rank"]),
+             "CPU ms a pass": number(r["cpu_per_pass"]),
+             "commands a pass": number(r["commands_per_pass"])}
+            for _, r in ranked.iterrows() if r["masters"] > 1]
+    found.append(View("nodes", "Each master's load, ranked within each run",
+                      framed(rows, [*keys, "node (1: busiest)"]),
+                      ("commands: `INFO commandstats` calls, a script's inner commands "
+                       "included; CPU: `INFO cpu`, user + system; medians over the runs",)))
+    checked = check(frame)
+    rows = []
+    for _, r in checked.iterrows():
+        cells = {}
+        for name, label in (("nodes_cpu", "nodes' CPU a pass, 2 / 1"),
+                            ("busiest_cpu", "busiest's CPU a pass, 2 / 1"),
+                            ("rate", f"rate at {TIMES}{int(r['processes'])}, 2 / 1")):
+            interval = Interval(r[name], r[f"{name}_lo"], r[f"{name}_hi"], 1)
+            shown = told(r[name], r[f"{name}_lo"], r[f"{name}_hi"])
+            cells[label] = shown if distinguishable(interval) else f"{shown} {SAME}"
+        rows.append({"backend": r["backend"], "shards": r["shards"], **cells,
+                     "share at 2": number(r["share_at_two"]),
+                     "busiest busy at 1": f"{r['busy_at_one']:.0%}"})
+    if rows:
+        found.append(View("check", "What two masters on two cores check: two masters over one",
+                          framed(rows, ["backend", "shards"]),
+                          (f"{level} intervals: a bootstrap over both sides' runs; {SAME}: the "
+                           "interval holds 1", "the projection predicts: nodes' CPU 1 (a "
+                           "split adds no work), busiest's CPU the share at 2, and a rate of "
+                           "1 here, where the workers, not a master, are the bound")))
+    return found
