@@ -461,9 +461,10 @@ Every scheduler this project ships, and the job queues people would pick instead
 the lab on one machine against every measure that decides a queue design. Each measure has a
 notebook of its own: [latency](latency.ipynb), [idle cost](idle.ipynb),
 [growth](growth.ipynb), [takeover](takeover.ipynb), [throughput](throughput.ipynb),
-[scaling](scaling.ipynb); [choosing](choosing.ipynb) holds the design documents' own
-comparison table, reproduced with numbers. An empty cell is a measure not taken for that
-backend (the rivals have no checkpoint to scale, and no counting hook of ours).
+[scaling](scaling.ipynb), and past one node on a Redis Cluster [scale-out](scale-out.ipynb);
+[choosing](choosing.ipynb) holds the design documents' own comparison table, reproduced with
+numbers. An empty cell is a measure not taken for that backend (the rivals have no checkpoint
+to scale, and no counting hook of ours).
 """),
     code("run_line('latency', 'idle', 'takeover', 'throughput', 'growth', 'scaling')"),
     md("## Speed and what waiting costs"),
