@@ -25,7 +25,7 @@ from durability.checks import (
     positive,
     to_ms,
 )
-from durability.codec import Codec
+from durability.codec import Codec, decode_checkpoint
 from durability.redis.lua import ScriptCall
 from durability.values import STATES, Entry, Pass, Recorded
 
@@ -47,7 +47,7 @@ class CheckpointCalls:
     """Builds one namespace's checkpoint calls and reads their replies (see the module doc).
 
     `keys(workflow)` gives a workflow's three keys (records, claim, order), `ttl_ms` the
-    expiry every write pushes them to, `standing_keys` the ledger's seven keys."""
+    expiry every write pushes them to, `standing_keys` the ledger's eight keys."""
 
     __slots__ = ("_codec", "_keys", "standing_keys", "ttl_ms")
 
@@ -73,8 +73,10 @@ class CheckpointCalls:
             return None
         token, deadline = int(reply[0]), int(reply[1])
         # The script read the checkpoint as it took the claim: the pass needs no `load`.
-        records = self.records(records_of(reply[2]))
-        return Pass(workflow, token, alive, from_server_ms(deadline), records)
+        flat = records_of(reply[2])
+        pairs = ((flat[i], flat[i + 1]) for i in range(0, len(flat), 3))
+        records, ordinals = decode_checkpoint(self._codec, pairs)
+        return Pass(workflow, token, alive, from_server_ms(deadline), records, ordinals)
 
     def records(self, flat: list[Any]) -> dict[str, object]:
         """The decoded records of a `records_of` list, by key, in first-recorded order."""

@@ -160,6 +160,35 @@ class RedisDurable(SplitDurable):
         reply = await self._redis_scheduler.regrouped(batcher.run, script, keys, args)
         return bool(int(reply[1]))
 
+    async def finish_ended(
+        self,
+        holder: Pass,
+        delivery: Delivery,
+        key: str,
+        value: object,
+        state: str,
+        detail: Mapping[str, object],
+    ) -> bool:
+        """The ending (under the pass's token), the release, the standing and the done as one
+        script (`ended_template.lua`) when joined; else `end_release.lua` alone, then the
+        standing on the namespace's slot, then the done (so on a cluster a status may read the
+        standing from before the pass for a moment after its claim is released)."""
+        ending = self._redis_checkpointer.end_release(holder, key, value)
+        if not self._joined:
+            if not int(await self._redis_checkpointer.run_call(ending)):
+                return False
+            await self._redis_checkpointer.settle(holder, state, detail)
+            await self._redis_scheduler.done(delivery)
+            return True
+        stand = self._redis_checkpointer.calls.settle(holder, state, detail)
+        done = self._redis_scheduler.done_call(delivery)
+        script = self._scripts.ended(done.name)
+        keys = [*ending.keys, *stand.keys, *done.keys]
+        args = [len(ending.args), len(stand.args), *ending.args, *stand.args, *done.args]
+        batcher = self._redis_checkpointer.batcher
+        reply = await self._redis_scheduler.regrouped(batcher.run, script, keys, args)
+        return bool(int(reply[0]))
+
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         """The read and the claim in one script a look when joined (`taking.Taker`), else
         `next_ready` then `claim` (`SplitDurable.take`)."""

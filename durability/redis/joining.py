@@ -22,12 +22,13 @@ __all__ = ["Joined"]
 class Joined:
     """The joined scripts of one checkpointer's client (see the module doc)."""
 
-    __slots__ = ("_checkpointer", "_scripts", "_settled")
+    __slots__ = ("_checkpointer", "_ended", "_scripts", "_settled")
 
     def __init__(self, checkpointer: RedisCheckpointer) -> None:
         self._checkpointer = checkpointer
         self._scripts: dict[tuple[str, str], AsyncScript] = {}
         self._settled: dict[tuple[str, str], AsyncScript] = {}  # (release, done) -> settled
+        self._ended: dict[str, AsyncScript] = {}  # done -> the ending's finish
 
     async def run(self, first: ScriptCall, then: ScriptCall) -> Any:
         """Run `first` (a checkpoint script) and then `then` (a scheduler script) as one script;
@@ -68,6 +69,20 @@ class Joined:
             found = self._settled[(release, done)] = self._registered(
                 text, f"{release}+settle+{done}"
             )
+        return found
+
+    def ended(self, done: str) -> AsyncScript:
+        """The ending with the release, then the standing and the done, as one script
+        (`ended_template.lua`)."""
+        found = self._ended.get(done)
+        if found is None:
+            text = source("prelude") + (
+                source("ended_template")
+                .replace("--[[FIRST]]", source("end_release"))
+                .replace("--[[STAND]]", source("settle"))
+                .replace("--[[THEN]]", source(done))
+            )
+            found = self._ended[done] = self._registered(text, f"end_release+settle+{done}")
         return found
 
     def take(self, read: str) -> AsyncScript:

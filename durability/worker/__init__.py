@@ -13,9 +13,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 
+from durability.bodies import by_name
 from durability.clock import utcnow
 from durability.failures import ONCE, Retry
 from durability.interfaces import Durable
@@ -54,7 +55,7 @@ __all__ = [
 
 async def work(
     durable: Durable,
-    body: Callable[[Run], Awaitable[object]],
+    body: Callable[[Run], Awaitable[object]] | Mapping[str, Callable[[Run], Awaitable[object]]],
     *,
     pool: int = 16,
     budget: timedelta = timedelta(minutes=5),
@@ -110,6 +111,8 @@ async def work(
     scheduler (a second by default; `trim_every_ms` in the URL, `off` for never). `trim=False`
     leaves the queue to something else.
 
+    `body` may map names to bodies: each workflow runs the one it was `durable.start`ed as.
+
     Nothing a body raises ends the worker: it is recorded (`durability.failures`). Only these
     two stop it:
 
@@ -127,5 +130,6 @@ async def work(
         durable, pool=pool, budget=budget, tick=tick, within=within, contended=contended,
         sweep=sweep, readers=readers, grace=grace, retry=retry,
     )
-    crew = Crew(durable, body, settings, observer=observer, clock=clock, trim=trim)
+    run_body = by_name(body) if isinstance(body, Mapping) else body
+    crew = Crew(durable, run_body, settings, observer=observer, clock=clock, trim=trim)
     await run(crew, stop)

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
+
+from experiments.refusals import BadInput
 
 __all__ = ["BACKENDS", "ENVIRONMENT", "OPEN", "Backend", "Place", "from_environment", "select"]
 
@@ -68,7 +70,18 @@ class Backend:
         return self.store == "memory"
 
     def applies(self, experiment: str) -> bool:
+        if experiment in _NODES and self.server != "cluster":
+            return False
         return experiment not in self.skip
+
+    def left_out(self, experiment: str) -> str | None:
+        """Why `experiment` leaves this backend out (said beside the run's skipped ones), or
+        None where it takes part."""
+        if self.applies(experiment):
+            return None
+        if experiment in _NODES and self.server != "cluster":
+            return "it measures a cluster's nodes one by one, and only a cluster has them"
+        return _WHY.get(self.skip, f"{experiment} does not measure {self.name}")
 
     def url(self, place: Place, extra: str = "") -> str:
         """The store URL of this backend in `place` (ours only), with `extra` URL options."""
@@ -94,6 +107,18 @@ _SAME_CODE = frozenset({"takeover", "scaling", "wakeups"})
 #: none of them. Every other experiment asks its question of the rivals too.
 _OURS_ONLY = frozenset({"scaling"})
 _CLUSTER = frozenset({"idle", "growth", "takeover", "scaling", "wakeups"})
+#: What only a backend on a Redis Cluster takes part in: `scale-out` reads each node's counters.
+_NODES = frozenset({"scale-out"})
+#: Why each of the sets above leaves a backend out, as a run says it.
+_WHY = {
+    _NOT_MEMORY: "in one process: there is no worker to kill and another to take over",
+    _POLLED: "polling changes how a reader waits, not what the queue holds: its growth is "
+             "its twin's without the poll",
+    _SAME_CODE: "the same scheduler code as on Redis 7: measured where the server's version "
+                "matters",
+    _OURS_ONLY: "the experiment times our stores' own operations, which a rival has none of",
+    _CLUSTER: "a cluster is measured where it changes the answer (latency, throughput)",
+}
 
 BACKENDS: dict[str, Backend] = {
     b.name: b
@@ -139,10 +164,6 @@ BACKENDS: dict[str, Backend] = {
 }
 
 
-#: `scale-out` measures a cluster's nodes one by one: only the cluster backends have nodes.
-BACKENDS = {name: b if b.server == "cluster" else replace(b, skip=b.skip | {"scale-out"})
-            for name, b in BACKENDS.items()}
-
 
 def from_environment(text: str | None) -> list[Backend]:
     """The backends `LAB_BACKENDS` holds (none for None or empty), as `registry.register`
@@ -176,7 +197,7 @@ def select(names: Iterable[str] | None) -> list[Backend]:
         else:
             matched = [BACKENDS[name]] if name in BACKENDS else []
         if not matched:
-            raise ValueError(f"no backend {name!r}; choose from {', '.join(BACKENDS)}")
+            raise BadInput(f"no backend {name!r}; choose from {', '.join(BACKENDS)}")
         for backend in matched:
             chosen[backend.name] = backend
     return [b for b in BACKENDS.values() if b.name in chosen]

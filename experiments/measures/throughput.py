@@ -53,8 +53,10 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
     rows = window.rows()
     if window.probed is not None and server is not None:
         counts, server_cpu = Counters.delta(*window.probed)
-        rows.append({"metric": "server_requests_per_pass",
-                     "value": server_requests(counts, server.kind) / window.passes, "unit": "1"})
+        if server.kind != "cluster":  # one node's counters: not the run's requests
+            rows.append({"metric": "server_requests_per_pass",
+                         "value": server_requests(counts, server.kind) / window.passes,
+                         "unit": "1"})
         if "writes" in counts:  # Postgres: transactions that wrote, each a commit
             rows.append({"metric": "server_commits_per_pass",
                          "value": counts["writes"] / window.passes, "unit": "1"})
