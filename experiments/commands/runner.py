@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from experiments.catalogue import EXPERIMENTS
+from experiments.catalogue import EXPERIMENTS, module_name
 from experiments.commands.overrides import apply
 from experiments.commands.progress import bars
 from experiments.harness.backends import Backend
@@ -42,7 +42,7 @@ __all__ = ["module", "run", "versions"]
 def module(name: str) -> ModuleType:
     if name not in EXPERIMENTS:
         raise BadInput(f"no experiment {name!r}; choose from {', '.join(EXPERIMENTS)}")
-    return importlib.import_module(f"experiments.measures.{name}")
+    return importlib.import_module(f"experiments.measures.{module_name(name)}")
 
 
 def skip_reason(lab: Lab, backend: Backend) -> str | None:

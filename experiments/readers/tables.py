@@ -623,17 +623,20 @@ _VIEWS: dict[str, Callable[[Any, Any], list[View]]] = {
 
 def views(name: str, frame: Any, summary: Any = None) -> list[View]:
     """`name`'s tables from its rows (and its `summary` of them, made here unless given);
-    an experiment with no view of its own here shows its summary as it is, numbers shown by
-    `number`."""
+    an experiment with no view of its own (here, or as `views` beside its summary) shows its
+    summary as it is, numbers shown by `number`."""
     import importlib
 
+    from experiments.catalogue import module_name
     from experiments.readers.figures import in_order
 
     frame = in_order(frame)
+    found = importlib.import_module(f"experiments.readers.summaries.{module_name(name)}")
     if summary is None:
-        summary = importlib.import_module(f"experiments.readers.summaries.{name}").summary(frame)
+        summary = found.summary(frame)
     summary = in_order(summary)
-    shown = _VIEWS.get(name)
+    # An experiment's views live here, or beside its summary (`views(frame, summary)`).
+    shown = _VIEWS.get(name) or getattr(found, "views", None)
     if shown is not None:
         return shown(frame, summary)
     return [View(name, name, summary.map(number))]

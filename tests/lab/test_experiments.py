@@ -41,9 +41,13 @@ EXPECTED = {
     "wakeups": {"races", "lost"},
     "contention": {"rate", "operations", "wal_bytes_per_op", "writes_per_op",
                    "statements_per_op", "statement_calls", "waiting"},
+    "scale-out": {"passes_per_s", "node_cpu_per_pass", "node_commands_per_pass",
+                  "busiest_share", "busiest_cpu_per_pass"},
 }
 #: The experiments that ask their question of one store alone (none of memory's or SQLite's).
 ONE_STORE = ("contention",)
+#: What needs a cluster's nodes, so runs on nothing else (tests/lab/test_scale_out.py).
+CLUSTER_ONLY = ("scale-out",)
 
 
 @pytest.fixture
@@ -77,7 +81,8 @@ def _check(name: str, rows: list[dict[str, Any]]) -> None:
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
 @pytest.mark.parametrize("name", [n for n in EXPERIMENTS
-                                  if n != "takeover" and n not in ONE_STORE])
+                                  if n != "takeover" and n not in ONE_STORE
+                                  and n not in CLUSTER_ONLY])
 async def test_every_experiment_gives_well_formed_rows(lab: Lab, name: str, backend: str
                                                        ) -> None:
     chosen = BACKENDS[backend]
