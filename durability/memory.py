@@ -36,6 +36,7 @@ from durability.clock import Clock, utcnow
 from durability.codec import Codec, JsonCodec, decode_checkpoint
 from durability.deprecation import Reclaim
 from durability.endings import ENDING
+from durability.schedules.timetable import MemoryTimetable
 from durability.signals import Fenced
 from durability.storekit.sorted_ids import SortedIds
 from durability.storekit.traffic import Traffic
@@ -458,6 +459,8 @@ class MemoryScheduler(Reclaim):
         self._sleeping: dict[str, datetime] = {}
         self._ids = itertools.count(1)
         self._waiters: deque[asyncio.Future[None]] = deque()
+        #: The schedules kept beside this queue (`durability.schedules`).
+        self.timetable = MemoryTimetable()
 
     @_counted
     async def prepare(self) -> None:
