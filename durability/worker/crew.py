@@ -6,11 +6,13 @@ other worker state; nothing here runs on its own."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any
 
+from durability.bodies import start
 from durability.checks import positive
 from durability.faults import StoreDown, patiently
 from durability.interfaces import (
@@ -49,6 +51,8 @@ class Crew:
         trim: bool = True,
     ) -> None:
         self.durable = durable
+        #: How a pass starts a child workflow (`Run.child`).
+        self.starter = functools.partial(start, durable)
         self.checkpointer: Checkpointer = durable.checkpointer
         self.scheduler: Scheduler = durable.scheduler
         self.lease = positive("lease", self.scheduler.lease)

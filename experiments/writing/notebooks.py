@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NOTEBOOKS", "PARAMETERS", "READS", "book", "build", "save"]
+__all__ = ["KERNEL", "NOTEBOOKS", "PARAMETERS", "READS", "book", "build", "save"]
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "notebooks"
@@ -34,10 +34,16 @@ RUN = {run!r}  # which run this reads: None, the reference run in results/; 'lat
 READS = """
 import experiments as lab
 from experiments import (blank, figure, frame, ms, overview, pick, prose, resampled, run_line, say, shown,
-                         table, times, versus)
+                         summary, table, times, versus)
 lab.use(RUN)
-lab.reads()
+lab.reads(hint='set `RUN` above, or call `lab.use(path)`')
 """
+
+
+#: The kernel the notebooks name: the one ipykernel installs in `.venv`, named as it names
+#: itself, so JupyterLab finds nothing to correct on opening one and saves it unchanged (a
+#: "Python 3" here made every notebook opened a change to the checkout).
+KERNEL = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
 def md(text: str) -> Cell:
@@ -61,7 +67,7 @@ schedulers also run at several poll intervals, since the poll is their floor.
     code("run_line('latency')"),
     code("figure('latency')"),
     code("""
-t = table('latency')
+t = summary('latency')
 shown('latency', 'headline')
 """),
     code("""
@@ -154,7 +160,7 @@ and CPU seconds per second of worker and server.
 """),
     code("run_line('idle')"),
     code("figure('idle')"),
-    code("t = table('idle').set_index(['backend', 'variant'])\nshown('idle')"),
+    code("t = summary('idle').set_index(['backend', 'variant'])\nshown('idle')"),
     code("""
 def v(backend, column='worker_requests', variant='default'):
     try:
@@ -176,10 +182,11 @@ server too.\"\"\")
 """),
     md("Where an idle worker's requests go, by name (per second):"),
     code("""
+from experiments.readers.figures import order
 f = frame('idle')
 named = f[f.metric == 'worker_request'].pivot_table(index='request', columns='backend',
                                                      values='value', aggfunc='median')
-blank(named)
+blank(named[order(named.columns)])
 """),
 ]
 
@@ -195,13 +202,16 @@ members, rows; and their bytes) is sampled throughout. The stream scheduler runs
 """),
     code("run_line('growth')"),
     code("figure('growth')"),
-    code("t = table('growth')\nshown('growth')"),
+    code("t = summary('growth')\nshown('growth')"),
     code("""
 def g(backend, trimming, column='peak_entries'):
     rows = t[(t.backend == backend) & (t.trimming.astype(str) == str(trimming))]
     return float(rows[column].iloc[0]) if len(rows) else float('nan')
 
 wakeups = float(t['wakeups'].max())
+most = int(t['repeats'].max()) if 'repeats' in t else 1
+runs = ("Each is one run's figure, with nothing to resample: no interval." if most == 1 else
+        f"Each is the median of {most} runs; the table above gives its interval where the runs differ.")
 ends = (g('redis-stream', True, 'final_entries'), g('redis-stream-8.2', True, 'final_entries'))
 ended = ('ends empty on both' if ends == (0, 0) else
          f'ends at {ends[0]:,.0f} and {ends[1]:,.0f} entries')
@@ -213,8 +223,7 @@ the `MINID` trim this project runs where `XTRIM ... ACKED` is missing keeps Redi
 8.2. The sorted set never holds more than one member per workflow (peak
 {g('redis-set', ''):,.0f}); the SQL queues hold one row per workflow too (postgres
 {g('postgres', ''):,.0f}, sqlite {g('sqlite', ''):,.0f}), though Postgres' table keeps its size
-on disk ({g('postgres', '', 'final_kib'):,.0f} KiB at the end) until vacuum. Each is one run's
-figure, with nothing to resample: no interval.\"\"\")
+on disk ({g('postgres', '', 'final_kib'):,.0f} KiB at the end) until vacuum. {runs}\"\"\")
 """),
 ]
 
@@ -230,7 +239,7 @@ a quarter of the lease, at most a second). Each trial starts from idle workers.
 """),
     code("run_line('takeover')"),
     code("figure('takeover')"),
-    code("t = table('takeover')\nshown('takeover')"),
+    code("t = summary('takeover')\nshown('takeover')"),
     code("""
 from experiments.readers.summaries.takeover import TYPICAL
 # ours alone: a rival's kills (mid-job) are at its own settings, with no lease + tick bound
@@ -272,7 +281,7 @@ own counts (`durable.traffic`).
 """),
     code("run_line('throughput')"),
     code("figure('throughput')"),
-    code("t = table('throughput')\nshown('throughput', 'rates', 'costs')"),
+    code("t = summary('throughput')\nshown('throughput', 'rates', 'costs')"),
     code("""
 def r(backend, processes=1, column='passes_per_s', variant='default'):
     rows = t[(t.backend == backend) & (t.processes == processes) & (t.variant == variant)]
@@ -339,7 +348,7 @@ about 1 is linear in the size.
 """),
     code("run_line('scaling')"),
     code("figure('scaling')"),
-    code("t = table('scaling')\nshown('scaling')"),
+    code("t = summary('scaling')\nshown('scaling')"),
     code("""
 from experiments.readers.summaries.scaling import FLAT
 
@@ -410,7 +419,7 @@ a cost against its size (0: flat, 1: linear): a checkpoint's records, the workfl
 sleeping, and cancelling one of them; a slope under 0.2 either way is flat, and one below 0
 is noise (see [scaling](scaling.ipynb)).
 """),
-    code("figure('latency')"),
+    code("figure('latency', rate=20)"),
     code("figure('throughput')"),
     md("## When to choose which"),
     code("""
@@ -497,7 +506,7 @@ nothing sent), and the queue table hash-partitioned by workflow into four (*part
 """),
     code("run_line('contention')"),
     code("figure('contention')"),
-    code("t = table('contention')\nshown('contention', 'bounds')"),
+    code("t = summary('contention')\nshown('contention', 'bounds')"),
     code("""
 def c(arm, processes, phase, column='rate'):
     rows = t[(t.arm == arm) & (t.processes == processes) & (t.phase == phase)]
@@ -584,7 +593,7 @@ def book(cells: Sequence[Cell]) -> Any:
             cell.metadata["tags"] = ["parameters"]
         made.append(cell)
     return nbformat.v4.new_notebook(cells=made, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "kernelspec": KERNEL,
         "language_info": {"name": "python"},
     })
 
