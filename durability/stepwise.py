@@ -21,14 +21,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from durability.checks import INBOX, check_key, positive
-from durability.children import CHILD, STARTED, ChildFailed, child_id
 from durability.clock import Clock, utcnow
-from durability.codec import Unencodable, as_bool
-from durability.determinism import PATCH, Nondeterministic
-from durability.endings import Ended
+from durability.codec import Unencodable
 from durability.failures import Retry
 from durability.faults import patiently
 from durability.interfaces import Checkpointer
+from durability.lineage import Lineage
 from durability.recording import Recorder
 from durability.signals import Interruption
 from durability.values import Effect, Entry, Pass
@@ -196,7 +194,7 @@ def _deadline(value: object) -> datetime:
     return due if due.tzinfo else due.replace(tzinfo=UTC)
 
 
-class Run:
+class Run(Lineage):
     """One pass's view of one workflow: the records loaded at its start, and the means to
     add to them under its claim."""
 
@@ -266,6 +264,9 @@ class Run:
     def _suspend(self, suspension: Suspended) -> Suspended:
         suspension.origin = self
         return suspension
+
+    def _step_failed(self, key: str, error: Exception) -> None:
+        self._failed.append(StepFailed(key, None, error))
 
     @property
     def failed_steps(self) -> tuple[StepFailed, ...]:
@@ -394,47 +395,6 @@ class Run:
         self._waiting.add(key)
         raise self._suspend(InputNeeded(key))
 
-    def input(self, parse: Callable[[object], T]) -> T:
-        """The value this workflow was started with (`durable.start`)."""
-        record = self.records.get(STARTED)
-        if not isinstance(record, Mapping) or "value" not in record:
-            raise LookupError(f"{self.workflow!r} was not started by name (durable.start)")
-        return parse(record["value"])
-
-    async def child(
-        self, key: str, body: str, value: object, parse: Callable[[object], T]
-    ) -> T:
-        """Start the workflow `body` with `value` as a child at `key` (once: a later pass gets
-        the same child), suspend until it ends, and return what it completed with (parsed), as
-        this step's result. Its failure or cancel raises `ChildFailed` naming it. Its id is
-        `<this workflow's id>.<key>`; a key reused for another body is a `ValueError`."""
-        check_key(key)
-        ident = child_id(self.workflow, key)
-        note = f"{CHILD}{key}"
-        held = self.records.get(note)
-        if isinstance(held, Mapping) and held.get("body") != body:
-            raise ValueError(
-                f"child key {key!r} of {self.workflow!r} started body {held.get('body')!r};"
-                f" it cannot be reused for {body!r}"
-            )
-        if key in self.records:
-            try:
-                return parse(_child_outcome(self.records[key]))
-            except Exception as error:
-                self._failed.append(StepFailed(key, None, error))
-                raise
-        starter = self.starter
-        if starter is None:
-            raise RuntimeError("this pass cannot start a child (run it under work())")
-        if held is None:  # noted under the claim first: a fenced pass starts no child
-            await self._recorder.once(
-                note, lambda: self._recorder.record(note, {"body": body, "id": ident})
-            )
-        # Every pass waiting here starts it again: a start is idempotent, and its wakeup lets
-        # an ended child deliver its ending again if that delivery was lost.
-        await starter(body, value, ident, parent=self.workflow, key=key)
-        return await self.awaiting(key, parse)
-
     async def _read(
         self, key: str, after: str | None, limit: int | None, suspend: bool
     ) -> list[Entry]:
@@ -478,34 +438,6 @@ class Run:
         """The inbox entries past `after` this pass can see, possibly none; never suspends."""
         return await self._read(key, after, limit, suspend=False)
 
-    # -- changing the body safely -------------------------------------------------------
-
-    async def patched(self, name: str) -> bool:
-        """Whether this workflow reached this point first under the body that has the patch
-        `name`: True for one that had not reached it before the change was deployed, False
-        for one whose history already lies past it (it ran the old body here). The answer is
-        recorded the first time, so every later pass of the workflow gets the same one.
-
-        Keep the old code on the False branch until no workflow that ran it is in flight;
-        then the patch and its old branch can go (`durability.determinism` says more).
-        """
-        check_key(name)
-        key = f"{PATCH}{name}"
-        recorder = self._recorder
-        if key in recorder.records:
-            recorder.trail.touch(key)
-            known = recorder.records[key]
-            if not isinstance(known, bool):
-                raise TypeError(f"the record of patch {name!r} is not a bool")
-            return known
-        first = recorder.trail.first_here(recorder.records)
-        return as_bool(await recorder.mark(key, first))
-
-    @property
-    def broken(self) -> Nondeterministic | None:
-        """The `Nondeterministic` this pass met, if it met one (`resume` raises it)."""
-        return self._recorder.trail.broken
-
     # -- what the pass came to ---------------------------------------------------------
 
     @property
@@ -537,17 +469,6 @@ def _inbox(
     ]
     entries.sort(key=lambda entry: entry.key)
     return entries if limit is None else entries[:limit]
-
-
-def _child_outcome(record: object) -> object:
-    """A child's value from what its ending supplied to its parent, or `ChildFailed`."""
-    if not isinstance(record, Mapping):
-        raise TypeError(f"not a child's ending: {record!r}")
-    ending = Ended.from_record(record)
-    if ending.state == "completed":
-        return ending.value
-    child = str(record.get("child"))
-    raise ChildFailed(child, ending.failure, cancelled=ending.state == "cancelled")
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:

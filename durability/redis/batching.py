@@ -56,17 +56,16 @@ class ScriptBatcher:
     redirected or refused for now goes again through the cluster client, as does a call for a
     node the client knows no lane to.
 
-    With `want` (writes that wait for replicas; a single node only) each pipeline ends with one
-    `WAIT`, which counts every write before it on that connection: a turn's writes wait for
-    the replicas together, and each call that ran is answered only if they have it
-    (`NotAcknowledged` otherwise).
+    With `want` (writes that wait for replicas) each pipeline ends with one `WAIT`, which
+    counts every write before it on that connection: a turn's writes wait for the replicas
+    together, and each call that ran is answered only if they have it (`NotAcknowledged`
+    otherwise). Only made so for a single node (`sending.Sender`): a cluster's acknowledged
+    writes are each a pipeline of their own.
     """
 
     __slots__ = ("_client", "_lanes", "_shared", "_turns", "_want")
 
     def __init__(self, client: Any, want: Acknowledged | None = None) -> None:
-        if want is not None and isinstance(client, RedisCluster):
-            raise ValueError("a cluster's acknowledged writes each wait alone (replicas.waited)")
         self._client = client
         self._want = want
         self._turns: Coalescer[_Run, Any] = Coalescer(self._send, MOST)

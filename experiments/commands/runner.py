@@ -136,15 +136,13 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
     plan: list[tuple[Backend, dict[str, Any]]] = []
     skipped: dict[str, str] = {}
     # A backend the experiment has no configuration for is not chosen, and so no server is
-    # started for it (`contention` asks its questions of one store's own accounts).
+    # started for it (`contention` asks its questions of one store's own accounts); one it
+    # leaves out is said to be, as one that cannot run here is: a run never drops a backend
+    # without a word.
     chosen = [b for b in backends if b.applies(name)
               and experiment.configurations(b, lab.quick)]
-    # a backend named that this experiment leaves out is said to be, as one that cannot run
-    # here is: a run never drops a backend without a word
     skipped.update({b.name: f"not in {name}: {b.left_out(name)}" for b in backends
                     if not b.applies(name)})
-    skipped.update({b.name: f"not in {name}: it measures no configuration of {b.name}"
-                    for b in backends if b.applies(name) and b not in chosen})
     for backend in chosen:
         reason = await asyncio.to_thread(skip_reason, lab, backend)
         if reason is not None:

@@ -235,8 +235,9 @@ def run_line(*names: str, where: str | Path | None = None) -> Said:
              f"{', '.join(servers) or 'none'}."]
     if apart:
         notes.append(f"⚠ the CPU calibrations (a fixed pure-Python loop, lower is faster) run "
-                     f"from {min(speeds)} to {max(speeds)} s: runs on a machine that fast "
-                     "apart are compared with care.")
+                     f"from {min(speeds)} to {max(speeds)} s: the machine ran that much "
+                     "faster in one run than another, so compare numbers across them with "
+                     "care.")
     return Said("\n".join(lines) + "\n\n" + " ".join(f"*{n}*" for n in notes))
 
 

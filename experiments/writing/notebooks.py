@@ -403,7 +403,9 @@ blank(o[['p50 ms @20/s', 'p99 ms @20/s', 'idle req/s', 'idle CPU ms/s', *took]].
 Latency is submit → first pass at 20 submissions a second; idle cost is one worker with
 nothing to do (requests by the worker's own count where it has one, else the server's); the
 takeover is the median of all kills (SIGKILLed mid-step and right after a write, pooled: the
-same figure the design documents' table quotes), from the kill to another worker's pass.
+same figure the design documents' table quotes), from the kill to another worker's pass; a
+rival's is its kills mid-job at its own settings made from the same lease, by the first of its
+recoveries in `takeover.ipynb` (its others, and those never taken over, are there).
 """),
     md("## Capacity, growth and how each cost grows"),
     code("""

@@ -122,6 +122,7 @@ class DeployContract:
         assert observed.of(workflow, "retrying") == []
         failure = (await inspected(durable).status(workflow)).failure
         assert failure is not None and failure.type == "Nondeterministic"
+        assert failure.step == "reserve-stock"
         assert "'reserve-stock'" in failure.message and "'reserve'" in failure.message
         await durable.delete(workflow)
 
