@@ -62,6 +62,8 @@ CONFIGURATIONS: tuple[tuple[str, str], ...] = (
     ("redis-set", "none"), ("postgres", "-"), ("sqlite", "-"),
     ("redis-stream-cluster", "wait"), ("redis-stream-cluster", "nowait"),
 )
+#: The queue's shards on the cluster: one per master, so a master's death takes a part of it.
+SHARDS = 3
 #: What the durable arm adds to the store's URL: a write returns once a replica has it.
 WAITING = "replicas=1&replicas_timeout_ms=1000"
 #: How long a master about to be killed runs cut off from its replica (`Chaos._failover`).
@@ -330,8 +332,11 @@ class Chaos:
         #: reported hung (two thirds of it for the final check).
         self.patience_s = 30.0
         self.last_failover: int | None = None  # ns: when the last failover was over
-        #: The store's URL options this configuration adds (the durable arm's `replicas`).
-        self.options = WAITING if persistence == "wait" else ""
+        #: The store's URL options this configuration adds: on the cluster the queue sharded
+        #: over its masters (`SHARDS`), and the durable arm's `replicas`.
+        options = [f"shards={SHARDS}"] if backend.server == "cluster" else []
+        options += [WAITING] if persistence == "wait" else []
+        self.options = "&".join(options)
 
     # -- processes ------------------------------------------------------------------------
 

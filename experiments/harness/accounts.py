@@ -1,15 +1,11 @@
 """What a private Postgres server says it spent: its statements, its WAL, its waits.
 
 `Accounts(url)` reads, before and after a window, `pg_stat_statements` (each statement's calls,
-WAL bytes and execution time, for the place's database alone), `pg_stat_wal` (the whole
-server's WAL: private servers only, or another run's writes are counted) and
-`pg_stat_database` (commits, deadlocks, conflicts). `Waits` samples, while the window runs,
-what every active backend of the database waits on (`pg_stat_activity`) and every lock not
-granted (`pg_locks`), so a wait shows as the mean number of backends seen in it; and it counts
-the notifications sent meanwhile.
-
-A statement is named by what it writes (`INSERT records + UPDATE queue`): the store's
-statements are each one CTE chain, and their first words say nothing (`WITH now AS`).
+WAL bytes and time, for the place's database), `pg_stat_wal` and `pg_stat_database`. `Waits`
+samples meanwhile what the database's active backends wait on (`pg_stat_activity`) and the
+locks not granted (`pg_locks`), and counts the notifications sent. A statement is named by
+what it writes (`INSERT records + UPDATE queue`): the store's statements are each one CTE
+chain, whose first words say nothing (`WITH now AS`).
 """
 
 from __future__ import annotations

@@ -1,20 +1,12 @@
 """`contention`: what bounds one Postgres at this workload, from the server's own accounts.
 
-Postgres alone, on a private server started for each configuration (`pg_stat_statements`
-preloaded; its WAL is this run's alone). Two phases, each measured on its own:
-
-- `arrive`: one client process submits the workflows, 64 at a time (`arrive`: the record, the
-  queue row and a NOTIFY, one transaction each): many writers committing at once.
-- `work`: 1, 2 or 4 worker processes drain them with a body that sleeps once (a pass, then a
-  `wake_at`, which notifies, then a second pass).
-
-Per phase: the rate, what the server ran per operation (statements by what they write, WAL
-bytes, transactions that wrote, server CPU), and what its backends waited on (sampled every
-20 ms: lock waits by kind, the NOTIFY commit lock apart). The arms: `notify` (the store as it
-is), `silent` (its `pg_notify` calls shadowed by a no-op in the run's database, so every
-statement is the same but nothing is sent, and the readers poll every 50 ms instead: what NOTIFY
-costs) and `partitioned` (the queue
-table hash-partitioned by workflow into `partitions`, made before the store migrates).
+On a private server per configuration, two phases: `arrive` (one client submits, 64 at a time:
+many writers, each commit a NOTIFY) and `work` (1, 2 or 4 worker processes drain it with a
+body that sleeps once, its `wake_at` notifying). Per operation: the rate, statements by what
+they write, WAL bytes, writing transactions, server CPU, and the waits sampled every 20 ms
+(the NOTIFY commit lock apart). Arms: `notify` (the store as it is), `silent` (`pg_notify`
+shadowed by a no-op in the run's database, the readers polling every 50 ms) and `partitioned`
+(the queue table hash-partitioned by workflow, made before the store migrates).
 """
 
 from __future__ import annotations

@@ -591,7 +591,7 @@ nothing sent), and the queue table hash-partitioned by workflow into four (*part
 """),
     code("run_line('contention')"),
     code("figure('contention')"),
-    code("t = table('contention')\nshown('contention', 'bounds')"),
+    code("t = summary('contention')\nshown('contention', 'bounds')"),
     code("""
 def c(arm, processes, phase, column='rate'):
     rows = t[(t.arm == arm) & (t.processes == processes) & (t.phase == phase)]
