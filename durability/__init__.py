@@ -5,7 +5,9 @@ The core imports no store driver: `durability.redis`, `durability.postgres` and
 `durability.sqlite` bring their own, and `import durability` needs nothing beyond Python.
 """
 
+from durability.bodies import UnknownBody
 from durability.checks import INBOX, positive
+from durability.children import ChildFailed
 from durability.codec import (
     Codec,
     JsonCodec,
@@ -20,6 +22,8 @@ from durability.codec import (
     as_none,
     as_text,
 )
+from durability.determinism import Nondeterministic
+from durability.endings import ResultTimeout, WorkflowCancelled, WorkflowFailed
 from durability.failures import ONCE, Failure, Retry
 from durability.faults import StoreDown, Transient
 from durability.graph import CompiledGraph, Graph, run_durably
@@ -33,7 +37,7 @@ from durability.interfaces import (
     claimed,
 )
 from durability.memory import MemoryCheckpointer, MemoryEffect, MemoryScheduler
-from durability.signals import Contended, Fenced, Interruption, NotMigrated
+from durability.signals import Cancelled, Contended, Fenced, Interruption, NotMigrated
 from durability.split import SplitDurable
 from durability.status import Inspectable, Page, Status
 from durability.stepwise import (
@@ -67,7 +71,9 @@ __all__ = [
     "INBOX",
     "ONCE",
     "Blocked",
+    "Cancelled",
     "Checkpointer",
+    "ChildFailed",
     "Codec",
     "CompiledGraph",
     "Completed",
@@ -90,6 +96,7 @@ __all__ = [
     "MemoryEffect",
     "MemoryScheduler",
     "Measured",
+    "Nondeterministic",
     "NotMigrated",
     "Observer",
     "Outcome",
@@ -97,6 +104,7 @@ __all__ = [
     "Pass",
     "Reclaimed",
     "Recorded",
+    "ResultTimeout",
     "Retaining",
     "Retry",
     "Run",
@@ -115,6 +123,9 @@ __all__ = [
     "Traffic",
     "Transient",
     "Unencodable",
+    "UnknownBody",
+    "WorkflowCancelled",
+    "WorkflowFailed",
     "Written",
     "as_bool",
     "as_count",

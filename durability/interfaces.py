@@ -12,6 +12,7 @@ their names are importable from here too, as they always were.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Protocol, runtime_checkable
 
@@ -51,8 +52,11 @@ from durability.values import (
 
 __all__ = [
     # the protocols, and the one helper over them
+    "Bell",
     "Checkpointer",
+    "Concluding",
     "Durable",
+    "FinishingEnded",
     "Ledger",
     "Measured",
     "Retaining",
@@ -63,6 +67,7 @@ __all__ = [
     "Tallied",
     "TakingMany",
     "Waiting",
+    "Watching",
     "claimed",
     # durability.values
     "STATES",
@@ -179,6 +184,38 @@ class Retaining(Protocol):
 
 
 @runtime_checkable
+class Concluding(Protocol):
+    """A checkpointer that can end a workflow from outside any pass (every one here): what
+    `durability.endings.cancel` needs."""
+
+    async def conclude(self, workflow: str, key: str, value: object) -> Recorded:
+        """Write `key` (an ending; an engine key is allowed) from outside any pass, first
+        writer wins, and if this write won, raise the fence in the same atomic step, keeping
+        every record: a pass still running is refused at its next write or renewal, and the
+        next claim is stamped above every token handed out before."""
+        ...
+
+
+class Bell(Protocol):
+    """A wakeup for one workflow's ending (`Watching.watch`)."""
+
+    async def wait(self, within: timedelta) -> bool:
+        """Wait until the workflow's ending may have been written (True) or `within` passed
+        (False). Raises if the store's channel is down (the caller then looks instead)."""
+        ...
+
+
+@runtime_checkable
+class Watching(Protocol):
+    """A checkpointer that rings whoever watches a workflow when its ending is written, so
+    `result` waits without polling (every one here)."""
+
+    def watch(self, workflow: str) -> AbstractAsyncContextManager[Bell]:
+        """Listen for `workflow`'s ending from the moment the block is entered."""
+        ...
+
+
+@runtime_checkable
 class Ledger(Protocol):
     """A checkpointer that also holds where each workflow's last pass left it, indexed by state,
     so `status` is one look and a listing by state is an index read (every store here is one).
@@ -241,6 +278,30 @@ class Settling(Protocol):
         atomically where the store can (else in that order). Returns what `settle` returns:
         False if the standing was refused (a newer claim's pass, or a discard, has it); the
         pass is finished either way."""
+        ...
+
+
+@runtime_checkable
+class FinishingEnded(Protocol):
+    """A `Durable` that writes a pass's ending with its finish, in one step (the worker's end
+    of a completed pass): a workflow that ends costs no more round trips than a pass that
+    sleeps."""
+
+    async def finish_ended(
+        self,
+        holder: Pass,
+        delivery: Delivery,
+        key: str,
+        value: object,
+        state: str,
+        detail: Mapping[str, object],
+    ) -> bool:
+        """Record the ending `key` as `value` under the claim and, only if the claim is still
+        the pass's, write the standing, release, and answer for the delivery. False (recording
+        nothing, standing nothing) if it is not (a cancel's fence, a newer claim, or, where the
+        store checks it, a lapse); the delivery may have been answered then, and the caller
+        answers or hands it back (either is safe after an answer). An ending already recorded
+        is kept (first writer wins)."""
         ...
 
 

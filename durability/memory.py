@@ -13,12 +13,12 @@ of wakeups, a pending list of deliveries held by workers, and a separate set of 
 from __future__ import annotations
 
 import asyncio
-import bisect
+import contextlib
 import heapq
 import itertools
 import json
 from collections import deque
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any, Concatenate, ParamSpec, TypeVar
@@ -33,9 +33,11 @@ from durability.checks import (
     positive,
 )
 from durability.clock import Clock, utcnow
-from durability.codec import Codec, JsonCodec
+from durability.codec import Codec, JsonCodec, decode_checkpoint
 from durability.deprecation import Reclaim
+from durability.endings import ENDING
 from durability.signals import Fenced
+from durability.storekit.sorted_ids import SortedIds
 from durability.storekit.traffic import Traffic
 from durability.values import (
     Backlog,
@@ -95,6 +97,7 @@ class _Claim:
 
 @dataclass(slots=True)
 class _Workflow:
+    name: str
     records: dict[str, tuple[str, datetime]] = field(default_factory=dict)
     claim: _Claim = field(default_factory=_Claim)
     appended: int = 0
@@ -114,13 +117,15 @@ class MemoryCheckpointer:
         self._workflows: dict[str, _Workflow] = {}
         #: The ids with a standing in each state, in order: a listing is a bisection and a
         #: slice (of each state's, merged, for all of them), not a sort of every workflow.
-        self._listed: dict[str, _Sorted] = {}
+        self._listed: dict[str, SortedIds] = {}
+        #: Who waits for each workflow's ending (`watch`), rung as an ending is written.
+        self._bells: dict[str, set[asyncio.Event]] = {}
 
     def _get(self, workflow: str) -> _Workflow:
         check_workflow(workflow)
         state = self._workflows.get(workflow)
         if state is None:
-            state = self._workflows[workflow] = _Workflow()
+            state = self._workflows[workflow] = _Workflow(workflow)
         return state
 
     def _live(self, holder: Pass, now: datetime) -> _Workflow:
@@ -137,6 +142,9 @@ class MemoryCheckpointer:
         if held is not None:
             return Recorded(self._codec.decode(held[0]), False)
         state.records[key] = (encoded, now)
+        if key.startswith(ENDING):
+            for bell in self._bells.get(state.name, ()):
+                bell.set()
         return Recorded(self._codec.decode(encoded), True)
 
     @_counted
@@ -151,8 +159,9 @@ class MemoryCheckpointer:
         claim.token = max(_ms(now), claim.token + 1)
         claim.deadline = now + budget
         claim.until = min(now + alive, claim.deadline)
-        records = {key: self._codec.decode(text) for key, (text, _) in state.records.items()}
-        return Pass(workflow, claim.token, alive, claim.deadline, records)
+        pairs = ((key, text) for key, (text, _) in state.records.items())
+        records, ordinals = decode_checkpoint(self._codec, pairs)
+        return Pass(workflow, claim.token, alive, claim.deadline, records, ordinals)
 
     @_counted
     async def load(self, workflow: str) -> dict[str, object]:
@@ -246,6 +255,31 @@ class MemoryCheckpointer:
         return gone
 
     @_counted
+    async def conclude(self, workflow: str, key: str, value: object) -> Recorded:
+        check_recorded_key(key)
+        encoded = self._codec.encode(value)
+        state = self._get(workflow)
+        written = self._write(state, key, encoded, self._clock())
+        if written.first:  # the fence, as discard raises it, the records kept
+            state.claim.token = max(_ms(self._clock()), state.claim.token + 1)
+            state.claim.until = state.claim.deadline = NEVER
+        return written
+
+    @contextlib.asynccontextmanager
+    async def watch(self, workflow: str) -> AsyncIterator[_MemoryBell]:
+        """A bell rung when `workflow`'s ending is written (`Watching`)."""
+        check_workflow(workflow)
+        bell = _MemoryBell()
+        bells = self._bells.setdefault(workflow, set())
+        bells.add(bell.event)
+        try:
+            yield bell
+        finally:
+            bells.discard(bell.event)
+            if not bells:
+                del self._bells[workflow]
+
+    @_counted
     async def release(self, holder: Pass) -> None:
         state = self._get(holder.workflow)
         if state.claim.token == holder.token:
@@ -272,7 +306,7 @@ class MemoryCheckpointer:
         if was is not None:
             self._listed[was].discard(workflow)
         if state is not None:
-            self._listed.setdefault(state, _Sorted()).add(workflow)
+            self._listed.setdefault(state, SortedIds()).add(workflow)
 
     @_counted
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
@@ -287,6 +321,26 @@ class MemoryCheckpointer:
         if not self._stand(holder, state, detail):
             return False
         self._get(holder.workflow).claim.until = NEVER
+        return True
+
+    @_counted
+    async def end_settle_release(
+        self, holder: Pass, key: str, value: object, state: str, detail: Mapping[str, object]
+    ) -> bool:
+        """The ending `key` recorded, the standing written and the claim released, if the claim
+        is still `holder`'s; False, doing nothing, if not (`SplitDurable.finish_ended`)."""
+        check_recorded_key(key)
+        check_state(state)
+        encoded = self._codec.encode(value)
+        workflow = self._get(holder.workflow)
+        if workflow.claim.token != holder.token:
+            return False
+        if key not in workflow.records:  # first writer wins; nothing to decode back
+            workflow.records[key] = (encoded, self._clock())
+            for bell in self._bells.get(holder.workflow, ()):
+                bell.set()
+        self._stand(holder, state, detail)
+        workflow.claim.until = NEVER
         return True
 
     @_counted
@@ -329,82 +383,6 @@ class MemoryCheckpointer:
         return {state: count for state, count in counts.items() if count}
 
 
-class _Sorted:
-    """A set of ids kept in code point order, as short sorted runs: adding or removing one is a
-    bisection and a move within its run (not of every id, as one flat list would be), and
-    `page` is a bisection and a slice. Runs split past `RUN` ids and go when emptied."""
-
-    RUN = 512
-
-    __slots__ = ("_lasts", "_runs")
-
-    def __init__(self) -> None:
-        self._runs: list[list[str]] = []
-        self._lasts: list[str] = []  # each run's greatest id, for the bisection between runs
-
-    def _run_of(self, workflow: str) -> int:
-        return min(bisect.bisect_left(self._lasts, workflow), len(self._runs) - 1)
-
-    def add(self, workflow: str) -> None:
-        if not self._runs:
-            self._runs.append([workflow])
-            self._lasts.append(workflow)
-            return
-        n = self._run_of(workflow)
-        run = self._runs[n]
-        at = bisect.bisect_left(run, workflow)
-        if at < len(run) and run[at] == workflow:
-            return
-        run.insert(at, workflow)
-        if len(run) > 2 * self.RUN:
-            self._runs[n : n + 1] = [run[: self.RUN], run[self.RUN :]]
-            self._lasts[n : n + 1] = [run[self.RUN - 1], run[-1]]
-        else:
-            self._lasts[n] = run[-1]
-
-    def discard(self, workflow: str) -> None:
-        if not self._runs:
-            return
-        n = self._run_of(workflow)
-        run = self._runs[n]
-        at = bisect.bisect_left(run, workflow)
-        if at == len(run) or run[at] != workflow:
-            return
-        del run[at]
-        if run:
-            self._lasts[n] = run[-1]
-        else:
-            del self._runs[n], self._lasts[n]
-
-    def count(self, prefix: str) -> int:
-        """How many ids start with `prefix` (all of them for "")."""
-        if not prefix:
-            return sum(len(run) for run in self._runs)
-        n = bisect.bisect_left(self._lasts, prefix)
-        found = 0
-        while n < len(self._runs):
-            run = self._runs[n]
-            at = bisect.bisect_left(run, prefix)
-            inside = [w for w in run[at:] if w.startswith(prefix)]  # a run is at most 2*RUN
-            found += len(inside)
-            if len(inside) < len(run) - at:
-                break
-            n += 1
-        return found
-
-    def page(self, low: str, inclusive: bool, limit: int) -> list[str]:
-        """Up to `limit` ids from `low` on (`low` itself only if `inclusive`), in order."""
-        find = bisect.bisect_left if inclusive else bisect.bisect_right
-        n = find(self._lasts, low)
-        found: list[str] = []
-        while n < len(self._runs) and len(found) < limit:
-            run = self._runs[n]
-            at = find(run, low) if not found else 0
-            found += run[at : at + limit - len(found)]
-            n += 1
-        return found
-
-
 def _as_json(detail: Mapping[str, object]) -> dict[str, object]:
     """`detail` as a server store would hold it: a copy through JSON, or JSON's refusal. The
     worker's usual details (strings, lists of strings) are copied as they are, which JSON would
@@ -423,6 +401,24 @@ def _as_json(detail: Mapping[str, object]) -> dict[str, object]:
         return copied
     loaded: dict[str, object] = json.loads(json.dumps(dict(detail)))
     return loaded
+
+
+class _MemoryBell:
+    """One watcher's bell: an event set as the ending is written."""
+
+    __slots__ = ("event",)
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+
+    async def wait(self, within: timedelta) -> bool:
+        try:
+            async with asyncio.timeout(within.total_seconds()):
+                await self.event.wait()
+        except TimeoutError:
+            return False
+        self.event.clear()
+        return True
 
 
 def _settle(waiter: asyncio.Future[None]) -> bool:

@@ -8,7 +8,7 @@ ordinary error: a SQL store used before its tables were made.
 
 from __future__ import annotations
 
-__all__ = ["Contended", "Fenced", "Interruption", "NotMigrated"]
+__all__ = ["Cancelled", "Contended", "Fenced", "Interruption", "NotMigrated"]
 
 
 class Interruption(BaseException):
@@ -26,6 +26,20 @@ class Fenced(Interruption):
         super().__init__(f"{workflow!r} (token {token}): {reason}")
         self.workflow = workflow
         self.token = token
+
+
+class Cancelled(Interruption):
+    """The workflow was cancelled (`durable.cancel`): raised into the body at its next step.
+
+    The step that was running when the cancel landed finishes its effect, but its result is
+    refused (the cancel raised the fence); that step, and every step the pass reaches after it
+    (in a `finally` too), raise `Cancelled` without running. A `finally` may run plain code
+    (close a file, log), never a step: nothing more of the workflow is recorded.
+    """
+
+    def __init__(self, workflow: str):
+        super().__init__(f"{workflow!r} was cancelled")
+        self.workflow = workflow
 
 
 class Contended(Interruption):

@@ -9,6 +9,7 @@ from datetime import timedelta
 
 from durability.checks import positive
 from durability.interfaces import Checkpointer, Ledger, Scheduler, SettlingRelease
+from durability.signals import Fenced
 from durability.status import Inspected
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
@@ -25,7 +26,14 @@ class SplitDurable(Inspected):
     with nothing to wake them, rather than a wakeup that would re-run every effect from nothing.
     """
 
-    __slots__ = ("_checkpointer", "_ledger", "_scheduler", "_settle_release", "_traffic")
+    __slots__ = (
+        "_checkpointer",
+        "_end_settle_release",
+        "_ledger",
+        "_scheduler",
+        "_settle_release",
+        "_traffic",
+    )
 
     def __init__(
         self, checkpointer: Checkpointer, scheduler: Scheduler, traffic: Traffic | None = None
@@ -36,6 +44,7 @@ class SplitDurable(Inspected):
         self._settle_release = (
             checkpointer.settle_release if isinstance(checkpointer, SettlingRelease) else None
         )
+        self._end_settle_release = getattr(checkpointer, "end_settle_release", None)
         self._scheduler = scheduler
         self._traffic = traffic if traffic is not None else Traffic()
 
@@ -72,6 +81,33 @@ class SplitDurable(Inspected):
     async def delete(self, workflow: str) -> int:
         await self._scheduler.cancel(workflow)
         return await self._checkpointer.discard(workflow)
+
+    async def finish_ended(
+        self,
+        holder: Pass,
+        delivery: Delivery,
+        key: str,
+        value: object,
+        state: str,
+        detail: Mapping[str, object],
+    ) -> bool:
+        """The ending recorded under the claim, then `finish_settled`: one call where the
+        checkpointer can (the memory store's `end_settle_release`), else a `record` first,
+        whose fence refuses a pass a cancel or a newer claim has superseded."""
+        ending = self._end_settle_release
+        if ending is not None:
+            if not await ending(holder, key, value, state, detail):
+                return False
+        else:
+            try:
+                await self._checkpointer.record(holder, key, value)
+            except Fenced:
+                return False
+            if self._ledger is not None:
+                await self._ledger.settle(holder, state, detail)
+            await self._checkpointer.release(holder)
+        await self._scheduler.done(delivery)
+        return True
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         return await take_then_claim(self._checkpointer, self._scheduler, within, budget, alive)

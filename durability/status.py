@@ -14,14 +14,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Literal, Protocol, cast, runtime_checkable
 
+from durability.bodies import start
 from durability.checks import check_page, check_state, check_workflow
 from durability.clock import utcnow
+from durability.endings import cancel, ended, result
 from durability.failures import RETRY, Failure, failed, next_key
-from durability.interfaces import Checkpointer, Ledger, Scheduler, claimed
+from durability.interfaces import Checkpointer, Durable, Ledger, Scheduler, claimed
 from durability.signals import Contended
 from durability.values import Look, Standing
 
-State = Literal["queued", "running", "sleeping", "blocked", "failed", "completed", "unknown"]
+State = Literal[
+    "queued", "running", "sleeping", "blocked", "failed", "completed", "cancelled", "unknown"
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,16 +162,20 @@ async def _unsettled(keeper: Ledger, workflow: str) -> bool:
     """Whether no pass has ended since a recorded retry: the standing is the retry's (queued),
     or still the failure's (the retry was cut off before it wrote queued), or missing."""
     standing = (await keeper.look(workflow)).standing
-    return standing is None or standing.state in ("queued", "failed")
+    return standing is None or standing.state in ("queued", "failed", "cancelled")
 
 
-async def retry(checkpointer: Checkpointer, scheduler: Scheduler, workflow: str) -> bool:
+async def retry(
+    checkpointer: Checkpointer, scheduler: Scheduler, workflow: str, *, cancelled: bool = False
+) -> bool:
     """Run a failed workflow again from its last recorded step: record a retry (which starts every
-    attempt count again), mark it queued and make it ready. True too when a retry is recorded
+    attempt count again, and opens a new epoch whose ending is yet to be written), mark it queued
+    and make it ready. True too when a retry is recorded
     and no pass has ended since (it stands queued, or still failed if the retry was cut off
     before writing queued), finishing it: so a caller whose retry failed halfway (its store cut
     off after the record, before the wakeup) just asks again. False, changing nothing, if it has
-    not failed; `Contended` if a live pass holds it."""
+    not failed; `Contended` if a live pass holds it. A cancelled workflow is run again only if
+    asked (`cancelled=True`), from its last recorded step, as a failed one is."""
     check_workflow(workflow)
     keeper = ledger(checkpointer)
     holder = await claimed(checkpointer, workflow, alive=RETRY_HOLD)
@@ -175,7 +183,9 @@ async def retry(checkpointer: Checkpointer, scheduler: Scheduler, workflow: str)
         records = holder.records
         if records is None:
             records = await checkpointer.load(workflow)
-        if failed(records) is not None:
+        ending = ended(records)
+        revived = cancelled and ending is not None and ending.state == "cancelled"
+        if failed(records) is not None or revived:
             key = next_key(records, RETRY)
             await checkpointer.record(holder, key, {"at": utcnow().isoformat()})
         elif not pending(records) or not await _unsettled(keeper, workflow):
@@ -203,7 +213,13 @@ class Inspectable(Protocol):
         after: str | None = None,
     ) -> Page: ...
 
-    async def retry(self, workflow: str) -> bool: ...
+    async def retry(self, workflow: str, *, cancelled: bool = False) -> bool: ...
+
+    async def cancel(self, workflow: str) -> bool: ...
+
+    async def start(self, body: str, value: object, *, workflow: str) -> bool: ...
+
+    async def result(self, workflow: str, *, within: timedelta) -> object: ...
 
 
 class Inspected:
@@ -238,7 +254,21 @@ class Inspected:
             self.checkpointer, state=state, prefix=prefix, limit=limit, after=after
         )
 
-    async def retry(self, workflow: str) -> bool:
+    async def retry(self, workflow: str, *, cancelled: bool = False) -> bool:
         """Run a failed workflow again from its last recorded step (False if it has not
-        failed)."""
-        return await retry(self.checkpointer, self.scheduler, workflow)
+        failed); a cancelled one too, if `cancelled` is True."""
+        return await retry(self.checkpointer, self.scheduler, workflow, cancelled=cancelled)
+
+    async def start(self, body: str, value: object, *, workflow: str) -> bool:
+        """Start `workflow` as the body named `body` with input `value` (`durability.bodies`):
+        False if it was started before as that body; `ValueError` if as another."""
+        return await start(cast(Durable, self), body, value, workflow)
+
+    async def cancel(self, workflow: str) -> bool:
+        """Cancel `workflow` (`durability.endings.cancel`): False if it had ended already."""
+        return await cancel(cast(Durable, self), workflow)
+
+    async def result(self, workflow: str, *, within: timedelta) -> object:
+        """What `workflow` completed with, waiting up to `within` for its ending
+        (`durability.endings.result`)."""
+        return await result(self.checkpointer, workflow, within)

@@ -26,6 +26,7 @@ from durability.codec import Unencodable
 from durability.failures import Retry
 from durability.faults import patiently
 from durability.interfaces import Checkpointer
+from durability.lineage import Lineage
 from durability.recording import Recorder
 from durability.signals import Interruption
 from durability.values import Effect, Entry, Pass
@@ -193,7 +194,7 @@ def _deadline(value: object) -> datetime:
     return due if due.tzinfo else due.replace(tzinfo=UTC)
 
 
-class Run:
+class Run(Lineage):
     """One pass's view of one workflow: the records loaded at its start, and the means to
     add to them under its claim."""
 
@@ -207,10 +208,12 @@ class Run:
         kept: bool = False,
         on_write: Callable[[], None] | None = None,
         on_step: StepHook | None = None,
+        ordinals: Mapping[str, int | None] | None = None,
     ) -> None:
         # The records and every write under the claim (at most once a key, tried again
-        # through a passing fault, the claim stretched for a long step): recording.py.
-        self._recorder = Recorder(holder, checkpointer, records, clock, kept, on_write)
+        # through a passing fault, the claim stretched for a long step): recording.py. The
+        # order steps were reached in, checked against `ordinals`: determinism.py.
+        self._recorder = Recorder(holder, checkpointer, records, clock, kept, on_write, ordinals)
         self._on_step = on_step
         self._clock = clock
         self._sleeps: dict[str, datetime] = {}  # sleeps that raised
@@ -218,6 +221,9 @@ class Run:
         self._waiting: set[str] = set()
         self._listening: set[str] = set()
         self._failed: list[StepFailed] = []  # steps whose effect raised, in order
+        #: How this pass starts a child (`child`): the worker sets it to its durable's
+        #: `start`, called as `starter(body, value, workflow, parent=..., key=...)`.
+        self.starter: Callable[..., Awaitable[object]] | None = None
 
     @property
     def workflow(self) -> str:
@@ -231,6 +237,12 @@ class Run:
     def records(self) -> Mapping[str, object]:
         """What this pass knows: the checkpoint as loaded, plus this pass's own writes."""
         return self._recorder.records
+
+    async def cancelled(self) -> bool:
+        """Whether the workflow has been cancelled, asked of the store; once True, every step
+        this pass reaches raises `Cancelled` without running (a driver asks it when a renewal
+        of the claim is refused, so the body stops at its next step, not mid-effect)."""
+        return await self._recorder.withdrawn()
 
     def now(self) -> datetime:
         return self._clock()
@@ -252,6 +264,9 @@ class Run:
     def _suspend(self, suspension: Suspended) -> Suspended:
         suspension.origin = self
         return suspension
+
+    def _step_failed(self, key: str, error: Exception) -> None:
+        self._failed.append(StepFailed(key, None, error))
 
     @property
     def failed_steps(self) -> tuple[StepFailed, ...]:
@@ -372,8 +387,11 @@ class Run:
     async def awaiting(self, key: str, parse: Callable[[object], T]) -> T:
         """The value someone supplied as `key`; suspends the pass until there is one."""
         check_key(key)
+        trail = self._recorder.trail
+        ordinal = trail.awaited(key)
         if key in self.records:
             return parse(self.records[key])
+        trail.new(self.workflow, key, ordinal)  # a wait a changed body added stops here too
         self._waiting.add(key)
         raise self._suspend(InputNeeded(key))
 
@@ -387,6 +405,8 @@ class Run:
             raise ValueError(f"after must be an inbox entry key, got {after!r}")
         records = self.records
         if key not in records and not _inbox(records, after, None, 1) and suspend:
+            trail = self._recorder.trail
+            trail.new(self.workflow, key, trail.reach(key))
             self._listening.add(key)
             raise self._suspend(InputNeeded(key))
 
@@ -487,6 +507,7 @@ async def resume(
     | raises a failure                                  | raises it unchanged                |
     | raises a group of failures and suspensions        | raises the failures alone: the     |
     |                                                   | group split, suspensions stripped  |
+    | met `Nondeterministic` (caught by it or not)      | raises it                          |
 
     The failures alone are an `ExceptionGroup` (a `BaseExceptionGroup` only if the body itself
     raised a non-`Exception` such as `KeyboardInterrupt`), so `except Exception` catches every
@@ -497,34 +518,51 @@ async def resume(
     (`StepHook`). A store that fails a write
     transiently is tried again (`durability.faults`), and raises `StoreDown` past that.
     """
+    ordinals = None
     if records is None:
-        records = holder.records
+        records, ordinals = holder.records, holder.ordinals
     if records is None:
         records = await patiently(
             checkpointer, holder.workflow, lambda: checkpointer.load(holder.workflow)
         )
     run = Run(
-        holder, checkpointer, records, clock=clock, kept=kept, on_write=on_write, on_step=on_step
+        holder,
+        checkpointer,
+        records,
+        clock=clock,
+        kept=kept,
+        on_write=on_write,
+        on_step=on_step,
+        ordinals=ordinals,
     )
     try:
         value = await body(run)
     except BaseException as exc:
         stopped = exc
     else:
+        if run.broken is not None:  # the body caught it: the pass fails all the same
+            raise run.broken
         if run.suspended_on:
             raise Swallowed(run.suspended_on)
         return Completed(value)
     # Outside the `except`, so what is raised below carries its own context, not `stopped`'s.
+    return _stopped_on(run, stopped)
+
+
+def _stopped_on(run: Run, stopped: BaseException) -> Sleeping | Blocked:
+    """What a pass whose body raised `stopped` came to, or what `resume` raises instead."""
     leaves = _leaves(stopped)
     for leaf in leaves:
         if isinstance(leaf, Interruption):
             if leaf is stopped:
                 raise stopped
             raise leaf from stopped
+    if run.broken is not None and run.broken not in leaves:
+        raise run.broken from stopped
     for leaf in leaves:
         if isinstance(leaf, Suspended) and leaf.origin is not run:
             raise TypeError(
-                f"the pass of {holder.workflow!r} stopped on a suspension of {leaf.key!r} that"
+                f"the pass of {run.workflow!r} stopped on a suspension of {leaf.key!r} that"
                 " its own Run did not raise (a Run of another pass?); a body suspends only"
                 " through the Run it was given"
             ) from stopped

@@ -38,6 +38,7 @@ from durability.status import Inspectable
 from integration import cli
 from integration.document import (
     LOCATION,
+    CancelledOrder,
     ConfirmationIn,
     Confirmed,
     Deleted,
@@ -193,6 +194,7 @@ def make_app(
     | `DELETE /orders/{id}` | `delete(id)` and `delete(id:unwind)` | 200 with records removed |
     | `GET /orders?state=&prefix=&limit=&after=` | `durable.list(...)` | a page of statuses |
     | `POST /orders/{id}/retry` | `durable.retry(id)`: run a failed order again | 202 |
+    | `POST /orders/{id}/cancel` | `durable.cancel(id)`: run nothing more of it | 202; 409 ended |
 
     Each store call is given `store_timeout`; one that fails because the store is down, or
     takes longer, answers 503 with `Retry-After: retry_after` (in whole seconds, at least 1).
@@ -432,6 +434,25 @@ def make_app(
             raise Refused(409, f"order {order_id!r} has not failed ({state})")
         log.info("order retried", extra=fields(order=order_id))
         return JSONResponse({"id": order_id, "retried": True}, status_code=202)
+
+    @app.post(
+        "/orders/{order_id}/cancel",
+        status_code=202,
+        responses=responses(
+            {202: {"model": CancelledOrder, "description": "the order runs nothing more"}},
+            (404, 409),
+        ),
+    )
+    async def cancel(order_id: str) -> Response:
+        """Cancel an order that has not ended: nothing more of it runs (a pass under way
+        stops at its next step). A rollback already started runs on."""
+        order_id = _order_id(order_id, missing=404)
+        await known(order_id)
+        if not await store(inspect.cancel(order_id)):
+            state = (await store(inspect.status(order_id))).state
+            raise Refused(409, f"order {order_id!r} has ended ({state}); nothing was cancelled")
+        log.info("order cancelled", extra=fields(order=order_id))
+        return JSONResponse({"id": order_id, "cancelled": True}, status_code=202)
 
     @app.post(
         "/orders/{order_id}/confirmation",

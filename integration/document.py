@@ -231,6 +231,13 @@ class Retried(BaseModel):
     retried: bool
 
 
+class CancelledOrder(BaseModel):
+    model_config = _OUT
+
+    id: str
+    cancelled: bool
+
+
 class Confirmed(BaseModel):
     model_config = _OUT
 

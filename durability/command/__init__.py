@@ -1,7 +1,7 @@
 """The `durability` command: look at and act on the workflows of any store, by its URL.
 
-Each subcommand is one call of `durability.operating`; the moves (`retry`, `delete`) are made
-from its `ACTIONS` table, so a move added there is a subcommand here. The exit code is the
+Each subcommand is one call of `durability.operating`; the moves (`retry`, `cancel`, `delete`)
+are made from its `ACTIONS` table, so a move added there is a subcommand here. The exit code is the
 contract a script relies on (`EXIT`); the `--help` text says it too.
 """
 
@@ -93,7 +93,7 @@ def parser() -> argparse.ArgumentParser:
     ui.add_argument(
         "--actions",
         action="store_true",
-        help="offer retry and delete; each needs the token in $DURABILITY_UI_TOKEN",
+        help="offer retry, cancel and delete; each needs the token in $DURABILITY_UI_TOKEN",
     )
     return top
 

@@ -1,7 +1,6 @@
 """The moves an operator may make on one workflow, as a table (`ACTIONS`): each names itself,
 asks its question, says when it applies, and runs. The command line makes a subcommand of
-each entry and the page a button, so a new move (cancelling, once workflows can be cancelled)
-is one entry here.
+each entry and the page a button, so a new move (retry, cancel, delete) is one entry here.
 
 How a move ends is data (`Acted`): `Done`, `Refused` (not in a state it applies to, or held
 by a live pass: nothing changed) or `Gone` (no such workflow).
@@ -13,6 +12,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 from durability.checks import check_workflow
+from durability.endings import cancel
 from durability.interfaces import Durable
 from durability.signals import Contended
 from durability.status import Status, retry, status
@@ -66,6 +66,20 @@ async def _retry(durable: Durable, workflow: str) -> Acted:
     return Refused(f"{workflow!r} has not failed (it is {found.state}); nothing was changed")
 
 
+async def _cancel(durable: Durable, workflow: str) -> Acted:
+    found = await status(durable.checkpointer, workflow)
+    if found.state == "unknown":
+        return Gone(f"no workflow {workflow!r} in this store")
+    if await cancel(durable, workflow):
+        return Done(f"{workflow!r} is cancelled: nothing more of it runs")
+    ended = await status(durable.checkpointer, workflow)
+    return Refused(f"{workflow!r} has ended already (it is {ended.state}); nothing was changed")
+
+
+#: The states a workflow may be cancelled in (a running one too: it stops at its next step).
+_CANCELLABLE = frozenset({"queued", "running", "sleeping", "blocked"})
+
+
 async def _delete(durable: Durable, workflow: str) -> Acted:
     found = await status(durable.checkpointer, workflow)
     if found.state == "unknown" and not await durable.checkpointer.load(workflow):
@@ -84,6 +98,14 @@ ACTIONS: dict[str, Action] = {
             "Run {id} again from its last recorded step?",
             lambda found: found.state == "failed",
             _retry,
+        ),
+        Action(
+            "cancel",
+            "Cancel",
+            "Cancel {id}: run nothing more of it (a running pass stops at its next step)?",
+            lambda found: found.state in _CANCELLABLE,
+            _cancel,
+            lasting=True,
         ),
         Action(
             "delete",

@@ -36,6 +36,7 @@ ENDINGS = {
     "fenced": "fenced",
     "unavailable": "unavailable",
     "contended": "contended",
+    "cancelled": "cancelled",
 }
 #: How many workflows' last pass spans a process keeps, to link the next pass to.
 REMEMBERED = 10_000
@@ -119,7 +120,7 @@ class Telemetry:
                     self._delivered(workflow)  # a wakeup met the pass running here: no end
                 else:
                     self._ended(event, "contended")  # the body met another workflow held
-            case "retrying" | "dead" | "expired" | "fenced" | "unavailable":
+            case "retrying" | "dead" | "expired" | "fenced" | "unavailable" | "cancelled":
                 self._ended(event, ENDINGS[kind])
             case _:
                 assert_never(kind)

@@ -15,6 +15,7 @@ import asyncio
 import json
 import logging
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 
 from durability.checks import (
@@ -29,7 +30,7 @@ from durability.checks import (
     detail_text,
     positive,
 )
-from durability.codec import Codec, JsonCodec
+from durability.codec import Codec, JsonCodec, decode_checkpoint
 from durability.postgres.batching import StatementBatcher
 from durability.postgres.effect import PostgresEffect
 from durability.postgres.libpq_pipeline import GROUP_LOCK_WAIT
@@ -37,11 +38,13 @@ from durability.postgres.statements import (
     DEFAULT_SCHEMA,
     Pool,
     borrowed,
+    ended_channel,
     every,
     one,
     run,
     statements,
 )
+from durability.postgres.watching import PostgresBell, watch
 from durability.signals import Fenced
 from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 from durability.values import Effect, Entry, Look, Pass, Recorded, Standing, Written
@@ -149,13 +152,19 @@ class PostgresCheckpointer:
             return None
         token, deadline, found = row
         # None: the claim row moved under the statement's snapshot, so `resume` loads instead.
-        records = None if found is None else self.decoded(found)
-        return Pass(workflow, token, alive, _utc(deadline), records)
+        return self.claimed(workflow, token, alive, _utc(deadline), found)
 
-    def decoded(self, pairs: list[list[str]]) -> dict[str, object]:
-        """A checkpoint read as `[key, value]` pairs in first-recorded order, decoded."""
-        decode = self._codec.decode
-        return {key: decode(value) for key, value in pairs}
+    def claimed(
+        self, workflow: str, token: int, alive: timedelta, deadline: datetime,
+        found: list[list[str]] | None,
+    ) -> Pass:
+        """The `Pass` of a claim that read the checkpoint as `[key, value]` pairs in
+        first-recorded order (`None`: the claim row moved under the statement's snapshot, so
+        `resume` loads instead)."""
+        if found is None:
+            return Pass(workflow, token, alive, deadline)
+        records, ordinals = decode_checkpoint(self._codec, ((key, text) for key, text in found))
+        return Pass(workflow, token, alive, deadline, records, ordinals)
 
     async def load(self, workflow: str) -> dict[str, object]:
         rows = await every(self._pool, self._sql["load"], {"workflow": check_workflow(workflow)})
@@ -313,6 +322,28 @@ class PostgresCheckpointer:
         row = await one(self._pool, self._sql["discard"], {"workflow": check_workflow(workflow)})
         assert row is not None
         return int(row[0])
+
+    async def conclude(self, workflow: str, key: str, value: object) -> Recorded:
+        check_workflow(workflow)
+        check_recorded_key(key)
+        encoded = self._codec.encode(value)
+        params = {"workflow": workflow, "key": key, "value": encoded,
+                  "channel": ended_channel(self.schema)}
+        row = await one(self._pool, self._sql["conclude"], params)
+        assert row is not None
+        written, held = row[0], row[1]
+        if written is not None:
+            return Recorded(self._codec.decode(written), True)
+        if held is None:
+            # The winner committed while this statement waited on its key: this statement's
+            # snapshot predates it, so read it in a statement of its own.
+            return Recorded((await self.load(workflow))[key], False)
+        return Recorded(self._codec.decode(held), False)
+
+    def watch(self, workflow: str) -> AbstractAsyncContextManager[PostgresBell]:
+        """A bell rung by the notification an ending's commit sends (`postgres.watching`)."""
+        check_workflow(workflow)
+        return watch(self._pool, ended_channel(self.schema), workflow)
 
     # -- the ledger: where each workflow's last pass left it ----------------------------------
 

@@ -167,6 +167,38 @@ WITH written AS (
 SELECT (SELECT value FROM written),
        (SELECT value FROM durability.records WHERE workflow = %(workflow)s AND key = %(key)s)
 
+-- name: conclude
+-- A workflow's ending from outside any pass: the claim row locked first (as a finish locks it
+-- before writing its ending, so the two wait for each other rather than deadlock), the record
+-- written first-writer-wins, and only if it was, the fence raised (token up, times cleared),
+-- the records kept; whoever waits for the ending told on commit.
+WITH now AS (SELECT clock_timestamp() AS t),
+locked AS MATERIALIZED (
+    SELECT token FROM durability.claims WHERE workflow = %(workflow)s FOR UPDATE
+),
+written AS (
+    INSERT INTO durability.records (workflow, key, value, at)
+    SELECT %(workflow)s, %(key)s, %(value)s, clock_timestamp()
+    FROM (SELECT count(*) FROM locked) AS l
+    ON CONFLICT (workflow, key) DO NOTHING
+    RETURNING value
+),
+fenced AS (
+    INSERT INTO durability.claims AS c (workflow, token, until, deadline)
+    SELECT %(workflow)s, floor(extract(epoch FROM now.t) * 1000)::bigint,
+           '-infinity', '-infinity'
+    FROM now WHERE EXISTS (SELECT 1 FROM written)
+    ON CONFLICT (workflow) DO UPDATE
+        SET token = greatest(EXCLUDED.token, c.token + 1),
+            until = '-infinity',
+            deadline = '-infinity'
+    RETURNING 1
+),
+told AS (SELECT pg_notify(%(channel)s, %(workflow)s) FROM written)
+SELECT (SELECT value FROM written),
+       (SELECT value FROM durability.records WHERE workflow = %(workflow)s AND key = %(key)s),
+       (SELECT count(*) FROM fenced), (SELECT count(*) FROM told)
+
 -- name: append
 -- The sequence lives on the claim row, which outlives discard, so an inbox key is never
 -- reused. The upsert locks that row, so two appends to one workflow take distinct numbers.

@@ -20,6 +20,7 @@ from durability.checks import (
     INBOX,
     INBOX_WIDTH,
     check_key,
+    check_recorded_key,
     check_state,
     check_workflow,
     detail_text,
@@ -27,7 +28,7 @@ from durability.checks import (
 )
 from durability.postgres.checkpointer import RACES, PostgresCheckpointer
 from durability.postgres.scheduler import Look, PostgresScheduler
-from durability.postgres.statements import Params, one, statements
+from durability.postgres.statements import Params, ended_channel, one, statements
 from durability.status import Inspected
 from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
@@ -42,6 +43,10 @@ MOST_TAKEN = 64
 MOST_FINISHED = 64
 
 _TakeRow = tuple[object, ...]
+
+
+#: What each finish of a `finish_many` carries.
+_ASKED = ("workflow", "token", "receipt", "state", "detail", "ending_key", "ending_value")
 
 
 class PostgresDurable(Inspected):
@@ -59,7 +64,15 @@ class PostgresDurable(Inspected):
     batcher with whatever else the worker's passes ask for in that turn.
     """
 
-    __slots__ = ("_checkpointer", "_finishes", "_scheduler", "_sql", "_takes", "_traffic")
+    __slots__ = (
+        "_checkpointer",
+        "_ended_channel",
+        "_finishes",
+        "_scheduler",
+        "_sql",
+        "_takes",
+        "_traffic",
+    )
 
     #: How many takes `work` keeps in flight for this store unless told otherwise, when its
     #: one reader does not take many at once (`take_up_to`): the takes of one turn are one
@@ -84,6 +97,7 @@ class PostgresDurable(Inspected):
                 f"{checkpointer.schema!r} and {scheduler.schema!r}"
             )
         self._sql = statements("durable.sql", scheduler.schema)
+        self._ended_channel = ended_channel(scheduler.schema)
         self._checkpointer = checkpointer
         self._scheduler = scheduler
         self._takes: Coalescer[Params, _TakeRow] = Coalescer(self._take_many, MOST_TAKEN)
@@ -160,13 +174,26 @@ class PostgresDurable(Inspected):
     ) -> bool:
         """`settle`, `release` and `done` as one statement (`finish_settled` in durable.sql),
         shared with the other finishes asked for in the same turn (`_finish_many`)."""
+        return await self._finish(holder, delivery, state, detail, None, None)
+
+    async def finish_ended(
+        self, holder: Pass, delivery: Delivery, key: str, value: object, state: str,
+        detail: Mapping[str, object],
+    ) -> bool:
+        """`finish_settled` with the workflow's ending written in the same statement under the
+        pass's token, its waiters notified on commit; False if the token is not the pass's."""
+        encoded = self._checkpointer.codec.encode(value)
+        return await self._finish(holder, delivery, state, detail, check_recorded_key(key), encoded)
+
+    async def _finish(
+        self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object],
+        ending_key: str | None, ending_value: str | None,
+    ) -> bool:
         check_state(state)
         params = self._params(
-            check_workflow(holder.workflow),
-            token=holder.token,
-            receipt=int(delivery.receipt),
-            state=state,
-            detail=detail_text(detail),
+            check_workflow(holder.workflow), token=holder.token, receipt=int(delivery.receipt),
+            state=state, detail=detail_text(detail), ending_key=ending_key,
+            ending_value=ending_value, ended_channel=self._ended_channel,
         )
         stood = await self._finishes.call(params)
         self._scheduler.changed()
@@ -186,11 +213,12 @@ class PostgresDurable(Inspected):
         calls = sorted(calls, key=lambda call: str(call[0]["workflow"]))  # the lock order
         workflows = [str(params["workflow"]) for params, _ in calls]
         if len(calls) > 1 and len(set(workflows)) == len(calls):
-            asked = [
-                {key: params[key] for key in ("workflow", "token", "receipt", "state", "detail")}
-                for params, _ in calls
-            ]
-            many_params = {"queue": calls[0][0]["queue"], "asked": json.dumps(asked)}
+            asked = [{key: params[key] for key in _ASKED} for params, _ in calls]
+            many_params = {
+                "queue": calls[0][0]["queue"],
+                "asked": json.dumps(asked),
+                "ended_channel": self._ended_channel,
+            }
             try:
                 row = await self._checkpointer.batcher.one(self._sql["finish_many"], many_params)
             except Exception as error:
@@ -271,9 +299,10 @@ class PostgresDurable(Inspected):
         delivery = Delivery(workflow, str(receipt), lapsed=bool(lapsed))
         if token is None:  # a live pass holds it
             return Taken(delivery, None)
-        # None: the claim row moved under the statement's snapshot, so the pass loads.
-        records = None if found is None else self._checkpointer.decoded(found)
-        return Taken(delivery, Pass(workflow, token, alive, deadline.astimezone(UTC), records))
+        holder = self._checkpointer.claimed(
+            workflow, token, alive, deadline.astimezone(UTC), found
+        )
+        return Taken(delivery, holder)
 
     async def _take_many(self, calls: list[Queued[Params, _TakeRow]]) -> None:
         """The takes asked for in one turn (a busy worker's readers), each group that asks

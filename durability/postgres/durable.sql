@@ -131,8 +131,20 @@ stood AS (
     ON CONFLICT (workflow) DO UPDATE
         SET state = EXCLUDED.state, detail = EXCLUDED.detail, at = EXCLUDED.at
     RETURNING 1
-)
-SELECT (SELECT count(*) FROM stood), (SELECT count(*) FROM done), (SELECT count(*) FROM quick)
+),
+-- The workflow's ending, when the pass brings one (its body returned, or failed for good):
+-- written only under the pass's token (after the release, whose row lock a cancel's conclude
+-- takes first too), first writer wins; its waiters told on commit.
+ended AS (
+    INSERT INTO durability.records (workflow, key, value, at)
+    SELECT %(workflow)s, %(ending_key)s::text, %(ending_value)s::text, clock_timestamp()
+    FROM released WHERE %(ending_key)s::text IS NOT NULL
+    ON CONFLICT (workflow, key) DO NOTHING
+    RETURNING workflow
+),
+told AS (SELECT pg_notify(%(ended_channel)s, workflow) FROM ended)
+SELECT (SELECT count(*) FROM stood), (SELECT count(*) FROM done), (SELECT count(*) FROM quick),
+       (SELECT count(*) FROM told)
 
 -- name: claiming
 -- The part both takes (take, take_many) share after their `taken` CTE: lock the taken
@@ -289,7 +301,8 @@ asked AS MATERIALIZED (
     -- is given, so every call would be planned afresh (about 1 ms); a JSON set it sizes the
     -- same whatever it holds, so the prepared statement keeps one generic plan.
     SELECT * FROM jsonb_to_recordset(%(asked)s::jsonb)
-        AS a(workflow text, token bigint, receipt bigint, state text, detail text)
+        AS a(workflow text, token bigint, receipt bigint, state text, detail text,
+             ending_key text, ending_value text)
 ),
 placed AS MATERIALIZED (
     -- Where each asked row's queue row lies, if it holds the receipt: one probe of the primary
@@ -326,5 +339,16 @@ stood AS (
     ON CONFLICT (workflow) DO UPDATE
         SET state = EXCLUDED.state, detail = EXCLUDED.detail, at = EXCLUDED.at
     RETURNING s.workflow
-)
-SELECT (SELECT coalesce(array_agg(workflow), '{}') FROM stood)
+),
+ended AS (
+    -- Each pass's ending, if it brings one, as finish_settled writes it.
+    INSERT INTO durability.records (workflow, key, value, at)
+    SELECT a.workflow, a.ending_key, a.ending_value, clock_timestamp()
+    FROM asked AS a JOIN released AS r ON r.workflow = a.workflow
+    WHERE a.ending_key IS NOT NULL
+    ORDER BY a.workflow
+    ON CONFLICT (workflow, key) DO NOTHING
+    RETURNING workflow
+),
+told AS (SELECT pg_notify(%(ended_channel)s, workflow) FROM ended)
+SELECT (SELECT coalesce(array_agg(workflow), '{}') FROM stood), (SELECT count(*) FROM told)

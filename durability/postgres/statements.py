@@ -75,6 +75,12 @@ def channel(schema: str) -> str:
     return f"{check_schema(schema)}_ready"
 
 
+def ended_channel(schema: str) -> str:
+    """The channel a schema's workflows' endings are told on (the payload is the workflow id):
+    `durability_ended` for the default."""
+    return f"{check_schema(schema)}_ended"
+
+
 @cache
 def statements(filename: str, schema: str = DEFAULT_SCHEMA) -> Mapping[str, str]:
     """The named statements of one `.sql` file beside this module, over the tables in `schema`

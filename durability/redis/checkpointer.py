@@ -12,6 +12,7 @@ workflows still spread over a cluster's nodes, and an effect's keys need only ca
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -29,10 +30,13 @@ from durability.codec import Codec, JsonCodec
 from durability.redis.batching import ScriptBatcher
 from durability.redis.checkpoint_calls import CheckpointCalls, from_server_ms, records_of
 from durability.redis.effect import LuaEffect, hash_tag
+from durability.redis.lua import ScriptCall
 from durability.redis.namespace import DEFAULT, check_namespace
 from durability.redis.namespace import key as namespace_key
 from durability.redis.sending import Acknowledged, Client, NotAcknowledged, Sender
+from durability.redis.shards import check_shards, shard_of, tags
 from durability.redis.standings import Standings
+from durability.redis.watching import RedisBell, channel_of, watch
 from durability.signals import Fenced
 from durability.values import STATES, Effect, Entry, Look, Pass, Recorded, Standing, Written
 
@@ -115,9 +119,13 @@ class RedisCheckpointer:
         ttl: timedelta = timedelta(days=1),
         codec: Codec | None = None,
         durable: Acknowledged | None = None,
+        shards: int = 1,
     ) -> None:
         self._redis = redis
         self.namespace = check_namespace(namespace)
+        #: How many shards the namespace's standings (like its queue) are split over; a
+        #: workflow's standing is in its shard (shards.py).
+        self.shards = check_shards(shards)
         #: What each workflow's keys start with; the id's `{<id>}` follows.
         self.prefix = f"{namespace}:workflow:"
         self.ttl = positive("ttl", ttl)
@@ -125,14 +133,19 @@ class RedisCheckpointer:
         self._codec: Codec = codec or JsonCodec()
         self._durable = durable
         self._sender = Sender(redis, durable)
-        standing_keys = (
-            namespace_key(self.namespace, "standings"),
-            *(namespace_key(self.namespace, f"state:{name}") for name in ("all", *STATES)),
+        ledgers = tuple(
+            (namespace_key(tag, "standings"),
+             *(namespace_key(tag, f"state:{name}") for name in ("all", *STATES)))
+            for tag in tags(self.namespace, shards)
         )
+
+        def standing_keys(workflow: str) -> tuple[str, ...]:
+            return ledgers[shard_of(workflow, shards)]
+
         #: The calls this checkpointer sends, built and read; `RedisDurable` joins them with
         #: a scheduler's (see checkpoint_calls.py).
         self.calls = CheckpointCalls(self.keys, self._ttl_ms, self._codec, standing_keys)
-        self._standings = Standings(self._sender, self.calls, self.namespace, self.keys)
+        self._standings = Standings(self._sender, self.calls, ledgers, self.keys)
 
     # --- running scripts --------------------------------------------------------------------
 
@@ -244,6 +257,33 @@ class RedisCheckpointer:
         await self._standings.unstand(workflow, int(token))
         return int(gone)
 
+    async def conclude(self, workflow: str, key: str, value: object) -> Recorded:
+        check_recorded_key(key)
+        encoded = self._codec.encode(value)
+        keys = self.keys(workflow)
+        args = [key, encoded, self._ttl_ms, channel_of(keys[0])]
+        reply = await self._write(self._script("conclude"), keys, args)
+        if int(reply[0]) == 1:
+            return Recorded(self._codec.decode(encoded), True)
+        return Recorded(self._codec.decode(reply[1]), False)
+
+    def end_release(self, holder: Pass, key: str, value: object) -> ScriptCall:
+        """The call that writes a pass's ending and releases its claim, under its token only
+        (`end_release.lua`; `RedisDurable.finish_ended` runs it)."""
+        check_recorded_key(key)
+        encoded = self._codec.encode(value)
+        keys = self.keys(holder.workflow)
+        args = (holder.token, self._ttl_ms, key, encoded, channel_of(keys[0]))
+        return ScriptCall("end_release", keys, args)
+
+    async def run_call(self, call: ScriptCall) -> Any:
+        """Run one checkpoint `call` alone."""
+        return await self._write(self._script(call.name), call.keys, call.args)
+
+    def watch(self, workflow: str) -> AbstractAsyncContextManager[RedisBell]:
+        """A bell rung by the ending's PUBLISH (`durability.redis.watching`)."""
+        return watch(self._redis, channel_of(self.keys(workflow)[0]))
+
     # --- the ledger: where each workflow's last pass left it (standings.py) ----------------
 
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
@@ -286,7 +326,7 @@ class RedisCheckpointer:
         """End what this checkpointer started: the batches under way are let finish (at most
         `storekit.chores.ENDING`), and their connection's reader stops. The client is the
         caller's to close, after."""
-        await self._sender.batcher.close()
+        await self._sender.close()
 
     def keys(self, workflow: str) -> tuple[str, str, str]:
         """The records, claim and order keys of `workflow` in this checkpointer's namespace."""

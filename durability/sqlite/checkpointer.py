@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Mapping
+from contextlib import AbstractAsyncContextManager
 from datetime import timedelta
 from typing import Any
 
@@ -28,10 +29,11 @@ from durability.checks import (
     inbox_key,
     positive,
 )
-from durability.codec import Codec, JsonCodec
+from durability.codec import Codec, JsonCodec, decode_checkpoint
 from durability.signals import Fenced
 from durability.sqlite.database import SqliteDatabase, from_us, now_us, queries
 from durability.sqlite.effect import SqliteEffect
+from durability.sqlite.watching import SqliteBell, ended_signal, watch
 from durability.values import Effect, Entry, Look, Pass, Recorded, Standing, Written
 
 # The `*_step` functions are the transactions' bodies. `SqliteDurable` runs several of them, with
@@ -140,8 +142,8 @@ def claimed_pass(
     if claimed is None:
         return None
     token, deadline, found = claimed
-    records = {key: codec.decode(text) for key, text in found}
-    return Pass(workflow, token, alive, from_us(deadline), records)
+    records, ordinals = decode_checkpoint(codec, found)
+    return Pass(workflow, token, alive, from_us(deadline), records, ordinals)
 
 
 def release_step(connection: sqlite3.Connection, holder: Pass) -> None:
@@ -164,6 +166,28 @@ def settle_params(holder: Pass, state: str, detail: Mapping[str, object]) -> dic
 def settle_step(connection: sqlite3.Connection, params: dict[str, object]) -> bool:
     """`settle` inside an open write transaction: whether the standing was written."""
     return connection.execute(_SQL["settle"], params | {"now": now_us()}).rowcount > 0
+
+
+def conclude_step(
+    connection: sqlite3.Connection, workflow: str, key: str, encoded: str
+) -> tuple[str, bool]:
+    """`conclude` inside an open write transaction: the ending written first-writer-wins and,
+    if this write won, the fence raised (the records kept)."""
+    now = now_us()
+    text, first = _write(connection, workflow, key, encoded, now)
+    if first:
+        connection.execute(_SQL["fence"], {"workflow": workflow, "now_ms": now // 1000})
+    return text, first
+
+
+def end_step(connection: sqlite3.Connection, holder: Pass, key: str, encoded: str) -> bool:
+    """The ending written under `holder`'s token, if it is still the workflow's (a cancel's
+    fence or a newer claim raised it otherwise); whether it was."""
+    row = connection.execute(_SQL["holder"], {"workflow": holder.workflow}).fetchone()
+    if row is None or row[0] != holder.token:
+        return False
+    _write(connection, holder.workflow, key, encoded, now_us())
+    return True
 
 
 def discard_step(connection: sqlite3.Connection, workflow: str) -> int:
@@ -301,6 +325,22 @@ class SqliteCheckpointer:
     async def release(self, holder: Pass) -> None:
         check_workflow(holder.workflow)
         await self.database.alone(lambda connection: release_step(connection, holder))
+
+    async def conclude(self, workflow: str, key: str, value: object) -> Recorded:
+        check_workflow(workflow)
+        check_recorded_key(key)
+        encoded = self.codec.encode(value)
+        text, first = await self.database.write(
+            lambda connection: conclude_step(connection, workflow, key, encoded)
+        )
+        if first:
+            self.database.notify(ended_signal(workflow))
+        return Recorded(self.codec.decode(text), first)
+
+    def watch(self, workflow: str) -> AbstractAsyncContextManager[SqliteBell]:
+        """A bell rung as `workflow`'s ending commits (`durability.sqlite.watching`)."""
+        check_workflow(workflow)
+        return watch(self.database, workflow)
 
     # -- the ledger: where each workflow's last pass left it ----------------------------------
 

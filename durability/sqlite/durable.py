@@ -14,7 +14,7 @@ import sqlite3
 from collections.abc import Mapping
 from datetime import timedelta
 
-from durability.checks import check_key, check_workflow, positive
+from durability.checks import check_key, check_recorded_key, check_workflow, positive
 from durability.interfaces import Checkpointer, Scheduler
 from durability.sqlite.checkpointer import (
     Claimed,
@@ -23,6 +23,7 @@ from durability.sqlite.checkpointer import (
     claim_step,
     claimed_pass,
     discard_step,
+    end_step,
     release_step,
     settle_params,
     settle_step,
@@ -35,6 +36,7 @@ from durability.sqlite.scheduler import (
     ready_step,
     take_step,
 )
+from durability.sqlite.watching import ended_signal
 from durability.status import Inspected
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
@@ -142,6 +144,36 @@ class SqliteDurable(Inspected):
             return stood
 
         return await self._checkpointer.database.write(work)
+
+    async def finish_ended(
+        self,
+        holder: Pass,
+        delivery: Delivery,
+        key: str,
+        value: object,
+        state: str,
+        detail: Mapping[str, object],
+    ) -> bool:
+        """The ending, the standing, the release and the done in one write transaction, if the
+        claim's token is still the pass's; then whoever waits for the ending is rung."""
+        check_recorded_key(key)
+        params = settle_params(holder, state, detail)
+        encoded = self._checkpointer.codec.encode(value)
+        queue = self._scheduler.queue
+
+        def work(connection: sqlite3.Connection) -> bool:
+            if not end_step(connection, holder, key, encoded):
+                return False
+            settle_step(connection, params)
+            release_step(connection, holder)
+            done_step(connection, queue, delivery)
+            return True
+
+        database = self._checkpointer.database
+        ours = await database.write(work)
+        if ours:
+            database.notify(ended_signal(holder.workflow))
+        return ours
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         """Take a ready row and claim its workflow in one write transaction, waiting as

@@ -13,9 +13,10 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import datetime, timedelta
 
+from durability.bodies import by_name
 from durability.clock import utcnow
 from durability.failures import ONCE, Retry
 from durability.interfaces import Durable
@@ -54,7 +55,7 @@ __all__ = [
 
 async def work(
     durable: Durable,
-    body: Callable[[Run], Awaitable[object]],
+    body: Callable[[Run], Awaitable[object]] | Mapping[str, Callable[[Run], Awaitable[object]]],
     *,
     pool: int = 16,
     budget: timedelta = timedelta(minutes=5),
@@ -95,7 +96,7 @@ async def work(
     (and every `sweep`), so it costs a few requests a minute. `readers` caps
     how many takes a busy worker keeps in flight at once (an idle one keeps one): by default the
     store's own `readers` attribute if it has one, else `READERS`. A store that takes many in
-    one move (`TakingMany`: Postgres) is read by one reader that asks for as many as there
+    one move (`TakingMany`: Postgres, Redis) is read by one reader that asks for as many as there
     are free slots, and `readers` does not apply. `clock` is the time of the timer and of
     every pass (the deadlines `run.sleep` records), so a test can move both.
 
@@ -109,6 +110,8 @@ async def work(
     the worker trims it once as it starts and then, while passes end, every `trim_every` of the
     scheduler (a second by default; `trim_every_ms` in the URL, `off` for never). `trim=False`
     leaves the queue to something else.
+
+    `body` may map names to bodies: each workflow runs the one it was `durable.start`ed as.
 
     Nothing a body raises ends the worker: it is recorded (`durability.failures`). Only these
     two stop it:
@@ -127,5 +130,6 @@ async def work(
         durable, pool=pool, budget=budget, tick=tick, within=within, contended=contended,
         sweep=sweep, readers=readers, grace=grace, retry=retry,
     )
-    crew = Crew(durable, body, settings, observer=observer, clock=clock, trim=trim)
+    run_body = by_name(body) if isinstance(body, Mapping) else body
+    crew = Crew(durable, run_body, settings, observer=observer, clock=clock, trim=trim)
     await run(crew, stop)

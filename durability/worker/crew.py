@@ -6,16 +6,19 @@ other worker state; nothing here runs on its own."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from datetime import datetime
 from typing import Any
 
+from durability.bodies import start
 from durability.checks import positive
 from durability.faults import StoreDown, patiently
 from durability.interfaces import (
     Checkpointer,
     Durable,
+    FinishingEnded,
     Ledger,
     Retaining,
     Scheduler,
@@ -49,6 +52,8 @@ class Crew:
         trim: bool = True,
     ) -> None:
         self.durable = durable
+        #: How a pass starts a child workflow (`Run.child`).
+        self.starter = functools.partial(start, durable)
         self.checkpointer: Checkpointer = durable.checkpointer
         self.scheduler: Scheduler = durable.scheduler
         self.lease = positive("lease", self.scheduler.lease)
@@ -97,6 +102,10 @@ class Crew:
         if self.ledger is not None and isinstance(durable, Settling):
             self.settling = durable
         self.retaining = self.checkpointer if isinstance(self.checkpointer, Retaining) else None
+        #: Writes a completed pass's ending with its finish (`concluding`), else None.
+        self.ending: FinishingEnded | None = (
+            durable if isinstance(durable, FinishingEnded) else None
+        )
         # A queue that keeps answered wakeups until trimmed (the stream) is trimmed by the
         # worker that answers them, after it has, so an idle worker sends no trims at all.
         self.trimmed: Trimmed | None = None

@@ -16,6 +16,7 @@ from durability.faults import StoreDown
 from durability.signals import Fenced, Interruption
 from durability.stepwise import Blocked, Completed, Sleeping
 from durability.values import Pass
+from durability.worker.concluding import AlreadyEnded, complete, tell_parent
 from durability.worker.crew import Crew
 from durability.worker.failing import fail
 from durability.worker.running import Running
@@ -23,6 +24,7 @@ from durability.worker.running import Running
 __all__ = [
     "AlreadyFailed",
     "Busy",
+    "EndedBefore",
     "Ending",
     "FailedBefore",
     "OtherHeld",
@@ -31,6 +33,7 @@ __all__ = [
     "Stopped",
     "Superseded",
     "Unreachable",
+    "Withdrawn",
     "answer",
 ]
 
@@ -86,7 +89,28 @@ class Raised:
     error: BaseException
 
 
-Ending = Settled | Busy | OtherHeld | Stopped | Superseded | Unreachable | FailedBefore | Raised
+@dataclass(frozen=True, slots=True)
+class Withdrawn:
+    """The workflow was cancelled under the pass (`Cancelled` reached the body's end)."""
+
+
+@dataclass(frozen=True, slots=True)
+class EndedBefore:
+    ended: AlreadyEnded
+
+
+Ending = (
+    Settled
+    | Busy
+    | OtherHeld
+    | Stopped
+    | Superseded
+    | Unreachable
+    | FailedBefore
+    | Raised
+    | Withdrawn
+    | EndedBefore
+)
 
 
 async def answer(crew: Crew, running: Running, holder: Pass | None, ending: Ending) -> None:
@@ -103,34 +127,17 @@ async def answer(crew: Crew, running: Running, holder: Pass | None, ending: Endi
     | `Unreachable` | a store write kept failing | release, if it answers | hand back, else lapse |
     | `FailedBefore` | it had failed; only retry runs it | the failed standing again | done |
     | `Raised` | the body raised (`failing`) | failure record; standing | `wake_at(backoff)`; done |
+    | `Withdrawn` | cancelled under it (`Cancelled`) | nothing: the cancel fenced it | done |
+    | `EndedBefore` | it had ended (completed, cancelled) | its standing again | done |
+
+    A completed body's ending is written with its finish (`concluding.complete`); refused
+    there, the pass is `Withdrawn` if the workflow was cancelled, else handed back.
     """
     delivery = running.delivery
-    workflow = delivery.workflow
-    match ending:
-        case Busy():
-            await crew.look_again(delivery, running.reclaimed)
-            return
-        case Settled(outcome=outcome):
-            crew.emit("outcome", workflow, outcome=outcome)
-        case OtherHeld():
-            log.info("a pass of %s found another workflow held; looking again", workflow)
-        case Stopped():
-            crew.emit("expired", workflow)
-        case Superseded(fenced=fenced):
-            crew.emit("fenced", workflow, error=fenced)
-            log.warning("pass of %s was fenced: %s", workflow, fenced)
-        case Unreachable(lost=lost):
-            # Not the workflow's failure: what it recorded stands, and the step whose record
-            # did not land runs again on the next pass.
-            crew.emit("unavailable", workflow, error=lost)
-            log.warning("pass of %s stopped: %s", workflow, lost)
-        case FailedBefore(dead=dead):
-            crew.emit("dead", workflow, error=dead, attempt=dead.failure.attempt)
-            log.info("%s has failed; not running it (durable.retry brings it back)", workflow)
-        case Raised():
-            pass
-        case _:
-            assert_never(ending)
+    if isinstance(ending, Busy):
+        await crew.look_again(delivery, running.reclaimed)
+        return
+    _told(crew, delivery.workflow, ending)
     if running.extending is None:
         running.unnudge()  # no renewal was ever sent: nothing to let land, so no await
     else:
@@ -151,8 +158,49 @@ async def answer(crew: Crew, running: Running, holder: Pass | None, ending: Endi
             await crew.finish(holder, delivery, "failed", {"failure": dead.failure.to_record()})
         case Raised(error=error):
             await fail(crew, running, holder, error)
+        case Withdrawn():
+            await crew.scheduler.done(delivery)
+        case EndedBefore(ended=before):
+            # Written again: the pass (or cancel) that ended it may have died before its
+            # standing landed.
+            await crew.finish(holder, delivery, before.ending.state, {})
+            run = running.run
+            if run is not None:  # a child's delivery lost before: given again
+                await tell_parent(crew, holder.workflow, run.records, before.ending)
         case Busy():
             raise AssertionError("answered above")
+        case _:
+            assert_never(ending)
+
+
+def _told(crew: Crew, workflow: str, ending: Ending) -> None:
+    """What the observer and the log hear of each ending."""
+    match ending:
+        case Busy():
+            pass
+        case Settled(outcome=outcome):
+            crew.emit("outcome", workflow, outcome=outcome)
+        case OtherHeld():
+            log.info("a pass of %s found another workflow held; looking again", workflow)
+        case Stopped():
+            crew.emit("expired", workflow)
+        case Superseded(fenced=fenced):
+            crew.emit("fenced", workflow, error=fenced)
+            log.warning("pass of %s was fenced: %s", workflow, fenced)
+        case Unreachable(lost=lost):
+            # Not the workflow's failure: what it recorded stands, and the step whose record
+            # did not land runs again on the next pass.
+            crew.emit("unavailable", workflow, error=lost)
+            log.warning("pass of %s stopped: %s", workflow, lost)
+        case FailedBefore(dead=dead):
+            crew.emit("dead", workflow, error=dead, attempt=dead.failure.attempt)
+            log.info("%s has failed; not running it (durable.retry brings it back)", workflow)
+        case Raised():
+            pass
+        case Withdrawn():
+            crew.emit("cancelled", workflow)
+        case EndedBefore():
+            log.info("%s has ended; not running it", workflow)
         case _:
             assert_never(ending)
 
@@ -166,8 +214,9 @@ async def _settled(
     state: str
     detail: dict[str, object]
     match outcome:
-        case Completed():
-            state, detail = "completed", {}
+        case Completed(value=value):
+            await complete(crew, running, holder, value)
+            return
         case Sleeping(due=due):
             state, detail = "sleeping", {"until": due.isoformat()}
             await crew.retain(workflow, due)

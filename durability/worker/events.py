@@ -26,6 +26,7 @@ Kind = Literal[
     "failed",
     "retrying",
     "dead",
+    "cancelled",
     "contended",
     "fenced",
     "expired",

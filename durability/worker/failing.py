@@ -8,15 +8,19 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from durability.determinism import Nondeterministic
+from durability.endings import Ended, ending_key
 from durability.failures import FAILURE, Failure, attempt, describe, leaves
 from durability.failures import next_key as next_engine_key
 from durability.faults import StoreDown, patiently
 from durability.signals import Fenced
 from durability.values import Pass
+from durability.worker.concluding import finish_ended, tell_parent, withdraw
 from durability.worker.crew import Crew
 from durability.worker.running import Running
 
 __all__ = ["fail"]
+
 
 log = logging.getLogger("durability.worker")
 
@@ -34,6 +38,9 @@ async def fail(crew: Crew, running: Running, holder: Pass, failure: BaseExceptio
     )
     policy = step.retry if step is not None and step.retry is not None else crew.retry
     key = step.key if step is not None else None
+    if isinstance(failure, Nondeterministic):
+        key = failure.reached  # the step it stopped at, which never ran
+
     tried = attempt(records, key)
     now = crew.clock()
     due: datetime | None = None
@@ -78,9 +85,19 @@ async def fail(crew: Crew, running: Running, holder: Pass, failure: BaseExceptio
         await crew.retain(workflow, wake)
         await crew.wake(running.delivery, wake)
     else:
-        state, detail = "failed", {"failure": noted.to_record()}
+        # The workflow's ending, after its failure record and with the finish: a cancel that
+        # lands between the two refuses this write, and the workflow ends cancelled, never both.
+        ending = Ended("failed", failure=noted).to_record()
+        detail = {"failure": noted.to_record()}
         # A store that forgets idle checkpoints keeps a failed one a full retention from
         # now, so the failure is there to read (and to retry) for that long at least.
         await crew.retain(workflow, now)
         crew.emit("dead", workflow, error=failure, attempt=tried)
+        key = ending_key(records)
+        landed = await finish_ended(crew, running, holder, key, ending, "failed", detail)
+        if landed is False:
+            await withdraw(crew, running)
+        elif landed:
+            await tell_parent(crew, workflow, records, Ended("failed", failure=noted))
+        return
     await crew.finish(holder, running.delivery, state, detail)

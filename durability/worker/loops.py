@@ -235,12 +235,26 @@ async def _keep(crew: Crew, running: Running) -> None:
     except Fenced as fenced:
         if not running.in_body:
             return  # the pass ended and released its claim while the renewal was on its way
+        if await _cancelled(running) and crew.clock() < holder.budget_ends:
+            # Cancelled: never stopped mid-effect (within its budget). Its next step raises
+            # `Cancelled`; the step it is in, if any, has its result refused (the fence).
+            return
         # The budget is spent or someone else claimed it: the pass may be wedged in a step
         # that will never return, so stop it and let the workflow be looked at again.
         running.halt()
         log.warning("pass of %s stopped: %s", holder.workflow, fenced)
     except Exception:
         log.exception("renewing %s failed; trying again next tick", holder.workflow)
+
+
+async def _cancelled(running: Running) -> bool:
+    """Whether a pass whose renewal was refused was refused by a cancel (asked of the store)."""
+    run = running.run
+    try:
+        return run is not None and await run.cancelled()
+    except Exception:
+        log.exception("asking whether %s was cancelled failed", running.delivery.workflow)
+        return False
 
 
 async def timer(crew: Crew) -> None:

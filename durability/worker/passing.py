@@ -17,15 +17,18 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from durability.cancelling import stop_if_cancelled
+from durability.endings import ended
 from durability.failures import failed
 from durability.faults import StoreDown
-from durability.signals import Contended, Fenced, Interruption
+from durability.signals import Cancelled, Contended, Fenced, Interruption
 from durability.stepwise import Blocked, Completed, Run, Sleeping, StepHook, resume
 from durability.values import Pass
+from durability.worker.concluding import AlreadyEnded
 from durability.worker.crew import Crew
 from durability.worker.endings import (
     AlreadyFailed,
     Busy,
+    EndedBefore,
     Ending,
     FailedBefore,
     OtherHeld,
@@ -34,6 +37,7 @@ from durability.worker.endings import (
     Stopped,
     Superseded,
     Unreachable,
+    Withdrawn,
     answer,
 )
 from durability.worker.events import Emit
@@ -116,6 +120,10 @@ async def _ended(crew: Crew, running: Running) -> tuple[Pass | None, Ending]:
         return holder, Unreachable(lost)
     except AlreadyFailed as dead:
         return holder, FailedBefore(dead)
+    except AlreadyEnded as before:
+        return holder, EndedBefore(before)
+    except Cancelled:
+        return holder, Withdrawn()
     except Exception as error:
         failure = error.__cause__ if isinstance(error, Escaped) else error
         assert failure is not None
@@ -162,11 +170,15 @@ async def _resume(
 
     def seen(run: Run) -> Awaitable[object]:
         running.run = run  # so a failed pass can still tell which deadline it noted
+        run.starter = crew.starter
         if detail is not None:
             detail("loaded", run.workflow, token=holder.token, records=run.records)
         dead = failed(run.records)
         if dead is not None:
             raise AlreadyFailed(dead)
+        over = ended(run.records)  # completed or cancelled (a failed one is `dead` above)
+        if over is not None:
+            raise AlreadyEnded(over)
         return crew.body(run)
 
     try:

@@ -135,9 +135,12 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
     load = os.getloadavg()
     plan: list[tuple[Backend, dict[str, Any]]] = []
     skipped: dict[str, str] = {}
-    chosen = [b for b in backends if b.applies(name)]
-    # a backend named that this experiment leaves out is said to be, as one that cannot run
-    # here is: a run never drops a backend without a word
+    # A backend the experiment has no configuration for is not chosen, and so no server is
+    # started for it (`contention` asks its questions of one store's own accounts); one it
+    # leaves out is said to be, as one that cannot run here is: a run never drops a backend
+    # without a word.
+    chosen = [b for b in backends if b.applies(name)
+              and experiment.configurations(b, lab.quick)]
     skipped.update({b.name: f"not in {name}: {b.left_out(name)}" for b in backends
                     if not b.applies(name)})
     for backend in chosen:

@@ -590,9 +590,34 @@ def _wakeups(frame: Any, summary: Any) -> list[View]:
                   "run again after the poke", *how) if rivals else (interval,))]
 
 
+def _contention(frame: Any, summary: Any) -> list[View]:
+    from experiments.readers.summaries.contention import statements
+
+    columns = {"rate": "per s", "statements_per_op": "statements", "wal_bytes_per_op":
+               "WAL bytes", "writes_per_op": "commits", "server_cpu_per_op": "server CPU ms",
+               "notify_waits": "on NOTIFY lock", "row_waits": "on rows", "waiting": "waiting",
+               "deadlocks": "deadlocks"}
+    rows = [{"arm": r["arm"], "processes": int(r["processes"]), "phase": r["phase"],
+             **{label: number(r.get(column, math.nan)) for column, label in columns.items()}}
+            for _, r in summary.iterrows()]
+    most = int(summary["runs"].max()) if "runs" in summary and len(summary) else 1
+    bounds = View("bounds", "What one operation costs one Postgres, and what its backends wait"
+                  " on", _frame(rows, ["arm", "processes", "phase"]),
+                  (f"per arrival (arrive) or pass (work), the median of {most} runs; the waits "
+                   "are backends seen waiting, the mean over samples every 20 ms",))
+    processes = int(summary["processes"].max()) if len(summary) else 1
+    costs = statements(frame, "notify", processes)
+    named = [{"statement": r["statement"], "calls": number(r.get("statement_calls")),
+              "WAL bytes": number(r.get("statement_wal_bytes")),
+              "ms": number(r.get("statement_ms"))} for _, r in costs.iterrows()]
+    return [bounds, View("statements", f"A pass's statements, by what each writes ({processes}"
+                         " processes)", _frame(named, ["statement"]),
+                         ("per pass; ms: execution time in the server",))]
+
+
 _VIEWS: dict[str, Callable[[Any, Any], list[View]]] = {
     "latency": _latency, "throughput": _throughput, "takeover": _takeover, "idle": _idle,
-    "growth": _growth, "scaling": _scaling, "wakeups": _wakeups,
+    "growth": _growth, "scaling": _scaling, "wakeups": _wakeups, "contention": _contention,
 }
 
 

@@ -492,6 +492,73 @@ prose(claims(), index=False)
 """),
 ]
 
+POSTGRES_BOUNDS: list[Cell] = [
+    md("""
+# What bounds one Postgres at this workload?
+
+Postgres alone, on a private server started for each configuration, so its WAL and its waits
+are this run's. Two phases: **arrive**, one client submitting the workflows 64 at a time (each
+an `arrive`: a record, a queue row and a NOTIFY in one transaction), then **work**, 1, 2 or 4
+worker processes draining them (a pass, a sleep whose `wake_at` notifies, a second pass). Per
+operation: the statements the server ran (`pg_stat_statements`), the WAL written, the
+transactions that wrote, the server's CPU, and what its backends waited on, sampled every 20 ms
+(`pg_stat_activity`, `pg_locks`: the lock a committing NOTIFY holds apart). Two more arms: the
+same store with its `pg_notify` calls shadowed by a no-op (*silent*: the statements unchanged,
+nothing sent), and the queue table hash-partitioned by workflow into four (*partitioned*).
+"""),
+    code("run_line('contention')"),
+    code("figure('contention')"),
+    code("t = table('contention')\nshown('contention', 'bounds')"),
+    code("""
+def c(arm, processes, phase, column='rate'):
+    rows = t[(t.arm == arm) & (t.processes == processes) & (t.phase == phase)]
+    return float(rows[column].iloc[0]) if len(rows) else float('nan')
+
+most = int(t.processes.max())
+say(f\"\"\"**NOTIFY is the bound under many writers.** With 64 writers, arrivals run at
+{c('notify', 1, 'arrive'):,.0f} a second as the store is, {c('silent', 1, 'arrive'):,.0f} with
+NOTIFY silenced ({c('silent', 1, 'arrive') / c('notify', 1, 'arrive'):.1f} times): the same statements,
+the same WAL ({c('notify', 1, 'arrive', 'wal_bytes_per_op'):,.0f} against
+{c('silent', 1, 'arrive', 'wal_bytes_per_op'):,.0f} bytes an arrival), but
+{c('notify', 1, 'arrive', 'notify_waits'):.1f} backends on average wait for the lock a
+committing NOTIFY holds, one commit at a time for the whole server. Draining, with a `wake_at`
+that notifies in every other pass, one worker process runs {c('notify', 1, 'work'):,.0f} passes a
+second against {c('silent', 1, 'work'):,.0f} silenced
+({c('silent', 1, 'work') / c('notify', 1, 'work'):.1f} times). At {most} processes the two come
+close ({c('notify', most, 'work'):,.0f} against {c('silent', most, 'work'):,.0f}) though
+{c('notify', most, 'work', 'notify_waits'):.1f} backends wait on that lock: {most} worker processes
+and the server share 2 cores, and the server's CPU per pass grows from
+{c('silent', 1, 'work', 'server_cpu_per_op'):.2f} ms at one process to
+{c('silent', most, 'work', 'server_cpu_per_op'):.2f} ms (silenced), so a backend spared the lock
+waits for a core instead: on this machine more processes are slower, not faster. Row locks
+barely show ({c('notify', most, 'work', 'row_waits'):.2f} backends): `SKIP LOCKED` keeps the
+takers apart. The run line above names the server the lab found first; every configuration ran
+on one of its own, started from the local binaries.\"\"\")
+"""),
+    md("## Would a queue partitioned by workflow help?"),
+    code("""
+p = 'partitioned'
+say(f\"\"\"**No.** At {most} processes the hash-partitioned queue runs
+{c(p, most, 'work'):,.0f} passes a second against {c('notify', most, 'work'):,.0f} unpartitioned
+({c(p, most, 'work') / c('notify', most, 'work'):.2f} times), with more statements a pass
+({c(p, most, 'work', 'statements_per_op'):.2f} against {c('notify', most, 'work', 'statements_per_op'):.2f}),
+more WAL ({c(p, most, 'work', 'wal_bytes_per_op'):,.0f} against
+{c('notify', most, 'work', 'wal_bytes_per_op'):,.0f} bytes), more writing transactions
+({c(p, most, 'work', 'writes_per_op'):.2f} against {c('notify', most, 'work', 'writes_per_op'):.2f}), more
+backends waiting on rows ({c(p, most, 'work', 'row_waits'):.2f} against
+{c('notify', most, 'work', 'row_waits'):.2f}) and deadlocks ({c(p, most, 'work', 'deadlocks'):.1f} a run
+against {c('notify', most, 'work', 'deadlocks'):.0f}). A take asks for the earliest visible rows of the
+whole queue, so it reads every partition and cannot stay in one; and over a partitioned table its
+update waits for rows another take holds (the deadlock reports read `while updating tuple ... in
+relation "queue_1"`), which on one table `SKIP LOCKED` prevents. What bounds this workload is the
+NOTIFY commit lock and the server's CPU, neither of which partitioning the table touches, so the Postgres queue gets no
+`shards` option: hash partitions would help only a reader confined to its own partitions, which
+gives up the queue's one global order of visibility.\"\"\")
+"""),
+    md("## What one pass costs the server"),
+    code("shown('contention', 'statements')"),
+]
+
 NOTEBOOKS: dict[str, list[Cell]] = {
     "overview": OVERVIEW,
     "choosing": CHOOSING,
@@ -501,6 +568,7 @@ NOTEBOOKS: dict[str, list[Cell]] = {
     "takeover": TAKEOVER,
     "throughput": THROUGHPUT,
     "scaling": SCALING,
+    "postgres-bounds": POSTGRES_BOUNDS,
 }
 
 

@@ -136,6 +136,7 @@ def test_the_document_names_every_body_and_status_the_api_answers() -> None:
         ),
         ("/orders", "get"): ({"200", "422", "503"}, None),
         ("/orders/{order_id}/retry", "post"): ({"202", "404", "409", "503"}, None),
+        ("/orders/{order_id}/cancel", "post"): ({"202", "404", "409", "503"}, None),
     }
     assert {(path, method) for path in paths for method in paths[path]} == set(expected)
     for (path, method), (statuses, body) in expected.items():

@@ -46,7 +46,7 @@ async def test_status_history_and_list_of_failed_workflows(
     lines = out.splitlines()
     assert "1 failure(s)" in lines[0]
     keys = [line.split()[1] for line in lines[2:]]
-    assert keys == ["order", "reserve", "engine:failure:000001"]
+    assert keys == ["order", "reserve", "engine:failure:000001", "engine:ended:000000"]
     code, out = await run("history", ids[0], "--url", shared, "--json")
     assert [r["key"] for r in json.loads(out)["records"]] == keys
     # A page at a time: two, then the rest from the cursor the first page gave.
@@ -96,6 +96,25 @@ async def test_delete_needs_yes_and_then_forgets(
     assert (await run("status", workflow, "--url", shared))[0] == EXIT["not found"]
     assert (await run("history", workflow, "--url", shared))[0] == EXIT["not found"]
     assert (await run("delete", workflow, "--yes", "--url", shared))[0] == EXIT["not found"]
+
+
+async def test_cancel_needs_yes_and_then_cancels_once(
+    shared: str, durable_at: Durable, tag: str
+) -> None:
+    workflow = f"{tag}-c"
+    await durable_at.arrive(workflow, "order", 1)  # queued: no worker runs here
+    code, _ = await run("cancel", workflow, "--url", shared)
+    assert code == EXIT["usage"]
+    code, out = await run("status", workflow, "--url", shared, "--json")
+    assert json.loads(out)["state"] == "queued"  # untouched
+    code, out = await run("cancel", workflow, "--yes", "--url", shared)
+    assert code == EXIT["ok"] and "cancelled" in out
+    code, out = await run("status", workflow, "--url", shared, "--json")
+    assert json.loads(out)["state"] == "cancelled"
+    code, out = await run("cancel", workflow, "--yes", "--url", shared)
+    assert code == EXIT["refused"] and "ended already" in out
+    assert (await run("cancel", f"{tag}-nobody", "--yes", "--url", shared))[0] == EXIT[
+        "not found"]
 
 
 async def test_a_hostile_id_is_quoted_in_tables_and_exact_in_json(
@@ -159,7 +178,7 @@ def test_the_console_script_documents_its_exit_codes() -> None:
     assert shown.returncode == 0
     for meaning, code in EXIT.items():
         assert f"{code}  {meaning}" in shown.stdout
-    for command in ("status", "list", "history", "retry", "delete", "ui"):
+    for command in ("status", "list", "history", "retry", "cancel", "delete", "ui"):
         assert command in shown.stdout
     environment = {**os.environ, "DURABILITY_URL": "memory://"}
     missing = subprocess.run(

@@ -82,6 +82,37 @@ async def test_a_failed_order_is_listed_shown_and_retried(
     ][0]["workflow"] == order
 
 
+async def test_an_order_waiting_for_its_approval_is_cancelled_once(
+    durable: Durable, client: httpx.AsyncClient, worker: Worker, eventually: Eventually,
+    tag: str,
+) -> None:
+    order = f"{tag}-c"
+    payout = {"kind": "payout", "customer": "ada",
+              "lines": [{"sku": "piano", "quantity": 1, "cents": 500}]}
+
+    async def state() -> str:
+        return str((await client.get(f"/orders/{order}")).json()["status"]["state"])
+
+    async def waiting() -> bool:
+        return await state() in ("sleeping", "blocked")
+
+    async def cancelled() -> bool:
+        return await state() == "cancelled"
+
+    async with worker(durable, Effects(gateway=Gateway(), warehouse=Warehouse())):
+        submitted = await client.post("/orders", json=payout, headers={"Idempotency-Key": order})
+        assert submitted.status_code == 201
+        await eventually(waiting, "the payout waits (its settlement, or its approval)")
+        answer = await client.post(f"/orders/{order}/cancel")
+        assert answer.status_code == 202 and answer.json() == {"id": order, "cancelled": True}
+        await eventually(cancelled, "the order is cancelled")
+        assert (await client.post(f"/orders/{order}/cancel")).status_code == 409  # ended
+        approval = await client.post(f"/orders/{order}/confirmation", json={"approved_by": "x"})
+        assert approval.status_code in (202, 409)
+        assert await state() == "cancelled"  # whatever wakes it, nothing more runs
+    assert (await client.post(f"/orders/{tag}-nobody/cancel")).status_code == 404
+
+
 @pytest.mark.parametrize(
     "query",
     [

@@ -73,7 +73,9 @@ async def test_a_workflow_page_shows_its_records_failure_and_claim(
     assert "free" in text and "Retry…" in text
     data = (await acting.get("/workflow", params={"id": workflow, "format": "json"})).json()
     assert data["status"]["state"] == "failed" and data["held"] is False
-    assert [r["key"] for r in data["records"]] == ["order", "reserve", "engine:failure:000001"]
+    assert [r["key"] for r in data["records"]] == [
+        "order", "reserve", "engine:failure:000001", "engine:ended:000000"
+    ]
     assert data["failures"][0]["step"] == "charge"
     holder = await claimed(durable.checkpointer, workflow)
     held = (await acting.get("/workflow", params={"id": workflow, "format": "json"})).json()
@@ -136,6 +138,23 @@ async def test_a_move_needs_the_token_and_its_confirmation(
                                             "nonce": await nonce(acting, "delete", other)})
     assert again.status_code == 200
     assert (await status(durable.checkpointer, other)).state == "unknown"
+
+
+async def test_a_queued_workflow_is_offered_cancel_and_cancelled(
+    durable: Durable, acting: httpx.AsyncClient, tag: str
+) -> None:
+    workflow = f"{tag}-cancel"
+    await durable.arrive(workflow, "order", 1)
+    page = await acting.get("/workflow", params={"id": workflow})
+    assert "action=cancel" in page.text and "action=retry" not in page.text
+    answer = await acting.post("/act", data={
+        "action": "cancel", "id": workflow, "token": TOKEN,
+        "nonce": await nonce(acting, "cancel", workflow),
+    })
+    assert answer.status_code == 200
+    assert (await status(durable.checkpointer, workflow)).state == "cancelled"
+    page = await acting.get("/workflow", params={"id": workflow})
+    assert "action=cancel" not in page.text  # ended: not offered again
 
 
 async def test_a_form_forged_on_another_site_is_refused(

@@ -46,6 +46,7 @@ async def test_payout_captures_each_line_once_sleeps_then_pays_on_approval(
         "settling",
         APPROVAL,
         "paid",
+        "engine:ended:000000",  # the workflow's ending, with its value
     ]
     # The deadline was recorded, not the duration, and the approval came after it.
     due = datetime.fromisoformat(str(written[4].value))

@@ -199,6 +199,15 @@ class _CutTwice(MemoryCheckpointer):
             raise ConnectionError("the connection was cut under the finish")
         return await super().settle_release(holder, state, detail)
 
+    async def end_settle_release(
+        self, holder: Any, key: str, value: object, state: str, detail: Any
+    ) -> bool:
+        # A pass that fails for good finishes with its ending: the same finishing write.
+        if self.cuts:
+            self.cuts -= 1
+            raise ConnectionError("the connection was cut under the finish")
+        return await super().end_settle_release(holder, key, value, state, detail)
+
 
 async def test_a_finish_cut_off_is_asked_again_so_the_failed_standing_is_not_lost() -> None:
     # Before: the worker logged the cut and finished without the standing, so `status` went on

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from durability.memory import _Sorted
+from durability.storekit.sorted_ids import SortedIds as _Sorted
 
 ids = st.text(alphabet="abcé\U0001f600", min_size=1, max_size=4)
 moves = st.lists(st.tuples(st.booleans(), ids), max_size=200)

@@ -21,6 +21,7 @@ from typing import Any, Literal, NoReturn, TypeVar
 import pytest
 
 from durability.codec import as_int, as_text
+from durability.endings import ENDING, completion
 from durability.failures import ONCE, Retry
 from durability.interfaces import (
     Checkpointer,
@@ -480,7 +481,9 @@ async def test_a_pass_stuck_past_its_budget_is_stopped_and_the_workflow_handed_b
     kinds = observed.kinds(workflow)
     assert kinds.index("expired") < kinds.index("outcome")
     assert kinds.count("started") == 2
-    assert await durable.checkpointer.load(workflow) == {"go": True, "transcode": "transcoded"}
+    assert await durable.checkpointer.load(workflow) == {
+        "go": True, "transcode": "transcoded", f"{ENDING}000000": completion("transcoded")
+    }
 
 
 async def test_a_step_that_raises_is_logged_and_the_worker_goes_on(
@@ -559,6 +562,7 @@ async def test_a_worker_cancelled_mid_pass_loses_nothing() -> None:
         "go": True,
         "reserved": "reserved",
         "shipped": "shipped",
+        f"{ENDING}000000": completion(["reserved", "shipped"]),
     }
 
 
@@ -1382,6 +1386,18 @@ class _BrokenSettling(SplitDurable):
 
     async def finish_settled(
         self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
+    ) -> bool:
+        self.tried += 1
+        raise RuntimeError("the finish's script was refused")
+
+    async def finish_ended(
+        self,
+        holder: Pass,
+        delivery: Delivery,
+        key: str,
+        value: object,
+        state: str,
+        detail: Mapping[str, object],
     ) -> bool:
         self.tried += 1
         raise RuntimeError("the finish's script was refused")

@@ -18,6 +18,7 @@ from typing import cast
 import pytest
 
 from durability.codec import as_int, as_text
+from durability.endings import ENDING
 from durability.failures import FAILURE, RETRY, Retry
 from durability.interfaces import Durable, Scheduler
 from durability.status import retry
@@ -76,7 +77,8 @@ class RetriesContract:
         assert tries[2] - tries[1] >= 0.095
         assert before == Counter(first=1)  # a recorded step is not run again by a retry
         keys = [written.key for written in await durable.checkpointer.history(workflow)]
-        assert keys == ["go", "first", f"{FAILURE}000001", f"{FAILURE}000002", "flaky"]
+        assert keys == ["go", "first", f"{FAILURE}000001", f"{FAILURE}000002", "flaky",
+                        f"{ENDING}000000"]
         await durable.delete(workflow)
 
     async def test_the_attempt_count_lives_in_the_store_so_another_worker_continues_it(
@@ -238,7 +240,10 @@ class FailedStateContract:
         assert ran == Counter(before=1, flaky=2)
         assert await durable_.retry(workflow) is False  # it has not failed (any more)
         keys = [written.key for written in await durable.checkpointer.history(workflow)]
-        assert keys == ["go", "before", f"{FAILURE}000001", f"{RETRY}000001", "flaky"]
+        # Each epoch's ending after its last record: the failure's, then (after the retry) the
+        # completion's.
+        assert keys == ["go", "before", f"{FAILURE}000001", f"{ENDING}000000", f"{RETRY}000001",
+                        "flaky", f"{ENDING}000001"]
         await durable.delete(workflow)
 
     async def test_a_retry_cut_off_before_its_wakeup_is_made_ready_when_asked_again(
@@ -274,7 +279,8 @@ class FailedStateContract:
             await observed.until(lambda: observed.completed(workflow))
             await reaches(durable, workflow, "completed")
         keys = [written.key for written in await durable.checkpointer.history(workflow)]
-        assert keys == [f"{FAILURE}000001", f"{RETRY}000001"]  # one retry, not two
+        # one retry, not two; then the new epoch's ending
+        assert keys == [f"{FAILURE}000001", f"{RETRY}000001", f"{ENDING}000001"]
         assert await inspected(durable).retry(workflow) is False
         await durable.delete(workflow)
 
@@ -293,7 +299,7 @@ class FailedStateContract:
             await observed.until(lambda: observed.completed(earlier))
             await reaches(durable, earlier, "completed")
         keys = [written.key for written in await durable.checkpointer.history(earlier)]
-        assert keys == [f"{FAILURE}000001", f"{RETRY}000001"]
+        assert keys == [f"{FAILURE}000001", f"{RETRY}000001", f"{ENDING}000001"]
         await durable.delete(earlier)
 
     async def test_a_pass_that_finds_its_workflow_failed_writes_the_failed_standing_again(

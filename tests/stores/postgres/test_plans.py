@@ -26,7 +26,8 @@ TYPES = {
     "queue": "text", "channel": "text", "lease": "interval", "budget": "interval",
     "alive": "interval", "n": "int8", "asked": "text", "lock_wait": "text", "workflow": "text",
     "token": "int8", "receipt": "int8", "key": "text", "value": "text", "state": "text",
-    "detail": "text", "within": "interval",
+    "detail": "text", "within": "interval", "ended_channel": "text", "ending_key": "text",
+    "ending_value": "text",
 }
 HOT = [
     ("durable.sql", "take_many"), ("durable.sql", "take"), ("durable.sql", "finish_many"),
@@ -98,10 +99,12 @@ async def test_a_generic_plan_reaches_its_rows_by_key_on_tables_never_analyzed(
         "queue": "'q'", "channel": "'c'", "lease": "'30 s'", "budget": "'1 h'",
         "alive": "'30 s'", "n": "20", "lock_wait": "'50ms'", "workflow": "'w1'", "token": "1",
         "receipt": "1", "key": "'k'", "value": "'1'", "state": "'completed'", "detail": "'{}'",
-        "within": "'30 s'",
+        "within": "'30 s'", "ended_channel": "'e'", "ending_key": "'engine:ended:000000'",
+        "ending_value": "'{}'",
         "asked": "'" + json.dumps([{"workflow": f"w{i}", "token": i, "receipt": i, "key": "k",
                                     "value": "1", "alive_us": 30_000_000, "n": i,
-                                    "state": "completed", "detail": "{}"}
+                                    "state": "completed", "detail": "{}",
+                                    "ending_key": "engine:ended:000000", "ending_value": "{}"}
                                    for i in range(1, 21)]) + "'",
     }
     async with pool.connection() as conn:

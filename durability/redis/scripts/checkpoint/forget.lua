@@ -7,7 +7,7 @@ for i = 1, #ARGV, 2 do
   local held = redis.call('HGET', KEYS[1], ARGV[i])
   if held and string.match(held, '^(%d+)') == ARGV[i + 1] then
     redis.call('HDEL', KEYS[1], ARGV[i])
-    for k = 2, 7 do redis.call('ZREM', KEYS[k], ARGV[i]) end
+    for k = 2, #KEYS do redis.call('ZREM', KEYS[k], ARGV[i]) end
     dropped = dropped + 1
   end
 end

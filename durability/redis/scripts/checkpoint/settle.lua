@@ -4,9 +4,9 @@
 -- under a newer claim, or a discard's tombstone, is never overwritten by an older pass.
 -- KEYS[1] = {<ns>}:standings       HASH  id -> "<token>\n<state>\n<ms>\n<detail JSON>"
 -- KEYS[2] = {<ns>}:state:all       ZSET  every id with a standing (score 0: ordered by id)
--- KEYS[3..7] = {<ns>}:state:<s>    ZSET  the ids in state s, for s in queued, sleeping,
---                                         blocked, failed, completed
--- ARGV: id, token, index of the state in KEYS (3..7), state, detail JSON.
+-- KEYS[3..8] = {<ns>}:state:<s>    ZSET  the ids in state s, for s in queued, sleeping,
+--                                         blocked, failed, completed, cancelled
+-- ARGV: id, token, index of the state in KEYS (3..8), state, detail JSON.
 -- Returns 1 if written, 0 if a newer standing (or a tombstone) holds the id.
 --
 -- The indexes move only when the state does: the standing held says which one index has the
@@ -26,7 +26,7 @@ if was == ARGV[4] then return 1 end
 if was == nil or was == '' then
   redis.call('ZADD', KEYS[2], 0, ARGV[1])
 else
-  for i = 3, 7 do
+  for i = 3, #KEYS do
     -- KEYS[i] ends ':state:<s>'; the held state names the one to leave.
     if string.sub(KEYS[i], -#was - 1) == ':' .. was then redis.call('ZREM', KEYS[i], ARGV[1]) end
   end

@@ -8,5 +8,5 @@ if held then token = math.max(token, tonumber(string.match(held, '^(%d+)'))) end
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 redis.call('HSET', KEYS[1], ARGV[1], string.format('%d', token) .. '\n\n' .. now)
-for i = 2, 7 do redis.call('ZREM', KEYS[i], ARGV[1]) end
+for i = 2, #KEYS do redis.call('ZREM', KEYS[i], ARGV[1]) end
 return 1
