@@ -6,7 +6,8 @@
                                 comparison tables printed; ARGS go to `python -m experiments
                                 run`; `--full` is the reference run, written to results/
     python3 dev.py test         ruff, mypy --strict and the whole test suite
-    python3 dev.py notebooks    JupyterLab on notebooks/
+    python3 dev.py notebooks    JupyterLab on the checkout, opened in work/ (git ignores it:
+                                what you make there stays yours); as root too
     python3 dev.py demo         a workflow with a step, a sleep and an approval, in memory
 
 Each command first makes `.venv` beside this file and installs the project with its `dev` extra
@@ -80,9 +81,26 @@ def lab(args: list[str], making: subprocess.Popen[bytes] | None = None) -> None:
     run(PYTHON, "-m", "experiments", "run", *args)
 
 
+#: Where JupyterLab opens: a folder of the checkout that git ignores, so a notebook or module
+#: made there is the researcher's own and never a change to the project.
+SCRATCH = ROOT / "work"
+
+
+def notebook_command(args: list[str], as_root: bool) -> list[str | Path]:
+    """JupyterLab over the whole checkout (the notebooks, results/, runs/ one click apart),
+    its file browser opened in `SCRATCH`; as root (a container's usual user) it says
+    --allow-root itself, as Jupyter refuses to start there otherwise."""
+    command: list[str | Path] = [PYTHON, "-m", "jupyter", "lab", f"--ServerApp.root_dir={ROOT}",
+                                 f"--LabApp.default_url=/lab/tree/{SCRATCH.name}"]
+    if as_root and "--allow-root" not in args:
+        command.append("--allow-root")
+    return [*command, *args]
+
+
 def notebooks(args: list[str]) -> None:
     # The kernels import `experiments` from the install (`ensure`), wherever they start.
-    run(PYTHON, "-m", "jupyter", "lab", "--notebook-dir", ROOT / "notebooks", *args)
+    SCRATCH.mkdir(exist_ok=True)
+    run(*notebook_command(args, as_root=hasattr(os, "geteuid") and os.geteuid() == 0))
 
 
 def test(args: list[str]) -> None:

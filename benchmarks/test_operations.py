@@ -1,5 +1,4 @@
-"""What one store operation costs, closed loop from one client, on every store. Whole workloads
-(latency under load, throughput, idle cost) are the lab's: `python -m experiments run`.
+"""What one store operation costs, closed loop from one client, on every store (workloads: the lab).
 
 | benchmark | what one round is |
 |---|---|
@@ -8,10 +7,12 @@
 | `ready_take_done` | make_ready, next_ready, done: one wakeup through the queue |
 | `wake_due` | the timer's look at a queue holding 1,000 sleepers, none due |
 | `arrive` | supply a value and make the workflow ready: what an API call costs |
+| `two_passes` | six steps and a sleep in two passes: a pass's bookkeeping beside its writes |
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
 from datetime import UTC, datetime, timedelta
 
@@ -19,7 +20,7 @@ import pytest
 from pytest_benchmark.fixture import BenchmarkFixture
 
 from benchmarks.conftest import Opened
-from durability import claimed
+from durability import Completed, Run, Sleeping, as_int, claimed, resume
 
 BUDGET, ALIVE = timedelta(minutes=5), timedelta(seconds=30)
 #: Rounds per benchmark. A test here checks what an operation returned, never how long it took.
@@ -99,5 +100,36 @@ def test_arrive(benchmark: BenchmarkFixture, store: Opened) -> None:
 
     async def once() -> None:
         await durable.arrive(next(ids), "order", {"sku": "A-1", "qty": 1})
+
+    benchmark.pedantic(store.run, args=(once,), rounds=ROUNDS, warmup_rounds=20)
+
+
+def _at(moment: datetime) -> datetime:
+    return moment
+
+
+async def _six_steps(run: Run) -> int:
+    total = 0
+    for n in range(6):
+        if n == 3:
+            await run.sleep("nap", timedelta(minutes=1))
+        total += await run.step(f"step:{n}", functools.partial(int, n), as_int)
+    return total
+
+
+def test_two_passes(benchmark: BenchmarkFixture, store: Opened) -> None:
+    checkpointer = store.durable.checkpointer
+    ids = (f"{store.tag}-two-{n}" for n in itertools.count())
+
+    async def once() -> None:
+        workflow = next(ids)
+        now = datetime.now(UTC)
+        # The second pass on a clock past the sleep: its deadline is due, so it runs on.
+        for expected, at in ((Sleeping, now), (Completed, now + timedelta(minutes=2))):
+            holder = await claimed(checkpointer, workflow, BUDGET, ALIVE)
+            clock = functools.partial(_at, at)
+            outcome = await resume(holder, checkpointer, _six_steps, clock=clock)
+            await checkpointer.release(holder)
+            assert isinstance(outcome, expected)
 
     benchmark.pedantic(store.run, args=(once,), rounds=ROUNDS, warmup_rounds=20)

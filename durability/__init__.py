@@ -22,6 +22,7 @@ from durability.codec import (
     as_none,
     as_text,
 )
+from durability.determinism import Nondeterministic
 from durability.endings import ResultTimeout, WorkflowCancelled, WorkflowFailed
 from durability.failures import ONCE, Failure, Retry
 from durability.faults import StoreDown, Transient
@@ -95,6 +96,7 @@ __all__ = [
     "MemoryEffect",
     "MemoryScheduler",
     "Measured",
+    "Nondeterministic",
     "NotMigrated",
     "Observer",
     "Outcome",

@@ -6,15 +6,16 @@ through JSON comes back a list) is refused when it is first written, with `Unenc
 than discovered on the replay that reads it back. So is a value no store can carry, before any
 store sees it; `JsonCodec` says exactly which it accepts.
 
-The `as_*` parsers turn a decoded value into the type a step promised its caller; they raise
-`TypeError` when the recorded value is not of that shape.
+A workflow's own records carry a stamp (`Stamped`) only `decode_checkpoint` reads back. The
+`as_*` parsers turn a decoded value into the type a step promised (else `TypeError`).
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Protocol, TypeVar, runtime_checkable
+from collections.abc import Iterable
+from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
 
@@ -29,6 +30,28 @@ _TOO_BIG = 10**MAX_DIGITS
 
 class Unencodable(ValueError):
     """A value the codec cannot store and bring back unchanged."""
+
+
+class Stamped(NamedTuple):
+    """A value a workflow recorded itself, with the ordinal at which its body reached it:
+    the n-th distinct step its own task reached in the pass (0-based), or `None` for a step
+    reached in a task the body started (a branch), whose order depends on timing. A named
+    tuple rather than a dataclass: one is made for every record a pass writes."""
+
+    value: object
+    ordinal: int | None
+
+
+#: How a stamped text starts: no JSON text does, so a record without one (written before
+#: stamps, or supplied from outside) reads as it always did. `#3:` then the value's JSON.
+STAMP = "#"
+
+
+@runtime_checkable
+class Stamping(Protocol):
+    """A codec that carries `Stamped` values, and can read their stamp back."""
+
+    def decode_stamped(self, text: str) -> tuple[object, Stamped | None]: ...
 
 
 @runtime_checkable
@@ -148,32 +171,99 @@ class JsonCodec:
       to text, so every reader can parse what any writer wrote);
     - containers nested at most `MAX_DEPTH` deep (past that the encoder, and every reader's
       decoder, would run out of stack; a value that contains itself is refused the same way).
+
+    A `Stamped` value is its value's text behind a stamp (`#<ordinal>:`, or `#:` without an
+    ordinal); `decode` reads it back as the bare value.
     """
 
     __slots__ = ()
 
     def encode(self, value: object) -> str:
-        try:
-            _native(value, 0)
-        except _Refused as refused:
-            raise Unencodable(f"{refused.where()}: {refused.reason}") from None
-        try:
-            text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
-        except ValueError as error:  # an int past this process's own int_max_str_digits
-            raise Unencodable(f"value: {error}") from None
-        # One check of the whole text rather than one per string: ASCII text (the usual case)
-        # is known to be ASCII without a scan, and any other is encoded once, in C.
-        if not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError:
-                raise Unencodable(
-                    _unsendable(value, "value") or "value: is not valid Unicode text"
-                ) from None
-        return text
+        if type(value) is not Stamped:
+            return _text(value)
+        ordinal = value.ordinal
+        if ordinal is None:
+            return f"{STAMP}:{_text(value.value)}"
+        if type(ordinal) is not int or ordinal < 0:
+            raise Unencodable(f"stamp: an ordinal is a count from 0, not {ordinal!r}")
+        return f"{STAMP}{ordinal}:{_text(value.value)}"
 
     def decode(self, text: str) -> object:
+        if text[:1] == STAMP:
+            return _after(text, text.index(":") + 1)
         return json.loads(text)
+
+    def decode_stamped(self, text: str) -> tuple[object, Stamped | None]:
+        """The value of `text`, and its stamp if it has one (as a `Stamped` of that value)."""
+        if text[:1] != STAMP:
+            return json.loads(text), None
+        colon = text.index(":")
+        value = _after(text, colon + 1)
+        return value, Stamped(value, int(text[1:colon]) if colon > 1 else None)
+
+
+_DECODER = json.JSONDecoder()
+
+
+def _after(text: str, start: int) -> object:
+    """The JSON value that fills `text` from `start` to its end (read in place, not sliced)."""
+    value, end = _DECODER.raw_decode(text, start)
+    if end != len(text):
+        raise json.JSONDecodeError("Extra data", text, end)
+    return value
+
+
+def _text(value: object) -> str:
+    """`JsonCodec`'s text for a bare value (a `Stamped` inside one is refused by `_native`)."""
+    try:
+        _native(value, 0)
+    except _Refused as refused:
+        raise Unencodable(f"{refused.where()}: {refused.reason}") from None
+    try:
+        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError as error:  # an int past this process's own int_max_str_digits
+        raise Unencodable(f"value: {error}") from None
+    # One check of the whole text rather than one per string: ASCII text (the usual case)
+    # is known to be ASCII without a scan, and any other is encoded once, in C.
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise Unencodable(
+                _unsendable(value, "value") or "value: is not valid Unicode text"
+            ) from None
+    return text
+
+
+def decode_checkpoint(
+    codec: Codec, pairs: Iterable[tuple[str, str]]
+) -> tuple[dict[str, object], dict[str, int | None] | None]:
+    """A checkpoint's `(key, text)` pairs as its records (bare values, in the pairs' order),
+    and the ordinal of each record the workflow stamped (`None` ordinals included). The second
+    is `None` for a codec that cannot stamp (no `decode_stamped`): its records carry no order
+    to check."""
+    records: dict[str, object] = {}
+    ordinals: dict[str, int | None] = {}
+    if type(codec) is JsonCodec:  # the usual codec, read inline: every claim of a pass
+        loads = json.loads
+        for key, text in pairs:
+            if text[:1] != STAMP:
+                records[key] = loads(text)
+                continue
+            colon = text.index(":")
+            records[key] = _after(text, colon + 1)
+            ordinals[key] = int(text[1:colon]) if colon > 1 else None
+        return records, ordinals
+    # Asked by attribute, not `isinstance(codec, Stamping)`: a protocol check costs a claim
+    # more than the decoding does.
+    read = getattr(codec, "decode_stamped", None)
+    if read is None:
+        return {key: codec.decode(text) for key, text in pairs}, None
+    for key, text in pairs:
+        records[key], stamp = read(text)
+        if stamp is not None:
+            ordinals[key] = stamp.ordinal
+    return records, ordinals
 
 
 # --- parsers: a recorded value back into the type a step promised ---------------------------

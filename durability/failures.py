@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from durability.checks import ENGINE, MAX_DURATION, positive
+from durability.determinism import Nondeterministic
 
 #: The prefix of a failed attempt's record (`engine:failure:<n>`), and of an explicit retry's
 #: (`engine:retry:<n>`, written by `durable.retry`), which starts every count again. Being
@@ -70,8 +71,12 @@ class Retry:
             raise TypeError("on must be a tuple of exception types")
 
     def retries(self, error: BaseException) -> bool:
-        """Whether `error` is one this policy tries again (every leaf, for a group)."""
-        return all(isinstance(leaf, self.on) for leaf in leaves(error))
+        """Whether `error` is one this policy tries again (every leaf, for a group). Never a
+        `Nondeterministic`: the same body meets the same history again, and fails the same."""
+        return all(
+            isinstance(leaf, self.on) and not isinstance(leaf, Nondeterministic)
+            for leaf in leaves(error)
+        )
 
     def pause(self, attempt: int, draw: float | None = None) -> timedelta:
         """How long to wait after failed attempt `attempt` (1-based). `draw` in [0, 1) replaces

@@ -33,7 +33,7 @@ from durability.checks import (
     positive,
 )
 from durability.clock import Clock, utcnow
-from durability.codec import Codec, JsonCodec
+from durability.codec import Codec, JsonCodec, decode_checkpoint
 from durability.deprecation import Reclaim
 from durability.endings import ENDING
 from durability.signals import Fenced
@@ -159,8 +159,9 @@ class MemoryCheckpointer:
         claim.token = max(_ms(now), claim.token + 1)
         claim.deadline = now + budget
         claim.until = min(now + alive, claim.deadline)
-        records = {key: self._codec.decode(text) for key, (text, _) in state.records.items()}
-        return Pass(workflow, claim.token, alive, claim.deadline, records)
+        pairs = ((key, text) for key, (text, _) in state.records.items())
+        records, ordinals = decode_checkpoint(self._codec, pairs)
+        return Pass(workflow, claim.token, alive, claim.deadline, records, ordinals)
 
     @_counted
     async def load(self, workflow: str) -> dict[str, object]:

@@ -4,6 +4,8 @@ Three rules every write of a pass keeps, in one place rather than in each of `Ru
 a key is produced at most once in a pass however many branches ask for it (the others wait
 for the first), a write the store fails for a passing reason is sent again (`patiently`), and
 a step that says how long it may take has the claim stretched to cover it before it starts.
+What the pass reached, in which order, and whether its body still matches its history is the
+`Trail`'s (`durability.determinism`); a record is stamped with its ordinal here.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from datetime import timedelta
 
 from durability.clock import Clock
+from durability.codec import Stamped
+from durability.determinism import Trail
 from durability.endings import ended
 from durability.faults import patiently
 from durability.interfaces import Checkpointer
@@ -35,6 +39,7 @@ class Recorder:
         "cancelled",
         "holder",
         "records",
+        "trail",
     )
 
     def __init__(
@@ -45,11 +50,14 @@ class Recorder:
         clock: Clock,
         kept: bool,
         on_write: Callable[[], None] | None,
+        ordinals: Mapping[str, int | None] | None = None,
     ) -> None:
         #: The pass's claim (stretched by `stretch`, so read it each time).
         self.holder = holder
         #: What this pass knows: the checkpoint as loaded, plus this pass's own writes.
         self.records = dict(records)
+        #: What the pass reached and in which order (`ordinals`: the claim's stamps).
+        self.trail = Trail(records, ordinals)
         self._checkpointer = checkpointer
         self._clock = clock
         self._kept = kept
@@ -74,9 +82,11 @@ class Recorder:
 
     async def once(self, key: str, produce: Callable[[], Awaitable[object]]) -> object:
         """Run `produce` for `key` at most once in this pass, even if two branches ask; the
-        recorded value if there is one."""
+        recorded value if there is one. A new key is checked against the history first
+        (`Trail.new`: it may raise `Nondeterministic`, and then nothing is produced)."""
         if self.cancelled:
             raise Cancelled(self.holder.workflow)
+        ordinal = self.trail.reach(key)
         if key in self.records:
             return self.records[key]
         if key in self._inflight:
@@ -84,6 +94,7 @@ class Recorder:
             if running is None:
                 running = self._inflight[key] = asyncio.get_running_loop().create_future()
             return await asyncio.shield(running)
+        self.trail.new(self.holder.workflow, key, ordinal)
         self._inflight[key] = None
         try:
             value = await produce()
@@ -113,8 +124,21 @@ class Recorder:
             raise
 
     async def record(self, key: str, value: object) -> object:
-        """`key` recorded as `value` under the claim (first writer wins: what it kept)."""
+        """`key` recorded as `value` under the claim (first writer wins: what it kept), stamped
+        with the ordinal its reach was given where the store reads stamps back."""
+        ordinal = self.trail.stamp(key)
+        if self.trail.stamps:
+            value = Stamped(value, ordinal)
         return await self.write(lambda: self._checkpointer.record(self.holder, key, value))
+
+    async def mark(self, key: str, value: object) -> object:
+        """`key` recorded as `value` outside the order of steps (a patch), and kept."""
+        if self.trail.stamps:
+            value = Stamped(value, None)
+        self.trail.touch(key)
+        kept = await self.write(lambda: self._checkpointer.record(self.holder, key, value))
+        self.records[key] = kept
+        return kept
 
     async def transact(self, key: str, effect: Effect) -> object:
         """`effect` performed by the store and recorded as `key`, in one step."""

@@ -21,13 +21,12 @@ from datetime import UTC, datetime, timedelta
 from typing import Generic, TypeVar
 
 from durability.checks import INBOX, check_key, positive
-from durability.children import CHILD, STARTED, ChildFailed, child_id
 from durability.clock import Clock, utcnow
 from durability.codec import Unencodable
-from durability.endings import Ended
 from durability.failures import Retry
 from durability.faults import patiently
 from durability.interfaces import Checkpointer
+from durability.lineage import Lineage
 from durability.recording import Recorder
 from durability.signals import Interruption
 from durability.values import Effect, Entry, Pass
@@ -195,7 +194,7 @@ def _deadline(value: object) -> datetime:
     return due if due.tzinfo else due.replace(tzinfo=UTC)
 
 
-class Run:
+class Run(Lineage):
     """One pass's view of one workflow: the records loaded at its start, and the means to
     add to them under its claim."""
 
@@ -209,10 +208,12 @@ class Run:
         kept: bool = False,
         on_write: Callable[[], None] | None = None,
         on_step: StepHook | None = None,
+        ordinals: Mapping[str, int | None] | None = None,
     ) -> None:
         # The records and every write under the claim (at most once a key, tried again
-        # through a passing fault, the claim stretched for a long step): recording.py.
-        self._recorder = Recorder(holder, checkpointer, records, clock, kept, on_write)
+        # through a passing fault, the claim stretched for a long step): recording.py. The
+        # order steps were reached in, checked against `ordinals`: determinism.py.
+        self._recorder = Recorder(holder, checkpointer, records, clock, kept, on_write, ordinals)
         self._on_step = on_step
         self._clock = clock
         self._sleeps: dict[str, datetime] = {}  # sleeps that raised
@@ -263,6 +264,9 @@ class Run:
     def _suspend(self, suspension: Suspended) -> Suspended:
         suspension.origin = self
         return suspension
+
+    def _step_failed(self, key: str, error: Exception) -> None:
+        self._failed.append(StepFailed(key, None, error))
 
     @property
     def failed_steps(self) -> tuple[StepFailed, ...]:
@@ -383,51 +387,13 @@ class Run:
     async def awaiting(self, key: str, parse: Callable[[object], T]) -> T:
         """The value someone supplied as `key`; suspends the pass until there is one."""
         check_key(key)
+        trail = self._recorder.trail
+        ordinal = trail.awaited(key)
         if key in self.records:
             return parse(self.records[key])
+        trail.new(self.workflow, key, ordinal)  # a wait a changed body added stops here too
         self._waiting.add(key)
         raise self._suspend(InputNeeded(key))
-
-    def input(self, parse: Callable[[object], T]) -> T:
-        """The value this workflow was started with (`durable.start`)."""
-        record = self.records.get(STARTED)
-        if not isinstance(record, Mapping) or "value" not in record:
-            raise LookupError(f"{self.workflow!r} was not started by name (durable.start)")
-        return parse(record["value"])
-
-    async def child(
-        self, key: str, body: str, value: object, parse: Callable[[object], T]
-    ) -> T:
-        """Start the workflow `body` with `value` as a child at `key` (once: a later pass gets
-        the same child), suspend until it ends, and return what it completed with (parsed), as
-        this step's result. Its failure or cancel raises `ChildFailed` naming it. Its id is
-        `<this workflow's id>.<key>`; a key reused for another body is a `ValueError`."""
-        check_key(key)
-        ident = child_id(self.workflow, key)
-        note = f"{CHILD}{key}"
-        held = self.records.get(note)
-        if isinstance(held, Mapping) and held.get("body") != body:
-            raise ValueError(
-                f"child key {key!r} of {self.workflow!r} started body {held.get('body')!r};"
-                f" it cannot be reused for {body!r}"
-            )
-        if key in self.records:
-            try:
-                return parse(_child_outcome(self.records[key]))
-            except Exception as error:
-                self._failed.append(StepFailed(key, None, error))
-                raise
-        starter = self.starter
-        if starter is None:
-            raise RuntimeError("this pass cannot start a child (run it under work())")
-        if held is None:  # noted under the claim first: a fenced pass starts no child
-            await self._recorder.once(
-                note, lambda: self._recorder.record(note, {"body": body, "id": ident})
-            )
-        # Every pass waiting here starts it again: a start is idempotent, and its wakeup lets
-        # an ended child deliver its ending again if that delivery was lost.
-        await starter(body, value, ident, parent=self.workflow, key=key)
-        return await self.awaiting(key, parse)
 
     async def _read(
         self, key: str, after: str | None, limit: int | None, suspend: bool
@@ -439,6 +405,8 @@ class Run:
             raise ValueError(f"after must be an inbox entry key, got {after!r}")
         records = self.records
         if key not in records and not _inbox(records, after, None, 1) and suspend:
+            trail = self._recorder.trail
+            trail.new(self.workflow, key, trail.reach(key))
             self._listening.add(key)
             raise self._suspend(InputNeeded(key))
 
@@ -503,17 +471,6 @@ def _inbox(
     return entries if limit is None else entries[:limit]
 
 
-def _child_outcome(record: object) -> object:
-    """A child's value from what its ending supplied to its parent, or `ChildFailed`."""
-    if not isinstance(record, Mapping):
-        raise TypeError(f"not a child's ending: {record!r}")
-    ending = Ended.from_record(record)
-    if ending.state == "completed":
-        return ending.value
-    child = str(record.get("child"))
-    raise ChildFailed(child, ending.failure, cancelled=ending.state == "cancelled")
-
-
 def _leaves(exc: BaseException) -> list[BaseException]:
     if isinstance(exc, BaseExceptionGroup):
         return [leaf for inner in exc.exceptions for leaf in _leaves(inner)]
@@ -550,6 +507,7 @@ async def resume(
     | raises a failure                                  | raises it unchanged                |
     | raises a group of failures and suspensions        | raises the failures alone: the     |
     |                                                   | group split, suspensions stripped  |
+    | met `Nondeterministic` (caught by it or not)      | raises it                          |
 
     The failures alone are an `ExceptionGroup` (a `BaseExceptionGroup` only if the body itself
     raised a non-`Exception` such as `KeyboardInterrupt`), so `except Exception` catches every
@@ -560,34 +518,51 @@ async def resume(
     (`StepHook`). A store that fails a write
     transiently is tried again (`durability.faults`), and raises `StoreDown` past that.
     """
+    ordinals = None
     if records is None:
-        records = holder.records
+        records, ordinals = holder.records, holder.ordinals
     if records is None:
         records = await patiently(
             checkpointer, holder.workflow, lambda: checkpointer.load(holder.workflow)
         )
     run = Run(
-        holder, checkpointer, records, clock=clock, kept=kept, on_write=on_write, on_step=on_step
+        holder,
+        checkpointer,
+        records,
+        clock=clock,
+        kept=kept,
+        on_write=on_write,
+        on_step=on_step,
+        ordinals=ordinals,
     )
     try:
         value = await body(run)
     except BaseException as exc:
         stopped = exc
     else:
+        if run.broken is not None:  # the body caught it: the pass fails all the same
+            raise run.broken
         if run.suspended_on:
             raise Swallowed(run.suspended_on)
         return Completed(value)
     # Outside the `except`, so what is raised below carries its own context, not `stopped`'s.
+    return _stopped_on(run, stopped)
+
+
+def _stopped_on(run: Run, stopped: BaseException) -> Sleeping | Blocked:
+    """What a pass whose body raised `stopped` came to, or what `resume` raises instead."""
     leaves = _leaves(stopped)
     for leaf in leaves:
         if isinstance(leaf, Interruption):
             if leaf is stopped:
                 raise stopped
             raise leaf from stopped
+    if run.broken is not None and run.broken not in leaves:
+        raise run.broken from stopped
     for leaf in leaves:
         if isinstance(leaf, Suspended) and leaf.origin is not run:
             raise TypeError(
-                f"the pass of {holder.workflow!r} stopped on a suspension of {leaf.key!r} that"
+                f"the pass of {run.workflow!r} stopped on a suspension of {leaf.key!r} that"
                 " its own Run did not raise (a Run of another pass?); a body suspends only"
                 " through the Run it was given"
             ) from stopped

@@ -37,6 +37,8 @@ class Pass:
     claimer's estimate of the deadline renewal cannot lift, used only to skip needless extends.
     `records` is the checkpoint as the claim found it, for a store that can read it in the same
     round trip as the claim (`None` if it did not): a pass then starts without a second trip.
+    `ordinals` is, beside `records`, the ordinal each record the workflow stamped carries
+    (`durability.codec.Stamped`); `None` if the store did not read stamps.
     """
 
     workflow: str
@@ -44,6 +46,7 @@ class Pass:
     alive: timedelta
     budget_ends: datetime
     records: Mapping[str, object] | None = field(default=None, repr=False, compare=False)
+    ordinals: Mapping[str, int | None] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,8 +21,8 @@ from experiments.catalogue import EXPERIMENTS
 
 #: The notebooks' readers, from `experiments/readers/reading.py`, loaded (with pandas) when
 #: first asked.
-_READERS = ("blank", "figure", "frame", "ms", "overview", "pick", "prose", "reads", "resampled",
-            "run_line", "say", "shown", "table", "times", "versus")
+_READERS = ("blank", "compare", "figure", "frame", "ms", "overview", "pick", "prose", "reads",
+            "resampled", "run_line", "say", "shown", "summary", "table", "times", "versus")
 
 __all__ = ["EXPERIMENTS", "conformance", "found", "parameters", "register", "run", "run_sync",
            "use", "where", *_READERS]

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from experiments.catalogue import EXPERIMENTS
-from experiments.results import RESULTS, SCRATCH, modes
+from experiments.refusals import BadInput
+from experiments.results import RESULTS, modes
 
 if TYPE_CHECKING:
     import pandas
@@ -36,8 +37,8 @@ def _names(names: str | Sequence[str] | None) -> list[str]:
     chosen = [n.strip() for n in listed if n.strip()]
     unknown = [n for n in chosen if n not in EXPERIMENTS]
     if unknown or not chosen:
-        raise ValueError(f"no experiment {', '.join(map(repr, unknown)) or 'named'}; choose "
-                         f"from {', '.join(EXPERIMENTS)}")
+        raise BadInput(f"no experiment {', '.join(map(repr, unknown)) or 'named'}; choose "
+                       f"from {', '.join(EXPERIMENTS)}")
     return chosen
 
 
@@ -83,10 +84,26 @@ def register(name: str, opener: str | Callable[..., Any], **options: Any) -> Any
 def conformance(backend: str, **options: Any) -> Any:
     """Run the store conformance suite on `backend` (registered or ours) in a pytest of its
     own and return what it found (`experiments.conforming.check.Conformance`: true when nothing
-    failed, shown as a table in a notebook); `select=` runs part of it (a pytest `-k`)."""
+    failed, shown as a table in a notebook), a bar showing the tests done as it goes;
+    `select=` runs part of it (a pytest `-k`)."""
+    from rich.console import Console
+
+    from experiments.commands.progress import bars
     from experiments.conforming.check import check
 
-    return check(backend, **options)
+    with bars(Console()) as progress:
+        task: list[Any] = []
+        told = [0]
+
+        def seen(done: int, total: int) -> None:
+            if not task:
+                task.append(progress.add_task("", total=total, name="conformance",
+                                              skipped=""))
+            if done > told[0]:
+                progress.advance(task[0], done - told[0])
+                told[0] = done
+
+        return check(backend, progress=seen, **options)
 
 
 def parameters(name: str) -> dict[str, str]:
@@ -141,7 +158,7 @@ async def run(
     chosen = _names(names)
     picked = _backends(backends)
     if repeat < 1:
-        raise ValueError("repeat must be at least 1")
+        raise BadInput("repeat must be at least 1")
     changed = check([runner.module(n) for n in chosen], overrides)
     folder = _place(where, reference, chosen, quick)
     shown = ", ".join(f"{k}={v!r}" for k, v in overrides.items())
@@ -189,8 +206,8 @@ def _place(where: str | Path | None, reference: bool, names: Sequence[str], quic
         return RESULTS if reference else scratch(names, "quick" if quick else "full")
     folder = Path(where).expanduser().resolve()
     if reference and not is_reference(folder):
-        raise ValueError(f"reference=True writes {RESULTS}; where={where!r} names another "
-                         "folder: give one or the other")
+        raise BadInput(f"reference=True writes {RESULTS}; where={where!r} names another "
+                       "folder: give one or the other")
     return folder
 
 
@@ -237,25 +254,11 @@ def use(run: str | Path | None = None) -> Path:
     newest under `runs/`), or None for the default (the reference run in `results/`, or what
     `LAB_RESULTS` names); return the folder. A folder holding no results is a `ValueError`."""
     from experiments.readers import reading
+    from experiments.results import find
 
-    if run is None:
-        folder = reading.DEFAULT
-    elif str(run) == "latest":
-        made = sorted((p for p in SCRATCH.glob("*") if p.is_dir() and modes(p)),
-                      key=lambda p: p.stat().st_mtime)
-        if not made:
-            raise ValueError(f"no runs in {SCRATCH} yet: `await lab.run(...)` makes one")
-        folder = made[-1]
-    else:
-        given = Path(run).expanduser()
-        tried = [given] if given.is_absolute() else [Path.cwd() / given, ROOT / given]
-        found = [p for p in tried if p.is_dir()]
-        if not found:
-            raise ValueError(f"no folder {str(run)!r} (looked at "
-                             f"{', '.join(str(p) for p in tried)})")
-        folder = found[0].resolve()
+    folder = reading.DEFAULT if run is None else find(run)
     if not modes(folder):
-        raise ValueError(f"{folder} holds no results (no <experiment>.json)")
+        raise BadInput(f"{folder} holds no results (no <experiment>.json)")
     reading.WHERE = folder
     return folder
 

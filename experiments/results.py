@@ -21,11 +21,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from experiments.refusals import BadInput
+
 if TYPE_CHECKING:
     import pandas
 
-__all__ = ["RESULTS", "SCRATCH", "Refused", "describe", "guard", "is_reference", "load",
-           "metadata", "modes", "scratch", "write"]
+__all__ = ["RESULTS", "SCRATCH", "Refused", "describe", "find", "guard", "is_reference", "load",
+           "metadata", "modes", "runs", "scratch", "write"]
 
 RESULTS = Path(__file__).resolve().parent.parent / "results"
 #: Where runs go unless told otherwise: a folder per run (`LAB_RUNS` moves them).
@@ -74,7 +76,37 @@ def load(experiment: str, where: Path = RESULTS) -> pandas.DataFrame:
     if not path.exists():
         raise FileNotFoundError(f"no results for {experiment!r} in {where}: run "
                                 f"`python -m experiments run {experiment}` first")
-    return pandas.read_csv(path, low_memory=False)
+    frame = pandas.read_csv(path, low_memory=False)
+    info = where / f"{experiment}.json"
+    if "backend" in frame and info.exists():
+        made = {backend: run["run"] for run in runs(metadata(experiment, where))
+                for backend in run["backends"]}
+        found = frame["backend"].map(made)
+        frame.insert(1, "run", found.astype(object).where(found.notna(), ""))
+    return frame
+
+
+def runs(meta: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every run a result's metadata holds, oldest first, each with its `run` id (when it
+    started, `20261204-202650`), `command`, `started`, `git_revision`, `git_dirty`, CPU
+    `calibration` (seconds at its start) and the `backends` whose rows it made: one for a run
+    written whole, one per run merged into it (`--merge`), a later run's backends no longer
+    an earlier one's."""
+    listed = list(meta.get("runs") or []) or [meta]
+    found: list[dict[str, Any]] = []
+    for run in listed:
+        started = str(run.get("started", ""))
+        found.append({
+            "run": started[:19].replace("-", "").replace(":", "").replace("T", "-"),
+            "command": run.get("command", "?"), "started": started,
+            "git_revision": run.get("git_revision", meta.get("git_revision", "?")),
+            "git_dirty": bool(run.get("git_dirty", meta.get("git_dirty", False))),
+            "calibration": (run.get("cpu_calibration_seconds") or {}).get("at_start"),
+            "backends": list(run.get("backends") or meta.get("backends") or [])})
+    for i, run in enumerate(found):
+        later = {b for other in found[i + 1:] for b in other["backends"]}
+        run["backends"] = [b for b in run["backends"] if b not in later]
+    return found
 
 
 def metadata(experiment: str, where: Path = RESULTS) -> dict[str, Any]:
@@ -98,7 +130,7 @@ def describe(experiment: str, where: Path = RESULTS) -> str:
     )
 
 
-class Refused(ValueError):
+class Refused(BadInput):
     """A run that would overwrite the reference unasked, or mix quick and full runs in one
     folder; raised before anything is started or written."""
 
@@ -148,3 +180,23 @@ def guard(where: Path, names: Sequence[str], mode: str, *, reference: bool = Fal
                       f"{', '.join(names)} there would mix them (a notebook's overview would "
                       f"read both). Write it to a folder of its own (the default), or run it "
                       f"as the others were")
+
+
+def find(run: str | Path) -> Path:
+    """The folder of results `run` names: `"latest"` (the newest run under `SCRATCH`), or a
+    path, absolute or relative to the working directory or the checkout. One that is not
+    there, or holds no results, is `BadInput` saying where it looked."""
+    if str(run) == "latest":
+        made = sorted((p for p in SCRATCH.glob("*") if p.is_dir() and modes(p)),
+                      key=lambda p: p.stat().st_mtime)
+        if not made:
+            raise BadInput(f"no runs in {SCRATCH} yet: `await lab.run(...)` makes one")
+        return made[-1]
+    given = Path(run).expanduser()
+    tried = [given] if given.is_absolute() else [Path.cwd() / given, RESULTS.parent / given]
+    found = [p for p in tried if p.is_dir()]
+    if not found:
+        raise BadInput(f"no folder {str(run)!r} (looked at {', '.join(str(p) for p in tried)})")
+    if not modes(found[0]):
+        raise BadInput(f"{found[0].resolve()} holds no results (no <experiment>.json)")
+    return found[0].resolve()

@@ -30,7 +30,7 @@ from durability.checks import (
     detail_text,
     positive,
 )
-from durability.codec import Codec, JsonCodec
+from durability.codec import Codec, JsonCodec, decode_checkpoint
 from durability.postgres.batching import StatementBatcher
 from durability.postgres.effect import PostgresEffect
 from durability.postgres.libpq_pipeline import GROUP_LOCK_WAIT
@@ -152,13 +152,19 @@ class PostgresCheckpointer:
             return None
         token, deadline, found = row
         # None: the claim row moved under the statement's snapshot, so `resume` loads instead.
-        records = None if found is None else self.decoded(found)
-        return Pass(workflow, token, alive, _utc(deadline), records)
+        return self.claimed(workflow, token, alive, _utc(deadline), found)
 
-    def decoded(self, pairs: list[list[str]]) -> dict[str, object]:
-        """A checkpoint read as `[key, value]` pairs in first-recorded order, decoded."""
-        decode = self._codec.decode
-        return {key: decode(value) for key, value in pairs}
+    def claimed(
+        self, workflow: str, token: int, alive: timedelta, deadline: datetime,
+        found: list[list[str]] | None,
+    ) -> Pass:
+        """The `Pass` of a claim that read the checkpoint as `[key, value]` pairs in
+        first-recorded order (`None`: the claim row moved under the statement's snapshot, so
+        `resume` loads instead)."""
+        if found is None:
+            return Pass(workflow, token, alive, deadline)
+        records, ordinals = decode_checkpoint(self._codec, ((key, text) for key, text in found))
+        return Pass(workflow, token, alive, deadline, records, ordinals)
 
     async def load(self, workflow: str) -> dict[str, object]:
         rows = await every(self._pool, self._sql["load"], {"workflow": check_workflow(workflow)})

@@ -299,9 +299,10 @@ class PostgresDurable(Inspected):
         delivery = Delivery(workflow, str(receipt), lapsed=bool(lapsed))
         if token is None:  # a live pass holds it
             return Taken(delivery, None)
-        # None: the claim row moved under the statement's snapshot, so the pass loads.
-        records = None if found is None else self._checkpointer.decoded(found)
-        return Taken(delivery, Pass(workflow, token, alive, deadline.astimezone(UTC), records))
+        holder = self._checkpointer.claimed(
+            workflow, token, alive, deadline.astimezone(UTC), found
+        )
+        return Taken(delivery, holder)
 
     async def _take_many(self, calls: list[Queued[Params, _TakeRow]]) -> None:
         """The takes asked for in one turn (a busy worker's readers), each group that asks

@@ -3,7 +3,9 @@
 Import this subpackage only with the `redis` extra installed; `import durability` never needs it.
 
 Every key lies under the namespace the store was opened with (`durability` unless given):
-namespace.py names them, and `patterns(ns)` gives the two SCAN patterns that find them all.
+namespace.py names them, and `patterns(ns)` gives the SCAN patterns that find them all. A
+queue split over shards (`shards=N`: shards.py, sharded.py) keeps each shard under a hash tag
+of its own.
 Checkpoints written before namespaces are moved under one by `move_checkpoints`
 (migration.py), once, with the processes stopped.
 """
@@ -22,11 +24,14 @@ from durability.redis.marker import Marker, Wiped
 from durability.redis.migration import Moved, move_checkpoints
 from durability.redis.namespace import patterns
 from durability.redis.set_scheduler import RedisSetScheduler
+from durability.redis.sharded import ShardedSetScheduler, ShardedStreamScheduler
+from durability.redis.shards import MOST_SHARDS
 from durability.redis.stream_scheduler import RedisStreamScheduler
 from durability.redis.trimming import sweeping, trimming
 
 __all__ = [
     "MAX_WORKFLOW",
+    "MOST_SHARDS",
     "Acknowledged",
     "LuaEffect",
     "Marker",
@@ -36,6 +41,8 @@ __all__ = [
     "RedisDurable",
     "RedisSetScheduler",
     "RedisStreamScheduler",
+    "ShardedSetScheduler",
+    "ShardedStreamScheduler",
     "Wiped",
     "hash_tag",
     "move_checkpoints",

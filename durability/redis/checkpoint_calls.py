@@ -10,7 +10,7 @@ once per half. A call is checked and encoded when it is built, before anything i
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -25,7 +25,7 @@ from durability.checks import (
     positive,
     to_ms,
 )
-from durability.codec import Codec
+from durability.codec import Codec, decode_checkpoint
 from durability.redis.lua import ScriptCall
 from durability.values import STATES, Entry, Pass, Recorded
 
@@ -47,7 +47,8 @@ class CheckpointCalls:
     """Builds one namespace's checkpoint calls and reads their replies (see the module doc).
 
     `keys(workflow)` gives a workflow's three keys (records, claim, order), `ttl_ms` the
-    expiry every write pushes them to, `standing_keys` the ledger's eight keys."""
+    expiry every write pushes them to, `standing_keys(workflow)` the eight keys of the ledger
+    of the workflow's shard."""
 
     __slots__ = ("_codec", "_keys", "standing_keys", "ttl_ms")
 
@@ -56,7 +57,7 @@ class CheckpointCalls:
         keys: Any,
         ttl_ms: int,
         codec: Codec,
-        standing_keys: tuple[str, ...],
+        standing_keys: Callable[[str], tuple[str, ...]],
     ) -> None:
         self._keys = keys
         self._codec = codec
@@ -73,8 +74,10 @@ class CheckpointCalls:
             return None
         token, deadline = int(reply[0]), int(reply[1])
         # The script read the checkpoint as it took the claim: the pass needs no `load`.
-        records = self.records(records_of(reply[2]))
-        return Pass(workflow, token, alive, from_server_ms(deadline), records)
+        flat = records_of(reply[2])
+        pairs = ((flat[i], flat[i + 1]) for i in range(0, len(flat), 3))
+        records, ordinals = decode_checkpoint(self._codec, pairs)
+        return Pass(workflow, token, alive, from_server_ms(deadline), records, ordinals)
 
     def records(self, flat: list[Any]) -> dict[str, object]:
         """The decoded records of a `records_of` list, by key, in first-recorded order."""
@@ -120,4 +123,4 @@ class CheckpointCalls:
         check_workflow(holder.workflow)
         text = detail_text(detail)
         args = (holder.workflow, holder.token, 3 + STATES.index(state), state, text)
-        return ScriptCall("settle", self.standing_keys, args)
+        return ScriptCall("settle", self.standing_keys(holder.workflow), args)

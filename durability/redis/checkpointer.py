@@ -34,6 +34,7 @@ from durability.redis.lua import ScriptCall
 from durability.redis.namespace import DEFAULT, check_namespace
 from durability.redis.namespace import key as namespace_key
 from durability.redis.sending import Acknowledged, Client, NotAcknowledged, Sender
+from durability.redis.shards import check_shards, shard_of, tags
 from durability.redis.standings import Standings
 from durability.redis.watching import RedisBell, channel_of, watch
 from durability.signals import Fenced
@@ -118,9 +119,13 @@ class RedisCheckpointer:
         ttl: timedelta = timedelta(days=1),
         codec: Codec | None = None,
         durable: Acknowledged | None = None,
+        shards: int = 1,
     ) -> None:
         self._redis = redis
         self.namespace = check_namespace(namespace)
+        #: How many shards the namespace's standings (like its queue) are split over; a
+        #: workflow's standing is in its shard (shards.py).
+        self.shards = check_shards(shards)
         #: What each workflow's keys start with; the id's `{<id>}` follows.
         self.prefix = f"{namespace}:workflow:"
         self.ttl = positive("ttl", ttl)
@@ -128,14 +133,19 @@ class RedisCheckpointer:
         self._codec: Codec = codec or JsonCodec()
         self._durable = durable
         self._sender = Sender(redis, durable)
-        standing_keys = (
-            namespace_key(self.namespace, "standings"),
-            *(namespace_key(self.namespace, f"state:{name}") for name in ("all", *STATES)),
+        ledgers = tuple(
+            (namespace_key(tag, "standings"),
+             *(namespace_key(tag, f"state:{name}") for name in ("all", *STATES)))
+            for tag in tags(self.namespace, shards)
         )
+
+        def standing_keys(workflow: str) -> tuple[str, ...]:
+            return ledgers[shard_of(workflow, shards)]
+
         #: The calls this checkpointer sends, built and read; `RedisDurable` joins them with
         #: a scheduler's (see checkpoint_calls.py).
         self.calls = CheckpointCalls(self.keys, self._ttl_ms, self._codec, standing_keys)
-        self._standings = Standings(self._sender, self.calls, self.namespace, self.keys)
+        self._standings = Standings(self._sender, self.calls, ledgers, self.keys)
 
     # --- running scripts --------------------------------------------------------------------
 
@@ -316,7 +326,7 @@ class RedisCheckpointer:
         """End what this checkpointer started: the batches under way are let finish (at most
         `storekit.chores.ENDING`), and their connection's reader stops. The client is the
         caller's to close, after."""
-        await self._sender.batcher.close()
+        await self._sender.close()
 
     def keys(self, workflow: str) -> tuple[str, str, str]:
         """The records, claim and order keys of `workflow` in this checkpointer's namespace."""

@@ -12,7 +12,8 @@ an error, so a refused write would still be followed by its wakeup; `RedisDurabl
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import asyncio
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 
 from redis.asyncio.cluster import RedisCluster
@@ -22,14 +23,18 @@ from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.joining import Joined
 from durability.redis.marker import Marker
 from durability.redis.set_scheduler import RedisSetScheduler
-from durability.redis.stream_scheduler import RedisStreamScheduler
+from durability.redis.stream_scheduler import GLANCE, RedisStreamScheduler
 from durability.redis.taking import Taker
+from durability.redis.wakeups import Wakeups
 from durability.split import SplitDurable
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
 from durability.values import Delivery, Entry, Pass, Recorded, Taken
 
-__all__ = ["RedisDurable"]
+__all__ = ["MOST_TAKEN", "RedisDurable"]
+
+#: The most workflows one `take_up_to` takes: a worker's free slots, up to this.
+MOST_TAKEN = 64
 
 class RedisDurable(SplitDurable):
     """A `Durable` over a `RedisCheckpointer` and a Redis scheduler: `arrive`, `deliver` and
@@ -42,6 +47,9 @@ class RedisDurable(SplitDurable):
     | `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
     | `finish_settled` | `settle`, `release`, the done (`settled_template.lua`) | the three |
     | `take` | the scheduler's read (not blocking), then `claim.lua` | `next_ready`, `claim` |
+
+    With `Acknowledged` the wakeup of `arrive` and `deliver` waits for the replicas too
+    (`wakeups.Wakeups`); `finish`'s done does not: a lost done is one extra pass.
 
     `take` tries the one script first (a busy worker starts each pass in one round trip). When it
     finds nothing, on the stream it waits in one pipeline on a connection kept for it (a
@@ -73,7 +81,10 @@ class RedisDurable(SplitDurable):
     scheduler on different clients (different servers, perhaps).
     """
 
-    __slots__ = ("_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts", "_taker")
+    __slots__ = (
+        "_busy", "_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts", "_taker",
+        "_wakeups",
+    )
 
     def __init__(
         self,
@@ -81,6 +92,11 @@ class RedisDurable(SplitDurable):
         scheduler: RedisStreamScheduler | RedisSetScheduler,
         traffic: Traffic | None = None,
     ) -> None:
+        if checkpointer.shards != scheduler.shards:
+            raise ValueError(
+                f"the checkpointer has shards={checkpointer.shards} and the scheduler"
+                f" shards={scheduler.shards}: a namespace's standings and queue are split alike"
+            )
         super().__init__(checkpointer, scheduler, traffic)
         self._redis_checkpointer = checkpointer
         self._redis_scheduler = scheduler
@@ -90,14 +106,26 @@ class RedisDurable(SplitDurable):
             and not isinstance(client, RedisCluster)
             and checkpointer.acknowledged is None
         )
+        if client is scheduler.redis:
+            # The queue's scripts ride the checkpointer's batches: one pipeline per node a turn.
+            scheduler.share(checkpointer.batcher)
         self._scripts = Joined(checkpointer)
-        self._taker = Taker(checkpointer, scheduler, self._scripts) if self._joined else None
+        # A sharded queue reads every shard (sharded.py): its take is the read, then the claim.
+        taking = self._joined and scheduler.shards == 1
+        self._taker = Taker(checkpointer, scheduler, self._scripts) if taking else None
+        self._busy = False  # the last `take_up_to` that looked found work
+        # Where writes wait for replicas, so does the wakeup an arrive or deliver answers for:
+        # a record on the replica with its wakeup lost would be a workflow nobody runs.
+        want = checkpointer.acknowledged
+        self._wakeups = None if want is None else Wakeups(scheduler.redis, scheduler, want)
 
     async def close(self) -> None:
         """End what this durable and its checkpointer started (a waiting take's reader, the
         batches under way); the client is the caller's to close, after."""
         if self._taker is not None:
             await self._taker.close()
+        if self._wakeups is not None:
+            await self._wakeups.close()
         await self._redis_checkpointer.close()
 
     @property
@@ -111,6 +139,13 @@ class RedisDurable(SplitDurable):
         return self._joined
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+        if self._wakeups is not None:
+            try:
+                recorded = await self._redis_checkpointer.supply(workflow, key, value)
+                await self._wakeups.wake(workflow)
+            except Unanswered as error:
+                raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
+            return recorded
         if not self._joined:  # two calls: SplitDurable says what a lost answer means
             return await super().arrive(workflow, key, value)
         try:
@@ -122,6 +157,13 @@ class RedisDurable(SplitDurable):
         return self._redis_checkpointer.calls.supplied(reply, encoded)
 
     async def deliver(self, workflow: str, value: object) -> Entry:
+        if self._wakeups is not None:
+            try:
+                entry = await self._redis_checkpointer.append(workflow, value)
+                await self._wakeups.wake(workflow)
+            except Unanswered as error:
+                raise delivery_unknown(error, workflow) from error.__cause__
+            return entry
         if not self._joined:
             return await super().deliver(workflow, value)
         try:
@@ -188,6 +230,45 @@ class RedisDurable(SplitDurable):
         batcher = self._redis_checkpointer.batcher
         reply = await self._redis_scheduler.regrouped(batcher.run, script, keys, args)
         return bool(int(reply[0]))
+
+    async def take_up_to(
+        self, room: Callable[[], int], within: timedelta, budget: timedelta, alive: timedelta
+    ) -> list[Taken]:
+        """`take` for up to `room()` workflows (at most `MOST_TAKEN`) at once (`TakingMany`):
+        when joined, one script takes and claims them all (`take_many_template.lua`); else the
+        looks are sent in one turn (one pipeline a node) and then the claims. With nothing
+        there, it waits as `take` waits, for one."""
+        positive("within", within)
+        wanted = max(1, min(room(), MOST_TAKEN))
+        if self._taker is not None:
+            return await self._taker.take_many(wanted, within, budget, alive)
+        positive("budget", budget)
+        positive("alive", alive)
+        # After a read that found nothing, one look first: an idle worker's every read would
+        # otherwise send a look per free slot (and a sharded look visits every shard).
+        many = wanted if self._busy else 1
+        looks = await asyncio.gather(*(self._glance() for _ in range(many)), return_exceptions=True)
+        found = [look for look in looks if isinstance(look, Delivery)]
+        self._busy = bool(found)
+        if not found:
+            failed = [look for look in looks if isinstance(look, BaseException)]
+            if failed:
+                raise failed[0]
+            if within <= GLANCE:
+                return []
+            taken = await super().take(within, budget, alive)
+            return [] if taken is None else [taken]
+        checkpointer = self._redis_checkpointer
+        holders = await asyncio.gather(
+            *(checkpointer.claim(delivery.workflow, budget, alive) for delivery in found)
+        )
+        return [Taken(delivery, holder) for delivery, holder in zip(found, holders, strict=True)]
+
+    async def _glance(self) -> Delivery | None:
+        scheduler = self._redis_scheduler
+        if isinstance(scheduler, RedisSetScheduler):
+            return (await scheduler.glance())[0]
+        return await scheduler.glance()
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:
         """The read and the claim in one script a look when joined (`taking.Taker`), else

@@ -1,10 +1,10 @@
 """`Joined`: the scripts `RedisDurable` makes by joining a checkpoint script and a queue's,
 registered once per pair and run through the checkpointer's batcher.
 
-Three templates under `scripts/shared/`: `joined_template` (a checkpoint write, then the
-queue's wakeup or done), `settled_template` (the release, the standing, then the done) and
-`take_template` (the queue's read, then `claim.lua`). Each pair's text and digest are made on
-first use and kept, so a pass pays for a dictionary lookup, not for hashing a script.
+Four templates under `scripts/shared/`: `joined_template` (a checkpoint write, then the
+queue's wakeup or done), `settled_template` (the release, the standing, then the done),
+`take_template` (the queue's read, then `claim.lua`) and `take_many_template` (that, k times).
+Each pair's text and digest are made on first use and kept: a pass pays for a lookup.
 """
 
 from __future__ import annotations
@@ -96,6 +96,20 @@ class Joined:
                 .replace("--[[CLAIM]]", source("prelude") + source("claim"))
             )
             found = self._scripts[pair] = self._registered(text, f"{read}+claim")
+        return found
+
+    def take_many(self, read: str) -> AsyncScript:
+        """The queue's read `read` and then `claim.lua`, up to k times, as one script
+        (`take_many_template.lua`)."""
+        pair = (read, "claim*")
+        found = self._scripts.get(pair)
+        if found is None:
+            text = (
+                source("take_many_template")
+                .replace("--[[TAKE]]", source(read))
+                .replace("--[[CLAIM]]", source("prelude") + source("claim"))
+            )
+            found = self._scripts[pair] = self._registered(text, f"{read}+claim*")
         return found
 
     def _registered(self, text: str, name: str) -> AsyncScript:

@@ -57,18 +57,33 @@ class Marker:
     the one holding the queue's slot. Deleting the marker key by hand reads as a wipe.
     """
 
-    __slots__ = ("_known", "key", "last_wipe", "namespace", "on_wipe", "wipes")
+    __slots__ = ("_counts", "_known", "key", "last_wipe", "namespace", "on_wipe", "wipes")
 
-    def __init__(self, namespace: str, on_wipe: OnWipe | None = None) -> None:
+    def __init__(
+        self,
+        namespace: str,
+        on_wipe: OnWipe | None = None,
+        *,
+        tag: str | None = None,
+        counts: Marker | None = None,
+    ) -> None:
         self.namespace = namespace
-        #: `{<ns>}:marker`: on the queue's slot, so the queue's own scripts may read it.
-        self.key = key(namespace, "marker")
+        #: `{<tag>}:marker` (the tag is the namespace but for a shard of a sharded queue): on
+        #: the queue's slot, so the queue's own scripts may read it.
+        self.key = key(namespace if tag is None else tag, "marker")
+        # A shard's marker counts its wipes on the sharded queue's (`counts`), so one queue
+        # shows one count and one `on_wipe`, whichever shard was wiped.
+        self._counts = counts
         #: How many wipes this scheduler noticed, and when it noticed the last (None: never).
         self.wipes = 0
         self.last_wipe: datetime | None = None
         #: Called with a `Wiped` on each one noticed (assignable; its errors are logged).
         self.on_wipe = on_wipe
         self._known: str | None = None
+
+    def count_on(self, counts: Marker) -> None:
+        """Count the wipes this marker notices on `counts` (a sharded queue's own marker)."""
+        self._counts = counts
 
     @staticmethod
     def fresh() -> str:
@@ -82,8 +97,9 @@ class Marker:
         known, self._known = self._known, value
         if known is None or known == value:
             return False
-        self.wipes += 1
-        self.last_wipe = datetime.now(UTC)
+        counts = self if self._counts is None else self._counts
+        counts.wipes += 1
+        counts.last_wipe = datetime.now(UTC)
         log.error(
             "Redis lost the data of namespace %r (its marker %s went, noticed by %s): every "
             "workflow queued, asleep or held there is gone, and a workflow submitted again now "
@@ -91,11 +107,11 @@ class Marker:
             self.namespace,
             self.key,
             noticed_by,
-            self.wipes,
+            counts.wipes,
         )
-        if self.on_wipe is not None:
+        if counts.on_wipe is not None:
             try:
-                self.on_wipe(Wiped(self.namespace, self.last_wipe, self.wipes, noticed_by))
+                counts.on_wipe(Wiped(self.namespace, counts.last_wipe, counts.wipes, noticed_by))
             except Exception:
                 log.exception("on_wipe failed for namespace %r", self.namespace)
         return True

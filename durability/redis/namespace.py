@@ -81,16 +81,18 @@ async def footprint(redis: Any, parts: dict[str, tuple[str, str]]) -> Footprint:
     )
 
 
-def patterns(namespace: str) -> tuple[str, str]:
+def patterns(namespace: str) -> tuple[str, str, str]:
     """The SCAN `MATCH` patterns that together find every key the stores write under
-    `namespace`: its queue keys and its workflows' keys. (Braces are plain characters to
-    Redis's glob; the glob's own `*?[]\\` in a namespace are escaped.)
+    `namespace`: its queue keys, its shards' queue keys, and its workflows' keys. (Braces are
+    plain characters to Redis's glob; the glob's own `*?[]\\` in a namespace are escaped.)
 
-    The queue keys are `{<ns>}:ready`, `{<ns>}:sleeping`, `{<ns>}:schedule`, `{<ns>}:doorbell`
-    and `{<ns>}:marker` (which notices a wipe of the server's data: marker.py); each workflow's
-    are `<ns>:workflow:{<id>}`, `...:pass` and `...:order`."""
+    The queue keys are `{<ns>}:ready`, `{<ns>}:sleeping`, `{<ns>}:schedule`, `{<ns>}:doorbell`,
+    `{<ns>}:marker` (which notices a wipe of the server's data: marker.py), the standings and
+    their indexes, and `{<ns>}:shards` (the count of shards, shards.py); a sharded queue's are
+    the same names under `{<ns>:<i>}`; each workflow's are `<ns>:workflow:{<id>}`, `...:pass`
+    and `...:order`."""
     escaped = "".join("\\" + c if c in "*?[]\\" else c for c in check_namespace(namespace))
-    return f"{{{escaped}}}:*", f"{escaped}:workflow:{{*"
+    return f"{{{escaped}}}:*", f"{{{escaped}:[0-9]*}}:*", f"{escaped}:workflow:{{*"
 
 
 def text(value: object) -> str:

@@ -16,11 +16,12 @@ import contextlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, ClassVar, Self, cast
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
 from durability.redis.backlog import backlog
+from durability.redis.batching import ScriptBatcher, SharesBatches
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker, Watched
 from durability.redis.namespace import (
@@ -34,6 +35,7 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
+from durability.redis.shards import check_layout, check_shards, shard_index, tags
 from durability.values import Backlog, Delivery, Footprint
 from durability.visibility import Visibility
 from durability.waits import beats
@@ -65,7 +67,7 @@ def taken_delivery(taken: Any) -> Delivery:
     return Delivery(text(taken[0]), text(taken[1]), lapsed=int(taken[2]) == 1)
 
 
-class RedisSetScheduler(Visibility, Watched):
+class RedisSetScheduler(SharesBatches, Visibility, Watched):
     """A `Scheduler` over one Redis ZSET, woken by a doorbell LIST or, without it, polling;
     see below for the trade. `wipes` and `last_wipe` count the wipes of the server's
     data this scheduler noticed; `marker.on_wipe` hears of each (`marker.Wiped`).
@@ -107,6 +109,17 @@ class RedisSetScheduler(Visibility, Watched):
     whole, so `make_ready` can tell a held member from a waiting one and always steps off a receipt.
     """
 
+    #: What a queue of more than one shard is made as: `sharded.ShardedSetScheduler`,
+    #: which sets this as it is imported (the package imports it).
+    sharded: ClassVar[type[RedisSetScheduler] | None] = None
+
+    def __new__(cls, *, shards: int = 1, shard: int | None = None, **_: Any) -> Self:
+        # `shards=N` (N > 1) makes a sharded queue, one of these per shard (sharded.py).
+        if cls is RedisSetScheduler and check_shards(shards) > 1 and shard is None:
+            assert cls.sharded is not None, "durability.redis.sharded sets it on import"
+            return cast(Self, object.__new__(cls.sharded))
+        return object.__new__(cls)
+
     def __init__(
         self,
         *,
@@ -115,16 +128,24 @@ class RedisSetScheduler(Visibility, Watched):
         lease: timedelta = timedelta(seconds=30),
         poll: timedelta = timedelta(milliseconds=50),
         doorbell: bool = True,
+        shards: int = 1,
+        shard: int | None = None,
     ) -> None:
+        """`shards` splits the queue over that many hash tags (see shards.py): the result is a
+        `sharded.ShardedSetScheduler`. `shard` is one shard of such a queue on its own."""
         self.lease = positive("lease", lease)
         self.poll = positive("poll", poll)
         self.namespace = check_namespace(namespace)
-        self.schedule = key(namespace, "schedule")
-        self.doorbell = key(namespace, "doorbell") if doorbell else None
+        #: How many shards the queue has, and which of them this scheduler is.
+        self.shards = check_shards(shards)
+        self.shard = shard_index(shard, shards)
+        tag = tags(namespace, shards)[self.shard]
+        self.schedule = key(tag, "schedule")
+        self.doorbell = key(tag, "doorbell") if doorbell else None
         #: The KEYS of every script: the schedule, and the doorbell if there is one.
         self.keys = (self.schedule,) if self.doorbell is None else (self.schedule, self.doorbell)
         #: The wipe watch (see marker.py); `marker.on_wipe` may be set to hear of each wipe.
-        self.marker = Marker(namespace)
+        self.marker = Marker(namespace, tag=tag)
         self._redis = redis
         self._slice = block_slice(redis)
         self._make_ready = script(redis, "set_make_ready")
@@ -136,13 +157,30 @@ class RedisSetScheduler(Visibility, Watched):
         self._prepare = script(redis, "set_prepare")
         # While a reader waits on the doorbell: what its last look saw (see `parked`).
         self._quiet: _Quiet | None = None
+        self._batcher: ScriptBatcher | None = None
+
+    async def prepare(self) -> None:
+        # A shard of a sharded queue is checked by the queue it belongs to (sharded.py).
+        if self.shards == 1:
+            await check_layout(self._redis, self.namespace, 1)
+        await super().prepare()
 
     async def put_back(self) -> tuple[object, bool]:
         found = await self._prepare(keys=[self.marker.key], args=[self.marker.fresh()])
         return found, False
 
     async def make_ready(self, workflow: str) -> None:
-        await self._make_ready(keys=self.keys, args=[check_workflow(workflow)])
+        await self._send(self._make_ready, self.keys, [check_workflow(workflow)])
+
+    async def glance(self) -> tuple[Delivery | None, object]:
+        """One look, without waiting: the workflow taken, if any, and the ms until the earliest
+        hidden member shows (None: none is hidden), as an empty take says."""
+        take = self.take_call()
+        taken = await self._send(self._take, take.keys, take.args)
+        if taken[0]:
+            return taken_delivery(taken), None
+        self.looked(taken)
+        return None, taken[1]
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
         """Take the longest-visible workflow, waiting at most `within`: on the doorbell (see
@@ -152,14 +190,14 @@ class RedisSetScheduler(Visibility, Watched):
         take = self.take_call()
         if self.doorbell is None:
             async for _ in beats(self.poll, within):
-                taken = await self._take(keys=take.keys, args=take.args)
+                taken = await self._send(self._take, take.keys, take.args)
                 if taken and taken[0]:
                     return taken_delivery(taken)
             return None
         loop = asyncio.get_running_loop()
         end = loop.time() + within.total_seconds()
         while True:
-            taken = await self._take(keys=take.keys, args=take.args)
+            taken = await self._send(self._take, take.keys, take.args)
             stop_if_cancelled()
             if taken[0]:
                 return taken_delivery(taken)
@@ -236,9 +274,8 @@ class RedisSetScheduler(Visibility, Watched):
 
     async def done(self, delivery: Delivery) -> None:
         """Remove the workflow unless something rescheduled it after the pass took it."""
-        await self._done(
-            keys=[self.schedule], args=[check_workflow(delivery.workflow), delivery.receipt]
-        )
+        args = [check_workflow(delivery.workflow), delivery.receipt]
+        await self._send(self._done, [self.schedule], args)
 
     # What `RedisDurable` runs in one script after a checkpoint write (see durable.py).
 
@@ -259,9 +296,10 @@ class RedisSetScheduler(Visibility, Watched):
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
         """Score the workflow `when`; keeps an earlier wakeup that landed mid-pass. Declines if
         the member is gone (cancelled)."""
-        woken = await self._wake_at(
-            keys=self.keys,
-            args=[check_workflow(delivery.workflow), delivery.receipt, ms_at_or_after(when)],
+        woken = await self._send(
+            self._wake_at,
+            self.keys,
+            [check_workflow(delivery.workflow), delivery.receipt, ms_at_or_after(when)],
         )
         return bool(woken)
 
@@ -291,9 +329,10 @@ class RedisSetScheduler(Visibility, Watched):
         """Hide the workflow `within` more from now (never less than it already was); the
         receipt changes with the score. None if the receipt is no longer the score."""
         positive("within", within)
-        receipt = await self._extend(
-            keys=[self.schedule],
-            args=[check_workflow(delivery.workflow), delivery.receipt, to_ms(within)],
+        receipt = await self._send(
+            self._extend,
+            [self.schedule],
+            [check_workflow(delivery.workflow), delivery.receipt, to_ms(within)],
         )
         return None if receipt is None else Delivery(delivery.workflow, text(receipt))
 

@@ -1,6 +1,8 @@
 """`Standings`: the ledger half of `RedisCheckpointer`, where each workflow's last pass left
-it, for `status` and listings. One HASH per namespace (`<ns>:standings`, id -> standing) and
-one sorted index per state, all on the namespace's slot, beside the workflows' own keys.
+it, for `status` and listings. One HASH per shard of the namespace (`{<tag>}:standings`, id ->
+standing) and one sorted index per state, all on the shard's slot, beside the workflows' own
+keys; a workflow's standing is in its shard (shards.py), and a listing merges the shards' pages
+in id order, so its cursor (the last id) means the same whatever the count of shards.
 
 The decision not to undo: a standing outlives nothing. Its checkpoint expires on its ttl while
 the standing stays on another slot, so every read checks a standing older than the ttl against
@@ -17,7 +19,6 @@ from collections.abc import Callable, Mapping
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_page, check_state
 from durability.redis.checkpoint_calls import CheckpointCalls, from_server_ms
-from durability.redis.namespace import key as namespace_key
 from durability.redis.sending import Sender
 from durability.values import STATES, Look, Pass, Standing
 
@@ -28,21 +29,22 @@ class Standings:
     """One namespace's standings, read and written through its checkpointer's `sender`;
     `keys(workflow)` gives a workflow's own three keys (see the module doc)."""
 
-    __slots__ = ("_calls", "_keys", "_namespace", "_sender", "_swept", "_ttl_ms")
+    __slots__ = ("_calls", "_keys", "_ledgers", "_sender", "_swept", "_ttl_ms")
 
     def __init__(
         self,
         sender: Sender,
         calls: CheckpointCalls,
-        namespace: str,
+        ledgers: tuple[tuple[str, ...], ...],
         keys: Callable[[str], tuple[str, str, str]],
     ) -> None:
         self._sender = sender
         self._calls = calls
-        self._namespace = namespace
+        # Each shard's keys: the hash, then the index of every standing, then one per state.
+        self._ledgers = ledgers
         self._keys = keys
         self._ttl_ms = calls.ttl_ms
-        self._swept = 0  # where `sweep`'s walk over the standings has got to
+        self._swept = (0, 0)  # where `sweep`'s walk has got to: (shard, HSCAN cursor)
 
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
         call = self._calls.settle(holder, state, detail)
@@ -54,7 +56,8 @@ class Standings:
     async def unstand(self, workflow: str, token: int) -> None:
         """Drop `workflow`'s standing for a discard that raised its fence to `token`."""
         sender = self._sender
-        await sender.write(sender.plain("unstand"), self._standing_keys(), [workflow, token])
+        keys = self._calls.standing_keys(workflow)
+        await sender.write(sender.plain("unstand"), keys, [workflow, token])
 
     async def look(self, workflow: str) -> Look:
         sender = self._sender
@@ -63,7 +66,9 @@ class Standings:
         # its own node, at once.
         (claimed, known, passed), held = await asyncio.gather(
             sender.read(sender.script("looked"), self._keys(workflow)),
-            sender.batcher.run(sender.plain("standing"), [self._hash], [workflow]),
+            sender.batcher.run(
+                sender.plain("standing"), [self._calls.standing_keys(workflow)[0]], [workflow]
+            ),
         )
         standing = _standing(workflow, None if held is None else str(held))
         if standing is not None and _vanished(known, passed):
@@ -76,10 +81,29 @@ class Standings:
         self, state: str | None, prefix: str | None, limit: int, after: str | None
     ) -> list[Standing]:
         """`RedisCheckpointer.standings`: a page in id order, without those whose checkpoint
-        expired (dropped as they are found), read on past them until it is full."""
+        expired (dropped as they are found), read on past them until it is full. Sharded, each
+        shard's first page after `after` is read and the first `limit` of them all kept."""
         check_state(state)
         check_page(prefix, limit, after)
-        index = namespace_key(self._namespace, f"state:{state or 'all'}")
+        slot = 1 if state is None else 2 + STATES.index(state)
+        if len(self._ledgers) == 1:
+            return await self._page(self._ledgers[0], slot, prefix, limit, after)
+        pages = await asyncio.gather(
+            *(self._page(ledger, slot, prefix, limit, after) for ledger in self._ledgers)
+        )
+        merged = sorted(
+            (one for page in pages for one in page), key=lambda one: _ordered(one.workflow)
+        )
+        return merged[:limit]
+
+    async def _page(
+        self,
+        ledger: tuple[str, ...],
+        slot: int,
+        prefix: str | None,
+        limit: int,
+        after: str | None,
+    ) -> list[Standing]:
         low: str | bytes = "-"
         if after is not None and (not prefix or after >= prefix):
             low = "(" + after
@@ -95,7 +119,7 @@ class Standings:
         while True:
             wanted = limit - len(page)
             reply = await self._sender.batcher.run(
-                listing, [self._hash, index], [low, high, wanted]
+                listing, [ledger[0], ledger[slot]], [low, high, wanted]
             )
             held = {str(reply[i]): str(reply[i + 1]) for i in range(0, len(reply), 2)}
             gone = await self.gone(held)
@@ -119,9 +143,13 @@ class Standings:
             above = _successor(prefix.encode())
             if above is not None:
                 high = b"(" + above
-        keys = [namespace_key(self._namespace, f"state:{state}") for state in STATES]
-        counts = await self._sender.batcher.run(self._sender.plain("tally"), keys, [low, high])
-        return {state: int(n) for state, n in zip(STATES, counts, strict=True) if int(n)}
+        tally = self._sender.plain("tally")
+        counted = await asyncio.gather(
+            *(self._sender.batcher.run(tally, list(ledger[2:]), [low, high])
+              for ledger in self._ledgers)
+        )
+        sums = [sum(int(counts[i]) for counts in counted) for i in range(len(STATES))]
+        return {state: n for state, n in zip(STATES, sums, strict=True) if n}
 
     async def gone(self, held: Mapping[str, str]) -> set[str]:
         """Which of these workflows (id -> the standing held) have no checkpoint any more;
@@ -143,30 +171,35 @@ class Standings:
             id_ for id_, (_, known, passed) in zip(ids, seen, strict=True)
             if _vanished(known, passed)
         }
-        if gone:
-            args: list[str] = []
-            for id_ in sorted(gone):
-                args += [id_, held[id_].split("\n", 1)[0]]
-            await sender.write(sender.plain("forget"), self._standing_keys(), args)
+        by_ledger: dict[tuple[str, ...], list[str]] = {}
+        for id_ in sorted(gone):
+            args = by_ledger.setdefault(self._calls.standing_keys(id_), [])
+            args += [id_, held[id_].split("\n", 1)[0]]
+        for ledger, args in by_ledger.items():
+            await sender.write(sender.plain("forget"), ledger, args)
         return gone
 
     async def sweep(self, count: int) -> tuple[int, bool]:
-        """`RedisCheckpointer.sweep`: one `HSCAN` step over the hash."""
+        """`RedisCheckpointer.sweep`: one `HSCAN` step over a shard's hash; a round ends
+        when the last shard's hash has been walked."""
         if isinstance(count, bool) or not isinstance(count, int) or count < 1:
             raise ValueError(f"count must be a positive number, got {count!r}")
-        cursor, found = await self._sender.redis.hscan(self._hash, self._swept, count=count)
-        self._swept = int(cursor)
+        shard, at = self._swept
+        hashed = self._ledgers[shard][0]
+        cursor, found = await self._sender.redis.hscan(hashed, at, count=count)
+        if int(cursor):
+            self._swept = (shard, int(cursor))
+        else:
+            self._swept = ((shard + 1) % len(self._ledgers), 0)
         assert isinstance(found, dict)  # HSCAN without NOVALUES: field -> value
         held = {str(id_): str(text) for id_, text in found.items()}
         dropped = len(await self.gone(held))
-        return dropped, self._swept == 0
+        return dropped, self._swept == (0, 0)
 
-    @property
-    def _hash(self) -> str:
-        return namespace_key(self._namespace, "standings")
 
-    def _standing_keys(self) -> list[str]:
-        return [*self._calls.standing_keys]
+def _ordered(workflow: str) -> bytes:
+    """A workflow id as the indexes order it: by its UTF-8 bytes (ZRANGEBYLEX)."""
+    return workflow.encode("utf-8", "surrogatepass")
 
 
 def _standing(workflow: str, held: str | None) -> Standing | None:

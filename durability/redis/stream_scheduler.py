@@ -17,12 +17,13 @@ import socket
 import uuid
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
 from durability.deprecation import Reclaim
 from durability.redis.backlog import MOST_COUNTED, backlog
+from durability.redis.batching import ScriptBatcher, SharesBatches
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker, Watched, lost_group
 from durability.redis.namespace import (
@@ -36,9 +37,10 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
+from durability.redis.shards import check_layout, check_shards, shard_index, tags
 from durability.values import Backlog, Delivery, Footprint, Reclaimed
 
-__all__ = ["GROUP", "TRIM_EVERY", "RedisStreamScheduler", "lost_group"]
+__all__ = ["GLANCE", "GROUP", "TRIM_EVERY", "RedisStreamScheduler", "lost_group", "read_entries"]
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -55,11 +57,16 @@ _PENDING_READ = 1000
 #: How often a worker trims the stream while it answers deliveries, by default: short enough
 #: that a workload of a few seconds leaves a short stream too.
 TRIM_EVERY = timedelta(seconds=1)
+#: A read asked to wait no longer than this only looks. Redis expires a blocked read's BLOCK
+#: on its timer (every 1/hz seconds: 100 ms at the default hz 10), so a read that blocks for a
+#: millisecond may sit there a hundred; the worker's extra readers, which only glance at the
+#: queue, would each hold a blocked read that long.
+GLANCE = timedelta(milliseconds=5)
 #: `XTRIM ... ACKED` arrived in this server version.
 _ACKED_SINCE = (8, 2)
 
 
-def _default_consumer() -> str:
+def default_consumer() -> str:
     return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}"
 
 
@@ -74,6 +81,35 @@ def _parse(receipt: str) -> tuple[str, str]:
     return entry, count
 
 
+def read_entries(reply: Any) -> list[Delivery]:
+    """Every entry naming a workflow in an XREADGROUP reply (RESP2 list or RESP3 map), of every
+    stream read, as first deliveries (an entry read with ">" is on its first delivery)."""
+    if not reply:
+        return []
+    # RESP2: [[stream, entries]]; RESP3: {stream: [entries]}.
+    streams: Sequence[Any] = (
+        [entries for wrapped in reply.values() for entries in wrapped]
+        if isinstance(reply, dict)
+        else [item[1] for item in reply]
+    )
+    found = []
+    for entries in streams:
+        for entry_id, fields in entries:
+            workflow = _field(fields)
+            if workflow is not None:
+                found.append(Delivery(workflow, receipt_of(text(entry_id), 1)))
+    return found
+
+
+def _field(fields: Any) -> str | None:
+    if not fields:
+        return None
+    for name, value in fields.items():
+        if text(name) == FIELD:
+            return text(value)
+    return None
+
+
 def _version(info: Any) -> tuple[int, ...]:
     """The lowest `redis_version` in an INFO reply (one node's dict, or a dict per node)."""
     if isinstance(info, dict) and "redis_version" in info:
@@ -83,7 +119,7 @@ def _version(info: Any) -> tuple[int, ...]:
     raise ValueError(f"INFO server reply carries no redis_version: {info!r}")
 
 
-class RedisStreamScheduler(Reclaim, Watched):
+class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
     """A `Scheduler` over a Redis stream, its consumer group and a ZSET of sleepers. (`Reclaim`
     keeps the deprecated `reclaim` for a release.)
 
@@ -125,6 +161,17 @@ class RedisStreamScheduler(Reclaim, Watched):
     `socket_timeout=None` gets a single block.
     """
 
+    #: What a queue of more than one shard is made as: `sharded.ShardedStreamScheduler`,
+    #: which sets this as it is imported (the package imports it).
+    sharded: ClassVar[type[RedisStreamScheduler] | None] = None
+
+    def __new__(cls, *, shards: int = 1, shard: int | None = None, **_: Any) -> Self:
+        # `shards=N` (N > 1) makes a sharded queue, one of these per shard (sharded.py).
+        if cls is RedisStreamScheduler and check_shards(shards) > 1 and shard is None:
+            assert cls.sharded is not None, "durability.redis.sharded sets it on import"
+            return cast(Self, object.__new__(cls.sharded))
+        return object.__new__(cls)
+
     def __init__(
         self,
         *,
@@ -133,19 +180,27 @@ class RedisStreamScheduler(Reclaim, Watched):
         lease: timedelta = timedelta(seconds=30),
         consumer: str | None = None,
         trim_every: timedelta | None = TRIM_EVERY,
+        shards: int = 1,
+        shard: int | None = None,
     ) -> None:
+        """`shards` splits the queue over that many hash tags (see shards.py): the result is a
+        `sharded.ShardedStreamScheduler`. `shard` is one shard of such a queue on its own."""
         self.lease = positive("lease", lease)
         #: How often a worker reading this stream trims it while it answers deliveries
         #: (`durability.interfaces.Trimmed`); None: never (something else trims, or nothing).
         self.trim_every = None if trim_every is None else positive("trim_every", trim_every)
         self.namespace = check_namespace(namespace)
-        self.consumer = consumer if consumer is not None else _default_consumer()
+        self.consumer = consumer if consumer is not None else default_consumer()
         if not self.consumer:
             raise ValueError("consumer name must not be empty")
-        self.ready = key(namespace, "ready")
-        self.sleeping = key(namespace, "sleeping")
+        #: How many shards the queue has, and which of them this scheduler is.
+        self.shards = check_shards(shards)
+        self.shard = shard_index(shard, shards)
+        tag = tags(namespace, shards)[self.shard]
+        self.ready = key(tag, "ready")
+        self.sleeping = key(tag, "sleeping")
         #: The wipe watch (see marker.py); `marker.on_wipe` may be set to hear of each wipe.
-        self.marker = Marker(namespace)
+        self.marker = Marker(namespace, tag=tag)
         self._redis = redis
         self._slice = block_slice(redis)
         self._done = script(redis, "stream_done")
@@ -156,7 +211,17 @@ class RedisStreamScheduler(Reclaim, Watched):
         self._cancel = script(redis, "stream_cancel")
         self._trim = script(redis, "stream_trim")
         self._prepare = script(redis, "stream_prepare")
+        self._make_ready = script(redis, "stream_make_ready")
+        self._take = script(redis, "stream_take")
         self._acked: bool | None = None
+        self._batcher: ScriptBatcher | None = None
+        self._waited = False  # the last read found nothing and waited
+
+    async def prepare(self) -> None:
+        # A shard of a sharded queue is checked by the queue it belongs to (sharded.py).
+        if self.shards == 1:
+            await check_layout(self._redis, self.namespace, 1)
+        await super().prepare()
 
     async def put_back(self) -> tuple[object, bool]:
         marker, created = await self._prepare(
@@ -167,10 +232,34 @@ class RedisStreamScheduler(Reclaim, Watched):
     async def make_ready(self, workflow: str) -> None:
         # Always a new entry: a wakeup that lands mid-pass is its own entry, so it cannot be
         # swallowed by the pass that is running.
-        await self._redis.xadd(self.ready, {FIELD: check_workflow(workflow)})
+        if self._batcher is None:
+            await self._redis.xadd(self.ready, {FIELD: check_workflow(workflow)})
+        else:
+            await self._send(self._make_ready, [self.ready], [FIELD, check_workflow(workflow)])
+
+    async def glance(self) -> Delivery | None:
+        """Take one new entry if there is one, without waiting."""
+        if self._batcher is not None:
+            args = [GROUP, self.consumer, FIELD]
+            took = await self.regrouped(self._send, self._take, [self.ready], args)
+            return Delivery(text(took[0]), receipt_of(text(took[1]), 1)) if took else None
+        reply = await self.regrouped(
+            self._redis.xreadgroup, GROUP, self.consumer, {self.ready: ">"}, count=1
+        )
+        return self._first(reply)
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
+        """Take one new entry, waiting at most `within`. Sharing a batcher (`share`), it first
+        glances in the turn's batch, unless the last read found nothing and waited: a blocking
+        read is served at once when an entry is already there."""
+        if positive("within", within) <= GLANCE:
+            return await self.glance()  # a blocked read would last a server tick, not `within`
+        if self._batcher is not None and not self._waited:
+            found = await self.glance()
+            if found is not None:
+                return found
         for block in self.blocks(within):
+            self._waited = True
             reply = await self.regrouped(
                 self._redis.xreadgroup,
                 GROUP,
@@ -181,6 +270,7 @@ class RedisStreamScheduler(Reclaim, Watched):
             )
             delivery = self._first(reply)
             if delivery is not None:
+                self._waited = False
                 return delivery
         return None
 
@@ -198,34 +288,12 @@ class RedisStreamScheduler(Reclaim, Watched):
 
     def _first(self, reply: Any) -> Delivery | None:
         """The one entry of an XREADGROUP reply (RESP2 list or RESP3 map), if any."""
-        if not reply:
-            return None
-        # RESP2: [[stream, entries]]; RESP3: {stream: [entries]}.
-        streams: Sequence[Any] = (
-            [entries for wrapped in reply.values() for entries in wrapped]
-            if isinstance(reply, dict)
-            else [item[1] for item in reply]
-        )
-        for entries in streams:
-            for entry_id, fields in entries:
-                workflow = self._field(fields)
-                if workflow is not None:
-                    # An entry read with ">" is on its first delivery.
-                    return Delivery(workflow, receipt_of(text(entry_id), 1))
-        return None
+        return next(iter(read_entries(reply)), None)
 
-    @staticmethod
-    def _field(fields: Any) -> str | None:
-        if not fields:
-            return None
-        for name, value in fields.items():
-            if text(name) == FIELD:
-                return text(value)
-        return None
 
     async def done(self, delivery: Delivery) -> None:
         entry, count = _parse(delivery.receipt)
-        await self.regrouped(self._done, keys=[self.ready], args=[GROUP, entry, count])
+        await self.regrouped(self._send, self._done, [self.ready], [GROUP, entry, count])
 
     # What `RedisDurable` runs in one script after a checkpoint write (see durable.py).
 
@@ -248,7 +316,7 @@ class RedisStreamScheduler(Reclaim, Watched):
         workflow = check_workflow(delivery.workflow)
         due = ms_at_or_after(when)
         keys, args = [self.ready, self.sleeping], [GROUP, entry, count, workflow, due]
-        woken = await self.regrouped(self._wake_at, keys=keys, args=args)
+        woken = await self.regrouped(self._send, self._wake_at, keys, args)
         return bool(woken)
 
     async def wake_due(self, now: datetime | None = None) -> datetime | None:
@@ -313,7 +381,7 @@ class RedisStreamScheduler(Reclaim, Watched):
         entry, count = _parse(delivery.receipt)
         idle = max(0, to_ms(self.lease) - to_ms(within))
         args = [GROUP, entry, count, self.consumer, idle]
-        kept = await self.regrouped(self._extend, keys=[self.ready], args=args)
+        kept = await self.regrouped(self._send, self._extend, [self.ready], args)
         return delivery if kept else None
 
     async def cancel(self, workflow: str) -> int:

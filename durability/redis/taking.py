@@ -27,17 +27,18 @@ from durability.redis.marker import lost_group
 from durability.redis.namespace import text
 from durability.redis.set_scheduler import RedisSetScheduler, taken_delivery
 from durability.redis.shared_connection import SharedConnection
-from durability.redis.stream_scheduler import FIELD, GROUP, RedisStreamScheduler, receipt_of
+from durability.redis.stream_scheduler import (
+    FIELD,
+    GLANCE,
+    GROUP,
+    RedisStreamScheduler,
+    receipt_of,
+)
 from durability.values import Delivery, Taken
 from durability.waits import beats
 
 __all__ = ["GLANCE", "Taker"]
 
-#: A take asked to wait no longer than this only looks. Redis expires a blocked read's BLOCK
-#: on its timer (every 1/hz seconds: 100 ms at the default hz 10), so a read that blocks for a
-#: millisecond may sit there a hundred; the worker's extra readers, which only glance at the
-#: queue, would each hold a blocked read that long.
-GLANCE = timedelta(milliseconds=5)
 
 
 class Taker:
@@ -116,6 +117,36 @@ class Taker:
             if reply[0]:
                 return self._taken(reply, alive)
         return None
+
+    async def take_many(
+        self, k: int, within: timedelta, budget: timedelta, alive: timedelta
+    ) -> list[Taken]:
+        """Up to `k` workflows taken and claimed in one script (`take_many_template.lua`); with
+        none there, a wait as `take` waits, which takes one."""
+        claim_args = self._redis_checkpointer.calls.claim_args(budget, alive)
+        scheduler = self._redis_scheduler
+        if isinstance(scheduler, RedisStreamScheduler):
+            read = ScriptCall("stream_take", (scheduler.ready,), (GROUP, scheduler.consumer, FIELD))
+        else:
+            read = scheduler.take_call()
+        script = self._joined.take_many(read.name)
+        prefix = self._redis_checkpointer.prefix
+        args = [k, len(read.args), *read.args, prefix, *claim_args]
+        batcher = self._redis_checkpointer.batcher
+        reply = await scheduler.regrouped(batcher.run, script, read.keys, args)
+        if reply and isinstance(reply[0], list):
+            self._waited = False
+            return [self._taken(pair, alive) for pair in reply]
+        if within <= GLANCE:
+            return []
+        if isinstance(scheduler, RedisSetScheduler) and reply:
+            scheduler.looked(reply)  # the marker an empty look read, and when to look again
+            hidden = reply[1]
+            now = asyncio.get_running_loop().time()
+            self._hidden_at = None if hidden is None else now + float(text(hidden)) / 1000
+        self._waited = True  # this look found nothing: the take waits at once
+        taken = await self.take(within, budget, alive)
+        return [] if taken is None else [taken]
 
     def _taken(self, reply: Any, alive: timedelta) -> Taken:
         if isinstance(self._redis_scheduler, RedisStreamScheduler):

@@ -37,11 +37,11 @@ async def trimming(
             removed = await scheduler.trim()
         except Exception:
             logger.warning(
-                "trimming %s failed; trying again in %s", scheduler.ready, every, exc_info=True
+                "trimming %s failed; trying again in %s", scheduler.namespace, every, exc_info=True
             )
         else:
             if removed:
-                logger.debug("trimmed %d entries from %s", removed, scheduler.ready)
+                logger.debug("trimmed %d entries from %s", removed, scheduler.namespace)
         await pause(every.total_seconds())
 
 

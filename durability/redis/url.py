@@ -27,7 +27,10 @@ from durability.redis.durable import RedisDurable
 from durability.redis.namespace import DEFAULT, check_namespace
 from durability.redis.packed_connection import PackedConnection
 from durability.redis.pooling import MOST, TidyPool
+from durability.redis.replicas import Acknowledged
+from durability.redis.replicas import read as read_replicas
 from durability.redis.set_scheduler import RedisSetScheduler
+from durability.redis.shards import MOST_SHARDS
 from durability.redis.stream_scheduler import RedisStreamScheduler
 from durability.redis.trimming import sweeping
 from durability.storekit.outage import StoreUnavailable
@@ -36,7 +39,10 @@ from durability.storekit.traffic import Traffic
 __all__ = ["OPTIONS", "RedisUrl", "open_url"]
 
 #: The options of a Redis URL that are ours rather than redis-py's.
-OPTIONS = ("scheduler", "namespace", "doorbell", "cluster", "trim_every_ms", "call_timeout_ms")
+OPTIONS = (
+    "scheduler", "namespace", "doorbell", "cluster", "trim_every_ms", "call_timeout_ms", "shards",
+    "replicas", "replicas_timeout_ms",
+)
 
 _DIGITS = re.compile(r"[0-9]+")
 
@@ -72,10 +78,12 @@ class RedisUrl:
     doorbell: bool
     trim_every: timedelta | None
     namespace: str
+    replicas: Acknowledged | None  # what each acknowledged write waits for
     where: str  # host:port/db, for messages
     bound: float  # each call's bound, in seconds
     target: str  # the URL handed to redis-py: its own options only
     rest: str  # those options, as a query
+    shards: int = 1  # the queue's and the standings' shards (shards.py)
 
     @classmethod
     def read(cls, opening: Opening) -> RedisUrl:
@@ -104,12 +112,13 @@ class RedisUrl:
                 f"doorbell must be 'on' or 'off', and only with scheduler=set: {url!r}"
             )
         namespace = check_namespace(ours.get("namespace", DEFAULT))
+        replicas = read_replicas(ours, opening.shown)
         where = _where(opening, parts, rest)
         bound = opening.call_timeout(ours).total_seconds()
         tls = parts.scheme == "rediss"
         return cls(
-            kind, tls, cluster, doorbell == "on", trim_every, namespace, where, bound,
-            opening.rebuilt(rest), rest,
+            kind, tls, cluster, doorbell == "on", trim_every, namespace, replicas, where, bound,
+            opening.rebuilt(rest), rest, _shards(ours.get("shards", "1"), opening.shown),
         )
 
     def client(self, traffic: Traffic) -> Any:
@@ -156,13 +165,15 @@ class RedisUrl:
                 namespace=self.namespace,
                 lease=opening.lease,
                 trim_every=self.trim_every,
+                shards=self.shards,
             )
         return RedisSetScheduler(
             redis=client,
             namespace=self.namespace,
             lease=opening.lease,
             doorbell=self.doorbell,
-            **({} if opening.poll is None else {"poll": opening.poll}),
+            poll=timedelta(milliseconds=50) if opening.poll is None else opening.poll,
+            shards=self.shards,
         )
 
 
@@ -179,6 +190,9 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
     | `cluster` | `on` for a Redis Cluster (the URL names any one node) |
     | `trim_every_ms` | how often a worker reading the stream trims it (1 s; `off`: never) |
     | `call_timeout_ms` | how long one call waits for its answer (10 s) |
+    | `shards` | how many hash tags the queue and the standings are split over (1 to 256; 1) |
+    | `replicas` | `N` (0 to 16): each checkpoint write, and an arrive's wakeup, waits for N |
+    | `replicas_timeout_ms` | how long each of those writes waits for its replicas (1 s) |
 
     and the options redis-py's `from_url` takes for the connection the scheme picks.
     """
@@ -200,7 +214,9 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
             raise StoreUnavailable(
                 f"could not connect to Redis at {read.where}: {error}"
             ) from error
-        checkpointer = RedisCheckpointer(redis=client, namespace=read.namespace)
+        checkpointer = RedisCheckpointer(
+            redis=client, namespace=read.namespace, shards=read.shards, durable=read.replicas
+        )
         durable = RedisDurable(checkpointer, scheduler, traffic)
         async with contextlib.AsyncExitStack() as upkeep:
             upkeep.push_async_callback(durable.close)  # first in: it runs once the sweeper stops
@@ -210,6 +226,15 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
             yield durable
     finally:
         await client.aclose()
+
+
+def _shards(given: str, shown: str) -> int:
+    """The `shards` option: a whole number from 1 to `MOST_SHARDS`."""
+    if not _DIGITS.fullmatch(given) or not 1 <= int(given) <= MOST_SHARDS:
+        raise ValueError(
+            f"shards must be a whole number from 1 to {MOST_SHARDS}, got {given!r} in {shown!r}"
+        )
+    return int(given)
 
 
 def _driver_options(connection_class: type) -> frozenset[str]:

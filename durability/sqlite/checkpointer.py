@@ -29,7 +29,7 @@ from durability.checks import (
     inbox_key,
     positive,
 )
-from durability.codec import Codec, JsonCodec
+from durability.codec import Codec, JsonCodec, decode_checkpoint
 from durability.signals import Fenced
 from durability.sqlite.database import SqliteDatabase, from_us, now_us, queries
 from durability.sqlite.effect import SqliteEffect
@@ -142,8 +142,8 @@ def claimed_pass(
     if claimed is None:
         return None
     token, deadline, found = claimed
-    records = {key: codec.decode(text) for key, text in found}
-    return Pass(workflow, token, alive, from_us(deadline), records)
+    records, ordinals = decode_checkpoint(codec, found)
+    return Pass(workflow, token, alive, from_us(deadline), records, ordinals)
 
 
 def release_step(connection: sqlite3.Connection, holder: Pass) -> None:

@@ -96,7 +96,7 @@ async def work(
     (and every `sweep`), so it costs a few requests a minute. `readers` caps
     how many takes a busy worker keeps in flight at once (an idle one keeps one): by default the
     store's own `readers` attribute if it has one, else `READERS`. A store that takes many in
-    one move (`TakingMany`: Postgres) is read by one reader that asks for as many as there
+    one move (`TakingMany`: Postgres, Redis) is read by one reader that asks for as many as there
     are free slots, and `readers` does not apply. `clock` is the time of the timer and of
     every pass (the deadlines `run.sleep` records), so a test can move both.
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 
+from durability.determinism import Nondeterministic
 from durability.endings import Ended, ending_key
 from durability.failures import FAILURE, Failure, attempt, describe, leaves
 from durability.failures import next_key as next_engine_key
@@ -37,6 +38,9 @@ async def fail(crew: Crew, running: Running, holder: Pass, failure: BaseExceptio
     )
     policy = step.retry if step is not None and step.retry is not None else crew.retry
     key = step.key if step is not None else None
+    if isinstance(failure, Nondeterministic):
+        key = failure.reached  # the step it stopped at, which never ran
+
     tried = attempt(records, key)
     now = crew.clock()
     due: datetime | None = None

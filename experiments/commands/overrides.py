@@ -17,6 +17,7 @@ from types import ModuleType
 from typing import Any
 
 from experiments.harness.backends import BACKENDS, Backend
+from experiments.refusals import BadInput
 
 __all__ = ["Overrides", "allowed", "apply", "check"]
 
@@ -50,13 +51,13 @@ def check(experiments: Sequence[ModuleType], given: Mapping[str, Any]) -> dict[s
     unknown = [name for name in given if not any(name in k for k in known.values())]
     if unknown:
         choices = "; ".join(f"{name}: {', '.join(sorted(k))}" for name, k in known.items())
-        raise ValueError(f"no parameter {', '.join(map(repr, unknown))} in "
-                         f"{', '.join(known)}; choose from {choices}")
+        raise BadInput(f"no parameter {', '.join(map(repr, unknown))} in "
+                       f"{', '.join(known)}; choose from {choices}")
     split: dict[str, dict[str, tuple[Any, ...]]] = {}
     for name, value in given.items():
         values = tuple(value) if isinstance(value, list | tuple | set | frozenset) else (value,)
         if not values:
-            raise ValueError(f"{name}: give at least one value")
+            raise BadInput(f"{name}: give at least one value")
         for experiment, params in known.items():
             if name in params:
                 split.setdefault(experiment, {})[name] = tuple(
@@ -70,17 +71,17 @@ def _checked(experiment: str, name: str, value: Any, seen: tuple[Any, ...]) -> A
     numbers = [v for v in seen if isinstance(v, int | float) and not isinstance(v, bool)]
     if not seen or (numbers and len(numbers) == len(seen)):
         if isinstance(value, bool) or not isinstance(value, int | float):
-            raise ValueError(f"{experiment} {name}: {value!r} is not a number")
+            raise BadInput(f"{experiment} {name}: {value!r} is not a number")
         if not (math.isfinite(value) and value > 0):
-            raise ValueError(f"{experiment} {name}: {value!r} must be a positive number")
+            raise BadInput(f"{experiment} {name}: {value!r} must be a positive number")
         if any(isinstance(v, float) for v in numbers):
             return float(value)
         if numbers and value != int(value):
-            raise ValueError(f"{experiment} {name}: {value!r} must be a whole number")
+            raise BadInput(f"{experiment} {name}: {value!r} must be a whole number")
         return int(value) if numbers else value
     if value not in seen:
-        raise ValueError(f"{experiment} {name}: {value!r} is not one of "
-                         f"{', '.join(map(repr, seen))}")
+        raise BadInput(f"{experiment} {name}: {value!r} is not one of "
+                       f"{', '.join(map(repr, seen))}")
     return value
 
 

@@ -28,7 +28,7 @@ def in_notebook() -> bool:
 
 @contextlib.contextmanager
 def bars(console: Any) -> Iterator[Any]:
-    """Something with rich `Progress`'s `add_task(description, total=, name=)`,
+    """Something with rich `Progress`'s `add_task(description, total=, name=, skipped=)`,
     `update(task, description=)` and `advance(task)`, shown where the run is watched."""
     if in_notebook():
         shown = NotebookBars()
@@ -40,7 +40,8 @@ def bars(console: Any) -> Iterator[Any]:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
     columns = (TextColumn("[bold]{task.fields[name]:<10}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn(), TextColumn("{task.description}"))
+               TimeElapsedColumn(), TextColumn("{task.description}"),
+               TextColumn("[yellow]{task.fields[skipped]}"))
     with Progress(*columns, console=console, transient=False) as progress:
         yield progress
 
@@ -53,6 +54,7 @@ class _Bar:
     done: int = 0
     began: float = field(default_factory=time.monotonic)
     ended: float | None = None
+    skipped: str = ""
 
 
 class NotebookBars:
@@ -67,8 +69,9 @@ class NotebookBars:
         self._drawn = 0.0
         self._handle = display(self._bundle(), raw=True, display_id=True)
 
-    def add_task(self, description: str, total: int = 0, name: str = "") -> int:
-        self._bars.append(_Bar(name, total, description))
+    def add_task(self, description: str, total: int = 0, name: str = "", skipped: str = ""
+                 ) -> int:
+        self._bars.append(_Bar(name, total, description, skipped=skipped))
         self.draw()
         return len(self._bars) - 1
 
@@ -104,7 +107,9 @@ class NotebookBars:
                 f"<td><progress value='{bar.done}' max='{max(bar.total, 1)}' "
                 f"style='width:14em'></progress></td>"
                 f"<td>{bar.done}/{bar.total}</td><td>{clock}</td>"
-                f"<td><code>{html.escape(bar.description)}</code></td></tr>")
-            lines.append(f"{bar.name:<10} {bar.done}/{bar.total} {clock} {bar.description}")
+                f"<td><code>{html.escape(bar.description)}</code></td>"
+                f"<td style='color:#a15c00'>{html.escape(bar.skipped)}</td></tr>")
+            lines.append(f"{bar.name:<10} {bar.done}/{bar.total} {clock} {bar.description}"
+                         + (f" [{bar.skipped}]" if bar.skipped else ""))
         return {"text/html": f"<table>{''.join(rows)}</table>",
                 "text/plain": "\n".join(lines) or "starting"}

@@ -33,6 +33,7 @@ from experiments.harness.lab import Lab, cpu_calibration, rivals_python
 from experiments.harness.provenance import git, rivals, versions
 from experiments.harness.registry import described
 from experiments.harness.servers import Servers, shown
+from experiments.refusals import BadInput
 from experiments.results import guard, metadata, scratch, write
 
 __all__ = ["module", "run", "versions"]
@@ -40,7 +41,7 @@ __all__ = ["module", "run", "versions"]
 
 def module(name: str) -> ModuleType:
     if name not in EXPERIMENTS:
-        raise ValueError(f"no experiment {name!r}; choose from {', '.join(EXPERIMENTS)}")
+        raise BadInput(f"no experiment {name!r}; choose from {', '.join(EXPERIMENTS)}")
     return importlib.import_module(f"experiments.measures.{name}")
 
 
@@ -134,7 +135,14 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
     load = os.getloadavg()
     plan: list[tuple[Backend, dict[str, Any]]] = []
     skipped: dict[str, str] = {}
-    chosen = [b for b in backends if b.applies(name)]
+    # A backend the experiment has no configuration for is not chosen, and so no server is
+    # started for it (`contention` asks its questions of one store's own accounts); one it
+    # leaves out is said to be, as one that cannot run here is: a run never drops a backend
+    # without a word.
+    chosen = [b for b in backends if b.applies(name)
+              and experiment.configurations(b, lab.quick)]
+    skipped.update({b.name: f"not in {name}: {b.left_out(name)}" for b in backends
+                    if not b.applies(name)})
     for backend in chosen:
         reason = await asyncio.to_thread(skip_reason, lab, backend)
         if reason is not None:
@@ -142,7 +150,8 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
             continue
         plan += [(backend, params) for params in
                  apply(experiment.configurations(backend, lab.quick), overrides, backend)]
-    task = progress.add_task("", total=len(plan) * repeat, name=name)
+    left = f"skipped {', '.join(skipped)} (see attrs['skipped'])" if skipped else ""
+    task = progress.add_task("", total=len(plan) * repeat, name=name, skipped=left)
     failed: dict[str, str] = {}
     servers_used: dict[str, dict[str, str]] = {}
     order = list(dict.fromkeys(b for b, _ in plan))

@@ -15,20 +15,23 @@ import contextlib
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from experiments.harness.backends import BACKENDS, Backend
+from experiments.refusals import BadInput
 
-__all__ = ["NOT_RUN", "Conformance", "Outcome", "check"]
+__all__ = ["NOT_RUN", "Conformance", "Outcome", "Seen", "check", "count"]
 
 SUITE = Path(__file__).with_name("suite.py")
 #: The contracts of `durability.testing.conformance` this never runs, and why.
@@ -60,9 +63,11 @@ class Conformance:
 
     backend: str
     opener: str
-    outcomes: tuple[Outcome, ...]
-    seconds: float
-    output: str = ""
+    # left out of the repr (a notebook's plain text of it): every test, and pytest's output,
+    # which names the machine's paths; `str()` and the table say what was found
+    outcomes: tuple[Outcome, ...] = field(repr=False)
+    seconds: float = 0.0
+    output: str = field(default="", repr=False)
 
     def count(self, result: str) -> int:
         return sum(1 for o in self.outcomes if o.result == result)
@@ -128,52 +133,113 @@ class Conformance:
         return "\n".join(lines)
 
 
-def check(backend: str | Backend, *, select: str | None = None, timeout: float = 900) -> (
-        Conformance):
+#: Told how far a run is: (tests done, tests in all), once they are counted and as each ends.
+Seen = Callable[[int, int], None]
+#: A line pytest -v ends a test with, and the line saying how many it collected.
+_ENDED = re.compile(r" (PASSED|FAILED|ERROR|SKIPPED|XFAIL|XPASS)\b")
+_COLLECTED = re.compile(r"collected (\d+) items?(?: / \d+ deselected / (\d+) selected)?")
+
+
+def check(backend: str | Backend, *, select: str | None = None, timeout: float = 900,
+          progress: Seen | None = None) -> Conformance:
     """Run the conformance suite on `backend` (a name, registered or ours, or a `Backend`)
     and return what it found. `select` is a pytest `-k` expression to run some of it
-    (`"Scheduler"`, `"not lease"`); `timeout` bounds the whole run in seconds.
+    (`"Scheduler"`, `"not lease"`); `timeout` bounds the whole run in seconds; `progress` is
+    told (done, in all) as each test ends.
 
     It needs what the suite needs: pytest, pytest-asyncio and hypothesis (the `dev` extra);
     a server backend needs its server, found where the lab finds one (`REDIS_URL`,
     `POSTGRES_URL`, or the default local port)."""
-    chosen = BACKENDS[backend] if isinstance(backend, str) and backend in BACKENDS else backend
-    if not isinstance(chosen, Backend):
-        raise ValueError(f"no backend {backend!r}; register it first, or choose from "
-                         f"{', '.join(BACKENDS)}")
-    if chosen.rival is not None:
-        raise ValueError(f"{chosen.name} is a rival job queue: the contract is a durable "
-                         "store's (a checkpoint and a scheduler), which it is not")
-    missing = [m for m in ("pytest", "pytest_asyncio", "hypothesis")
-               if importlib.util.find_spec(m) is None]
-    if missing:
-        raise RuntimeError(f"the conformance suite needs {', '.join(missing)}: install the "
-                           "project's dev extra (pip install -e '.[dev]')")
+    chosen = _chosen(backend)
     tag = f"c{uuid.uuid4().hex[:6]}"
     began = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="lab-conformance-") as folder, \
             _base(chosen, tag) as base:
         scratch = Path(folder)
-        (scratch / "pytest.ini").write_text(
-            "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
         report = scratch / "report.xml"
-        settings = {"name": chosen.name, "opener": chosen.opener, "path": chosen.path,
-                    "store": chosen.store, "server": chosen.server, "options": chosen.options,
-                    "base": base, "tag": tag, "directory": str(scratch)}
-        command = [sys.executable, "-m", "pytest", str(SUITE), "-c", str(scratch / "pytest.ini"),
-                   "--rootdir", str(scratch), "-p", "no:cacheprovider", "-q", "-rN",
-                   "--import-mode=importlib", f"--junitxml={report}", "-o",
-                   "junit_family=xunit1"]
-        if select:
-            command += ["-k", select]
-        env = {**os.environ, SETTINGS: json.dumps(settings), "PYTHONPATH": os.pathsep.join(
-            p for p in (str(SUITE.parents[2]), chosen.path, os.environ.get("PYTHONPATH"))
-            if p)}
-        done = subprocess.run(command, env=env, capture_output=True, text=True,
-                              timeout=timeout, cwd=str(scratch))
+        command, env = _pytest(chosen, scratch, base, tag, select)
+        command += ["-v", f"--junitxml={report}", "-o", "junit_family=xunit1"]
+        said = _follow(command, env, scratch, timeout, progress)
         outcomes = tuple(_outcomes(report)) if report.exists() else ()
     return Conformance(chosen.name, chosen.opener, outcomes,
-                       round(time.perf_counter() - began, 1), done.stdout + done.stderr)
+                       round(time.perf_counter() - began, 1), said)
+
+
+def count(backend: str | Backend, select: str | None = None) -> int:
+    """How many tests `check` would run on `backend` (collected, not run)."""
+    chosen = _chosen(backend)
+    with tempfile.TemporaryDirectory(prefix="lab-conformance-") as folder:
+        command, env = _pytest(chosen, Path(folder), "", "c0", select)
+        done = subprocess.run([*command, "--collect-only", "-q"], env=env, capture_output=True,
+                              text=True, cwd=folder, timeout=300)
+    found = re.search(r"(\d+) tests? collected", done.stdout)
+    if found is None:
+        raise RuntimeError(f"the suite collected nothing: {done.stdout[-500:]}")
+    return int(found.group(1))
+
+
+def _chosen(backend: str | Backend) -> Backend:
+    chosen = BACKENDS[backend] if isinstance(backend, str) and backend in BACKENDS else backend
+    if not isinstance(chosen, Backend):
+        raise BadInput(f"no backend {backend!r}; register it first, or choose from "
+                       f"{', '.join(BACKENDS)}")
+    if chosen.rival is not None:
+        raise BadInput(f"{chosen.name} is a rival job queue: the contract is a durable "
+                       "store's (a checkpoint and a scheduler), which it is not")
+    missing = [m for m in ("pytest", "pytest_asyncio", "hypothesis")
+               if importlib.util.find_spec(m) is None]
+    if missing:
+        raise RuntimeError(f"the conformance suite needs {', '.join(missing)}: install the "
+                           "project's dev extra (pip install -e '.[dev]')")
+    return chosen
+
+
+def _pytest(chosen: Backend, scratch: Path, base: str, tag: str, select: str | None
+            ) -> tuple[list[str], dict[str, str]]:
+    """The pytest command running the suite on `chosen` in `scratch`, and its environment."""
+    (scratch / "pytest.ini").write_text(
+        "[pytest]\nasyncio_mode = auto\nasyncio_default_fixture_loop_scope = function\n")
+    settings = {"name": chosen.name, "opener": chosen.opener, "path": chosen.path,
+                "store": chosen.store, "server": chosen.server, "options": chosen.options,
+                "base": base, "tag": tag, "directory": str(scratch)}
+    command = [sys.executable, "-m", "pytest", str(SUITE), "-c", str(scratch / "pytest.ini"),
+               "--rootdir", str(scratch), "-p", "no:cacheprovider", "-rN", "--color=no",
+               "--import-mode=importlib"]
+    if select:
+        command += ["-k", select]
+    env = {**os.environ, SETTINGS: json.dumps(settings), "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": os.pathsep.join(
+               p for p in (str(SUITE.parents[2]), chosen.path, os.environ.get("PYTHONPATH"))
+               if p)}
+    return command, env
+
+
+def _follow(command: list[str], env: dict[str, str], scratch: Path, timeout: float,
+            progress: Seen | None) -> str:
+    """Run `command`, telling `progress` as each test ends; what it printed. Past `timeout`
+    seconds it is killed (and the tests not run are missing from the report)."""
+    running = subprocess.Popen(command, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, cwd=str(scratch))
+    stop = threading.Timer(timeout, running.kill)
+    stop.start()
+    lines, done, total = [], 0, 0
+    try:
+        assert running.stdout is not None
+        for line in running.stdout:
+            lines.append(line)
+            collected = _COLLECTED.search(line)
+            if collected and not total:
+                total = int(collected.group(2) or collected.group(1))
+                if progress is not None:
+                    progress(0, total)
+            elif _ENDED.search(line):
+                done += 1
+                if progress is not None:
+                    progress(done, max(total, done))
+        running.wait()
+    finally:
+        stop.cancel()
+    return "".join(lines)
 
 
 def _outcomes(report: Path) -> Iterator[Outcome]:

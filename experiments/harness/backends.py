@@ -14,6 +14,8 @@ import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from experiments.refusals import BadInput
+
 __all__ = ["BACKENDS", "ENVIRONMENT", "OPEN", "Backend", "Place", "from_environment", "select"]
 
 #: What opens the store of every backend of ours (a rival's agent opens its own queue).
@@ -70,6 +72,13 @@ class Backend:
     def applies(self, experiment: str) -> bool:
         return experiment not in self.skip
 
+    def left_out(self, experiment: str) -> str | None:
+        """Why `experiment` leaves this backend out (said beside the run's skipped ones), or
+        None where it takes part."""
+        if self.applies(experiment):
+            return None
+        return _WHY.get(self.skip, f"{experiment} does not measure {self.name}")
+
     def url(self, place: Place, extra: str = "") -> str:
         """The store URL of this backend in `place` (ours only), with `extra` URL options."""
         if self.store == "memory":
@@ -94,6 +103,16 @@ _SAME_CODE = frozenset({"takeover", "scaling", "wakeups"})
 #: none of them. Every other experiment asks its question of the rivals too.
 _OURS_ONLY = frozenset({"scaling"})
 _CLUSTER = frozenset({"idle", "growth", "takeover", "scaling", "wakeups"})
+#: Why each of the sets above leaves a backend out, as a run says it.
+_WHY = {
+    _NOT_MEMORY: "in one process: there is no worker to kill and another to take over",
+    _POLLED: "polling changes how a reader waits, not what the queue holds: its growth is "
+             "its twin's without the poll",
+    _SAME_CODE: "the same scheduler code as on Redis 7: measured where the server's version "
+                "matters",
+    _OURS_ONLY: "the experiment times our stores' own operations, which a rival has none of",
+    _CLUSTER: "a cluster is measured where it changes the answer (latency, throughput)",
+}
 
 BACKENDS: dict[str, Backend] = {
     b.name: b
@@ -171,7 +190,7 @@ def select(names: Iterable[str] | None) -> list[Backend]:
         else:
             matched = [BACKENDS[name]] if name in BACKENDS else []
         if not matched:
-            raise ValueError(f"no backend {name!r}; choose from {', '.join(BACKENDS)}")
+            raise BadInput(f"no backend {name!r}; choose from {', '.join(BACKENDS)}")
         for backend in matched:
             chosen[backend.name] = backend
     return [b for b in BACKENDS.values() if b.name in chosen]

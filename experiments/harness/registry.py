@@ -23,6 +23,7 @@ from urllib.parse import parse_qsl
 
 from durability.interfaces import Durable
 from experiments.harness.backends import BACKENDS, ENVIRONMENT, Backend
+from experiments.refusals import BadInput
 
 __all__ = ["ENVIRONMENT", "Opener", "described", "forget", "load", "parse", "register",
            "registered"]
@@ -48,21 +49,21 @@ def load(opener: str, path: str = "") -> Opener:
     on `sys.path` if given; a `ValueError` saying what is missing."""
     module_name, colon, attribute = opener.partition(":")
     if not colon or not module_name or not attribute:
-        raise ValueError(f"an opener is 'package.module:name', not {opener!r}")
+        raise BadInput(f"an opener is 'package.module:name', not {opener!r}")
     if path and path not in sys.path:
         sys.path.insert(0, path)
     try:
         found: Any = importlib.import_module(module_name)
     except ImportError as error:
         where = f" (looked in {path} too)" if path else ""
-        raise ValueError(f"cannot import {module_name!r} for the opener {opener!r}{where}: "
-                         f"{error}") from error
+        raise BadInput(f"cannot import {module_name!r} for the opener {opener!r}{where}: "
+                       f"{error}") from error
     for part in attribute.split("."):
         if not hasattr(found, part):
-            raise ValueError(f"{module_name!r} has no {attribute!r} (the opener {opener!r})")
+            raise BadInput(f"{module_name!r} has no {attribute!r} (the opener {opener!r})")
         found = getattr(found, part)
     if not callable(found):
-        raise ValueError(f"the opener {opener!r} is a {type(found).__name__}, not callable")
+        raise BadInput(f"the opener {opener!r} is a {type(found).__name__}, not callable")
     opened: Opener = found
     return opened
 
@@ -74,7 +75,7 @@ def _named(opener: str | Callable[..., Any]) -> str:
         return opener
     module, name = getattr(opener, "__module__", None), getattr(opener, "__qualname__", "")
     if not module or module == "__main__" or "<" in name:
-        raise ValueError(
+        raise BadInput(
             f"{getattr(opener, '__name__', opener)!r} is defined in the notebook (or inside a "
             "function), where the lab's agents, other processes, cannot import it: put it in "
             "a module and register it by its import path, 'module:name'")
@@ -121,19 +122,19 @@ def register(
     here first, so a typo fails now, not in the agents. Registering a name again replaces its
     registration; one of ours cannot be replaced."""
     if name in BACKENDS and not BACKENDS[name].registered:
-        raise ValueError(f"{name!r} is one of the lab's own backends: choose another name")
+        raise BadInput(f"{name!r} is one of the lab's own backends: choose another name")
     if not name or any(c in name for c in ",*= /") or name != name.strip():
-        raise ValueError(f"a backend name is one word without ',', '*', '=' or '/': {name!r}")
+        raise BadInput(f"a backend name is one word without ',', '*', '=' or '/': {name!r}")
     spec = _named(opener)
     base: Backend | None = None
     if like is not None:
         base = BACKENDS.get(like)
         if base is None or base.registered:
-            raise ValueError(f"like={like!r}: no backend of ours by that name; choose from "
-                             f"{', '.join(b for b, k in BACKENDS.items() if not k.registered)}")
+            raise BadInput(f"like={like!r}: no backend of ours by that name; choose from "
+                           f"{', '.join(b for b, k in BACKENDS.items() if not k.registered)}")
     kind = store or (base.store if base else None)
     if kind not in _SERVERS:
-        raise ValueError(f"store={kind!r}: give store= one of {', '.join(_SERVERS)} (or like=)")
+        raise BadInput(f"store={kind!r}: give store= one of {', '.join(_SERVERS)} (or like=)")
     load(spec, path or "")
     backend = Backend(
         name=name,
@@ -158,7 +159,7 @@ def forget(name: str) -> None:
     """Take a registered backend out again (ours stay)."""
     backend = BACKENDS.get(name)
     if backend is None or not backend.registered:
-        raise ValueError(f"{name!r} is not a registered backend")
+        raise BadInput(f"{name!r} is not a registered backend")
     del BACKENDS[name]
     _carry()
 

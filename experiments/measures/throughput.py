@@ -98,8 +98,9 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
                   "unit": "1"} for name, n in sorted(named.items()) if n]
     if server_before is not None and server_after is not None and server is not None:
         counts, server_cpu = Counters.delta(server_before, server_after)
-        rows.append({"metric": "server_requests_per_pass",
-                     "value": server_requests(counts, server.kind) / passes, "unit": "1"})
+        if server.kind != "cluster":  # one node's counters: not the run's requests
+            rows.append({"metric": "server_requests_per_pass",
+                         "value": server_requests(counts, server.kind) / passes, "unit": "1"})
         if "writes" in counts:  # Postgres: transactions that wrote, each a commit
             rows.append({"metric": "server_commits_per_pass",
                          "value": counts["writes"] / passes, "unit": "1"})

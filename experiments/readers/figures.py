@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
 __all__ = ["CROWDED", "DRAWN", "FEW", "Look", "bounds", "colour", "counted", "draw", "family",
-           "figure", "grid", "label", "look", "marker", "measured_ticks", "nothing", "order",
-           "panels", "plain_log", "redraw", "style"]
+           "figure", "grid", "in_order", "label", "look", "marker", "measured_ticks", "nothing",
+           "order", "panels", "plain_log", "redraw", "style"]
 
 Dashes = str | tuple[float, tuple[float, ...]]
 
@@ -65,15 +65,17 @@ _HUES: dict[str, tuple[str, ...]] = {
 _SPARE = ("#c9a227", "#76b82a", "#00acc1", "#000075")
 _SPARE_MARKERS = "*Xhp"
 
-#: backend: (family, shade, line style, marker). Stream dark, set light; polled dotted,
-#: cluster dashed, Redis 8.2 dash-dot (a rival's tuned setting: dashed, hollow markers, `look`).
+#: backend: (family, shade, line style, marker), in the order every table and legend lists
+#: them (`order`): ours by family (memory, the stream, the set, the clusters, Postgres,
+#: SQLite), then the rivals. Stream dark, set light; polled dotted, cluster dashed, Redis 8.2
+#: dash-dot (a rival's tuned setting: dashed, hollow markers, `look`).
 _MEMBERS: dict[str, tuple[str, int, Dashes, str]] = {
     "memory": ("memory", 0, "-", "o"),
     "redis-stream": ("ours on Redis", 0, "-", "o"),
     "redis-stream-8.2": ("ours on Redis", 0, "-.", "v"),
-    "redis-stream-cluster": ("ours on Redis", 0, "--", "^"),
     "redis-set": ("ours on Redis", 1, "-", "s"),
     "redis-set-polled": ("ours on Redis", 1, ":", "D"),
+    "redis-stream-cluster": ("ours on Redis", 0, "--", "^"),
     "redis-set-cluster": ("ours on Redis", 1, "--", "P"),
     "postgres": ("ours on Postgres", 0, "-", "o"),
     "postgres-polled": ("ours on Postgres", 1, ":", "D"),
@@ -153,6 +155,17 @@ def _rank(backend: str) -> tuple[int, int, str]:
 def order(backends: Iterable[object]) -> list[str]:
     """Backends (each once) family by family, in the table's order; unknown ones last."""
     return sorted({str(b) for b in backends}, key=_rank)
+
+
+def in_order(data: Any, column: str = "backend") -> Any:
+    """A frame's rows with their backends in `order` (the rows of one backend as they were),
+    so every table built from it by a `groupby(sort=False)` lists them so too."""
+    import numpy
+
+    if column not in data or not len(data):
+        return data
+    ranks = {b: i for i, b in enumerate(order(data[column].unique()))}
+    return data.iloc[numpy.argsort(data[column].map(ranks).to_numpy(), kind="stable")]
 
 
 def panels(backends: Iterable[object], series: int | None = None,

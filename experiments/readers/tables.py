@@ -12,10 +12,11 @@ whose `_lo` / `_hi` columns are the intervals figures draw as bands.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from experiments.readers.uncertainty import (
     LEVEL,
@@ -27,7 +28,8 @@ from experiments.readers.uncertainty import (
     small,
 )
 
-__all__ = ["QUICK", "RIVALS", "SAME", "View", "agreed", "number", "resampling", "span", "views"]
+__all__ = ["HEADERS", "QUICK", "RIVALS", "SAME", "View", "agreed", "number", "readable",
+           "resampling", "span", "views"]
 
 #: Each job queue beside the scheduler of ours it would replace (on the same server).
 RIVALS = (("redis-stream", "saq"), ("redis-stream", "streaq"), ("redis-stream", "arq"),
@@ -143,11 +145,103 @@ def _frame(rows: list[dict[str, Any]], index: list[str]) -> Any:
     return table.set_index(index) if len(table) else table
 
 
+#: What `readable` shows of each experiment's summary: the columns a reader needs, each under
+#: a header with its unit (the summary keeps the rest: every interval, every count).
+HEADERS: dict[str, dict[str, str]] = {
+    "latency": {"backend": "backend", "variant": "variant", "rate": "rate /s",
+                "poll_ms": "poll ms", "n": "started", "submitted": "submitted",
+                "p50": "p50 ms", "p50_lo": "p50 from", "p50_hi": "p50 to", "p90": "p90 ms",
+                "p99": "p99 ms", "max": "max ms", "p50_vs_memory": f"p50 {TIMES} memory"},
+    "idle": {"backend": "backend", "variant": "variant", "worker_requests": "worker req/s",
+             "worker_round_trips": "round trips/s", "server_requests": "server req/s",
+             "worker_cpu": "worker CPU s/s", "server_cpu": "server CPU s/s"},
+    "growth": {"backend": "backend", "trimming": "trimmed", "peak_entries": "peak entries",
+               "final_entries": "final entries", "peak_kib": "peak KiB",
+               "final_kib": "final KiB", "wakeups": "wakeups", "repeats": "runs"},
+    "takeover": {"backend": "backend", "phase": "phase", "recovery": "recovery",
+                 "lease_s": "lease s", "n": "kills", "median": "median s",
+                 "median_lo": "median from", "median_hi": "median to",
+                 "taken_over": "taken over", "lease_plus_tick": "lease + tick s"},
+    "throughput": {"backend": "backend", "variant": "variant", "processes": "processes",
+                   "workflows": "workflows", "passes_per_s": "wf/s",
+                   "passes_per_s_lo": "wf/s from", "passes_per_s_hi": "wf/s to",
+                   "worker_cpu_per_pass": "worker CPU ms/pass",
+                   "requests_per_pass": "requests/pass",
+                   "server_requests_per_pass": "server req/pass", "runs": "runs"},
+    "scaling": {"backend": "backend", "dimension": "dimension", "slope": "slope",
+                "slope_lo": "slope from", "slope_hi": "slope to", "reads": "reads"},
+    "wakeups": {"backend": "backend", "races": "races", "lost": "lost",
+                "lost_share": "lost share", "lost_share_hi": "lost share at most",
+                "refused": "refused"},
+}
+
+
+def readable(summary: Any, name: str) -> Any:
+    """`summary` as a frame that computes as the summary does (every column, numbers as
+    numbers) and shows as a reader reads it: only `HEADERS`' columns, under headers with
+    their units, numbers by `number`, blank where a value does not apply."""
+    headers = dict(HEADERS.get(name, {}))
+    if name == "latency" and "poll_ms" in summary:
+        # a polled backend's rows at no poll of the sweep ran at its own default poll: said
+        # so (a registered one's too), where a woken one's poll is blank
+        polled = set(summary.loc[summary["poll_ms"].notna(), "backend"])
+        summary = summary.assign(poll=[
+            ("its default" if b in polled else "") if p != p else number(p)
+            for b, p in zip(summary["backend"], summary["poll_ms"], strict=True)])
+        headers = {("poll" if c == "poll_ms" else c): h for c, h in headers.items()}
+    if name == "scaling":
+        headers.update({c: f"ms at {c.removeprefix('ms@')}" for c in summary.columns
+                        if str(c).startswith("ms@")})
+    table = _shown_type()(summary)
+    table.headers = headers
+    return table
+
+
+@functools.cache
+def _shown_type() -> type:
+    import pandas
+
+    class Shown(pandas.DataFrame):  # type: ignore[misc]
+        """A summary that shows only the columns a reader needs (`readable`)."""
+
+        _metadata: ClassVar[list[str]] = ["headers"]
+        headers: dict[str, str] = {}  # noqa: RUF012  (pandas copies it to each frame made)
+
+        @property
+        def _constructor(self) -> type:
+            return Shown
+
+        def shown(self) -> Any:
+            """What a reader sees: the chosen columns, headed, as text."""
+            plain = pandas.DataFrame(self)
+            columns = [c for c in self.headers if c in plain.columns]
+            if not columns:
+                return plain
+            return plain[columns].map(lambda v: v if isinstance(v, str) else number(v)) \
+                .rename(columns=self.headers)
+
+        def _index(self) -> bool:
+            return not isinstance(self.index, pandas.RangeIndex)
+
+        def _repr_html_(self) -> str:
+            return str(self.shown().to_html(index=self._index()))
+
+        def __repr__(self) -> str:
+            return str(self.shown().to_string(index=self._index()))
+
+    return Shown
+
+
 # -- one experiment each ----------------------------------------------------------------------
 
 
 def _latency(frame: Any, summary: Any) -> list[View]:
-    from experiments.readers.summaries.latency import samples
+    from experiments.readers.summaries.latency import configurations
+
+    found_in = configurations(frame)
+
+    def samples(_: Any, backend: str, rate: float, variant: str = "default") -> list[Any]:
+        return found_in.get((backend, variant, float(rate), None)) or [[]]
 
     level = f"{LEVEL:.0%}"
     plain = summary[summary["poll_ms"].isna()]
@@ -496,18 +590,49 @@ def _wakeups(frame: Any, summary: Any) -> list[View]:
                   "run again after the poke", *how) if rivals else (interval,))]
 
 
+def _contention(frame: Any, summary: Any) -> list[View]:
+    from experiments.readers.summaries.contention import statements
+
+    columns = {"rate": "per s", "statements_per_op": "statements", "wal_bytes_per_op":
+               "WAL bytes", "writes_per_op": "commits", "server_cpu_per_op": "server CPU ms",
+               "notify_waits": "on NOTIFY lock", "row_waits": "on rows", "waiting": "waiting",
+               "deadlocks": "deadlocks"}
+    rows = [{"arm": r["arm"], "processes": int(r["processes"]), "phase": r["phase"],
+             **{label: number(r.get(column, math.nan)) for column, label in columns.items()}}
+            for _, r in summary.iterrows()]
+    most = int(summary["runs"].max()) if "runs" in summary and len(summary) else 1
+    bounds = View("bounds", "What one operation costs one Postgres, and what its backends wait"
+                  " on", _frame(rows, ["arm", "processes", "phase"]),
+                  (f"per arrival (arrive) or pass (work), the median of {most} runs; the waits "
+                   "are backends seen waiting, the mean over samples every 20 ms",))
+    processes = int(summary["processes"].max()) if len(summary) else 1
+    costs = statements(frame, "notify", processes)
+    named = [{"statement": r["statement"], "calls": number(r.get("statement_calls")),
+              "WAL bytes": number(r.get("statement_wal_bytes")),
+              "ms": number(r.get("statement_ms"))} for _, r in costs.iterrows()]
+    return [bounds, View("statements", f"A pass's statements, by what each writes ({processes}"
+                         " processes)", _frame(named, ["statement"]),
+                         ("per pass; ms: execution time in the server",))]
+
+
 _VIEWS: dict[str, Callable[[Any, Any], list[View]]] = {
     "latency": _latency, "throughput": _throughput, "takeover": _takeover, "idle": _idle,
-    "growth": _growth, "scaling": _scaling, "wakeups": _wakeups,
+    "growth": _growth, "scaling": _scaling, "wakeups": _wakeups, "contention": _contention,
 }
 
 
-def views(name: str, frame: Any) -> list[View]:
-    """`name`'s tables from its rows; an experiment with no view of its own here shows its
-    summary as it is, numbers shown by `number`."""
+def views(name: str, frame: Any, summary: Any = None) -> list[View]:
+    """`name`'s tables from its rows (and its `summary` of them, made here unless given);
+    an experiment with no view of its own here shows its summary as it is, numbers shown by
+    `number`."""
     import importlib
 
-    summary = importlib.import_module(f"experiments.readers.summaries.{name}").summary(frame)
+    from experiments.readers.figures import in_order
+
+    frame = in_order(frame)
+    if summary is None:
+        summary = importlib.import_module(f"experiments.readers.summaries.{name}").summary(frame)
+    summary = in_order(summary)
     shown = _VIEWS.get(name)
     if shown is not None:
         return shown(frame, summary)

@@ -64,14 +64,15 @@ def bootstrap(samples: Sequence[Sequence[float]], statistic: Statistic,
 
 def quantiles(values: Sequence[float], qs: Sequence[float], resamples: int = RESAMPLES,
               seed: int = SEED) -> list[Interval]:
-    """The quantiles `qs` of `values` (0.5 the median), each with its interval, from one set
-    of draws."""
+    """The quantiles `qs` of `values` (0.5 the median), each with its interval."""
     import numpy
 
-    def read(a: Any) -> Any:
-        return numpy.quantile(numpy.sort(a, axis=1), list(qs), axis=1)
-
-    return _bootstrap([values], read, len(qs), resamples, seed)
+    (found,) = _groups([values]) or [numpy.empty(0)]
+    if len(found) < 2:
+        estimates = numpy.quantile(found, list(qs)) if len(found) else [math.nan] * len(qs)
+        return [Interval(float(e), math.nan, math.nan, len(found)) for e in estimates]
+    drawn = _drawn([found], qs, resamples, numpy.random.default_rng(seed), regroup=False)
+    return _intervals(numpy.quantile(found, list(qs)), drawn, len(found))
 
 
 def quantile(values: Sequence[float], q: float, resamples: int = RESAMPLES,
@@ -113,14 +114,7 @@ def ratio(mine: Sequence[float], theirs: Sequence[float], q: float = 0.5,
           resamples: int = RESAMPLES, seed: int = SEED) -> Interval:
     """The `q` quantile of `mine` over that of `theirs` (two independent samples: two
     configurations, or two sets of repeats), with its interval."""
-    import numpy
-
-    def divided(a: Any, b: Any) -> Any:
-        below = numpy.quantile(b, q, axis=1)
-        with numpy.errstate(divide="ignore", invalid="ignore"):
-            return numpy.quantile(a, q, axis=1) / below
-
-    return bootstrap([mine, theirs], divided, resamples, seed)
+    return _ratio([_groups([mine]), _groups([theirs])], q, resamples, seed, regroup=False)
 
 
 def nested(repeats: Sequence[Sequence[float]], qs: Sequence[float], resamples: int = RESAMPLES,
@@ -131,54 +125,201 @@ def nested(repeats: Sequence[Sequence[float]], qs: Sequence[float], resamples: i
     bootstrap over the pooled samples would not. One repeat: `quantiles` of it."""
     import numpy
 
-    groups = [numpy.asarray(r, dtype=float) for r in repeats]
-    groups = [g[~numpy.isnan(g)] for g in groups]
-    groups = [g for g in groups if len(g)]
+    groups = _groups(repeats)
     if len(groups) < 2:
         return quantiles(list(groups[0]) if groups else [], qs, resamples, seed)
     pooled = numpy.concatenate(groups)
-    estimates = numpy.quantile(pooled, list(qs))
-    rng = numpy.random.default_rng(seed)
-    drawn = numpy.empty((resamples, len(qs)))
-    for i in range(resamples):
-        picked = [groups[j] for j in rng.integers(0, len(groups), size=len(groups))]
-        again = numpy.concatenate([g[rng.integers(0, len(g), size=len(g))] for g in picked])
-        drawn[i] = numpy.quantile(again, list(qs))
-    tail = (1 - LEVEL) / 2
-    bounds = numpy.quantile(drawn, [tail, 1 - tail], axis=0)
-    return [Interval(float(e), float(lo), float(hi), len(pooled))
-            for e, lo, hi in zip(estimates, bounds[0], bounds[1], strict=True)]
+    drawn = _drawn(groups, qs, resamples, numpy.random.default_rng(seed), regroup=True)
+    return _intervals(numpy.quantile(pooled, list(qs)), drawn, len(pooled))
 
 
 def nested_ratio(mine: Sequence[Sequence[float]], theirs: Sequence[Sequence[float]],
                  q: float = 0.5, resamples: int = RESAMPLES, seed: int = SEED) -> Interval:
     """`ratio` where each side is a list of repeats (each a sample): with one repeat a side,
     `ratio` of the two; else each side resampled in the two steps of `nested`."""
+    sides = [_groups(side) for side in (mine, theirs)]
+    if all(len(side) <= 1 for side in sides):
+        return _ratio(sides, q, resamples, seed, regroup=False)
+    if not all(sides):
+        return Interval(math.nan, math.nan, math.nan, 0)
+    return _ratio(sides, q, resamples, seed, regroup=True)
+
+
+def _ratio(sides: list[list[Any]], q: float, resamples: int, seed: int, regroup: bool
+           ) -> Interval:
+    """The `q` quantile of the first side's samples over the second's, each side drawn on
+    its own (`_drawn`), with its interval; `n` the fewer samples of the two."""
     import numpy
 
-    sides = [[numpy.asarray(r, dtype=float) for r in side if len(r)] for side in (mine, theirs)]
-    if all(len(side) <= 1 for side in sides):
-        flat = [list(side[0]) if side else [] for side in sides]
-        return ratio(flat[0], flat[1], q, resamples, seed)
-    if not all(sides):
+    n = min(sum(len(g) for g in side) for side in sides)
+    if n == 0:
         return Interval(math.nan, math.nan, math.nan, 0)
     pooled = [numpy.concatenate(side) for side in sides]
     with numpy.errstate(divide="ignore", invalid="ignore"):
         estimate = float(numpy.quantile(pooled[0], q) / numpy.quantile(pooled[1], q))
+    if n < 2:
+        return Interval(estimate, math.nan, math.nan, n)
     rng = numpy.random.default_rng(seed)
-    drawn = numpy.empty(resamples)
-    for i in range(resamples):
-        found = []
-        for side in sides:
-            picked = [side[j] for j in rng.integers(0, len(side), size=len(side))]
-            found.append(numpy.quantile(numpy.concatenate(
-                [g[rng.integers(0, len(g), size=len(g))] for g in picked]), q))
-        with numpy.errstate(divide="ignore", invalid="ignore"):
-            drawn[i] = found[0] / found[1]
-    drawn = drawn[numpy.isfinite(drawn)]
+    found = [_drawn(side, [q], resamples, rng, regroup)[:, 0] for side in sides]
+    with numpy.errstate(divide="ignore", invalid="ignore"):
+        drawn = found[0] / found[1]
+    return _intervals([estimate], drawn[:, numpy.newaxis], n)[0]
+
+
+def _intervals(estimates: Sequence[float], drawn: Any, n: int) -> list[Interval]:
+    """Each estimate with the `LEVEL` interval of its column of `drawn` (its finite values;
+    none there, no interval)."""
+    import numpy
+
     tail = (1 - LEVEL) / 2
-    lo, hi = numpy.quantile(drawn, [tail, 1 - tail])
-    return Interval(estimate, float(lo), float(hi), min(len(p) for p in pooled))
+    found = []
+    for estimate, column in zip(estimates, drawn.T, strict=True):
+        column = column[numpy.isfinite(column)]
+        if not len(column):
+            found.append(Interval(float(estimate), math.nan, math.nan, n))
+            continue
+        lo, hi = numpy.quantile(column, [tail, 1 - tail])
+        found.append(Interval(float(estimate), float(lo), float(hi), n))
+    return found
+
+
+def _groups(repeats: Sequence[Sequence[float]]) -> list[Any]:
+    """The repeats as arrays, NaNs and empty repeats left out."""
+    import numpy
+
+    groups = [numpy.asarray(r, dtype=float) for r in repeats]
+    groups = [g[~numpy.isnan(g)] for g in groups]
+    return [g for g in groups if len(g)]
+
+
+def _drawn(groups: Sequence[Any], qs: Sequence[float], resamples: int, rng: Any,
+           regroup: bool) -> Any:
+    """The quantiles `qs` (linear, as `numpy.quantile`) of `resamples` bootstrap draws of
+    the pooled `groups`, an array (resamples, len(qs)): each group's samples drawn from it
+    with replacement, after (with `regroup`) as many groups drawn from `groups`, with
+    replacement, as there are.
+
+    Not drawn sample by sample: a draw holds `n_j` samples of group `j` (its size times how
+    often it was picked), so how many of them fall in a span of the sorted pooled samples is
+    binomial, and the draw's sample at one rank is found by halving the span, a few
+    binomials a level (`_Ranks`), the same distribution as drawing every sample. Each
+    quantile gets draws of its own, which leaves each one's interval as it was. (A Python
+    loop sorting thousands of values a draw made a notebook take a minute and a half.)"""
+    import numpy
+
+    if not regroup and len(groups) == 1:
+        return _order_statistics(groups[0], qs, resamples, rng)
+    ranks = _Ranks(groups)
+    if regroup:
+        picks = rng.integers(0, len(groups), size=(resamples, len(groups)))
+        times = (picks[:, :, numpy.newaxis] == numpy.arange(len(groups))).sum(axis=1)
+    else:
+        times = numpy.ones((resamples, len(groups)), dtype=numpy.int64)
+    counts = times * ranks.sizes
+    drawn = counts.sum(axis=1)
+    found = numpy.empty((resamples, len(qs)))
+    for column, q in enumerate(qs):
+        place = q * (drawn - 1)
+        low = numpy.floor(place).astype(numpy.int64)
+        below, above = ranks.pair(counts, low, rng)
+        found[:, column] = below + (place - low) * (above - below)
+    return found
+
+
+def _order_statistics(values: Any, qs: Sequence[float], resamples: int, rng: Any) -> Any:
+    """`_drawn` of one group, not regrouped: a draw of n samples from n with replacement
+    is the sorted samples read at n uniform places, so its k-th smallest is read at the
+    k-th smallest of n uniforms, Beta(k, n + 1 - k), and the next one further on by the
+    least of the n - k uniforms beyond it: two draws per resample rather than n."""
+    import numpy
+
+    ranked = numpy.sort(values)
+    n = len(ranked)
+    found = numpy.empty((resamples, len(qs)))
+    for column, q in enumerate(qs):
+        place = q * (n - 1)
+        low = math.floor(place)
+        at = rng.beta(low + 1, n - low, size=resamples)
+        below = ranked[numpy.clip(numpy.ceil(n * at).astype(numpy.int64) - 1, 0, n - 1)]
+        above = below
+        if low + 1 < n:
+            at = at + (1 - at) * rng.beta(1, n - low - 1, size=resamples)
+            above = ranked[numpy.clip(numpy.ceil(n * at).astype(numpy.int64) - 1, 0, n - 1)]
+        found[:, column] = below + (place - low) * (above - below)
+    return found
+
+
+class _Ranks:
+    """The pooled samples of some groups, sorted once, and the draw's sample at a rank.
+
+    A draw is `counts[j]` samples from group `j`, uniformly with replacement. Within a span
+    of the sorted pooled samples, how many of group `j`'s fall in its left half is binomial
+    (the share of `j`'s members there); so the sample at rank `k` is reached by halving
+    the span, going left where `k` is below the left half's count."""
+
+    def __init__(self, groups: Sequence[Any]) -> None:
+        import numpy
+
+        self.sizes = numpy.array([len(g) for g in groups])
+        pooled = numpy.concatenate(groups)
+        order = numpy.argsort(pooled, kind="stable")
+        self.values = pooled[order]
+        owner = numpy.repeat(numpy.arange(len(groups)), self.sizes)[order]
+        # members of each group among the first r pooled samples: (total + 1, groups)
+        self.before = numpy.zeros((len(pooled) + 1, len(groups)), dtype=numpy.int64)
+        self.before[1:] = numpy.cumsum(owner[:, numpy.newaxis] == numpy.arange(len(groups)),
+                                       axis=0)
+
+    def pair(self, counts: Any, rank: Any, rng: Any) -> tuple[Any, Any]:
+        """Per draw (a row of `counts`), its samples at `rank` and at `rank + 1` (the same
+        where it has no more)."""
+        import numpy
+
+        start = numpy.zeros(len(rank), dtype=numpy.int64)
+        leaf, within, held, (after, after_end, after_counts) = self._descend(
+            start, numpy.full_like(start, len(self.values)), counts, rank, rng)
+        below = self.values[leaf]
+        above = below.copy()
+        # the next sample is the leaf's own value again while the leaf holds it, else the
+        # first of the nearest span to the leaf's right that the draw holds any of
+        beyond = numpy.flatnonzero((within + 1 >= held) & (rank + 1 < counts.sum(axis=1)))
+        if len(beyond):
+            first = self._descend(after[beyond], after_end[beyond], after_counts[beyond],
+                                  numpy.zeros(len(beyond), dtype=numpy.int64), rng)[0]
+            above[beyond] = self.values[first]
+        return below, above
+
+    def _descend(self, start: Any, end: Any, counts: Any, rank: Any, rng: Any
+                 ) -> tuple[Any, Any, Any, tuple[Any, Any, Any]]:
+        """Halve each draw's span [start, end), holding `counts` of each group, down to the
+        one sample at `rank` in it: that sample's index, `rank`'s place among the draw's
+        copies of it and how many copies there are, and the nearest span right of it the
+        draw holds any of (start, end, counts; empty where none)."""
+        import numpy
+
+        start, end, counts, rank = start.copy(), end.copy(), counts.copy(), rank.copy()
+        after, after_end = numpy.zeros_like(start), numpy.zeros_like(start)
+        after_counts = numpy.zeros_like(counts)
+        live = numpy.flatnonzero(end - start > 1)
+        while len(live):  # only the spans not yet down to one sample: the binomials cost
+            a, b, held, k = start[live], end[live], counts[live], rank[live]
+            middle = (a + b) // 2
+            inside = self.before[b] - self.before[a]
+            share = numpy.divide(self.before[middle] - self.before[a], inside,
+                                 out=numpy.zeros(inside.shape), where=inside > 0)
+            left = rng.binomial(held, share)
+            right = held - left
+            on_left = left.sum(axis=1)
+            leftward = k < on_left
+            noted = leftward & right.any(axis=1)
+            after[live[noted]], after_end[live[noted]] = middle[noted], b[noted]
+            after_counts[live[noted]] = right[noted]
+            start[live] = numpy.where(leftward, a, middle)
+            end[live] = numpy.where(leftward, middle, b)
+            counts[live] = numpy.where(leftward[:, numpy.newaxis], left, right)
+            rank[live] = numpy.where(leftward, k, k - on_left)
+            live = live[end[live] - start[live] > 1]
+        return start, rank, counts.sum(axis=1), (after, after_end, after_counts)
 
 
 def proportion(count: float, trials: float) -> Interval:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["NOTEBOOKS", "PARAMETERS", "READS", "book", "build", "save"]
+__all__ = ["KERNEL", "NOTEBOOKS", "PARAMETERS", "READS", "book", "build", "save"]
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = ROOT / "notebooks"
@@ -34,10 +34,16 @@ RUN = {run!r}  # which run this reads: None, the reference run in results/; 'lat
 READS = """
 import experiments as lab
 from experiments import (blank, figure, frame, ms, overview, pick, prose, resampled, run_line, say, shown,
-                         table, times, versus)
+                         summary, table, times, versus)
 lab.use(RUN)
-lab.reads()
+lab.reads(hint='set `RUN` above, or call `lab.use(path)`')
 """
+
+
+#: The kernel the notebooks name: the one ipykernel installs in `.venv`, named as it names
+#: itself, so JupyterLab finds nothing to correct on opening one and saves it unchanged (a
+#: "Python 3" here made every notebook opened a change to the checkout).
+KERNEL = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
 def md(text: str) -> Cell:
@@ -61,7 +67,7 @@ schedulers also run at several poll intervals, since the poll is their floor.
     code("run_line('latency')"),
     code("figure('latency')"),
     code("""
-t = table('latency')
+t = summary('latency')
 shown('latency', 'headline')
 """),
     code("""
@@ -154,7 +160,7 @@ and CPU seconds per second of worker and server.
 """),
     code("run_line('idle')"),
     code("figure('idle')"),
-    code("t = table('idle').set_index(['backend', 'variant'])\nshown('idle')"),
+    code("t = summary('idle').set_index(['backend', 'variant'])\nshown('idle')"),
     code("""
 def v(backend, column='worker_requests', variant='default'):
     try:
@@ -176,10 +182,11 @@ server too.\"\"\")
 """),
     md("Where an idle worker's requests go, by name (per second):"),
     code("""
+from experiments.readers.figures import order
 f = frame('idle')
 named = f[f.metric == 'worker_request'].pivot_table(index='request', columns='backend',
                                                      values='value', aggfunc='median')
-blank(named)
+blank(named[order(named.columns)])
 """),
 ]
 
@@ -195,13 +202,16 @@ members, rows; and their bytes) is sampled throughout. The stream scheduler runs
 """),
     code("run_line('growth')"),
     code("figure('growth')"),
-    code("t = table('growth')\nshown('growth')"),
+    code("t = summary('growth')\nshown('growth')"),
     code("""
 def g(backend, trimming, column='peak_entries'):
     rows = t[(t.backend == backend) & (t.trimming.astype(str) == str(trimming))]
     return float(rows[column].iloc[0]) if len(rows) else float('nan')
 
 wakeups = float(t['wakeups'].max())
+most = int(t['repeats'].max()) if 'repeats' in t else 1
+runs = ("Each is one run's figure, with nothing to resample: no interval." if most == 1 else
+        f"Each is the median of {most} runs; the table above gives its interval where the runs differ.")
 ends = (g('redis-stream', True, 'final_entries'), g('redis-stream-8.2', True, 'final_entries'))
 ended = ('ends empty on both' if ends == (0, 0) else
          f'ends at {ends[0]:,.0f} and {ends[1]:,.0f} entries')
@@ -213,8 +223,7 @@ the `MINID` trim this project runs where `XTRIM ... ACKED` is missing keeps Redi
 8.2. The sorted set never holds more than one member per workflow (peak
 {g('redis-set', ''):,.0f}); the SQL queues hold one row per workflow too (postgres
 {g('postgres', ''):,.0f}, sqlite {g('sqlite', ''):,.0f}), though Postgres' table keeps its size
-on disk ({g('postgres', '', 'final_kib'):,.0f} KiB at the end) until vacuum. Each is one run's
-figure, with nothing to resample: no interval.\"\"\")
+on disk ({g('postgres', '', 'final_kib'):,.0f} KiB at the end) until vacuum. {runs}\"\"\")
 """),
 ]
 
@@ -230,7 +239,7 @@ a quarter of the lease, at most a second). Each trial starts from idle workers.
 """),
     code("run_line('takeover')"),
     code("figure('takeover')"),
-    code("t = table('takeover')\nshown('takeover')"),
+    code("t = summary('takeover')\nshown('takeover')"),
     code("""
 from experiments.readers.summaries.takeover import TYPICAL
 # ours alone: a rival's kills (mid-job) are at its own settings, with no lease + tick bound
@@ -272,7 +281,7 @@ own counts (`durable.traffic`).
 """),
     code("run_line('throughput')"),
     code("figure('throughput')"),
-    code("t = table('throughput')\nshown('throughput', 'rates', 'costs')"),
+    code("t = summary('throughput')\nshown('throughput', 'rates', 'costs')"),
     code("""
 def r(backend, processes=1, column='passes_per_s', variant='default'):
     rows = t[(t.backend == backend) & (t.processes == processes) & (t.variant == variant)]
@@ -339,7 +348,7 @@ about 1 is linear in the size.
 """),
     code("run_line('scaling')"),
     code("figure('scaling')"),
-    code("t = table('scaling')\nshown('scaling')"),
+    code("t = summary('scaling')\nshown('scaling')"),
     code("""
 from experiments.readers.summaries.scaling import FLAT
 
@@ -394,7 +403,9 @@ blank(o[['p50 ms @20/s', 'p99 ms @20/s', 'idle req/s', 'idle CPU ms/s', *took]].
 Latency is submit → first pass at 20 submissions a second; idle cost is one worker with
 nothing to do (requests by the worker's own count where it has one, else the server's); the
 takeover is the median of all kills (SIGKILLed mid-step and right after a write, pooled: the
-same figure the design documents' table quotes), from the kill to another worker's pass.
+same figure the design documents' table quotes), from the kill to another worker's pass; a
+rival's is its kills mid-job at its own settings made from the same lease, by the first of its
+recoveries in `takeover.ipynb` (its others, and those never taken over, are there).
 """),
     md("## Capacity, growth and how each cost grows"),
     code("""
@@ -410,7 +421,7 @@ a cost against its size (0: flat, 1: linear): a checkpoint's records, the workfl
 sleeping, and cancelling one of them; a slope under 0.2 either way is flat, and one below 0
 is noise (see [scaling](scaling.ipynb)).
 """),
-    code("figure('latency')"),
+    code("figure('latency', rate=20)"),
     code("figure('throughput')"),
     md("## When to choose which"),
     code("""
@@ -481,6 +492,73 @@ prose(claims(), index=False)
 """),
 ]
 
+POSTGRES_BOUNDS: list[Cell] = [
+    md("""
+# What bounds one Postgres at this workload?
+
+Postgres alone, on a private server started for each configuration, so its WAL and its waits
+are this run's. Two phases: **arrive**, one client submitting the workflows 64 at a time (each
+an `arrive`: a record, a queue row and a NOTIFY in one transaction), then **work**, 1, 2 or 4
+worker processes draining them (a pass, a sleep whose `wake_at` notifies, a second pass). Per
+operation: the statements the server ran (`pg_stat_statements`), the WAL written, the
+transactions that wrote, the server's CPU, and what its backends waited on, sampled every 20 ms
+(`pg_stat_activity`, `pg_locks`: the lock a committing NOTIFY holds apart). Two more arms: the
+same store with its `pg_notify` calls shadowed by a no-op (*silent*: the statements unchanged,
+nothing sent), and the queue table hash-partitioned by workflow into four (*partitioned*).
+"""),
+    code("run_line('contention')"),
+    code("figure('contention')"),
+    code("t = table('contention')\nshown('contention', 'bounds')"),
+    code("""
+def c(arm, processes, phase, column='rate'):
+    rows = t[(t.arm == arm) & (t.processes == processes) & (t.phase == phase)]
+    return float(rows[column].iloc[0]) if len(rows) else float('nan')
+
+most = int(t.processes.max())
+say(f\"\"\"**NOTIFY is the bound under many writers.** With 64 writers, arrivals run at
+{c('notify', 1, 'arrive'):,.0f} a second as the store is, {c('silent', 1, 'arrive'):,.0f} with
+NOTIFY silenced ({c('silent', 1, 'arrive') / c('notify', 1, 'arrive'):.1f} times): the same statements,
+the same WAL ({c('notify', 1, 'arrive', 'wal_bytes_per_op'):,.0f} against
+{c('silent', 1, 'arrive', 'wal_bytes_per_op'):,.0f} bytes an arrival), but
+{c('notify', 1, 'arrive', 'notify_waits'):.1f} backends on average wait for the lock a
+committing NOTIFY holds, one commit at a time for the whole server. Draining, with a `wake_at`
+that notifies in every other pass, one worker process runs {c('notify', 1, 'work'):,.0f} passes a
+second against {c('silent', 1, 'work'):,.0f} silenced
+({c('silent', 1, 'work') / c('notify', 1, 'work'):.1f} times). At {most} processes the two come
+close ({c('notify', most, 'work'):,.0f} against {c('silent', most, 'work'):,.0f}) though
+{c('notify', most, 'work', 'notify_waits'):.1f} backends wait on that lock: {most} worker processes
+and the server share 2 cores, and the server's CPU per pass grows from
+{c('silent', 1, 'work', 'server_cpu_per_op'):.2f} ms at one process to
+{c('silent', most, 'work', 'server_cpu_per_op'):.2f} ms (silenced), so a backend spared the lock
+waits for a core instead: on this machine more processes are slower, not faster. Row locks
+barely show ({c('notify', most, 'work', 'row_waits'):.2f} backends): `SKIP LOCKED` keeps the
+takers apart. The run line above names the server the lab found first; every configuration ran
+on one of its own, started from the local binaries.\"\"\")
+"""),
+    md("## Would a queue partitioned by workflow help?"),
+    code("""
+p = 'partitioned'
+say(f\"\"\"**No.** At {most} processes the hash-partitioned queue runs
+{c(p, most, 'work'):,.0f} passes a second against {c('notify', most, 'work'):,.0f} unpartitioned
+({c(p, most, 'work') / c('notify', most, 'work'):.2f} times), with more statements a pass
+({c(p, most, 'work', 'statements_per_op'):.2f} against {c('notify', most, 'work', 'statements_per_op'):.2f}),
+more WAL ({c(p, most, 'work', 'wal_bytes_per_op'):,.0f} against
+{c('notify', most, 'work', 'wal_bytes_per_op'):,.0f} bytes), more writing transactions
+({c(p, most, 'work', 'writes_per_op'):.2f} against {c('notify', most, 'work', 'writes_per_op'):.2f}), more
+backends waiting on rows ({c(p, most, 'work', 'row_waits'):.2f} against
+{c('notify', most, 'work', 'row_waits'):.2f}) and deadlocks ({c(p, most, 'work', 'deadlocks'):.1f} a run
+against {c('notify', most, 'work', 'deadlocks'):.0f}). A take asks for the earliest visible rows of the
+whole queue, so it reads every partition and cannot stay in one; and over a partitioned table its
+update waits for rows another take holds (the deadlock reports read `while updating tuple ... in
+relation "queue_1"`), which on one table `SKIP LOCKED` prevents. What bounds this workload is the
+NOTIFY commit lock and the server's CPU, neither of which partitioning the table touches, so the Postgres queue gets no
+`shards` option: hash partitions would help only a reader confined to its own partitions, which
+gives up the queue's one global order of visibility.\"\"\")
+"""),
+    md("## What one pass costs the server"),
+    code("shown('contention', 'statements')"),
+]
+
 NOTEBOOKS: dict[str, list[Cell]] = {
     "overview": OVERVIEW,
     "choosing": CHOOSING,
@@ -490,6 +568,7 @@ NOTEBOOKS: dict[str, list[Cell]] = {
     "takeover": TAKEOVER,
     "throughput": THROUGHPUT,
     "scaling": SCALING,
+    "postgres-bounds": POSTGRES_BOUNDS,
 }
 
 
@@ -516,7 +595,7 @@ def book(cells: Sequence[Cell]) -> Any:
             cell.metadata["tags"] = ["parameters"]
         made.append(cell)
     return nbformat.v4.new_notebook(cells=made, metadata={
-        "kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"},
+        "kernelspec": KERNEL,
         "language_info": {"name": "python"},
     })
 

@@ -296,3 +296,21 @@ def test_interrupting_the_kernel_stops_the_run_and_leaves_nothing_behind(
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+async def test_a_backend_an_experiment_leaves_out_is_said_to_be_skipped_and_why(tmp_path: Path
+                                                                               ) -> None:
+    frame = await lab.run("takeover", backends=["memory"], quick=True, where=tmp_path,
+                          figures=False)
+    assert list(frame.attrs["skipped"]) == ["takeover: memory"]
+    assert "no worker to kill" in frame.attrs["skipped"]["takeover: memory"]
+
+
+def test_the_notebook_bar_says_what_was_skipped() -> None:
+    from experiments.commands.progress import NotebookBars
+
+    bars = NotebookBars()
+    task = bars.add_task("", total=2, name="takeover", skipped="skipped memory")
+    bars.advance(task, 2)
+    shown = bars._bundle()
+    assert "skipped memory" in shown["text/html"] and "skipped memory" in shown["text/plain"]

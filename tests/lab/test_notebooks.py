@@ -121,3 +121,45 @@ def test_both_kinds_of_notebook_are_written_by_one_function_that_refuses_unknown
     for path in written:
         first = nbformat.read(path, as_version=4).cells[0]
         assert first.metadata["tags"] == ["parameters"] and not first.get("outputs")
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "notebooks").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_a_notebook_names_the_kernel_jupyterlab_would_write_so_opening_it_changes_nothing(
+        path: Path) -> None:
+    # JupyterLab rewrites a notebook's kernelspec to the running kernel's on opening, and
+    # autosave then writes it: the committed one must already say what the kernel says
+    import nbformat
+    from jupyter_client.kernelspec import KernelSpecManager
+
+    from experiments.writing.notebooks import KERNEL
+
+    spec = KernelSpecManager().get_kernel_spec(KERNEL["name"])
+    assert {"name": KERNEL["name"], "display_name": spec.display_name,
+            "language": spec.language} == KERNEL
+    committed = nbformat.read(path, as_version=4)
+    assert committed.metadata["kernelspec"] == KERNEL
+    # and a save by Jupyter's own writer, of the notebook as read, is the same bytes
+    assert nbformat.writes(committed) + "\n" == path.read_text()
+
+
+@pytest.mark.slow
+def test_in_a_notebook_a_refusal_is_one_line_and_a_figure_shows_once() -> None:
+    import nbformat
+    from nbclient import NotebookClient
+
+    made = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_code_cell("import experiments as lab\nlab.figure('idle')"),
+        nbformat.v4.new_code_cell("lab.table('latncy')"),
+        nbformat.v4.new_code_cell(
+            "lab.conformance('sqlite', select='arrive_records or a_second_arrival')")])
+    NotebookClient(made, timeout=120, kernel_name="python3", allow_errors=True,
+                   resources={"metadata": {"path": str(ROOT)}}).execute()
+    drawn, refused, checked = (cell.outputs for cell in made.cells)
+    # the bar counted the tests as they ended (a kernel's colours did not hide them)
+    assert checked[0]["data"]["text/plain"].startswith("conformance 2/2")
+    assert len([o for o in drawn if "image/png" in o.get("data", {})]) == 1
+    (error,) = refused
+    assert error["output_type"] == "error" and error["ename"] == "BadInput"
+    assert error["traceback"] == ["BadInput: no experiment 'latncy'; choose from "
+                                  "latency, idle, growth, takeover, throughput, scaling, "
+                                  "wakeups, soak"]

@@ -196,3 +196,27 @@ def test_a_module_outside_the_checkout_is_imported_by_the_agents_from_where_it_w
          f"print(load('mine.store:open_store', {backend.path!r}).__name__)"],
         capture_output=True, text=True, cwd=str(tmp_path), check=True)
     assert done.stdout.strip() == "open_durable"
+
+
+@pytest.mark.slow
+def test_the_contract_says_how_far_it_is_as_each_test_ends() -> None:
+    from experiments.conforming.check import check
+
+    seen: list[tuple[int, int]] = []
+    found = check("sqlite", select="arrive_records or a_second_arrival",
+                  progress=lambda done, total: seen.append((done, total)))
+    assert found.count("passed") == 2
+    assert seen == [(0, 2), (1, 2), (2, 2)]
+
+
+@pytest.mark.slow
+def test_the_docs_count_of_the_contract_s_tests_is_what_runs() -> None:
+    import re
+
+    from experiments.conforming.check import count
+
+    root = Path(__file__).resolve().parents[2]
+    said = {int(n) for page in [root / "README.md", *sorted((root / "docs").glob("*.md"))]
+            for n, again in re.findall(r"(\d+) of (\d+) tests of the contract",
+                                       page.read_text()) if n == again}
+    assert said <= {count("sqlite")}  # a count the docs name is the one that runs

@@ -334,3 +334,22 @@ def test_an_interval_that_reads_as_its_estimate_is_not_printed_beside_it() -> No
     assert agreed(0.21601, 0.21598, 0.21603)  # "0.216 (0.216-0.216)" says nothing more
     assert not agreed(19.5, 19.3, 19.5)
     assert agreed(5000.0, 5000.0, 5000.0) and not agreed(1200.0, 1191.0, 1200.0)
+
+
+def test_every_table_lists_backends_ours_by_family_then_the_rivals(tmp_path: Path) -> None:
+    from experiments.readers import reading
+    from experiments.readers.tables import views
+
+    merged = ["saq", "sqlite", "postgres", "redis-stream-cluster", "redis-set", "memory",
+              "pgqueuer", "redis-stream"]  # as a merge of several runs would leave them
+    canonical = ["memory", "redis-stream", "redis-set", "redis-stream-cluster", "postgres",
+                 "sqlite", "saq", "pgqueuer"]
+    draw = random.Random(4)
+    rows = [{"backend": b, "variant": "default", "rate": 20.0, "poll_ms": None, "repeat": 0,
+             "submission": i, "metric": "submit_to_first_pass",
+             "value": draw.lognormvariate(0, 0.3), "unit": "ms"}
+            for b in merged for i in range(30)]
+    write("latency", rows, {"mode": "full", "command": "made up by a test"}, tmp_path)
+    (headline, *_) = views("latency", reading.frame("latency", tmp_path))
+    assert [b for b, _ in headline.table.index] == canonical
+    assert list(reading.table("latency", tmp_path)["backend"]) == canonical

@@ -58,7 +58,7 @@ KIT = "durability.storekit"
 
 #: The lab's floor: each experiment's name and the terms its measure and summary share, and
 #: the folder of rows a run writes and a reader reads.
-FLOOR = ("experiments.catalogue", "experiments.results")
+FLOOR = ("experiments.refusals", "experiments.catalogue", "experiments.results")
 HARNESS = "experiments.harness"
 MEASURES = "experiments.measures"
 READERS = "experiments.readers"
@@ -71,8 +71,9 @@ FACE = ("experiments", "experiments.api")
 #: Every room of the lab, with the rooms it may import besides its own: each stands only on
 #: rooms listed before it, so nothing points up and nothing goes round.
 LAB: dict[str, tuple[str, ...]] = {
+    "experiments.refusals": (),
     "experiments.catalogue": (),
-    "experiments.results": (),
+    "experiments.results": ("experiments.refusals",),
     "experiments.examples": (),  # a scheduler of someone's own: the library's public API only
     HARNESS: FLOOR,
     MEASURES: (*FLOOR, HARNESS),

@@ -10,6 +10,7 @@ hypothesis (it is test support) but no store's driver.
 from durability.testing.conformance.bounds import BoundsContract
 from durability.testing.conformance.checkpointer import CheckpointerContract
 from durability.testing.conformance.claims import fresh
+from durability.testing.conformance.deploying import DeployContract
 from durability.testing.conformance.durable import DurableContract
 from durability.testing.conformance.failures import FailuresContract
 from durability.testing.conformance.model import CheckpointerModelContract, SchedulerModelContract
@@ -23,6 +24,7 @@ __all__ = [
     "CheckpointerContract",
     "CheckpointerModelContract",
     "Cut",
+    "DeployContract",
     "DurableContract",
     "EffectKit",
     "FailuresContract",

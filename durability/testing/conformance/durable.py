@@ -18,6 +18,7 @@ from durability.signals import Fenced
 from durability.testing.conformance.bounds import ABSURD_CASES, BAD_ID_CASES
 from durability.testing.conformance.children import ChildrenContract
 from durability.testing.conformance.claims import LONG, fresh
+from durability.testing.conformance.deploying import DeployContract
 from durability.testing.conformance.endings import CancelContract, ResultContract
 from durability.testing.conformance.failures import FailuresContract
 from durability.testing.conformance.scheduler import ARRIVES, QUIET
@@ -38,10 +39,15 @@ async def _quiet(durable: Durable) -> None:
 
 
 class DurableContract(
-    WorkContract, FailuresContract, CancelContract, ResultContract, ChildrenContract
+    WorkContract,
+    FailuresContract,
+    DeployContract,
+    CancelContract,
+    ResultContract,
+    ChildrenContract,
 ):
-    """What every `Durable` must do, alone and under `work`, and when its workflows fail.
-    Subclass and override `durable`."""
+    """What every `Durable` must do, alone and under `work`, when its workflows fail, end,
+    start children, and when their body changes in flight. Subclass and override `durable`."""
 
     @pytest.fixture
     def durable(self) -> Durable:

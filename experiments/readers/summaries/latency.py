@@ -63,33 +63,56 @@ def samples(frame: Any, backend: str, rate: float = 20.0, variant: str = "defaul
     return [group.to_numpy() for _, group in rows.groupby("repeat")["value"]]
 
 
+def configurations(frame: Any) -> dict[tuple[str, str, float, float | None], list[Any]]:
+    """`samples` of every configuration at once, keyed (backend, variant, rate, poll_ms or
+    None): one pass over the rows rather than a filter of them all per configuration."""
+    rows = frame[frame["metric"] == "submit_to_first_pass"]
+    rows = rows.assign(poll_ms=rows["poll_ms"].fillna(-1),
+                       repeat=rows["repeat"].fillna(0) if "repeat" in rows else 0)
+    found: dict[tuple[str, str, float, float | None], list[Any]] = {}
+    keys = ["backend", "variant", "rate", "poll_ms", "repeat"]
+    for (backend, variant, rate, poll, _), group in rows.groupby(keys, dropna=False)["value"]:
+        key = (str(backend), str(variant), float(rate), None if poll < 0 else float(poll))
+        found.setdefault(key, []).append(group.to_numpy())
+    return found
+
+
 HEADLINE_RATE = 20.0
 
 
-def draw(frame: Any) -> Any:
-    """The CDF of submit → first pass at the headline rate (a panel per family when one axis
-    would hold too many), and the polled schedulers' p50 and p99 against their poll."""
+def draw(frame: Any, rate: float | None = None, table: Any = None) -> Any:
+    """The CDF of submit → first pass at `rate` (by default the headline rate, 20/s, where
+    the run has it, else its rate most measured; a panel per family when one axis would hold
+    too many), the median against every rate the run measured (where it measured several and
+    no `rate` is picked), and the polled schedulers' p50 and p99 against their poll. `table`
+    is `summary(frame)` where the caller has it already."""
     from experiments.readers.figures import figure, grid, panels
+    from experiments.refusals import BadInput
 
     rows = frame[frame["metric"] == "submit_to_first_pass"]
     rates = rows["rate"].value_counts()
-    # 20/s where the run has it; otherwise (a run of other rates) the rate most measured
-    rate = HEADLINE_RATE if HEADLINE_RATE in rates.index else (
-        float(rates.index[0]) if len(rates) else HEADLINE_RATE)
+    if rate is not None and float(rate) not in rates.index:
+        raise BadInput(f"no rate {rate:g}/s in this run; it measured "
+                       f"{', '.join(f'{r:g}' for r in sorted(rates.index)) or 'none'}")
+    picked = rate is not None
+    rate = float(rate) if rate is not None else HEADLINE_RATE if HEADLINE_RATE in rates.index \
+        else (float(rates.index[0]) if len(rates) else HEADLINE_RATE)
+    table = summary(frame) if table is None else table  # given: the summary of `frame`
+    every = not picked and rows["rate"].nunique() > 1
     rows = rows[rows["rate"] == rate]
     plain = rows[rows["poll_ms"].isna()]
     series = list(plain.groupby(["backend", "variant"], sort=False).groups)
     groups = panels([b for b, _ in series], series=len(series)) or [("", [])]
-    columns, count = grid(len(groups) + 1)
+    extra = 2 if every else 1
+    columns, count = grid(len(groups) + extra)
     fig, axes = figure(columns=columns, rows=count, width=5.4 if len(groups) > 1 else 6.5,
                        height=3.9 if len(groups) > 1 else 4.5)
     flat = list(axes.flat)
-    for ax in flat[len(groups) + 1:]:
+    for ax in flat[len(groups) + extra:]:
         ax.set_visible(False)
-    table = summary(frame)
-    table = table[table["rate"] == rate]
+    at_rate = table[table["rate"] == rate]
     for ax, (title, chosen) in zip(flat, groups, strict=False):
-        _cdfs(ax, plain, table, chosen, ghosts=len(groups) > 1)
+        _cdfs(ax, plain, at_rate, chosen, ghosts=len(groups) > 1)
         heading = f"Submit → first pass at {rate:g}/s (open loop)"
         ax.set_title(title or heading)
     if len(groups) > 1:
@@ -97,8 +120,40 @@ def draw(frame: Any) -> Any:
                      "backends in grey)")
         for ax in flat[1:len(groups)]:
             ax.sharex(flat[0])
-    _polls(flat[len(groups)], plain, table, rate)
+    if every:
+        _rates(flat[len(groups)], table)
+    _polls(flat[len(groups) + extra - 1], plain, at_rate, rate)
     return fig
+
+
+def _rates(ax: Any, table: Any) -> None:
+    """Each backend's median (and its interval, a band) against every arrival rate the run
+    measured: where a queue keeps up, and where it falls behind."""
+    from matplotlib.ticker import NullLocator
+
+    from experiments.readers.figures import bounds, look, order, plain_log
+
+    plain = table[table["poll_ms"].isna()]
+    for backend in order(plain["backend"]):
+        for variant, group in plain[plain["backend"] == backend].groupby("variant",
+                                                                          sort=False):
+            group = group.sort_values("rate")
+            seen = look(backend, variant).line()
+            ax.plot(group["rate"], group["p50"], markersize=4, **seen)
+            interval = bounds(group, "p50")
+            if interval is not None:
+                ax.fill_between(group["rate"], interval[0], interval[1], color=seen["color"],
+                                alpha=0.12, linewidth=0)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    plain_log(ax)
+    measured = sorted(float(r) for r in plain["rate"].unique())
+    ax.set_xticks(measured, [f"{r:g}" for r in measured])
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.set_title("p50 against the arrival rate, every rate this run measured")
+    ax.set_xlabel("submissions a second (open loop)")
+    ax.set_ylabel("p50 latency (ms, log scale)")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncol=3, fontsize=7)
 
 
 def _cdfs(ax: Any, plain: Any, table: Any, chosen: list[str], ghosts: bool) -> None:

@@ -74,8 +74,8 @@ def test_a_namespace_stays_outside_the_hash_tag() -> None:
     # the slot an effect key tagged with the id lands on.
     slots = {key_slot(k.encode()) for k in (records, claim, order, "stock:{order-1}")}
     assert slots == {key_slot(b"order-1")}
-    assert patterns("shop") == ("{shop}:*", "shop:workflow:{*")
-    assert patterns("a*b") == ("{a\\*b}:*", "a\\*b:workflow:{*")
+    assert patterns("shop") == ("{shop}:*", "{shop:[0-9]*}:*", "shop:workflow:{*")
+    assert patterns("a*b") == ("{a\\*b}:*", "{a\\*b:[0-9]*}:*", "a\\*b:workflow:{*")
     with pytest.raises(ValueError, match="hash tag"):
         RedisCheckpointer(redis=Redis(), namespace="a{b}")
 

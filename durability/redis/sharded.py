@@ -1,0 +1,374 @@
+"""`ShardedStreamScheduler`, `ShardedSetScheduler`: a Redis queue split over shards (shards.py),
+each an ordinary scheduler over keys of its own hash tag, one scheduler in front. A move on one
+workflow goes to its shard alone, so every promise about one workflow is that shard's. A read
+looks at the shards in turn, each read starting one further on (`Rotation`): none starves. The
+timer, the reclaimer, trimming, the footprint and the backlog ask every shard.
+
+The decision not to undo: an idle reader waits on every shard with one blocking command where
+the server allows it (a single node: one `XREADGROUP` over every stream, one `BLPOP` over every
+doorbell, one connection). A cluster runs no command across two slots, so there it waits with
+one blocking read per shard at once, and the first answer ends the others.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+from collections.abc import Awaitable, Callable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+from redis.asyncio.cluster import RedisCluster
+
+from durability.checks import check_workflow, positive, to_ms
+from durability.redis.batching import ScriptBatcher
+from durability.redis.lua import ScriptCall
+from durability.redis.marker import Marker
+from durability.redis.namespace import DEFAULT, block_slice, check_namespace, text
+from durability.redis.set_scheduler import RedisSetScheduler
+from durability.redis.shards import Rotation, check_layout, check_shards, shard_of
+from durability.redis.stream_scheduler import (
+    GROUP,
+    TRIM_EVERY,
+    RedisStreamScheduler,
+    default_consumer,
+    read_entries,
+)
+from durability.values import Backlog, Delivery, Footprint, Reclaimed
+from durability.waits import beats
+
+__all__ = ["ShardedSetScheduler", "ShardedStreamScheduler"]
+
+T = TypeVar("T")
+
+
+async def first_of(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
+    """Run every call at once; as soon as one ends, cancel the others and return what the
+    ones already ended gave (a cancelled blocking read costs its connection, nothing else)."""
+    tasks = [asyncio.ensure_future(call()) for call in calls]
+    try:
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    ended = [task for task in tasks if task in done]
+    for task in ended:
+        if task.exception() is not None:
+            raise task.exception()  # type: ignore[misc]
+    return [task.result() for task in ended]
+
+
+def _earliest(moments: Sequence[datetime | None]) -> datetime | None:
+    found = [moment for moment in moments if moment is not None]
+    return min(found) if found else None
+
+
+def _footprint(found: Sequence[Footprint]) -> Footprint:
+    parts: dict[str, int] = {}
+    for one in found:
+        for name, count in one.parts.items():
+            parts[name] = parts.get(name, 0) + count
+    sizes = [one.bytes for one in found]
+    return Footprint(parts, None if None in sizes else sum(s for s in sizes if s is not None))
+
+
+def _backlog(found: Sequence[Backlog]) -> Backlog:
+    ages = [one.oldest for one in found if one.oldest is not None]
+    return Backlog(sum(one.ready for one in found), max(ages) if ages else None)
+
+
+class ShardedStreamScheduler(RedisStreamScheduler):
+    """A `RedisStreamScheduler` made with `shards=N` (N > 1): one stream scheduler per shard
+    (`parts`, the same consumer name in each shard's group) behind one (see the module doc).
+
+    A blocking read over several streams may bring one entry of each stream that has one: the
+    first is the delivery, the others wait in this scheduler for its next reads (they are
+    this consumer's, so one not read again within a lease is taken over by `reclaiming`)."""
+
+    def __init__(
+        self,
+        *,
+        redis: Any,
+        namespace: str = DEFAULT,
+        lease: timedelta = timedelta(seconds=30),
+        consumer: str | None = None,
+        trim_every: timedelta | None = TRIM_EVERY,
+        shards: int = 1,
+        shard: int | None = None,
+    ) -> None:
+        consumer = consumer if consumer is not None else default_consumer()
+        self.parts = tuple(
+            RedisStreamScheduler(
+                redis=redis, namespace=namespace, lease=lease, consumer=consumer,
+                trim_every=trim_every, shards=shards, shard=i,
+            )
+            for i in range(check_shards(shards))
+        )
+        self.lease, self.trim_every = self.parts[0].lease, self.parts[0].trim_every
+        self.namespace, self.consumer = check_namespace(namespace), consumer
+        self.shards, self.shard = shards, 0
+        self.marker = Marker(namespace)
+        for part in self.parts:
+            part.marker.count_on(self.marker)
+        self._redis = redis
+        self._slice = block_slice(redis)
+        self._cluster = isinstance(redis, RedisCluster)
+        self._rotation = Rotation(shards)
+        self._held: collections.deque[Delivery] = collections.deque()
+        self._waited = False
+
+    def share(self, batcher: ScriptBatcher) -> None:
+        for part in self.parts:
+            part.share(batcher)
+
+    def part(self, workflow: str) -> RedisStreamScheduler:
+        """The shard `workflow` belongs to."""
+        return self.parts[shard_of(check_workflow(workflow), self.shards)]
+
+    async def prepare(self) -> None:
+        await check_layout(self._redis, self.namespace, self.shards)
+        await asyncio.gather(*(part.prepare() for part in self.parts))
+
+    async def verify(self) -> bool:
+        return any(await asyncio.gather(*(part.verify() for part in self.parts)))
+
+    async def regroup(self) -> None:
+        await asyncio.gather(*(part.regroup() for part in self.parts))
+
+    async def make_ready(self, workflow: str) -> None:
+        await self.part(workflow).make_ready(workflow)
+
+    async def glance(self) -> Delivery | None:
+        """Take one new entry, looking at the shards in this read's order, without waiting."""
+        if self._held:
+            return self._held.popleft()
+        for i in self._rotation.order():
+            found = await self.parts[i].glance()
+            if found is not None:
+                return found
+        return None
+
+    async def next_ready(self, within: timedelta) -> Delivery | None:
+        """A glance at each shard in turn, then a wait on all of them (see the module doc).
+        A read after one that waited in vain waits at once: a blocking read is served at once
+        when an entry is already there."""
+        positive("within", within)
+        if not self._waited or self._held:
+            found = await self.glance()
+            if found is not None:
+                return found
+        for block in self.blocks(within):
+            self._waited = True
+            read = await self._wait(block)
+            if read:
+                self._waited = False
+                self._held.extend(read[1:])
+                return read[0]
+        return None
+
+    async def _wait(self, block: timedelta) -> list[Delivery]:
+        order = [self.parts[i] for i in self._rotation.order()]
+        if not self._cluster:
+            streams = {part.ready: ">" for part in order}
+            reply = await self.regrouped(
+                self._redis.xreadgroup, GROUP, self.consumer, streams, count=1,
+                block=max(to_ms(block), 1),
+            )
+            return read_entries(reply)
+
+        def waiting(part: RedisStreamScheduler) -> Callable[[], Awaitable[Any]]:
+            return lambda: part.regrouped(
+                self._redis.xreadgroup, GROUP, self.consumer, {part.ready: ">"}, count=1,
+                block=max(to_ms(block), 1),
+            )
+
+        replies = await first_of([waiting(part) for part in order])
+        return [found for reply in replies for found in read_entries(reply)]
+
+    async def done(self, delivery: Delivery) -> None:
+        await self.part(delivery.workflow).done(delivery)
+
+    def wakeup_call(self, workflow: str) -> ScriptCall:
+        return self.part(workflow).wakeup_call(workflow)
+
+    def done_call(self, delivery: Delivery) -> ScriptCall:
+        return self.part(delivery.workflow).done_call(delivery)
+
+    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
+        return await self.part(delivery.workflow).wake_at(delivery, when)
+
+    async def wake_due(self, now: datetime | None = None) -> datetime | None:
+        """Every shard's sleepers due by `now` moved; the earliest deadline still sleeping."""
+        return _earliest(await asyncio.gather(*(part.wake_due(now) for part in self.parts)))
+
+    async def reclaiming(self, idle: timedelta) -> Reclaimed:
+        """One lapsed delivery taken over, from the shards in this look's order; else how soon
+        the quietest held one in any shard lapses."""
+        positive("idle", idle)
+        soonest: timedelta | None = None
+        for i in self._rotation.order():
+            found = await self.parts[i].reclaiming(idle)
+            if found.delivery is not None:
+                return found
+            if found.lapses_in is not None:
+                soonest = found.lapses_in if soonest is None else min(soonest, found.lapses_in)
+        return Reclaimed(None, soonest)
+
+    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
+        return await self.part(delivery.workflow).extend(delivery, within)
+
+    async def cancel(self, workflow: str) -> int:
+        return await self.part(workflow).cancel(workflow)
+
+    async def footprint(self) -> Footprint:
+        return _footprint(await asyncio.gather(*(part.footprint() for part in self.parts)))
+
+    async def backlog(self) -> Backlog:
+        return _backlog(await asyncio.gather(*(part.backlog() for part in self.parts)))
+
+    async def trim(self) -> int:
+        return sum(await asyncio.gather(*(part.trim() for part in self.parts)))
+
+
+class ShardedSetScheduler(RedisSetScheduler):
+    """A `RedisSetScheduler` made with `shards=N` (N > 1): one set scheduler per shard
+    (`parts`) behind one (see the module doc). A look takes from the first shard in its order
+    with a visible member; an idle reader waits on every shard's doorbell at once."""
+
+    def __init__(
+        self,
+        *,
+        redis: Any,
+        namespace: str = DEFAULT,
+        lease: timedelta = timedelta(seconds=30),
+        poll: timedelta = timedelta(milliseconds=50),
+        doorbell: bool = True,
+        shards: int = 1,
+        shard: int | None = None,
+    ) -> None:
+        self.parts = tuple(
+            RedisSetScheduler(
+                redis=redis, namespace=namespace, lease=lease, poll=poll, doorbell=doorbell,
+                shards=shards, shard=i,
+            )
+            for i in range(check_shards(shards))
+        )
+        self.lease, self.poll = self.parts[0].lease, self.parts[0].poll
+        self.namespace = check_namespace(namespace)
+        self.shards, self.shard = shards, 0
+        #: Every shard's doorbell (None: polling alone).
+        self.doorbells = (
+            tuple(part.doorbell for part in self.parts if part.doorbell is not None)
+            if doorbell else None
+        )
+        self.doorbell = None if self.doorbells is None else self.doorbells[0]
+        self.marker = Marker(namespace)
+        for part in self.parts:
+            part.marker.count_on(self.marker)
+        self._redis = redis
+        self._slice = block_slice(redis)
+        self._cluster = isinstance(redis, RedisCluster)
+        self._rotation = Rotation(shards)
+        self._quiet = None
+
+    def share(self, batcher: ScriptBatcher) -> None:
+        for part in self.parts:
+            part.share(batcher)
+
+    def part(self, workflow: str) -> RedisSetScheduler:
+        """The shard `workflow` belongs to."""
+        return self.parts[shard_of(check_workflow(workflow), self.shards)]
+
+    async def prepare(self) -> None:
+        await check_layout(self._redis, self.namespace, self.shards)
+        await asyncio.gather(*(part.prepare() for part in self.parts))
+
+    async def verify(self) -> bool:
+        return any(await asyncio.gather(*(part.verify() for part in self.parts)))
+
+    async def make_ready(self, workflow: str) -> None:
+        await self.part(workflow).make_ready(workflow)
+
+    async def glance(self) -> tuple[Delivery | None, object]:
+        """One look at each shard in this read's order until one has a visible member; with
+        none, the ms until the earliest hidden member of any shard shows (None: none)."""
+        hidden: float | None = None
+        for i in self._rotation.order():
+            found, shows = await self.parts[i].glance()
+            if found is not None:
+                return found, None
+            if shows is not None:
+                ms = float(text(shows))
+                hidden = ms if hidden is None else min(hidden, ms)
+        return None, hidden
+
+    async def next_ready(self, within: timedelta) -> Delivery | None:
+        positive("within", within)
+        if self.doorbells is None:
+            async for _ in beats(self.poll, within):
+                found, _hidden = await self.glance()
+                if found is not None:
+                    return found
+            return None
+        loop = asyncio.get_running_loop()
+        end = loop.time() + within.total_seconds()
+        first = self.parts[0]  # every shard waits by the same rules
+        while True:
+            found, hidden = await self.glance()
+            if found is not None:
+                return found
+            left = end - loop.time()
+            if left <= 0 or first.over(left, hidden):
+                return None
+            block, pause = first.wait(left, hidden)
+            if block is None:
+                await asyncio.sleep(pause)
+            else:
+                await self._ring(block)
+
+    async def _ring(self, block: float) -> None:
+        """Wait up to `block` seconds for a ring on any shard's doorbell."""
+        assert self.doorbells is not None
+        if not self._cluster:
+            await self._redis.blpop(list(self.doorbells), timeout=block)
+            return
+
+        def waiting(doorbell: str) -> Callable[[], Awaitable[Any]]:
+            return lambda: self._redis.blpop([doorbell], timeout=block)
+
+        await first_of([waiting(doorbell) for doorbell in self.doorbells])
+
+    def take_call(self) -> ScriptCall:
+        raise TypeError("a sharded queue has no one take: its reads look at every shard")
+
+    async def done(self, delivery: Delivery) -> None:
+        await self.part(delivery.workflow).done(delivery)
+
+    def wakeup_call(self, workflow: str) -> ScriptCall:
+        return self.part(workflow).wakeup_call(workflow)
+
+    def done_call(self, delivery: Delivery) -> ScriptCall:
+        return self.part(delivery.workflow).done_call(delivery)
+
+    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
+        return await self.part(delivery.workflow).wake_at(delivery, when)
+
+    async def wake_due(self, now: datetime | None = None) -> datetime | None:
+        return _earliest(await asyncio.gather(*(part.wake_due(now) for part in self.parts)))
+
+    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
+        return await self.part(delivery.workflow).extend(delivery, within)
+
+    async def cancel(self, workflow: str) -> int:
+        return await self.part(workflow).cancel(workflow)
+
+    async def backlog(self) -> Backlog:
+        return _backlog(await asyncio.gather(*(part.backlog() for part in self.parts)))
+
+    async def footprint(self) -> Footprint:
+        return _footprint(await asyncio.gather(*(part.footprint() for part in self.parts)))
+
+
+RedisStreamScheduler.sharded = ShardedStreamScheduler
+RedisSetScheduler.sharded = ShardedSetScheduler
