@@ -13,7 +13,8 @@ from dataclasses import dataclass
 
 __all__ = ["CLEANUP", "EXPERIMENTS", "KEYS", "PHASES", "RECOVERIES", "Recovery", "tick_for"]
 
-EXPERIMENTS = ("latency", "idle", "growth", "takeover", "throughput", "scaling", "wakeups")
+EXPERIMENTS = ("latency", "idle", "growth", "takeover", "throughput", "scaling", "wakeups",
+               "lifecycle")
 
 # -- growth ------------------------------------------------------------------------------------
 
