@@ -49,15 +49,20 @@ TITLE = "cancel to stopped, ending to result, and the cancel/finish race"
 SETTINGS = {"samples": "timed cancels (of each kind) and results", "races": "cancels raced"}
 #: The ways a workflow is found when it is cancelled.
 CANCELS = ("mid-step", "sleeper", "blocked")
-#: How long the mid-step pass's effect holds, and the race's last step.
-HOLD_MS = 20.0
+#: How long the mid-step pass's effect holds (longer than a cancel takes, so the cancel lands
+#: mid-effect: the cancel is sent at most `CANCEL_WITHIN_MS` into it), and the race's last step.
+HOLD_MS = 100.0
+CANCEL_WITHIN_MS = 20.0
 RACE_HOLD_MS = 4.0
+#: The race's cancels are sent this long after its step began at most (a cancel takes a few
+#: milliseconds to land: the span reaches past the pass's ending).
+RACE_SPAN_MS = 30.0
 #: How long anything the measure waits for may take before the sample is a failure.
 PATIENCE_S = 30.0
 
 
 def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
-    return [{"samples": 20 if quick else 200, "races": 40 if quick else 300}]
+    return [{"samples": 20 if quick else 150, "races": 40 if quick else 200}]
 
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -181,7 +186,7 @@ async def _cancel_one(durable: Inspectable, store: Durable, case: str, workflow:
     await durable.start(case, {}, workflow=workflow)
     if case == "mid-step":
         await _seen.when("holding", workflow)
-        await asyncio.sleep(random.Random(i).uniform(0, HOLD_MS / 2000))
+        await asyncio.sleep(random.Random(i).uniform(0, CANCEL_WITHIN_MS / 1000))
     else:
         await _until(durable, workflow, "sleeping" if case == "sleeper" else "blocked")
     began = time.time()
@@ -234,7 +239,7 @@ async def _race(durable: Inspectable, prefix: str, races: int) -> list[dict[str,
         workflow = f"{prefix}-{i}"
         await durable.start("race", {"hold_ms": RACE_HOLD_MS}, workflow=workflow)
         await _seen.when("holding", workflow)
-        await asyncio.sleep(chance.uniform(0, (RACE_HOLD_MS + 4) / 1000))
+        await asyncio.sleep(chance.uniform(0, RACE_SPAN_MS / 1000))
         cancelled = await durable.cancel(workflow)
         try:
             await durable.result(workflow, within=timedelta(seconds=PATIENCE_S))

@@ -19,6 +19,9 @@ TIMINGS = (
     ("blocked", "to_stopped", "cancel returned to status cancelled (blocked)"),
     ("result", "to_result", "the completing pass's body returned to result returning"),
 )
+#: What each case's bar in the figure's first panel is.
+_CASES = {"mid-step": "mid-step: effect ended to stopped", "sleeper": "sleeper: status cancelled",
+          "blocked": "blocked: status cancelled"}
 #: The race's counts, in the order a table shows them.
 COUNTS = ("races", "cancel_won", "pass_won", "both", "lost", "revived")
 
@@ -60,19 +63,21 @@ def races(frame: Any) -> Any:
 
 
 def draw(frame: Any) -> Any:
-    """A panel a question (a cancel's time to stopped, a case a colour shade; ending to
-    result), a bar a backend at its median with the 99th percentile marked, whiskers the
-    median's interval; the race's counts in words beside each backend's name."""
+    """A panel a question (a cancel's time to stopped, a case a colour shade, mid-step from
+    its effect's end; ending to result), a bar a backend at its median with the 99th
+    percentile marked, whiskers the median's interval; the race's counts in words beside each
+    backend's name."""
     from experiments.readers.figures import figure, label, look, nothing, order
 
     table = summary(frame)
     counts = races(frame).set_index("backend")
     names = order(table["backend"])
     fig, axes = figure(columns=2, width=5.0, height=1.2 + 0.5 * max(len(names), 3))
-    panels = ((axes[0][0], ("mid-step", "sleeper", "blocked"), "to_stopped",
-               "Cancel returned to stopped"),
-              (axes[0][1], ("result",), "to_result", "Ending to result returning"))
-    for ax, cases, metric, title in panels:
+    # A pass mid-step stops at its next write: what the design adds is from the effect's end
+    # (the rest of the wait is the effect, which a cancel never cuts short).
+    panels = ((axes[0][0], ("mid-step", "sleeper", "blocked"), "Cancelled to stopped"),
+              (axes[0][1], ("result",), "Ending to result returning"))
+    for ax, cases, title in panels:
         if not names:
             nothing(ax, "nothing measured in this run")
             continue
@@ -80,6 +85,8 @@ def draw(frame: Any) -> Any:
         for i, backend in enumerate(names):
             seen = look(backend)
             for j, case in enumerate(cases):
+                metric = {"mid-step": "after_effect", "result": "to_result"}.get(case,
+                                                                                  "to_stopped")
                 found = table[(table["backend"] == backend) & (table["case"] == case)
                               & (table["metric"] == metric)]
                 if not len(found):
@@ -94,8 +101,8 @@ def draw(frame: Any) -> Any:
                                 fmt="none", ecolor="black", elinewidth=1, capsize=2)
                 ax.plot([r["p99"]], [y], marker="|", color="black", markersize=8)
                 if len(cases) > 1:
-                    ax.annotate(case, (r["p99"], y), xytext=(4, 0), textcoords="offset points",
-                                va="center", fontsize=7)
+                    ax.annotate(_CASES[case], (r["p99"], y), xytext=(4, 0),
+                                textcoords="offset points", va="center", fontsize=7)
         ticks = [f"{b}\n{_said(counts, b)}" for b in names]
         ax.set_yticks(range(len(names)), ticks, fontsize=8)
         ax.set_ylim(len(names) - 0.5, -0.5)
