@@ -36,6 +36,7 @@ from durability.clock import Clock, utcnow
 from durability.codec import Codec, JsonCodec, decode_checkpoint
 from durability.deprecation import Reclaim
 from durability.endings import ENDING
+from durability.schedules.timetable import MemoryTimetable
 from durability.signals import Fenced
 from durability.storekit.sorted_ids import SortedIds
 from durability.storekit.traffic import Traffic
@@ -335,7 +336,10 @@ class MemoryCheckpointer:
         workflow = self._get(holder.workflow)
         if workflow.claim.token != holder.token:
             return False
-        self._write(workflow, key, encoded, self._clock())
+        if key not in workflow.records:  # first writer wins; nothing to decode back
+            workflow.records[key] = (encoded, self._clock())
+            for bell in self._bells.get(holder.workflow, ()):
+                bell.set()
         self._stand(holder, state, detail)
         workflow.claim.until = NEVER
         return True
@@ -455,6 +459,8 @@ class MemoryScheduler(Reclaim):
         self._sleeping: dict[str, datetime] = {}
         self._ids = itertools.count(1)
         self._waiters: deque[asyncio.Future[None]] = deque()
+        #: The schedules kept beside this queue (`durability.schedules`).
+        self.timetable = MemoryTimetable()
 
     @_counted
     async def prepare(self) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Literal, Protocol, cast, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
 
 from durability.bodies import start
 from durability.checks import check_page, check_state, check_workflow
@@ -22,6 +22,9 @@ from durability.failures import RETRY, Failure, failed, next_key
 from durability.interfaces import Checkpointer, Durable, Ledger, Scheduler, claimed
 from durability.signals import Contended
 from durability.values import Look, Standing
+
+if TYPE_CHECKING:
+    from durability.schedules.handle import Schedules
 
 State = Literal[
     "queued", "running", "sleeping", "blocked", "failed", "completed", "cancelled", "unknown"
@@ -272,3 +275,10 @@ class Inspected:
         """What `workflow` completed with, waiting up to `within` for its ending
         (`durability.endings.result`)."""
         return await result(self.checkpointer, workflow, within)
+
+    @property
+    def schedules(self) -> Schedules:
+        """The schedules kept in this store (`durability.schedules.Schedules`)."""
+        from durability.schedules.handle import Schedules
+
+        return Schedules(cast(Durable, self))

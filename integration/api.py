@@ -34,6 +34,7 @@ from starlette.types import Scope
 from durability import Contended, Durable, positive
 from durability.connect import open_durable, unavailable
 from durability.interfaces import MAX_PAGE, STATES, check_workflow
+from durability.schedules import Schedules
 from durability.status import Inspectable
 from integration import cli
 from integration.document import (
@@ -56,6 +57,7 @@ from integration.document import (
 from integration.log import configure, fields
 from integration.orders import unwind_id
 from integration.payout import APPROVAL
+from integration.schedule_routes import add_schedule_routes
 from integration.worker import effects_from, redacted, retry_from, serve
 from integration.workflow import ORDER, history, status
 
@@ -194,6 +196,7 @@ def make_app(
     | `DELETE /orders/{id}` | `delete(id)` and `delete(id:unwind)` | 200 with records removed |
     | `GET /orders?state=&prefix=&limit=&after=` | `durable.list(...)` | a page of statuses |
     | `POST /orders/{id}/retry` | `durable.retry(id)`: run a failed order again | 202 |
+    | `/schedules...` | keep, list, pause, resume, remove schedules (`schedule_routes`) | |
     | `POST /orders/{id}/cancel` | `durable.cancel(id)`: run nothing more of it | 202; 409 ended |
 
     Each store call is given `store_timeout`; one that fails because the store is down, or
@@ -516,10 +519,15 @@ def make_app(
         log.info("order deleted", extra=fields(order=order_id, records=removed))
         return JSONResponse({"id": order_id, "deleted": removed})
 
+    async def parsed(request: Request, model: type[M]) -> M:
+        return await _parse(request, model, max_body)
+
+    add_schedule_routes(app, Schedules(durable, clock=clock), store, parsed, Refused)
+
     async def options(request: Request) -> Response:
         return Response(status_code=204, headers={"Allow": _allowed(app, request.scope)})
 
-    for path in ("/orders", "/orders/{order_id}"):
+    for path in ("/orders", "/orders/{order_id}", "/schedules", "/schedules/{name}"):
         app.add_api_route(path, options, methods=["OPTIONS"], include_in_schema=False)
     return app
 
@@ -551,6 +559,7 @@ async def run(args: argparse.Namespace) -> None:
                     stop=drain,
                     grace=args.grace,
                     retry=retry_from(args),
+                    nightly=args.nightly,
                 )
             )
         log.info(

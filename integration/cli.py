@@ -44,6 +44,19 @@ def positive_count(text: str) -> int:
     return made
 
 
+def cron(text: str) -> str:
+    """A cron expression, checked as a schedule would check it."""
+    from datetime import UTC, datetime
+
+    from durability.schedules import Cadence
+
+    try:
+        Cadence(text, None, "UTC", datetime.now(UTC))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
+
+
 def parser(prog: str, description: str) -> argparse.ArgumentParser:
     """A parser with the options both processes take."""
     made = argparse.ArgumentParser(prog=prog, description=description)
@@ -116,6 +129,14 @@ def add_worker_options(made: argparse.ArgumentParser) -> None:
         type=count,
         default=0,
         help="decline the first N captures, to watch an order fail and be retried (default 0)",
+    )
+    made.add_argument(
+        "--nightly",
+        type=cron,
+        default=None,
+        metavar="CRON",
+        help="keep the schedule nightly-report on this cron expression, in UTC (e.g. '0 2 * * *')"
+        " and fire it; without it the schedule is left as the store has it",
     )
     made.add_argument(
         "--effects-log",

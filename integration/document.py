@@ -21,6 +21,7 @@ from pydantic import (
     JsonValue,
     ValidationInfo,
     field_validator,
+    model_validator,
 )
 from pydantic.json_schema import models_json_schema
 
@@ -41,8 +42,12 @@ __all__ = [
     "OrderView",
     "Refusal",
     "Retried",
+    "ScheduleIn",
+    "ScheduleList",
+    "ScheduleOut",
     "StatusOut",
     "Submitted",
+    "Unscheduled",
     "body_of",
     "responses",
 ]
@@ -115,6 +120,55 @@ class MessageIn(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
     text: Annotated[str, Field(min_length=1, max_length=4000)]
+
+
+#: What the example's cron field takes: five fields, each `*`, a number in its range or (for
+#: minutes and hours) `*/n`. The library reads all of cron; the API's document takes this much,
+#: so that every expression it admits is one the library accepts. (A day of the month is at
+#: most 28, or a month without it would make the expression one that never fires.)
+CRON = (
+    r"^(\*|\*/[1-9]|\*/[1-5][0-9]|[0-9]|[1-5][0-9])"
+    r" (\*|\*/[1-9]|\*/1[0-9]|\*/2[0-3]|[0-9]|1[0-9]|2[0-3])"
+    r" (\*|[1-9]|1[0-9]|2[0-8]) (\*|[1-9]|1[0-2]) (\*|[0-7])$"
+)
+#: The zones the example's document admits (the library takes any IANA zone).
+Zone = Literal[
+    "UTC", "Europe/Berlin", "Europe/London", "America/New_York", "America/Los_Angeles",
+    "Asia/Tokyo", "Australia/Sydney",
+]
+SCHEDULE_NAME = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+#: `ScheduleIn`'s rule across fields, in JSON Schema too: exactly one of `cron` and `every_s`.
+_ONE_CADENCE: dict[str, JsonValue] = {
+    "oneOf": [
+        {"required": ["cron"], "not": {"required": ["every_s"]}},
+        {"required": ["every_s"], "not": {"required": ["cron"]}},
+    ]
+}
+
+
+class ScheduleIn(BaseModel):
+    """A schedule: what `POST /schedules` takes. `input` is what each firing's workflow gets."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=_ONE_CADENCE)
+
+    name: Annotated[str, Field(pattern=SCHEDULE_NAME)]
+    body: Annotated[str, Field(pattern=r"^[a-z][a-z0-9-]{0,63}$")]
+    input: Annotated[
+        dict[Annotated[str, Field(max_length=64)], Annotated[str, Field(max_length=200)]],
+        Field(max_length=20),
+    ] = {}
+    cron: Annotated[str, Field(pattern=CRON)] = None  # type: ignore[assignment]
+    every_s: Annotated[int, Field(ge=1, le=31_536_000), _WHOLE] = None  # type: ignore[assignment]
+    zone: Zone = "UTC"
+    missed: Literal["skip", "latest", "all"] = "latest"
+    bound: Annotated[int, Field(ge=1, le=1000), _WHOLE] = 100
+
+    @model_validator(mode="after")
+    def _one_cadence(self) -> ScheduleIn:
+        if (self.every_s is None) == (self.cron is None):
+            raise ValueError("give exactly one of cron and every_s")
+        return self
 
 
 # -- what the API answers: these models are its OpenAPI document ----------------------------
@@ -259,6 +313,35 @@ class Deleted(BaseModel):
     deleted: int = Field(description="records removed, the rollback's included")
 
 
+class ScheduleOut(BaseModel):
+    model_config = _OUT
+
+    name: str
+    body: str
+    input: dict[str, JsonValue]
+    cron: str | None
+    every_s: float | None
+    zone: str
+    missed: str
+    bound: int
+    paused: bool
+    next: str | None = Field(description="the next firing (ISO 8601, UTC); null while paused")
+    fired: str | None = Field(description="the last firing started (ISO 8601, UTC)")
+
+
+class ScheduleList(BaseModel):
+    model_config = _OUT
+
+    schedules: list[ScheduleOut]
+
+
+class Unscheduled(BaseModel):
+    model_config = _OUT
+
+    name: str
+    removed: bool
+
+
 class Refusal(BaseModel):
     """Why a request was refused, or why the store could not serve it."""
 
@@ -292,7 +375,7 @@ _RETRY_AFTER = {
 _REFUSALS: dict[int, str] = {
     400: "a `Content-Length` that is not a number; on `POST /orders`, an `Idempotency-Key`"
     " missing, repeated or malformed",
-    404: "no such order",
+    404: "no such order (or schedule)",
     409: "the request conflicts with the order's state; nothing was written",
     413: "the body is over the size limit",
 }
@@ -332,7 +415,7 @@ class DocumentedApp(FastAPI):
     (a path segment is any string), so no request ever gets it.
     """
 
-    bodies: tuple[type[BaseModel], ...] = (OrderIn, ConfirmationIn, MessageIn)
+    bodies: tuple[type[BaseModel], ...] = (OrderIn, ConfirmationIn, MessageIn, ScheduleIn)
 
     def openapi(self) -> dict[str, Any]:
         if self.openapi_schema is None:

@@ -23,11 +23,13 @@ from durability import Blocked, Completed, Durable, Event, Sleeping, work
 from durability.cancelling import stop_if_cancelled
 from durability.connect import open_durable, unavailable
 from durability.failures import ONCE, Retry
+from durability.schedules import Schedules
 from durability.waits import set_within
 from durability.worker import GRACE
 from integration import cli
 from integration.effects import Gateway, Warehouse
 from integration.log import configure, fields
+from integration.nightly import NIGHTLY
 from integration.workflow import Effects, OrderWorkflow
 
 log = logging.getLogger("integration.worker")
@@ -106,11 +108,16 @@ async def serve(
     stop: asyncio.Event | None = None,
     grace: timedelta = GRACE,
     retry: Retry = ONCE,
+    nightly: str | None = None,
 ) -> None:
     """Run the order workflows over `durable` until `stop` is set (a drain of up to `grace`)
     or until cancelled (which hands them back at once). A failed pass is tried again as
     `retry` says (by default not at all: the order fails, and `POST /orders/{id}/retry`
-    brings it back)."""
+    brings it back). `nightly`, a cron expression, keeps the schedule `nightly-report` on it
+    (`integration.nightly`): adding it at every start is harmless, since adding a schedule
+    unchanged keeps it as it stands."""
+    if nightly is not None:
+        await Schedules(durable).add(NIGHTLY, NIGHTLY, {}, cron=nightly)
     body = OrderWorkflow(durable.checkpointer, effects)
     await work(
         durable,
@@ -190,6 +197,7 @@ async def run(args: argparse.Namespace) -> None:
                 stop=stop,
                 grace=args.grace,
                 retry=retry_from(args),
+                nightly=args.nightly,
             )
             log.info("worker drained", extra=fields(store=store))
     except asyncio.CancelledError:

@@ -16,7 +16,8 @@ from typing import assert_never
 
 from durability import Checkpointer, Run, Written
 from durability.failures import failed
-from integration import console, orders, payout
+from durability.schedules import FIRING, Firing
+from integration import console, nightly, orders, payout
 from integration.effects import Gateway, Warehouse
 from integration.submission import Order
 
@@ -42,6 +43,7 @@ class OrderWorkflow:
     | `payout` | `integration.payout.payout` | `paid` is recorded |
     | `fulfilment` | `integration.orders.fulfil` (a DAG; rollback as `<id>:unwind`) | `receipt` |
     | `console` | `integration.console.console` | `closed` is recorded |
+    | a schedule's firing | the body it names (`integration.nightly`) | its body returns |
 
     It holds the checkpointer because fulfilment runs a graph (`run_durably` takes the store
     and the pass) and its rollback claims a second workflow.
@@ -52,6 +54,8 @@ class OrderWorkflow:
         self.effects = effects
 
     async def __call__(self, run: Run) -> object:
+        if FIRING in run.records:  # started by a schedule, not by an order
+            return await nightly.run_firing(run, Firing.from_record(run.records[FIRING]))
         order = await run.awaiting(ORDER, Order.parse)
         match order.kind:
             case "payout":

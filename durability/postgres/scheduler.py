@@ -23,6 +23,7 @@ from durability.checks import check_workflow, positive
 from durability.postgres import libpq_pipeline
 from durability.postgres.listener import Listener
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
+from durability.postgres.timetable import PostgresTimetable
 from durability.values import Backlog, Delivery, Footprint
 from durability.visibility import Visibility
 from durability.waits import set_within
@@ -120,6 +121,8 @@ class PostgresScheduler(Visibility):
         self.poll = positive("poll", poll)
         self.queue = queue
         self._listener = Listener(pool, queue, self.channel) if notify else None
+        #: The schedules kept beside this queue (`durability.schedules`).
+        self.timetable = PostgresTimetable(pool, queue, schema, self._listener)
         self._quiet: _Quiet | None = None
 
     @property

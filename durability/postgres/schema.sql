@@ -56,3 +56,16 @@ CREATE TABLE IF NOT EXISTS durability.standings (
     at       timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX IF NOT EXISTS standings_by_state ON durability.standings (state, workflow);
+
+-- Schedules (durability.schedules), per queue: each one's record, opaque to SQL and compared
+-- whole by a swap, and when it is next due (NULL: paused), indexed so an idle worker's look at
+-- the earliest is one index read however many schedules there are.
+CREATE TABLE IF NOT EXISTS durability.schedules (
+    queue  text COLLATE "C" NOT NULL,
+    name   text COLLATE "C" NOT NULL,
+    record text             NOT NULL,
+    due    timestamptz,
+    PRIMARY KEY (queue, name)
+);
+CREATE INDEX IF NOT EXISTS schedules_by_due ON durability.schedules (queue, due)
+    WHERE due IS NOT NULL;

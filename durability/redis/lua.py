@@ -43,7 +43,8 @@ def _folders(package: str) -> dict[str, Traversable]:
 
     The folders group the scripts by what they serve: `checkpoint/` (the records, the claim,
     the ledger, and `prelude.lua`, the fence every checkpoint script starts with), `stream/`
-    and `set/` (the two schedulers), and `shared/` (what spans them: the templates
+    and `set/` (the two schedulers), `schedules/` (the timetable of `durability.schedules`),
+    and `shared/` (what spans them: the templates
     `RedisDurable` fills with a checkpoint body and a queue body, and `footprint.lua`)."""
     found: dict[str, Traversable] = {}
     for folder in files(package).joinpath("scripts").iterdir():

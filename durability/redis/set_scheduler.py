@@ -36,6 +36,7 @@ from durability.redis.namespace import (
     text,
 )
 from durability.redis.shards import check_layout, check_shards, shard_index, tags
+from durability.redis.timetable import RedisTimetable
 from durability.values import Backlog, Delivery, Footprint
 from durability.visibility import Visibility
 from durability.waits import beats
@@ -147,6 +148,8 @@ class RedisSetScheduler(SharesBatches, Visibility, Watched):
         #: The wipe watch (see marker.py); `marker.on_wipe` may be set to hear of each wipe.
         self.marker = Marker(namespace, tag=tag)
         self._redis = redis
+        #: The schedules kept beside this queue (`durability.schedules`).
+        self.timetable = RedisTimetable(redis, self.namespace)
         self._slice = block_slice(redis)
         self._make_ready = script(redis, "set_make_ready")
         self._take = script(redis, "set_take")

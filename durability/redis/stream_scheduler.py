@@ -38,6 +38,7 @@ from durability.redis.namespace import (
     text,
 )
 from durability.redis.shards import check_layout, check_shards, shard_index, tags
+from durability.redis.timetable import RedisTimetable
 from durability.values import Backlog, Delivery, Footprint, Reclaimed
 
 __all__ = ["GLANCE", "GROUP", "TRIM_EVERY", "RedisStreamScheduler", "lost_group", "read_entries"]
@@ -202,6 +203,8 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
         #: The wipe watch (see marker.py); `marker.on_wipe` may be set to hear of each wipe.
         self.marker = Marker(namespace, tag=tag)
         self._redis = redis
+        #: The schedules kept beside this queue (`durability.schedules`).
+        self.timetable = RedisTimetable(redis, self.namespace)
         self._slice = block_slice(redis)
         self._done = script(redis, "stream_done")
         self._wake_at = script(redis, "stream_wake_at")

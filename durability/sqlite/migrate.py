@@ -23,7 +23,7 @@ from durability.sqlite.database import SqliteDatabase, busy
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
 #: The `PRAGMA user_version` a file carries once `schema.sql` has run on it.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @cache

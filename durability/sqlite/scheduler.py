@@ -28,6 +28,7 @@ from durability.sqlite.database import (
     to_us,
     transaction,
 )
+from durability.sqlite.timetable import SqliteTimetable
 from durability.values import Backlog, Delivery, Footprint
 from durability.visibility import Visibility
 from durability.waits import set_within
@@ -149,6 +150,8 @@ class SqliteScheduler(Visibility):
         self._shows_in: float | None = None
         #: How long a waiter the doorbell reaches goes without looking, at most.
         self._fallback = max(self.poll, LOOK_AGAIN).total_seconds()
+        #: The schedules kept beside this queue (`durability.schedules`).
+        self.timetable = SqliteTimetable(database, queue)
 
     async def prepare(self) -> None:
         """Check the table is there (raises `NotMigrated` if not); nothing to create."""

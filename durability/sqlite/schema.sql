@@ -48,3 +48,17 @@ CREATE TABLE IF NOT EXISTS durability_standings (
 
 CREATE INDEX IF NOT EXISTS durability_standings_by_state
     ON durability_standings (state, workflow);
+
+-- Schedules (durability.schedules): each one's record, opaque to SQL and compared whole by a
+-- swap, and when it is next due (NULL: paused), indexed so an idle worker's look at the
+-- earliest is one index read however many schedules there are.
+CREATE TABLE IF NOT EXISTS durability_schedules (
+    queue  TEXT    NOT NULL,
+    name   TEXT    NOT NULL,
+    record TEXT    NOT NULL,
+    due_us INTEGER,
+    PRIMARY KEY (queue, name)
+) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS durability_schedules_due
+    ON durability_schedules (queue, due_us) WHERE due_us IS NOT NULL;

@@ -5,7 +5,7 @@
 | `reader` | takes a workflow per free slot (more readers while work comes) | a `take` a `within` |
 | `reclaimer` | takes over deliveries whose worker went quiet, at the lapse | a look a lease |
 | `keeper` | renews the claim and delivery of every running pass together | nothing |
-| `timer` | moves due sleepers to the queue, asleep till a deadline | a `wake_due` a `sweep` |
+| `timer`, `firer` | wake due sleepers; start due schedules (`firer.py`) | a look a `sweep` each |
 | `trimmer` | trims a stream's answered entries, every `trim_every` while passes end | nothing |
 | `drain` | with `stop`: takes nothing new, waits `grace`, then ends the rest | nothing |
 """
@@ -18,9 +18,11 @@ from datetime import timedelta
 
 from durability.cancelling import pause, stop_if_cancelled
 from durability.interfaces import Taken, TakingMany, Trimmed
+from durability.schedules.timetable import Timetabled
 from durability.signals import Fenced
 from durability.waits import set_within
 from durability.worker.crew import Crew
+from durability.worker.firer import firer
 from durability.worker.passing import extend, run_pass
 from durability.worker.running import Running
 from durability.worker.settings import GLANCE
@@ -52,6 +54,8 @@ async def run(crew: Crew, stop: asyncio.Event | None = None) -> None:
             passes.create_task(timer(crew))
             if crew.trimmed is not None:
                 passes.create_task(trimmer(crew, crew.trimmed))
+            if isinstance(crew.scheduler, Timetabled):
+                quits.append(passes.create_task(firer(crew, crew.scheduler.timetable)))
             if stop is not None:
                 passes.create_task(drain(crew, stop, quits))
     except* _Drained:

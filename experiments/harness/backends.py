@@ -70,6 +70,8 @@ class Backend:
         return self.store == "memory"
 
     def applies(self, experiment: str) -> bool:
+        if experiment in _NODES and self.server != "cluster":
+            return False
         return experiment not in self.skip
 
     def left_out(self, experiment: str) -> str | None:
@@ -77,6 +79,8 @@ class Backend:
         None where it takes part."""
         if self.applies(experiment):
             return None
+        if experiment in _NODES and self.server != "cluster":
+            return "it measures a cluster's nodes one by one, and only a cluster has them"
         return _WHY.get(self.skip, f"{experiment} does not measure {self.name}")
 
     def url(self, place: Place, extra: str = "") -> str:
@@ -105,6 +109,8 @@ _SAME_CODE = frozenset({"takeover", "scaling", "wakeups", "lifecycle"})
 _OURS_ONLY = frozenset({"scaling", "lifecycle"})
 #: (`lifecycle` does run there: a cancel and an ending's PUBLISH cross the cluster's slots.)
 _CLUSTER = frozenset({"idle", "growth", "takeover", "scaling", "wakeups"})
+#: What only a backend on a Redis Cluster takes part in: `scale-out` reads each node's counters.
+_NODES = frozenset({"scale-out"})
 #: Why each of the sets above leaves a backend out, as a run says it.
 _WHY = {
     _NOT_MEMORY: "in one process: there is no worker to kill and another to take over",
@@ -159,6 +165,7 @@ BACKENDS: dict[str, Backend] = {
                 about="procrastinate: Postgres, LISTEN/NOTIFY"),
     ]
 }
+
 
 
 def from_environment(text: str | None) -> list[Backend]:

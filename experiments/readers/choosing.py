@@ -1,8 +1,8 @@
 """The design documents' comparison tables, each cell backed by a number from `results/`.
 
 `comparison()` is the Redis document's "Choosing between them" (six rows: waiting for work,
-growth, Redis version, moving parts, losing a wakeup, taking over a dead worker; and a row of
-this project's, cancel and result, which the document has not) for the
+growth, Redis version, moving parts, losing a wakeup, taking over a dead worker, and two
+of this project's, scaling past one node and cancel and result) for the
 stream scheduler, the sorted set as published (polling), the sorted set with this project's
 doorbell, and Postgres with notifications; with a verdict per row, computed from the same
 numbers: does the measurement confirm the document, refute it, or change the answer?
@@ -52,6 +52,11 @@ class _Numbers:
         self.throughput = frame("throughput", where)
         self.growth_rows = frame("growth", where)
         self.idle_rows = frame("idle", where)
+        # Newer than the rest: a run from before it (or without it) reads as not measured.
+        try:
+            self.scale_out: Any = table("scale-out", where)
+        except FileNotFoundError:
+            self.scale_out = None
         # Newer than the rest: a folder from before it has none, and its row says so.
         measured = (Path(where or RESULTS) / "lifecycle.csv").exists()
         self.lifecycle = summary("lifecycle", where) if measured else pandas.DataFrame(
@@ -131,8 +136,8 @@ class _Numbers:
 
 
 def comparison(where: Path | None = None) -> tuple[Any, dict[str, str]]:
-    """The six rows and cancel and result, with a measured cell per column, and a verdict per
-    row."""
+    """The seven rows and cancel and result, with a measured cell per column, and a verdict
+    per row."""
     import pandas
 
     n = _Numbers(where)
@@ -268,6 +273,51 @@ def comparison(where: Path | None = None) -> tuple[Any, dict[str, str]]:
         f"tick); the polled set, which looks every poll, and the stream, whose reclaimer looks "
         f"every tick, do not wait"
     ) + "."
+
+    # 7. Scaling past one node
+    row = "Scaling past one node"
+    t = n.scale_out
+    if t is None or not len(t):
+        table_rows[row] = {b: "not in this run (no scale-out.csv)" for b in COLUMNS}
+        verdicts[row] = "Not measured in this run: `python -m experiments run scale-out`."
+    else:
+        most, top = int(t["masters"].max()), int(t["shards"].max())
+
+        def at(backend: str, masters: int, shards: int, column: str = "ceiling") -> float:
+            rows = t[(t["backend"] == backend) & (t["masters"] == masters)
+                     & (t["shards"] == shards)]
+            return float(rows[column].iloc[0]) if len(rows) else math.nan
+
+        def redis(cluster: str) -> str:
+            one = at(cluster, 1, 1)
+            cell = (f"a cluster with `shards` ≥ masters; projected ceiling, one master per "
+                    f"machine: 1 master {one:,.0f}/s, {most} masters {at(cluster, most, 1):,.0f}/s"
+                    f" on one slot")
+            return cell + (f", {at(cluster, most, top):,.0f}/s at {top} shards" if top > 1
+                           else " (shards not measured in this run)")
+
+        table_rows[row] = {
+            "redis-stream": redis("redis-stream-cluster"),
+            "redis-set-polled": "as the set with its doorbell: the same keys and shards",
+            "redis-set": redis("redis-set-cluster"),
+            "postgres": "a bigger primary: the queue is one table on one server (not measured "
+                        "in scale-out)",
+        }
+        stream = "redis-stream-cluster"
+        x, slot = at(stream, 1, 1), at(stream, most, 1)
+        verdicts[row] = (
+            f"Adds a row the documents do not have. On one hash tag a Redis queue's own work "
+            f"stays on one master: at {most} masters the stream's ceiling is {slot / x:.2f} "
+            f"times one master's. The checkpoints leave that master (their keys carry each "
+            f"workflow's own tag), yet it spends "
+            f"{at(stream, most, 1, 'busiest_cpu_per_pass'):.3f} ms a pass against one "
+            f"master's {at(stream, 1, 1, 'busiest_cpu_per_pass'):.3f}. "
+            + (f"Split over {top} shards it is {at(stream, most, top) / x:.2f} times, short of "
+               f"the {most} an even split at no extra cost would give, because the masters' "
+               f"CPU per pass summed grows from {at(stream, 1, 1, 'nodes_cpu_per_pass'):.3f} ms "
+               f"on one to {at(stream, most, top, 'nodes_cpu_per_pass'):.3f} ms."
+               if top > 1 else "The sharded layout was not measured in this run.")
+        )
 
     _cancel_and_result(n, table_rows, verdicts)
     frame_ = pandas.DataFrame(table_rows).T[list(COLUMNS)]

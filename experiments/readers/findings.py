@@ -335,6 +335,72 @@ def _scaling(where: Path) -> str:
             f"{FLAT} either way reads as flat.")
 
 
+def _scale_out(where: Path) -> str:
+    from experiments.readers.summaries.scale_out import check
+
+    t = table("scale-out", where)
+
+    def at(backend: str, masters: int, shards: int, column: str = "ceiling") -> float:
+        rows = t[(t["backend"] == backend) & (t["masters"] == masters)
+                 & (t["shards"] == shards)]
+        return float(rows[column].iloc[0]) if len(rows) else math.nan
+
+    def ceiling(backend: str, masters: int, shards: int) -> Interval:
+        return Interval(at(backend, masters, shards),
+                        at(backend, masters, shards, "ceiling_lo"),
+                        at(backend, masters, shards, "ceiling_hi"), 1)
+
+    most, top = int(t["masters"].max()), int(t["shards"].max())
+    parts = []
+    for backend in dict.fromkeys(t["backend"]):
+        one, slot = ceiling(backend, 1, 1), ceiling(backend, most, 1)
+        text = (f"{backend}: one master saturates at {_told(one)} passes a second. At {most} "
+                f"masters the single-slot queue's busiest master does "
+                f"{at(backend, most, 1, 'busiest_share'):.0%} of the nodes' CPU, yet spends "
+                f"{number(at(backend, most, 1, 'busiest_cpu_per_pass'))} ms a pass against "
+                f"one master's {number(at(backend, 1, 1, 'busiest_cpu_per_pass'))}, since the "
+                f"nodes' CPU per pass summed grows to "
+                f"{number(at(backend, most, 1, 'nodes_cpu_per_pass'))} ms: its ceiling is "
+                f"{_told(slot)}")
+        if top > 1:
+            spread = ceiling(backend, most, top)
+            text += (f"; at {top} shards it is {_told(spread)} against the "
+                     f"{number(most * one.estimate)} an even split at no extra cost would give "
+                     f"(busiest share {at(backend, most, top, 'busiest_share'):.0%}, the nodes' "
+                     f"CPU per pass {number(at(backend, most, top, 'nodes_cpu_per_pass'))} ms "
+                     "summed)")
+        parts.append(text + ".")
+    checked = check(frame("scale-out", where))
+    checks = [f"{r.backend} at {r.shards} shard{'s' if r.shards > 1 else ''}: the nodes' CPU "
+              f"per pass {_told(Interval(r.nodes_cpu, r.nodes_cpu_lo, r.nodes_cpu_hi, 1))} "
+              f"times one master's, the busiest's "
+              f"{_told(Interval(r.busiest_cpu, r.busiest_cpu_lo, r.busiest_cpu_hi, 1))} times "
+              f"against a share of {number(r.share_at_two)}, the rate "
+              f"{_told(Interval(r.rate, r.rate_lo, r.rate_hi, 1))} times"
+              + (" (one run a side: no interval)" if r.rate_lo != r.rate_lo else "")
+              for r in checked.itertuples()]
+    added = [r.backend for r in checked.itertuples() if r.nodes_cpu_lo > 1]
+    busy = float(t["busy"].max())
+    sharded = bool(t["shards_option"].all()) if "shards_option" in t else True
+    return ("**Scale-out** ([`scale-out.ipynb`](notebooks/scale-out.ipynb)). A Redis node runs "
+            "its commands on one thread, so with one master per machine the busiest master "
+            "saturates at 1 / (its CPU seconds per pass): that is the cluster's ceiling, with "
+            f"{LEVEL:.0%} intervals over each configuration's runs. "
+            + " ".join(parts) + " "
+            + ("" if sharded else "This run's store had no `shards` option, so only the "
+               "single-slot layout was measured. ")
+            + (f"Two masters on this machine's two cores against one ({'; '.join(checks)}) "
+               "check what the projection rests on, not the ceiling itself: no master was "
+               f"busy more than {busy:.0%} of a run, so the workers' CPU, not a master, bound "
+               "the rate here. " if checks else "")
+            + (f"For {', '.join(added)} splitting added work per pass (the nodes' CPU ratio's "
+               "interval lies above 1), which the even split's N·X leaves out and the "
+               "measured ceiling keeps. " if added else "")
+            + "The projection assumes a master's CPU per pass measured on a shared 2-core "
+            "machine over loopback holds on a machine of its own, and enough worker machines "
+            "that workers never bound the rate.")
+
+
 def _design(where: Path) -> str:
     doorbell = versus("latency", "redis-stream", "redis-set", where)
     polled = versus("latency", "redis-set-polled", "redis-set", where)
@@ -367,6 +433,7 @@ SECTIONS: dict[str, tuple[tuple[str, ...], Callable[[Path], str]]] = {
     "wakeups": (("wakeups",), _wakeups),
     "lifecycle": (("lifecycle",), _lifecycle),
     "scaling": (("scaling",), _scaling),
+    "scale-out": (("scale-out",), _scale_out),
     "design": (("latency", "idle", "growth"), _design),
 }
 

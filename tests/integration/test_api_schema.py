@@ -136,6 +136,12 @@ def test_the_document_names_every_body_and_status_the_api_answers() -> None:
         ),
         ("/orders", "get"): ({"200", "422", "503"}, None),
         ("/orders/{order_id}/retry", "post"): ({"202", "404", "409", "503"}, None),
+        ("/schedules", "post"): ({"200", "201", "400", "413", "422", "503"}, "ScheduleIn"),
+        ("/schedules", "get"): ({"200", "503"}, None),
+        ("/schedules/{name}", "get"): ({"200", "404", "503"}, None),
+        ("/schedules/{name}", "delete"): ({"200", "404", "503"}, None),
+        ("/schedules/{name}/pause", "post"): ({"200", "404", "503"}, None),
+        ("/schedules/{name}/resume", "post"): ({"200", "404", "503"}, None),
         ("/orders/{order_id}/cancel", "post"): ({"202", "404", "409", "503"}, None),
     }
     assert {(path, method) for path in paths for method in paths[path]} == set(expected)

@@ -358,7 +358,7 @@ def test_no_object_in_the_package_reaches_into_another_s_privates() -> None:
 
 def test_every_redis_script_sits_in_the_folder_of_what_it_serves() -> None:
     scripts = ROOT / "durability" / "redis" / "scripts"
-    folders = {"checkpoint", "stream", "set", "shared"}
+    folders = {"checkpoint", "stream", "set", "shared", "schedules"}
     astray = sorted(
         str(path.relative_to(ROOT))
         for path in (ROOT / "durability" / "redis").rglob("*.lua")

@@ -30,6 +30,7 @@ PUBLIC = (
     "durability.otel",
     "durability.postgres",
     "durability.redis",
+    "durability.schedules",
     "durability.sqlite",
     "durability.testing",
     "durability.testing.conformance",
@@ -40,7 +41,8 @@ PUBLIC = (
 
 HEADER = """\
 # The public API: every name in the `__all__` of the public packages, one `package.name` a
-# line, sorted. Public packages: durability, durability.connect, durability.worker, the stores
+# line, sorted. Public packages: durability, durability.connect, durability.worker,
+# durability.schedules, the stores
 # (durability.redis, durability.postgres, durability.sqlite), durability.testing and its
 # conformance suite (durability.testing.conformance), the operator's tools (durability.command,
 # durability.operating, durability.web, durability.otel), and the lab's face, experiments

@@ -16,6 +16,11 @@ from durability.testing.conformance.failures import FailuresContract
 from durability.testing.conformance.model import CheckpointerModelContract, SchedulerModelContract
 from durability.testing.conformance.records import EffectKit
 from durability.testing.conformance.scheduler import MakeScheduler, SchedulerContract
+from durability.testing.conformance.schedules import (
+    ScheduleContract,
+    Twin,
+    a_schedule_added_elsewhere_wakes_a_worker,
+)
 from durability.testing.conformance.store_faults import Cut, StoreFaultContract
 from durability.testing.conformance.working import taken_over_as_its_claim_lapses
 
@@ -29,9 +34,12 @@ __all__ = [
     "EffectKit",
     "FailuresContract",
     "MakeScheduler",
+    "ScheduleContract",
     "SchedulerContract",
     "SchedulerModelContract",
     "StoreFaultContract",
+    "Twin",
+    "a_schedule_added_elsewhere_wakes_a_worker",
     "fresh",
     "taken_over_as_its_claim_lapses",
 ]

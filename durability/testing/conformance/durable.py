@@ -22,6 +22,7 @@ from durability.testing.conformance.deploying import DeployContract
 from durability.testing.conformance.endings import CancelContract, ResultContract
 from durability.testing.conformance.failures import FailuresContract
 from durability.testing.conformance.scheduler import ARRIVES, QUIET
+from durability.testing.conformance.schedules import ScheduleContract
 from durability.testing.conformance.working import WorkContract
 from durability.values import Recorded
 
@@ -45,6 +46,7 @@ class DurableContract(
     CancelContract,
     ResultContract,
     ChildrenContract,
+    ScheduleContract,
 ):
     """What every `Durable` must do, alone and under `work`, when its workflows fail, end,
     start children, and when their body changes in flight. Subclass and override `durable`."""

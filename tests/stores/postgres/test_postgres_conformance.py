@@ -19,10 +19,13 @@ from durability.testing.conformance import (
     MakeScheduler,
     SchedulerContract,
     SchedulerModelContract,
+    Twin,
+    a_schedule_added_elsewhere_wakes_a_worker,
 )
 
 if TYPE_CHECKING:
     from durability.postgres.statements import Pool
+    from tests.stores.postgres.conftest import MakePool
 
 def queue_name() -> str:
     return f"q-{uuid.uuid4().hex}"
@@ -108,13 +111,38 @@ class TestPostgresSchedulerPolling(SchedulerContract):
 
 class TestPostgresDurable(DurableContract):
     @pytest.fixture
-    async def durable(self, pool: Pool) -> AsyncIterator[Durable]:
+    def queue(self) -> str:
+        return queue_name()
+
+    @pytest.fixture
+    async def durable(self, pool: Pool, queue: str) -> AsyncIterator[Durable]:
         from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
 
-        scheduler = PostgresScheduler(pool=pool, queue=queue_name())
+        scheduler = PostgresScheduler(pool=pool, queue=queue)
         await scheduler.prepare()
         yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
         await scheduler.close()
+
+    @pytest.fixture
+    async def twin(self, make_pool: MakePool, queue: str) -> AsyncIterator[Twin]:
+        """Durables over the same queue, each on a pool of its own: other workers."""
+        from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
+
+        schedulers: list[PostgresScheduler] = []
+
+        async def twin() -> Durable:
+            pool = await make_pool(size=2)
+            schedulers.append(PostgresScheduler(pool=pool, queue=queue))
+            return PostgresDurable(PostgresCheckpointer(pool=pool), schedulers[-1])
+
+        yield twin
+        for scheduler in schedulers:
+            await scheduler.close()
+
+    async def test_a_schedule_added_by_another_process_wakes_a_sleeping_worker(
+        self, durable: Durable, twin: Twin
+    ) -> None:
+        await a_schedule_added_elsewhere_wakes_a_worker(durable, twin)
 
 
 class TestPostgresBounds(BoundsContract):

@@ -29,6 +29,7 @@ from durability.stepwise import Completed, Run
 from durability.testing.conformance import (
     BoundsContract,
     DurableContract,
+    Twin,
     taken_over_as_its_claim_lapses,
 )
 from durability.worker import Event
@@ -57,12 +58,33 @@ async def _durable(kind: Kind, client: Any, namespace: str) -> RedisDurable:
 # --- the contract -------------------------------------------------------------------------
 
 
+@contextlib.asynccontextmanager
+async def _twins(kind: Kind, namespace: str) -> AsyncIterator[Twin]:
+    """Durables over the same namespace, each on a client of its own: other workers."""
+    clients: list[Redis] = []
+
+    async def twin() -> Durable:
+        clients.append(Redis(host="127.0.0.1", port=6379, decode_responses=True))
+        return await _durable(kind, clients[-1], namespace)
+
+    try:
+        yield twin
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
 class TestRedisDurableOnTheStream(DurableContract):
     @pytest.fixture
     async def durable(self, redis: Redis, namespace: str) -> Durable:
         made = await _durable(RedisStreamScheduler, redis, namespace)
         assert made.joined
         return made
+
+    @pytest.fixture
+    async def twin(self, namespace: str) -> AsyncIterator[Twin]:
+        async with _twins(RedisStreamScheduler, namespace) as twin:
+            yield twin
 
 
 class TestRedisDurableOnTheSet(DurableContract):
@@ -71,6 +93,11 @@ class TestRedisDurableOnTheSet(DurableContract):
         made = await _durable(RedisSetScheduler, redis, namespace)
         assert made.joined
         return made
+
+    @pytest.fixture
+    async def twin(self, namespace: str) -> AsyncIterator[Twin]:
+        async with _twins(RedisSetScheduler, namespace) as twin:
+            yield twin
 
 
 class TestRedisDurableOnACluster(DurableContract):

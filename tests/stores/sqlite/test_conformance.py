@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 
@@ -25,6 +27,8 @@ from durability.testing.conformance import (
     MakeScheduler,
     SchedulerContract,
     SchedulerModelContract,
+    Twin,
+    a_schedule_added_elsewhere_wakes_a_worker,
 )
 
 
@@ -89,6 +93,25 @@ class TestSqliteDurable(DurableContract):
     def durable(self, database: SqliteDatabase) -> Durable:
         return SqliteDurable(SqliteCheckpointer(database), SqliteScheduler(database))
 
+    @pytest.fixture
+    async def twin(self, path: Path) -> AsyncIterator[Twin]:
+        """Durables over the same file, each with connections of its own: other processes."""
+        from durability.sqlite import open_database
+
+        opened: list[SqliteDatabase] = []
+
+        async def twin() -> Durable:
+            opened.append(await open_database(path))
+            return SqliteDurable(SqliteCheckpointer(opened[-1]), SqliteScheduler(opened[-1]))
+
+        yield twin
+        for database in opened:
+            await database.close()
+
+    async def test_a_schedule_added_by_another_process_wakes_a_sleeping_worker(
+        self, durable: Durable, twin: Twin
+    ) -> None:
+        await a_schedule_added_elsewhere_wakes_a_worker(durable, twin)
 
 
 class TestSqliteBounds(BoundsContract):
