@@ -244,6 +244,45 @@ def _wakeups(where: Path) -> str:
             f"{' '.join(parts)}")
 
 
+def _lifecycle(where: Path) -> str:
+    from experiments.readers.reading import summary
+    from experiments.readers.summaries.lifecycle import races
+
+    t = summary("lifecycle", where)
+    backends = list(dict.fromkeys(t["backend"]))
+
+    def each(case: str, metric: str, q: str = "p50") -> str:
+        found = []
+        for b in backends:
+            rows = t[(t["backend"] == b) & (t["case"] == case) & (t["metric"] == metric)]
+            if len(rows):
+                r = rows.iloc[0]
+                found.append(f"{b} {_told(Interval(r[q], r[q + '_lo'], r[q + '_hi'], r['n']))}")
+        return ", ".join(found)
+
+    raced = races(frame("lifecycle", where)).set_index("backend")
+    bad = float((raced["both"] + raced["lost"]).sum())
+    n = int(t["n"].max()) if len(t) else 0
+    race = (f"Of {number(raced['races'].max())} cancels raced against a pass's last write on "
+            "each store, " + ("none had both or neither win" if bad == 0 else
+                              f"{number(bad)} had both or neither win")
+            + " (the cancel won " + ", ".join(f"{b} {number(raced.at[b, 'cancel_won'])}"
+                                              for b in raced.index)
+            + "; the rest the pass), and no cancelled blocked workflow ran a step when its "
+            "input came" + ("" if float(raced["revived"].sum()) == 0 else
+                            f" but {number(float(raced['revived'].sum()))}") + ".")
+    return ("**Cancel and result** ([`results/lifecycle.csv`](results/lifecycle.csv), a worker "
+            f"and its client in one process, {n} samples each, medians in ms with their "
+            f"{LEVEL:.0%} intervals). A pass cancelled mid-step is never cut short: it stops at "
+            f"its next write, {each('mid-step', 'after_effect')} after its step's effect ends "
+            f"(p99 {each('mid-step', 'after_effect', 'p99')}). A sleeper or a blocked one has "
+            "no pass to stop: the cancel itself takes it off the timer or its wait and writes "
+            f"`cancelled`, a call of {each('sleeper', 'cancel')} for a sleeper. A waiter in "
+            "`durable.result` returns "
+            f"{each('result', 'to_result')} after the completing pass's body returned, the "
+            f"ending's write included (p99 {each('result', 'to_result', 'p99')}). {race}")
+
+
 def _scaling(where: Path) -> str:
     from experiments.readers.summaries.scaling import FLAT, costs
 
@@ -392,6 +431,7 @@ SECTIONS: dict[str, tuple[tuple[str, ...], Callable[[Path], str]]] = {
     "idle": (("idle",), _idle),
     "growth": (("growth",), _growth),
     "wakeups": (("wakeups",), _wakeups),
+    "lifecycle": (("lifecycle",), _lifecycle),
     "scaling": (("scaling",), _scaling),
     "scale-out": (("scale-out",), _scale_out),
     "design": (("latency", "idle", "growth"), _design),

@@ -615,9 +615,33 @@ def _contention(frame: Any, summary: Any) -> list[View]:
                          ("per pass; ms: execution time in the server",))]
 
 
+def _lifecycle(frame: Any, summary: Any) -> list[View]:
+    from experiments.readers.figures import in_order
+    from experiments.readers.summaries.lifecycle import COUNTS, races
+
+    level = f"{LEVEL:.0%}"
+    rows = [{"backend": r["backend"], "timing": r["what"], "n": number(r["n"]),
+             f"p50 ms ({level})": _with(r["p50"], r["p50_lo"], r["p50_hi"]),
+             f"p99 ms ({level})": _with(r["p99"], r["p99_lo"], r["p99_hi"])}
+            for _, r in summary.iterrows()]
+    counted = in_order(races(frame))
+    race = [{"backend": r["backend"], **{c: number(r[c]) for c in COUNTS}}
+            for _, r in counted.iterrows()]
+    return [View("lifecycle", "A cancel's time to stopped, and ending to result",
+                 _frame(rows, ["backend", "timing"]),
+                 (f"intervals: bootstrap over the samples, {level}; a p99 of fewer than 100 "
+                  "samples is their largest",)),
+            View("lifecycle-race", "Cancels raced against a pass's last write",
+                 _frame(race, ["backend"]),
+                 ("both (cancel said True, the workflow completed) and lost (cancel said "
+                  "False, it never completed) must be 0; revived: a cancelled blocked "
+                  "workflow that ran a step once given its input (must be 0)",))]
+
+
 _VIEWS: dict[str, Callable[[Any, Any], list[View]]] = {
     "latency": _latency, "throughput": _throughput, "takeover": _takeover, "idle": _idle,
     "growth": _growth, "scaling": _scaling, "wakeups": _wakeups, "contention": _contention,
+    "lifecycle": _lifecycle,
 }
 
 

@@ -558,9 +558,11 @@ The Redis design document ends with a table of six rows comparing `RedisStreamSc
 `RedisSetScheduler` (as published: polling). Here each cell is backed by a measurement or a
 count from the lab, with two more columns: this project's sorted set *with its doorbell*, and
 Postgres with notifications. Below each row: whether the measurement confirms the document,
-refutes it, or changes the answer.
+refutes it, or changes the answer. A seventh row is this project's own, not the document's:
+what a cancel and a waited-for result cost each design.
 """),
-    code("run_line('latency', 'idle', 'growth', 'takeover', 'throughput', 'wakeups')"),
+    code("run_line('latency', 'idle', 'growth', 'takeover', 'throughput', 'wakeups', "
+         "'lifecycle')"),
     code("""
 import pandas
 from experiments.readers.choosing import comparison

@@ -43,6 +43,8 @@ EXPECTED = {
                    "statements_per_op", "statement_calls", "waiting"},
     "scale-out": {"passes_per_s", "node_cpu_per_pass", "node_commands_per_pass",
                   "busiest_share", "busiest_cpu_per_pass"},
+    "lifecycle": {"cancel", "to_stopped", "after_effect", "to_result", "races", "both", "lost",
+                  "revived"},
 }
 #: The experiments that ask their question of one store alone (none of memory's or SQLite's).
 ONE_STORE = ("contention",)
@@ -67,6 +69,8 @@ def _small(name: str, params: dict[str, Any]) -> dict[str, Any]:
         return {**params, "size": 50}
     if name == "wakeups":
         return {**params, "races": 10}
+    if name == "lifecycle":
+        return {**params, "samples": 4, "races": 10}
     return params
 
 
@@ -106,6 +110,16 @@ async def test_every_experiment_gives_well_formed_rows(lab: Lab, name: str, back
         wakeups = next(r["value"] for r in rows if r["metric"] == "wakeups")
         assert completed >= wakeups  # every wakeup was a pass
         assert [r for r in rows if r["metric"] == "entries"][-1]["value"] == 0  # drained
+    if name == "lifecycle":
+        counted = {r["metric"]: r["value"] for r in rows if r["unit"] == "count"}
+        assert counted["races"] == 10
+        # One ending wins, every time: never both, never neither; a cancelled one stays so.
+        assert counted["both"] == counted["lost"] == counted["revived"] == 0
+        assert counted["cancel_won"] + counted["pass_won"] == 10
+        timed = [r for r in rows if r["unit"] == "ms"]
+        assert len([r for r in timed if r["metric"] == "to_stopped"]) == 3 * 4
+        assert len([r for r in timed if r["metric"] == "to_result"]) == 4
+        assert all(r["value"] >= 0 for r in timed if r["metric"] != "after_effect")
 
 
 async def test_a_wakeup_given_without_a_wakeup_is_counted_lost(lab: Lab) -> None:
