@@ -363,12 +363,17 @@ def _scale_out(where: Path) -> str:
                 f"{number(at(backend, most, 1, 'nodes_cpu_per_pass'))} ms: its ceiling is "
                 f"{_told(slot)}")
         if top > 1:
-            spread = ceiling(backend, most, top)
-            text += (f"; at {top} shards it is {_told(spread)} against the "
-                     f"{number(most * one.estimate)} an even split at no extra cost would give "
-                     f"(busiest share {at(backend, most, top, 'busiest_share'):.0%}, the nodes' "
-                     f"CPU per pass {number(at(backend, most, top, 'nodes_cpu_per_pass'))} ms "
-                     "summed)")
+            # The best sharded layout is said first, then the most shards where they differ.
+            layouts = sorted(int(s) for s in set(t["shards"]) if s > 1)
+            best = max(layouts, key=lambda s: at(backend, most, s))
+            said = [best] + ([top] if top != best else [])
+            text += f"; at {best} shards it is " + f", at {top} shards ".join(
+                f"{_told(ceiling(backend, most, s))} (busiest share "
+                f"{at(backend, most, s, 'busiest_share'):.0%}, the nodes' CPU per pass "
+                f"{number(at(backend, most, s, 'nodes_cpu_per_pass'))} ms summed)"
+                for s in said)
+            text += (f", against the {number(most * one.estimate)} an even split at no extra "
+                     "cost would give")
         parts.append(text + ".")
     checked = check(frame("scale-out", where))
     checks = [f"{r.backend} at {r.shards} shard{'s' if r.shards > 1 else ''}: the nodes' CPU "
@@ -379,7 +384,8 @@ def _scale_out(where: Path) -> str:
               f"{_told(Interval(r.rate, r.rate_lo, r.rate_hi, 1))} times"
               + (" (one run a side: no interval)" if r.rate_lo != r.rate_lo else "")
               for r in checked.itertuples()]
-    added = [r.backend for r in checked.itertuples() if r.nodes_cpu_lo > 1]
+    added = [f"{r.backend} at {r.shards} shard{'s' if r.shards > 1 else ''}"
+             for r in checked.itertuples() if r.nodes_cpu_lo > 1]
     busy = float(t["busy"].max())
     sharded = bool(t["shards_option"].all()) if "shards_option" in t else True
     return ("**Scale-out** ([`scale-out.ipynb`](notebooks/scale-out.ipynb)). A Redis node runs "
