@@ -70,6 +70,13 @@ def unavailable(error: BaseException) -> bool:
         )
         if isinstance(error, gone):
             return True
+    if "durability.redis.replicas" in sys.modules:
+        from durability.redis.replicas import NotAcknowledged
+
+        # Written on the primary, not yet on enough replicas (one is being replaced, say): the
+        # same first-writer-wins write asked again answers once they have it.
+        if isinstance(error, NotAcknowledged):
+            return True
     if "psycopg" in sys.modules:
         import psycopg
 

@@ -336,7 +336,10 @@ class MemoryCheckpointer:
         workflow = self._get(holder.workflow)
         if workflow.claim.token != holder.token:
             return False
-        self._write(workflow, key, encoded, self._clock())
+        if key not in workflow.records:  # first writer wins; nothing to decode back
+            workflow.records[key] = (encoded, self._clock())
+            for bell in self._bells.get(holder.workflow, ()):
+                bell.set()
         self._stand(holder, state, detail)
         workflow.claim.until = NEVER
         return True

@@ -26,7 +26,14 @@ class SplitDurable(Inspected):
     with nothing to wake them, rather than a wakeup that would re-run every effect from nothing.
     """
 
-    __slots__ = ("_checkpointer", "_ledger", "_scheduler", "_settle_release", "_traffic")
+    __slots__ = (
+        "_checkpointer",
+        "_end_settle_release",
+        "_ledger",
+        "_scheduler",
+        "_settle_release",
+        "_traffic",
+    )
 
     def __init__(
         self, checkpointer: Checkpointer, scheduler: Scheduler, traffic: Traffic | None = None
@@ -37,6 +44,7 @@ class SplitDurable(Inspected):
         self._settle_release = (
             checkpointer.settle_release if isinstance(checkpointer, SettlingRelease) else None
         )
+        self._end_settle_release = getattr(checkpointer, "end_settle_release", None)
         self._scheduler = scheduler
         self._traffic = traffic if traffic is not None else Traffic()
 
@@ -86,7 +94,7 @@ class SplitDurable(Inspected):
         """The ending recorded under the claim, then `finish_settled`: one call where the
         checkpointer can (the memory store's `end_settle_release`), else a `record` first,
         whose fence refuses a pass a cancel or a newer claim has superseded."""
-        ending = getattr(self._checkpointer, "end_settle_release", None)
+        ending = self._end_settle_release
         if ending is not None:
             if not await ending(holder, key, value, state, detail):
                 return False

@@ -62,7 +62,8 @@ def _parser() -> argparse.ArgumentParser:
     chaos.add_argument("--profile", choices=("ci", "quick", "full"),
                        help="how big (default full; --quick is --profile quick)")
     chaos.add_argument("--backends", help="comma-separated: redis-stream, redis-set, postgres,"
-                       " sqlite, or one Redis persistence (redis-set/none); default all")
+                       " sqlite, redis-stream-cluster, or one configuration (redis-set/none,"
+                       " redis-stream-cluster/wait); default all")
     chaos.add_argument("--workflows", type=int, help="override the profile's workflow count")
     _destination(chaos, "the folder to write chaos.csv/json",
                  "a full profile only, if full runs are there")

@@ -11,9 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["CLEANUP", "EXPERIMENTS", "KEYS", "PHASES", "RECOVERIES", "Recovery", "tick_for"]
+__all__ = ["CLEANUP", "EXPERIMENTS", "KEYS", "PHASES", "RECOVERIES", "Recovery", "module_name",
+           "tick_for"]
 
-EXPERIMENTS = ("latency", "idle", "growth", "takeover", "throughput", "scaling", "wakeups")
+EXPERIMENTS = ("latency", "idle", "growth", "takeover", "throughput", "scaling", "wakeups",
+               "contention", "scale-out", "lifecycle")
+
+
+def module_name(experiment: str) -> str:
+    """The module an experiment's measure and summary are named for (`scale-out`:
+    `scale_out`): its name as a Python module may spell it."""
+    return experiment.replace("-", "_")
 
 # -- growth ------------------------------------------------------------------------------------
 

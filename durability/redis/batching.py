@@ -20,13 +20,17 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 
+from durability.checks import to_ms
 from durability.redis.cluster_lanes import NodeLanes, redirected
+from durability.redis.replicas import replicated
 from durability.redis.shared_connection import SharedConnection, Unsendable
 from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 from durability.storekit.outage import Unanswered
 
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
+
+    from durability.redis.replicas import Acknowledged
 
 __all__ = ["ScriptBatcher", "SharesBatches"]
 
@@ -51,12 +55,19 @@ class ScriptBatcher:
     their slot and each group is one pipeline on a lane to that node (`NodeLanes`); a call
     redirected or refused for now goes again through the cluster client, as does a call for a
     node the client knows no lane to.
+
+    With `want` (writes that wait for replicas) each pipeline ends with one `WAIT`, which
+    counts every write before it on that connection: a turn's writes wait for the replicas
+    together, and each call that ran is answered only if they have it (`NotAcknowledged`
+    otherwise). Only made so for a single node (`sending.Sender`): a cluster's acknowledged
+    writes are each a pipeline of their own.
     """
 
-    __slots__ = ("_client", "_lanes", "_shared", "_turns")
+    __slots__ = ("_client", "_lanes", "_shared", "_turns", "_want")
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, want: Acknowledged | None = None) -> None:
         self._client = client
+        self._want = want
         self._turns: Coalescer[_Run, Any] = Coalescer(self._send, MOST)
         self._shared: SharedConnection | None = None
         self._lanes: NodeLanes | None = None
@@ -113,11 +124,15 @@ class ScriptBatcher:
     async def _send_on(
         self, shared: SharedConnection, calls: list[_Call], reloaded: bool = False
     ) -> None:
-        commands = [
+        commands: list[tuple[Any, ...]] = [
             ("EVALSHA", script.sha, len(keys), *keys, *args) for (script, keys, args), _ in calls
         ]
+        want = self._want
+        if want is not None:
+            commands.append(("WAIT", want.replicas, to_ms(want.timeout)))
         try:
-            results = await shared.execute(commands)
+            results = await shared.execute(
+                commands, waits=0.0 if want is None else want.timeout.total_seconds())
         except Unsendable as refused:  # nothing was sent: that call fails, the others go on
             fail([calls[refused.index]], refused)
             rest = calls[: refused.index] + calls[refused.index + 1 :]
@@ -131,6 +146,7 @@ class ScriptBatcher:
             if not isinstance(error, Exception):
                 raise
             return
+        short = None if want is None else replicated(results.pop(), want)
         unloaded: list[_Call] = []
         moved: list[_Call] = []
         for call, result in zip(calls, results, strict=True):
@@ -140,6 +156,8 @@ class ScriptBatcher:
                 moved.append(call)  # not run on that node: the cluster client sends it on
             elif isinstance(result, Exception):
                 fail([call], result)
+            elif short is not None:  # it ran, on the primary alone as far as anyone knows
+                fail([call], short)
             else:
                 settle(call[1], result)
         if moved:

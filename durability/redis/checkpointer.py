@@ -326,7 +326,7 @@ class RedisCheckpointer:
         """End what this checkpointer started: the batches under way are let finish (at most
         `storekit.chores.ENDING`), and their connection's reader stops. The client is the
         caller's to close, after."""
-        await self._sender.batcher.close()
+        await self._sender.close()
 
     def keys(self, workflow: str) -> tuple[str, str, str]:
         """The records, claim and order keys of `workflow` in this checkpointer's namespace."""

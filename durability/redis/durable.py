@@ -25,6 +25,7 @@ from durability.redis.marker import Marker
 from durability.redis.set_scheduler import RedisSetScheduler
 from durability.redis.stream_scheduler import GLANCE, RedisStreamScheduler
 from durability.redis.taking import Taker
+from durability.redis.wakeups import Wakeups
 from durability.split import SplitDurable
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
@@ -46,6 +47,9 @@ class RedisDurable(SplitDurable):
     | `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
     | `finish_settled` | `settle`, `release`, the done (`settled_template.lua`) | the three |
     | `take` | the scheduler's read (not blocking), then `claim.lua` | `next_ready`, `claim` |
+
+    With `Acknowledged` the wakeup of `arrive` and `deliver` waits for the replicas too
+    (`wakeups.Wakeups`); `finish`'s done does not: a lost done is one extra pass.
 
     `take` tries the one script first (a busy worker starts each pass in one round trip). When it
     finds nothing, on the stream it waits in one pipeline on a connection kept for it (a
@@ -79,6 +83,7 @@ class RedisDurable(SplitDurable):
 
     __slots__ = (
         "_busy", "_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts", "_taker",
+        "_wakeups",
     )
 
     def __init__(
@@ -109,12 +114,18 @@ class RedisDurable(SplitDurable):
         taking = self._joined and scheduler.shards == 1
         self._taker = Taker(checkpointer, scheduler, self._scripts) if taking else None
         self._busy = False  # the last `take_up_to` that looked found work
+        # Where writes wait for replicas, so does the wakeup an arrive or deliver answers for:
+        # a record on the replica with its wakeup lost would be a workflow nobody runs.
+        want = checkpointer.acknowledged
+        self._wakeups = None if want is None else Wakeups(scheduler.redis, scheduler, want)
 
     async def close(self) -> None:
         """End what this durable and its checkpointer started (a waiting take's reader, the
         batches under way); the client is the caller's to close, after."""
         if self._taker is not None:
             await self._taker.close()
+        if self._wakeups is not None:
+            await self._wakeups.close()
         await self._redis_checkpointer.close()
 
     @property
@@ -128,6 +139,13 @@ class RedisDurable(SplitDurable):
         return self._joined
 
     async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+        if self._wakeups is not None:
+            try:
+                recorded = await self._redis_checkpointer.supply(workflow, key, value)
+                await self._wakeups.wake(workflow)
+            except Unanswered as error:
+                raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
+            return recorded
         if not self._joined:  # two calls: SplitDurable says what a lost answer means
             return await super().arrive(workflow, key, value)
         try:
@@ -139,6 +157,13 @@ class RedisDurable(SplitDurable):
         return self._redis_checkpointer.calls.supplied(reply, encoded)
 
     async def deliver(self, workflow: str, value: object) -> Entry:
+        if self._wakeups is not None:
+            try:
+                entry = await self._redis_checkpointer.append(workflow, value)
+                await self._wakeups.wake(workflow)
+            except Unanswered as error:
+                raise delivery_unknown(error, workflow) from error.__cause__
+            return entry
         if not self._joined:
             return await super().deliver(workflow, value)
         try:

@@ -27,6 +27,8 @@ from durability.redis.durable import RedisDurable
 from durability.redis.namespace import DEFAULT, check_namespace
 from durability.redis.packed_connection import PackedConnection
 from durability.redis.pooling import MOST, TidyPool
+from durability.redis.replicas import Acknowledged
+from durability.redis.replicas import read as read_replicas
 from durability.redis.set_scheduler import RedisSetScheduler
 from durability.redis.shards import MOST_SHARDS
 from durability.redis.stream_scheduler import RedisStreamScheduler
@@ -39,6 +41,7 @@ __all__ = ["OPTIONS", "RedisUrl", "open_url"]
 #: The options of a Redis URL that are ours rather than redis-py's.
 OPTIONS = (
     "scheduler", "namespace", "doorbell", "cluster", "trim_every_ms", "call_timeout_ms", "shards",
+    "replicas", "replicas_timeout_ms",
 )
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -75,6 +78,7 @@ class RedisUrl:
     doorbell: bool
     trim_every: timedelta | None
     namespace: str
+    replicas: Acknowledged | None  # what each acknowledged write waits for
     where: str  # host:port/db, for messages
     bound: float  # each call's bound, in seconds
     target: str  # the URL handed to redis-py: its own options only
@@ -108,11 +112,12 @@ class RedisUrl:
                 f"doorbell must be 'on' or 'off', and only with scheduler=set: {url!r}"
             )
         namespace = check_namespace(ours.get("namespace", DEFAULT))
+        replicas = read_replicas(ours, opening.shown)
         where = _where(opening, parts, rest)
         bound = opening.call_timeout(ours).total_seconds()
         tls = parts.scheme == "rediss"
         return cls(
-            kind, tls, cluster, doorbell == "on", trim_every, namespace, where, bound,
+            kind, tls, cluster, doorbell == "on", trim_every, namespace, replicas, where, bound,
             opening.rebuilt(rest), rest, _shards(ours.get("shards", "1"), opening.shown),
         )
 
@@ -186,6 +191,8 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
     | `trim_every_ms` | how often a worker reading the stream trims it (1 s; `off`: never) |
     | `call_timeout_ms` | how long one call waits for its answer (10 s) |
     | `shards` | how many hash tags the queue and the standings are split over (1 to 256; 1) |
+    | `replicas` | `N` (0 to 16): each checkpoint write, and an arrive's wakeup, waits for N |
+    | `replicas_timeout_ms` | how long each of those writes waits for its replicas (1 s) |
 
     and the options redis-py's `from_url` takes for the connection the scheme picks.
     """
@@ -208,7 +215,7 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
                 f"could not connect to Redis at {read.where}: {error}"
             ) from error
         checkpointer = RedisCheckpointer(
-            redis=client, namespace=read.namespace, shards=read.shards
+            redis=client, namespace=read.namespace, shards=read.shards, durable=read.replicas
         )
         durable = RedisDurable(checkpointer, scheduler, traffic)
         async with contextlib.AsyncExitStack() as upkeep:

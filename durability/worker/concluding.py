@@ -15,7 +15,6 @@ from durability.children import delivery, parent_of
 from durability.codec import Unencodable
 from durability.endings import Ended, completion, ending_key
 from durability.faults import StoreDown, patiently
-from durability.interfaces import FinishingEnded
 from durability.signals import Fenced, Interruption
 from durability.values import Pass
 from durability.worker.crew import Crew
@@ -79,10 +78,10 @@ async def finish_ended(
     """The ending `record` written as `key` with the finish (`FinishingEnded`), asked
     patiently; False if the claim was no longer the pass's, None if the store stayed down or
     refused it (the delivery lapses, or is answered, and a later pass ends it)."""
-    durable = crew.durable
+    durable = crew.ending  # asked once per worker: a protocol check costs more than a pass
     workflow = holder.workflow
     delivery = running.delivery
-    if not isinstance(durable, FinishingEnded):
+    if durable is None:
         try:
             await patiently(
                 crew.checkpointer, workflow, lambda: crew.checkpointer.record(holder, key, record)
@@ -107,7 +106,7 @@ async def finish_ended(
         # Refused outright (not a passing fault): finish without it, as `Crew.finish` does
         # with a standing; the next wakeup's pass replays the body and ends it again.
         log.exception("the store refused finishing %s with its ending; finishing without", workflow)
-        await durable.finish(holder, delivery)
+        await crew.durable.finish(holder, delivery)
         return None
 
 

@@ -18,6 +18,7 @@ from durability.faults import StoreDown, patiently
 from durability.interfaces import (
     Checkpointer,
     Durable,
+    FinishingEnded,
     Ledger,
     Retaining,
     Scheduler,
@@ -101,6 +102,10 @@ class Crew:
         if self.ledger is not None and isinstance(durable, Settling):
             self.settling = durable
         self.retaining = self.checkpointer if isinstance(self.checkpointer, Retaining) else None
+        #: Writes a completed pass's ending with its finish (`concluding`), else None.
+        self.ending: FinishingEnded | None = (
+            durable if isinstance(durable, FinishingEnded) else None
+        )
         # A queue that keeps answered wakeups until trimmed (the stream) is trimmed by the
         # worker that answers them, after it has, so an idle worker sends no trims at all.
         self.trimmed: Trimmed | None = None

@@ -25,7 +25,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from experiments.catalogue import EXPERIMENTS
+from experiments.catalogue import EXPERIMENTS, module_name
 from experiments.commands.overrides import apply
 from experiments.commands.progress import bars
 from experiments.harness.backends import Backend
@@ -42,7 +42,7 @@ __all__ = ["module", "run", "versions"]
 def module(name: str) -> ModuleType:
     if name not in EXPERIMENTS:
         raise BadInput(f"no experiment {name!r}; choose from {', '.join(EXPERIMENTS)}")
-    return importlib.import_module(f"experiments.measures.{name}")
+    return importlib.import_module(f"experiments.measures.{module_name(name)}")
 
 
 def skip_reason(lab: Lab, backend: Backend) -> str | None:
@@ -135,9 +135,12 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
     load = os.getloadavg()
     plan: list[tuple[Backend, dict[str, Any]]] = []
     skipped: dict[str, str] = {}
-    chosen = [b for b in backends if b.applies(name)]
-    # a backend named that this experiment leaves out is said to be, as one that cannot run
-    # here is: a run never drops a backend without a word
+    # A backend the experiment has no configuration for is not chosen, and so no server is
+    # started for it (`contention` asks its questions of one store's own accounts); one it
+    # leaves out is said to be, as one that cannot run here is: a run never drops a backend
+    # without a word.
+    chosen = [b for b in backends if b.applies(name)
+              and experiment.configurations(b, lab.quick)]
     skipped.update({b.name: f"not in {name}: {b.left_out(name)}" for b in backends
                     if not b.applies(name)})
     for backend in chosen:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from experiments.harness.backends import BACKENDS, Backend, Place
+from experiments.harness.clusters import Replicated, replicated
 from experiments.harness.lab import Agent, AgentFailed, Lab, cpu_calibration
 from experiments.harness.servers import Restartable, Servers
 from experiments.results import RESULTS, write
@@ -50,11 +51,25 @@ TITLE = "chaos: kills, cuts and restarts under load, then an audit"
 #:   wipe) instead of the others;
 #: - `postgres`: worker SIGKILLs, `pg_terminate_backend`, Postgres restarted (immediate or fast
 #:   shutdown);
-#: - `sqlite`: worker SIGKILLs only (no server to restart, no connection to cut).
+#: - `sqlite`: worker SIGKILLs only (no server to restart, no connection to cut);
+#: - `redis-stream-cluster` on 3 masters with a replica each (`clusters.Replicated`): worker
+#:   SIGKILLs, `CLIENT KILL`, and a master SIGKILLed so its replica is promoted (then started
+#:   again, as a replica). With `wait` every acknowledged write waits for a replica
+#:   (`replicas=1`), so nothing acknowledged may be lost; with `nowait` a loss is allowed if the
+#:   audit finds it (the store cannot know).
 CONFIGURATIONS: tuple[tuple[str, str], ...] = (
     ("redis-stream", "aof"), ("redis-stream", "none"), ("redis-set", "aof"),
     ("redis-set", "none"), ("postgres", "-"), ("sqlite", "-"),
+    ("redis-stream-cluster", "wait"), ("redis-stream-cluster", "nowait"),
 )
+#: The queue's shards on the cluster: one per master, so a master's death takes a part of it.
+SHARDS = 3
+#: What the durable arm adds to the store's URL: a write returns once a replica has it.
+WAITING = "replicas=1&replicas_timeout_ms=1000"
+#: How long a master about to be killed runs cut off from its replica (`Chaos._failover`).
+CUT_OFF_S = 0.3
+#: Why the audit allows a workflow of the `nowait` arm to be missing.
+FAILED_OVER = "acknowledged, then lost in a failover without WAIT (found by the audit)"
 
 
 @dataclass(frozen=True)
@@ -172,9 +187,11 @@ class Store:
     server, read the counters the `transact` steps kept in it."""
 
     def __init__(self, backend: Backend, place: Place, server: Restartable | None,
-                 counters: str, sqlite_path: Path | None) -> None:
+                 counters: str, sqlite_path: Path | None,
+                 cluster: Replicated | None = None) -> None:
         self.backend, self.place, self.server = backend, place, server
         self.counters, self.sqlite_path = counters, sqlite_path
+        self.cluster = cluster
 
     @property
     def url(self) -> str:
@@ -201,6 +218,17 @@ class Store:
 
     async def cut(self) -> int:
         """Terminate every client connection but our own; how many went."""
+        if self.cluster is not None:
+            import redis.asyncio as redis
+
+            cut = 0
+            for port in self.cluster.roles():
+                client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+                try:
+                    cut += int(await client.client_kill_filter(_type="normal", skipme=True))
+                finally:
+                    await client.aclose()
+            return cut
         if self.backend.store == "redis":
             import redis.asyncio as redis
 
@@ -218,6 +246,19 @@ class Store:
 
     async def counts(self, workflows: list[str]) -> dict[str, int]:
         """Each workflow's counter as the store holds it (missing: not there)."""
+        if self.cluster is not None:
+            from redis.asyncio.cluster import RedisCluster
+
+            cluster = RedisCluster.from_url(self.url.split("?")[0], socket_timeout=10)
+            try:
+                held: dict[str, int] = {}
+                for w in workflows:  # each counter in its workflow's own slot
+                    value = await cluster.get(f"{self.counters}:{{{w}}}")
+                    if value is not None:
+                        held[w] = int(value)
+                return held
+            finally:
+                await cluster.aclose()
         if self.backend.store == "redis":
             import redis.asyncio as redis
 
@@ -290,6 +331,12 @@ class Chaos:
         #: How long a worker may take to answer the health check's `mark` before it is
         #: reported hung (two thirds of it for the final check).
         self.patience_s = 30.0
+        self.last_failover: int | None = None  # ns: when the last failover was over
+        #: The store's URL options this configuration adds: on the cluster the queue sharded
+        #: over its masters (`SHARDS`), and the durable arm's `replicas`.
+        options = [f"shards={SHARDS}"] if backend.server == "cluster" else []
+        options += [WAITING] if persistence == "wait" else []
+        self.options = "&".join(options)
 
     # -- processes ------------------------------------------------------------------------
 
@@ -298,7 +345,7 @@ class Chaos:
             try:
                 return await self.stack.enter_async_context(self.lab.agent(
                     self.backend, self.store.place, lease_ms=self.profile.lease_s * 1000,
-                    role=role, housekeeping=role == "worker"))
+                    role=role, housekeeping=role == "worker", options=self.options))
             except AgentFailed:
                 if attempt == 9:
                     raise
@@ -481,6 +528,8 @@ class Chaos:
         restart is a wipe, which comes once (`_monkey`)."""
         if self.backend.store == "sqlite":
             return [("worker-kill", 1.0)]
+        if self.store.cluster is not None:
+            return [("worker-kill", 0.4), ("connections-cut", 0.2), ("failover", 0.4)]
         if self.persistence == "none":
             return [("worker-kill", 0.6), ("connections-cut", 0.4)]
         return [("worker-kill", 0.5), ("connections-cut", 0.3), ("server-restart", 0.2)]
@@ -490,6 +539,9 @@ class Chaos:
         # Each kind once first, in a random order, so even a short run meets every one.
         first = list(kinds)
         self.rng.shuffle(first)
+        if "failover" in first:  # the fault this configuration is about comes first (popped)
+            first.remove("failover")
+            first.append("failover")
         wipe_after = int(self.profile.workflows * 0.4) if self.persistence == "none" else None
         while self.submitting:
             pause = self.rng.expovariate(1 / self.profile.fault_every_s)
@@ -505,6 +557,8 @@ class Chaos:
             kind = first.pop() if first else self.rng.choices(kinds, weights)[0]
             if kind == "worker-kill":
                 await self.kill_worker()
+            elif kind == "failover":
+                await self._failover()
             elif kind == "connections-cut":
                 at = time.time_ns()
                 cut = await self.store.cut()
@@ -531,6 +585,54 @@ class Chaos:
         await self.start_worker()
         self.faults.append(Fault("worker-kill", at, time.time_ns(),
                                  f"worker {victim.serial}", pid))
+
+    async def _failover(self) -> None:
+        """SIGKILL a master; wait for the cluster to promote its replica; start it again (it
+        comes back as the replica of the node that replaced it) and wait until it is in step."""
+        cluster = self.store.cluster
+        assert cluster is not None
+        roles = await asyncio.to_thread(cluster.roles)
+        victim = self.rng.choice(sorted(p for p, role in roles.items() if role == "master"))
+        # Its replica cut off first, for a moment: held still (SIGSTOP) and its link dropped,
+        # so what the master acknowledges meanwhile reaches no replica, the window a failover
+        # loses. (A dropped link alone is back with the backlog's writes within milliseconds:
+        # on loopback the window would be a fraction of a millisecond.)
+        replica = await asyncio.to_thread(cluster.replica_of, victim)
+        if replica is not None:
+            cluster.pause(replica, paused=True)
+        try:
+            await self._unlink(victim)
+            await asyncio.sleep(CUT_OFF_S)
+            at = cluster.kill(victim)
+        finally:
+            if replica is not None:
+                cluster.pause(replica, paused=False)
+
+        def promoted() -> float:
+            while True:
+                masters = [p for p, role in cluster.roles().items() if role == "master"]
+                if len(masters) == len(cluster.ports) // 2:
+                    return (time.time_ns() - at) / 1e9
+                time.sleep(0.05)
+
+        took = await asyncio.wait_for(asyncio.to_thread(promoted), 60)
+        await asyncio.to_thread(cluster.start, victim)
+        await asyncio.to_thread(cluster.settled)
+        self.last_failover = time.time_ns()
+        self.faults.append(Fault("failover", at, self.last_failover,
+                                 f"master {victim} cut from its replica for {CUT_OFF_S:g} s,"
+                                 f" SIGKILLed, replica promoted in {took:.1f} s"))
+
+    @staticmethod
+    async def _unlink(port: int) -> None:
+        """Drop the replication link of the master on `port` (its replica reconnects)."""
+        import redis.asyncio as redis
+
+        client = redis.Redis(host="127.0.0.1", port=port, socket_timeout=5)
+        try:
+            await client.client_kill_filter(_type="replica")
+        finally:
+            await client.aclose()
 
     async def _restart(self, *, wipe: bool) -> None:
         server = self.store.server
@@ -678,6 +780,8 @@ class Chaos:
         if any(f.kind == "worker-kill" and f.pid == before["pid"] for f in window):
             return "the worker that performed it was SIGKILLed before its record landed"
         for kind, reason in (("wipe", "the store was wiped (its record went with it)"),
+                             ("failover", "a master died, its replica promoted, before the "
+                                          "record landed or was replicated"),
                              ("server-restart", "the server restarted before its record landed"),
                              ("connections-cut", "its connection was cut before its record "
                                                  "landed")):
@@ -734,6 +838,10 @@ class Chaos:
                 lost[plan.lost] += 1
                 continue
             if "done" not in records:
+                if self.persistence == "nowait" and self.last_failover is not None and \
+                        (plan.sent_at or 0) < self.last_failover:
+                    lost[FAILED_OVER] += 1  # its acknowledged writes went with the master
+                    continue
                 problems["not completed"].append(f"{name}: has {sorted(records)}")
                 continue
             completed += 1
@@ -778,6 +886,9 @@ class Chaos:
         if rerun_from_nothing:
             problems["ran again from nothing after the wipe"].append(str(rerun_from_nothing))
         wipes = [f for f in self.faults if f.kind == "wipe"]
+        if lost[FAILED_OVER]:
+            self.detected.append({"by": "the audit (acknowledged, missing after a failover)",
+                                  "at": time.time_ns()})
         if sum(lost.values()) and not self.detected:
             problems["lost without detection"].append(f"{sum(lost.values())} workflows")
         if wipes and not self.detected:
@@ -804,6 +915,7 @@ class Chaos:
             "workers_killed": tally["worker-kill"],
             "connections_cut": tally["connections-cut"],
             "server_restarts": tally["server-restart"] + tally["wipe"],
+            "failovers": tally["failover"],
             "wipes": tally["wipe"],
             "effects_duplicated": duplicated_effects,
             "duplicate_reasons": dict(duplicates),
@@ -863,10 +975,16 @@ async def run_one(lab: Lab, backend: Backend, persistence: str, profile: Profile
     log.mkdir(parents=True)
     kind = {"redis": "redis7", "postgres": "postgres"}.get(backend.store)
     with contextlib.ExitStack() as servers:
+        cluster = None
+        if backend.server == "cluster":
+            cluster = await asyncio.to_thread(servers.enter_context, replicated(log))
+            kind = None
         server = (servers.enter_context(lab.servers.restartable(
             kind, persistence="none" if persistence == "none" else "aof"))
             if kind is not None else None)
         known = await asyncio.to_thread(lambda: server.server) if server else None
+        if cluster is not None:
+            known = await asyncio.to_thread(lambda: cluster.server)
         async with lab.place(backend, known) as (place, _):
             counters = ("public.chaos_counts" if backend.store != "redis"
                         else f"chaos-{place.tag}:count")
@@ -874,7 +992,7 @@ async def run_one(lab: Lab, backend: Backend, persistence: str, profile: Profile
                 counters = "chaos_counts"
             sqlite_path = (Path(place.directory) / f"{place.tag}.db"
                            if backend.store == "sqlite" else None)
-            store = Store(backend, place, server, counters, sqlite_path)
+            store = Store(backend, place, server, counters, sqlite_path, cluster)
             chaos = Chaos(lab, backend, persistence, profile, store, log, report,
                           watch_wipes=watch_wipes)
             return await chaos.run()
@@ -893,6 +1011,7 @@ def rows(backend: Backend, persistence: str, summary: dict[str, Any]) -> list[di
                          ("lost_total", "workflows"), ("workers", "processes"),
                          ("workers_killed", "kills"), ("connections_cut", "cuts"),
                          ("server_restarts", "restarts"), ("wipes", "restarts"),
+                         ("failovers", "failovers"),
                          ("effects_duplicated", "effects"), ("flaky_runs", "runs"),
                          ("retries", "retries"), ("operator_retries", "retries"),
                          ("messages_delivered", "messages"),
@@ -1017,7 +1136,8 @@ def describe(summary: dict[str, Any]) -> str:
     lost = summary["lost_total"]
     line = (f"{summary['completed']}/{summary['workflows']} completed, "
             f"{summary['workers_killed']} workers killed, {summary['connections_cut']} cuts, "
-            f"{summary['server_restarts']} restarts ({summary['wipes']} wipes); "
+            f"{summary['server_restarts']} restarts ({summary['wipes']} wipes), "
+            f"{summary.get('failovers', 0)} failovers; "
             f"{summary['effects_duplicated']} effects repeated; lost {lost}")
     if lost:
         line += (" (detected by " + ", ".join(summary["wipes_detected_by"]) + ")"

@@ -70,6 +70,8 @@ class Backend:
         return self.store == "memory"
 
     def applies(self, experiment: str) -> bool:
+        if experiment in _NODES and self.server != "cluster":
+            return False
         return experiment not in self.skip
 
     def left_out(self, experiment: str) -> str | None:
@@ -77,6 +79,8 @@ class Backend:
         None where it takes part."""
         if self.applies(experiment):
             return None
+        if experiment in _NODES and self.server != "cluster":
+            return "it measures a cluster's nodes one by one, and only a cluster has them"
         return _WHY.get(self.skip, f"{experiment} does not measure {self.name}")
 
     def url(self, place: Place, extra: str = "") -> str:
@@ -96,21 +100,26 @@ class Backend:
 
 _NOT_MEMORY = frozenset({"takeover"})  # one process: nothing to kill and take over from
 #: Polling changes how a reader waits, not what the queue holds: their growth is their twin's.
-_POLLED = frozenset({"growth"})
+#: Nor how a cancel or a result travels (`result` is woken by the ending, polled or not).
+_POLLED = frozenset({"growth", "lifecycle"})
 #: The same scheduler code on another server version: measured where the version matters.
-_SAME_CODE = frozenset({"takeover", "scaling", "wakeups"})
+_SAME_CODE = frozenset({"takeover", "scaling", "wakeups", "lifecycle"})
 #: `scaling` times our stores' own operations (claim + load, take, `wake_due`): a rival has
 #: none of them. Every other experiment asks its question of the rivals too.
-_OURS_ONLY = frozenset({"scaling"})
+_OURS_ONLY = frozenset({"scaling", "lifecycle"})
+#: (`lifecycle` does run there: a cancel and an ending's PUBLISH cross the cluster's slots.)
 _CLUSTER = frozenset({"idle", "growth", "takeover", "scaling", "wakeups"})
+#: What only a backend on a Redis Cluster takes part in: `scale-out` reads each node's counters.
+_NODES = frozenset({"scale-out"})
 #: Why each of the sets above leaves a backend out, as a run says it.
 _WHY = {
     _NOT_MEMORY: "in one process: there is no worker to kill and another to take over",
-    _POLLED: "polling changes how a reader waits, not what the queue holds: its growth is "
-             "its twin's without the poll",
+    _POLLED: "polling changes how a reader waits, not what the queue holds nor how a cancel "
+             "or a result travels: its numbers are its twin's without the poll",
     _SAME_CODE: "the same scheduler code as on Redis 7: measured where the server's version "
                 "matters",
-    _OURS_ONLY: "the experiment times our stores' own operations, which a rival has none of",
+    _OURS_ONLY: "the experiment times our stores' own operations (or cancel and result), "
+                "which a rival has none of",
     _CLUSTER: "a cluster is measured where it changes the answer (latency, throughput)",
 }
 
@@ -156,6 +165,7 @@ BACKENDS: dict[str, Backend] = {
                 about="procrastinate: Postgres, LISTEN/NOTIFY"),
     ]
 }
+
 
 
 def from_environment(text: str | None) -> list[Backend]:

@@ -68,6 +68,8 @@ class Server:
     version: str
     private: bool
     cpu: Callable[[], float | None] = field(default=lambda: None, repr=False)
+    #: A cluster the lab started: each master's own URL (its counters are its own).
+    nodes: tuple[str, ...] = ()
 
     @property
     def host_port(self) -> tuple[str, int]:
@@ -192,6 +194,7 @@ class Servers:
         self.sources = sources
         self._stack = contextlib.ExitStack()
         self._found: dict[str, Server | None] = {}
+        self._clusters: dict[int, Server] = {}
         self.reasons: dict[str, list[str]] = {}
         self._scratch = Path(tempfile.mkdtemp(prefix="durability-lab-"))
         self._scratch.chmod(0o755)  # a Postgres run as its own user must reach its directory
@@ -392,48 +395,83 @@ class Servers:
                 process.kill()
 
     def _cluster_binary(self) -> Server | str:
+        return self._cluster_of(3)
+
+    def cluster(self, masters: int) -> Server:
+        """A private Redis Cluster of `masters` masters (each a `redis-server` on a loopback
+        port of its own, the slots split evenly, no replicas), started once per run and
+        stopped with it; its nodes' URLs in `Server.nodes`. The run's own 3-master cluster
+        (`get("cluster")`) serves for 3 where the lab started it. `RuntimeError` (saying
+        why) if it cannot be started here."""
+        if masters < 1:
+            raise ValueError(f"a cluster has at least one master, not {masters}")
+        if masters not in self._clusters:
+            own = self._found.get("cluster") if masters == 3 else None
+            if own is not None and own.private and own.nodes:
+                self._clusters[masters] = own
+            else:
+                found = self._cluster_of(masters)
+                if isinstance(found, str):
+                    raise RuntimeError(found)
+                self._clusters[masters] = found
+        return self._clusters[masters]
+
+    def _cluster_of(self, masters: int) -> Server | str:
         binary = self._redis_binary("redis7")
-        cli = shutil.which("redis-cli")
-        if binary is None or cli is None:
-            return "a cluster needs redis-server and redis-cli on PATH"
+        if binary is None:
+            return "a cluster needs redis-server 7.x on PATH"
         for attempt in range(3):  # a port taken between the look and the start: another range
             try:
-                return self._cluster_on(binary, cli, free_port(3, bus=True))
+                return self._cluster_on(binary, free_port(masters, bus=True), masters)
             except RuntimeError:
                 if attempt == 2:
                     raise
         raise AssertionError("unreachable")
 
-    def _cluster_on(self, binary: str, cli: str, base: int) -> Server | str:
-        ports = [base, base + 1, base + 2]
+    def _cluster_on(self, binary: str, base: int, masters: int) -> Server:
+        """Started node by node and joined by hand (`CLUSTER MEET`, `ADDSLOTSRANGE`) rather
+        than by `redis-cli --cluster create`, which refuses fewer than three masters."""
+        import redis
+
+        ports = [base + i for i in range(masters)]
         for port in ports:
             conf = self._scratch / f"cluster-{port}.conf"
             self._stack.enter_context(self._redis_process(
                 binary, "--cluster-enabled", "yes", "--cluster-config-file", str(conf),
                 port=port))
-        create = [cli, "--cluster", "create", *(f"{HOST}:{p}" for p in ports),
-                  "--cluster-replicas", "0", "--cluster-yes"]
-        done = subprocess.run(create, capture_output=True, text=True, timeout=60)
-        if done.returncode:
-            return f"redis-cli --cluster create failed: {done.stderr.strip()[:120]}"
-        url = f"redis://{HOST}:{base}/0"
+        clients: list[Any] = [redis.Redis(host=HOST, port=port, socket_timeout=5)
+                              for port in ports]
+        try:
+            for i, (client, port) in enumerate(zip(clients, ports, strict=True)):
+                # Distinct epochs from the start, as `--cluster create` sets them, so no
+                # collision has to be resolved before the slots' owners agree.
+                client.execute_command("CLUSTER", "SET-CONFIG-EPOCH", i + 1)
+                first = i * 16384 // masters
+                last = (i + 1) * 16384 // masters - 1
+                client.execute_command("CLUSTER", "ADDSLOTSRANGE", first, last)
+                if port != ports[0]:
+                    client.execute_command("CLUSTER", "MEET", HOST, ports[0])
+        finally:
+            for client in clients:
+                client.close()
 
         def ready() -> bool:
-            import redis
-
             for port in ports:
                 client = redis.Redis(host=HOST, port=port, socket_timeout=1)
                 try:
-                    if client.cluster("INFO").get("cluster_state") != "ok":
+                    info = client.cluster("INFO")
+                    if (info.get("cluster_state") != "ok"
+                            or int(info.get("cluster_known_nodes", 0)) != masters):
                         raise ConnectionError("cluster not ready")
                 finally:
                     client.close()
             return True
 
-        _await(ready, None, "the cluster", within=30)
-        return Server("cluster", url, f"binary {shown(binary)} x3", redis_version(url),
-                      private=True,
-                      cpu=lambda: _sum(redis_cpu(f"redis://{HOST}:{p}/0")() for p in ports))
+        _await(ready, None, f"the {masters}-master cluster", within=30)
+        nodes = tuple(f"redis://{HOST}:{p}/0" for p in ports)
+        return Server("cluster", nodes[0], f"binary {shown(binary)} x{masters}",
+                      redis_version(nodes[0]), private=True,
+                      cpu=lambda: _sum(redis_cpu(node)() for node in nodes), nodes=nodes)
 
     def _postgres_binary(self) -> Server | str:
         found = _postgres_bin()

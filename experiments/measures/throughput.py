@@ -14,9 +14,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
-from experiments.harness.backends import Backend
+from experiments.harness.backends import Backend, Place
 from experiments.harness.lab import Agent, Counters, Lab, server_requests
 
 NAME = "throughput"
@@ -42,14 +44,95 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
     processes, variant = int(params["processes"]), str(params["variant"])
     count = int(params.get("workflows") or workload(lab.quick))
+    async with lab.place(backend) as (place, server):
+        counters = None
+        if server is not None and server.private:
+            counters = Counters(server, place.base.rsplit("/", 1)[-1])
+        window = await saturate(lab, backend, place, processes, count, variant=variant,
+                                probe=counters.read if counters else None)
+    rows = window.rows()
+    if window.probed is not None and server is not None:
+        counts, server_cpu = Counters.delta(*window.probed)
+        if server.kind != "cluster":  # one node's counters: not the run's requests
+            rows.append({"metric": "server_requests_per_pass",
+                         "value": server_requests(counts, server.kind) / window.passes,
+                         "unit": "1"})
+        if "writes" in counts:  # Postgres: transactions that wrote, each a commit
+            rows.append({"metric": "server_commits_per_pass",
+                         "value": counts["writes"] / window.passes, "unit": "1"})
+        if server_cpu is not None:
+            rows.append({"metric": "server_cpu_per_pass",
+                         "value": server_cpu / window.passes * 1000, "unit": "ms"})
+    return rows
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """What the worker processes said before and after the span they worked through a full
+    queue (`before`, `after`: one `mark` each), and what `probe` read at the same two moments
+    (None without a probe)."""
+
+    before: list[dict[str, Any]]
+    after: list[dict[str, Any]]
+    probed: tuple[Any, Any] | None
+
+    @property
+    def passes(self) -> int:
+        return sum(a["outcomes"] - b["outcomes"] for a, b in zip(self.after, self.before,
+                                                                  strict=True))
+
+    @property
+    def span(self) -> float:
+        """Seconds from the first pass start to the last pass end, across the processes."""
+        starts = [a["first_started"] for a in self.after if a["first_started"]]
+        ends = [a["last_outcome"] for a in self.after if a["last_outcome"]]
+        return float(max(ends) - min(starts)) / 1e9
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The rate, the passes, the span, the workers' CPU per pass and, where the workers
+        count them, their requests and round trips per pass."""
+        passes, pairs = self.passes, list(zip(self.after, self.before, strict=True))
+        cpu = sum(a["cpu"] - b["cpu"] for a, b in pairs)
+        rows: list[dict[str, Any]] = [
+            {"metric": "passes_per_s", "value": passes / self.span, "unit": "1/s"},
+            {"metric": "passes", "value": passes, "unit": "count"},
+            {"metric": "span", "value": self.span, "unit": "s"},
+            {"metric": "worker_cpu_per_pass", "value": cpu / passes * 1000, "unit": "ms"},
+        ]
+        requests = sum(sum(a["requests"].values()) - sum(b["requests"].values())
+                       for a, b in pairs)
+        trips = sum(a["round_trips"] - b["round_trips"] for a, b in pairs)
+        if requests:
+            rows.append({"metric": "requests_per_pass", "value": requests / passes,
+                         "unit": "1"})
+            rows.append({"metric": "round_trips_per_pass", "value": trips / passes,
+                         "unit": "1"})
+            named: dict[str, int] = {}
+            for a, b in pairs:
+                for name in set(a["requests"]) | set(b["requests"]):
+                    sent = a["requests"].get(name, 0) - b["requests"].get(name, 0)
+                    named[name] = named.get(name, 0) + sent
+            rows += [{"metric": "request_per_pass", "request": name, "value": n / passes,
+                      "unit": "1"} for name, n in sorted(named.items()) if n]
+        return rows
+
+
+async def saturate(lab: Lab, backend: Backend, place: Place, processes: int, count: int, *,
+                   variant: str = "default", options: str = "",
+                   probe: Callable[[], Awaitable[Any]] | None = None) -> Window:
+    """`count` one-step workflows preloaded in `place`, then worked off by `processes` worker
+    processes started together (`options`: extra URL options for every store opened); `probe`
+    (a server's counters, say) read just before the workers start and just after the last
+    pass. Every process is stopped before this returns."""
     prefix = f"tp{uuid.uuid4().hex[:6]}"
-    async with lab.place(backend) as (place, server), contextlib.AsyncExitStack() as stack:
+    async with contextlib.AsyncExitStack() as stack:
         # Started together: each is a process to boot and a store to open, a quarter second
         # apiece that nothing here measures.
-        starting = [lab.agent(backend, place, variant=variant) for _ in range(processes)]
+        starting = [lab.agent(backend, place, variant=variant, options=options)
+                    for _ in range(processes)]
         if not backend.in_process:
             starting.append(lab.agent(backend, place, role="client", housekeeping=False,
-                                      variant=variant))
+                                      variant=variant, options=options))
         # Every start settles before a failure is raised, so the stack stops all that began.
         settled = await asyncio.gather(*(stack.enter_async_context(agent) for agent in starting),
                                        return_exceptions=True)
@@ -61,53 +144,15 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
         loader = started[-1]
         await loader.request("preload", prefix=prefix, count=count, concurrency=64,
                              value={"sku": "A-1"}, timeout=900)
-        counters = None
-        if server is not None and server.private:
-            counters = Counters(server, place.base.rsplit("/", 1)[-1])
-        server_before = await counters.read() if counters else None
+        first = await probe() if probe else None
         before = [await w.request("mark") for w in workers]
         await asyncio.gather(*(w.request("work", body="one-step", pool=32) for w in workers))
         await _until_done(workers, count, patience=600)
         after = [await w.request("mark") for w in workers]
-        server_after = await counters.read() if counters else None
+        last = await probe() if probe else None
         for worker in workers:
             await worker.request("stop")
-    starts = [a["first_started"] for a in after if a["first_started"]]
-    ends = [a["last_outcome"] for a in after if a["last_outcome"]]
-    passes = sum(a["outcomes"] - b["outcomes"] for a, b in zip(after, before, strict=True))
-    span = (max(ends) - min(starts)) / 1e9
-    cpu = sum(a["cpu"] - b["cpu"] for a, b in zip(after, before, strict=True))
-    rows: list[dict[str, Any]] = [
-        {"metric": "passes_per_s", "value": passes / span, "unit": "1/s"},
-        {"metric": "passes", "value": passes, "unit": "count"},
-        {"metric": "span", "value": span, "unit": "s"},
-        {"metric": "worker_cpu_per_pass", "value": cpu / passes * 1000, "unit": "ms"},
-    ]
-    requests = sum(sum(a["requests"].values()) - sum(b["requests"].values())
-                   for a, b in zip(after, before, strict=True))
-    trips = sum(a["round_trips"] - b["round_trips"] for a, b in zip(after, before, strict=True))
-    if requests:
-        rows.append({"metric": "requests_per_pass", "value": requests / passes, "unit": "1"})
-        rows.append({"metric": "round_trips_per_pass", "value": trips / passes, "unit": "1"})
-        named: dict[str, int] = {}
-        for a, b in zip(after, before, strict=True):
-            for name in set(a["requests"]) | set(b["requests"]):
-                sent = a["requests"].get(name, 0) - b["requests"].get(name, 0)
-                named[name] = named.get(name, 0) + sent
-        rows += [{"metric": "request_per_pass", "request": name, "value": n / passes,
-                  "unit": "1"} for name, n in sorted(named.items()) if n]
-    if server_before is not None and server_after is not None and server is not None:
-        counts, server_cpu = Counters.delta(server_before, server_after)
-        if server.kind != "cluster":  # one node's counters: not the run's requests
-            rows.append({"metric": "server_requests_per_pass",
-                         "value": server_requests(counts, server.kind) / passes, "unit": "1"})
-        if "writes" in counts:  # Postgres: transactions that wrote, each a commit
-            rows.append({"metric": "server_commits_per_pass",
-                         "value": counts["writes"] / passes, "unit": "1"})
-        if server_cpu is not None:
-            rows.append({"metric": "server_cpu_per_pass", "value": server_cpu / passes * 1000,
-                         "unit": "ms"})
-    return rows
+    return Window(before, after, None if probe is None else (first, last))
 
 
 async def _until_done(workers: list[Agent], count: int, patience: float) -> None:

@@ -1,7 +1,8 @@
 """The design documents' comparison tables, each cell backed by a number from `results/`.
 
 `comparison()` is the Redis document's "Choosing between them" (six rows: waiting for work,
-growth, Redis version, moving parts, losing a wakeup, taking over a dead worker) for the
+growth, Redis version, moving parts, losing a wakeup, taking over a dead worker, and two
+of this project's, scaling past one node and cancel and result) for the
 stream scheduler, the sorted set as published (polling), the sorted set with this project's
 doorbell, and Postgres with notifications; with a verdict per row, computed from the same
 numbers: does the measurement confirm the document, refute it, or change the answer?
@@ -14,12 +15,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from experiments.readers.reading import frame, ms, table
+from experiments.readers.reading import frame, ms, summary, table
 from experiments.readers.summaries.latency import samples
 from experiments.readers.summaries.scaling import FLAT
 from experiments.readers.summaries.takeover import TYPICAL, typical
 from experiments.readers.tables import span
 from experiments.readers.uncertainty import Interval, nested_ratio
+from experiments.results import RESULTS
 
 __all__ = ["COLUMNS", "claims", "comparison"]
 
@@ -36,6 +38,8 @@ class _Numbers:
     """The figures the verdicts are made of, read once from results/."""
 
     def __init__(self, where: Path | None) -> None:
+        import pandas
+
         self.latency = table("latency", where)
         self.latency_rows = frame("latency", where)
         self.idle = table("idle", where)
@@ -48,6 +52,16 @@ class _Numbers:
         self.throughput = frame("throughput", where)
         self.growth_rows = frame("growth", where)
         self.idle_rows = frame("idle", where)
+        # Newer than the rest: a run from before it (or without it) reads as not measured.
+        try:
+            self.scale_out: Any = table("scale-out", where)
+        except FileNotFoundError:
+            self.scale_out = None
+        # Newer than the rest: a folder from before it has none, and its row says so.
+        measured = (Path(where or RESULTS) / "lifecycle.csv").exists()
+        self.lifecycle = summary("lifecycle", where) if measured else pandas.DataFrame(
+            columns=["backend", "case", "metric", "p50"])
+        self.lifecycle_rows = frame("lifecycle", where) if measured else pandas.DataFrame()
 
     def latency_at(self, backend: str, column: str = "p50", poll: float | None = None) -> float:
         t = self.latency
@@ -71,6 +85,22 @@ class _Numbers:
         if not len(rows):
             return math.nan, math.nan
         return float(rows["races"].iloc[0]), float(rows["lost"].iloc[0])
+
+    def lifecycle_of(self, backend: str, case: str, metric: str) -> float:
+        """The median of one `lifecycle` timing, in ms (NaN where it was not measured)."""
+        t = self.lifecycle
+        rows = t[(t["backend"] == backend) & (t["case"] == case) & (t["metric"] == metric)]
+        return float(rows["p50"].iloc[0]) if len(rows) else math.nan
+
+    def raced(self, backend: str) -> dict[str, float]:
+        """The `lifecycle` race's counts for `backend` (empty where it was not run)."""
+        from experiments.readers.summaries.lifecycle import races
+
+        rows = self.lifecycle_rows
+        if not len(rows):
+            return {}
+        t = races(rows).set_index("backend")
+        return {k: float(v) for k, v in t.loc[backend].items()} if backend in t.index else {}
 
     def took_over(self, backend: str, lease: float) -> tuple[Interval, float]:
         """(`takeover.TYPICAL` with its interval, lease + tick) at `lease`."""
@@ -106,7 +136,8 @@ class _Numbers:
 
 
 def comparison(where: Path | None = None) -> tuple[Any, dict[str, str]]:
-    """The six rows with a measured cell per column, and a verdict per row."""
+    """The seven rows and cancel and result, with a measured cell per column, and a verdict
+    per row."""
     import pandas
 
     n = _Numbers(where)
@@ -243,9 +274,87 @@ def comparison(where: Path | None = None) -> tuple[Any, dict[str, str]]:
         f"every tick, do not wait"
     ) + "."
 
+    # 7. Scaling past one node
+    row = "Scaling past one node"
+    t = n.scale_out
+    if t is None or not len(t):
+        table_rows[row] = {b: "not in this run (no scale-out.csv)" for b in COLUMNS}
+        verdicts[row] = "Not measured in this run: `python -m experiments run scale-out`."
+    else:
+        most, top = int(t["masters"].max()), int(t["shards"].max())
+
+        def at(backend: str, masters: int, shards: int, column: str = "ceiling") -> float:
+            rows = t[(t["backend"] == backend) & (t["masters"] == masters)
+                     & (t["shards"] == shards)]
+            return float(rows[column].iloc[0]) if len(rows) else math.nan
+
+        def redis(cluster: str) -> str:
+            one = at(cluster, 1, 1)
+            cell = (f"a cluster with `shards` ≥ masters; projected ceiling, one master per "
+                    f"machine: 1 master {one:,.0f}/s, {most} masters {at(cluster, most, 1):,.0f}/s"
+                    f" on one slot")
+            return cell + (f", {at(cluster, most, top):,.0f}/s at {top} shards" if top > 1
+                           else " (shards not measured in this run)")
+
+        table_rows[row] = {
+            "redis-stream": redis("redis-stream-cluster"),
+            "redis-set-polled": "as the set with its doorbell: the same keys and shards",
+            "redis-set": redis("redis-set-cluster"),
+            "postgres": "a bigger primary: the queue is one table on one server (not measured "
+                        "in scale-out)",
+        }
+        stream = "redis-stream-cluster"
+        x, slot = at(stream, 1, 1), at(stream, most, 1)
+        verdicts[row] = (
+            f"Adds a row the documents do not have. On one hash tag a Redis queue's own work "
+            f"stays on one master: at {most} masters the stream's ceiling is {slot / x:.2f} "
+            f"times one master's. The checkpoints leave that master (their keys carry each "
+            f"workflow's own tag), yet it spends "
+            f"{at(stream, most, 1, 'busiest_cpu_per_pass'):.3f} ms a pass against one "
+            f"master's {at(stream, 1, 1, 'busiest_cpu_per_pass'):.3f}. "
+            + (f"Split over {top} shards it is {at(stream, most, top) / x:.2f} times, short of "
+               f"the {most} an even split at no extra cost would give, because the masters' "
+               f"CPU per pass summed grows from {at(stream, 1, 1, 'nodes_cpu_per_pass'):.3f} ms "
+               f"on one to {at(stream, most, top, 'nodes_cpu_per_pass'):.3f} ms."
+               if top > 1 else "The sharded layout was not measured in this run.")
+        )
+
+    _cancel_and_result(n, table_rows, verdicts)
     frame_ = pandas.DataFrame(table_rows).T[list(COLUMNS)]
     frame_.columns = [COLUMNS[c] for c in frame_.columns]
     return frame_, verdicts
+
+
+def _cancel_and_result(n: _Numbers, table_rows: dict[str, dict[str, str]],
+                       verdicts: dict[str, str]) -> None:
+    """7. Cancel and result (`lifecycle`): what a cancel costs and how soon it stops a pass,
+    how soon a waiter hears an ending, and the cancel/finish race. The polled set is the set's
+    code: its cancel and `result` never poll, so it reads the set's numbers."""
+    cells = {}
+    bad = 0.0
+    for backend in COLUMNS:
+        mine = "redis-set" if backend == "redis-set-polled" else backend
+        race = n.raced(mine)
+        if not race:
+            cells[backend] = "not measured"
+            continue
+        bad += race["both"] + race["lost"]
+        cells[backend] = (
+            f"cancel {ms(n.lifecycle_of(mine, 'sleeper', 'cancel'))} (a sleeper), "
+            f"{ms(n.lifecycle_of(mine, 'mid-step', 'cancel'))} (mid-step); a pass stops "
+            f"{ms(n.lifecycle_of(mine, 'mid-step', 'after_effect'))} after its effect; "
+            f"result {ms(n.lifecycle_of(mine, 'result', 'to_result'))} after the ending; "
+            f"{race['both'] + race['lost']:,.0f} both or lost of {race['races']:,.0f} raced"
+            + (" (the set's)" if mine != backend else ""))
+    table_rows["Cancel and result (p50)"] = cells
+    verdicts["Cancel and result (p50)"] = (
+        "Not in the document (this project's): every design fences a running pass at its next "
+        "write and wakes a waiter from the ending itself (Redis PUBLISH, Postgres NOTIFY), so "
+        "no design waits on a poll; "
+        + ("the race between a cancel and a pass's last write had one winner every time."
+           if bad == 0 else f"{bad:,.0f} races had both or neither winning.")
+        if any(c != "not measured" for c in cells.values()) else
+        "Not in the document, and not measured in this run.")
 
 
 def claims(where: Path | None = None) -> Any:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from experiments.catalogue import EXPERIMENTS
+from experiments.catalogue import EXPERIMENTS, module_name
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -312,7 +312,8 @@ def draw(experiment: str, where: Path) -> Path:
 
     from experiments.results import load
 
-    module = importlib.import_module(f"experiments.readers.summaries.{experiment}")
+    module = importlib.import_module(
+        f"experiments.readers.summaries.{module_name(experiment)}")
     frame = load(experiment, where)
     fig = module.draw(frame)
     out = where / "figures" / f"{experiment}.png"

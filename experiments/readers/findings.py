@@ -244,6 +244,45 @@ def _wakeups(where: Path) -> str:
             f"{' '.join(parts)}")
 
 
+def _lifecycle(where: Path) -> str:
+    from experiments.readers.reading import summary
+    from experiments.readers.summaries.lifecycle import races
+
+    t = summary("lifecycle", where)
+    backends = list(dict.fromkeys(t["backend"]))
+
+    def each(case: str, metric: str, q: str = "p50") -> str:
+        found = []
+        for b in backends:
+            rows = t[(t["backend"] == b) & (t["case"] == case) & (t["metric"] == metric)]
+            if len(rows):
+                r = rows.iloc[0]
+                found.append(f"{b} {_told(Interval(r[q], r[q + '_lo'], r[q + '_hi'], r['n']))}")
+        return ", ".join(found)
+
+    raced = races(frame("lifecycle", where)).set_index("backend")
+    bad = float((raced["both"] + raced["lost"]).sum())
+    n = int(t["n"].max()) if len(t) else 0
+    race = (f"Of {number(raced['races'].max())} cancels raced against a pass's last write on "
+            "each store, " + ("none had both or neither win" if bad == 0 else
+                              f"{number(bad)} had both or neither win")
+            + " (the cancel won " + ", ".join(f"{b} {number(raced.at[b, 'cancel_won'])}"
+                                              for b in raced.index)
+            + "; the rest the pass), and no cancelled blocked workflow ran a step when its "
+            "input came" + ("" if float(raced["revived"].sum()) == 0 else
+                            f" but {number(float(raced['revived'].sum()))}") + ".")
+    return ("**Cancel and result** ([`results/lifecycle.csv`](results/lifecycle.csv), a worker "
+            f"and its client in one process, {n} samples each, medians in ms with their "
+            f"{LEVEL:.0%} intervals). A pass cancelled mid-step is never cut short: it stops at "
+            f"its next write, {each('mid-step', 'after_effect')} after its step's effect ends "
+            f"(p99 {each('mid-step', 'after_effect', 'p99')}). A sleeper or a blocked one has "
+            "no pass to stop: the cancel itself takes it off the timer or its wait and writes "
+            f"`cancelled`, a call of {each('sleeper', 'cancel')} for a sleeper. A waiter in "
+            "`durable.result` returns "
+            f"{each('result', 'to_result')} after the completing pass's body returned, the "
+            f"ending's write included (p99 {each('result', 'to_result', 'p99')}). {race}")
+
+
 def _scaling(where: Path) -> str:
     from experiments.readers.summaries.scaling import FLAT, costs
 
@@ -296,6 +335,78 @@ def _scaling(where: Path) -> str:
             f"{FLAT} either way reads as flat.")
 
 
+def _scale_out(where: Path) -> str:
+    from experiments.readers.summaries.scale_out import check
+
+    t = table("scale-out", where)
+
+    def at(backend: str, masters: int, shards: int, column: str = "ceiling") -> float:
+        rows = t[(t["backend"] == backend) & (t["masters"] == masters)
+                 & (t["shards"] == shards)]
+        return float(rows[column].iloc[0]) if len(rows) else math.nan
+
+    def ceiling(backend: str, masters: int, shards: int) -> Interval:
+        return Interval(at(backend, masters, shards),
+                        at(backend, masters, shards, "ceiling_lo"),
+                        at(backend, masters, shards, "ceiling_hi"), 1)
+
+    most, top = int(t["masters"].max()), int(t["shards"].max())
+    parts = []
+    for backend in dict.fromkeys(t["backend"]):
+        one, slot = ceiling(backend, 1, 1), ceiling(backend, most, 1)
+        text = (f"{backend}: one master saturates at {_told(one)} passes a second. At {most} "
+                f"masters the single-slot queue's busiest master does "
+                f"{at(backend, most, 1, 'busiest_share'):.0%} of the nodes' CPU, yet spends "
+                f"{number(at(backend, most, 1, 'busiest_cpu_per_pass'))} ms a pass against "
+                f"one master's {number(at(backend, 1, 1, 'busiest_cpu_per_pass'))}, since the "
+                f"nodes' CPU per pass summed grows to "
+                f"{number(at(backend, most, 1, 'nodes_cpu_per_pass'))} ms: its ceiling is "
+                f"{_told(slot)}")
+        if top > 1:
+            # The best sharded layout is said first, then the most shards where they differ.
+            layouts = sorted(int(s) for s in set(t["shards"]) if s > 1)
+            best = max(layouts, key=lambda s: at(backend, most, s))
+            said = [best] + ([top] if top != best else [])
+            text += f"; at {best} shards it is " + f", at {top} shards ".join(
+                f"{_told(ceiling(backend, most, s))} (busiest share "
+                f"{at(backend, most, s, 'busiest_share'):.0%}, the nodes' CPU per pass "
+                f"{number(at(backend, most, s, 'nodes_cpu_per_pass'))} ms summed)"
+                for s in said)
+            text += (f", against the {number(most * one.estimate)} an even split at no extra "
+                     "cost would give")
+        parts.append(text + ".")
+    checked = check(frame("scale-out", where))
+    checks = [f"{r.backend} at {r.shards} shard{'s' if r.shards > 1 else ''}: the nodes' CPU "
+              f"per pass {_told(Interval(r.nodes_cpu, r.nodes_cpu_lo, r.nodes_cpu_hi, 1))} "
+              f"times one master's, the busiest's "
+              f"{_told(Interval(r.busiest_cpu, r.busiest_cpu_lo, r.busiest_cpu_hi, 1))} times "
+              f"against a share of {number(r.share_at_two)}, the rate "
+              f"{_told(Interval(r.rate, r.rate_lo, r.rate_hi, 1))} times"
+              + (" (one run a side: no interval)" if r.rate_lo != r.rate_lo else "")
+              for r in checked.itertuples()]
+    added = [f"{r.backend} at {r.shards} shard{'s' if r.shards > 1 else ''}"
+             for r in checked.itertuples() if r.nodes_cpu_lo > 1]
+    busy = float(t["busy"].max())
+    sharded = bool(t["shards_option"].all()) if "shards_option" in t else True
+    return ("**Scale-out** ([`scale-out.ipynb`](notebooks/scale-out.ipynb)). A Redis node runs "
+            "its commands on one thread, so with one master per machine the busiest master "
+            "saturates at 1 / (its CPU seconds per pass): that is the cluster's ceiling, with "
+            f"{LEVEL:.0%} intervals over each configuration's runs. "
+            + " ".join(parts) + " "
+            + ("" if sharded else "This run's store had no `shards` option, so only the "
+               "single-slot layout was measured. ")
+            + (f"Two masters on this machine's two cores against one ({'; '.join(checks)}) "
+               "check what the projection rests on, not the ceiling itself: no master was "
+               f"busy more than {busy:.0%} of a run, so the workers' CPU, not a master, bound "
+               "the rate here. " if checks else "")
+            + (f"For {', '.join(added)} splitting added work per pass (the nodes' CPU ratio's "
+               "interval lies above 1), which the even split's N·X leaves out and the "
+               "measured ceiling keeps. " if added else "")
+            + "The projection assumes a master's CPU per pass measured on a shared 2-core "
+            "machine over loopback holds on a machine of its own, and enough worker machines "
+            "that workers never bound the rate.")
+
+
 def _design(where: Path) -> str:
     doorbell = versus("latency", "redis-stream", "redis-set", where)
     polled = versus("latency", "redis-set-polled", "redis-set", where)
@@ -326,7 +437,9 @@ SECTIONS: dict[str, tuple[tuple[str, ...], Callable[[Path], str]]] = {
     "idle": (("idle",), _idle),
     "growth": (("growth",), _growth),
     "wakeups": (("wakeups",), _wakeups),
+    "lifecycle": (("lifecycle",), _lifecycle),
     "scaling": (("scaling",), _scaling),
+    "scale-out": (("scale-out",), _scale_out),
     "design": (("latency", "idle", "growth"), _design),
 }
 

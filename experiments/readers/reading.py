@@ -18,7 +18,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from experiments.catalogue import EXPERIMENTS
+from experiments.catalogue import EXPERIMENTS, module_name
 from experiments.refusals import BadInput
 from experiments.results import RESULTS, find, is_reference, load, metadata, modes, runs
 
@@ -131,7 +131,7 @@ def _rows(name: str, where: Path, stamp: int) -> Any:
 def _summary(name: str, where: Path, stamp: int) -> Any:
     from experiments.readers.figures import in_order
 
-    module = importlib.import_module(f"experiments.readers.summaries.{name}")
+    module = importlib.import_module(f"experiments.readers.summaries.{module_name(name)}")
     return in_order(module.summary(in_order(_rows(name, where, stamp)))).reset_index(drop=True)
 
 
@@ -188,7 +188,8 @@ def figure(name: str, where: str | Path | None = None, **choices: Any) -> Any:
 
     import matplotlib.pyplot as plt
 
-    module = importlib.import_module(f"experiments.readers.summaries.{_named(name)}")
+    module = importlib.import_module(
+        f"experiments.readers.summaries.{module_name(_named(name))}")
     takes = set(inspect.signature(module.draw).parameters)
     accepted = takes - {"frame", "table"}
     unknown = sorted(set(choices) - accepted)

@@ -590,25 +590,77 @@ def _wakeups(frame: Any, summary: Any) -> list[View]:
                   "run again after the poke", *how) if rivals else (interval,))]
 
 
+def _contention(frame: Any, summary: Any) -> list[View]:
+    from experiments.readers.summaries.contention import statements
+
+    columns = {"rate": "per s", "statements_per_op": "statements", "wal_bytes_per_op":
+               "WAL bytes", "writes_per_op": "commits", "server_cpu_per_op": "server CPU ms",
+               "notify_waits": "on NOTIFY lock", "row_waits": "on rows", "waiting": "waiting",
+               "deadlocks": "deadlocks"}
+    rows = [{"arm": r["arm"], "processes": int(r["processes"]), "phase": r["phase"],
+             **{label: number(r.get(column, math.nan)) for column, label in columns.items()}}
+            for _, r in summary.iterrows()]
+    most = int(summary["runs"].max()) if "runs" in summary and len(summary) else 1
+    bounds = View("bounds", "What one operation costs one Postgres, and what its backends wait"
+                  " on", _frame(rows, ["arm", "processes", "phase"]),
+                  (f"per arrival (arrive) or pass (work), the median of {most} runs; the waits "
+                   "are backends seen waiting, the mean over samples every 20 ms",))
+    processes = int(summary["processes"].max()) if len(summary) else 1
+    costs = statements(frame, "notify", processes)
+    named = [{"statement": r["statement"], "calls": number(r.get("statement_calls")),
+              "WAL bytes": number(r.get("statement_wal_bytes")),
+              "ms": number(r.get("statement_ms"))} for _, r in costs.iterrows()]
+    return [bounds, View("statements", f"A pass's statements, by what each writes ({processes}"
+                         " processes)", _frame(named, ["statement"]),
+                         ("per pass; ms: execution time in the server",))]
+
+
+def _lifecycle(frame: Any, summary: Any) -> list[View]:
+    from experiments.readers.figures import in_order
+    from experiments.readers.summaries.lifecycle import COUNTS, races
+
+    level = f"{LEVEL:.0%}"
+    rows = [{"backend": r["backend"], "timing": r["what"], "n": number(r["n"]),
+             f"p50 ms ({level})": _with(r["p50"], r["p50_lo"], r["p50_hi"]),
+             f"p99 ms ({level})": _with(r["p99"], r["p99_lo"], r["p99_hi"])}
+            for _, r in summary.iterrows()]
+    counted = in_order(races(frame))
+    race = [{"backend": r["backend"], **{c: number(r[c]) for c in COUNTS}}
+            for _, r in counted.iterrows()]
+    return [View("lifecycle", "A cancel's time to stopped, and ending to result",
+                 _frame(rows, ["backend", "timing"]),
+                 (f"intervals: bootstrap over the samples, {level}; a p99 of fewer than 100 "
+                  "samples is their largest",)),
+            View("lifecycle-race", "Cancels raced against a pass's last write",
+                 _frame(race, ["backend"]),
+                 ("both (cancel said True, the workflow completed) and lost (cancel said "
+                  "False, it never completed) must be 0; revived: a cancelled blocked "
+                  "workflow that ran a step once given its input (must be 0)",))]
+
+
 _VIEWS: dict[str, Callable[[Any, Any], list[View]]] = {
     "latency": _latency, "throughput": _throughput, "takeover": _takeover, "idle": _idle,
-    "growth": _growth, "scaling": _scaling, "wakeups": _wakeups,
+    "growth": _growth, "scaling": _scaling, "wakeups": _wakeups, "contention": _contention,
+    "lifecycle": _lifecycle,
 }
 
 
 def views(name: str, frame: Any, summary: Any = None) -> list[View]:
     """`name`'s tables from its rows (and its `summary` of them, made here unless given);
-    an experiment with no view of its own here shows its summary as it is, numbers shown by
-    `number`."""
+    an experiment with no view of its own (here, or as `views` beside its summary) shows its
+    summary as it is, numbers shown by `number`."""
     import importlib
 
+    from experiments.catalogue import module_name
     from experiments.readers.figures import in_order
 
     frame = in_order(frame)
+    found = importlib.import_module(f"experiments.readers.summaries.{module_name(name)}")
     if summary is None:
-        summary = importlib.import_module(f"experiments.readers.summaries.{name}").summary(frame)
+        summary = found.summary(frame)
     summary = in_order(summary)
-    shown = _VIEWS.get(name)
+    # An experiment's views live here, or beside its summary (`views(frame, summary)`).
+    shown = _VIEWS.get(name) or getattr(found, "views", None)
     if shown is not None:
         return shown(frame, summary)
     return [View(name, name, summary.map(number))]

@@ -380,6 +380,88 @@ any slope under {FLAT} either way as flat.\"\"\")
 """),
 ]
 
+SCALE_OUT: list[Cell] = [
+    md("""
+# Scale-out: what does a Redis Cluster carry as nodes are added?
+
+Both Redis schedulers on local clusters of 1, 2, 3 and 6 masters the lab starts, their queues
+split over 1 to 16 shards (`?shards=N`: shard i's keys carry the hash tag `{ns:i}`, so the
+shards land wherever their slots live). Around a saturated run (the throughput experiment's,
+at 1, 2 and 4 worker processes) every master's `INFO commandstats` and `INFO cpu` are read:
+what each node spends per pass, and the busiest node's share of it. This machine has two
+cores, so more nodes cannot add throughput here; what carries to a cluster with one master
+per machine is each node's cost per pass, and the busiest node is the one that saturates
+first.
+"""),
+    code("run_line('scale-out')"),
+    code("figure('scale-out')"),
+    md("""
+## The model
+
+A Redis node runs commands on one thread, so a node with a machine of its own saturates when
+it spends one CPU second a second. If the busiest node spends `b` CPU seconds a pass, the
+cluster carries at most `X = 1 / b` passes a second. Write `C` for the nodes' CPU per pass
+summed and `s` for the busiest node's share, so `b = s · C`. One node: `s = 1`, the ceiling
+`1 / C`. Shards spread evenly over `N` nodes, at no extra cost per pass: `s = 1 / N`, the
+ceiling `N / C`, the line marked N·X. The queue on one slot keeps its share of the work on one
+node, so its ceiling stays near one node's; what leaves that node anyway (each workflow's
+checkpoint keys carry the workflow's own tag) lifts it a little. The interval is a bootstrap
+over each configuration's runs.
+"""),
+    code("t = table('scale-out')\nshown('scale-out', 'ceiling')"),
+    code("""
+def at(backend, masters, shards, column='ceiling'):
+    rows = t[(t.backend == backend) & (t.masters == masters) & (t.shards == shards)]
+    return float(rows[column].iloc[0]) if len(rows) else float('nan')
+
+most, top = int(t.masters.max()), int(t.shards.max())
+lines = []
+for b in dict.fromkeys(t.backend):
+    x = at(b, 1, 1)
+    one_slot, spread = at(b, most, 1), at(b, most, top)
+    line = (f'- **{b}**: one master saturates at {x:,.0f} passes a second '
+            f'({at(b, 1, 1, "ceiling_lo"):,.0f} to {at(b, 1, 1, "ceiling_hi"):,.0f}); at {most} '
+            f'masters the single-slot queue reaches {one_slot:,.0f} ({one_slot / x:.2f} times), '
+            f'its busiest master doing {at(b, most, 1, "busiest_share"):.0%} of the nodes\\' work '
+            f'and spending {at(b, most, 1, "busiest_cpu_per_pass"):.3f} ms a pass, against '
+            f'{at(b, 1, 1, "busiest_cpu_per_pass"):.3f} ms on one master')
+    if top > 1:
+        line += (f', and {top} shards {spread:,.0f} ({spread / x:.2f} times, against {most} '
+                 f'for N·X): the busiest master\\'s share falls to '
+                 f'{at(b, most, top, "busiest_share"):.0%}, but the nodes\\' CPU per pass grows '
+                 f'from {at(b, 1, 1, "nodes_cpu_per_pass"):.3f} ms to '
+                 f'{at(b, most, top, "nodes_cpu_per_pass"):.3f} ms')
+    lines.append(line + '.')
+sharded = bool(t.shards_option.all()) if 'shards_option' in t else True
+say('\\n'.join(lines) + ('' if sharded else '\\n\\nThe store this run measured had no `shards` '
+    'option yet, so only the single-slot layout is here; the sharded lines come with a run '
+    'of a store that has it.'))
+"""),
+    md("## What was measured here, and each node's load"),
+    code("shown('scale-out', 'rates', 'nodes')"),
+    md("## What two masters on two cores can check"),
+    code("shown('scale-out', 'check')"),
+    code("""
+from experiments.readers.summaries.scale_out import ASSUMES, check
+c = check(frame('scale-out'))
+found = '\\n'.join(
+    f'- **{r.backend}**, {r.shards} shard{"s" if r.shards > 1 else ""}: two masters spend '
+    f'{r.nodes_cpu:.2f} times one master\\'s CPU per pass between them ({r.nodes_cpu_lo:.2f} to '
+    f'{r.nodes_cpu_hi:.2f}), the busier of the two {r.busiest_cpu:.2f} times '
+    f'({r.busiest_cpu_lo:.2f} to {r.busiest_cpu_hi:.2f}) against its share of {r.share_at_two:.2f}, '
+    f'and the rate at {r.processes} worker processes is {r.rate:.2f} times one master\\'s.'
+    for r in c.itertuples()) or 'This run has no two-master configuration to check against one.'
+say(f\"\"\"{found}
+
+The rate cannot check the projection on this machine: the workers and every master share
+two cores, and no master was busy more than {t.busy.max():.0%} of a run at the most worker
+processes, so the workers' CPU is what bounds it. What can be checked is what the projection
+rests on: whether splitting a queue over nodes keeps the work per pass (the nodes' CPU ratio
+near 1: where it is above, the N·X line is out of reach and the measured ceiling says by how
+much) and moves the busiest node's share off it (the busier one's ratio near its share). The projection assumes {ASSUMES}.\"\"\")
+"""),
+]
+
 OVERVIEW: list[Cell] = [
     md("""
 # Choosing a scheduler: the whole comparison on one page
@@ -388,9 +470,10 @@ Every scheduler this project ships, and the job queues people would pick instead
 the lab on one machine against every measure that decides a queue design. Each measure has a
 notebook of its own: [latency](latency.ipynb), [idle cost](idle.ipynb),
 [growth](growth.ipynb), [takeover](takeover.ipynb), [throughput](throughput.ipynb),
-[scaling](scaling.ipynb); [choosing](choosing.ipynb) holds the design documents' own
-comparison table, reproduced with numbers. An empty cell is a measure not taken for that
-backend (the rivals have no checkpoint to scale, and no counting hook of ours).
+[scaling](scaling.ipynb), and past one node on a Redis Cluster [scale-out](scale-out.ipynb);
+[choosing](choosing.ipynb) holds the design documents' own comparison table, reproduced with
+numbers. An empty cell is a measure not taken for that backend (the rivals have no checkpoint
+to scale, and no counting hook of ours).
 """),
     code("run_line('latency', 'idle', 'takeover', 'throughput', 'growth', 'scaling')"),
     md("## Speed and what waiting costs"),
@@ -475,9 +558,11 @@ The Redis design document ends with a table of six rows comparing `RedisStreamSc
 `RedisSetScheduler` (as published: polling). Here each cell is backed by a measurement or a
 count from the lab, with two more columns: this project's sorted set *with its doorbell*, and
 Postgres with notifications. Below each row: whether the measurement confirms the document,
-refutes it, or changes the answer.
+refutes it, or changes the answer. A seventh row is this project's own, not the document's:
+what a cancel and a waited-for result cost each design.
 """),
-    code("run_line('latency', 'idle', 'growth', 'takeover', 'throughput', 'wakeups')"),
+    code("run_line('latency', 'idle', 'growth', 'takeover', 'throughput', 'wakeups', "
+         "'lifecycle')"),
     code("""
 import pandas
 from experiments.readers.choosing import comparison
@@ -492,6 +577,73 @@ prose(claims(), index=False)
 """),
 ]
 
+POSTGRES_BOUNDS: list[Cell] = [
+    md("""
+# What bounds one Postgres at this workload?
+
+Postgres alone, on a private server started for each configuration, so its WAL and its waits
+are this run's. Two phases: **arrive**, one client submitting the workflows 64 at a time (each
+an `arrive`: a record, a queue row and a NOTIFY in one transaction), then **work**, 1, 2 or 4
+worker processes draining them (a pass, a sleep whose `wake_at` notifies, a second pass). Per
+operation: the statements the server ran (`pg_stat_statements`), the WAL written, the
+transactions that wrote, the server's CPU, and what its backends waited on, sampled every 20 ms
+(`pg_stat_activity`, `pg_locks`: the lock a committing NOTIFY holds apart). Two more arms: the
+same store with its `pg_notify` calls shadowed by a no-op (*silent*: the statements unchanged,
+nothing sent), and the queue table hash-partitioned by workflow into four (*partitioned*).
+"""),
+    code("run_line('contention')"),
+    code("figure('contention')"),
+    code("t = summary('contention')\nshown('contention', 'bounds')"),
+    code("""
+def c(arm, processes, phase, column='rate'):
+    rows = t[(t.arm == arm) & (t.processes == processes) & (t.phase == phase)]
+    return float(rows[column].iloc[0]) if len(rows) else float('nan')
+
+most = int(t.processes.max())
+say(f\"\"\"**NOTIFY is the bound under many writers.** With 64 writers, arrivals run at
+{c('notify', 1, 'arrive'):,.0f} a second as the store is, {c('silent', 1, 'arrive'):,.0f} with
+NOTIFY silenced ({c('silent', 1, 'arrive') / c('notify', 1, 'arrive'):.1f} times): the same statements,
+the same WAL ({c('notify', 1, 'arrive', 'wal_bytes_per_op'):,.0f} against
+{c('silent', 1, 'arrive', 'wal_bytes_per_op'):,.0f} bytes an arrival), but
+{c('notify', 1, 'arrive', 'notify_waits'):.1f} backends on average wait for the lock a
+committing NOTIFY holds, one commit at a time for the whole server. Draining, with a `wake_at`
+that notifies in every other pass, one worker process runs {c('notify', 1, 'work'):,.0f} passes a
+second against {c('silent', 1, 'work'):,.0f} silenced
+({c('silent', 1, 'work') / c('notify', 1, 'work'):.1f} times). At {most} processes the two come
+close ({c('notify', most, 'work'):,.0f} against {c('silent', most, 'work'):,.0f}) though
+{c('notify', most, 'work', 'notify_waits'):.1f} backends wait on that lock: {most} worker processes
+and the server share 2 cores, and the server's CPU per pass grows from
+{c('silent', 1, 'work', 'server_cpu_per_op'):.2f} ms at one process to
+{c('silent', most, 'work', 'server_cpu_per_op'):.2f} ms (silenced), so a backend spared the lock
+waits for a core instead: on this machine more processes are slower, not faster. Row locks
+barely show ({c('notify', most, 'work', 'row_waits'):.2f} backends): `SKIP LOCKED` keeps the
+takers apart. The run line above names the server the lab found first; every configuration ran
+on one of its own, started from the local binaries.\"\"\")
+"""),
+    md("## Would a queue partitioned by workflow help?"),
+    code("""
+p = 'partitioned'
+say(f\"\"\"**No.** At {most} processes the hash-partitioned queue runs
+{c(p, most, 'work'):,.0f} passes a second against {c('notify', most, 'work'):,.0f} unpartitioned
+({c(p, most, 'work') / c('notify', most, 'work'):.2f} times), with more statements a pass
+({c(p, most, 'work', 'statements_per_op'):.2f} against {c('notify', most, 'work', 'statements_per_op'):.2f}),
+more WAL ({c(p, most, 'work', 'wal_bytes_per_op'):,.0f} against
+{c('notify', most, 'work', 'wal_bytes_per_op'):,.0f} bytes), more writing transactions
+({c(p, most, 'work', 'writes_per_op'):.2f} against {c('notify', most, 'work', 'writes_per_op'):.2f}), more
+backends waiting on rows ({c(p, most, 'work', 'row_waits'):.2f} against
+{c('notify', most, 'work', 'row_waits'):.2f}) and deadlocks ({c(p, most, 'work', 'deadlocks'):.1f} a run
+against {c('notify', most, 'work', 'deadlocks'):.0f}). A take asks for the earliest visible rows of the
+whole queue, so it reads every partition and cannot stay in one; and over a partitioned table its
+update waits for rows another take holds (the deadlock reports read `while updating tuple ... in
+relation "queue_1"`), which on one table `SKIP LOCKED` prevents. What bounds this workload is the
+NOTIFY commit lock and the server's CPU, neither of which partitioning the table touches, so the Postgres queue gets no
+`shards` option: hash partitions would help only a reader confined to its own partitions, which
+gives up the queue's one global order of visibility.\"\"\")
+"""),
+    md("## What one pass costs the server"),
+    code("shown('contention', 'statements')"),
+]
+
 NOTEBOOKS: dict[str, list[Cell]] = {
     "overview": OVERVIEW,
     "choosing": CHOOSING,
@@ -501,6 +653,8 @@ NOTEBOOKS: dict[str, list[Cell]] = {
     "takeover": TAKEOVER,
     "throughput": THROUGHPUT,
     "scaling": SCALING,
+    "postgres-bounds": POSTGRES_BOUNDS,
+    "scale-out": SCALE_OUT,
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,7 +39,17 @@ EXPECTED = {
     "throughput": {"passes_per_s", "passes", "span", "worker_cpu_per_pass"},
     "scaling": {"cost"},
     "wakeups": {"races", "lost"},
+    "contention": {"rate", "operations", "wal_bytes_per_op", "writes_per_op",
+                   "statements_per_op", "statement_calls", "waiting"},
+    "scale-out": {"passes_per_s", "node_cpu_per_pass", "node_commands_per_pass",
+                  "busiest_share", "busiest_cpu_per_pass"},
+    "lifecycle": {"cancel", "to_stopped", "after_effect", "to_result", "races", "both", "lost",
+                  "revived"},
 }
+#: The experiments that ask their question of one store alone (none of memory's or SQLite's).
+ONE_STORE = ("contention",)
+#: What needs a cluster's nodes, so runs on nothing else (tests/lab/test_scale_out.py).
+CLUSTER_ONLY = ("scale-out",)
 
 
 @pytest.fixture
@@ -58,6 +69,8 @@ def _small(name: str, params: dict[str, Any]) -> dict[str, Any]:
         return {**params, "size": 50}
     if name == "wakeups":
         return {**params, "races": 10}
+    if name == "lifecycle":
+        return {**params, "samples": 4, "races": 10}
     return params
 
 
@@ -71,7 +84,9 @@ def _check(name: str, rows: list[dict[str, Any]]) -> None:
 
 
 @pytest.mark.parametrize("backend", ["memory", "sqlite"])
-@pytest.mark.parametrize("name", [n for n in EXPERIMENTS if n != "takeover"])
+@pytest.mark.parametrize("name", [n for n in EXPERIMENTS
+                                  if n != "takeover" and n not in ONE_STORE
+                                  and n not in CLUSTER_ONLY])
 async def test_every_experiment_gives_well_formed_rows(lab: Lab, name: str, backend: str
                                                        ) -> None:
     chosen = BACKENDS[backend]
@@ -95,6 +110,16 @@ async def test_every_experiment_gives_well_formed_rows(lab: Lab, name: str, back
         wakeups = next(r["value"] for r in rows if r["metric"] == "wakeups")
         assert completed >= wakeups  # every wakeup was a pass
         assert [r for r in rows if r["metric"] == "entries"][-1]["value"] == 0  # drained
+    if name == "lifecycle":
+        counted = {r["metric"]: r["value"] for r in rows if r["unit"] == "count"}
+        assert counted["races"] == 10
+        # One ending wins, every time: never both, never neither; a cancelled one stays so.
+        assert counted["both"] == counted["lost"] == counted["revived"] == 0
+        assert counted["cancel_won"] + counted["pass_won"] == 10
+        timed = [r for r in rows if r["unit"] == "ms"]
+        assert len([r for r in timed if r["metric"] == "to_stopped"]) == 3 * 4
+        assert len([r for r in timed if r["metric"] == "to_result"]) == 4
+        assert all(r["value"] >= 0 for r in timed if r["metric"] != "after_effect")
 
 
 async def test_a_wakeup_given_without_a_wakeup_is_counted_lost(lab: Lab) -> None:
@@ -331,3 +356,43 @@ async def test_throughput_on_a_private_postgres_counts_the_transactions_each_pas
     metrics = {row["metric"]: row["value"] for row in rows}
     assert metrics["passes"] >= 400
     assert 0 < metrics["server_commits_per_pass"] <= 3
+
+
+def _postgres_binaries() -> str | None:
+    if shutil.which("initdb") is None and not list(
+            Path("/usr/lib/postgresql").glob("*/bin/initdb")):
+        return "no initdb on PATH or under /usr/lib/postgresql"
+    return None
+
+
+@pytest.mark.parametrize("arm", ["notify", "silent"])
+async def test_contention_accounts_for_a_tiny_run_on_a_private_postgres(arm: str) -> None:
+    """Both phases are accounted for from the server's own counts; the silenced arm's
+    statements are the store's own and send nothing, where the store as it is sends a
+    notification for every arrival."""
+    reason = _postgres_binaries()
+    if reason is not None:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI has the Postgres binaries: {reason}")
+        pytest.skip(reason)
+    servers = Servers(("binary",))
+    try:
+        lab = Lab(servers, quick=True)
+        experiment = module("contention")
+        assert experiment.configurations(BACKENDS["sqlite"], True) == []
+        rows = await experiment.measure(lab, BACKENDS["postgres"], {
+            "arm": arm, "partitions": 1, "processes": 1, "workflows": 30})
+    finally:
+        servers.close()
+        shutil.rmtree(lab.scratch, ignore_errors=True)
+    _check("contention", rows)
+    by = {(r["phase"], r["metric"]): r["value"] for r in rows if "statement" not in r
+          and "wait" not in r and "lock" not in r}
+    assert by[("arrive", "operations")] == 30
+    assert by[("work", "operations")] >= 30  # every workflow passed, some twice
+    assert by[("arrive", "wal_bytes_per_op")] > 0 and by[("arrive", "writes_per_op")] >= 1
+    arrivals = [r for r in rows if r["phase"] == "arrive" and r["metric"] == "statement_calls"
+                and r["statement"].startswith("INSERT records + INSERT queue")]
+    assert [r["value"] for r in arrivals] == [1.0]  # one statement an arrival
+    heard = by[("arrive", "notifications_per_op")]
+    assert heard == (1.0 if arm == "notify" else 0.0)

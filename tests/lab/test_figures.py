@@ -106,7 +106,9 @@ def _draw(name: str, frame: Any) -> Any:
 
     import matplotlib.pyplot as plt
 
-    fig = importlib.import_module(f"experiments.readers.summaries.{name}").draw(frame)
+    from experiments.catalogue import module_name
+
+    fig = importlib.import_module(f"experiments.readers.summaries.{module_name(name)}").draw(frame)
     fig.canvas.draw()  # lay it out: a legend or a tick that cannot be placed fails here
     plt.close(fig)
     return fig

@@ -31,7 +31,7 @@ def test_every_section_is_written_from_the_reference_with_its_intervals() -> Non
     text = _reference()
     paragraphs = text.split("\n\n")
     for title in ("Headline ratios", "Idle cost", "Growth", "Lost wakeups", "Scaling",
-                  "The design documents' table"):
+                  "The design documents' table", "Cancel and result"):
         assert any(p.startswith(f"**{title}**") for p in paragraphs), title
     assert "nan" not in text.lower().split() and "n/a" not in text
     assert max(len(line) for line in text.splitlines() if not line.startswith("|")) <= 95
@@ -44,6 +44,8 @@ def test_every_section_is_written_from_the_reference_with_its_intervals() -> Non
     assert "no interval" in said["Growth"] or "interval over the runs" in said["Growth"]
     assert "at most 1.3% each, at 95%" in said["Lost wakeups"]
     assert re.search(r"cancel|Cancelling", said["Scaling"]) and "at 95%" in said["Scaling"]
+    assert "95% intervals" in said["Cancel and result"]
+    assert "none had both or neither win" in said["Cancel and result"]
     # The stream against the doorbelled set: "not distinguishable" exactly when the interval
     # of the ratio the reference gives holds 1, and the interval said either way.
     alike = not distinguishable(versus("latency", "redis-stream", "redis-set", RESULTS))

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from experiments.__main__ import main
+from experiments.catalogue import EXPERIMENTS
 from experiments.writing.notebooks import NOTEBOOKS
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -161,5 +162,4 @@ def test_in_a_notebook_a_refusal_is_one_line_and_a_figure_shows_once() -> None:
     (error,) = refused
     assert error["output_type"] == "error" and error["ename"] == "BadInput"
     assert error["traceback"] == ["BadInput: no experiment 'latncy'; choose from "
-                                  "latency, idle, growth, takeover, throughput, scaling, "
-                                  "wakeups, soak"]
+                                  f"{', '.join((*EXPERIMENTS, 'soak'))}"]

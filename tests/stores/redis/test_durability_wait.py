@@ -159,3 +159,75 @@ async def test_on_a_cluster_without_replicas_acknowledgement_fails_loudly(
         assert (await relaxed.supply(fresh_id, "b", 2)).first
     assert await relaxed.load(fresh_id) == {"a": 1, "b": 2}
     await redis_cluster.delete(*workflow_keys(fresh_id))
+
+
+# -- the URL's replicas option -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("query", "named"), [
+    ("replicas=-1", "replicas"), ("replicas=one", "replicas"), ("replicas=1.5", "replicas"),
+    ("replicas=17", "at most 16"), ("replicas_timeout_ms=500", "needs replicas"),
+    ("replicas=1&replicas_timeout_ms=0", "positive"),
+    ("replicas=1&replicas_timeout_ms=soon", "milliseconds"),
+])
+async def test_a_bad_replicas_option_is_refused_before_connecting(query: str, named: str
+                                                                   ) -> None:
+    from durability.connect import open_durable
+
+    with pytest.raises(ValueError, match=named):
+        async with open_durable(f"redis://127.0.0.1:1/0?{query}"):
+            pass
+
+
+@pytest.mark.parametrize("scheduler", ["stream", "set"])
+async def test_replicas_on_the_url_make_an_arrive_wait_for_its_record_and_its_wakeup(
+    pair: tuple[Redis, Redis], scheduler: str
+) -> None:
+    """With `replicas=1` both halves of an arrive travel with a WAIT on their connection, and
+    both are on the replica when it returns; a count the server cannot meet is an error."""
+    from durability.connect import open_durable
+
+    primary, replica = pair
+    port = primary.connection_pool.connection_kwargs["port"]
+    url = f"redis://127.0.0.1:{port}/0?scheduler={scheduler}&namespace=waited"
+    async with open_durable(f"{url}&replicas=1&replicas_timeout_ms=5000") as durable:
+        await durable.arrive("wf-0", "order", {"n": 0})  # its scripts loaded (a NOSCRIPT is
+        # answered by loading the script and sending it, and its WAIT, again)
+        before = (await primary.info("commandstats"))["cmdstat_wait"]["calls"]
+        assert (await durable.arrive("wf-1", "order", {"n": 1})).first
+        after = (await primary.info("commandstats"))["cmdstat_wait"]["calls"]
+    assert after - before == 2  # the record's, then the wakeup's
+    assert await replica.hget(workflow_keys("wf-1", "waited")[0], "order") is not None
+    queued = await replica.keys("{waited}:*")
+    assert {"{waited}:ready", "{waited}:schedule"} & set(queued), queued
+    async with open_durable(f"{url}&replicas=2&replicas_timeout_ms=200") as strict:
+        with pytest.raises(NotAcknowledged, match="of 2"):
+            await strict.arrive("wf-2", "order", {"n": 2})
+
+
+def test_too_few_acknowledgements_are_worth_asking_again() -> None:
+    """The write is on the primary; asked again once a replica is back, it is acknowledged:
+    the worker's and the API's retries treat it as the store's passing trouble."""
+    from durability.connect import unavailable
+
+    assert unavailable(NotAcknowledged("WAIT", 1, 0))
+    assert not unavailable(RuntimeError("a failure of the work"))
+
+
+async def test_a_turns_acknowledged_writes_share_one_wait(pair: tuple[Redis, Redis]) -> None:
+    """On a single node the writes one turn gathers travel as one pipeline ending in one
+    `WAIT`, which counts them all: every one is on the replica when its call returns."""
+    primary, replica = pair
+    store = RedisCheckpointer(
+        redis=primary, durable=Acknowledged(replicas=1, timeout=timedelta(seconds=5))
+    )
+    try:
+        await store.supply("warm", "a", 0)  # its script loaded
+        before = (await primary.info("commandstats"))["cmdstat_wait"]["calls"]
+        await asyncio.gather(*(store.supply(f"wf-{n}", "a", n) for n in range(20)))
+        waits = (await primary.info("commandstats"))["cmdstat_wait"]["calls"] - before
+        assert 1 <= waits < 20
+        for n in range(20):
+            assert await replica.hget(workflow_keys(f"wf-{n}")[0], "a") == str(n)
+    finally:
+        await store.close()

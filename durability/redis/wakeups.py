@@ -1,0 +1,48 @@
+"""`Wakeups`: a scheduler's wakeups sent so that they wait for replicas, as the checkpoint
+writes of an `Acknowledged` checkpointer do, so an `arrive` or `deliver` acknowledged to its
+caller has its record and its wakeup on a replica: a master that dies after answering loses
+neither (`RedisDurable` uses it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from redis.asyncio.cluster import RedisCluster
+from redis.commands.core import AsyncScript
+
+from durability.redis.batching import ScriptBatcher
+from durability.redis.lua import script
+from durability.redis.replicas import Acknowledged, waited
+
+__all__ = ["Wakeups"]
+
+
+class Wakeups:
+    """A scheduler's wakeups, each returning once the replicas have it: on a single node a
+    turn's wakeups share one pipeline and one `WAIT` (`batching.ScriptBatcher`), on a cluster
+    each is a pipeline of its own with its `WAIT` (`replicas.waited`)."""
+
+    __slots__ = ("_batcher", "_client", "_scheduler", "_scripts", "_want")
+
+    def __init__(self, client: Any, scheduler: Any, want: Acknowledged) -> None:
+        self._client, self._scheduler, self._want = client, scheduler, want
+        self._scripts: dict[str, AsyncScript] = {}
+        self._batcher = (None if isinstance(client, RedisCluster) or want.aof
+                         else ScriptBatcher(client, want))
+
+    async def wake(self, workflow: str) -> None:
+        """`make_ready(workflow)`, returning once `want.replicas` replicas have it."""
+        call = self._scheduler.wakeup_call(workflow)
+        found = self._scripts.get(call.name)
+        if found is None:
+            found = self._scripts[call.name] = script(self._client, call.name)
+        if self._batcher is not None:
+            await self._batcher.run(found, call.keys, call.args)
+        else:
+            await waited(self._client, found, call.keys, call.args, self._want)
+
+    async def close(self) -> None:
+        """End the batches under way."""
+        if self._batcher is not None:
+            await self._batcher.close()
