@@ -1,23 +1,9 @@
 """`lifecycle`: what a cancel and a waited-for result cost on each store.
 
-Three questions, asked inside one agent process that runs a worker beside its client (so the
-worker's observer events and the client's clock are the same clock):
-
-- *cancel to stopped* (`CANCELS`): a workflow is cancelled while its pass is mid-step (the
-  step's effect holding for `HOLD_MS`), while it sleeps (a long `run.sleep`), or while it is
-  blocked (awaiting input). Timed: the `cancel` call itself, and from its return to the
-  workflow being stopped: for the pass mid-step, the worker's "cancelled" event (the pass
-  reached its next write, was refused, and stopped); for the sleeper and the blocked one,
-  which have no pass, the first `status` read that says `cancelled`. A blocked one is then
-  given its input: a step that runs after that is `revived` (must be 0).
-- *ending to result*: a waiter blocked in `durable.result` while the workflow completes;
-  timed from the completing pass's "outcome" event (its body returned; the ending's write
-  follows it) to `result` returning, so the write of the ending is counted in.
-- *the cancel/finish race*: a cancel sent at a random moment around a pass's last step; the
-  ending has one writer, so `cancel` returning True must mean the workflow is cancelled and
-  False that it completed. `both` (cancel said True, the workflow completed) and `lost`
-  (cancel said False, yet it never completed) must be 0; `cancel_won` and `pass_won` show
-  both sides of the race were reached.
+Three questions, asked inside one agent process that runs a worker beside its client, so the
+worker's observer events and the client's clock are one clock: cancel to stopped (a pass
+mid-step, a sleeper, a blocked one), ending to result, and the cancel/finish race, whose
+`both` and `lost` must be 0. `probe` says how each is timed.
 """
 
 from __future__ import annotations
@@ -147,7 +133,21 @@ def _ms(seconds: float) -> float:
 
 
 async def probe(durable: Durable, args: dict[str, Any]) -> list[dict[str, Any]]:
-    """Run a worker for the bodies above and time each question against it."""
+    """Run a worker for the bodies above and time each question against it.
+
+    How each question is timed:
+
+    - *cancel to stopped* (`CANCELS`): the `cancel` call itself, and from its return to the
+      workflow being stopped: for the pass mid-step (its effect holding `HOLD_MS`), the
+      worker's "cancelled" event (its next write was refused); for the sleeper and the
+      blocked one, which have no pass, the first `status` read that says `cancelled`. A
+      blocked one is then given its input: a step that runs after that is `revived` (0).
+    - *ending to result*: from the completing pass's "outcome" event (its body returned; the
+      ending's write follows) to `result` returning, so the ending's write is counted in.
+    - *the race*: a cancel at a random moment around a pass's last step; `cancel` returning
+      True must mean cancelled, False completed. `both` and `lost` must be 0; `cancel_won`
+      and `pass_won` show both sides were reached.
+    """
     if not isinstance(durable, Inspectable):
         raise TypeError(f"{type(durable).__name__} offers no status, cancel or result")
     samples, races = int(args["samples"]), int(args["races"])

@@ -1,14 +1,11 @@
 """`scale-out`: what each Redis Cluster node pays per pass as nodes and shards are added, and
 how the load spreads over them.
 
-Each configuration is a private local cluster of `masters` masters (started once per run by
-the lab, `Servers.cluster`), a queue opened with `shards` shards (`?shards=N`: shard i's keys
-carry the hash tag `{ns:i}`, so the shards land on the nodes their slots name), and
-`throughput`'s saturated run (`throughput.saturate`) at `processes` worker processes. Around
-that window every master's `INFO commandstats` and `INFO cpu` are read, so each row says what
-one node spent per pass; the busiest node's share of the nodes' CPU is what bounds the
-cluster once each node has a machine of its own (the summary's projection). Where the store
-has no `shards` option yet, only `shards=1` runs and every row says so (`shards_option`).
+Each configuration is a private local cluster of `masters` masters (`Servers.cluster`), a queue
+of `shards` shards (`?shards=N`) and `throughput`'s saturated run at `processes` worker
+processes; around it every master's `INFO commandstats` and `INFO cpu` are read, so each row
+says what one node spent per pass. Without a `shards` option only `shards=1` runs (the rows'
+`shards_option` says so).
 """
 
 from __future__ import annotations
@@ -52,6 +49,9 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
 
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """The busiest node's share of the nodes' CPU is what bounds the cluster once each node has a
+    machine of its own: the summary's projection (readers/summaries/scale_out.py).
+    """
     masters, shards = int(params["masters"]), int(params["shards"])
     processes = int(params["processes"])
     count = int(params.get("workflows") or workload(lab.quick))

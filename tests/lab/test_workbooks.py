@@ -63,20 +63,21 @@ def _runs_elsewhere(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.mark.slow
 def test_your_own_scheduler_is_checked_registered_and_measured_beside_sqlite() -> None:
     shown = _executed("your-own-scheduler", figures=1)
-    assert _first(shown).startswith("*Reading the run this notebook makes below")
+    assert _first(shown).lstrip("*").startswith("Reading the run this notebook makes below")
     assert "sqlite-steady (experiments.examples.steady_sqlite:open_store) conforms" in shown
     # The registered backend's rows sit beside SQLite's in the latency and idle tables.
-    assert len(re.findall(r"^sqlite-steady\s", shown, re.MULTILINE)) >= 3
-    assert len(re.findall(r"^sqlite\s", shown, re.MULTILINE)) >= 3
+    assert len(re.findall(r"^\s*sqlite-steady\s", shown, re.MULTILINE)) >= 3
+    assert len(re.findall(r"^\s*sqlite\s", shown, re.MULTILINE)) >= 3
 
 
 @pytest.mark.slow
 def test_run_your_own_runs_latency_here_and_sweeps_the_lease() -> None:
     shown = _executed("run-your-own", figures=2)
-    assert _first(shown).startswith("*Reading the reference run")  # what yours are drawn against
+    # what yours are drawn against
+    assert _first(shown).lstrip("*").startswith("Reading the reference run")
     assert "Found here: memory, sqlite" in shown
     assert re.search(r"^sqlite\s+\S+\s+\S+\s+\S+\s+\S+$", shown, re.MULTILINE)  # yours, reference
-    assert re.search(r"sqlite\s+0\.5\b", shown) and re.search(r"sqlite\s+1\.0\b", shown)
+    assert re.search(r"sqlite\s+0\.5\b", shown) and re.search(r"sqlite\s+1(\.0)?\s", shown)
 
 
 @pytest.mark.parametrize("name", list(WORKBOOKS))

@@ -1,17 +1,8 @@
 """`scale-out` read back: per backend, masters and shards, what the nodes spend per pass and
 the busiest node's share (`summary`), each node's load by rank (`nodes`), the projected
-ceiling with one node per machine and its interval (`summary`'s `ceiling`), the check of that
-projection this machine can make (`check`), and the figure (`draw`).
-
-The projection: a Redis node runs its commands on one thread, so a node with a machine of its
-own saturates when it spends one CPU second a second. If the busiest node spends `b` CPU
-seconds a pass, the cluster carries at most `1 / b` passes a second, however many nodes it
-has. With `C` the nodes' CPU per pass summed and `s` the busiest node's share, `b = s * C`:
-one node (`s = 1`) gives `X = 1 / C`; shards spread evenly over `N` nodes (`s = 1 / N`, `C`
-unchanged) give `N * X`; a queue on one slot keeps its share on one node, so its ceiling stays
-near `X`, raised only by the work that leaves that node anyway. Each run's `1 / b` is one
-sample; the interval is a bootstrap over the runs of a configuration (every worker-process
-count and repeat: the node's cost per pass does not depend on how many processes asked).
+ceiling with one node per machine and its interval (`summary`'s `ceiling`, how it is made is
+said there), the check of that projection this machine can make (`check`), and the figure
+(`draw`).
 """
 
 from __future__ import annotations
@@ -49,7 +40,19 @@ def summary(frame: Any) -> Any:
     rate at each count of worker processes (`passes_per_s@<n>`); the projected ceiling with
     its interval (`ceiling`, `ceiling_lo`, `ceiling_hi`); `even`, the single node's ceiling
     times `masters` (what shards spread evenly would give, with that node's interval scaled
-    the same way); and whether the store took `shards` (`shards_option`)."""
+    the same way); and whether the store took `shards` (`shards_option`).
+
+    The projection: a Redis node runs its commands on one thread, so a node with a machine of
+    its own saturates when it spends one CPU second a second. If the busiest node spends `b`
+    CPU seconds a pass, the cluster carries at most `1 / b` passes a second, however many
+    nodes it has. With `C` the nodes' CPU per pass summed and `s` the busiest node's share,
+    `b = s * C`: one node (`s = 1`) gives `X = 1 / C`; shards spread evenly over `N` nodes
+    (`s = 1 / N`, `C` unchanged) give `N * X`; a queue on one slot keeps its share on one
+    node, so its ceiling stays near `X`, raised only by the work that leaves that node anyway.
+    Each run's `1 / b` is one sample; the interval is a bootstrap over the runs of a
+    configuration (every worker-process count and repeat: a node's cost per pass does not
+    depend on how many processes asked).
+    """
     import pandas
 
     from experiments.readers.uncertainty import quantile
