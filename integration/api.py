@@ -57,6 +57,7 @@ from integration.document import (
 from integration.log import configure, fields
 from integration.orders import unwind_id
 from integration.payout import APPROVAL
+from integration.refund import REFUND
 from integration.schedule_routes import add_schedule_routes
 from integration.worker import effects_from, redacted, retry_from, serve
 from integration.workflow import ORDER, history, status
@@ -145,6 +146,11 @@ def _order_id(value: str | None, *, missing: int) -> str:
             400 if missing == 400 else 404,
             f"an order id is 1-128 of [A-Za-z0-9._-], starting with a letter or digit;"
             f" got {value!r}",
+        )
+    if value.endswith(f".{REFUND}"):  # the id of an order's refund child (`run.child`)
+        raise Refused(
+            400 if missing == 400 else 404,
+            f"an order id may not end in .{REFUND}, which names an order's refund; got {value!r}",
         )
     return value
 

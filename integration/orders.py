@@ -9,7 +9,7 @@ when the forward graph raises. The effects (a `Gateway`, a `Warehouse`) are inje
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -28,6 +28,10 @@ from integration.submission import Order
 
 #: The forward checkpoint key that says the forward graph failed, and why.
 FAILED = "failed"
+
+#: How a rollback refunds a charge: `(workflow, charge) -> refund`. By default the gateway
+#: itself; the order body passes one that runs the refund as its child workflow.
+Refunder = Callable[[str, str], Awaitable[str]]
 
 
 class RollbackHeld(RuntimeError):
@@ -96,7 +100,9 @@ class Reached:
         return cls(text("charged"), text("reserved"), text(FAILED))
 
 
-def backward(gateway: Gateway, warehouse: Warehouse) -> CompiledGraph:
+def backward(
+    gateway: Gateway, warehouse: Warehouse, refunder: Refunder | None = None
+) -> CompiledGraph:
     """The rollback graph. Inputs: the forward workflow's id and its `Reached`.
 
         reached ─▶ refunded ─▶ released ─▶ unwound
@@ -104,15 +110,16 @@ def backward(gateway: Gateway, warehouse: Warehouse) -> CompiledGraph:
     Sequential on purpose: money first, then stock, so a crash part-way leaves a state a
     person can read off the checkpoint (refunded, not yet released). Each node is recorded like
     any other, so a rollback that crashes part-way is resumed by the next pass without
-    refunding twice.
+    refunding twice. `refunder` does the refund (the gateway's own by default).
     """
     graph = Graph("workflow", "reached")
+    refund_by: Refunder = gateway.refund if refunder is None else refunder
 
     @graph.node("refunded", after=("workflow", "reached"))
     async def refund(workflow: str, reached: Reached) -> str | None:
         if reached.charge is None:
             return None  # nothing was charged: nothing to refund
-        return await gateway.refund(workflow, reached.charge)
+        return await refund_by(workflow, reached.charge)
 
     @graph.node("released", after=("workflow", "reached", "refunded"))
     async def release(workflow: str, reached: Reached, refunded: object) -> str | None:
@@ -147,6 +154,7 @@ async def fulfil(
     order: Order,
     gateway: Gateway,
     warehouse: Warehouse,
+    refunder: Refunder | None = None,
 ) -> Fulfilment:
     """Fulfil `order` as one pass of `holder.workflow`; roll it back if fulfilment fails.
 
@@ -172,7 +180,7 @@ async def fulfil(
             await checkpointer.record(holder, FAILED, f"{type(error).__name__}: {error}")
         records = await checkpointer.load(workflow)
     reached = Reached.of(records)
-    undone = await unwind(checkpointer, holder, reached, gateway, warehouse)
+    undone = await unwind(checkpointer, holder, reached, gateway, warehouse, refunder)
     return RolledBack(reached.failure or "", undone)
 
 
@@ -182,12 +190,17 @@ async def unwind(
     reached: Reached,
     gateway: Gateway,
     warehouse: Warehouse,
+    refunder: Refunder | None = None,
 ) -> dict[str, object]:
     """Run the rollback of `holder.workflow` under its own id and claim, to completion."""
     undoing = await _claim(checkpointer, unwind_id(holder.workflow), holder.alive)
     try:
         result = await run_durably(
-            backward(gateway, warehouse), checkpointer, undoing, holder.workflow, reached
+            backward(gateway, warehouse, refunder),
+            checkpointer,
+            undoing,
+            holder.workflow,
+            reached,
         )
     finally:
         await checkpointer.release(undoing)

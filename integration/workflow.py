@@ -14,11 +14,13 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import assert_never
 
-from durability import Checkpointer, Run, Written
+from durability import Checkpointer, Run, Written, as_text
+from durability.bodies import started
 from durability.failures import failed
 from durability.schedules import FIRING, Firing
 from integration import console, nightly, orders, payout
 from integration.effects import Gateway, Warehouse
+from integration.refund import REFUND, refunder
 from integration.submission import Order
 
 #: The key the submission is recorded under. The API supplies it with `arrive`, which is
@@ -44,6 +46,7 @@ class OrderWorkflow:
     | `fulfilment` | `integration.orders.fulfil` (a DAG; rollback as `<id>:unwind`) | `receipt` |
     | `console` | `integration.console.console` | `closed` is recorded |
     | a schedule's firing | the body it names (`integration.nightly`) | its body returns |
+    | started as `refund` | `integration.refund` (a rollback's child) | `refunded` |
 
     It holds the checkpointer because fulfilment runs a graph (`run_durably` takes the store
     and the pass) and its rollback claims a second workflow.
@@ -52,8 +55,15 @@ class OrderWorkflow:
     def __init__(self, checkpointer: Checkpointer, effects: Effects) -> None:
         self.checkpointer = checkpointer
         self.effects = effects
+        self.refund = refunder(effects.gateway)
 
     async def __call__(self, run: Run) -> object:
+        # A workflow started by name (`durable.start`, which `run.child` and a schedule's
+        # firing use) runs the body it names; an order is started by the API's `arrive` of
+        # its submission instead, so it is the default.
+        named = started(run.records)
+        if named is not None and named.get("body") == REFUND:
+            return await self.refund(run)
         if FIRING in run.records:  # started by a schedule, not by an order
             return await nightly.run_firing(run, Firing.from_record(run.records[FIRING]))
         order = await run.awaiting(ORDER, Order.parse)
@@ -69,6 +79,9 @@ class OrderWorkflow:
                     order,
                     self.effects.gateway,
                     self.effects.warehouse,
+                    lambda workflow, charge: run.child(
+                        REFUND, REFUND, {"order": workflow, "charge": charge}, as_text
+                    ),
                 )
                 match outcome:
                     case orders.Fulfilled(receipt=receipt):

@@ -103,6 +103,7 @@ REFUSED = [
     # (name, method, path, body, headers, status, field named in the answer)
     ("no key", "post", "/orders", PAYOUT, {}, 400, None),
     ("bad key", "post", "/orders", PAYOUT, {"Idempotency-Key": "a:unwind"}, 400, None),
+    ("a refund's id", "post", "/orders", PAYOUT, {"Idempotency-Key": "a.refund"}, 400, None),
     ("bad quantity", "post", "/orders",
      {"customer": "ada", "lines": [{"sku": "piano", "quantity": 0, "cents": 1}]},
      {"Idempotency-Key": "{new}"}, 422, "lines.0.quantity"),

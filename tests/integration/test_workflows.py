@@ -114,3 +114,47 @@ async def test_worker_fulfils_one_order_and_rolls_back_another(
 
     assert effects.gateway.calls == {"charge": 2, "refund": 1}
     assert effects.warehouse.calls == {"reserve": 2, "ship": 1, "release": 1}
+
+
+async def test_a_rollback_refunds_through_one_child_workflow_however_many_passes_reach_it(
+    durable: Any, tag: str, worker: Worker, eventually: Eventually
+) -> None:
+    from integration.effects import Warehouse
+    from integration.orders import unwind_id
+    from integration.refund import REFUND
+
+    # The rollback fails once after the refund (its release), so the order fails and its
+    # retry is a further pass through the rollback: the refund must not start again.
+    effects = Effects(gateway=Gateway(), warehouse=Warehouse(release_failures=1))
+    checkpointer = durable.checkpointer
+    order, refund = f"{tag}-bad", f"{tag}-bad.refund"
+
+    async def state_is(workflow: str, wanted: str) -> bool:
+        return bool((await durable.status(workflow)).state == wanted)
+
+    async with worker(durable, effects):
+        submitted = Order.of("fulfilment", "ada", [Line("unshippable", 1, 500)])
+        await durable.arrive(order, ORDER, submitted.to_record())
+        await eventually(lambda: state_is(order, "failed"), "the rollback fails at the release")
+        assert await state_is(refund, "completed")
+        assert (await checkpointer.load(unwind_id(order)))["refunded"] == f"re-ch-{order}"
+        assert await durable.retry(order)
+        await eventually(lambda: state_is(order, "completed"), "the retried rollback completes")
+
+    # One child, started once, refunded once under its own id; its value is the order's step
+    # result and the rollback's record of the refund.
+    assert effects.gateway.calls == {"charge": 1, "refund": 1}
+    assert effects.warehouse.calls == {"reserve": 1, "release": 1}  # the failed one did not
+    records = await checkpointer.load(order)
+    assert [key for key in records if key.startswith("engine:child:")] == [f"engine:child:{REFUND}"]
+    assert records[f"engine:child:{REFUND}"] == {"body": REFUND, "id": refund}
+    ending = records[REFUND]
+    assert isinstance(ending, dict)
+    assert (ending["state"], ending["value"]) == ("completed", f"re-ch-{order}")
+    child = await checkpointer.load(refund)
+    assert child["refunded"] == f"re-ch-{order}"
+    assert not await durable.start(
+        REFUND, {"order": order, "charge": f"ch-{order}"}, workflow=refund
+    )
+    undone = (await checkpointer.load(unwind_id(order)))["unwound"]
+    assert undone["refund"] == f"re-ch-{order}"
