@@ -15,7 +15,7 @@ import json
 from collections.abc import Callable, Mapping
 from datetime import timedelta
 
-from durability.values import STATES
+from durability.values import STATES, Limit
 
 __all__ = [
     "ENGINE",
@@ -24,6 +24,10 @@ __all__ = [
     "MAX_DURATION",
     "MAX_NAME",
     "MAX_PAGE",
+    "MAX_PRIORITY",
+    "MIN_PRIORITY",
+    "check_limit",
+    "check_priority",
     "check_key",
     "check_page",
     "check_recorded_key",
@@ -196,3 +200,49 @@ def check_page(prefix: str | None, limit: int, after: str | None) -> None:
         raise ValueError(f"limit must be from 1 to {MAX_PAGE}, got {limit}")
     if after is not None:
         check_workflow(after)
+
+
+#: The range of a wakeup's priority (`Scheduler.make_ready`): higher is taken first, 0 is the
+#: default. Bounded so a store that keeps a queue per level (the Redis stream) has few.
+MIN_PRIORITY = -100
+MAX_PRIORITY = 100
+#: The largest `Limit.at_most`: far past any real bound, well inside every store's integers.
+MAX_LIMIT = 1_000_000
+
+
+def check_priority(priority: object) -> int:
+    """Return `priority` if it is an int (not a bool) from `MIN_PRIORITY` to `MAX_PRIORITY`;
+    else a `TypeError` or `ValueError` saying so."""
+    if not isinstance(priority, int) or isinstance(priority, bool):
+        raise TypeError(f"priority must be an int, not {type(priority).__name__}")
+    if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+        raise ValueError(
+            f"priority must be from {MIN_PRIORITY} to {MAX_PRIORITY}, got {priority}"
+        )
+    return priority
+
+
+def check_limit(limit: object) -> Limit | None:
+    """Return `limit` if it is None or a sound `Limit`: a key of 1 to `MAX_NAME` characters
+    with no brace (it sits inside a Redis key, under the queue's hash tag) and no control
+    character, an int `at_most` from 1 to `MAX_LIMIT`, a `per` that is None or a positive
+    duration. Else a `TypeError` or `ValueError` naming what is wrong."""
+    if limit is None:
+        return None
+    if not isinstance(limit, Limit):
+        raise TypeError(f"limit must be a Limit or None, not {type(limit).__name__}")
+    key = limit.key
+    if not isinstance(key, str):
+        raise TypeError(f"a limit's key must be a str, not {type(key).__name__}")
+    if not 1 <= len(key) <= MAX_NAME:
+        raise ValueError(f"a limit's key must be 1 to {MAX_NAME} characters, got {len(key)}")
+    if "{" in key or "}" in key or any(c < " " or c == "\x7f" for c in key):
+        raise ValueError(f"a limit's key may not hold a brace or a control character: {key!r}")
+    at_most = limit.at_most
+    if not isinstance(at_most, int) or isinstance(at_most, bool):
+        raise TypeError(f"a limit's at_most must be an int, not {type(at_most).__name__}")
+    if not 1 <= at_most <= MAX_LIMIT:
+        raise ValueError(f"a limit's at_most must be from 1 to {MAX_LIMIT}, got {at_most}")
+    if limit.per is not None:
+        positive("a limit's per", limit.per)
+    return limit

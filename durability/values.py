@@ -18,6 +18,7 @@ __all__ = [
     "Effect",
     "Entry",
     "Footprint",
+    "Limit",
     "Look",
     "Pass",
     "Recorded",
@@ -75,6 +76,22 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
+class Limit:
+    """A bound shared by every wakeup that names the same `key`, kept by the store where the
+    take happens, so it holds across all workers and processes.
+
+    With `per` None it bounds concurrency: at most `at_most` deliveries of the key are held
+    (taken, lease live) at once; a crashed holder's slot comes back when its lease lapses.
+    With `per` a duration it bounds the rate: at most `at_most` deliveries of the key are
+    taken in any window of `per`. A wakeup over its limit stays queued (not lost, not
+    polled for) and is taken when the limit has room. Checked by `checks.check_limit`."""
+
+    key: str
+    at_most: int
+    per: timedelta | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Delivery:
     """One wakeup handed to one worker. `receipt` is the scheduler's proof of which wakeup it
     is (a stream entry id, a visibility score); `done`, `wake_at` and `extend` compare it.
@@ -87,6 +104,10 @@ class Delivery:
     workflow: str
     receipt: str
     lapsed: bool = field(default=False, compare=False)
+    #: The wakeup's priority and limit (`Scheduler.make_ready`), as the store kept them: a
+    #: `wake_at` of this delivery keeps both, so a workflow that sleeps comes back as it went.
+    priority: int = field(default=0, compare=False)
+    limit: Limit | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
