@@ -283,6 +283,67 @@ def _lifecycle(where: Path) -> str:
             f"ending's write included (p99 {each('result', 'to_result', 'p99')}). {race}")
 
 
+def _policies(where: Path) -> str:
+    from experiments.readers.summaries.policies import common, limits, summary
+    from experiments.results import metadata
+
+    rows = frame("policies", where)
+    t = summary(rows)
+    backends = list(dict.fromkeys(t["backend"]))
+    fired = t[t["arm"] == "schedule"]
+    most = int(fired["processes"].max()) if len(fired) else 0
+    top = fired[fired["processes"] == most]
+    delays = ", ".join(
+        f"{r['backend']} {_told(Interval(r['p50'], r['p50_lo'], r['p50_hi'], r['n']))}"
+        for _, r in top.iterrows())
+    bad = float(fired["duplicates"].sum() + fired["missing"].sum())
+    rivals = " (a rival's cron every second)" if set(fired["backend"]) & {"saq", "arq"} else ""
+    schedule = (f"Of {number(fired['firings'].sum())} firings of a schedule every "
+                f"{number(fired['every'].min())} ms{rivals} fired by 1 to "
+                f"{most} worker processes, " + ("none ran twice or was missed" if bad == 0 else
+                                               f"{number(fired['duplicates'].sum())} ran twice "
+                                               f"and {number(fired['missing'].sum())} were "
+                                               "missed") + f"; the median delay from a firing's "
+                f"time to its pass at {most} processes: {delays}." if len(fired) else "")
+    urgent = t[t["arm"] == "priority"]
+    pairs = []
+    for b in backends:
+        mine = urgent[urgent["backend"] == b].set_index("ordering")
+        if "none" in mine.index:
+            with_ = (f"{ms(float(mine.at['priority', 'p50']))} with a priority against "
+                     if "priority" in mine.index else "(no priority yet) ")
+            pairs.append(f"{b} {with_}{ms(float(mine.at['none', 'p50']))} without")
+    priority = ("Urgent work submitted behind a backlog starts (median) "
+                + "; ".join(pairs) + "." if pairs else "")
+    held = limits(t)
+    held = held[held["at_most"] > 0]
+    over = float(held["overshoot"].sum()) if len(held) else 0.0
+    limit = (f"Across {len(held)} limit configurations (limits 1 to "
+             f"{number(held['at_most'].max())}, 1 to {number(held['processes'].max())} worker "
+             "processes) the most holders seen at once, counted inside the bodies, "
+             + ("never passed the limit" if over == 0 else f"passed it by {number(over)} in all")
+             + "; at the largest limit and most processes the rate over none's: "
+             + ", ".join(f"{r['backend']} {number(r['cost'])}" for _, r in held[
+                 (held["at_most"] == held["at_most"].max())].groupby("backend", sort=False)
+                 .tail(1).iterrows()) + "." if len(held) else "")
+    plain = common(rows, where)
+    ab = ""
+    if "rate_ratio" in plain:
+        told = [f"{r['backend']} "
+                f"{_told(Interval(r['rate_ratio'], r['rate_ratio_lo'], r['rate_ratio_hi'], 1))}"
+                for _, r in plain.iterrows() if r["rate_ratio"] == r["rate_ratio"]]
+        ab = ("The common path (no priority, no limit, no schedule), one process's one-step "
+              "throughput over the reference `throughput` run's (another sitting, so the "
+              "machine's speed is in it too): " + ", ".join(told) + ".")
+    skipped = [k for k in metadata("policies", where).get("skipped", {}) if " arm=" in k]
+    missing = (f" Not measured, the store lacking the feature then: {len(skipped)} "
+               "configurations (`lab.run(...).attrs['skipped']`)." if skipped else "")
+    return ("**Schedules, priorities and limits** ([`results/policies.csv`]"
+            "(results/policies.csv), medians in ms with their "
+            f"{LEVEL:.0%} intervals). " + " ".join(p for p in (schedule, priority, limit, ab)
+                                                    if p) + missing)
+
+
 def _scaling(where: Path) -> str:
     from experiments.readers.summaries.scaling import FLAT, costs
 
@@ -438,6 +499,7 @@ SECTIONS: dict[str, tuple[tuple[str, ...], Callable[[Path], str]]] = {
     "growth": (("growth",), _growth),
     "wakeups": (("wakeups",), _wakeups),
     "lifecycle": (("lifecycle",), _lifecycle),
+    "policies": (("policies",), _policies),
     "scaling": (("scaling",), _scaling),
     "scale-out": (("scale-out",), _scale_out),
     "design": (("latency", "idle", "growth"), _design),
