@@ -52,7 +52,7 @@ RIVAL_ARMS = {"pgqueuer": ("priority", "limit"), "saq": ("schedule",), "arq": ("
 
 
 def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
-    processes = (1,) if backend.in_process else (1, 2, 4)
+    processes = (1,) if backend.in_process else (1, 2, 4) if quick else (1, 2, 3, 4)
     limited = (1,) if backend.in_process else (1, 2) if quick else (1, 2, 4)
     arms: tuple[str, ...] = ARMS
     if backend.rival is not None:
@@ -75,7 +75,7 @@ def sizes(quick: bool) -> dict[str, int]:
     if quick:
         return {"firings": 30, "backlog": 600, "urgent": 20, "workflows": 200,
                 "common": 400}
-    return {"firings": 150, "backlog": 3000, "urgent": 100, "workflows": 600, "common": 4000}
+    return {"firings": 100, "backlog": 3000, "urgent": 100, "workflows": 600, "common": 4000}
 
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:

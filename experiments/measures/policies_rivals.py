@@ -72,7 +72,7 @@ async def _schedule(lab: Lab, backend: Backend, place: Place, params: dict[str, 
     """`processes` workers each running the rival's every-second cron for `firings` seconds:
     per firing its delay to the job's start, how many times it ran, and the firings missed."""
     processes = int(params["processes"])
-    firings = max(5, int(params.get("firings") or sizes(lab.quick)["firings"]) // 4)
+    firings = min(20, max(5, int(params.get("firings") or sizes(lab.quick)["firings"]) // 4))
     async with _agents(lab, backend, place, [("worker", "cron=on")] * processes) as workers:
         await asyncio.gather(*(w.request("work", pool=8) for w in workers))
         await asyncio.sleep(firings * EVERY_MS / 1000 + 0.5)
@@ -130,7 +130,9 @@ async def _limit(lab: Lab, backend: Backend, place: Place, params: dict[str, Any
     (0: none), each holding `LIMIT_HOLD_MS`, worked off by `processes` workers of pool
     `POOL`; the most held at once counted from the jobs' own spans."""
     at_most, processes = int(params["at_most"]), int(params["processes"])
-    count = int(params.get("workflows") or sizes(lab.quick)["workflows"])
+    # At most a quick run's count: pgqueuer's limited dequeue runs a few a second at a limit
+    # of 1, so a full run's would take minutes a configuration and say no more.
+    count = int(params.get("workflows") or sizes(True)["workflows"])
     limit = f"limit={at_most}" if at_most else ""
     roles = [("worker", limit)] * processes + [("client", "")]
     async with _agents(lab, backend, place, roles) as agents:

@@ -284,8 +284,7 @@ def _lifecycle(where: Path) -> str:
 
 
 def _policies(where: Path) -> str:
-    from experiments.readers.summaries.policies import common, limits, summary
-    from experiments.results import metadata
+    from experiments.readers.summaries.policies import common, limits, skipped, summary
 
     rows = frame("policies", where)
     t = summary(rows)
@@ -296,15 +295,20 @@ def _policies(where: Path) -> str:
     delays = ", ".join(
         f"{r['backend']} {_told(Interval(r['p50'], r['p50_lo'], r['p50_hi'], r['n']))}"
         for _, r in top.iterrows())
-    bad = float(fired["duplicates"].sum() + fired["missing"].sum())
-    rivals = " (a rival's cron every second)" if set(fired["backend"]) & {"saq", "arq"} else ""
-    schedule = (f"Of {number(fired['firings'].sum())} firings of a schedule every "
-                f"{number(fired['every'].min())} ms{rivals} fired by 1 to "
-                f"{most} worker processes, " + ("none ran twice or was missed" if bad == 0 else
-                                               f"{number(fired['duplicates'].sum())} ran twice "
-                                               f"and {number(fired['missing'].sum())} were "
-                                               "missed") + f"; the median delay from a firing's "
-                f"time to its pass at {most} processes: {delays}." if len(fired) else "")
+    crons = fired["backend"].isin(["saq", "arq"])
+    ours, theirs = fired[~crons], fired[crons]
+    bad = float(ours["duplicates"].sum() + ours["missing"].sum())
+    rivals = "".join(
+        f"; {b} (a cron every second) ran {number(g['firings'].sum())}, "
+        f"{number(g['duplicates'].sum())} twice, {number(g['missing'].sum())} missed"
+        for b, g in theirs.groupby("backend", sort=False))
+    schedule = (f"Of {number(ours['firings'].sum())} firings of a schedule every "
+                f"{number(ours['every'].min())} ms fired by 1 to {most} worker processes, "
+                + ("none ran twice or was missed" if bad == 0 else
+                   f"{number(ours['duplicates'].sum())} ran twice and "
+                   f"{number(ours['missing'].sum())} were missed")
+                + f"{rivals}. The median delay from a firing's time to its pass at {most} "
+                f"processes: {delays}." if len(ours) else "")
     urgent = t[t["arm"] == "priority"]
     pairs = []
     for b in backends:
@@ -335,9 +339,10 @@ def _policies(where: Path) -> str:
         ab = ("The common path (no priority, no limit, no schedule), one process's one-step "
               "throughput over the reference `throughput` run's (another sitting, so the "
               "machine's speed is in it too): " + ", ".join(told) + ".")
-    skipped = [k for k in metadata("policies", where).get("skipped", {}) if " arm=" in k]
-    missing = (f" Not measured, the store lacking the feature then: {len(skipped)} "
-               "configurations (`lab.run(...).attrs['skipped']`)." if skipped else "")
+    left = skipped(where)
+    missing = (" Not measured, the store lacking the feature when the run was made: "
+               + "; ".join(f"{feature} on {', '.join(names)}" for feature, names in left.items())
+               + "." if left else "")
     return ("**Schedules, priorities and limits** ([`results/policies.csv`]"
             "(results/policies.csv), medians in ms with their "
             f"{LEVEL:.0%} intervals). " + " ".join(p for p in (schedule, priority, limit, ab)

@@ -681,10 +681,11 @@ An arm whose store lacked the feature when the run was made is listed as skipped
     code("""
 p = frame('policies')
 t = summary('policies')
-from experiments.results import metadata
-left = [k for k in metadata('policies', lab.where()).get('skipped', {}) if ' arm=' in k]
-say(f\"\"\"This run skipped {len(left)} configuration{'s' if len(left) != 1 else ''} whose store
-lacked the feature then{': ' + ', '.join(left) if left else ''}.\"\"\")
+from experiments.readers.summaries.policies import skipped
+left = skipped(lab.where())
+say('This run skipped, the store lacking the feature then: ' + '; '.join(
+    f'{feature} on {", ".join(names)}' for feature, names in left.items()) + '.' if left else
+    'This run skipped no arm: every store took every feature.')
 """),
     md("## A schedule fired by several workers"),
     code("shown('policies', 'schedule')"),
@@ -692,11 +693,15 @@ lacked the feature then{': ' + ', '.join(left) if left else ''}.\"\"\")
 fired = t[t.arm == 'schedule']
 most = int(fired.processes.max())
 at_most = fired[fired.processes == most]
-say(f\"\"\"Of {fired.firings.sum():,.0f} firings, {fired.duplicates.sum():,.0f} started a second
-workflow and {fired.missing.sum():,.0f} were missed: a firing is taken by a compare-and-set of the
+ours = fired[~fired.backend.isin(['saq', 'arq'])]
+theirs = fired[fired.backend.isin(['saq', 'arq'])].groupby('backend', sort=False)[['firings', 'duplicates', 'missing']].sum()
+rivals = ''.join(f' {b}: {r.firings:,.0f} firings, {r.duplicates:,.0f} run twice, {r.missing:,.0f} missed.'
+                 for b, r in theirs.iterrows())
+say(f\"\"\"Of our {ours.firings.sum():,.0f} firings, {ours.duplicates.sum():,.0f} started a second
+workflow and {ours.missing.sum():,.0f} were missed: a firing is taken by a compare-and-set of the
 schedule's record, and its workflow id is the firing's, so a second starter finds the first's
-workflow. With {most} processes racing, the median delay from a firing's time to its pass is
-{', '.join(f'**{r.backend}** {ms(r.p50)}' for r in at_most.itertuples())}.\"\"\")
+workflow.{rivals} With {most} processes racing, the median delay from a firing's time to its
+pass is {', '.join(f'**{r.backend}** {ms(r.p50)}' for r in at_most.itertuples())}.\"\"\")
 """),
     md("## Urgent work behind a backlog"),
     code("shown('policies', 'priority')"),

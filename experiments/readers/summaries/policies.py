@@ -135,6 +135,24 @@ def common(frame: Any, where: Path | None) -> Any:
     return table
 
 
+def skipped(where: Path | None) -> dict[str, list[str]]:
+    """The arms a run skipped because a store lacked the feature, by feature: the backends
+    (`attrs["skipped"]` of the run, its metadata's `skipped`)."""
+    from experiments.results import metadata
+
+    if where is None or not (where / "policies.json").exists():
+        return {}
+    found: dict[str, list[str]] = {}
+    for key, why in metadata("policies", where).get("skipped", {}).items():
+        if " arm=" not in key:
+            continue
+        feature = "priority" if "priority" in why else "limit" if "limit" in why else why
+        backend = key.split(" arm=", 1)[0]
+        if backend not in found.setdefault(feature, []):
+            found[feature].append(backend)
+    return found
+
+
 def _median(values: Any) -> float:
     import numpy
 
@@ -165,6 +183,7 @@ def pays(frame: Any, where: Path | None = None) -> Any:
             row["schedule: delay p50 ms"] = (f"{number(top['p50'])} "
                                              f"(x{int(top['processes'])})")
             row["duplicates"] = number(fired["duplicates"].sum())
+            row["missed"] = number(fired["missing"].sum())
         ordered = mine[mine["arm"] == "priority"].set_index("ordering")
         if len(ordered):
             medians = [number(ordered.at[o, "p50"]) if o in ordered.index else "—"
@@ -187,7 +206,9 @@ def pays(frame: Any, where: Path | None = None) -> Any:
                 row["common p50 after/before"] = _with(r["p50_ratio"], r["p50_ratio_lo"],
                                                        r["p50_ratio_hi"])
         rows.append(row)
-    found = pandas.DataFrame(rows)
+    from experiments.readers.figures import in_order
+
+    found = in_order(pandas.DataFrame(rows))
     return found.set_index("backend").fillna("") if len(found) else found
 
 
@@ -253,7 +274,15 @@ def draw(frame: Any) -> Any:
     """Four panels: the schedule's median firing delay by processes; urgent work's median
     start with a priority and without (log); the limit's rate over its ceiling by limit, at
     the most processes, its overshoot written beside; the common path's median start."""
-    from experiments.readers.figures import figure, label, look, nothing, order
+    from experiments.readers.figures import (
+        figure,
+        label,
+        look,
+        measured_ticks,
+        nothing,
+        order,
+        plain_log,
+    )
 
     table = summary(frame)
     fig, axes = figure(columns=2, rows=2, width=5.2, height=3.4)
@@ -267,8 +296,10 @@ def draw(frame: Any) -> Any:
     label(a, "A schedule's firing delay", "worker processes", "ms (median, 95% interval)")
     if not len(fired):
         nothing(a, "no schedule arm in this run")
-    elif len(fired):
-        a.legend(fontsize=7)
+    else:
+        a.set_yscale("log")
+        a.set_xticks(sorted(set(fired["processes"].astype(int))))
+        a.legend(fontsize=7, ncol=2)
     urgent = table[table["arm"] == "priority"]
     names = order(urgent["backend"])
     for i, backend in enumerate(names):
@@ -278,6 +309,7 @@ def draw(frame: Any) -> Any:
                 b.barh(i - 0.2 + 0.4 * j, found["p50"].iloc[0], height=0.38,
                        color=look(backend).colour, alpha=1.0 if j == 0 else 0.4)
     b.set_yticks(range(len(names)), names, fontsize=8)
+    b.set_ylim(len(names) - 0.5, -0.5)
     b.set_xscale("log")
     label(b, "Urgent work behind a backlog", "median start, ms (dark: priority, pale: none)",
           "")
@@ -293,16 +325,23 @@ def draw(frame: Any) -> Any:
             if r["overshoot"]:
                 c.annotate(f"+{r['overshoot']:.0f}", (r["at_most"], r["of_ceiling"]),
                            color="red", fontsize=7)
-    c.set_xscale("log", base=2)
     label(c, "A limit's rate over its ceiling", "limit (most processes)", "rate / ceiling")
     if not len(held):
         nothing(c, "no limit measured in this run")
+    else:
+        c.set_xscale("log")
+        c.set_yscale("log")
+        measured_ticks(c, sorted(set(held["at_most"].astype(float))))
+        plain_log(c, "y")
+        c.legend(fontsize=7)
     plain = table[table["arm"] == "common"]
     names = order(plain["backend"])
     for i, backend in enumerate(names):
         r = plain[plain["backend"] == backend].iloc[0]
         d.barh(i, r["p50"], color=look(backend).colour)
     d.set_yticks(range(len(names)), names, fontsize=8)
+    d.set_ylim(len(names) - 0.5, -0.5)
+    d.set_xscale("log")
     label(d, "The common path", "median start at 20/s, ms", "")
     if not names:
         nothing(d, "no common arm in this run")
