@@ -52,8 +52,11 @@ RIVAL_ARMS = {"pgqueuer": ("priority", "limit"), "saq": ("schedule",), "arq": ("
 
 
 def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
-    processes = (1,) if backend.in_process else (1, 2, 4) if quick else (1, 2, 3, 4)
-    limited = (1,) if backend.in_process else (1, 2) if quick else (1, 2, 4)
+    # A quick run's grid is the corners: one process and four, the smallest limit and the
+    # largest beside none, at two processes (where a limit is shared across processes).
+    processes = (1,) if backend.in_process else (1, 4) if quick else (1, 2, 3, 4)
+    limited = (1,) if backend.in_process else (2,) if quick else (1, 2, 4)
+    bounds = (1, 16, 0) if quick else LIMITS
     arms: tuple[str, ...] = ARMS
     if backend.rival is not None:
         arms = RIVAL_ARMS.get(backend.rival, ())
@@ -63,7 +66,7 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
     if "priority" in arms:
         found += [{"arm": "priority", "ordering": o} for o in ("priority", "none")]
     if "limit" in arms:
-        found += [{"arm": "limit", "at_most": m, "processes": n} for m in LIMITS
+        found += [{"arm": "limit", "at_most": m, "processes": n} for m in bounds
                   for n in limited]
     if "common" in arms:
         found += [{"arm": "common", "processes": 1}]
@@ -73,7 +76,7 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
 def sizes(quick: bool) -> dict[str, int]:
     """Each arm's size in a quick and a full run (a run's `--set` comes first)."""
     if quick:
-        return {"firings": 30, "backlog": 600, "urgent": 20, "workflows": 200,
+        return {"firings": 20, "backlog": 400, "urgent": 10, "workflows": 100,
                 "common": 400}
     return {"firings": 100, "backlog": 3000, "urgent": 100, "workflows": 600, "common": 4000}
 

@@ -72,7 +72,7 @@ async def _schedule(lab: Lab, backend: Backend, place: Place, params: dict[str, 
     """`processes` workers each running the rival's every-second cron for `firings` seconds:
     per firing its delay to the job's start, how many times it ran, and the firings missed."""
     processes = int(params["processes"])
-    firings = min(20, max(5, int(params.get("firings") or sizes(lab.quick)["firings"]) // 4))
+    firings = min(20, max(4, int(params.get("firings") or sizes(lab.quick)["firings"]) // 4))
     async with _agents(lab, backend, place, [("worker", "cron=on")] * processes) as workers:
         await asyncio.gather(*(w.request("work", pool=8) for w in workers))
         await asyncio.sleep(firings * EVERY_MS / 1000 + 0.5)

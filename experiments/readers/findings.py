@@ -284,7 +284,7 @@ def _lifecycle(where: Path) -> str:
 
 
 def _policies(where: Path) -> str:
-    from experiments.readers.summaries.policies import common, limits, skipped, summary
+    from experiments.readers.summaries.policies import common, limits, skipped, summary, told
 
     rows = frame("policies", where)
     t = summary(rows)
@@ -332,13 +332,18 @@ def _policies(where: Path) -> str:
                  .tail(1).iterrows()) + "." if len(held) else "")
     plain = common(rows, where)
     ab = ""
-    if "rate_ratio" in plain:
-        told = [f"{r['backend']} "
-                f"{_told(Interval(r['rate_ratio'], r['rate_ratio_lo'], r['rate_ratio_hi'], 1))}"
-                for _, r in plain.iterrows() if r["rate_ratio"] == r["rate_ratio"]]
-        ab = ("The common path (no priority, no limit, no schedule), one process's one-step "
-              "throughput over the reference `throughput` run's (another sitting, so the "
-              "machine's speed is in it too): " + ", ".join(told) + ".")
+    if plain.attrs.get("source") == "one sitting" and len(plain):
+        ab = ("The common path (no priority, no limit, no schedule), after the policies over "
+              "before, from the one-sitting A/B in `results/ab/policies-common/`: one "
+              f"process's one-step throughput {told(plain, 'rate')}; median start at 20/s "
+              f"{told(plain, 'p50')}.")
+    elif "rate_ratio" in plain:
+        k = plain.attrs.get("calibrations", {})
+        ab = ("The common path (no priority, no limit, no schedule) against the reference "
+              "`throughput` and `latency` runs, another sitting (their machine ran the "
+              f"calibration loop in {k.get('throughput', 0):.3f} s, this run's in "
+              f"{k.get('policies', 0):.3f} s): one process's throughput "
+              f"{told(plain, 'rate')}; median start at 20/s {told(plain, 'p50')}.")
     left = skipped(where)
     missing = (" Not measured, the store lacking the feature when the run was made: "
                + "; ".join(f"{feature} on {', '.join(names)}" for feature, names in left.items())

@@ -739,13 +739,18 @@ c = common(p, lab.where())
 blank(c.set_index('backend'))
 """),
     code("""
-revisions = c.attrs.get('revisions', {})
-if 'rate_ratio' in c:
-    said = ', '.join(f'**{r.backend}** {r.rate_ratio:.2f}' for r in c.itertuples() if r.rate_ratio == r.rate_ratio)
-    text = (f\"\"\"One process's one-step throughput over the reference `throughput` run's
-(revision {revisions.get('throughput', '?')[:7]}): {said}; its interval is over that run's
-repeats and this one's. The two sittings differ in the machine's speed as well as the code, so
-read a ratio near 1 as "no change this can see".\"\"\")
+from experiments.readers.summaries.policies import told
+if c.attrs.get('source') == 'one sitting':
+    runs = c.attrs['runs']
+    text = (f\"\"\"From the one-sitting A/B in `results/ab/policies-common/` ({runs['before']} runs
+before the policies, {runs['after']} after, interleaved), after over before: one process's one-step
+throughput {told(c, 'rate')}; median start at 20/s {told(c, 'p50')}.\"\"\")
+elif 'rate_ratio' in c:
+    k = c.attrs.get('calibrations', {})
+    text = (f\"\"\"Against the reference `throughput` and `latency` runs, another sitting: one
+process's one-step throughput {told(c, 'rate')}; median start at 20/s {told(c, 'p50')}. Their
+machine ran a 5M-step loop in {k.get('throughput', 0):.3f} s, this run's in {k.get('policies', 0):.3f} s: the
+machine's speed is in these ratios as much as the code is.\"\"\")
 else:
     text = 'This folder has no `throughput` rows to set the common path against.'
 say(text)

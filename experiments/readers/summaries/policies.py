@@ -82,57 +82,116 @@ def limits(table: Any) -> Any:
     return rows
 
 
+#: Where a one-sitting A/B of the common path is kept, under a results folder: runs of
+#: `throughput` and `latency` at the revision before the policies (`before*/`) and after
+#: (`after*/`), interleaved (`results/ab/policies-common/README.md` says how).
+AB = Path("ab") / "policies-common"
+
+
 def common(frame: Any, where: Path | None) -> Any:
-    """The common path's rows beside the same measures in `where`'s `throughput` and
-    `latency` (the reference those experiments committed, made before the policies): a row
-    per backend with both sides' passes a second from one process and median start at 20/s,
-    their ratios (after over before), and each side's revision."""
+    """The common path (no priority, no limit, no schedule) after the policies over before: a
+    row per backend with both sides' passes a second from one process and median start at
+    20/s, and their ratios with 95% intervals (`rate_ratio`, `p50_ratio`, `_lo`, `_hi`).
+
+    From the one-sitting A/B under `where / AB` where there is one (`attrs["source"]` says
+    "one sitting"); else this run's `common` rows over the `throughput` and `latency` rows
+    of the same folder, another sitting whose machine may have run at another speed
+    (`attrs["calibrations"]`: each run's CPU calibration, seconds, lower is faster)."""
+    import pandas
+
+    from experiments.results import load, metadata
+
+    if where is not None and (where / AB).is_dir():
+        sides = {side: _sides(where / AB, side) for side in ("before", "after")}
+        table = _against(sides["after"], sides["before"])
+        table.attrs.update(source="one sitting", runs={k: len(v) for k, v in sides.items()})
+        return table
+    mine = frame[frame["arm"] == "common"] if "arm" in frame else frame.iloc[0:0]
+    after = [(mine, mine)]
+    before: list[tuple[Any, Any]] = []
+    calibrations: dict[str, Any] = {}
+    if where is not None and (where / "policies.json").exists():
+        calibrations["policies"] = metadata("policies", where).get(
+            "cpu_calibration_seconds", {}).get("at_start")
+    found = {}
+    for name in ("throughput", "latency"):
+        if where is not None and (where / f"{name}.csv").exists():
+            found[name] = load(name, where)
+            calibrations[name] = metadata(name, where).get("cpu_calibration_seconds",
+                                                           {}).get("at_start")
+    if found:
+        empty = pandas.DataFrame(columns=["backend", "metric", "value"])
+        before = [(found.get("throughput", empty), found.get("latency", empty))]
+    table = _against(after, before)
+    table.attrs.update(source="another sitting", calibrations=calibrations)
+    return table
+
+
+def told(table: Any, name: str) -> str:
+    """`common`'s ratio `name` (`rate` or `p50`) for each backend as prose: "redis-stream
+    0.98 (0.91 to 1.05, with a dash)", the interval left out where there is none."""
+    from experiments.readers.tables import _with
+
+    column = f"{name}_ratio"
+    if column not in table:
+        return ""
+    return ", ".join(f"{r['backend']} {_with(r[column], r[column + '_lo'], r[column + '_hi'])}"
+                     for _, r in table.iterrows() if r[column] == r[column])
+
+
+def _sides(folder: Path, side: str) -> list[tuple[Any, Any]]:
+    """Each run of one side of the A/B: its (throughput rows, latency rows)."""
+    from experiments.results import load
+
+    return [(load("throughput", run), load("latency", run))
+            for run in sorted(folder.glob(f"{side}*")) if (run / "throughput.csv").exists()
+            and (run / "latency.csv").exists()]
+
+
+def _one(rows: Any, metric: str) -> Any:
+    """The common path's values of `metric` among `rows`: one process, the default variant,
+    20 submissions a second and no poll, where the rows have those columns."""
+    chosen = rows[rows["metric"] == metric]
+    for column, value in (("processes", 1), ("rate", 20.0)):
+        if column in chosen:
+            chosen = chosen[chosen[column] == value]
+    if "variant" in chosen:  # blank: an experiment with no variants (policies)
+        chosen = chosen[chosen["variant"].isna() | (chosen["variant"] == "default")]
+    if "poll_ms" in chosen:
+        chosen = chosen[chosen["poll_ms"].isna()]
+    return chosen
+
+
+def _against(after: list[tuple[Any, Any]], before: list[tuple[Any, Any]]) -> Any:
+    """A row per backend of `after`: rate and median start on each side, pooled over its
+    runs, and after over before with a bootstrap interval."""
     import pandas
 
     from experiments.readers.uncertainty import ratio
-    from experiments.results import load, metadata
 
-    mine = frame[frame["arm"] == "common"] if "arm" in frame else frame.iloc[0:0]
+    def pooled(runs: list[tuple[Any, Any]], backend: str, which: int, metric: str) -> list[float]:
+        values: list[float] = []
+        for run in runs:
+            rows = _one(run[which], metric)
+            values += rows[rows["backend"] == backend]["value"].astype(float).tolist()
+        return values
+
+    backends = list(dict.fromkeys(b for run in after for b in _one(run[0], "passes_per_s")
+                                  ["backend"]))
     rows = []
-    before_tp = before_lat = None
-    revisions = {}
-    if where is not None and (where / "throughput.csv").exists():
-        before_tp = load("throughput", where)
-        revisions["throughput"] = str(metadata("throughput", where).get("git_revision", ""))
-    if where is not None and (where / "latency.csv").exists():
-        before_lat = load("latency", where)
-        revisions["latency"] = str(metadata("latency", where).get("git_revision", ""))
-    for backend in dict.fromkeys(mine["backend"]):
-        own = mine[mine["backend"] == backend]
-        rate = own[own["metric"] == "passes_per_s"]["value"].to_numpy(dtype=float)
-        start = own[own["metric"] == "submit_to_first_pass"]["value"].to_numpy(dtype=float)
-        row: dict[str, Any] = {"backend": backend, "rate_after": _median(rate),
-                               "p50_after": _median(start)}
-        if before_tp is not None:
-            t = before_tp
-            old = t[(t["backend"] == backend) & (t["metric"] == "passes_per_s")
-                    & (t["processes"] == 1) & (t.get("variant", "default") == "default")]
-            values = old["value"].to_numpy(dtype=float)
-            row["rate_before"] = _median(values)
-            found = ratio(list(rate), list(values)) if len(rate) and len(values) else None
-            if found is not None:
-                row.update(rate_ratio=found.estimate, rate_ratio_lo=found.lo,
-                           rate_ratio_hi=found.hi)
-        if before_lat is not None:
-            t = before_lat
-            old = t[(t["backend"] == backend) & (t["metric"] == "submit_to_first_pass")
-                    & (t["rate"] == 20.0) & t["poll_ms"].isna()
-                    & (t.get("variant", "default") == "default")]
-            values = old["value"].to_numpy(dtype=float)
-            row["p50_before"] = _median(values)
-            found = ratio(list(start), list(values)) if len(start) and len(values) else None
-            if found is not None:
-                row.update(p50_ratio=found.estimate, p50_ratio_lo=found.lo,
-                           p50_ratio_hi=found.hi)
+    for backend in backends:
+        row: dict[str, Any] = {"backend": backend}
+        for name, which, metric in (("rate", 0, "passes_per_s"),
+                                    ("p50", 1, "submit_to_first_pass")):
+            mine, theirs = (pooled(after, backend, which, metric),
+                            pooled(before, backend, which, metric))
+            row[f"{name}_after"], row[f"{name}_before"] = _median(mine), _median(theirs)
+            if mine and theirs:
+                found = ratio(mine, theirs)
+                row.update({f"{name}_ratio": found.estimate, f"{name}_ratio_lo": found.lo,
+                            f"{name}_ratio_hi": found.hi})
         rows.append(row)
-    table = pandas.DataFrame(rows)
-    table.attrs["revisions"] = revisions
-    return table
+    return pandas.DataFrame(rows)
 
 
 def skipped(where: Path | None) -> dict[str, list[str]]:
