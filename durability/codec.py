@@ -201,6 +201,17 @@ class JsonCodec:
         value = _after(text, colon + 1)
         return value, Stamped(value, int(text[1:colon]) if colon > 1 else None)
 
+    def copy(self, value: object) -> object:
+        """What `decode(encode(value))` gives, refused with `Unencodable` exactly as `encode`
+        refuses: a store that keeps values, not text (memory), checks and copies at the write
+        and makes the text only if the value is read. ASCII text, word-sized ints, finite
+        floats and shallow lists and dicts of them are copied directly; anything else goes
+        through the text, so a rule `encode` keeps cannot be missed here."""
+        try:
+            return _copy(value, 0)
+        except _Unusual:
+            return self.decode(_text(value))
+
 
 _DECODER = json.JSONDecoder()
 
@@ -211,6 +222,44 @@ def _after(text: str, start: int) -> object:
     if end != len(text):
         raise json.JSONDecodeError("Extra data", text, end)
     return value
+
+
+class _Unusual(Exception):
+    """A value `_copy` leaves to the text (`JsonCodec.copy`)."""
+
+
+#: How deep `_copy` goes before it leaves a value to the text, and the ints it copies as they
+#: are: well inside `MAX_DEPTH` and `MAX_DIGITS`, so nothing `encode` refuses is copied.
+_SHALLOW = 32
+_WORD = 2**63
+
+
+def _copy(value: object, depth: int) -> object:
+    """`value` as JSON brings it back, for the values that surely survive (else `_Unusual`):
+    exact types only, as `_native` checks them."""
+    kind = type(value)
+    if isinstance(value, str):
+        if kind is str and value.isascii():
+            return value
+    elif isinstance(value, int):  # a bool too
+        if kind is bool or (kind is int and -_WORD < value < _WORD):
+            return value
+    elif isinstance(value, float):
+        if kind is float and math.isfinite(value):
+            return value
+    elif value is None:
+        return None
+    elif depth < _SHALLOW:
+        if isinstance(value, dict) and kind is dict:
+            copied: dict[str, object] = {}
+            for key, item in value.items():
+                if type(key) is not str or not key.isascii():
+                    raise _Unusual
+                copied[key] = _copy(item, depth + 1)
+            return copied
+        if isinstance(value, list) and kind is list:
+            return [_copy(item, depth + 1) for item in value]
+    raise _Unusual
 
 
 def _text(value: object) -> str:

@@ -49,8 +49,14 @@ EndState = Literal["completed", "failed", "cancelled"]
 
 def ending_key(records: Mapping[str, object]) -> str:
     """The key of the current epoch's ending: one epoch per explicit retry recorded."""
-    epoch = sum(1 for key in records if key.startswith(RETRY))
-    return f"{ENDING}{epoch:06d}"
+    epoch = 0
+    for key in records:  # a loop, not sum() over a generator: asked twice in every pass
+        if key.startswith(RETRY):
+            epoch += 1
+    return _FIRST if epoch == 0 else f"{ENDING}{epoch:06d}"
+
+
+_FIRST = f"{ENDING}{0:06d}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,8 +98,11 @@ CANCELLED = Ended("cancelled").to_record()
 
 def completion(value: object, kept: bool = True) -> dict[str, object]:
     """The record a completed pass writes: its value, or (`kept` False) the type of a value
-    the store's codec refused, so `result` can say what it was."""
-    return Ended("completed", value if kept else type(value).__name__, kept=kept).to_record()
+    the store's codec refused, so `result` can say what it was. (`Ended.to_record`'s, made
+    directly: one for every workflow that completes.)"""
+    if kept:
+        return {"state": "completed", "value": value}
+    return {"state": "completed", "unkept": type(value).__name__}
 
 
 def ended(records: Mapping[str, object]) -> Ended | None:

@@ -201,7 +201,8 @@ class Bell(Protocol):
 
     async def wait(self, within: timedelta) -> bool:
         """Wait until the workflow's ending may have been written (True) or `within` passed
-        (False). Raises if the store's channel is down (the caller then looks instead)."""
+        (False). Raises if the store's channel is down (the caller then looks instead), or
+        says True at least every `endings.LOOK` while it is (a channel that comes back)."""
         ...
 
 

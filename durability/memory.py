@@ -103,6 +103,7 @@ class _Workflow:
     claim: _Claim = field(default_factory=_Claim)
     appended: int = 0
     standing: Standing | None = None
+    copied: tuple[str, object] | None = None  #: an ending not yet made text (`_texts`)
 
 
 class MemoryCheckpointer:
@@ -138,8 +139,15 @@ class MemoryCheckpointer:
             raise Fenced(holder.workflow, holder.token, "the claim lapsed")
         return state
 
+    def _texts(self, state: _Workflow) -> dict[str, tuple[str, datetime]]:
+        """`state`'s records, an ending kept as a copy encoded now: at its first read."""
+        if state.copied is not None:
+            (key, value), state.copied = state.copied, None
+            state.records[key] = (self._codec.encode(value), state.records[key][1])
+        return state.records
+
     def _write(self, state: _Workflow, key: str, encoded: str, now: datetime) -> Recorded:
-        held = state.records.get(key)
+        held = self._texts(state).get(key)
         if held is not None:
             return Recorded(self._codec.decode(held[0]), False)
         state.records[key] = (encoded, now)
@@ -160,7 +168,7 @@ class MemoryCheckpointer:
         claim.token = max(_ms(now), claim.token + 1)
         claim.deadline = now + budget
         claim.until = min(now + alive, claim.deadline)
-        pairs = ((key, text) for key, (text, _) in state.records.items())
+        pairs = ((key, text) for key, (text, _) in self._texts(state).items())
         records, ordinals = decode_checkpoint(self._codec, pairs)
         return Pass(workflow, claim.token, alive, claim.deadline, records, ordinals)
 
@@ -169,7 +177,7 @@ class MemoryCheckpointer:
         state = self._workflows.get(check_workflow(workflow))
         if state is None:
             return {}
-        return {key: self._codec.decode(text) for key, (text, _) in state.records.items()}
+        return {key: self._codec.decode(text) for key, (text, _) in self._texts(state).items()}
 
     @_counted
     async def history(self, workflow: str) -> list[Written]:
@@ -178,7 +186,7 @@ class MemoryCheckpointer:
             return []
         return [
             Written(key, self._codec.decode(text), at)
-            for key, (text, at) in state.records.items()
+            for key, (text, at) in self._texts(state).items()
         ]
 
     @_counted
@@ -200,7 +208,7 @@ class MemoryCheckpointer:
         # A transact under a live claim is a sign of life whether or not its key was recorded
         # before, as on every store: renewed first, so the early answer renews too.
         state.claim.until = max(state.claim.until, min(now + holder.alive, state.claim.deadline))
-        held = state.records.get(key)
+        held = self._texts(state).get(key)
         if held is not None:
             return Recorded(self._codec.decode(held[0]), False)
         # The result exists only once the effect ran, so a result the codec refuses is an error
@@ -246,6 +254,7 @@ class MemoryCheckpointer:
         state = self._get(workflow)
         gone = len(state.records)
         state.records.clear()
+        state.copied = None
         if state.standing is not None:
             self._index(workflow, state.standing.state, None)
         state.standing = None
@@ -332,12 +341,18 @@ class MemoryCheckpointer:
         is still `holder`'s; False, doing nothing, if not (`SplitDurable.finish_ended`)."""
         check_recorded_key(key)
         check_state(state)
-        encoded = self._codec.encode(value)
+        # A pass's last write, seldom read: JsonCodec's checked copy (refused as `encode`
+        # refuses) made text only when read (`_texts`); any other codec's text now.
+        codec, copied = self._codec, None
+        if isinstance(codec, JsonCodec) and type(codec) is JsonCodec:
+            encoded, copied = "", (key, codec.copy(value))
+        else:
+            encoded = codec.encode(value)
         workflow = self._get(holder.workflow)
         if workflow.claim.token != holder.token:
             return False
-        if key not in workflow.records:  # first writer wins; nothing to decode back
-            workflow.records[key] = (encoded, self._clock())
+        if key not in self._texts(workflow):  # first writer wins; nothing to decode back
+            workflow.records[key], workflow.copied = (encoded, self._clock()), copied
             for bell in self._bells.get(holder.workflow, ()):
                 bell.set()
         self._stand(holder, state, detail)

@@ -32,7 +32,9 @@ from starlette.routing import Match
 from starlette.types import Scope
 
 from durability import Contended, Durable, positive
+from durability.children import CHILD, child_id
 from durability.connect import open_durable, unavailable
+from durability.endings import ended
 from durability.interfaces import MAX_PAGE, STATES, check_workflow
 from durability.schedules import Schedules
 from durability.status import Inspectable
@@ -155,6 +157,11 @@ def _order_id(value: str | None, *, missing: int) -> str:
     return value
 
 
+def _refund(workflow: str) -> bool:
+    """Whether `workflow` is an order's refund (no order's id ends so: `_order_id`)."""
+    return workflow.endswith(f".{REFUND}")
+
+
 def _cursor(value: str) -> bool:
     """Whether `value` can be a listing's cursor: a workflow id (an order's or a rollback's)."""
     try:
@@ -199,8 +206,8 @@ def make_app(
     | `GET /orders/{id}` | reads the checkpoint and its rollback's | history, stage, waits |
     | `POST /orders/{id}/confirmation` | `arrive(id, "approved-by", name)` | 202 |
     | `POST /orders/{id}/messages` | `deliver(id, {"text": ...})` | 202 with the entry's key |
-    | `DELETE /orders/{id}` | `delete(id)` and `delete(id:unwind)` | 200 with records removed |
-    | `GET /orders?state=&prefix=&limit=&after=` | `durable.list(...)` | a page of statuses |
+    | `DELETE /orders/{id}` | `delete` of id, id:unwind, id.refund (cancelled if live) | 200 |
+    | `GET /orders?state=&prefix=&limit=&after=` | `durable.list(...)` but refunds | statuses |
     | `POST /orders/{id}/retry` | `durable.retry(id)`: run a failed order again | 202 |
     | `/schedules...` | keep, list, pause, resume, remove schedules (`schedule_routes`) | |
     | `POST /orders/{id}/cancel` | `durable.cancel(id)`: run nothing more of it | 202; 409 ended |
@@ -345,6 +352,13 @@ def make_app(
         now = clock()
         stage = status(records, {w.key: w.value for w in rollback}, now)
         standing = await store(inspect.status(order_id))
+        # The refund, once the rollback started it (`run.child`), shown under the rollback.
+        started = f"{CHILD}{REFUND}" in records
+        refund = await store(inspect.status(child_id(order_id, REFUND))) if started else None
+        undone = None
+        if rollback or refund is not None:
+            undone = {"id": undoing, "history": history(rollback),
+                      "refund": None if refund is None else refund.to_json()}
         return JSONResponse(
             {
                 "id": order_id,
@@ -355,7 +369,7 @@ def make_app(
                 "sleeping_until": stage.until,
                 "as_of": now.isoformat(),
                 "history": history(written),
-                "rollback": {"id": undoing, "history": history(rollback)} if rollback else None,
+                "rollback": undone,
                 "status": standing.to_json(),
             }
         )
@@ -400,7 +414,7 @@ def make_app(
         },
     )
     async def orders(request: Request) -> Response:
-        """A page of orders (and their rollbacks) in id order, by state."""
+        """A page of orders (and their rollbacks, not their refunds) in id order, by state."""
         query = request.query_params
         problems: list[dict[str, str]] = []
         state = query.get("state")
@@ -418,10 +432,17 @@ def make_app(
             problems.append({"field": "after", "problem": "the `after` of a previous page"})
         if problems:
             raise Refused(422, problems)
-        page = await store(inspect.list(state=state, prefix=prefix, limit=count, after=after))
-        return JSONResponse(
-            {"orders": [found.to_json() for found in page.statuses], "after": page.after}
-        )
+        # An order's refund is a workflow of its own (`<id>.refund`), not an order: left out,
+        # and the page filled up past it, so a page is short only where the listing ends.
+        listed: list[dict[str, object]] = []
+        while True:
+            page = await store(
+                inspect.list(state=state, prefix=prefix, limit=count - len(listed), after=after)
+            )
+            listed += [found.to_json() for found in page.statuses if not _refund(found.workflow)]
+            after = page.after
+            if after is None or len(listed) == count:
+                return JSONResponse({"orders": listed, "after": after})
 
     @app.post(
         "/orders/{order_id}/retry",
@@ -516,11 +537,21 @@ def make_app(
         ),
     )
     async def delete(order_id: str) -> Response:
-        """Forget an order and its rollback (their wakeups first)."""
+        """Forget an order, its rollback and its refund (their wakeups first); a refund still
+        running is cancelled first, so nothing of it runs again."""
         order_id = _order_id(order_id, missing=404)
         await known(order_id)
-        # The rollback first: while the order still exists a retry can find both.
-        removed = await store(durable.delete(unwind_id(order_id)))
+        refund = child_id(order_id, REFUND)
+        held = await store(checkpointer.load(refund))
+        # A live refund is cancelled with its order, which cancels its children: the refund's
+        # ending then wakes an order that has ended, which runs nothing (a refund cancelled
+        # alone would wake its order mid-rollback). An order that ended first: the refund alone.
+        live = bool(held) and ended(held) is None
+        if live and not await store(inspect.cancel(order_id)):
+            await store(inspect.cancel(refund))
+        # The order last: while it still exists a retry can find the rest.
+        removed = await store(durable.delete(refund))
+        removed += await store(durable.delete(unwind_id(order_id)))
         removed += await store(durable.delete(order_id))
         log.info("order deleted", extra=fields(order=order_id, records=removed))
         return JSONResponse({"id": order_id, "deleted": removed})

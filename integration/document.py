@@ -217,6 +217,9 @@ class Rollback(BaseModel):
 
     id: str
     history: list[Record]
+    refund: StatusOut | None = Field(
+        description="the refund (`<id>.refund`), a workflow the rollback started; null before"
+    )
 
 
 class OrderView(BaseModel):

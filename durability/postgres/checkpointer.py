@@ -44,7 +44,7 @@ from durability.postgres.statements import (
     run,
     statements,
 )
-from durability.postgres.watching import PostgresBell, watch
+from durability.postgres.watching import Endings, PostgresBell
 from durability.signals import Fenced
 from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 from durability.values import Effect, Entry, Look, Pass, Recorded, Standing, Written
@@ -126,6 +126,7 @@ class PostgresCheckpointer:
         self._records: Coalescer[dict[str, object], _RecordRow] = Coalescer(
             self._record_many, MOST_RECORDED
         )
+        self._endings = Endings(pool, ended_channel(schema))
 
     @property
     def pool(self) -> Pool:
@@ -341,9 +342,8 @@ class PostgresCheckpointer:
         return Recorded(self._codec.decode(held), False)
 
     def watch(self, workflow: str) -> AbstractAsyncContextManager[PostgresBell]:
-        """A bell rung by the notification an ending's commit sends (`postgres.watching`)."""
-        check_workflow(workflow)
-        return watch(self._pool, ended_channel(self.schema), workflow)
+        """A bell rung by an ending's NOTIFY, on the one LISTEN its watchers share (`watching`)."""
+        return self._endings.watch(check_workflow(workflow))
 
     # -- the ledger: where each workflow's last pass left it ----------------------------------
 

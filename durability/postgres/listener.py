@@ -16,6 +16,7 @@ import contextlib
 import inspect
 import logging
 import re
+from collections.abc import Callable
 from typing import Any
 
 import psycopg
@@ -48,12 +49,21 @@ class Listener:
     they missed.
     """
 
-    def __init__(self, pool: Pool, queue: str, channel: str = CHANNEL) -> None:
+    def __init__(
+        self,
+        pool: Pool,
+        queue: str,
+        channel: str = CHANNEL,
+        heard: Callable[[str | None], None] | None = None,
+    ) -> None:
         if not _PLAIN.fullmatch(channel):
             raise ValueError(f"a channel must be a plain lower-case identifier, got {channel!r}")
         self._pool = pool
         self._queue = queue
         self._channel = channel
+        #: Told every notification's payload instead of counting the queue's, and `None` as the
+        #: connection comes or goes: for one listener shared by waiters of many payloads.
+        self._heard = heard
         self.generation = 0
         self.listening = False
         self._changed = asyncio.Event()
@@ -83,12 +93,15 @@ class Listener:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        self.listening = False
+        if self._task is None:  # not started again while the old task ended
+            self.listening = False
 
     def _bump(self) -> None:
         self.generation += 1
         changed, self._changed = self._changed, asyncio.Event()
         changed.set()
+        if self._heard is not None:
+            self._heard(None)
 
     async def _run(self) -> None:
         delay = _RETRY_FIRST
@@ -106,7 +119,9 @@ class Listener:
                     self._bump()  # whatever was missed while not listening: look again
                     async for note in conn.notifies():
                         stop_if_cancelled()
-                        if note.payload == self._queue:
+                        if self._heard is not None:
+                            self._heard(note.payload)
+                        elif note.payload == self._queue:
                             self._bump()
                             # Let the woken readers send their reads before this task goes
                             # back to waiting on the socket, which costs a while to set up.

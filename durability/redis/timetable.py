@@ -1,9 +1,15 @@
 """`RedisTimetable`: a queue's schedules as a hash of records and a sorted set by when each is
 next due, both under the namespace's hash tag (one slot, so one script touches both, on a
-cluster too). A swap is one script (`timetable_swap.lua`); the earliest is one `ZRANGE`."""
+cluster too). A swap is one script (`timetable_swap.lua`); the earliest is one `ZRANGE`. A
+change is PUBLISHed on the namespace's schedules channel, which a running firer subscribes to
+(`Subscribing`), so a schedule added by another process wakes it at once."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
@@ -12,15 +18,91 @@ from durability.redis.namespace import from_ms, key, ms, ms_at_or_after, text
 
 __all__ = ["RedisTimetable"]
 
+log = logging.getLogger("durability.redis")
+
+
+class _Listener:
+    """One subscription to the schedules channel, shared by every firer of a timetable in this
+    process: a task that sets the current event at each message, and again when it fails."""
+
+    __slots__ = ("_channel", "_event", "_pubsub", "_redis", "_task", "users")
+
+    def __init__(self, redis: Any, channel: str) -> None:
+        self._redis = redis
+        self._channel = channel
+        self._event = asyncio.Event()
+        self._pubsub: Any = None
+        self._task: asyncio.Task[None] | None = None
+        self.users = 0
+
+    async def changes(self) -> asyncio.Event:
+        if self._task is None or self._task.done():  # first use, or the connection failed
+            await self._close()
+            self._pubsub = self._redis.pubsub()
+            await self._pubsub.subscribe(self._channel)
+            self._task = asyncio.create_task(self._hear(self._pubsub))
+        return self._event
+
+    async def _hear(self, pubsub: Any) -> None:
+        try:
+            while True:
+                message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+                if message is not None:
+                    self._ring()
+        except Exception:
+            log.warning("the schedules channel failed; subscribing again", exc_info=True)
+            self._ring()  # the firer looks, and its next `changes` subscribes again
+
+    def _ring(self) -> None:
+        event, self._event = self._event, asyncio.Event()
+        event.set()
+
+    async def _close(self) -> None:
+        task, pubsub, self._task, self._pubsub = self._task, self._pubsub, None, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if pubsub is not None:
+            with contextlib.suppress(Exception):
+                await pubsub.aclose()
+
+    async def close(self) -> None:
+        await self._close()
+
 
 class RedisTimetable:
     """The `Timetable` beside a Redis queue of `namespace`."""
 
-    __slots__ = ("_keys", "_redis")
+    __slots__ = ("_channel", "_keys", "_listener", "_redis")
 
     def __init__(self, redis: Any, namespace: str) -> None:
         self._redis = redis
         self._keys = [key(namespace, "schedules"), key(namespace, "schedules:due")]
+        self._channel = key(namespace, "schedules:changed")
+        self._listener: _Listener | None = None
+
+    @contextlib.asynccontextmanager
+    async def subscribed(self) -> AsyncIterator[None]:
+        if self._listener is None:
+            self._listener = _Listener(self._redis, self._channel)
+        listener = self._listener
+        listener.users += 1
+        try:
+            yield
+        finally:
+            listener.users -= 1
+            if listener.users == 0:
+                self._listener = None
+                await listener.close()
+
+    async def changes(self) -> asyncio.Event:
+        if self._listener is None:
+            raise RuntimeError("changes() is heard only inside subscribed()")
+        return await self._listener.changes()
+
+    async def announce(self) -> None:
+        await self._redis.publish(self._channel, "changed")
 
     async def read(self, name: str) -> str | None:
         found = await self._redis.hget(self._keys[0], name)

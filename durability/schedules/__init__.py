@@ -14,7 +14,13 @@ from durability.schedules.cadence import Cadence
 from durability.schedules.firing import FIRING, HOLD, Firing, fire_due, fired, start
 from durability.schedules.handle import Schedules
 from durability.schedules.schedule import BOUND, MISSED, ON_TIME, Missed, Schedule, firing_id
-from durability.schedules.timetable import Announced, MemoryTimetable, Timetable, Timetabled
+from durability.schedules.timetable import (
+    Announced,
+    MemoryTimetable,
+    Subscribing,
+    Timetable,
+    Timetabled,
+)
 
 __all__ = [
     "BOUND",
@@ -29,6 +35,7 @@ __all__ = [
     "Missed",
     "Schedule",
     "Schedules",
+    "Subscribing",
     "Timetable",
     "Timetabled",
     "fire_due",

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import bisect
+from contextlib import AbstractAsyncContextManager
 from datetime import datetime
 from typing import Protocol, runtime_checkable
 
-__all__ = ["Announced", "MemoryTimetable", "Timetable", "Timetabled"]
+__all__ = ["Announced", "MemoryTimetable", "Subscribing", "Timetable", "Timetabled"]
 
 
 @runtime_checkable
@@ -46,8 +47,8 @@ class Timetable(Protocol):
 @runtime_checkable
 class Announced(Protocol):
     """A `Timetable` whose changes reach the firers of other processes, through the store's own
-    wakeup (SQLite's doorbell, Postgres's `NOTIFY`): a schedule added by an API process wakes
-    the workers at once, not at their next sweep."""
+    wakeup (SQLite's doorbell, Postgres's `NOTIFY`, Redis's pub/sub): a schedule added by an
+    API process wakes the workers at once, not at their next sweep."""
 
     async def changes(self) -> asyncio.Event:
         """An event the next `announce` sets, in this process or another: take it before
@@ -56,6 +57,18 @@ class Announced(Protocol):
 
     async def announce(self) -> None:
         """Wake every firer of this timetable, here and in the other processes."""
+        ...
+
+
+@runtime_checkable
+class Subscribing(Announced, Protocol):
+    """An `Announced` timetable that hears other processes only through a subscription it
+    holds open (Redis pub/sub): the firer holds one for as long as it runs, and `changes`
+    works inside it."""
+
+    def subscribed(self) -> AbstractAsyncContextManager[None]:
+        """Listen for announcements until the block ends; entering never raises (a server
+        that is down makes `changes` raise instead, and the firer falls back to its sweep)."""
         ...
 
 

@@ -3,17 +3,18 @@
 Idle, it costs one indexed read (`Timetable.earliest`) a `sweep` at most, however many
 schedules there are: it sleeps until the earliest firing, and a schedule added or changed in
 this process wakes it at once, and one added by another process too where the store can say
-so (`Announced`: SQLite's doorbell, Postgres's `NOTIFY`); elsewhere (Redis) the next look, a
-`sweep` on, finds it.
+so (`Announced`: SQLite's doorbell, Postgres's `NOTIFY`, Redis's pub/sub, to which the firer
+holds a subscription while it runs: `Subscribing`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from durability.cancelling import stop_if_cancelled
 from durability.schedules.firing import fire_due, listening
-from durability.schedules.timetable import Announced, Timetable
+from durability.schedules.timetable import Announced, Subscribing, Timetable
 from durability.waits import set_within
 from durability.worker.crew import Crew
 
@@ -24,6 +25,12 @@ log = logging.getLogger("durability.worker")
 
 async def firer(crew: Crew, timetable: Timetable) -> None:
     announced = timetable if isinstance(timetable, Announced) else None
+    held = timetable.subscribed() if isinstance(timetable, Subscribing) else None
+    async with held or contextlib.nullcontext():
+        await _fire(crew, timetable, announced)
+
+
+async def _fire(crew: Crew, timetable: Timetable, announced: Announced | None) -> None:
     with listening(timetable) as bell:
         while True:
             bell.clear()

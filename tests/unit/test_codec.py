@@ -270,6 +270,33 @@ def test_any_value_round_trips_exactly_or_is_unencodable(value: object) -> None:
     assert shape(codec.decode(text)) == shape(value)
 
 
+def _containers(value: object) -> list[int]:
+    """The ids of every list and dict in `value`."""
+    if isinstance(value, list):
+        return [id(value), *(found for item in value for found in _containers(item))]
+    if isinstance(value, dict):
+        return [id(value), *(found for item in value.values() for found in _containers(item))]
+    return []
+
+
+@settings(max_examples=300, deadline=None)
+@given(_anything)
+def test_a_copy_is_what_the_text_brings_back_and_refused_as_the_text_is(value: object) -> None:
+    # A store that keeps a checked copy instead of text (memory's ending) keeps every promise
+    # the text keeps: the same refusal, the same value back, and nothing shared with the
+    # caller's value, which may still change.
+    try:
+        text = codec.encode(value)
+    except Unencodable as refused:
+        with pytest.raises(Unencodable) as copying:
+            codec.copy(value)
+        assert str(copying.value) == str(refused)
+        return
+    copied = codec.copy(value)
+    assert shape(copied) == shape(codec.decode(text))
+    assert not set(_containers(copied)) & set(_containers(value))
+
+
 def test_an_int_key_refusal_says_why() -> None:
     with pytest.raises(Unencodable, match="key 1 is a int"):
         codec.encode({1: "one"})

@@ -31,7 +31,7 @@ from durability.testing import Observed
 from durability.testing.conformance.bounds import BAD_ID_CASES
 from durability.testing.conformance.claims import LONG, fresh
 from durability.testing.conformance.scheduler import ARRIVES, QUIET
-from durability.testing.conformance.standings import inspected, reaches
+from durability.testing.conformance.standings import inspected, ledger, reaches
 from durability.testing.conformance.working import PATIENCE, working
 
 #: How long a test lets `result` wait at most: never waited out by a passing test.
@@ -42,6 +42,16 @@ RACES = 25
 
 async def _one(run: Run) -> int:
     return await run.step("one", lambda: 1, as_int)
+
+
+async def _completed_unread(durable: Durable, workflow: str) -> None:
+    """Once `workflow`'s standing says it completed: a look, which reads none of its records."""
+    async with asyncio.timeout(PATIENCE):
+        while True:
+            standing = (await ledger(durable).look(workflow)).standing
+            if standing is not None and standing.state == "completed":
+                return
+            await asyncio.sleep(0.01)
 
 
 class CancelContract:
@@ -267,6 +277,28 @@ class ResultContract:
         assert failed.value.failure.type == "LookupError"
         assert failed.value.failure.step == "charge"
         assert await inspected(durable).cancel(workflow) is False  # failed is an ending
+
+    async def test_result_is_the_value_as_returned_and_says_when_it_was_not_kept(
+        self, durable: Durable
+    ) -> None:
+        # Memory keeps an ending as a checked copy rather than text: it is still what the body
+        # returned then, whatever the body's code does to that value afterwards, and a value
+        # the codec refuses is still refused at the ending (whose record says so).
+        returned: list[object] = ["as returned"]
+        kept, unkept = fresh("result-kept"), fresh("result-unkept")
+
+        async def body(run: Run) -> object:
+            await run.step("one", lambda: 1, as_int)
+            return returned if run.workflow == kept else ("a", "tuple")
+
+        for workflow in (kept, unkept):
+            await durable.arrive(workflow, "go", True)
+        async with working(durable, body, Observed(PATIENCE), pool=2):
+            await _completed_unread(durable, kept)
+            returned.append("changed after")
+            assert await inspected(durable).result(kept, within=WITHIN) == ["as returned"]
+            with pytest.raises(TypeError, match="completed with a tuple"):
+                await inspected(durable).result(unkept, within=WITHIN)
 
     async def test_result_times_out_and_refuses_bad_input(self, durable: Durable) -> None:
         workflow = fresh("result-never")

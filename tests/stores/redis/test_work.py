@@ -30,6 +30,7 @@ from durability.testing.conformance import (
     BoundsContract,
     DurableContract,
     Twin,
+    a_schedule_added_elsewhere_wakes_a_worker,
     taken_over_as_its_claim_lapses,
 )
 from durability.worker import Event
@@ -86,6 +87,11 @@ class TestRedisDurableOnTheStream(DurableContract):
         async with _twins(RedisStreamScheduler, namespace) as twin:
             yield twin
 
+    async def test_a_schedule_added_by_another_process_wakes_a_sleeping_worker(
+        self, durable: Durable, twin: Twin
+    ) -> None:
+        await a_schedule_added_elsewhere_wakes_a_worker(durable, twin)
+
 
 class TestRedisDurableOnTheSet(DurableContract):
     @pytest.fixture
@@ -98,6 +104,11 @@ class TestRedisDurableOnTheSet(DurableContract):
     async def twin(self, namespace: str) -> AsyncIterator[Twin]:
         async with _twins(RedisSetScheduler, namespace) as twin:
             yield twin
+
+    async def test_a_schedule_added_by_another_process_wakes_a_sleeping_worker(
+        self, durable: Durable, twin: Twin
+    ) -> None:
+        await a_schedule_added_elsewhere_wakes_a_worker(durable, twin)
 
 
 class TestRedisDurableOnACluster(DurableContract):
