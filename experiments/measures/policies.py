@@ -363,10 +363,14 @@ async def _fired(run: Run) -> object:
 
 
 def _takes(call: Callable[..., object], keyword: str) -> bool:
+    """Whether `call` takes `keyword`: named in its signature, or passed on by a wrapper that
+    takes any keyword (`**kwargs`: the memory stores' counting one), which the call it wraps
+    then answers for."""
     try:
-        return keyword in inspect.signature(call).parameters
+        found = inspect.signature(call).parameters
     except (TypeError, ValueError):
         return False
+    return keyword in found or any(p.kind is p.VAR_KEYWORD for p in found.values())
 
 
 def supports(durable: Durable) -> dict[str, bool]:
