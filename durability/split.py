@@ -7,15 +7,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
-from durability.checks import positive
+from durability.checks import check_limit, check_priority, positive
 from durability.interfaces import Checkpointer, Ledger, Scheduler, SettlingRelease
 from durability.signals import Fenced
 from durability.status import Inspected
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
-from durability.values import Delivery, Entry, Pass, Recorded, Taken
+from durability.values import Delivery, Entry, Limit, Pass, Recorded, Taken
 
-__all__ = ["SplitDurable", "take_then_claim"]
+__all__ = ["SplitDurable", "make_ready", "take_then_claim"]
 
 
 class SplitDurable(Inspected):
@@ -62,18 +62,32 @@ class SplitDurable(Inspected):
         (every store `open_durable` opens does; `durability.storekit.traffic`)."""
         return self._traffic
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+    async def arrive(
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        priority: int = 0,
+        limit: Limit | None = None,
+    ) -> Recorded:
+        check_priority(priority)  # before the supply: a refused wakeup must write nothing
+        check_limit(limit)
         try:
             recorded = await self._checkpointer.supply(workflow, key, value)
-            await self._scheduler.make_ready(workflow)
+            await make_ready(self._scheduler, workflow, priority, limit)
         except Unanswered as error:  # it may have landed: say so, and that a resend is safe
             raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
         return recorded
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
+    async def deliver(
+        self, workflow: str, value: object, *, priority: int = 0, limit: Limit | None = None
+    ) -> Entry:
+        check_priority(priority)
+        check_limit(limit)
         try:
             entry = await self._checkpointer.append(workflow, value)
-            await self._scheduler.make_ready(workflow)
+            await make_ready(self._scheduler, workflow, priority, limit)
         except Unanswered as error:
             raise delivery_unknown(error, workflow) from error.__cause__
         return entry
@@ -147,3 +161,19 @@ async def take_then_claim(
     if delivery is None:
         return None
     return Taken(delivery, await checkpointer.claim(delivery.workflow, budget, alive))
+
+
+async def make_ready(
+    scheduler: Scheduler, workflow: str, priority: int = 0, limit: Limit | None = None
+) -> None:
+    """`scheduler.make_ready(workflow)`, passing `priority` and `limit` only when they are not
+    the defaults: a scheduler of one's own written before they existed takes no keywords, and
+    still works for every wakeup that asks for neither."""
+    if priority == 0 and limit is None:
+        await scheduler.make_ready(workflow)
+    elif limit is None:
+        await scheduler.make_ready(workflow, priority=priority)
+    elif priority == 0:
+        await scheduler.make_ready(workflow, limit=limit)
+    else:
+        await scheduler.make_ready(workflow, priority=priority, limit=limit)

@@ -21,7 +21,7 @@ from durability.endings import cancel, ended, result
 from durability.failures import RETRY, Failure, failed, next_key
 from durability.interfaces import Checkpointer, Durable, Ledger, Scheduler, claimed
 from durability.signals import Contended
-from durability.values import Look, Standing
+from durability.values import Limit, Look, Standing
 
 if TYPE_CHECKING:
     from durability.schedules.handle import Schedules
@@ -220,7 +220,15 @@ class Inspectable(Protocol):
 
     async def cancel(self, workflow: str) -> bool: ...
 
-    async def start(self, body: str, value: object, *, workflow: str) -> bool: ...
+    async def start(
+        self,
+        body: str,
+        value: object,
+        *,
+        workflow: str,
+        priority: int = 0,
+        limit: Limit | None = None,
+    ) -> bool: ...
 
     async def result(self, workflow: str, *, within: timedelta) -> object: ...
 
@@ -262,10 +270,20 @@ class Inspected:
         failed); a cancelled one too, if `cancelled` is True."""
         return await retry(self.checkpointer, self.scheduler, workflow, cancelled=cancelled)
 
-    async def start(self, body: str, value: object, *, workflow: str) -> bool:
-        """Start `workflow` as the body named `body` with input `value` (`durability.bodies`):
-        False if it was started before as that body; `ValueError` if as another."""
-        return await start(cast(Durable, self), body, value, workflow)
+    async def start(
+        self,
+        body: str,
+        value: object,
+        *,
+        workflow: str,
+        priority: int = 0,
+        limit: Limit | None = None,
+    ) -> bool:
+        """Start `workflow` as the body named `body` with input `value` (`durability.bodies`),
+        its wakeup of `priority` under `limit`: False if it was started before as that body;
+        `ValueError` if as another."""
+        durable = cast(Durable, self)
+        return await start(durable, body, value, workflow, priority=priority, limit=limit)
 
     async def cancel(self, workflow: str) -> bool:
         """Cancel `workflow` (`durability.endings.cancel`): False if it had ended already."""
