@@ -15,13 +15,13 @@ from durability.checks import check_key, check_limit, check_priority, check_work
 from durability.children import STARTED
 from durability.interfaces import Durable
 from durability.stepwise import Run
-from durability.values import Limit, Recorded
+from durability.values import Limit
+from durability.wakeups import arrive
 
 __all__ = [
     "STARTED",
     "Body",
     "UnknownBody",
-    "arrive",
     "by_name",
     "check_body",
     "start",
@@ -87,23 +87,6 @@ async def start(
     if was != body:
         raise ValueError(f"workflow {workflow!r} was started as body {was!r}, not {body!r}")
     return False
-
-
-async def arrive(
-    durable: Durable,
-    workflow: str,
-    key: str,
-    value: object,
-    priority: int = 0,
-    limit: Limit | None = None,
-) -> Recorded:
-    """`durable.arrive(workflow, key, value)`, passing `priority` and `limit` only when they
-    are not the defaults, so a `Durable` of one's own written before them still works."""
-    if priority == 0 and limit is None:
-        return await durable.arrive(workflow, key, value)
-    if limit is None:
-        return await durable.arrive(workflow, key, value, priority=priority)
-    return await durable.arrive(workflow, key, value, priority=priority, limit=limit)
 
 
 def by_name(bodies: Mapping[str, Body]) -> Body:

@@ -14,8 +14,9 @@ from durability.status import Inspected
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
 from durability.values import Delivery, Entry, Limit, Pass, Recorded, Taken
+from durability.wakeups import make_ready
 
-__all__ = ["SplitDurable", "make_ready", "take_then_claim"]
+__all__ = ["SplitDurable", "take_then_claim"]
 
 
 class SplitDurable(Inspected):
@@ -162,18 +163,3 @@ async def take_then_claim(
         return None
     return Taken(delivery, await checkpointer.claim(delivery.workflow, budget, alive))
 
-
-async def make_ready(
-    scheduler: Scheduler, workflow: str, priority: int = 0, limit: Limit | None = None
-) -> None:
-    """`scheduler.make_ready(workflow)`, passing `priority` and `limit` only when they are not
-    the defaults: a scheduler of one's own written before they existed takes no keywords, and
-    still works for every wakeup that asks for neither."""
-    if priority == 0 and limit is None:
-        await scheduler.make_ready(workflow)
-    elif limit is None:
-        await scheduler.make_ready(workflow, priority=priority)
-    elif priority == 0:
-        await scheduler.make_ready(workflow, limit=limit)
-    else:
-        await scheduler.make_ready(workflow, priority=priority, limit=limit)

@@ -11,13 +11,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from durability.bodies import arrive
 from durability.children import delivery, parent_of
 from durability.codec import Unencodable
 from durability.endings import Ended, completion, ending_key
 from durability.faults import StoreDown, patiently
 from durability.signals import Fenced, Interruption
 from durability.values import Pass
+from durability.wakeups import arrive
 from durability.worker.crew import Crew
 from durability.worker.running import Running
 
