@@ -95,16 +95,18 @@ class Ready:
             return None
         return wakeup
 
-    def pick(self, fits: Callable[[Limit], bool]) -> tuple[str, Wakeup] | None:
-        """Take the first wakeup whose limit `fits`, parking every one before it that does not
-        fit under its limit's key; None if none fits."""
+    def pick(
+        self, fits: Callable[[Limit, datetime], bool], now: datetime
+    ) -> tuple[str, Wakeup] | None:
+        """Take the first wakeup whose limit `fits` at `now`, parking every one before it that
+        does not fit under its limit's key; None if none fits."""
         heap = self._heap
         while heap:
             entry = heapq.heappop(heap)
             wakeup = self._current(entry)
             if wakeup is None:
                 continue
-            if wakeup.limit is not None and not fits(wakeup.limit):
+            if wakeup.limit is not None and not fits(wakeup.limit, now):
                 self._parked.setdefault(wakeup.limit.key, []).append(entry)
                 continue
             del self._wakeups[entry[2]]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections import deque
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -90,21 +89,23 @@ class MemoryScheduler(Reclaim):
         self, workflow: str, *, priority: int = 0, limit: Limit | None = None
     ) -> None:
         check_workflow(workflow)
-        self._enqueue(workflow, check_priority(priority), check_limit(limit))
+        if type(priority) is not int or priority != 0:  # the common case spared the call
+            check_priority(priority)
+        if limit is not None:
+            check_limit(limit)
+        self._enqueue(workflow, priority, limit)
 
     # -- limits: what a full one waits for --------------------------------------------------
 
-    def _fits(self, now: datetime) -> Callable[[Limit], bool]:
-        def fits(limit: Limit) -> bool:
-            if self._limits.room(limit, now):
-                return True
-            opens = self._limits.opens(limit, now)
-            held = self._opens.get(limit.key)
-            self._opens[limit.key] = opens if held is None else min(held, opens)
-            self._arm(opens)
-            return False
-
-        return fits
+    def _fits(self, limit: Limit, now: datetime) -> bool:
+        """Whether `limit` has room now; if not, note when it may, and wake a reader then."""
+        if self._limits.room(limit, now):
+            return True
+        opens = self._limits.opens(limit, now)
+        held = self._opens.get(limit.key)
+        self._opens[limit.key] = opens if held is None else min(held, opens)
+        self._arm(opens)
+        return False
 
     def _arm(self, at: datetime) -> None:
         """Wake a reader at `at` (the queue's one timer, kept at the soonest opening)."""
@@ -130,22 +131,25 @@ class MemoryScheduler(Reclaim):
     def _free(self, receipt: str, held: Held) -> None:
         """A held delivery is answered or gone: its slot frees, and a reader parked on it
         is woken as an arrival wakes one."""
-        if self._limits.release(receipt, held):
-            assert held.limit is not None
-            if self._ready.unpark(held.limit.key):
-                self._opens.pop(held.limit.key, None)
-                self._wake()
+        limit = held.limit
+        if limit is not None and self._limits.release(receipt, held) and self._ready.unpark(
+            limit.key
+        ):
+            self._opens.pop(limit.key, None)
+            self._wake()
 
     def _hand_out(self, workflow: str, held: Held, now: datetime, lapsed: bool) -> Delivery:
         receipt = str(next(self._ids))
         self._pending[receipt] = held
-        self._limits.hold(receipt, held, now)
+        if held.limit is not None:
+            self._limits.hold(receipt, held, now)
         return Delivery(workflow, receipt, lapsed, held.priority, held.limit)
 
     def _take(self) -> Delivery | None:
         now = self._clock()
-        self._reopen(now)
-        picked = self._ready.pick(self._fits(now))
+        if self._opens:
+            self._reopen(now)
+        picked = self._ready.pick(self._fits, now)
         if self._opens:  # a reader is woken at the next opening, whichever key it is
             self._arm(min(self._opens.values()))
         if picked is None:
