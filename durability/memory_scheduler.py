@@ -64,6 +64,7 @@ class MemoryScheduler(Reclaim):
         self._opens: dict[str, datetime] = {}  # when each parked key may have room again
         self._alarm: asyncio.TimerHandle | None = None
         self._alarm_at: datetime | None = None
+        self._alarm_loop: asyncio.AbstractEventLoop | None = None
         self._ids = itertools.count(1)
         self._waiters: deque[asyncio.Future[None]] = deque()
         #: The schedules kept beside this queue (`durability.schedules`).
@@ -109,13 +110,15 @@ class MemoryScheduler(Reclaim):
 
     def _arm(self, at: datetime) -> None:
         """Wake a reader at `at` (the queue's one timer, kept at the soonest opening)."""
-        if self._alarm is not None and self._alarm_at is not None and self._alarm_at <= at:
+        loop = asyncio.get_running_loop()
+        alarm, soonest = self._alarm, self._alarm_at
+        if alarm is not None and self._alarm_loop is loop and soonest is not None and soonest <= at:
             return
-        if self._alarm is not None:
-            self._alarm.cancel()
+        if alarm is not None:
+            alarm.cancel()
         delay = max((at - self._clock()).total_seconds(), 0.0)
-        self._alarm_at = at
-        self._alarm = asyncio.get_running_loop().call_later(delay, self._ring)
+        self._alarm_at, self._alarm_loop = at, loop  # (a loop of a former test's is not ours)
+        self._alarm = loop.call_later(delay, self._ring)
 
     def _ring(self) -> None:
         self._alarm = self._alarm_at = None
