@@ -226,11 +226,12 @@ class LimitContract:
             got += batch
         names = [t.delivery.workflow for t in got]
         assert sorted(n for n in names if n in free) == sorted(free)
-        assert len([n for n in names if n in limited]) == 2
+        held = len([n for n in names if n in limited])
+        assert held == 2, f"{held} taken under a limit of 2"
         one = next(t for t in got if t.delivery.workflow in limited)
         await _answer(durable, one)
         more = await durable.take_up_to(lambda: 10, PATIENT, LONG, LONG)
-        assert [t.delivery.workflow in limited for t in more] == [True]
+        assert [t.delivery.workflow in limited for t in more] == [True], f"then took {more}"
 
     async def test_a_rate_limit_hands_out_at_most_so_many_in_a_window(
         self, make_durables: MakeDurables
