@@ -11,11 +11,16 @@ Margins are generous (short leases, waits that end on the event, never on a fixe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from durability.bodies import start
+from durability.codec import as_int
 from durability.interfaces import Durable, Scheduler, TakingMany
+from durability.stepwise import Run
+from durability.testing import Observed
 from durability.testing.conformance.claims import LONG, fresh
 from durability.testing.conformance.priorities import (
     PATIENT,
@@ -24,6 +29,7 @@ from durability.testing.conformance.priorities import (
     PriorityContract,
     taken,
 )
+from durability.testing.conformance.working import PATIENCE, working
 from durability.values import Delivery, Limit, Taken
 
 __all__ = ["LimitContract", "PolicyContract"]
@@ -261,6 +267,38 @@ class LimitContract:
         await scheduler.done(third)
 
 
-class PolicyContract(PriorityContract, LimitContract):
+class LimitUnderWorkContract:
+    """A limit under the real `work` loop of two workers. Needs `make_durables`."""
+
+    async def test_two_workers_never_run_more_passes_than_the_limit(
+        self, make_durables: MakeDurables
+    ) -> None:
+        durables = await make_durables(LONG, 2)
+        limit = Limit(fresh("gateway"), 2)
+        running = most = 0
+
+        async def pay(run: Run) -> int:
+            async def call() -> int:
+                nonlocal running, most
+                running += 1
+                most = max(most, running)
+                await asyncio.sleep(0.03)
+                running -= 1
+                return 1
+
+            return await run.step("call", call, as_int)
+
+        names = [fresh("order") for _ in range(8)]
+        for name in names:
+            assert await start(durables[0], "pay", None, name, limit=limit)
+        observed = Observed(PATIENCE)
+        async with contextlib.AsyncExitStack() as workers:
+            for durable in durables:  # four slots each: room for all eight but for the limit
+                await workers.enter_async_context(working(durable, {"pay": pay}, observed, 4))
+            await observed.until(lambda: all(observed.completed(name) for name in names))
+        assert most <= 2, f"{most} passes ran at once under a limit of 2"
+
+
+class PolicyContract(PriorityContract, LimitContract, LimitUnderWorkContract):
     """What every store must do with a wakeup's priority and limit. Subclass and override
     `make_durables` and `offline` (`durability.testing.conformance.priorities`)."""
