@@ -17,10 +17,6 @@ from integration.payout import progress
 from integration.workflow import Effects
 from tests.integration.conftest import Eventually, Worker
 
-#: The stores this file runs on (every store, once each takes priorities and limits).
-POLICY_STORES = ["memory"]
-pytestmark = pytest.mark.parametrize("store_url", POLICY_STORES, indirect=True)
-
 PAYOUT = {"customer": "ada", "lines": [{"sku": "piano", "quantity": 1, "cents": 100}]}
 QUIET = timedelta(milliseconds=300)
 
