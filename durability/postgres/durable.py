@@ -26,6 +26,7 @@ from durability.checks import (
     detail_text,
     positive,
 )
+from durability.postgres.batching import StatementBatcher
 from durability.postgres.checkpointer import RACES, PostgresCheckpointer
 from durability.postgres.policy import delivered, held_key, wakeup
 from durability.postgres.scheduler import Look, PostgresScheduler
@@ -269,7 +270,7 @@ class PostgresDurable(Inspected):
                 row = await one(self._checkpointer.pool, self._sql["take"], params)
             else:  # with the turn's other takes, as one statement (`_take_many`)
                 row = await self._takes.call(params)
-            assert row is not None  # FROM now CROSS JOIN hidden: always one row
+            assert row is not None  # FROM now LEFT JOIN the rest: always one row
             workflow, receipt, earliest, hidden_for, token, deadline, lapsed, *rest = row
             *policy, found = rest
             if workflow is None:
@@ -291,7 +292,7 @@ class PostgresDurable(Inspected):
         async def read(waited: bool) -> Look[list[Taken]]:
             wanted = {**params, "n": max(1, min(room(), MOST_TAKEN))}
             row = await self._checkpointer.batcher.one(self._sql["take_many"], wanted)
-            assert row is not None  # FROM now CROSS JOIN hidden: always one row
+            assert row is not None  # FROM now LEFT JOIN the rest: always one row
             workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, *rest = row
             if not workflows:
                 return Look(None, earliest, hidden_for)
@@ -330,35 +331,39 @@ class PostgresDurable(Inspected):
         for call in calls:
             params = call[0]
             groups.setdefault((params["budget"], params["alive"]), []).append(call)
-        await asyncio.gather(*(self._take_group(group) for group in groups.values()))
+        batcher, sql = self._checkpointer.batcher, self._sql
+        await asyncio.gather(*(_take_group(batcher, sql, group) for group in groups.values()))
 
-    async def _take_group(self, group: list[Queued[Params, _TakeRow]]) -> None:
-        """One statement for takes that ask alike, its rows dealt out one to a caller in the
-        shape of `take`'s row; callers beyond the rows taken get the "nothing visible" answer.
-        A lone take is `take` itself."""
-        params = group[0][0]
-        lone = len(group) == 1
-        try:
-            if lone:
-                row = await self._checkpointer.batcher.one(self._sql["take"], params)
-            else:
-                many = {**params, "n": len(group)}
-                row = await self._checkpointer.batcher.one(self._sql["take_many"], many)
-        except BaseException as error:
-            fail(group, error)
-            if not isinstance(error, Exception):
-                raise
-            return
-        assert row is not None  # FROM now CROSS JOIN hidden: always one row
+
+async def _take_group(
+    batcher: StatementBatcher, sql: Mapping[str, str], group: list[Queued[Params, _TakeRow]]
+) -> None:
+    """One statement for takes that ask alike, its rows dealt out one to a caller in the
+    shape of `take`'s row; callers beyond the rows taken get the "nothing visible" answer.
+    A lone take is `take` itself."""
+    params = group[0][0]
+    lone = len(group) == 1
+    try:
         if lone:
-            settle(group[0][1], row)
-            return
-        workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, *rest = row
-        taken = len(workflows or ())
-        for index, (_, reply) in enumerate(group):
-            if index < taken:  # in the shape of `take`'s row (lapsed, the policy, found)
-                settle(reply, (workflows[index], receipts[index], None, None, tokens[index],
-                               deadlines[index], *(column[index] for column in rest),
-                               founds[index]))
-            else:
-                settle(reply, (None, None, earliest, hidden_for, *[None] * 8))
+            row = await batcher.one(sql["take"], params)
+        else:
+            many = {**params, "n": len(group)}
+            row = await batcher.one(sql["take_many"], many)
+    except BaseException as error:
+        fail(group, error)
+        if not isinstance(error, Exception):
+            raise
+        return
+    assert row is not None  # FROM now LEFT JOIN the rest: always one row
+    if lone:
+        settle(group[0][1], row)
+        return
+    workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, *rest = row
+    taken = len(workflows or ())
+    for index, (_, reply) in enumerate(group):
+        if index < taken:  # in the shape of `take`'s row (lapsed, the policy, found)
+            settle(reply, (workflows[index], receipts[index], None, None, tokens[index],
+                           deadlines[index], *(column[index] for column in rest),
+                           founds[index]))
+        else:
+            settle(reply, (None, None, earliest, hidden_for, *[None] * 8))

@@ -39,20 +39,17 @@ def held_key(delivery: Delivery) -> str | None:
 
 def delivered(
     workflow: str,
-    receipt: object,
-    lapsed: object,
-    priority: object,
-    key: object,
-    at_most: object,
-    per: object,
+    receipt: int,
+    lapsed: bool | None,
+    priority: int | None,
+    key: str | None,
+    at_most: int | None,
+    per: float | None,
 ) -> Delivery:
     """A taken row as a `Delivery`, carrying the priority and limit the row kept (`per` as
-    seconds, a float, or None)."""
+    seconds, or None)."""
     limit = None
-    if key is not None:
-        window = None if per is None else timedelta(seconds=float(per))  # type: ignore[arg-type]
-        limit = Limit(str(key), int(at_most), window)  # type: ignore[call-overload]
-    return Delivery(
-        workflow, str(receipt), bool(lapsed), priority=int(priority or 0),  # type: ignore[call-overload]
-        limit=limit,
-    )
+    if key is not None and at_most is not None:
+        window = None if per is None else timedelta(seconds=per)
+        limit = Limit(key, at_most, window)
+    return Delivery(workflow, str(receipt), bool(lapsed), priority=priority or 0, limit=limit)
