@@ -28,7 +28,7 @@ from durability.checks import (
 )
 from durability.postgres.batching import StatementBatcher
 from durability.postgres.checkpointer import RACES, PostgresCheckpointer
-from durability.postgres.policy import delivered, held_key, wakeup
+from durability.postgres.policy import delivered, giving_back, wakeup
 from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import Params, ended_channel, one, statements
 from durability.status import Inspected
@@ -50,6 +50,7 @@ _TakeRow = tuple[object, ...]
 #: What each finish of a `finish_many` carries.
 _ASKED = (
     "workflow", "token", "receipt", "state", "detail", "ending_key", "ending_value", "held_key",
+    "hold",
 )
 
 
@@ -180,7 +181,7 @@ class PostgresDurable(Inspected):
         """`release` then `done` as one statement (see `finish` in durable.sql)."""
         params = self._params(
             holder.workflow, token=holder.token, receipt=int(delivery.receipt),
-            held_key=held_key(delivery),
+            **giving_back(delivery),
         )
         await self._checkpointer.batcher.one(self._sql["finish"], params)
         self._scheduler.changed()
@@ -210,7 +211,7 @@ class PostgresDurable(Inspected):
             check_workflow(holder.workflow), token=holder.token, receipt=int(delivery.receipt),
             state=state, detail=detail_text(detail), ending_key=ending_key,
             ending_value=ending_value, ended_channel=self._ended_channel,
-            held_key=held_key(delivery),
+            **giving_back(delivery),
         )
         stood = await self._finishes.call(params)
         self._scheduler.changed()

@@ -96,9 +96,9 @@ SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM dequeued),
 -- Two CTEs for a WITH list, between `done` and `released` (which reads from `freed`);
 -- %(held_key)s is NULL for any other delivery, and then nothing is touched.
 freed AS (
-    UPDATE durability.limits AS l SET held = l.held - %(receipt)s::text
+    UPDATE durability.limits AS l SET held = l.held - %(hold)s::text
     FROM (SELECT count(*) FROM done) AS after_done
-    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(receipt)s::text
+    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(hold)s::text
     RETURNING 1
 ),
 told_freed AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f),
@@ -303,7 +303,7 @@ asked AS MATERIALIZED (
     -- same whatever it holds, so the prepared statement keeps one generic plan.
     SELECT * FROM jsonb_to_recordset(%(asked)s::jsonb)
         AS a(workflow text, token bigint, receipt bigint, state text, detail text,
-             ending_key text, ending_value text, held_key text)
+             ending_key text, ending_value text, held_key text, hold text)
 ),
 placed AS MATERIALIZED (
     -- Where each asked row's queue row lies, if it holds the receipt: one probe of the primary
@@ -337,11 +337,11 @@ freed AS (
     -- key's row once, with all of its holds the turn gives back (an UPDATE changes a row once
     -- per statement), keys locked in order; then one notification.
     UPDATE durability.limits AS l
-    SET held = l.held - g.receipts
-    FROM (SELECT a.held_key, array_agg(a.receipt::text) AS receipts
+    SET held = l.held - g.holds
+    FROM (SELECT a.held_key, array_agg(a.hold) AS holds
           FROM asked AS a WHERE a.held_key IS NOT NULL GROUP BY a.held_key) AS g,
          (SELECT count(*) FROM holding) AS after_holding
-    WHERE l.queue = %(queue)s AND l.key = g.held_key AND l.held ?| g.receipts
+    WHERE l.queue = %(queue)s AND l.key = g.held_key AND l.held ?| g.holds
       AND l.key = ANY (ARRAY(SELECT key FROM holding))
     RETURNING 1
 ),

@@ -12,7 +12,7 @@ from datetime import timedelta
 from durability.checks import check_limit, check_priority
 from durability.values import Delivery, Limit
 
-__all__ = ["delivered", "held_key", "wakeup"]
+__all__ = ["delivered", "giving_back", "held_key", "wakeup"]
 
 
 def wakeup(priority: object, limit: object) -> dict[str, object]:
@@ -35,6 +35,14 @@ def held_key(delivery: Delivery) -> str | None:
     stretched by its extend), or None: no limit, or a rate limit (nothing to give back)."""
     limit = delivery.limit
     return limit.key if limit is not None and limit.per is None else None
+
+
+def giving_back(delivery: Delivery) -> dict[str, object]:
+    """The parameters that name `delivery`'s hold in its key's limits row: the key (None for
+    a delivery with no concurrency slot, which then touches nothing) and the hold's name in
+    the row's map, '<the take's receipt>/<workflow>' (a receipt alone can repeat: every row of
+    one batched take shares the statement's clock)."""
+    return {"held_key": held_key(delivery), "hold": f"{delivery.receipt}/{delivery.workflow}"}
 
 
 def delivered(

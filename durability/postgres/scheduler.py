@@ -22,7 +22,7 @@ from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive
 from durability.postgres import libpq_pipeline
 from durability.postgres.listener import Listener
-from durability.postgres.policy import delivered, held_key, wakeup
+from durability.postgres.policy import delivered, giving_back, held_key, wakeup
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
 from durability.postgres.timetable import PostgresTimetable
 from durability.values import Backlog, Delivery, Footprint, Limit
@@ -98,6 +98,13 @@ class PostgresScheduler(Visibility):
 
     `wake_due` returns the earliest hidden row's time, which for a sleeper is its wakeup and for a
     taken row its lease end; it moves nothing, because nothing needs moving.
+
+    Priorities and limits (`make_ready(priority=, limit=)`): the row keeps both, and a take
+    walks the priority levels present, highest first, then visibility within a level. A
+    limited wakeup is admitted through its key's `limits` row (its upsert checks the newest
+    holds under the row's lock, so two takers never both fill the last slot); one over its
+    limit stays ready and is passed over. A freed slot notifies as an arrival does; an idle
+    read's earliest time covers a holder's lapse and a rate window's next opening.
     """
 
     def __init__(
@@ -240,12 +247,11 @@ class PostgresScheduler(Visibility):
     async def done(self, delivery: Delivery) -> None:
         """Answer `delivery`; under a concurrency limit its slot is freed with it, and the
         readers waiting for that slot are told (`done_limited`)."""
-        key = held_key(delivery)
         params = self._params(delivery.workflow, receipt=int(delivery.receipt))
-        if key is None:
+        if held_key(delivery) is None:
             await one(self._pool, self._sql["done"], params)
         else:
-            await one(self._pool, self._sql["done_limited"], {**params, "held_key": key})
+            await one(self._pool, self._sql["done_limited"], {**params, **giving_back(delivery)})
         self.changed()
 
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
@@ -256,7 +262,7 @@ class PostgresScheduler(Visibility):
             self._sql["wake_at"],
             self._params(
                 delivery.workflow, receipt=int(delivery.receipt), when=when,
-                held_key=held_key(delivery), **wakeup(delivery.priority, delivery.limit),
+                **giving_back(delivery), **wakeup(delivery.priority, delivery.limit),
             ),
         )
         self.changed()
@@ -281,12 +287,12 @@ class PostgresScheduler(Visibility):
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         positive("within", within)
-        key = held_key(delivery)
         params = self._params(delivery.workflow, receipt=int(delivery.receipt), within=within)
-        if key is None:
+        if held_key(delivery) is None:
             row = await one(self._pool, self._sql["extend"], params)
         else:  # its slot is kept as long as its lease
-            row = await one(self._pool, self._sql["extend_limited"], {**params, "held_key": key})
+            limited = {**params, **giving_back(delivery)}
+            row = await one(self._pool, self._sql["extend_limited"], limited)
         self.changed()
         return delivery if row is not None else None
 

@@ -121,7 +121,7 @@ admitted AS (
     INSERT INTO durability.limits AS l (queue, key, held, at_most, per, last)
     SELECT DISTINCT ON (w.limit_key)
            %(queue)s, w.limit_key,
-           jsonb_build_object(w.next::text, jsonb_build_array(
+           jsonb_build_object(w.next::text || '/' || w.workflow, jsonb_build_array(
                w.workflow,
                floor(extract(epoch FROM now.t + coalesce(w.limit_per, %(lease)s))
                      * 1000000)::bigint)),
@@ -146,7 +146,7 @@ admitted AS (
 chosen AS MATERIALIZED (
     SELECT w.* FROM picked AS w
     WHERE w.limit_key IS NULL
-       OR EXISTS (SELECT FROM admitted AS a WHERE a.key = w.limit_key AND a.held ? w.next::text)
+       OR EXISTS (SELECT FROM admitted AS a WHERE a.key = w.limit_key AND a.held ? (w.next::text || '/' || w.workflow))
 ),
 taken AS (
     -- The rows found by where they lie (a TID scan): the lock is held, so they cannot move.
@@ -224,9 +224,9 @@ WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
 -- from its key's limits row by the take's receipt: an UPDATE, the body of a CTE, run after the
 -- CTE named `first` (the statement's write to the queue row: queue row, then limits row, the
 -- order a take locks them in).
-    UPDATE durability.limits AS l SET held = l.held - %(receipt)s::text
+    UPDATE durability.limits AS l SET held = l.held - %(hold)s::text
     FROM (SELECT count(*) FROM first) AS after_first
-    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(receipt)s::text
+    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(hold)s::text
     RETURNING 1
 
 -- name: done_limited
@@ -306,12 +306,12 @@ moved AS (
 ),
 kept AS (
     UPDATE durability.limits AS l
-    SET held = jsonb_set(l.held, ARRAY[%(receipt)s::text], jsonb_build_array(
+    SET held = jsonb_set(l.held, ARRAY[%(hold)s::text], jsonb_build_array(
         %(workflow)s::text,
-        greatest((l.held -> %(receipt)s::text ->> 1)::bigint,
+        greatest((l.held -> %(hold)s::text ->> 1)::bigint,
                  floor(extract(epoch FROM now.t + %(within)s) * 1000000)::bigint)))
     FROM now, (SELECT count(*) FROM moved) AS after_moved
-    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(receipt)s::text
+    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(hold)s::text
     RETURNING 1
 )
 SELECT 1 FROM moved WHERE (SELECT count(*) FROM kept) >= 0

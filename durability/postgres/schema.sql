@@ -64,8 +64,8 @@ CREATE INDEX IF NOT EXISTS queue_limited ON durability.queue (queue, visible_at)
 -- Each limit key's live holds, per queue, in one row: the take that admits a wakeup under the
 -- key updates this row (INSERT ... ON CONFLICT DO UPDATE, whose WHERE sees the row's newest
 -- version under its lock), so two takers of one key are serialized here and the second counts
--- the first's hold: no overshoot under READ COMMITTED. held maps a take's receipt to
--- [workflow, until in epoch microseconds]: a concurrency hold lasts the lease (extended with
+-- the first's hold: no overshoot under READ COMMITTED. held maps '<take's receipt>/<workflow>'
+-- to [workflow, until in epoch microseconds]: a concurrency hold lasts the lease (extended with
 -- the delivery, removed by its done), a rate hold the window. Lapsed holds are pruned by the
 -- next admission. at_most, per and last are the newest admission's, for the check.
 CREATE TABLE IF NOT EXISTS durability.limits (

@@ -154,8 +154,9 @@ class SqliteScheduler(Visibility):
     `queue` names an independent queue in the same table; `lease` is how long a taken row
     stays invisible without `extend`; `poll` how often an idle `next_ready` looks again.
 
-        make_ready   ─▶ visible = min(visible, now), new receipt
-        next_ready   ─▶ earliest visible row: visible = now + lease, new receipt (the delivery's)
+        make_ready   ─▶ visible = min(visible, now), new receipt, priority and limit merged
+        next_ready   ─▶ best ready row (priority, then visibility, within its limit's holds):
+                        visible = now + lease, new receipt (the delivery's), a hold if limited
         wake_at(D)   ─▶ visible = D if the receipt is still ours, new receipt
         done         ─▶ delete, but only if the receipt is still the delivery's
 

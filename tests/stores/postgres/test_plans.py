@@ -29,6 +29,7 @@ TYPES = {
     "detail": "text", "within": "interval", "ended_channel": "text", "ending_key": "text",
     "ending_value": "text", "held_key": "text", "priority": "int2", "limit_key": "text",
     "limit_at_most": "int4", "limit_per": "interval", "when": "timestamptz",
+    "hold": "text",
 }
 HOT = [
     ("durable.sql", "take_many"), ("durable.sql", "take"), ("durable.sql", "finish_many"),
@@ -105,12 +106,12 @@ async def test_a_generic_plan_reaches_its_rows_by_key_on_tables_never_analyzed(
         "receipt": "1", "key": "'k'", "value": "'1'", "state": "'completed'", "detail": "'{}'",
         "within": "'30 s'", "ended_channel": "'e'", "ending_key": "'engine:ended:000000'",
         "ending_value": "'{}'", "held_key": "'k'", "priority": "0", "limit_key": "NULL",
-        "limit_at_most": "NULL", "limit_per": "NULL", "when": "now()",
+        "limit_at_most": "NULL", "limit_per": "NULL", "when": "now()", "hold": "'1/w1'",
         "asked": "'" + json.dumps([{"workflow": f"w{i}", "token": i, "receipt": i, "key": "k",
                                     "value": "1", "alive_us": 30_000_000, "n": i,
                                     "state": "completed", "detail": "{}",
                                     "ending_key": "engine:ended:000000", "ending_value": "{}",
-                                    "held_key": "k"}
+                                    "held_key": "k", "hold": f"{i}/w{i}"}
                                    for i in range(1, 21)]) + "'",
     }
     async with pool.connection() as conn:
