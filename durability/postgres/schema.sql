@@ -46,10 +46,20 @@ CREATE TABLE IF NOT EXISTS durability.queue (
 -- A wakeup's priority (higher is taken first) and the limit it names (key, at most, and per:
 -- NULL for a bound on concurrency, a window for one on rate; no key, no limit). Added to a
 -- table that may predate them: a constant default makes each ADD COLUMN a catalog change only.
-ALTER TABLE durability.queue ADD COLUMN IF NOT EXISTS priority smallint NOT NULL DEFAULT 0;
-ALTER TABLE durability.queue ADD COLUMN IF NOT EXISTS limit_key text;
-ALTER TABLE durability.queue ADD COLUMN IF NOT EXISTS limit_at_most integer;
-ALTER TABLE durability.queue ADD COLUMN IF NOT EXISTS limit_per interval;
+-- Only when missing, checked first: ALTER TABLE locks the queue against every reader before
+-- it looks for the column, and every process migrates at start-up.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_attribute
+                   WHERE attrelid = 'durability.queue'::regclass AND attname = 'limit_per'
+                     AND NOT attisdropped) THEN
+        ALTER TABLE durability.queue ADD COLUMN IF NOT EXISTS priority smallint NOT NULL DEFAULT 0;
+        ALTER TABLE durability.queue ADD COLUMN IF NOT EXISTS limit_key text;
+        ALTER TABLE durability.queue ADD COLUMN IF NOT EXISTS limit_at_most integer;
+        ALTER TABLE durability.queue ADD COLUMN IF NOT EXISTS limit_per interval;
+    END IF;
+END
+$$;
 -- A take walks the priorities present, highest first (a loose scan: one probe per level), and
 -- within a level reads the ready range in visibility order; with every row at 0 that is the
 -- range the visibility index gave, so this index replaces it rather than joining it (a second
