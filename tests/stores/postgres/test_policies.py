@@ -296,6 +296,35 @@ async def test_take_up_to_never_takes_more_than_a_limit_has_room_for(pool: Pool)
     assert all(t.holder is not None for batch in batches for t in batch)
 
 
+async def test_batched_takes_on_several_connections_never_overshoot_a_limit(
+    make_pool: MakePool,
+) -> None:
+    queue = _unique("q")
+    durables = []
+    for _ in range(3):
+        pool = await make_pool(size=1)
+        durables.append(
+            PostgresDurable(PostgresCheckpointer(pool=pool), _scheduler(pool, queue, notify=False))
+        )
+    try:
+        counts = []
+        for n in range(10):
+            limit = Limit(f"batched-{n}", 1)  # a fresh slot each round
+            for m in range(4):
+                await durables[0].arrive(f"{queue}-{n}-{m}", "go", m, limit=limit)
+            batches = await asyncio.gather(
+                *(d.take_up_to(lambda: 8, timedelta(milliseconds=50), BUDGET, BUDGET)
+                  for d in durables)
+            )
+            counts.append(sum(len(batch) for batch in batches))
+            for m in range(4):
+                await durables[0].delete(f"{queue}-{n}-{m}")
+    finally:
+        for durable in durables:
+            await durable.scheduler.close()
+    assert counts == [1] * 10
+
+
 async def test_finish_of_a_limited_pass_frees_its_slot_for_the_next_take(pool: Pool) -> None:
     queue = _unique("q")
     scheduler = _scheduler(pool, queue)
