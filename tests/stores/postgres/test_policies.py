@@ -345,6 +345,36 @@ async def test_finish_of_a_limited_pass_frees_its_slot_for_the_next_take(pool: P
     assert second.delivery.limit == limit
 
 
+async def test_finishes_of_one_turn_free_every_slot_they_held(
+    counting: type[Counting], make_pool: MakePool
+) -> None:
+    queue = _unique("q")
+    counted = await make_pool(size=2, cursor_factory=counting)
+    scheduler = _scheduler(counted, queue)
+    durable = PostgresDurable(PostgresCheckpointer(pool=counted), scheduler)
+    limit = Limit("turn", 2)
+    try:
+        for n in range(4):
+            await durable.arrive(f"{queue}-{n}", "go", n, limit=limit)
+        first = await durable.take(SHORT, BUDGET, BUDGET)
+        second = await durable.take(SHORT, BUDGET, BUDGET)
+        assert first is not None and second is not None
+        assert first.holder is not None and second.holder is not None
+        assert await durable.take(SHORT, BUDGET, BUDGET) is None  # both slots held
+        counting.sent.clear()
+        await asyncio.gather(  # one turn: one finish_many statement for both
+            durable.finish_settled(first.holder, first.delivery, "completed", {}),
+            durable.finish_settled(second.holder, second.delivery, "completed", {}),
+        )
+        sent = list(counting.sent)
+        third = await durable.take(SHORT, BUDGET, BUDGET)
+        fourth = await durable.take(SHORT, BUDGET, BUDGET)
+    finally:
+        await scheduler.close()
+    assert len(sent) == 1 and "jsonb_to_recordset" in sent[0], sent
+    assert third is not None and fourth is not None  # both slots came back
+
+
 @pytest.mark.parametrize(
     ("priority", "limit", "error"),
     [
