@@ -219,13 +219,18 @@ class ShardedStreamScheduler(Sharded[RedisStreamScheduler], RedisStreamScheduler
         A read after one that waited in vain waits at once: a blocking read is served at once
         when an entry is already there."""
         positive("within", within)
-        if not self._waited or any(part.reading.stale for part in self.parts):
+        if not self._waited or any(
+            part.reading.stale or part.reading.due for part in self.parts
+        ):
             found = await self.glance()
             if found is not None:
                 return found
         for block in self.blocks(within):
             self._waited = True
-            found = await self._wait(block)
+            # No longer than until some shard's parked wakeups may have room (a look then).
+            found = await self._wait(min(part.reading.bound(block) for part in self.parts))
+            if found is None and any(part.reading.due for part in self.parts):
+                found = await self.glance()
             if found is not None:
                 self._waited = False
                 return found

@@ -12,6 +12,7 @@ import asyncio
 import collections
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any
 
 from durability.redis.lua import script
@@ -26,6 +27,8 @@ __all__ = [
 #: How long a reader trusts the levels its last look listed before it looks again (a level
 #: made new nudges one blocked reader, not every one).
 LEVELS_KNOWN = 10.0
+#: The shortest block a bounded read waits (Redis ends a block on its clock tick anyway).
+_SHORTEST = timedelta(milliseconds=100)
 #: The consumer group (as `stream_scheduler.GROUP`).
 _GROUP = "workers"
 
@@ -98,7 +101,9 @@ class Levels:
     """What one reader of a stream queue knows of its levels (`levels`, from its last look),
     and the entries a blocking read over several levels brought beyond the one handed out."""
 
-    __slots__ = ("_admit", "_kept", "_lease_ms", "_looked", "_redis", "levels", "ready")
+    __slots__ = (
+        "_admit", "_kept", "_lease_ms", "_looked", "_redis", "_room_at", "levels", "ready"
+    )
 
     def __init__(self, redis: Any, ready: str, lease_ms: int) -> None:
         self._redis, self.ready, self._lease_ms = redis, ready, lease_ms
@@ -106,6 +111,7 @@ class Levels:
         self.levels: tuple[str, ...] = (ready,)
         self._kept: collections.deque[Delivery] = collections.deque()
         self._looked = -LEVELS_KNOWN  # (loop time) when a look last listed the levels
+        self._room_at: float | None = None  # (loop time) when a parked wakeup may have room
         self._admit = script(redis, "stream_admit")
 
     @property
@@ -114,10 +120,28 @@ class Levels:
         return asyncio.get_running_loop().time() - self._looked > LEVELS_KNOWN
 
     def took(self, reply: Any) -> bool:
-        """Note the levels a look's reply lists; whether it took an entry."""
-        self.levels = level_keys(self.ready, reply[-1] if reply else None)
-        self._looked = asyncio.get_running_loop().time()
-        return bool(reply and reply[0])
+        """Note the levels a look's reply lists, and when a limit's parked wakeups may have
+        room (an empty look's); whether it took an entry."""
+        now = asyncio.get_running_loop().time()
+        self._looked = now
+        took = bool(reply and reply[0])
+        self.levels = level_keys(self.ready, (reply[3] if took else reply[1]) if reply else None)
+        room = int(reply[2]) if reply and not took and len(reply) > 2 else -1
+        self._room_at = None if room < 0 else now + room / 1000
+        return took
+
+    def bound(self, block: timedelta) -> timedelta:
+        """`block`, cut short so a blocking read ends when a limit's parked wakeups may have
+        room (the look after it puts them back), but never below a read's shortest block."""
+        if self._room_at is None:
+            return block
+        left = self._room_at - asyncio.get_running_loop().time()
+        return max(min(block, timedelta(seconds=left)), _SHORTEST)
+
+    @property
+    def due(self) -> bool:
+        """Whether a limit's parked wakeups may have room by now (a look puts them back)."""
+        return self._room_at is not None and asyncio.get_running_loop().time() >= self._room_at
 
     def kept(self) -> Delivery | None:
         """The first entry kept from an earlier read, if any."""
@@ -129,17 +153,21 @@ class Levels:
 
     async def admitted(self, read: list[Entry]) -> tuple[Delivery | None, bool]:
         """What a blocking read brought: the delivery to hand out (the highest), and whether a
-        nudge (a level made new) came. A limited entry is counted or parked by its limit
-        (`stream_admit.lua`); beyond the first the rest are kept, highest first (they are this
-        consumer's; one not read again within a lease is taken over by `reclaiming`)."""
+        look should follow (a nudge came: a level made new; or an entry was parked, and the
+        look says when its limit may have room). A limited entry is counted or parked by its
+        limit (`stream_admit.lua`); beyond the first the rest are kept, highest first (they are
+        this consumer's; one not read again within a lease is taken over by `reclaiming`)."""
         found: list[Delivery] = []
         nudged = False
         for entry in read:
             if entry.nudge:
                 nudged = True
                 await self._redis.xack(entry.stream, _GROUP, entry.entry)
-            elif entry.workflow is not None and (not entry.policy or await self._admits(entry)):
-                found.append(entry.delivery())
+            elif entry.workflow is not None:
+                if not entry.policy or await self._admits(entry):
+                    found.append(entry.delivery())
+                else:
+                    nudged = True  # parked: a look says when its limit may have room
         found.sort(key=lambda delivery: -delivery.priority)
         self._kept.extend(found[1:])
         return (found[0] if found else None), nudged

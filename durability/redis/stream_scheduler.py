@@ -239,7 +239,7 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched, StreamKeeping):
         # With levels in use a look comes first too: it reads them highest first, where a read
         # served at once would hand one entry of each level that has one.
         shared = self._batcher is not None or len(reading.levels) > 1
-        if reading.stale or (shared and not self._waited):
+        if reading.stale or reading.due or (shared and not self._waited):
             found = await self.glance()
             if found is not None:
                 return found
@@ -251,11 +251,13 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched, StreamKeeping):
                 self.consumer,
                 {level: ">" for level in reading.levels},
                 count=1,
-                block=to_ms(block),
+                block=to_ms(reading.bound(block)),
             )
             delivery, nudged = await reading.admitted(read_replies(reply))
-            if nudged and delivery is None:
-                delivery = await self.glance()  # a level made new: look at every level
+            if delivery is None and (nudged or reading.due):
+                # A level made new (look at every level), or a limit's room may have come (the
+                # look puts its parked wakeups back).
+                delivery = await self.glance()
             if delivery is not None:
                 self._waited = False
                 return delivery

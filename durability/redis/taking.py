@@ -91,7 +91,7 @@ class Taker:
             reply = await self._redis_scheduler.regrouped(batcher.run, script, keys, script_args)
             return self._taken(reply, alive) if self._took(reply) else None
         if isinstance(scheduler, RedisStreamScheduler):
-            if not self._waited or scheduler.reading.stale:
+            if not self._waited or scheduler.reading.stale or scheduler.reading.due:
                 reply = await scheduler.regrouped(batcher.run, script, keys, script_args)
                 if self._took(reply):
                     return self._taken(reply, alive)
@@ -183,7 +183,8 @@ class Taker:
             self._waited = True
             levels = scheduler.reading.levels
             read = (
-                "XREADGROUP", "GROUP", GROUP, waiter, "COUNT", 1, "BLOCK", max(to_ms(block), 1),
+                "XREADGROUP", "GROUP", GROUP, waiter, "COUNT", 1,
+                "BLOCK", max(to_ms(scheduler.reading.bound(block)), 1),
                 "STREAMS", *levels, *(">" for _ in levels),
             )
             took = ("EVALSHA", script.sha, len(keys), *keys, *args)

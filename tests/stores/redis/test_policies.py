@@ -68,6 +68,7 @@ async def test_a_higher_priority_is_taken_first_and_equal_ones_in_order(
     plan = [(ids[0], 0), (ids[1], 5), (ids[2], -3), (ids[3], 5), (ids[4], 100), (ids[5], 0)]
     for workflow, priority in plan:
         await scheduler.make_ready(workflow, priority=priority)
+        await asyncio.sleep(0.002)  # readiness is kept to the millisecond
     taken = [(d.workflow, d.priority) for d in await _drain(scheduler)]
     assert taken == [
         (ids[4], 100), (ids[1], 5), (ids[3], 5), (ids[0], 0), (ids[5], 0), (ids[2], -3)
@@ -317,3 +318,46 @@ async def test_priorities_and_a_limit_on_a_cluster(
     await scheduler.done(first)
     second = await _took(scheduler, LONG)
     assert second is not None and second.limit == gateway and second != first
+
+
+@pytest.mark.parametrize("shards", [1, 4])
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_reader_alone_takes_a_rate_limited_wakeup_when_the_window_opens(
+    make: Make, namespace: str, kind: Any, shards: int
+) -> None:
+    # No timer runs here: the reader's own wait ends when the window has room.
+    scheduler = await make(kind, shards)
+    rate = Limit(f"{namespace}-rate", 1, per=timedelta(seconds=1))
+    for n in range(2):
+        await scheduler.make_ready(f"{namespace}-{n}", limit=rate)
+    first = await scheduler.next_ready(SHORT)
+    assert first is not None
+    second = await scheduler.next_ready(timedelta(seconds=4))
+    assert second is not None and {first.workflow, second.workflow} == {
+        f"{namespace}-0", f"{namespace}-1"
+    }
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_a_joined_take_waits_for_a_slot_and_takes_it_when_freed(
+    redis: Redis, namespace: str, kind: Any, durables: list[RedisDurable]
+) -> None:
+    scheduler = kind(redis=redis, namespace=namespace, lease=LONG)
+    await scheduler.prepare()
+    checkpointer = RedisCheckpointer(redis=redis, namespace=namespace, ttl=timedelta(minutes=5))
+    durable = RedisDurable(checkpointer, scheduler)
+    durables.append(durable)
+    assert durable.joined
+    gateway = Limit(f"{namespace}-gw", 1)
+    await durable.arrive(f"{namespace}-a", "order", 1, limit=gateway)
+    await durable.deliver(f"{namespace}-b", "hello", priority=3, limit=gateway)
+    first = await durable.take(SHORT, LONG, LONG)
+    assert first is not None and first.delivery.workflow == f"{namespace}-b"
+    assert (first.delivery.priority, first.delivery.limit) == (3, gateway)
+    waiting = asyncio.ensure_future(durable.take(timedelta(seconds=10), LONG, LONG))
+    await asyncio.sleep(0.3)
+    assert not waiting.done()
+    assert first.holder is not None
+    await durable.finish(first.holder, first.delivery)
+    second = await asyncio.wait_for(waiting, 10)
+    assert second is not None and second.delivery.workflow == f"{namespace}-a"

@@ -3,9 +3,10 @@
 -- (and as the scheduler's own look).
 -- KEYS[1] = {ns}:ready   ARGV[1] = group   ARGV[2] = consumer   ARGV[3] = the workflow field
 -- ARGV[4] = lease in ms (for a limit's holders; absent: no limit can be in use)
--- Returns {workflow, entry id, policy ('' for none), levels}, or {false, levels} when nothing
--- new is there; levels lists the priorities other than 0 in use ('5,-1'), so a reader blocks
--- on every level's stream (see stream_policy.lua).
+-- Returns {workflow, entry id, policy ('' for none), levels}, or {false, levels, ms until a
+-- limit's parked wakeups may have room (-1: none parked)} when nothing new is there; levels
+-- lists the priorities other than 0 in use ('5,-1'), so a reader blocks on every level's
+-- stream (see stream_policy.lua), and no longer than until that room may come.
 --
 -- A limited entry over its limit is parked (see policy.lua) and the look goes on; a `nudge`
 -- (a level made new) is acknowledged and dropped. With no level but 0 and nothing parked (one
@@ -14,7 +15,7 @@
 local R = KEYS[1]
 local lease = tonumber(ARGV[4] or '0')
 local general = redis.call('EXISTS', R .. ':levels', R .. ':parked') > 0
-local keys, levels = {R}, ''
+local keys, levels, room_ms = {R}, '', -1
 local now = false
 local function clock()
   if not now then
@@ -50,10 +51,15 @@ for _, key in ipairs(keys) do
     elseif not workflow then
       -- An entry without a workflow stays pending, as when the client reads it: `reclaiming`
       -- finds it.
-      return {false, levels}
+      return {false, levels, room_ms}
     elseif policy == '' or admit(R, key, entry[1], workflow, policy, lease, clock()) then
       return {workflow, entry[1], policy, levels}
     end
   end
 end
-return {false, levels}
+-- When a limit's parked wakeups may have room (this look may have parked some).
+if general or now then
+  local next = redis.call('ZRANGE', R .. ':parked', 0, 0, 'WITHSCORES')
+  if next[2] then room_ms = math.max(tonumber(next[2]) - clock(), 0) end
+end
+return {false, levels, room_ms}

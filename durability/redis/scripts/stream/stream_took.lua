@@ -4,15 +4,37 @@
 -- the same script goes with it: a woken worker starts its pass without a second round trip.
 -- KEYS[1] = {ns}:ready   ARGV[1] = group   ARGV[2] = the worker's consumer
 -- ARGV[3] = the waiting consumer   ARGV[4] = the workflow field   ARGV[5] = lease in ms
--- Returns {workflow, entry id, policy, levels} as stream_take.lua does, or {false, levels}
--- when the read found nothing, a `nudge` (a level made new: the caller reads again, on every
--- level), or an entry over its limit (parked: see stream_policy.lua).
+-- Returns {workflow, entry id, policy, levels} as stream_take.lua does, or {false, levels,
+-- ms until a limit's parked wakeups may have room (-1: none)} when the read found nothing, a
+-- `nudge` (a level made new: the caller reads again, on every level), or an entry over its
+-- limit (parked: see stream_policy.lua). Parked wakeups whose room has come are put back
+-- first, so the read after this one is served at once.
 -- include: stream_policy
 local R = KEYS[1]
-local keys, levels = {R}, ''
+local keys, levels, room_ms = {R}, '', -1
 if redis.call('EXISTS', R .. ':levels') == 1 then
   keys = level_keys(R)
   levels = table.concat(redis.call('ZREVRANGE', R .. ':levels', 0, -1), ',')
+end
+local now = false
+local function clock()  -- read only when a limit is in play: the common path does not
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  end
+  return now
+end
+local parked = redis.call('EXISTS', R .. ':parked') == 1
+if parked then
+  unpark_due(R, clock(), stream_put_back(R), clock() + tonumber(ARGV[5]))
+end
+-- Nothing handed over: and when a limit's parked wakeups may have room (-1: none parked).
+local function nothing()
+  if parked or now then
+    local next = redis.call('ZRANGE', R .. ':parked', 0, 0, 'WITHSCORES')
+    if next[2] then room_ms = math.max(tonumber(next[2]) - clock(), 0) end
+  end
+  return {false, levels, room_ms}
 end
 for _, key in ipairs(keys) do
   local pending = redis.call('XPENDING', key, ARGV[1], '-', '+', 1, ARGV[3])
@@ -22,7 +44,7 @@ for _, key in ipairs(keys) do
     redis.call('XCLAIM', key, ARGV[1], ARGV[2], 0, id, 'JUSTID')
     local entries = redis.call('XRANGE', key, id, id)
     if #entries == 0 then
-      return {false, levels}
+      return nothing()
     end
     local fields, workflow, policy = entries[1][2], false, ''
     for i = 1, #fields, 2 do
@@ -31,20 +53,18 @@ for _, key in ipairs(keys) do
       if fields[i] == 'nudge' then
         redis.call('XACK', key, ARGV[1], id)
         redis.call('XDEL', key, id)
-        return {false, levels}
+        return nothing()
       end
     end
     -- An entry without a workflow stays pending, as when the client reads it: `reclaiming`
     -- finds it.
-    if not workflow then return {false, levels} end
+    if not workflow then return nothing() end
     if policy ~= '' then
-      local t = redis.call('TIME')
-      local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-      if not admit(R, key, id, workflow, policy, tonumber(ARGV[5]), now) then
-        return {false, levels}
+      if not admit(R, key, id, workflow, policy, tonumber(ARGV[5]), clock()) then
+        return nothing()
       end
     end
     return {workflow, id, policy, levels}
   end
 end
-return {false, levels}
+return nothing()
