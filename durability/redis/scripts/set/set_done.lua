@@ -5,6 +5,15 @@
 -- Any later make_ready or wake_at wrote a different score, and that wakeup must survive.
 -- A delivery under a concurrency limit gives its slot back whatever the score, and the parked
 -- wakeups that fit go back (ringing the doorbell, as an arrival does).
+-- The common path (no policy) runs before the policy piece is even declared: its functions
+-- are made on every run, so one that needs none of them does not pay for them.
+if not ARGV[3] then
+  local held = redis.call('ZSCORE', KEYS[1], ARGV[1])
+  if held and tonumber(held) == tonumber(ARGV[2]) then
+    return redis.call('ZREM', KEYS[1], ARGV[1])
+  end
+  return 0
+end
 -- include: policy
 local S, workflow = KEYS[1], ARGV[1]
 local p, k, n, per = policy_of(ARGV[3])

@@ -11,14 +11,37 @@
 -- wakeup on a waiting member (ready, asleep or parked) merges with it: the higher priority,
 -- and the limit it had (or this one's). On a held member it is a wakeup of its own: the pass
 -- keeps its delivery's policy, and the member takes this one's.
--- include: policy
 local S, workflow, wanted = KEYS[1], ARGV[1], ARGV[2] or ''
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-local current = false
-if wanted ~= '' or redis.call('EXISTS', S .. ':policy') == 1 then
-  current = redis.call('HGET', S .. ':policy', workflow)
+local function ring()
+  -- One waiting reader's BLPOP returns (see set_scheduler.py). Kept short: with nobody
+  -- waiting, the rings pile up only until the next empty take clears them.
+  if KEYS[2] then
+    redis.call('LPUSH', KEYS[2], 1)
+    redis.call('LTRIM', KEYS[2], 0, 63)
+  end
+  return 1
 end
+if wanted == '' and redis.call('EXISTS', S .. ':policy') == 0 then
+  -- The common path, before the policy piece's functions are made: one set, as before.
+  local held = redis.call('ZSCORE', S, workflow)
+  if not held then
+    redis.call('ZADD', S, now, workflow)
+  else
+    local score = tonumber(held)
+    if score % 1 ~= 0 then
+      -- Held: step off the receipt, visible now (or keep its place if its lease lapsed).
+      redis.call('ZADD', S, math.min(now, math.floor(score)), workflow)
+    elseif score > now then
+      -- Asleep: wake it now. A score at or before now is already ready and keeps its place.
+      redis.call('ZADD', S, now, workflow)
+    end
+  end
+  return ring()
+end
+-- include: policy
+local current = redis.call('HGET', S .. ':policy', workflow)
 local from = policy_of(current)
 local held = redis.call('ZSCORE', level_key(S, from), workflow)
 local policy, score = wanted, now
@@ -31,7 +54,7 @@ if not held then
     local ready = order % BAND
     redis.call('ZADD', S .. ':parked:' .. k, (100 - policy_of(policy)) * BAND + ready, workflow)
     redis.call('HSET', S .. ':policy', workflow, policy)
-    return 1
+    return ring()
   end
 else
   local was = tonumber(held)
@@ -58,10 +81,4 @@ if policy ~= '' then
 elseif current then
   redis.call('HDEL', S .. ':policy', workflow)
 end
--- Ring: one waiting reader's BLPOP returns (see set_scheduler.py). Kept short: with nobody
--- waiting, the rings pile up only until the next empty take clears them.
-if KEYS[2] then
-  redis.call('LPUSH', KEYS[2], 1)
-  redis.call('LTRIM', KEYS[2], 0, 63)
-end
-return 1
+return ring()

@@ -14,7 +14,6 @@
 -- priority 0, no limit) it reads the one set as it did before priorities: a queue with one has
 -- the member '{policies}' scored -inf in {ns}:schedule (no workflow id holds a brace), so the
 -- first member says which path to take, at no cost to the common one.
--- include: policy
 local function nothing(hidden_ms)
   if not KEYS[2] then
     return {false, hidden_ms}
@@ -58,7 +57,7 @@ local function took(key, workflow, score)
 end
 
 local first = redis.call('ZRANGE', S, 0, 0, 'WITHSCORES')
-if first[1] ~= IN_USE then
+if first[1] ~= '{policies}' then  -- policy.lua's IN_USE
   -- The common path: one set, no limits. The lowest member alone says whether anything is
   -- visible and when the first hidden one shows; the clock is read only when there is one.
   if #first == 0 then
@@ -73,6 +72,8 @@ if first[1] ~= IN_USE then
   return {first[1], receipt, lapsed}
 end
 
+-- The policy piece only now: its functions are made on every run that reaches it.
+-- include: policy
 read_clock()
 if redis.call('EXISTS', S .. ':policy', S .. ':levels', S .. ':parked') == 0 then
   redis.call('ZREM', S, IN_USE)  -- no policy left: the next look takes the common path

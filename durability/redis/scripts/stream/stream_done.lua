@@ -7,6 +7,14 @@
 -- entry its successor is still running, and the successor's wake_at would then decline.
 -- A delivery under a concurrency limit gives its slot back, and the parked wakeups that fit
 -- are appended again (which wakes a blocked reader, as an arrival does).
+if not ARGV[4] then
+  -- The common path, before the policy piece's functions are made (they are, every run).
+  local held = redis.call('XPENDING', KEYS[1], ARGV[1], ARGV[2], ARGV[2], 1)
+  if #held == 0 or held[1][4] ~= tonumber(ARGV[3]) then
+    return 0
+  end
+  return redis.call('XACK', KEYS[1], ARGV[1], ARGV[2])
+end
 -- include: stream_policy
 local R = KEYS[1]
 local p, k, n, per = policy_of(ARGV[4])

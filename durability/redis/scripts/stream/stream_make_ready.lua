@@ -6,5 +6,9 @@
 --
 -- With the default policy and no waiting wakeup of this workflow kept with a policy (one
 -- EXISTS), one XADD, as before priorities; else see stream_policy.lua's `queue`.
+if (ARGV[3] or '') == '' and redis.call('EXISTS', KEYS[1] .. ':policy') == 0 then
+  -- The common path, before the policy piece's functions are made (they are, every run).
+  return redis.call('XADD', KEYS[1], '*', ARGV[1], ARGV[2])
+end
 -- include: stream_policy
 return queue(KEYS[1], ARGV[2], ARGV[3] or '')
