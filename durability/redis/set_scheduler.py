@@ -74,7 +74,7 @@ def taken_delivery(taken: Any) -> Delivery:
 
 
 # The doorbell (on by default; `doorbell=False` is the design as published, polling alone) lifts
-# that floor. `{ns}:doorbell` is a short LIST: every script that makes a member visible, or
+# the polling floor. `{ns}:doorbell` is a short LIST: every script that makes a member visible, or
 # brings the earliest hidden one forward (`make_ready`, `wake_at`), pushes onto it in the same
 # script, so a ring exists exactly when its change does. An idle reader blocks on it with `BLPOP`
 # for as long as nothing is due: until the earliest hidden member shows (the empty look says
@@ -84,6 +84,11 @@ def taken_delivery(taken: Any) -> Delivery:
 # pile up into wakeups for nothing, and with nobody waiting the list is capped at 64 anyway.
 # Redis times a blocked command out on its clock tick (100 ms at the default hz), so a wait
 # shorter than `_SHORTEST_BLOCK` is not blocked for: the reader polls every `poll` through it.
+#
+# Priorities and limits (`make_ready(..., priority=, limit=)`): a set per priority in use,
+# `{ns}:schedule:<p>` beside `{ns}:schedule` for 0, read highest first; a limit's holders,
+# rate window and parked wakeups are kept under `{ns}:schedule:*` and counted in the take's
+# script (`scripts/shared/policy.lua`; docs/guide.md, "How each store keeps priorities").
 class RedisSetScheduler(SharesBatches, Visibility, Watched):
     """A `Scheduler` over one Redis ZSET, woken by a doorbell LIST or, without it, polling;
     see below for the trade. `wipes` and `last_wipe` count the wipes of the server's

@@ -4,8 +4,9 @@ An idle worker parks inside Redis on `XREADGROUP BLOCK`, so waiting costs nothin
 is picked up the moment it is appended; the price is a stream that keeps acknowledged entries
 until it is trimmed, and a `cancel` that scans it. A receipt carries the entry's delivery
 count, so a worker that stalled past its lease holds a dead receipt and its late writes are
-refused; each check and the write it guards are one Lua script. The keys, the receipts and
-what happens when the server loses its data are in `RedisStreamScheduler`'s docstring.
+refused; each check and the write it guards are one Lua script. A priority is a stream of its
+own, read highest first (stream_levels.py), and a limit is counted in the look's script.
+The keys, the receipts and a wipe of the server's data: `RedisStreamScheduler`'s docstring.
 """
 
 from __future__ import annotations
