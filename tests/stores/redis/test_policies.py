@@ -361,3 +361,20 @@ async def test_a_joined_take_waits_for_a_slot_and_takes_it_when_freed(
     await durable.finish(first.holder, first.delivery)
     second = await asyncio.wait_for(waiting, 10)
     assert second is not None and second.delivery.workflow == f"{namespace}-a"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_cancelling_a_held_limited_workflow_frees_its_slot(
+    make: Make, namespace: str, kind: Any
+) -> None:
+    scheduler = await make(kind)
+    gateway = Limit(f"{namespace}-gw", 1)
+    for name in ("a", "b"):
+        await scheduler.make_ready(f"{namespace}-{name}", limit=gateway)
+    held = await _took(scheduler)
+    assert held is not None and await _took(scheduler) is None
+    assert await scheduler.cancel(held.workflow) >= 1
+    # The cancelled pass's answer: declined, but its slot is not left held for a lease.
+    assert not await scheduler.wake_at(held, datetime.now(UTC) + timedelta(hours=1))
+    other = await _took(scheduler, timedelta(seconds=3))
+    assert other is not None and other.workflow != held.workflow

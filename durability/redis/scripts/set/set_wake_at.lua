@@ -19,11 +19,13 @@ local rang = false
 local clock = redis.call('TIME')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local held = redis.call('ZSCORE', level_key(S, from), workflow)
+local woken = 1
 if not held then
   -- Parked by a take while this pass ran (a wakeup that landed mid-pass, over the limit): it
-  -- is ready, so it comes first; only the slot goes back. Else the member is gone: decline.
+  -- is ready, so it comes first; only the slot goes back. Else the member is gone (cancelled):
+  -- decline, and still give the slot back (it is counted under this delivery's receipt).
   if not (k0 and redis.call('ZSCORE', S .. ':parked:' .. k0, workflow)) then
-    return 0
+    woken = 0
   end
 else
   local score = tonumber(held)
@@ -62,4 +64,4 @@ if rang and KEYS[2] then
   redis.call('LPUSH', KEYS[2], 1)
   redis.call('LTRIM', KEYS[2], 0, 63)
 end
-return 1
+return woken

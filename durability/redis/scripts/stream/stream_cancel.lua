@@ -29,7 +29,7 @@ if redis.call('EXISTS', key) == 1 then
     if name == ARGV[1] then delivered = last end
   end
 
-  local found = {}
+  local found, limited = {}, {}
   local start = '-'
   while true do
     local batch = redis.call('XRANGE', key, start, '+', 'COUNT', 512)
@@ -38,6 +38,9 @@ if redis.call('EXISTS', key) == 1 then
       for i = 1, #fields, 2 do
         if fields[i] == 'workflow' and fields[i + 1] == ARGV[2] then
           found[#found + 1] = entry[1]
+          for j = 1, #fields, 2 do
+            if fields[j] == 'policy' then limited[entry[1]] = fields[j + 1] end
+          end
         end
       end
     end
@@ -51,6 +54,14 @@ if redis.call('EXISTS', key) == 1 then
     elseif #redis.call('XPENDING', key, ARGV[1], id, id, 1) > 0 then
       gone = gone + 1  -- held by a worker: acknowledged here so its wake_at declines
       redis.call('XACK', key, ARGV[1], id)
+      local policy = limited[id]
+      local _, k, n, per = policy_of(policy)
+      if k then
+        -- Its pass can no longer answer for it (its done is refused): the slot goes back now.
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        release(KEYS[1], k, n, per, holder(policy, id), now, stream_put_back(KEYS[1]), now)
+      end
     end
     redis.call('XDEL', key, id)
   end
@@ -59,12 +70,13 @@ return gone
 end
 
 local R, gone = KEYS[1], 0
-for _, key in ipairs(level_keys(R)) do gone = gone + cancel_in(key) end
+-- Its parked wakeup first: a slot the scan below gives back must not put it back.
 if redis.call('EXISTS', R .. ':policy') == 1 then
   local _, policy = where_of(redis.call('HGET', R .. ':policy', ARGV[2]))
   local _, k = policy_of(policy)
   if k then gone = gone + redis.call('ZREM', R .. ':parked:' .. k, ARGV[2]) end
   redis.call('HDEL', R .. ':policy', ARGV[2])
 end
+for _, key in ipairs(level_keys(R)) do gone = gone + cancel_in(key) end
 redis.call('HDEL', KEYS[2] .. ':policy', ARGV[2])
 return gone + redis.call('ZREM', KEYS[2], ARGV[2])
