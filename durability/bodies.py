@@ -11,12 +11,22 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
-from durability.checks import check_key, check_workflow
+from durability.checks import check_key, check_limit, check_priority, check_workflow
 from durability.children import STARTED
 from durability.interfaces import Durable
 from durability.stepwise import Run
+from durability.values import Limit
+from durability.wakeups import arrive
 
-__all__ = ["STARTED", "Body", "UnknownBody", "by_name", "check_body", "start", "started"]
+__all__ = [
+    "STARTED",
+    "Body",
+    "UnknownBody",
+    "by_name",
+    "check_body",
+    "start",
+    "started",
+]
 
 T = TypeVar("T")
 
@@ -50,14 +60,26 @@ def started(records: Mapping[str, object]) -> Mapping[str, object] | None:
 
 
 async def start(
-    durable: Durable, body: str, value: object, workflow: str, **more: object
+    durable: Durable,
+    body: str,
+    value: object,
+    workflow: str,
+    *,
+    priority: int = 0,
+    limit: Limit | None = None,
+    **more: object,
 ) -> bool:
     """Start `workflow` as the body named `body` with `value` as its input (`run.input`):
     True if this call started it, False if it was started before as the same body (a no-op
-    but a wakeup); `ValueError` naming both if it was started as another."""
+    but a wakeup); `ValueError` naming both if it was started as another. Its wakeup has
+    `priority` and `limit` (`Scheduler.make_ready`), which later wakeups do not inherit: a
+    limit every pass of a body should count against is given to every start of it."""
     check_workflow(workflow)
     check_body(body)
-    recorded = await durable.arrive(workflow, STARTED, {"body": body, "value": value, **more})
+    check_priority(priority)
+    check_limit(limit)
+    record = {"body": body, "value": value, **more}
+    recorded = await arrive(durable, workflow, STARTED, record, priority, limit)
     if recorded.first:
         return True
     held = recorded.value

@@ -41,6 +41,7 @@ from durability.values import (
     Effect,
     Entry,
     Footprint,
+    Limit,
     Look,
     Pass,
     Reclaimed,
@@ -76,6 +77,7 @@ __all__ = [
     "Effect",
     "Entry",
     "Footprint",
+    "Limit",
     "Look",
     "Pass",
     "Recorded",
@@ -318,7 +320,8 @@ class TakingMany(Protocol):
     ) -> list[Taken]:
         """`Durable.take` for up to `room()` workflows at once (asked before each read, so a
         read that follows a wait takes as many as are free by then): every one taken and
-        claimed as `take` does it, in one step. Empty if nothing came within `within`."""
+        claimed as `take` does it, in one step. Empty if nothing came within `within`. A
+        batch never holds more of one `Limit` than it has room for."""
         ...
 
 
@@ -333,12 +336,25 @@ class Scheduler(Protocol):
         """Create whatever the queue needs before the first read (idempotent)."""
         ...
 
-    async def make_ready(self, workflow: str) -> None:
-        """Ask for a pass of `workflow` as soon as possible. Never lost, even mid-pass."""
+    async def make_ready(
+        self, workflow: str, *, priority: int = 0, limit: Limit | None = None
+    ) -> None:
+        """Ask for a pass of `workflow` as soon as possible. Never lost, even mid-pass.
+
+        `priority` (`checks.check_priority`): strict, higher first; equal priorities go in the
+        order they became ready, and nothing ages (a low one waits while higher ones come).
+        A wakeup already pending for `workflow` merges with this one: it keeps the higher
+        priority of the two and its own limit (this one's if it had none). `limit`: the
+        delivery counts against it while held (`Limit`); over it, the wakeup stays queued,
+        without a poll, while wakeups behind it are taken, and is taken once there is room
+        (a holder's answer or lapse, a rate window's room). Both are checked before any I/O;
+        a caller passes them only when not default, so an older scheduler still works.
+        """
         ...
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
-        """Take one ready workflow, waiting at most `within`; `None` if none came."""
+        """Take one ready workflow (the highest priority whose limit has room), waiting at most
+        `within`; `None` if none came. The delivery carries the priority and limit kept."""
         ...
 
     async def done(self, delivery: Delivery) -> None:
@@ -346,7 +362,8 @@ class Scheduler(Protocol):
         ...
 
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
-        """Schedule another pass of the delivery's workflow at `when`.
+        """Schedule another pass of the delivery's workflow at `when`, with the priority and
+        limit the store kept for the delivery (a workflow that sleeps comes back as it went).
 
         Declines (returns False, schedules nothing) if the workflow was cancelled meanwhile.
         """
@@ -418,12 +435,24 @@ class Durable(Protocol):
     @property
     def scheduler(self) -> Scheduler: ...
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
-        """Supply `key` then make the workflow ready."""
+    async def arrive(
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        priority: int = 0,
+        limit: Limit | None = None,
+    ) -> Recorded:
+        """Supply `key` then make the workflow ready (`Scheduler.make_ready`'s `priority` and
+        `limit`, checked before any I/O)."""
         ...
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
-        """Append an inbox entry then make the workflow ready."""
+    async def deliver(
+        self, workflow: str, value: object, *, priority: int = 0, limit: Limit | None = None
+    ) -> Entry:
+        """Append an inbox entry then make the workflow ready (with `priority` and `limit`, as
+        `arrive`)."""
         ...
 
     async def delete(self, workflow: str) -> int:

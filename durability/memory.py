@@ -1,13 +1,10 @@
 """Both interfaces over dicts: the reference every store is measured against, and the
-in-process baseline of the lab.
+in-process baseline of the lab. `MemoryCheckpointer` is here; `MemoryScheduler` lives in
+`durability.memory_scheduler` (importable from here too).
 
 Every method does all its work between two awaits, so on one event loop each is atomic the way
 a Lua script or a transaction is on a server. The clock is injected, so a test of a three-day
 sleep does not wait three days.
-
-`MemoryScheduler` is shaped like the Redis stream scheduler rather than the sorted set: a FIFO
-of wakeups, a pending list of deliveries held by workers, and a separate set of sleepers that
-`wake_due` moves into the FIFO. That keeps the worker's timer and reclaimer honest in tests.
 """
 
 from __future__ import annotations
@@ -17,11 +14,9 @@ import contextlib
 import heapq
 import itertools
 import json
-from collections import deque
-from collections.abc import AsyncIterator, Callable, Coroutine, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from durability.checks import (
     check_key,
@@ -34,50 +29,20 @@ from durability.checks import (
 )
 from durability.clock import Clock, utcnow
 from durability.codec import Codec, JsonCodec, decode_checkpoint
-from durability.deprecation import Reclaim
 from durability.endings import ENDING
-from durability.schedules.timetable import MemoryTimetable
+from durability.memory_scheduler import MemoryScheduler
 from durability.signals import Fenced
 from durability.storekit.sorted_ids import SortedIds
-from durability.storekit.traffic import Traffic
-from durability.values import (
-    Backlog,
-    Delivery,
-    Effect,
-    Entry,
-    Footprint,
-    Look,
-    Pass,
-    Reclaimed,
-    Recorded,
-    Standing,
-    Written,
-)
+from durability.storekit.traffic import Traffic, counted
+from durability.values import Effect, Entry, Look, Pass, Recorded, Standing, Written
 
-P = ParamSpec("P")
-R = TypeVar("R")
+__all__ = ["MemoryCheckpointer", "MemoryEffect", "MemoryScheduler"]
+
 NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 def _ms(moment: datetime) -> int:
     return int(moment.timestamp() * 1000)
-
-
-def _counted(
-    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]],
-) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
-    """Count each call into the store's `traffic`: with no server, a call is a round trip."""
-    name = method.__qualname__
-
-    def counted(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
-        traffic: Traffic = self.traffic
-        traffic.request(name)
-        traffic.round_trip()
-        return method(self, *args, **kwargs)
-
-    counted.__name__, counted.__qualname__ = method.__name__, name
-    counted.__doc__ = method.__doc__
-    return counted
 
 
 class MemoryEffect(Effect):
@@ -156,7 +121,7 @@ class MemoryCheckpointer:
                 bell.set()
         return Recorded(self._codec.decode(encoded), True)
 
-    @_counted
+    @counted
     async def claim(self, workflow: str, budget: timedelta, alive: timedelta) -> Pass | None:
         positive("budget", budget)
         positive("alive", alive)
@@ -172,14 +137,14 @@ class MemoryCheckpointer:
         records, ordinals = decode_checkpoint(self._codec, pairs)
         return Pass(workflow, claim.token, alive, claim.deadline, records, ordinals)
 
-    @_counted
+    @counted
     async def load(self, workflow: str) -> dict[str, object]:
         state = self._workflows.get(check_workflow(workflow))
         if state is None:
             return {}
         return {key: self._codec.decode(text) for key, (text, _) in self._texts(state).items()}
 
-    @_counted
+    @counted
     async def history(self, workflow: str) -> list[Written]:
         state = self._workflows.get(check_workflow(workflow))
         if state is None:
@@ -189,7 +154,7 @@ class MemoryCheckpointer:
             for key, (text, at) in self._texts(state).items()
         ]
 
-    @_counted
+    @counted
     async def record(self, holder: Pass, key: str, value: object) -> Recorded:
         check_recorded_key(key)
         encoded = self._codec.encode(value)
@@ -198,7 +163,7 @@ class MemoryCheckpointer:
         state.claim.until = max(state.claim.until, min(now + holder.alive, state.claim.deadline))
         return self._write(state, key, encoded, now)
 
-    @_counted
+    @counted
     async def transact(self, holder: Pass, key: str, effect: Effect) -> Recorded:
         check_key(key)
         if not isinstance(effect, MemoryEffect):
@@ -217,13 +182,13 @@ class MemoryCheckpointer:
         encoded = self._codec.encode(result)
         return self._write(state, key, encoded, now)
 
-    @_counted
+    @counted
     async def supply(self, workflow: str, key: str, value: object) -> Recorded:
         check_key(key)
         encoded = self._codec.encode(value)
         return self._write(self._get(workflow), key, encoded, self._clock())
 
-    @_counted
+    @counted
     async def append(self, workflow: str, value: object) -> Entry:
         encoded = self._codec.encode(value)
         state = self._get(workflow)
@@ -232,7 +197,7 @@ class MemoryCheckpointer:
         self._write(state, key, encoded, self._clock())
         return Entry(key, self._codec.decode(encoded))
 
-    @_counted
+    @counted
     async def extend(self, holder: Pass, budget: timedelta, alive: timedelta) -> Pass:
         positive("budget", budget)
         positive("alive", alive)
@@ -242,14 +207,14 @@ class MemoryCheckpointer:
         claim.until = max(claim.until, min(now + alive, claim.deadline))
         return Pass(holder.workflow, holder.token, holder.alive, claim.deadline)
 
-    @_counted
+    @counted
     async def renew(self, holder: Pass, alive: timedelta) -> None:
         positive("alive", alive)
         now = self._clock()
         claim = self._live(holder, now).claim
         claim.until = max(claim.until, min(now + alive, claim.deadline))
 
-    @_counted
+    @counted
     async def discard(self, workflow: str) -> int:
         state = self._get(workflow)
         gone = len(state.records)
@@ -264,7 +229,7 @@ class MemoryCheckpointer:
         state.claim.until = state.claim.deadline = NEVER
         return gone
 
-    @_counted
+    @counted
     async def conclude(self, workflow: str, key: str, value: object) -> Recorded:
         check_recorded_key(key)
         encoded = self._codec.encode(value)
@@ -289,7 +254,7 @@ class MemoryCheckpointer:
             if not bells:
                 del self._bells[workflow]
 
-    @_counted
+    @counted
     async def release(self, holder: Pass) -> None:
         state = self._get(holder.workflow)
         if state.claim.token == holder.token:
@@ -318,11 +283,11 @@ class MemoryCheckpointer:
         if state is not None:
             self._listed.setdefault(state, SortedIds()).add(workflow)
 
-    @_counted
+    @counted
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
         return self._stand(holder, state, detail)
 
-    @_counted
+    @counted
     async def settle_release(
         self, holder: Pass, state: str, detail: Mapping[str, object]
     ) -> bool:
@@ -333,7 +298,7 @@ class MemoryCheckpointer:
         self._get(holder.workflow).claim.until = NEVER
         return True
 
-    @_counted
+    @counted
     async def end_settle_release(
         self, holder: Pass, key: str, value: object, state: str, detail: Mapping[str, object]
     ) -> bool:
@@ -359,7 +324,7 @@ class MemoryCheckpointer:
         workflow.claim.until = NEVER
         return True
 
-    @_counted
+    @counted
     async def look(self, workflow: str) -> Look:
         state = self._workflows.get(check_workflow(workflow))
         if state is None:
@@ -368,7 +333,7 @@ class MemoryCheckpointer:
         claimed = now < state.claim.until and now < state.claim.deadline
         return Look(state.standing, claimed, bool(state.records))
 
-    @_counted
+    @counted
     async def standings(
         self, state: str | None, prefix: str | None, limit: int, after: str | None
     ) -> list[Standing]:
@@ -392,7 +357,7 @@ class MemoryCheckpointer:
             page.append(standing)
         return page
 
-    @_counted
+    @counted
     async def tally(self, prefix: str | None = None) -> dict[str, int]:
         check_page(prefix, 1, None)
         counts = {state: ids.count(prefix or "") for state, ids in self._listed.items()}
@@ -435,164 +400,3 @@ class _MemoryBell:
             return False
         self.event.clear()
         return True
-
-
-def _settle(waiter: asyncio.Future[None]) -> bool:
-    if waiter.done():
-        return False
-    waiter.set_result(None)
-    return True
-
-
-@dataclass(slots=True)
-class _Held:
-    """A delivery a worker holds. `quiet_from` is when its silence began: the take, or the last
-    extension moved forward by what it asked for beyond a lease (so `extend(d, lease)` is a sign
-    of life now, and `reclaiming(idle)` takes it once `idle` has passed since)."""
-
-    workflow: str
-    quiet_from: datetime
-
-
-class MemoryScheduler(Reclaim):
-    """A `Scheduler` over a FIFO, a pending list and a set of sleepers. (`Reclaim` keeps the
-    deprecated `reclaim` for a release.)"""
-
-    def __init__(
-        self,
-        *,
-        lease: timedelta = timedelta(seconds=30),
-        clock: Clock = utcnow,
-        traffic: Traffic | None = None,
-    ) -> None:
-        self.lease = positive("lease", lease)
-        self._clock = clock
-        #: Every call, counted (`durability.storekit.traffic`).
-        self.traffic = traffic if traffic is not None else Traffic()
-        self._ready: deque[str] = deque()
-        self._pending: dict[str, _Held] = {}
-        self._sleeping: dict[str, datetime] = {}
-        self._ids = itertools.count(1)
-        self._waiters: deque[asyncio.Future[None]] = deque()
-        #: The schedules kept beside this queue (`durability.schedules`).
-        self.timetable = MemoryTimetable()
-
-    @_counted
-    async def prepare(self) -> None:
-        return None
-
-    def _enqueue(self, workflow: str) -> None:
-        # One queued wakeup already covers every later one until a worker takes it.
-        if workflow not in self._ready:
-            self._ready.append(workflow)
-        # Wake one reader per queued workflow; a reader that finds the queue empty returns.
-        while self._waiters:
-            if _settle(self._waiters.popleft()):
-                break
-
-    @_counted
-    async def make_ready(self, workflow: str) -> None:
-        self._enqueue(check_workflow(workflow))
-
-    @_counted
-    async def next_ready(self, within: timedelta) -> Delivery | None:
-        positive("within", within)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + within.total_seconds()
-        while not self._ready:
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return None
-            # Wait on a bare future with a timer rather than wait_for, which would wrap the
-            # wait in a task of its own: one loop turn less between make_ready and the reader.
-            arrived = loop.create_future()
-            self._waiters.append(arrived)
-            timer = loop.call_later(remaining, _settle, arrived)
-            try:
-                await arrived
-            finally:
-                timer.cancel()
-                if arrived in self._waiters:
-                    self._waiters.remove(arrived)
-        workflow = self._ready.popleft()
-        receipt = str(next(self._ids))
-        self._pending[receipt] = _Held(workflow, self._clock())
-        return Delivery(workflow, receipt)
-
-    @_counted
-    async def done(self, delivery: Delivery) -> None:
-        self._pending.pop(delivery.receipt, None)
-
-    @_counted
-    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
-        if delivery.receipt not in self._pending:
-            return False
-        held = self._sleeping.get(delivery.workflow)
-        self._sleeping[delivery.workflow] = when if held is None else min(held, when)
-        return True
-
-    @_counted
-    async def wake_due(self, now: datetime | None = None) -> datetime | None:
-        moment = now or self._clock()
-        for workflow, when in list(self._sleeping.items()):
-            if when <= moment:
-                del self._sleeping[workflow]
-                self._enqueue(workflow)
-        return min(self._sleeping.values(), default=None)
-
-    @_counted
-    async def reclaiming(self, idle: timedelta) -> Reclaimed:
-        """Take a delivery silent for `idle` (not for the lease: the caller says how long), and
-        say how long until the quietest delivery left goes `idle`."""
-        positive("idle", idle)
-        now = self._clock()
-        taken: Delivery | None = None
-        soonest: timedelta | None = None
-        for receipt, held in list(self._pending.items()):
-            lapses_in = held.quiet_from + idle - now
-            if taken is None and lapses_in <= timedelta(0):
-                del self._pending[receipt]
-                fresh = str(next(self._ids))
-                self._pending[fresh] = _Held(held.workflow, now)
-                taken = Delivery(held.workflow, fresh, lapsed=True)
-                lapses_in = idle
-            if soonest is None or lapses_in < soonest:
-                soonest = lapses_in
-        return Reclaimed(taken, soonest)
-
-    @_counted
-    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
-        """Keep the delivery from `reclaiming(lease)` for `within` more (never less than
-        before)."""
-        positive("within", within)
-        held = self._pending.get(delivery.receipt)
-        if held is None:
-            return None
-        held.quiet_from = max(held.quiet_from, self._clock() + within - self.lease)
-        return delivery
-
-    @_counted
-    async def cancel(self, workflow: str) -> int:
-        check_workflow(workflow)
-        gone = 0
-        if workflow in self._ready:
-            self._ready.remove(workflow)
-            gone += 1
-        for receipt, held in list(self._pending.items()):
-            if held.workflow == workflow:
-                del self._pending[receipt]
-                gone += 1
-        if self._sleeping.pop(workflow, None) is not None:
-            gone += 1
-        return gone
-
-    @_counted
-    async def footprint(self) -> Footprint:
-        parts = {"ready": self._ready, "pending": self._pending, "sleeping": self._sleeping}
-        return Footprint({name: len(part) for name, part in parts.items()})
-
-    @_counted
-    async def backlog(self) -> Backlog:
-        """How many are ready; not how long they waited: the queue keeps no times (a stamp per
-        wakeup would cost every `make_ready`)."""
-        return Backlog(len(self._ready))

@@ -7,13 +7,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 
-from durability.checks import positive
+from durability.checks import check_limit, check_priority, positive
 from durability.interfaces import Checkpointer, Ledger, Scheduler, SettlingRelease
 from durability.signals import Fenced
 from durability.status import Inspected
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
-from durability.values import Delivery, Entry, Pass, Recorded, Taken
+from durability.values import Delivery, Entry, Limit, Pass, Recorded, Taken
+from durability.wakeups import make_ready
 
 __all__ = ["SplitDurable", "take_then_claim"]
 
@@ -62,18 +63,32 @@ class SplitDurable(Inspected):
         (every store `open_durable` opens does; `durability.storekit.traffic`)."""
         return self._traffic
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+    async def arrive(
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        priority: int = 0,
+        limit: Limit | None = None,
+    ) -> Recorded:
+        check_priority(priority)  # before the supply: a refused wakeup must write nothing
+        check_limit(limit)
         try:
             recorded = await self._checkpointer.supply(workflow, key, value)
-            await self._scheduler.make_ready(workflow)
+            await make_ready(self._scheduler, workflow, priority, limit)
         except Unanswered as error:  # it may have landed: say so, and that a resend is safe
             raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
         return recorded
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
+    async def deliver(
+        self, workflow: str, value: object, *, priority: int = 0, limit: Limit | None = None
+    ) -> Entry:
+        check_priority(priority)
+        check_limit(limit)
         try:
             entry = await self._checkpointer.append(workflow, value)
-            await self._scheduler.make_ready(workflow)
+            await make_ready(self._scheduler, workflow, priority, limit)
         except Unanswered as error:
             raise delivery_unknown(error, workflow) from error.__cause__
         return entry
@@ -147,3 +162,4 @@ async def take_then_claim(
     if delivery is None:
         return None
     return Taken(delivery, await checkpointer.claim(delivery.workflow, budget, alive))
+

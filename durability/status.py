@@ -15,13 +15,20 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Literal, Protocol, cast, runtime_checkable
 
 from durability.bodies import start
-from durability.checks import check_page, check_state, check_workflow
+from durability.checks import (
+    check_limit,
+    check_page,
+    check_priority,
+    check_state,
+    check_workflow,
+)
 from durability.clock import utcnow
 from durability.endings import cancel, ended, result
 from durability.failures import RETRY, Failure, failed, next_key
 from durability.interfaces import Checkpointer, Durable, Ledger, Scheduler, claimed
 from durability.signals import Contended
-from durability.values import Look, Standing
+from durability.values import Limit, Look, Standing
+from durability.wakeups import make_ready
 
 if TYPE_CHECKING:
     from durability.schedules.handle import Schedules
@@ -169,7 +176,13 @@ async def _unsettled(keeper: Ledger, workflow: str) -> bool:
 
 
 async def retry(
-    checkpointer: Checkpointer, scheduler: Scheduler, workflow: str, *, cancelled: bool = False
+    checkpointer: Checkpointer,
+    scheduler: Scheduler,
+    workflow: str,
+    *,
+    cancelled: bool = False,
+    priority: int = 0,
+    limit: Limit | None = None,
 ) -> bool:
     """Run a failed workflow again from its last recorded step: record a retry (which starts every
     attempt count again, and opens a new epoch whose ending is yet to be written), mark it queued
@@ -178,8 +191,11 @@ async def retry(
     before writing queued), finishing it: so a caller whose retry failed halfway (its store cut
     off after the record, before the wakeup) just asks again. False, changing nothing, if it has
     not failed; `Contended` if a live pass holds it. A cancelled workflow is run again only if
-    asked (`cancelled=True`), from its last recorded step, as a failed one is."""
+    asked (`cancelled=True`), from its last recorded step, as a failed one is. Its wakeup is a
+    new one, of `priority` under `limit` (the failed pass's are not kept)."""
     check_workflow(workflow)
+    check_priority(priority)
+    check_limit(limit)
     keeper = ledger(checkpointer)
     holder = await claimed(checkpointer, workflow, alive=RETRY_HOLD)
     try:
@@ -197,7 +213,7 @@ async def retry(
             raise Contended(workflow)
     finally:
         await checkpointer.release(holder)
-    await scheduler.make_ready(workflow)
+    await make_ready(scheduler, workflow, priority, limit)
     return True
 
 
@@ -216,11 +232,26 @@ class Inspectable(Protocol):
         after: str | None = None,
     ) -> Page: ...
 
-    async def retry(self, workflow: str, *, cancelled: bool = False) -> bool: ...
+    async def retry(
+        self,
+        workflow: str,
+        *,
+        cancelled: bool = False,
+        priority: int = 0,
+        limit: Limit | None = None,
+    ) -> bool: ...
 
     async def cancel(self, workflow: str) -> bool: ...
 
-    async def start(self, body: str, value: object, *, workflow: str) -> bool: ...
+    async def start(
+        self,
+        body: str,
+        value: object,
+        *,
+        workflow: str,
+        priority: int = 0,
+        limit: Limit | None = None,
+    ) -> bool: ...
 
     async def result(self, workflow: str, *, within: timedelta) -> object: ...
 
@@ -257,15 +288,40 @@ class Inspected:
             self.checkpointer, state=state, prefix=prefix, limit=limit, after=after
         )
 
-    async def retry(self, workflow: str, *, cancelled: bool = False) -> bool:
+    async def retry(
+        self,
+        workflow: str,
+        *,
+        cancelled: bool = False,
+        priority: int = 0,
+        limit: Limit | None = None,
+    ) -> bool:
         """Run a failed workflow again from its last recorded step (False if it has not
-        failed); a cancelled one too, if `cancelled` is True."""
-        return await retry(self.checkpointer, self.scheduler, workflow, cancelled=cancelled)
+        failed); a cancelled one too, if `cancelled` is True; its wakeup of `priority` under
+        `limit`."""
+        return await retry(
+            self.checkpointer,
+            self.scheduler,
+            workflow,
+            cancelled=cancelled,
+            priority=priority,
+            limit=limit,
+        )
 
-    async def start(self, body: str, value: object, *, workflow: str) -> bool:
-        """Start `workflow` as the body named `body` with input `value` (`durability.bodies`):
-        False if it was started before as that body; `ValueError` if as another."""
-        return await start(cast(Durable, self), body, value, workflow)
+    async def start(
+        self,
+        body: str,
+        value: object,
+        *,
+        workflow: str,
+        priority: int = 0,
+        limit: Limit | None = None,
+    ) -> bool:
+        """Start `workflow` as the body named `body` with input `value` (`durability.bodies`),
+        its wakeup of `priority` under `limit`: False if it was started before as that body;
+        `ValueError` if as another."""
+        durable = cast(Durable, self)
+        return await start(durable, body, value, workflow, priority=priority, limit=limit)
 
     async def cancel(self, workflow: str) -> bool:
         """Cancel `workflow` (`durability.endings.cancel`): False if it had ended already."""

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import math
+import os
 import re
 import signal
 import time
@@ -31,13 +32,14 @@ from starlette.exceptions import HTTPException
 from starlette.routing import Match
 from starlette.types import Scope
 
-from durability import Contended, Durable, positive
+from durability import Contended, Durable, Limit, positive
 from durability.children import CHILD, child_id
 from durability.connect import open_durable, unavailable
 from durability.endings import ended
 from durability.interfaces import MAX_PAGE, STATES, check_workflow
 from durability.schedules import Schedules
 from durability.status import Inspectable
+from durability.wakeups import arrive, deliver
 from integration import cli
 from integration.document import (
     LOCATION,
@@ -61,6 +63,7 @@ from integration.orders import unwind_id
 from integration.payout import APPROVAL
 from integration.refund import REFUND
 from integration.schedule_routes import add_schedule_routes
+from integration.submission import Order
 from integration.worker import effects_from, redacted, retry_from, serve
 from integration.workflow import ORDER, history, status
 
@@ -71,6 +74,10 @@ MAX_BODY = 64 * 1024
 #: What an order id (the `Idempotency-Key`) may be. No `:`, so no order can name another's
 #: rollback (`<id>:unwind`); no braces, which Redis keys reserve; bounded, as Redis wants.
 ORDER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+#: The key every paying order's wakeups share a limit under (`--gateway-limit`): at most that
+#: many passes of orders that call the payment gateway run at once, across every worker.
+GATEWAY = "payment-gateway"
 
 #: How long one store call may take before the request gets 503.
 STORE_TIMEOUT = timedelta(seconds=5)
@@ -197,8 +204,10 @@ def make_app(
     clock: Callable[[], datetime] = lambda: datetime.now(UTC),
     store_timeout: timedelta = STORE_TIMEOUT,
     retry_after: timedelta = RETRY_AFTER,
+    gateway: Limit | None = None,
 ) -> FastAPI:
-    """The API over `durable`. It never runs a workflow.
+    """The API over `durable`. It never runs a workflow. Every wakeup it makes for an order has
+    the order's `priority`, and for one that pays, the `gateway` limit (if given).
 
     | request | does | answers |
     |---|---|---|
@@ -228,6 +237,10 @@ def make_app(
     if not isinstance(durable, Inspectable):
         raise TypeError(f"{type(durable).__name__} cannot say a workflow's status (no status)")
     inspect: Inspectable = durable
+
+    def policy(order: Order) -> tuple[int, Limit | None]:
+        """The priority and limit of a wakeup for `order`."""
+        return order.priority, gateway if order.pays else None
     limit = store_timeout.total_seconds()
     wait = str(max(1, math.ceil(retry_after.total_seconds())))
 
@@ -319,14 +332,15 @@ def make_app(
     async def submit(request: Request) -> Response:
         """Submit an order under the id its `Idempotency-Key` names."""
         order_id = _idempotency_key(request)
-        order = (await _parse(request, OrderIn, max_body)).order().to_record()
+        submitted = (await _parse(request, OrderIn, max_body)).order()
+        order = submitted.to_record()
         held = (await store(checkpointer.load(order_id))).get(ORDER)
         if held is not None and held != order:
             raise Refused(409, f"Idempotency-Key {order_id!r} already names a different order")
         # The key is the workflow id, so a resubmission addresses the same workflow: `arrive`
         # is first-writer-wins, and sending it again also supplies the wakeup that a crash
         # between its write and its queueing could have lost.
-        recorded = await store(durable.arrive(order_id, ORDER, order))
+        recorded = await store(arrive(durable, order_id, ORDER, order, *policy(submitted)))
         if recorded.value != order:  # lost a race to a different order under the same key
             raise Refused(409, f"Idempotency-Key {order_id!r} already names a different order")
         log.info("order submitted", extra=fields(order=order_id, first=recorded.first))
@@ -454,9 +468,9 @@ def make_app(
     async def retry(order_id: str) -> Response:
         """Run a failed order again from its last recorded step."""
         order_id = _order_id(order_id, missing=404)
-        await known(order_id)
+        priority, gate = policy(Order.parse((await known(order_id))[ORDER]))
         try:
-            retried = await store(inspect.retry(order_id))
+            retried = await store(inspect.retry(order_id, priority=priority, limit=gate))
         except Contended:
             raise Refused(409, f"order {order_id!r} is running; it has not failed") from None
         if not retried:
@@ -503,7 +517,9 @@ def make_app(
             raise Refused(
                 409, f"order {order_id!r} is not waiting for a confirmation ({stage.stage})"
             )
-        recorded = await store(durable.arrive(order_id, APPROVAL, confirmation.approved_by))
+        wakeup = policy(Order.parse(records[ORDER]))
+        by = confirmation.approved_by
+        recorded = await store(arrive(durable, order_id, APPROVAL, by, *wakeup))
         if not recorded.first:
             raise Refused(409, f"order {order_id!r} was already confirmed by {recorded.value!r}")
         log.info("order confirmed", extra=fields(order=order_id, by=confirmation.approved_by))
@@ -526,7 +542,8 @@ def make_app(
         stage = status(records, {}, clock())
         if not stage.listening:
             raise Refused(409, f"order {order_id!r} does not read messages ({stage.stage})")
-        entry = await store(durable.deliver(order_id, {"text": sent.text}))
+        wakeup = policy(Order.parse(records[ORDER]))
+        entry = await store(deliver(durable, order_id, {"text": sent.text}, *wakeup))
         log.info("message delivered", extra=fields(order=order_id, entry=entry.key))
         return JSONResponse({"id": order_id, "entry": entry.key}, status_code=202)
 
@@ -575,7 +592,12 @@ async def run(args: argparse.Namespace) -> None:
     run `durability-worker` processes beside it."""
     async with open_durable(args.store, lease=args.lease) as durable:
         config = uvicorn.Config(
-            make_app(durable, store_timeout=args.store_timeout, retry_after=args.retry_after),
+            make_app(
+                durable,
+                store_timeout=args.store_timeout,
+                retry_after=args.retry_after,
+                gateway=None if args.gateway_limit is None else Limit(GATEWAY, args.gateway_limit),
+            ),
             host=args.host,
             port=args.port,
             log_config=None,  # our key=value lines, not uvicorn's formats
@@ -636,6 +658,15 @@ def main(argv: list[str] | None = None) -> None:
         type=cli.duration,
         default=RETRY_AFTER,
         help="the Retry-After a 503 carries, rounded up to whole seconds (default 2s)",
+    )
+    limit = os.environ.get("DURABILITY_GATEWAY_LIMIT")
+    made.add_argument(
+        "--gateway-limit",
+        type=cli.positive_count,
+        default=None if limit is None else cli.positive_count(limit),
+        metavar="N",
+        help=f"at most N passes of paying orders at once, across every worker (a limit on the"
+        f" key {GATEWAY!r}); default $DURABILITY_GATEWAY_LIMIT, else no limit",
     )
     cli.add_worker_options(made)
     args = made.parse_args(argv)

@@ -25,6 +25,7 @@ from pydantic import (
 )
 from pydantic.json_schema import models_json_schema
 
+from durability.checks import MAX_PRIORITY, MIN_PRIORITY
 from integration.submission import SKU, Kind, Line, Order
 
 __all__ = [
@@ -91,6 +92,16 @@ class OrderIn(BaseModel):
     kind: Kind = "payout"
     customer: Annotated[str, Field(min_length=1, max_length=200)]
     lines: Annotated[list[LineIn], Field(max_length=100, validate_default=True)] = []
+    priority: Annotated[
+        int,
+        Field(
+            ge=MIN_PRIORITY,
+            le=MAX_PRIORITY,
+            description="higher runs first among waiting orders (strictly: no aging); an urgent"
+            " order is one above 0",
+        ),
+        _WHOLE,
+    ] = 0
 
     @field_validator("lines")
     @classmethod
@@ -103,7 +114,7 @@ class OrderIn(BaseModel):
 
     def order(self) -> Order:
         lines = [Line(line.sku, line.quantity, line.cents) for line in self.lines]
-        return Order.of(self.kind, self.customer, lines)
+        return Order.of(self.kind, self.customer, lines, self.priority)
 
 
 class ConfirmationIn(BaseModel):
@@ -192,6 +203,7 @@ class OrderOut(BaseModel):
     kind: Kind
     customer: str
     lines: list[LineOut]
+    priority: int = Field(0, description="recorded only when not 0")
 
 
 class Submitted(BaseModel):

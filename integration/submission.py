@@ -11,6 +11,8 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
+from durability.checks import MAX_PRIORITY, MIN_PRIORITY
+
 #: Picks the body the worker runs for the order id (see `integration.workflow`):
 #: `payout` (`integration.payout`: capture each line, settle, await approval, pay),
 #: `fulfilment` (`integration.orders`: charge + reserve, ship, receipt; or roll back) or
@@ -42,13 +44,21 @@ class Order:
     kind: Kind
     customer: str
     lines: tuple[Line, ...]
+    #: How soon it runs among orders waiting (`durability.checks.check_priority`): an urgent
+    #: order is taken before every order of a lower priority, on every pass it makes.
+    priority: int = 0
 
     @property
     def total(self) -> int:
         return sum(line.total for line in self.lines)
 
+    @property
+    def pays(self) -> bool:
+        """Whether its passes call the payment gateway (a console order's do not)."""
+        return self.kind != "console"
+
     def to_record(self) -> dict[str, object]:
-        return {
+        record: dict[str, object] = {
             "kind": self.kind,
             "customer": self.customer,
             "lines": [
@@ -56,16 +66,19 @@ class Order:
                 for line in self.lines
             ],
         }
+        if self.priority:  # kept only when asked for: an order recorded before reads the same
+            record["priority"] = self.priority
+        return record
 
     @classmethod
-    def of(cls, kind: Kind, customer: str, lines: list[Line]) -> Order:
+    def of(cls, kind: Kind, customer: str, lines: list[Line], priority: int = 0) -> Order:
         """Build an order, merging lines that share a SKU (the first line's price wins)."""
         merged: dict[str, Line] = {}
         for line in lines:
             held = merged.get(line.sku)
             quantity = line.quantity + (held.quantity if held else 0)
             merged[line.sku] = Line(line.sku, quantity, held.cents if held else line.cents)
-        return cls(kind, customer, tuple(merged.values()))
+        return cls(kind, customer, tuple(merged.values()), priority)
 
     @classmethod
     def parse(cls, value: object) -> Order:
@@ -84,7 +97,12 @@ class Order:
         lines = [_line(item, index) for index, item in enumerate(raw)]
         if not lines and kind != "console":
             raise ValueError("an order needs at least one line")
-        return cls.of(kind, customer, lines)
+        priority = value.get("priority", 0)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ValueError("an order's priority must be an integer")
+        if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
+            raise ValueError(f"an order's priority must be from {MIN_PRIORITY} to {MAX_PRIORITY}")
+        return cls.of(kind, customer, lines, priority)
 
 
 def _line(item: object, index: int) -> Line:

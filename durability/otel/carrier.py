@@ -16,8 +16,11 @@ from collections.abc import Mapping
 from opentelemetry import context, propagate, trace
 from opentelemetry.trace import SpanKind
 
+from durability import wakeups
+from durability.checks import check_limit, check_priority
 from durability.interfaces import Durable, Recorded
 from durability.otel.naming import Names
+from durability.values import Limit
 
 __all__ = ["CONTEXT", "arrive", "derived", "origin", "submitted"]
 
@@ -33,10 +36,14 @@ async def arrive(
     value: object,
     *,
     tracer_provider: trace.TracerProvider | None = None,
+    priority: int = 0,
+    limit: Limit | None = None,
 ) -> Recorded:
-    """`durable.arrive(workflow, key, value)` in a producer span, having first recorded the
-    span's context as `CONTEXT` (so the passes it starts continue its trace). Two writes: a
-    caller cut off between them just sends the same arrive again."""
+    """`durable.arrive(workflow, key, value, priority=, limit=)` in a producer span, having first
+    recorded the span's context as `CONTEXT` (so the passes it starts continue its trace). Two
+    writes: a caller cut off between them just sends the same arrive again."""
+    check_priority(priority)  # before the context's write, as the arrive would refuse them
+    check_limit(limit)
     names = Names.of(durable)
     tracer = trace.get_tracer("durability", tracer_provider=tracer_provider)
     with tracer.start_as_current_span(
@@ -53,7 +60,7 @@ async def arrive(
         if carrier:
             carrier |= {"key": key, "at": time.time()}
             await durable.checkpointer.supply(workflow, CONTEXT, carrier)
-        return await durable.arrive(workflow, key, value)
+        return await wakeups.arrive(durable, workflow, key, value, priority, limit)
 
 
 def origin(workflow: str, records: Mapping[str, object]) -> context.Context:

@@ -26,14 +26,16 @@ from durability.checks import (
     detail_text,
     positive,
 )
+from durability.postgres.batching import StatementBatcher
 from durability.postgres.checkpointer import RACES, PostgresCheckpointer
+from durability.postgres.policy import delivered, giving_back, wakeup
 from durability.postgres.scheduler import Look, PostgresScheduler
 from durability.postgres.statements import Params, ended_channel, one, statements
 from durability.status import Inspected
 from durability.storekit.coalescing import Coalescer, Queued, fail, settle
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
-from durability.values import Delivery, Entry, Pass, Recorded, Taken
+from durability.values import Delivery, Entry, Limit, Pass, Recorded, Taken
 
 log = logging.getLogger("durability.postgres")
 
@@ -46,7 +48,10 @@ _TakeRow = tuple[object, ...]
 
 
 #: What each finish of a `finish_many` carries.
-_ASKED = ("workflow", "token", "receipt", "state", "detail", "ending_key", "ending_value")
+_ASKED = (
+    "workflow", "token", "receipt", "state", "detail", "ending_key", "ending_value", "held_key",
+    "hold",
+)
 
 
 class PostgresDurable(Inspected):
@@ -124,11 +129,15 @@ class PostgresDurable(Inspected):
         queue, channel = self._scheduler.queue, self._scheduler.channel
         return {"workflow": workflow, "queue": queue, "channel": channel, **more}
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+    async def arrive(
+        self, workflow: str, key: str, value: object, *, priority: int = 0,
+        limit: Limit | None = None,
+    ) -> Recorded:
         check_workflow(workflow)
         check_key(key)
+        policy = wakeup(priority, limit)
         codec = self._checkpointer.codec
-        params = self._params(workflow, key=key, value=codec.encode(value))
+        params = self._params(workflow, key=key, value=codec.encode(value), **policy)
         for _ in range(RACES):
             try:
                 row = await one(self._checkpointer.pool, self._sql["arrive"], params)
@@ -143,11 +152,16 @@ class PostgresDurable(Inspected):
                 return Recorded(codec.decode(held), False)
         raise RuntimeError(f"arrive {workflow!r}/{key!r}: lost {RACES} races in a row")
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
+    async def deliver(
+        self, workflow: str, value: object, *, priority: int = 0, limit: Limit | None = None
+    ) -> Entry:
         check_workflow(workflow)
+        policy = wakeup(priority, limit)
         codec = self._checkpointer.codec
         encoded = codec.encode(value)
-        params = self._params(workflow, value=encoded, prefix=INBOX, width=INBOX_WIDTH)
+        params = self._params(
+            workflow, value=encoded, prefix=INBOX, width=INBOX_WIDTH, **policy
+        )
         try:
             row = await one(self._checkpointer.pool, self._sql["deliver"], params)
         except Unanswered as error:
@@ -165,7 +179,10 @@ class PostgresDurable(Inspected):
 
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         """`release` then `done` as one statement (see `finish` in durable.sql)."""
-        params = self._params(holder.workflow, token=holder.token, receipt=int(delivery.receipt))
+        params = self._params(
+            holder.workflow, token=holder.token, receipt=int(delivery.receipt),
+            **giving_back(delivery),
+        )
         await self._checkpointer.batcher.one(self._sql["finish"], params)
         self._scheduler.changed()
 
@@ -194,6 +211,7 @@ class PostgresDurable(Inspected):
             check_workflow(holder.workflow), token=holder.token, receipt=int(delivery.receipt),
             state=state, detail=detail_text(detail), ending_key=ending_key,
             ending_value=ending_value, ended_channel=self._ended_channel,
+            **giving_back(delivery),
         )
         stood = await self._finishes.call(params)
         self._scheduler.changed()
@@ -216,6 +234,7 @@ class PostgresDurable(Inspected):
             asked = [{key: params[key] for key in _ASKED} for params, _ in calls]
             many_params = {
                 "queue": calls[0][0]["queue"],
+                "channel": calls[0][0]["channel"],
                 "asked": json.dumps(asked),
                 "ended_channel": self._ended_channel,
             }
@@ -252,12 +271,13 @@ class PostgresDurable(Inspected):
                 row = await one(self._checkpointer.pool, self._sql["take"], params)
             else:  # with the turn's other takes, as one statement (`_take_many`)
                 row = await self._takes.call(params)
-            assert row is not None  # FROM now CROSS JOIN hidden: always one row
-            workflow, receipt, earliest, hidden_for, token, deadline, lapsed, found = row
+            assert row is not None  # FROM now LEFT JOIN the rest: always one row
+            workflow, receipt, earliest, hidden_for, token, deadline, lapsed, *rest = row
+            *policy, found = rest
             if workflow is None:
                 return Look(None, earliest, hidden_for)
-            taken = self._taken(workflow, receipt, token, deadline, lapsed, found, alive)
-            return Look(taken, None, None)
+            delivery = delivered(workflow, receipt, lapsed, *policy)
+            return Look(self._taken(delivery, token, deadline, found, alive), None, None)
 
         return await scheduler.waiting(within, read)
 
@@ -273,13 +293,15 @@ class PostgresDurable(Inspected):
         async def read(waited: bool) -> Look[list[Taken]]:
             wanted = {**params, "n": max(1, min(room(), MOST_TAKEN))}
             row = await self._checkpointer.batcher.one(self._sql["take_many"], wanted)
-            assert row is not None  # FROM now CROSS JOIN hidden: always one row
-            workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, lapseds = row
+            assert row is not None  # FROM now LEFT JOIN the rest: always one row
+            workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, *rest = row
             if not workflows:
                 return Look(None, earliest, hidden_for)
-            taken = [self._taken(workflow, receipt, token, deadline, lapsed, found, alive)
-                     for workflow, receipt, token, deadline, lapsed, found
-                     in zip(workflows, receipts, tokens, deadlines, lapseds, founds, strict=True)]
+            taken = [
+                self._taken(delivered(workflow, receipt, *policy), token, deadline, found, alive)
+                for workflow, receipt, token, deadline, found, *policy
+                in zip(workflows, receipts, tokens, deadlines, founds, *rest, strict=True)
+            ]
             return Look(taken, None, None)
 
         return await scheduler.waiting(within, read) or []
@@ -290,17 +312,16 @@ class PostgresDurable(Inspected):
         positive("alive", alive)
         scheduler = self._scheduler
         return {"queue": scheduler.queue, "lease": scheduler.lease, "budget": budget,
-                "alive": alive}
+                "alive": alive, "n": 1}
 
-    def _taken(self, workflow: str, receipt: object, token: int | None, deadline: datetime,
-               lapsed: object, found: list[list[str]] | None, alive: timedelta) -> Taken:
+    def _taken(self, delivery: Delivery, token: int | None, deadline: datetime,
+               found: list[list[str]] | None, alive: timedelta) -> Taken:
         """A taken row as the worker wants it: the delivery, and the claim unless a live pass
         holds the workflow (no token)."""
-        delivery = Delivery(workflow, str(receipt), lapsed=bool(lapsed))
         if token is None:  # a live pass holds it
             return Taken(delivery, None)
         holder = self._checkpointer.claimed(
-            workflow, token, alive, deadline.astimezone(UTC), found
+            delivery.workflow, token, alive, deadline.astimezone(UTC), found
         )
         return Taken(delivery, holder)
 
@@ -311,34 +332,39 @@ class PostgresDurable(Inspected):
         for call in calls:
             params = call[0]
             groups.setdefault((params["budget"], params["alive"]), []).append(call)
-        await asyncio.gather(*(self._take_group(group) for group in groups.values()))
+        batcher, sql = self._checkpointer.batcher, self._sql
+        await asyncio.gather(*(_take_group(batcher, sql, group) for group in groups.values()))
 
-    async def _take_group(self, group: list[Queued[Params, _TakeRow]]) -> None:
-        """One statement for takes that ask alike, its rows dealt out one to a caller in the
-        shape of `take`'s row; callers beyond the rows taken get the "nothing visible" answer.
-        A lone take is `take` itself."""
-        params = group[0][0]
-        lone = len(group) == 1
-        try:
-            if lone:
-                row = await self._checkpointer.batcher.one(self._sql["take"], params)
-            else:
-                many = {**params, "n": len(group)}
-                row = await self._checkpointer.batcher.one(self._sql["take_many"], many)
-        except BaseException as error:
-            fail(group, error)
-            if not isinstance(error, Exception):
-                raise
-            return
-        assert row is not None  # FROM now CROSS JOIN hidden: always one row
+
+async def _take_group(
+    batcher: StatementBatcher, sql: Mapping[str, str], group: list[Queued[Params, _TakeRow]]
+) -> None:
+    """One statement for takes that ask alike, its rows dealt out one to a caller in the
+    shape of `take`'s row; callers beyond the rows taken get the "nothing visible" answer.
+    A lone take is `take` itself."""
+    params = group[0][0]
+    lone = len(group) == 1
+    try:
         if lone:
-            settle(group[0][1], row)
-            return
-        workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, lapseds = row
-        taken = len(workflows or ())
-        for index, (_, reply) in enumerate(group):
-            if index < taken:
-                settle(reply, (workflows[index], receipts[index], None, None,
-                               tokens[index], deadlines[index], lapseds[index], founds[index]))
-            else:
-                settle(reply, (None, None, earliest, hidden_for, None, None, None, None))
+            row = await batcher.one(sql["take"], params)
+        else:
+            many = {**params, "n": len(group)}
+            row = await batcher.one(sql["take_many"], many)
+    except BaseException as error:
+        fail(group, error)
+        if not isinstance(error, Exception):
+            raise
+        return
+    assert row is not None  # FROM now LEFT JOIN the rest: always one row
+    if lone:
+        settle(group[0][1], row)
+        return
+    workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, *rest = row
+    taken = len(workflows or ())
+    for index, (_, reply) in enumerate(group):
+        if index < taken:  # in the shape of `take`'s row (lapsed, the policy, found)
+            settle(reply, (workflows[index], receipts[index], None, None, tokens[index],
+                           deadlines[index], *(column[index] for column in rest),
+                           founds[index]))
+        else:
+            settle(reply, (None, None, earliest, hidden_for, *[None] * 8))

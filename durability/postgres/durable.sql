@@ -5,7 +5,8 @@
 -- step. As there, pg_notify is sent only if, and when, the whole statement commits.
 
 -- name: arrive
--- supply, then make_ready (whether or not the supply won: the caller asked for a pass).
+-- supply, then make_ready (whether or not the supply won: the caller asked for a pass), with
+-- the wakeup's priority and limit merged as scheduler.sql's make_ready merges them.
 WITH written AS (
     INSERT INTO durability.records (workflow, key, value, at)
     VALUES (%(workflow)s, %(key)s, %(value)s, clock_timestamp())
@@ -13,11 +14,14 @@ WITH written AS (
     RETURNING value
 ),
 ready AS (
-    INSERT INTO durability.queue AS q (queue, workflow, visible_at, receipt)
-    VALUES (%(queue)s, %(workflow)s, clock_timestamp(), nextval('durability.receipts'))
+    INSERT INTO durability.queue AS q (queue, workflow, visible_at, receipt,
+                                       priority, limit_key, limit_at_most, limit_per)
+    SELECT %(queue)s, %(workflow)s, clock_timestamp(), nextval('durability.receipts'),
+-- include: scheduler.sql policy
     ON CONFLICT (queue, workflow) DO UPDATE
         SET visible_at = least(q.visible_at, EXCLUDED.visible_at),
-            receipt = EXCLUDED.receipt
+            receipt = EXCLUDED.receipt,
+-- include: scheduler.sql merging
     RETURNING 1
 ),
 told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM ready)
@@ -30,11 +34,14 @@ SELECT (SELECT value FROM written),
 -- The queue row is locked before the claim row (counted reads from ready, so ready runs
 -- first): the order `take` locks them in, so the two cannot deadlock.
 WITH ready AS (
-    INSERT INTO durability.queue AS q (queue, workflow, visible_at, receipt)
-    VALUES (%(queue)s, %(workflow)s, clock_timestamp(), nextval('durability.receipts'))
+    INSERT INTO durability.queue AS q (queue, workflow, visible_at, receipt,
+                                       priority, limit_key, limit_at_most, limit_per)
+    SELECT %(queue)s, %(workflow)s, clock_timestamp(), nextval('durability.receipts'),
+-- include: scheduler.sql policy
     ON CONFLICT (queue, workflow) DO UPDATE
         SET visible_at = least(q.visible_at, EXCLUDED.visible_at),
-            receipt = EXCLUDED.receipt
+            receipt = EXCLUDED.receipt,
+-- include: scheduler.sql merging
     RETURNING 1
 ),
 counted AS (
@@ -82,6 +89,20 @@ fenced AS (
 SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM dequeued),
        (SELECT count(*) FROM fenced), (SELECT count(*) FROM unstood)
 
+-- name: giving_back
+-- The part a pass's ending shares (finish, finish_settled): the hold of a delivery under a
+-- concurrency limit freed after the done and before the release, and the readers waiting for
+-- the slot told. Locks: queue row, limits row, claim row, the order a take locks them in.
+-- Two CTEs for a WITH list, between `done` and `released` (which reads from `freed`);
+-- %(held_key)s is NULL for any other delivery, and then nothing is touched.
+freed AS (
+    UPDATE durability.limits AS l SET held = l.held - %(hold)s::text
+    FROM (SELECT count(*) FROM done) AS after_done
+    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(hold)s::text
+    RETURNING 1
+),
+told_freed AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f),
+
 -- name: finish
 -- release, then done: free the claim if it is still this pass's (token), and compare-and-delete
 -- the queue row on the receipt (a wakeup that landed mid-pass changed it, and survives). One
@@ -96,13 +117,15 @@ done AS (
     WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
     RETURNING 1
 ),
+-- include: durable.sql giving_back
 released AS (
     UPDATE durability.claims SET until = '-infinity'
-    FROM quick, (SELECT count(*) FROM done) AS answered
+    FROM quick, (SELECT count(*) FROM done) AS answered, (SELECT count(*) FROM freed) AS given
     WHERE workflow = %(workflow)s AND token = %(token)s
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT count(*) FROM quick)
+SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT count(*) FROM quick),
+       (SELECT count(*) FROM told_freed)
 
 -- name: finish_settled
 -- finish, with the pass's standing written in the same statement (checkpointer.sql's settle):
@@ -119,9 +142,10 @@ done AS (
     WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
     RETURNING 1
 ),
+-- include: durable.sql giving_back
 released AS (
     UPDATE durability.claims SET until = '-infinity'
-    FROM quick, (SELECT count(*) FROM done) AS answered
+    FROM quick, (SELECT count(*) FROM done) AS answered, (SELECT count(*) FROM freed) AS given
     WHERE workflow = %(workflow)s AND token = %(token)s
     RETURNING 1
 ),
@@ -144,7 +168,7 @@ ended AS (
 ),
 told AS (SELECT pg_notify(%(ended_channel)s, workflow) FROM ended)
 SELECT (SELECT count(*) FROM stood), (SELECT count(*) FROM done), (SELECT count(*) FROM quick),
-       (SELECT count(*) FROM told)
+       (SELECT count(*) FROM told), (SELECT count(*) FROM told_freed)
 
 -- name: claiming
 -- The part both takes (take, take_many) share after their `taken` CTE: lock the taken
@@ -187,14 +211,16 @@ CASE WHEN claimed.inserted
 END
 
 -- name: take
--- next_ready, then claim, as ONE statement: take the earliest visible row (as scheduler.sql's
--- take does: SKIP LOCKED, hidden for one lease under a new receipt) and claim its workflow
+-- next_ready, then claim, as ONE statement: take the best ready row (as scheduler.sql's take
+-- does: by priority, then visibility, within limits, SKIP LOCKED, hidden for one lease under a
+-- new receipt; %(n)s is 1) and claim its workflow
 -- (as checkpointer.sql's claim does: token max(now_ms, previous + 1), only if no live claim),
 -- handing back the checkpoint found. With nothing visible it reports, like the scheduler's
 -- take, when the earliest hidden row becomes visible, so the idle wait is the same.
 --
--- Locks: the queue row, then the claim row. Every other statement that locks both (deliver,
--- delete, finish) takes them in that same order, so none of them can deadlock with this one.
+-- Locks: the queue row, the limits row of its key (if it names a limit), then the claim row.
+-- Every other statement that locks two of them (deliver, delete, finish) takes them in that
+-- same order, so none of them can deadlock with this one.
 --
 -- The snapshot caveat is claim's: the records are read from the statement's snapshot, the
 -- claim row's newest version is locked (`latest`), and the records are handed back only if
@@ -207,12 +233,7 @@ END
 -- a crash is a row that shows again and a claim whose token no later claim repeats.
 -- include: scheduler.sql taking
 -- include: durable.sql claiming
-hidden AS (
-    -- Only wanted when nothing was taken: otherwise a one-time filter skips the scan.
-    SELECT min(visible_at) AS at FROM durability.queue
-    WHERE queue = %(queue)s AND visible_at > (SELECT t FROM now)
-      AND NOT EXISTS (SELECT FROM taken)
-)
+-- include: scheduler.sql hiding
 SELECT taken.workflow,
        taken.receipt,
        hidden.at,
@@ -220,8 +241,10 @@ SELECT taken.workflow,
        claimed.token,
        claimed.deadline,
        taken.lapsed,
+       taken.priority, taken.limit_key, taken.limit_at_most, taken.limit_per,
 -- include: durable.sql found
-FROM now CROSS JOIN hidden
+FROM now
+LEFT JOIN hidden ON true
 LEFT JOIN taken ON true
 LEFT JOIN claimed ON true
 
@@ -230,46 +253,20 @@ LEFT JOIN claimed ON true
 -- the same turn share one statement (PostgresDurable gathers them). Each row is taken, hidden
 -- and claimed exactly as `take` does it; the answer is ONE row of arrays, in workflow order
 -- (the order the claim rows are locked in), and, when fewer than n were taken, when the
--- earliest hidden row becomes visible. Locks: queue rows, then claim rows in workflow order.
-WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
-quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
-picked AS MATERIALIZED (
-    SELECT ctid, workflow, receipt FROM durability.queue
-    WHERE queue = %(queue)s AND visible_at <= (SELECT t FROM now)
-    ORDER BY visible_at
-    LIMIT %(n)s
-    FOR UPDATE SKIP LOCKED
-),
-taken AS (
-    -- The rows just locked, found by where they lie (a TID scan): a plan free to choose would
-    -- look them up as `queue = $1 AND workflow = ANY (...)`, and a queue whose statistics
-    -- predate a burst (or a table never analyzed) gets a scan of every row of the queue, for
-    -- each take. The lock is held, so the place cannot move under the statement.
-    UPDATE durability.queue AS q
-    SET visible_at = now.t + %(lease)s,
-        receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
-    FROM now, (SELECT count(*) FROM quick) AS unflushed
-    WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-    RETURNING q.workflow, q.receipt,
-              -- Whether its holder's lease lapsed: the receipt the row held when locked was a
-              -- take's, a clock reading, not a wakeup's from the sequence, whose values stay
-              -- far below any clock reading.
-              (SELECT p.receipt >= 1000000000000000 FROM picked AS p
-               WHERE p.workflow = q.workflow) AS lapsed
-),
+-- earliest hidden row becomes visible. Locks: queue rows, limits rows in key order, then
+-- claim rows in workflow order. At most one wakeup per limit key is admitted per statement
+-- (so never more than the limit's room); the others stay ready for the next read.
+-- include: scheduler.sql taking
 -- include: durable.sql claiming
-hidden AS (
-    -- Only wanted when fewer than n were taken: otherwise a one-time filter skips the scan.
-    SELECT min(visible_at) AS at FROM durability.queue
-    WHERE queue = %(queue)s AND visible_at > (SELECT t FROM now)
-      AND (SELECT count(*) FROM taken) < %(n)s
-),
+-- include: scheduler.sql hiding
+,
 answered AS (
     SELECT taken.workflow,
            taken.receipt,
            claimed.token,
            claimed.deadline,
            taken.lapsed,
+           taken.priority, taken.limit_key, taken.limit_at_most, taken.limit_per,
 -- include: durable.sql found
            AS found
     FROM taken LEFT JOIN claimed ON claimed.workflow = taken.workflow
@@ -281,8 +278,12 @@ SELECT (SELECT array_agg(workflow ORDER BY workflow) FROM answered),
        (SELECT array_agg(found ORDER BY workflow) FROM answered),
        hidden.at,
        extract(epoch FROM hidden.at - now.t)::float8,
-       (SELECT array_agg(lapsed ORDER BY workflow) FROM answered)
-FROM now CROSS JOIN hidden
+       (SELECT array_agg(lapsed ORDER BY workflow) FROM answered),
+       (SELECT array_agg(priority ORDER BY workflow) FROM answered),
+       (SELECT array_agg(limit_key ORDER BY workflow) FROM answered),
+       (SELECT array_agg(limit_at_most ORDER BY workflow) FROM answered),
+       (SELECT array_agg(limit_per ORDER BY workflow) FROM answered)
+FROM now LEFT JOIN hidden ON true
 
 -- name: finish_many
 -- `finish_settled` for several passes at once: the finishes a busy worker's passes ask for in
@@ -302,7 +303,7 @@ asked AS MATERIALIZED (
     -- same whatever it holds, so the prepared statement keeps one generic plan.
     SELECT * FROM jsonb_to_recordset(%(asked)s::jsonb)
         AS a(workflow text, token bigint, receipt bigint, state text, detail text,
-             ending_key text, ending_value text)
+             ending_key text, ending_value text, held_key text, hold text)
 ),
 placed AS MATERIALIZED (
     -- Where each asked row's queue row lies, if it holds the receipt: one probe of the primary
@@ -323,9 +324,31 @@ done AS (
       AND (SELECT count(*) FROM quick) = 1
     RETURNING 1
 ),
+holding AS MATERIALIZED (
+    -- The limits rows this turn gives holds back to, locked in key order after the deletes.
+    SELECT k.key FROM durability.limits AS k
+    WHERE k.queue = %(queue)s AND k.key = ANY (ARRAY(SELECT held_key FROM asked))
+      AND (SELECT count(*) FROM done) >= 0
+    ORDER BY k.key
+    FOR UPDATE
+),
+freed AS (
+    -- The holds of the passes under a concurrency limit, as finish_settled frees them: each
+    -- key's row once, with all of its holds the turn gives back (an UPDATE changes a row once
+    -- per statement), keys locked in order; then one notification.
+    UPDATE durability.limits AS l
+    SET held = l.held - g.holds
+    FROM (SELECT a.held_key, array_agg(a.hold) AS holds
+          FROM asked AS a WHERE a.held_key IS NOT NULL GROUP BY a.held_key) AS g,
+         (SELECT count(*) FROM holding) AS after_holding
+    WHERE l.queue = %(queue)s AND l.key = g.held_key AND l.held ?| g.holds
+      AND l.key = ANY (ARRAY(SELECT key FROM holding))
+    RETURNING 1
+),
+told_freed AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f),
 released AS (
     UPDATE durability.claims AS c SET until = '-infinity'
-    FROM asked AS a
+    FROM asked AS a, (SELECT count(*) FROM freed) AS given
     WHERE c.workflow = ANY (ARRAY(SELECT workflow FROM asked))  -- by the primary key
       AND c.workflow = a.workflow AND c.token = a.token
       AND (SELECT count(*) FROM done) >= 0  -- after the deletes, as in finish_settled
@@ -351,4 +374,5 @@ ended AS (
     RETURNING workflow
 ),
 told AS (SELECT pg_notify(%(ended_channel)s, workflow) FROM ended)
-SELECT (SELECT coalesce(array_agg(workflow), '{}') FROM stood), (SELECT count(*) FROM told)
+SELECT (SELECT coalesce(array_agg(workflow), '{}') FROM stood), (SELECT count(*) FROM told),
+       (SELECT count(*) FROM told_freed)

@@ -22,9 +22,10 @@ from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive
 from durability.postgres import libpq_pipeline
 from durability.postgres.listener import Listener
+from durability.postgres.policy import delivered, giving_back, held_key, wakeup
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
 from durability.postgres.timetable import PostgresTimetable
-from durability.values import Backlog, Delivery, Footprint
+from durability.values import Backlog, Delivery, Footprint, Limit
 from durability.visibility import Visibility
 from durability.waits import set_within
 
@@ -97,6 +98,13 @@ class PostgresScheduler(Visibility):
 
     `wake_due` returns the earliest hidden row's time, which for a sleeper is its wakeup and for a
     taken row its lease end; it moves nothing, because nothing needs moving.
+
+    Priorities and limits (`make_ready(priority=, limit=)`): the row keeps both, and a take
+    walks the priority levels present, highest first, then visibility within a level. A
+    limited wakeup is admitted through its key's `limits` row (its upsert checks the newest
+    holds under the row's lock, so two takers never both fill the last slot); one over its
+    limit stays ready and is passed over. A freed slot notifies as an arrival does; an idle
+    read's earliest time covers a holder's lapse and a rate window's next opening.
     """
 
     def __init__(
@@ -150,18 +158,25 @@ class PostgresScheduler(Visibility):
         `cancel`, `done` and `extend` send none). `PostgresDurable` calls it for its moves."""
         self._quiet = None
 
-    async def make_ready(self, workflow: str) -> None:
-        await one(self._pool, self._sql["make_ready"], self._params(check_workflow(workflow)))
+    async def make_ready(
+        self, workflow: str, *, priority: int = 0, limit: Limit | None = None
+    ) -> None:
+        """Make `workflow` ready now, at `priority` (higher is taken first) under `limit`;
+        a wakeup already pending keeps the higher priority and its own limit (or takes this
+        one's if it had none)."""
+        params = self._params(check_workflow(workflow), **wakeup(priority, limit))
+        await one(self._pool, self._sql["make_ready"], params)
         self.changed()
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
         return await self.waiting(within, self._take)
 
     async def _take(self, waited: bool = False) -> Look[Delivery]:
-        row = await one(self._pool, self._sql["take"], {"queue": self.queue, "lease": self.lease})
+        params = {"queue": self.queue, "lease": self.lease, "n": 1}
+        row = await one(self._pool, self._sql["take"], params)
         assert row is not None
-        workflow, receipt, earliest, hidden_for, lapsed = row
-        found = None if workflow is None else Delivery(workflow, str(receipt), bool(lapsed))
+        workflow, receipt, earliest, hidden_for, lapsed, *policy = row
+        found = None if workflow is None else delivered(workflow, receipt, lapsed, *policy)
         return Look(found, earliest, hidden_for)
 
     async def waiting(
@@ -230,11 +245,13 @@ class PostgresScheduler(Visibility):
         return quiet
 
     async def done(self, delivery: Delivery) -> None:
-        await one(
-            self._pool,
-            self._sql["done"],
-            self._params(delivery.workflow, receipt=int(delivery.receipt)),
-        )
+        """Answer `delivery`; under a concurrency limit its slot is freed with it, and the
+        readers waiting for that slot are told (`done_limited`)."""
+        params = self._params(delivery.workflow, receipt=int(delivery.receipt))
+        if held_key(delivery) is None:
+            await one(self._pool, self._sql["done"], params)
+        else:
+            await one(self._pool, self._sql["done_limited"], {**params, **giving_back(delivery)})
         self.changed()
 
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
@@ -243,7 +260,10 @@ class PostgresScheduler(Visibility):
         row = await one(
             self._pool,
             self._sql["wake_at"],
-            self._params(delivery.workflow, receipt=int(delivery.receipt), when=when),
+            self._params(
+                delivery.workflow, receipt=int(delivery.receipt), when=when,
+                **giving_back(delivery), **wakeup(delivery.priority, delivery.limit),
+            ),
         )
         self.changed()
         return row is not None and row[0] > 0
@@ -267,11 +287,12 @@ class PostgresScheduler(Visibility):
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         positive("within", within)
-        row = await one(
-            self._pool,
-            self._sql["extend"],
-            self._params(delivery.workflow, receipt=int(delivery.receipt), within=within),
-        )
+        params = self._params(delivery.workflow, receipt=int(delivery.receipt), within=within)
+        if held_key(delivery) is None:
+            row = await one(self._pool, self._sql["extend"], params)
+        else:  # its slot is kept as long as its lease
+            limited = {**params, **giving_back(delivery)}
+            row = await one(self._pool, self._sql["extend_limited"], limited)
         self.changed()
         return delivery if row is not None else None
 

@@ -5,51 +5,195 @@
 -- commits, and at the moment it commits. The payload is the queue's name; the channel is one
 -- fixed identifier (LISTEN cannot take a bound parameter, and nothing is ever interpolated).
 
+-- name: levels
+-- The priorities present in the queue, highest first: a loose scan of queue_by_priority, one
+-- probe per level, run lazily (a reader that stops at the first level probes once). A CTE
+-- for a WITH list (no comma after it): every statement that walks the queue in order.
+levels AS (
+    WITH RECURSIVE level (priority) AS (
+        (SELECT priority FROM durability.queue WHERE queue = %(queue)s
+         ORDER BY priority DESC LIMIT 1)
+        UNION ALL
+        SELECT (SELECT o.priority FROM durability.queue AS o
+                WHERE o.queue = %(queue)s AND o.priority < level.priority
+                ORDER BY o.priority DESC LIMIT 1)
+        FROM level WHERE level.priority IS NOT NULL
+    )
+    SELECT priority FROM level WHERE priority IS NOT NULL
+)
+
+-- name: policy
+-- A wakeup's priority and limit as bound parameters, in the queue's column order (the tail of
+-- a SELECT list).
+           %(priority)s::smallint, %(limit_key)s::text, %(limit_at_most)s::integer,
+           %(limit_per)s::interval
+
+-- name: merging
+-- The part of every wakeup's upsert (make_ready here, arrive and deliver in durable.sql) that
+-- sets its priority and limit. A row a live pass holds (a take's receipt, its lease ahead)
+-- has no wakeup pending: this one brings its own. A pending row (ready, asleep, or a lapsed
+-- take) keeps the higher priority of the two and its limit, or takes this one's if it had
+-- none. Not a statement of its own: the tail of a SET list.
+            priority = CASE WHEN q.receipt >= 1000000000000000
+                                 AND q.visible_at > EXCLUDED.visible_at
+                            THEN EXCLUDED.priority
+                            ELSE greatest(q.priority, EXCLUDED.priority) END,
+            limit_key = CASE WHEN q.limit_key IS NULL
+                                  OR (q.receipt >= 1000000000000000
+                                      AND q.visible_at > EXCLUDED.visible_at)
+                             THEN EXCLUDED.limit_key ELSE q.limit_key END,
+            limit_at_most = CASE WHEN q.limit_key IS NULL
+                                      OR (q.receipt >= 1000000000000000
+                                          AND q.visible_at > EXCLUDED.visible_at)
+                                 THEN EXCLUDED.limit_at_most ELSE q.limit_at_most END,
+            limit_per = CASE WHEN q.limit_key IS NULL
+                                  OR (q.receipt >= 1000000000000000
+                                      AND q.visible_at > EXCLUDED.visible_at)
+                             THEN EXCLUDED.limit_per ELSE q.limit_per END
+
 -- name: make_ready
 -- Visible now (or earlier, if it already was), with a new receipt: a pass holding the row
--- finds its receipt gone, so its done() leaves this wakeup in place.
+-- finds its receipt gone, so its done() leaves this wakeup in place. Its priority and limit
+-- merge with a pending wakeup's (`merging`).
 WITH now AS (SELECT clock_timestamp() AS t),
 ready AS (
-    INSERT INTO durability.queue AS q (queue, workflow, visible_at, receipt)
-    SELECT %(queue)s, %(workflow)s, now.t, nextval('durability.receipts') FROM now
+    INSERT INTO durability.queue AS q (queue, workflow, visible_at, receipt,
+                                       priority, limit_key, limit_at_most, limit_per)
+    SELECT %(queue)s, %(workflow)s, now.t, nextval('durability.receipts'),
+-- include: scheduler.sql policy
+
+    FROM now
     ON CONFLICT (queue, workflow) DO UPDATE
         SET visible_at = least(q.visible_at, EXCLUDED.visible_at),
-            receipt = EXCLUDED.receipt
+            receipt = EXCLUDED.receipt,
+-- include: scheduler.sql merging
     RETURNING 1
 ),
 told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM ready)
 SELECT count(*) FROM told
 
 -- name: taking
--- The part every take begins with (`take` here, and `take` in durable.sql, which includes it):
--- the clock, the commit setting, and the `taken` CTE that hides the earliest visible row for
--- one lease under a new receipt. Not a statement of its own; it ends inside the WITH list.
-WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
+-- The part every take begins with (`take` here, `take` and `take_many` in durable.sql): the
+-- clock, the commit setting, and the `taken` CTE that hides up to %(n)s rows for one lease
+-- under new receipts. Not a statement of its own; it ends inside the WITH list.
+--
+-- Order: the priorities present, highest first, walked as a loose scan of queue_by_priority
+-- (`levels`: one probe per level, lazily, so with every row at 0 it is one probe and the
+-- take stops at the first level that yields); within a level the ready range in visibility
+-- order, SKIP LOCKED. A row whose limit is full, as this statement's snapshot sees it, is
+-- passed over (the rows behind it are taken).
+--
+-- Limits: `admitted` upserts the limits row of each key picked (one wakeup per key per
+-- statement, keys in order, so two takers lock them in one order). ON CONFLICT DO UPDATE
+-- locks the row and checks its WHERE against the newest committed version, so a taker that
+-- waited for another's admission counts that hold, which a count from the snapshot would not
+-- (READ COMMITTED). A wakeup not admitted stays ready and untouched.
+WITH now AS MATERIALIZED (
+    SELECT t, floor(extract(epoch FROM t) * 1000000)::bigint AS us
+    FROM (SELECT clock_timestamp() AS t) AS c
+),
 quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+-- include: scheduler.sql levels
+,
+picked AS MATERIALIZED (
+    SELECT p.* FROM levels CROSS JOIN LATERAL (
+        SELECT q.ctid, q.workflow, q.receipt, q.priority, q.visible_at, q.limit_key,
+               q.limit_at_most, q.limit_per,
+               -- The take's receipt: the clock in microseconds, or one more than the row's.
+               greatest((SELECT us FROM now), q.receipt + 1) AS next
+        FROM durability.queue AS q
+        WHERE q.queue = %(queue)s AND q.priority = levels.priority
+          AND q.visible_at <= (SELECT t FROM now)
+          AND (q.limit_key IS NULL OR NOT EXISTS (
+              SELECT FROM durability.limits AS l
+              WHERE l.queue = q.queue AND l.key = q.limit_key
+                AND (SELECT count(*) FROM jsonb_each(l.held) AS h
+                     WHERE (h.value ->> 1)::bigint > (SELECT us FROM now)
+                       AND (q.limit_per IS NOT NULL OR h.value ->> 0 <> q.workflow))
+                    >= q.limit_at_most))
+        ORDER BY q.visible_at
+        LIMIT %(n)s
+        FOR UPDATE SKIP LOCKED
+    ) AS p
+    LIMIT %(n)s
+),
+admitted AS (
+    INSERT INTO durability.limits AS l (queue, key, held, at_most, per, last)
+    SELECT DISTINCT ON (w.limit_key)
+           %(queue)s, w.limit_key,
+           jsonb_build_object(w.next::text || '/' || w.workflow, jsonb_build_array(
+               w.workflow,
+               floor(extract(epoch FROM now.t + coalesce(w.limit_per, %(lease)s))
+                     * 1000000)::bigint)),
+           w.limit_at_most, w.limit_per, w.workflow
+    FROM picked AS w, now
+    WHERE w.limit_key IS NOT NULL
+    ORDER BY w.limit_key, w.priority DESC, w.visible_at
+    ON CONFLICT (queue, key) DO UPDATE
+        SET held = (SELECT coalesce(jsonb_object_agg(h.key, h.value), '{}')
+                    FROM jsonb_each(l.held) AS h
+                    WHERE (h.value ->> 1)::bigint > (SELECT us FROM now)
+                      -- a concurrency hold of the same workflow is this one's (re-taken)
+                      AND (EXCLUDED.per IS NOT NULL OR h.value ->> 0 <> EXCLUDED.last))
+                   || EXCLUDED.held,
+            at_most = EXCLUDED.at_most, per = EXCLUDED.per, last = EXCLUDED.last
+        WHERE (SELECT count(*) FROM jsonb_each(l.held) AS h
+               WHERE (h.value ->> 1)::bigint > (SELECT us FROM now)
+                 AND (EXCLUDED.per IS NOT NULL OR h.value ->> 0 <> EXCLUDED.last))
+              < EXCLUDED.at_most
+    RETURNING l.key, l.held
+),
+chosen AS MATERIALIZED (
+    SELECT w.* FROM picked AS w
+    WHERE w.limit_key IS NULL
+       OR EXISTS (SELECT FROM admitted AS a WHERE a.key = w.limit_key AND a.held ? (w.next::text || '/' || w.workflow))
+),
 taken AS (
+    -- The rows found by where they lie (a TID scan): the lock is held, so they cannot move.
     UPDATE durability.queue AS q
     SET visible_at = now.t + %(lease)s,
-        receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
+        receipt = greatest(now.us, q.receipt + 1)
     FROM now, (SELECT count(*) FROM quick) AS unflushed
-    WHERE q.queue = %(queue)s AND q.workflow = (
-        SELECT workflow FROM durability.queue
-        WHERE queue = %(queue)s AND visible_at <= (SELECT t FROM now)
-        ORDER BY visible_at
-        LIMIT 1
-        FOR UPDATE SKIP LOCKED
-    )
+    WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM chosen))
     RETURNING q.workflow, q.receipt,
-              -- Whether its holder's lease lapsed: the receipt this statement's snapshot saw
-              -- (the row before this update) was a take's, a clock reading, not a wakeup's
-              -- from the sequence, whose values stay far below any clock reading.
-              (SELECT was.receipt >= 1000000000000000 FROM durability.queue AS was
-               WHERE was.queue = q.queue AND was.workflow = q.workflow) AS lapsed
+              -- Whether its holder's lease lapsed: the receipt the row held when picked was a
+              -- take's, a clock reading, not a wakeup's from the sequence, whose values stay
+              -- far below any clock reading.
+              (SELECT w.receipt >= 1000000000000000 FROM chosen AS w
+               WHERE w.workflow = q.workflow) AS lapsed,
+              q.priority, q.limit_key, q.limit_at_most,
+              extract(epoch FROM q.limit_per)::float8 AS limit_per
 ),
 
+-- name: hiding
+-- The part every take ends its WITH list with: when fewer than %(n)s rows were taken, when
+-- to look again. The earliest hidden row (a sleeper, or a lease that may lapse: one probe per
+-- priority level), the earliest hold to lapse or leave the window under a key whose ready
+-- rows were passed over, or now if a row picked was not admitted (another taker's admission
+-- came first: look again at once).
+hidden AS (
+    SELECT least(
+        (SELECT min(soon.at) FROM levels CROSS JOIN LATERAL (
+             SELECT min(o.visible_at) AS at FROM durability.queue AS o
+             WHERE o.queue = %(queue)s AND o.priority = levels.priority
+               AND o.visible_at > (SELECT t FROM now)) AS soon),
+        (SELECT to_timestamp(min((h.value ->> 1)::bigint) / 1000000.0)
+         FROM durability.limits AS l CROSS JOIN LATERAL jsonb_each(l.held) AS h
+         WHERE l.queue = %(queue)s
+           AND l.key IN (SELECT o.limit_key FROM durability.queue AS o
+                         WHERE o.queue = %(queue)s AND o.limit_key IS NOT NULL
+                           AND o.visible_at <= (SELECT t FROM now))
+           AND (h.value ->> 1)::bigint > (SELECT us FROM now)),
+        CASE WHEN (SELECT count(*) FROM picked) > (SELECT count(*) FROM chosen)
+             THEN (SELECT t FROM now) END
+    ) AS at
+    WHERE (SELECT count(*) FROM taken) < %(n)s
+)
+
 -- name: take
--- Take the earliest visible row, skipping rows another worker is taking right now, and hide it
--- for one lease under a new receipt. Also report how long until the earliest row still hidden
--- becomes visible (a sleeper, or a lease that may lapse), so an idle worker knows when to look.
+-- Take the best ready row (see `taking`), hiding it for one lease under a new receipt. Also
+-- report how long until the earliest row still hidden becomes visible (`hiding`), so an idle
+-- worker knows when to look.
 --
 -- The receipt is the database clock in microseconds, or one more than the row's receipt if
 -- that is ahead, NOT a sequence step, so this commit need not wait for the WAL flush (see
@@ -58,18 +202,14 @@ taken AS (
 -- (make_ready, wake_at) mint from the sequence are far below any clock value, so the two
 -- kinds never meet.
 -- include: scheduler.sql taking
-hidden AS (
-    -- Only wanted when nothing was taken: otherwise a one-time filter skips the scan.
-    SELECT min(visible_at) AS at FROM durability.queue
-    WHERE queue = %(queue)s AND visible_at > (SELECT t FROM now)
-      AND NOT EXISTS (SELECT FROM taken)
-)
-SELECT (SELECT workflow FROM taken),
-       (SELECT receipt FROM taken),
+-- include: scheduler.sql hiding
+SELECT taken.workflow,
+       taken.receipt,
        hidden.at,
        extract(epoch FROM hidden.at - now.t)::float8,
-       (SELECT lapsed FROM taken)
-FROM hidden, now
+       taken.lapsed,
+       taken.priority, taken.limit_key, taken.limit_at_most, taken.limit_per
+FROM now LEFT JOIN hidden ON true LEFT JOIN taken ON true
 
 -- name: done
 -- Compare-and-delete: a wakeup that landed mid-pass changed the receipt, and survives.
@@ -79,23 +219,64 @@ DELETE FROM durability.queue
 USING quick
 WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
 
+-- name: freeing
+-- The hold of one delivery under a concurrency limit (%(held_key)s, NULL for any other) removed
+-- from its key's limits row by the take's receipt: an UPDATE, the body of a CTE, run after the
+-- CTE named `first` (the statement's write to the queue row: queue row, then limits row, the
+-- order a take locks them in).
+    UPDATE durability.limits AS l SET held = l.held - %(hold)s::text
+    FROM (SELECT count(*) FROM first) AS after_first
+    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(hold)s::text
+    RETURNING 1
+
+-- name: done_limited
+-- done, for a delivery under a concurrency limit: its hold goes with it (by the take's
+-- receipt, so a later take's hold of the same workflow stays), and waiting readers are told,
+-- as an arrival tells them, so a wakeup passed over for that limit is taken now. The hold is
+-- freed even when the row stays (a wakeup landed mid-pass): the pass is over either way.
+WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+first AS (
+    DELETE FROM durability.queue
+    USING quick
+    WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
+    RETURNING 1
+),
+freed AS (
+-- include: scheduler.sql freeing
+),
+told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f)
+SELECT (SELECT count(*) FROM first), (SELECT count(*) FROM told)
+
 -- name: wake_at
 -- Still ours (receipt unchanged): the row becomes a sleeper at `when`, under a new receipt so
--- the done() that follows leaves it. Not ours (a wakeup landed mid-pass, or the lease lapsed
--- and someone else took it): keep whichever visibility is sooner. No row: the workflow was
+-- the done() that follows leaves it, keeping its priority and limit (the delivery's: a
+-- workflow that sleeps comes back as it went). Not ours (a wakeup landed mid-pass, or the
+-- lease lapsed and someone else took it): keep whichever visibility is sooner, and merge the
+-- delivery's priority and limit into the row's as make_ready does. No row: the workflow was
 -- cancelled meanwhile, and nothing is scheduled. Listeners are told either way, so an idle
--- worker learns of a sleeper due sooner than the one it was waiting for.
-WITH moved AS (
+-- worker learns of a sleeper due sooner than the one it was waiting for (and of a hold freed).
+WITH first AS (
     UPDATE durability.queue AS q
     SET visible_at = CASE WHEN q.receipt = %(receipt)s THEN %(when)s
                           ELSE least(q.visible_at, %(when)s) END,
         receipt = CASE WHEN q.receipt = %(receipt)s THEN nextval('durability.receipts')
-                       ELSE q.receipt END
+                       ELSE q.receipt END,
+        priority = CASE WHEN q.receipt = %(receipt)s THEN q.priority
+                        ELSE greatest(q.priority, %(priority)s::smallint) END,
+        limit_key = CASE WHEN q.receipt = %(receipt)s OR q.limit_key IS NOT NULL
+                         THEN q.limit_key ELSE %(limit_key)s::text END,
+        limit_at_most = CASE WHEN q.receipt = %(receipt)s OR q.limit_key IS NOT NULL
+                             THEN q.limit_at_most ELSE %(limit_at_most)s::integer END,
+        limit_per = CASE WHEN q.receipt = %(receipt)s OR q.limit_key IS NOT NULL
+                         THEN q.limit_per ELSE %(limit_per)s::interval END
     WHERE q.queue = %(queue)s AND q.workflow = %(workflow)s
     RETURNING 1
 ),
-told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM moved)
-SELECT count(*) FROM told
+freed AS (
+-- include: scheduler.sql freeing
+),
+told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM first)
+SELECT count(*) FROM told WHERE (SELECT count(*) FROM freed) >= 0
 
 -- name: extend
 -- Keep a delivery hidden for `within` more. The receipt is kept: it changes only when a
@@ -109,6 +290,32 @@ FROM now, quick
 WHERE q.queue = %(queue)s AND q.workflow = %(workflow)s AND q.receipt = %(receipt)s
 RETURNING 1
 
+-- name: extend_limited
+-- extend, for a delivery under a concurrency limit: its hold lasts as long as its lease. The
+-- hold is found by the take's receipt whether or not the row still holds it (a wakeup that
+-- landed mid-pass moved the row on, but the pass runs on and keeps its slot). Queue row,
+-- then limits row: the order a take locks them in.
+WITH now AS (SELECT clock_timestamp() AS t),
+quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+moved AS (
+    UPDATE durability.queue AS q
+    SET visible_at = greatest(q.visible_at, now.t + %(within)s)
+    FROM now, quick
+    WHERE q.queue = %(queue)s AND q.workflow = %(workflow)s AND q.receipt = %(receipt)s
+    RETURNING 1
+),
+kept AS (
+    UPDATE durability.limits AS l
+    SET held = jsonb_set(l.held, ARRAY[%(hold)s::text], jsonb_build_array(
+        %(workflow)s::text,
+        greatest((l.held -> %(hold)s::text ->> 1)::bigint,
+                 floor(extract(epoch FROM now.t + %(within)s) * 1000000)::bigint)))
+    FROM now, (SELECT count(*) FROM moved) AS after_moved
+    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(hold)s::text
+    RETURNING 1
+)
+SELECT 1 FROM moved WHERE (SELECT count(*) FROM kept) >= 0
+
 -- name: cancel
 WITH gone AS (
     DELETE FROM durability.queue WHERE queue = %(queue)s AND workflow = %(workflow)s
@@ -117,8 +324,13 @@ WITH gone AS (
 SELECT count(*) FROM gone
 
 -- name: earliest
-SELECT min(visible_at) FROM durability.queue
-WHERE queue = %(queue)s AND visible_at > (SELECT clock_timestamp())
+-- The earliest hidden row: one probe of queue_by_priority per priority level present.
+WITH now AS (SELECT clock_timestamp() AS t),
+-- include: scheduler.sql levels
+SELECT min(soon.at) FROM levels CROSS JOIN LATERAL (
+    SELECT min(o.visible_at) AS at FROM durability.queue AS o
+    WHERE o.queue = %(queue)s AND o.priority = levels.priority
+      AND o.visible_at > (SELECT t FROM now)) AS soon
 
 -- name: probe
 SELECT 1 FROM durability.queue LIMIT 0
@@ -134,7 +346,11 @@ WHERE queue = %(queue)s
 
 -- name: backlog
 -- The visible rows (ready, not taken) and how long ago the earliest became visible: a range of
--- the (queue, visible_at) index.
-SELECT count(*), extract(epoch FROM clock_timestamp() - min(visible_at))
-FROM durability.queue
-WHERE queue = %(queue)s AND visible_at <= clock_timestamp()
+-- queue_by_priority per priority level.
+WITH now AS (SELECT clock_timestamp() AS t),
+-- include: scheduler.sql levels
+SELECT sum(ready.n), extract(epoch FROM (SELECT t FROM now) - min(ready.earliest))
+FROM levels CROSS JOIN LATERAL (
+    SELECT count(*) AS n, min(o.visible_at) AS earliest FROM durability.queue AS o
+    WHERE o.queue = %(queue)s AND o.priority = levels.priority
+      AND o.visible_at <= (SELECT t FROM now)) AS ready

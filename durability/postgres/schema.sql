@@ -43,7 +43,50 @@ CREATE TABLE IF NOT EXISTS durability.queue (
     receipt    bigint      NOT NULL,
     PRIMARY KEY (queue, workflow)
 );
-CREATE INDEX IF NOT EXISTS queue_by_visibility ON durability.queue (queue, visible_at);
+-- A wakeup's priority (higher is taken first) and the limit it names (key, at most, and per:
+-- NULL for a bound on concurrency, a window for one on rate; no key, no limit). Added to a
+-- table that may predate them: a constant default makes each ADD COLUMN a catalog change only.
+-- Only when missing, checked first: ALTER TABLE locks the queue against every reader before
+-- it looks for the column, and every process migrates at start-up.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_attribute
+                   WHERE attrelid = 'durability.queue'::regclass AND attname = 'limit_per'
+                     AND NOT attisdropped) THEN
+        ALTER TABLE durability.queue ADD COLUMN IF NOT EXISTS priority smallint NOT NULL DEFAULT 0;
+        ALTER TABLE durability.queue ADD COLUMN IF NOT EXISTS limit_key text;
+        ALTER TABLE durability.queue ADD COLUMN IF NOT EXISTS limit_at_most integer;
+        ALTER TABLE durability.queue ADD COLUMN IF NOT EXISTS limit_per interval;
+    END IF;
+END
+$$;
+-- A take walks the priorities present, highest first (a loose scan: one probe per level), and
+-- within a level reads the ready range in visibility order; with every row at 0 that is the
+-- range the visibility index gave, so this index replaces it rather than joining it (a second
+-- index on the queue would be written on every take).
+CREATE INDEX IF NOT EXISTS queue_by_priority ON durability.queue (queue, priority, visible_at);
+DROP INDEX IF EXISTS durability.queue_by_visibility;
+-- The limited rows alone (none at all when no wakeup names a limit): an idle take finds the
+-- keys of the ready rows it had to skip here, to learn when their limits open again.
+CREATE INDEX IF NOT EXISTS queue_limited ON durability.queue (queue, visible_at)
+    WHERE limit_key IS NOT NULL;
+
+-- Each limit key's live holds, per queue, in one row: the take that admits a wakeup under the
+-- key updates this row (INSERT ... ON CONFLICT DO UPDATE, whose WHERE sees the row's newest
+-- version under its lock), so two takers of one key are serialized here and the second counts
+-- the first's hold: no overshoot under READ COMMITTED. held maps '<take's receipt>/<workflow>'
+-- to [workflow, until in epoch microseconds]: a concurrency hold lasts the lease (extended with
+-- the delivery, removed by its done), a rate hold the window. Lapsed holds are pruned by the
+-- next admission. at_most, per and last are the newest admission's, for the check.
+CREATE TABLE IF NOT EXISTS durability.limits (
+    queue   text     NOT NULL,
+    key     text     NOT NULL,
+    held    jsonb    NOT NULL DEFAULT '{}',
+    at_most integer  NOT NULL,
+    per     interval,
+    last    text     NOT NULL,
+    PRIMARY KEY (queue, key)
+);
 
 -- Where each workflow's last pass (or an explicit retry) left it: its state and that state's
 -- JSON detail (durability.status). The id is in the "C" collation so the index orders it by

@@ -46,7 +46,10 @@ DEFAULT_SCHEMA = "durability"
 #: notification channel named after it (`<schema>_ready`) fits Postgres's 63-byte identifiers.
 _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,56}")
 #: A table (or the receipts sequence) of ours, qualified by the schema in the `.sql` files.
-_QUALIFIED = re.compile(r"\bdurability\.(?=(?:records|claims|queue|receipts|standings)\b)")
+_QUALIFIED = re.compile(
+    r"\bdurability\."
+    r"(?=(?:records|claims|queue|receipts|standings|schedules|limits|queue_by_visibility)\b)"
+)
 #: Every schema a store of this process was built for: a missing relation in one of them is a
 #: missing migration, not a user's mistake (see `_ours_missing`).
 _SCHEMAS: set[str] = {DEFAULT_SCHEMA}

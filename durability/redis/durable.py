@@ -22,6 +22,7 @@ from durability.checks import positive
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.joining import Joined
 from durability.redis.marker import Marker
+from durability.redis.policies import policy_text
 from durability.redis.set_scheduler import RedisSetScheduler
 from durability.redis.stream_scheduler import GLANCE, RedisStreamScheduler
 from durability.redis.taking import Taker
@@ -29,7 +30,7 @@ from durability.redis.wakeups import Wakeups
 from durability.split import SplitDurable
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
-from durability.values import Delivery, Entry, Pass, Recorded, Taken
+from durability.values import Delivery, Entry, Limit, Pass, Recorded, Taken
 
 __all__ = ["MOST_TAKEN", "RedisDurable"]
 
@@ -138,41 +139,51 @@ class RedisDurable(SplitDurable):
         """Whether `arrive`, `deliver` and `finish` each run as one script (else two calls)."""
         return self._joined
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
-        if self._wakeups is not None:
-            try:
-                recorded = await self._redis_checkpointer.supply(workflow, key, value)
-                await self._wakeups.wake(workflow)
-            except Unanswered as error:
-                raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
-            return recorded
-        if not self._joined:  # two calls: SplitDurable says what a lost answer means
-            return await super().arrive(workflow, key, value)
+    async def arrive(
+        self, workflow: str, key: str, value: object, *, priority: int = 0,
+        limit: Limit | None = None,
+    ) -> Recorded:
+        """Supply `key` and wake the workflow at `priority` under `limit` (one script when
+        joined, else the two calls in order: a lost answer means the same as there)."""
+        policy_text(priority, limit)  # checked before anything is sent
         try:
+            if not self._joined:
+                recorded = await self._redis_checkpointer.supply(workflow, key, value)
+                await self._wake(workflow, priority, limit)
+                return recorded
             write, encoded = self._redis_checkpointer.calls.supply(workflow, key, value)
-            wakeup = self._redis_scheduler.wakeup_call(workflow)
+            wakeup = self._redis_scheduler.wakeup_call(workflow, priority=priority, limit=limit)
             reply = await self._scripts.run(write, wakeup)
         except Unanswered as error:
             raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
         return self._redis_checkpointer.calls.supplied(reply, encoded)
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
-        if self._wakeups is not None:
-            try:
-                entry = await self._redis_checkpointer.append(workflow, value)
-                await self._wakeups.wake(workflow)
-            except Unanswered as error:
-                raise delivery_unknown(error, workflow) from error.__cause__
-            return entry
-        if not self._joined:
-            return await super().deliver(workflow, value)
+    async def deliver(
+        self, workflow: str, value: object, *, priority: int = 0, limit: Limit | None = None
+    ) -> Entry:
+        """Append `value` to the inbox and wake the workflow at `priority` under `limit`."""
+        policy_text(priority, limit)
         try:
+            if not self._joined:
+                entry = await self._redis_checkpointer.append(workflow, value)
+                await self._wake(workflow, priority, limit)
+                return entry
             write, encoded = self._redis_checkpointer.calls.append(workflow, value)
-            wakeup = self._redis_scheduler.wakeup_call(workflow)
+            wakeup = self._redis_scheduler.wakeup_call(workflow, priority=priority, limit=limit)
             reply = await self._scripts.run(write, wakeup)
         except Unanswered as error:
             raise delivery_unknown(error, workflow) from error.__cause__
         return self._redis_checkpointer.calls.appended(reply, encoded)
+
+    async def _wake(self, workflow: str, priority: int, limit: Limit | None) -> None:
+        """The wakeup of a move made as two calls: waiting for the replicas if the
+        checkpointer's writes do (`wakeups.Wakeups`)."""
+        if self._wakeups is not None:
+            await self._wakeups.wake(workflow, priority=priority, limit=limit)
+        elif priority == 0 and limit is None:  # a scheduler of one's own may not take them
+            await self._redis_scheduler.make_ready(workflow)
+        else:
+            await self._redis_scheduler.make_ready(workflow, priority=priority, limit=limit)
 
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         if not self._joined:

@@ -8,6 +8,7 @@ the script as before.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import cache
 from importlib.resources import files
@@ -57,14 +58,20 @@ def _folders(package: str) -> dict[str, Traversable]:
     return found
 
 
+#: A line `-- include: <piece>` in a script stands for the text of `<piece>.lua` (a piece of
+#: Lua several scripts share, such as `policy.lua`), put in its place when the script is read.
+_INCLUDE = re.compile(r"^-- include: (\w+)$", re.MULTILINE)
+
+
 @cache
 def source(name: str, package: str = __package__ or "durability.redis") -> str:
     """The text of the script `name` (`scripts/*/<name>.lua`) from `package` (default: this
-    one), read once."""
+    one), read once, each `-- include: <piece>` line replaced by that piece's text."""
     found = _folders(package).get(name)
     if found is None:
         raise FileNotFoundError(f"no script {name}.lua under {package}'s scripts/")
-    return found.read_text(encoding="utf-8")
+    text = found.read_text(encoding="utf-8")
+    return _INCLUDE.sub(lambda line: source(line.group(1), package), text)
 
 
 def script(client: Any, name: str, package: str = __package__ or "durability.redis") -> AsyncScript:

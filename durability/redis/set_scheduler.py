@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar, Self, cast
 
@@ -35,9 +35,10 @@ from durability.redis.namespace import (
     ms_at_or_after,
     text,
 )
+from durability.redis.policies import policy_of, policy_text
 from durability.redis.shards import check_layout, check_shards, shard_index, tags
 from durability.redis.timetable import RedisTimetable
-from durability.values import Backlog, Delivery, Footprint
+from durability.values import Backlog, Delivery, Footprint, Limit
 from durability.visibility import Visibility
 from durability.waits import beats
 
@@ -63,11 +64,31 @@ class _Quiet:
 
 
 def taken_delivery(taken: Any) -> Delivery:
-    """The delivery a take (`set_take.lua`) handed out: its workflow, receipt, and whether the
-    member was a lapsed pass's (`Delivery.lapsed`)."""
-    return Delivery(text(taken[0]), text(taken[1]), lapsed=int(taken[2]) == 1)
+    """The delivery a take (`set_take.lua`) handed out: its workflow, receipt, whether the
+    member was a lapsed pass's (`Delivery.lapsed`), and the priority and limit it was kept
+    with (`policies.py`)."""
+    priority, limit = policy_of(taken[3] if len(taken) > 3 else "")
+    return Delivery(
+        text(taken[0]), text(taken[1]), int(taken[2]) == 1, priority=priority, limit=limit
+    )
 
 
+# The doorbell (on by default; `doorbell=False` is the design as published, polling alone) lifts
+# the polling floor. `{ns}:doorbell` is a short LIST: every script that makes a member visible, or
+# brings the earliest hidden one forward (`make_ready`, `wake_at`), pushes onto it in the same
+# script, so a ring exists exactly when its change does. An idle reader blocks on it with `BLPOP`
+# for as long as nothing is due: until the earliest hidden member shows (the empty look says
+# when), `within` runs out, or `_UNANNOUNCED` passes (the fallback for a member some other code
+# wrote with a plain ZADD). A ring wakes one waiting reader, which looks at once. An empty look
+# clears the doorbell in the same script: whatever rang before it is already seen, so rings never
+# pile up into wakeups for nothing, and with nobody waiting the list is capped at 64 anyway.
+# Redis times a blocked command out on its clock tick (100 ms at the default hz), so a wait
+# shorter than `_SHORTEST_BLOCK` is not blocked for: the reader polls every `poll` through it.
+#
+# Priorities and limits (`make_ready(..., priority=, limit=)`): a set per priority in use,
+# `{ns}:schedule:<p>` beside `{ns}:schedule` for 0, read highest first; a limit's holders,
+# rate window and parked wakeups are kept under `{ns}:schedule:*` and counted in the take's
+# script (`scripts/shared/policy.lua`; docs/guide.md, "How each store keeps priorities").
 class RedisSetScheduler(SharesBatches, Visibility, Watched):
     """A `Scheduler` over one Redis ZSET, woken by a doorbell LIST or, without it, polling;
     see below for the trade. `wipes` and `last_wipe` count the wipes of the server's
@@ -90,17 +111,7 @@ class RedisSetScheduler(SharesBatches, Visibility, Watched):
     costs: a ZSET has no blocking read for "a score at or before now", so the design's reader
     polls every `poll`, and that interval is a floor under how fast a submission starts.
 
-    The doorbell (on by default; `doorbell=False` is the design as published, polling alone) lifts
-    that floor. `{ns}:doorbell` is a short LIST: every script that makes a member visible, or
-    brings the earliest hidden one forward (`make_ready`, `wake_at`), pushes onto it in the same
-    script, so a ring exists exactly when its change does. An idle reader blocks on it with `BLPOP`
-    for as long as nothing is due: until the earliest hidden member shows (the empty look says
-    when), `within` runs out, or `_UNANNOUNCED` passes (the fallback for a member some other code
-    wrote with a plain ZADD). A ring wakes one waiting reader, which looks at once. An empty look
-    clears the doorbell in the same script: whatever rang before it is already seen, so rings never
-    pile up into wakeups for nothing, and with nobody waiting the list is capped at 64 anyway.
-    Redis times a blocked command out on its clock tick (100 ms at the default hz), so a wait
-    shorter than `_SHORTEST_BLOCK` is not blocked for: the reader polls every `poll` through it.
+    The doorbell, which lifts that floor, is described above the class.
 
     The one subtlety is the lost wakeup. A workflow is one member, so a wakeup landing mid-pass can
     only be written on top of the member the pass holds. The score a pass took is its receipt and
@@ -158,6 +169,7 @@ class RedisSetScheduler(SharesBatches, Visibility, Watched):
         self._extend = script(redis, "set_extend")
         self._wake_due = script(redis, "set_wake_due")
         self._prepare = script(redis, "set_prepare")
+        self._cancel = script(redis, "set_cancel")
         # While a reader waits on the doorbell: what its last look saw (see `parked`).
         self._quiet: _Quiet | None = None
         self._batcher: ScriptBatcher | None = None
@@ -172,8 +184,12 @@ class RedisSetScheduler(SharesBatches, Visibility, Watched):
         found = await self._prepare(keys=[self.marker.key], args=[self.marker.fresh()])
         return found, False
 
-    async def make_ready(self, workflow: str) -> None:
-        await self._send(self._make_ready, self.keys, [check_workflow(workflow)])
+    async def make_ready(
+        self, workflow: str, *, priority: int = 0, limit: Limit | None = None
+    ) -> None:
+        """Visible now, at `priority` under `limit` (merging: see `set_make_ready.lua`)."""
+        call = self.wakeup_call(workflow, priority=priority, limit=limit)
+        await self._send(self._make_ready, call.keys, call.args)
 
     async def glance(self) -> tuple[Delivery | None, object]:
         """One look, without waiting: the workflow taken, if any, and the ms until the earliest
@@ -276,9 +292,15 @@ class RedisSetScheduler(SharesBatches, Visibility, Watched):
         return hidden_ms is None or float(text(hidden_ms)) / 1000 > left
 
     async def done(self, delivery: Delivery) -> None:
-        """Remove the workflow unless something rescheduled it after the pass took it."""
-        args = [check_workflow(delivery.workflow), delivery.receipt]
-        await self._send(self._done, [self.schedule], args)
+        """Remove the workflow unless something rescheduled it after the pass took it; a
+        delivery under a concurrency limit gives its slot back."""
+        call = self.done_call(delivery)
+        await self._send(self._done, call.keys, call.args)
+
+    def _policy(self, delivery: Delivery) -> tuple[object, ...]:
+        """The ARGV that tell a script the delivery's policy (none for the default)."""
+        policy = policy_text(delivery.priority, delivery.limit)
+        return (policy, to_ms(self.lease)) if policy else ()
 
     # What `RedisDurable` runs in one script after a checkpoint write (see durable.py).
 
@@ -287,14 +309,20 @@ class RedisSetScheduler(SharesBatches, Visibility, Watched):
         """The client this queue's commands run on."""
         return self._redis
 
-    def wakeup_call(self, workflow: str) -> ScriptCall:
+    def wakeup_call(
+        self, workflow: str, *, priority: int = 0, limit: Limit | None = None
+    ) -> ScriptCall:
         """The wakeup `make_ready` sends, as a call to run behind a checkpoint write."""
-        return ScriptCall("set_make_ready", self.keys, (check_workflow(workflow),))
+        policy = policy_text(priority, limit)
+        args = (check_workflow(workflow), policy) if policy else (check_workflow(workflow),)
+        return ScriptCall("set_make_ready", self.keys, args)
 
     def done_call(self, delivery: Delivery) -> ScriptCall:
         """The answer `done` sends, as a call to run behind a claim's release."""
         workflow = check_workflow(delivery.workflow)
-        return ScriptCall("set_done", (self.schedule,), (workflow, delivery.receipt))
+        policy = self._policy(delivery)
+        keys = self.keys if policy else (self.schedule,)  # a freed slot rings the doorbell
+        return ScriptCall("set_done", keys, (workflow, delivery.receipt, *policy))
 
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
         """Score the workflow `when`; keeps an earlier wakeup that landed mid-pass. Declines if
@@ -302,7 +330,10 @@ class RedisSetScheduler(SharesBatches, Visibility, Watched):
         woken = await self._send(
             self._wake_at,
             self.keys,
-            [check_workflow(delivery.workflow), delivery.receipt, ms_at_or_after(when)],
+            [
+                check_workflow(delivery.workflow), delivery.receipt, ms_at_or_after(when),
+                *self._policy(delivery),
+            ],
         )
         return bool(woken)
 
@@ -335,12 +366,15 @@ class RedisSetScheduler(SharesBatches, Visibility, Watched):
         receipt = await self._send(
             self._extend,
             [self.schedule],
-            [check_workflow(delivery.workflow), delivery.receipt, to_ms(within)],
+            [
+                check_workflow(delivery.workflow), delivery.receipt, to_ms(within),
+                *self._policy(delivery)[:1],
+            ],
         )
-        return None if receipt is None else Delivery(delivery.workflow, text(receipt))
+        return None if receipt is None else replace(delivery, receipt=text(receipt), lapsed=False)
 
     async def cancel(self, workflow: str) -> int:
-        return int(await self._redis.zrem(self.schedule, check_workflow(workflow)))
+        return int(await self._cancel(keys=[self.schedule], args=[check_workflow(workflow)]))
 
     async def backlog(self) -> Backlog:
         """Members visible now, and how long ago the earliest became visible

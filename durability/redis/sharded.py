@@ -1,22 +1,21 @@
 """`ShardedStreamScheduler`, `ShardedSetScheduler`: a Redis queue split over shards (shards.py),
-each an ordinary scheduler over keys of its own hash tag, one scheduler in front. A move on one
-workflow goes to its shard alone, so every promise about one workflow is that shard's. A read
-looks at the shards in turn, each read starting one further on (`Rotation`): none starves. The
-timer, the reclaimer, trimming, the footprint and the backlog ask every shard.
+each an ordinary scheduler over keys of its own hash tag, one scheduler in front (`Sharded`).
+A move on one workflow goes to its shard alone; a wakeup under a limit goes to its limit key's
+shard, so one script sees every holder of a limit. A read looks at the shards in turn, each
+read starting one further on (`Rotation`): none starves, and priority is strict within a shard.
 
 The decision not to undo: an idle reader waits on every shard with one blocking command where
 the server allows it (a single node: one `XREADGROUP` over every stream, one `BLPOP` over every
-doorbell, one connection). A cluster runs no command across two slots, so there it waits with
-one blocking read per shard at once, and the first answer ends the others.
+doorbell). A cluster runs no command across two slots, so there one blocking read per shard
+at once, and the first answer ends the others.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 from collections.abc import Awaitable, Callable, Sequence
 from datetime import datetime, timedelta
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 from redis.asyncio.cluster import RedisCluster
 
@@ -25,16 +24,17 @@ from durability.redis.batching import ScriptBatcher
 from durability.redis.lua import ScriptCall
 from durability.redis.marker import Marker
 from durability.redis.namespace import DEFAULT, block_slice, check_namespace, text
+from durability.redis.policies import policy_text
 from durability.redis.set_scheduler import RedisSetScheduler
 from durability.redis.shards import Rotation, check_layout, check_shards, shard_of
+from durability.redis.stream_levels import Entry, read_replies
 from durability.redis.stream_scheduler import (
     GROUP,
     TRIM_EVERY,
     RedisStreamScheduler,
     default_consumer,
-    read_entries,
 )
-from durability.values import Backlog, Delivery, Footprint, Reclaimed
+from durability.values import Backlog, Delivery, Footprint, Limit, Reclaimed
 from durability.waits import beats
 
 __all__ = ["ShardedSetScheduler", "ShardedStreamScheduler"]
@@ -78,13 +78,104 @@ def _backlog(found: Sequence[Backlog]) -> Backlog:
     return Backlog(sum(one.ready for one in found), max(ages) if ages else None)
 
 
-class ShardedStreamScheduler(RedisStreamScheduler):
+P = TypeVar("P", RedisStreamScheduler, RedisSetScheduler)
+
+
+class Sharded(Generic[P]):
+    """What both sharded queues share: the shards (`parts`), routing a move to its shard, and
+    asking every shard where the queue as a whole is asked.
+
+    A workflow belongs to the shard of its id; a wakeup with a `Limit` to the shard of the
+    limit's key (`part`), so a limit's holders, rate window and parked wakeups are all on one
+    slot and its take is one script there. The price: a workflow's wakeup under a limit and its
+    wakeup without one may be pending on two shards at once, and then do not merge (the claim
+    still runs one pass at a time). `cancel` asks every shard for that reason."""
+
+    parts: tuple[P, ...]
+    shards: int
+    _rotation: Rotation
+
+    def _shard(self, parts: tuple[P, ...], namespace: str, redis: Any) -> None:
+        """Set what every sharded queue holds, from its `parts`."""
+        self.parts, self.shards = parts, len(parts)
+        first = parts[0]
+        self.lease = first.lease
+        #: The schedules, one timetable for every shard: under the namespace's own tag.
+        self.timetable = first.timetable
+        self.namespace, self.shard = check_namespace(namespace), 0
+        self.marker = Marker(namespace)
+        for part in parts:
+            part.marker.count_on(self.marker)
+        self._redis = redis
+        self._slice = block_slice(redis)
+        self._cluster = isinstance(redis, RedisCluster)
+        self._rotation = Rotation(self.shards)
+
+    def share(self, batcher: ScriptBatcher) -> None:
+        for part in self.parts:
+            part.share(batcher)
+
+    def part(self, workflow: str, limit: Limit | None = None) -> P:
+        """The shard `workflow` belongs to, or with a limit, the limit key's."""
+        name = check_workflow(workflow) if limit is None else limit.key
+        return self.parts[shard_of(name, self.shards)]
+
+    def ordered(self) -> list[P]:
+        """The shards in this look's order (each look starts one further on)."""
+        return [self.parts[i] for i in self._rotation.order()]
+
+    async def prepare(self) -> None:
+        await check_layout(self._redis, self.namespace, self.shards)
+        await asyncio.gather(*(part.prepare() for part in self.parts))
+
+    async def verify(self) -> bool:
+        return any(await asyncio.gather(*(part.verify() for part in self.parts)))
+
+    async def make_ready(
+        self, workflow: str, *, priority: int = 0, limit: Limit | None = None
+    ) -> None:
+        policy_text(priority, limit)
+        await self.part(workflow, limit).make_ready(workflow, priority=priority, limit=limit)
+
+    def wakeup_call(
+        self, workflow: str, *, priority: int = 0, limit: Limit | None = None
+    ) -> ScriptCall:
+        return self.part(workflow, limit).wakeup_call(workflow, priority=priority, limit=limit)
+
+    async def done(self, delivery: Delivery) -> None:
+        await self.part(delivery.workflow, delivery.limit).done(delivery)
+
+    def done_call(self, delivery: Delivery) -> ScriptCall:
+        return self.part(delivery.workflow, delivery.limit).done_call(delivery)
+
+    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
+        return await self.part(delivery.workflow, delivery.limit).wake_at(delivery, when)
+
+    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
+        return await self.part(delivery.workflow, delivery.limit).extend(delivery, within)
+
+    async def cancel(self, workflow: str) -> int:
+        check_workflow(workflow)
+        return sum(await asyncio.gather(*(part.cancel(workflow) for part in self.parts)))
+
+    async def wake_due(self, now: datetime | None = None) -> datetime | None:
+        """Every shard's sleepers due by `now` moved; the earliest deadline still sleeping."""
+        return _earliest(await asyncio.gather(*(part.wake_due(now) for part in self.parts)))
+
+    async def footprint(self) -> Footprint:
+        return _footprint(await asyncio.gather(*(part.footprint() for part in self.parts)))
+
+    async def backlog(self) -> Backlog:
+        return _backlog(await asyncio.gather(*(part.backlog() for part in self.parts)))
+
+
+class ShardedStreamScheduler(Sharded[RedisStreamScheduler], RedisStreamScheduler):
     """A `RedisStreamScheduler` made with `shards=N` (N > 1): one stream scheduler per shard
     (`parts`, the same consumer name in each shard's group) behind one (see the module doc).
 
     A blocking read over several streams may bring one entry of each stream that has one: the
-    first is the delivery, the others wait in this scheduler for its next reads (they are
-    this consumer's, so one not read again within a lease is taken over by `reclaiming`)."""
+    first is the delivery, the others wait in their shard for its next reads (they are this
+    consumer's, so one not read again within a lease is taken over by `reclaiming`)."""
 
     def __init__(
         self,
@@ -98,55 +189,27 @@ class ShardedStreamScheduler(RedisStreamScheduler):
         shard: int | None = None,
     ) -> None:
         consumer = consumer if consumer is not None else default_consumer()
-        self.parts = tuple(
-            RedisStreamScheduler(
-                redis=redis, namespace=namespace, lease=lease, consumer=consumer,
-                trim_every=trim_every, shards=shards, shard=i,
-            )
-            for i in range(check_shards(shards))
+        self._shard(
+            tuple(
+                RedisStreamScheduler(
+                    redis=redis, namespace=namespace, lease=lease, consumer=consumer,
+                    trim_every=trim_every, shards=shards, shard=i,
+                )
+                for i in range(check_shards(shards))
+            ),
+            namespace,
+            redis,
         )
-        self.lease, self.trim_every = self.parts[0].lease, self.parts[0].trim_every
-        #: The schedules, one timetable for every shard: under the namespace's own tag.
-        self.timetable = self.parts[0].timetable
-        self.namespace, self.consumer = check_namespace(namespace), consumer
-        self.shards, self.shard = shards, 0
-        self.marker = Marker(namespace)
-        for part in self.parts:
-            part.marker.count_on(self.marker)
-        self._redis = redis
-        self._slice = block_slice(redis)
-        self._cluster = isinstance(redis, RedisCluster)
-        self._rotation = Rotation(shards)
-        self._held: collections.deque[Delivery] = collections.deque()
+        self.trim_every, self.consumer = self.parts[0].trim_every, consumer
         self._waited = False
-
-    def share(self, batcher: ScriptBatcher) -> None:
-        for part in self.parts:
-            part.share(batcher)
-
-    def part(self, workflow: str) -> RedisStreamScheduler:
-        """The shard `workflow` belongs to."""
-        return self.parts[shard_of(check_workflow(workflow), self.shards)]
-
-    async def prepare(self) -> None:
-        await check_layout(self._redis, self.namespace, self.shards)
-        await asyncio.gather(*(part.prepare() for part in self.parts))
-
-    async def verify(self) -> bool:
-        return any(await asyncio.gather(*(part.verify() for part in self.parts)))
 
     async def regroup(self) -> None:
         await asyncio.gather(*(part.regroup() for part in self.parts))
 
-    async def make_ready(self, workflow: str) -> None:
-        await self.part(workflow).make_ready(workflow)
-
     async def glance(self) -> Delivery | None:
         """Take one new entry, looking at the shards in this read's order, without waiting."""
-        if self._held:
-            return self._held.popleft()
-        for i in self._rotation.order():
-            found = await self.parts[i].glance()
+        for part in self.ordered():
+            found = await part.glance()
             if found is not None:
                 return found
         return None
@@ -156,84 +219,78 @@ class ShardedStreamScheduler(RedisStreamScheduler):
         A read after one that waited in vain waits at once: a blocking read is served at once
         when an entry is already there."""
         positive("within", within)
-        if not self._waited or self._held:
+        if not self._waited or any(
+            part.reading.stale or part.reading.due for part in self.parts
+        ):
             found = await self.glance()
             if found is not None:
                 return found
         for block in self.blocks(within):
             self._waited = True
-            read = await self._wait(block)
-            if read:
+            # No longer than until some shard's parked wakeups may have room (a look then).
+            found = await self._wait(min(part.reading.bound(block) for part in self.parts))
+            if found is None and any(part.reading.due for part in self.parts):
+                found = await self.glance()
+            if found is not None:
                 self._waited = False
-                self._held.extend(read[1:])
-                return read[0]
+                return found
         return None
 
-    async def _wait(self, block: timedelta) -> list[Delivery]:
-        order = [self.parts[i] for i in self._rotation.order()]
+    async def _wait(self, block: timedelta) -> Delivery | None:
+        order = self.ordered()
         if not self._cluster:
-            streams = {part.ready: ">" for part in order}
+            streams = {level: ">" for part in order for level in part.reading.levels}
             reply = await self.regrouped(
                 self._redis.xreadgroup, GROUP, self.consumer, streams, count=1,
                 block=max(to_ms(block), 1),
             )
-            return read_entries(reply)
+            return await self._admitted(order, read_replies(reply))
 
         def waiting(part: RedisStreamScheduler) -> Callable[[], Awaitable[Any]]:
             return lambda: part.regrouped(
-                self._redis.xreadgroup, GROUP, self.consumer, {part.ready: ">"}, count=1,
-                block=max(to_ms(block), 1),
+                self._redis.xreadgroup, GROUP, self.consumer,
+                {level: ">" for level in part.reading.levels}, count=1, block=max(to_ms(block), 1),
             )
 
         replies = await first_of([waiting(part) for part in order])
-        return [found for reply in replies for found in read_entries(reply)]
+        read = [one for reply in replies for one in read_replies(reply)]
+        return await self._admitted(order, read)
 
-    async def done(self, delivery: Delivery) -> None:
-        await self.part(delivery.workflow).done(delivery)
-
-    def wakeup_call(self, workflow: str) -> ScriptCall:
-        return self.part(workflow).wakeup_call(workflow)
-
-    def done_call(self, delivery: Delivery) -> ScriptCall:
-        return self.part(delivery.workflow).done_call(delivery)
-
-    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
-        return await self.part(delivery.workflow).wake_at(delivery, when)
-
-    async def wake_due(self, now: datetime | None = None) -> datetime | None:
-        """Every shard's sleepers due by `now` moved; the earliest deadline still sleeping."""
-        return _earliest(await asyncio.gather(*(part.wake_due(now) for part in self.parts)))
+    async def _admitted(
+        self, order: list[RedisStreamScheduler], read: list[Entry]
+    ) -> Delivery | None:
+        """Each shard's share of a read, as its `admitted` takes it; the first found."""
+        found: Delivery | None = None
+        for part in order:
+            mine = [entry for entry in read if entry.stream in part.reading.levels]
+            if mine:
+                taken, nudged = await part.reading.admitted(mine)
+                if nudged and taken is None:
+                    taken = await part.glance()  # a level made new: look at every level
+                if found is None:
+                    found = taken
+                elif taken is not None:
+                    part.reading.keep(taken)
+        return found
 
     async def reclaiming(self, idle: timedelta) -> Reclaimed:
         """One lapsed delivery taken over, from the shards in this look's order; else how soon
         the quietest held one in any shard lapses."""
         positive("idle", idle)
         soonest: timedelta | None = None
-        for i in self._rotation.order():
-            found = await self.parts[i].reclaiming(idle)
+        for part in self.ordered():
+            found = await part.reclaiming(idle)
             if found.delivery is not None:
                 return found
             if found.lapses_in is not None:
                 soonest = found.lapses_in if soonest is None else min(soonest, found.lapses_in)
         return Reclaimed(None, soonest)
 
-    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
-        return await self.part(delivery.workflow).extend(delivery, within)
-
-    async def cancel(self, workflow: str) -> int:
-        return await self.part(workflow).cancel(workflow)
-
-    async def footprint(self) -> Footprint:
-        return _footprint(await asyncio.gather(*(part.footprint() for part in self.parts)))
-
-    async def backlog(self) -> Backlog:
-        return _backlog(await asyncio.gather(*(part.backlog() for part in self.parts)))
-
     async def trim(self) -> int:
         return sum(await asyncio.gather(*(part.trim() for part in self.parts)))
 
 
-class ShardedSetScheduler(RedisSetScheduler):
+class ShardedSetScheduler(Sharded[RedisSetScheduler], RedisSetScheduler):
     """A `RedisSetScheduler` made with `shards=N` (N > 1): one set scheduler per shard
     (`parts`) behind one (see the module doc). A look takes from the first shard in its order
     with a visible member; an idle reader waits on every shard's doorbell at once."""
@@ -249,57 +306,32 @@ class ShardedSetScheduler(RedisSetScheduler):
         shards: int = 1,
         shard: int | None = None,
     ) -> None:
-        self.parts = tuple(
-            RedisSetScheduler(
-                redis=redis, namespace=namespace, lease=lease, poll=poll, doorbell=doorbell,
-                shards=shards, shard=i,
-            )
-            for i in range(check_shards(shards))
+        self._shard(
+            tuple(
+                RedisSetScheduler(
+                    redis=redis, namespace=namespace, lease=lease, poll=poll,
+                    doorbell=doorbell, shards=shards, shard=i,
+                )
+                for i in range(check_shards(shards))
+            ),
+            namespace,
+            redis,
         )
-        self.lease, self.poll = self.parts[0].lease, self.parts[0].poll
-        #: The schedules, one timetable for every shard: under the namespace's own tag.
-        self.timetable = self.parts[0].timetable
-        self.namespace = check_namespace(namespace)
-        self.shards, self.shard = shards, 0
+        self.poll = self.parts[0].poll
         #: Every shard's doorbell (None: polling alone).
         self.doorbells = (
             tuple(part.doorbell for part in self.parts if part.doorbell is not None)
             if doorbell else None
         )
         self.doorbell = None if self.doorbells is None else self.doorbells[0]
-        self.marker = Marker(namespace)
-        for part in self.parts:
-            part.marker.count_on(self.marker)
-        self._redis = redis
-        self._slice = block_slice(redis)
-        self._cluster = isinstance(redis, RedisCluster)
-        self._rotation = Rotation(shards)
         self._quiet = None
-
-    def share(self, batcher: ScriptBatcher) -> None:
-        for part in self.parts:
-            part.share(batcher)
-
-    def part(self, workflow: str) -> RedisSetScheduler:
-        """The shard `workflow` belongs to."""
-        return self.parts[shard_of(check_workflow(workflow), self.shards)]
-
-    async def prepare(self) -> None:
-        await check_layout(self._redis, self.namespace, self.shards)
-        await asyncio.gather(*(part.prepare() for part in self.parts))
-
-    async def verify(self) -> bool:
-        return any(await asyncio.gather(*(part.verify() for part in self.parts)))
-
-    async def make_ready(self, workflow: str) -> None:
-        await self.part(workflow).make_ready(workflow)
 
     async def glance(self) -> tuple[Delivery | None, object]:
         """One look at each shard in this read's order until one has a visible member; with
         none, the ms until the earliest hidden member of any shard shows (None: none)."""
         hidden: float | None = None
-        for i in self._rotation.order():
-            found, shows = await self.parts[i].glance()
+        for part in self.ordered():
+            found, shows = await part.glance()
             if found is not None:
                 return found, None
             if shows is not None:
@@ -345,33 +377,6 @@ class ShardedSetScheduler(RedisSetScheduler):
 
     def take_call(self) -> ScriptCall:
         raise TypeError("a sharded queue has no one take: its reads look at every shard")
-
-    async def done(self, delivery: Delivery) -> None:
-        await self.part(delivery.workflow).done(delivery)
-
-    def wakeup_call(self, workflow: str) -> ScriptCall:
-        return self.part(workflow).wakeup_call(workflow)
-
-    def done_call(self, delivery: Delivery) -> ScriptCall:
-        return self.part(delivery.workflow).done_call(delivery)
-
-    async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
-        return await self.part(delivery.workflow).wake_at(delivery, when)
-
-    async def wake_due(self, now: datetime | None = None) -> datetime | None:
-        return _earliest(await asyncio.gather(*(part.wake_due(now) for part in self.parts)))
-
-    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
-        return await self.part(delivery.workflow).extend(delivery, within)
-
-    async def cancel(self, workflow: str) -> int:
-        return await self.part(workflow).cancel(workflow)
-
-    async def backlog(self) -> Backlog:
-        return _backlog(await asyncio.gather(*(part.backlog() for part in self.parts)))
-
-    async def footprint(self) -> Footprint:
-        return _footprint(await asyncio.gather(*(part.footprint() for part in self.parts)))
 
 
 RedisStreamScheduler.sharded = ShardedStreamScheduler

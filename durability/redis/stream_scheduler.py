@@ -4,8 +4,9 @@ An idle worker parks inside Redis on `XREADGROUP BLOCK`, so waiting costs nothin
 is picked up the moment it is appended; the price is a stream that keeps acknowledged entries
 until it is trimmed, and a `cancel` that scans it. A receipt carries the entry's delivery
 count, so a worker that stalled past its lease holds a dead receipt and its late writes are
-refused; each check and the write it guards are one Lua script. The keys, the receipts and
-what happens when the server loses its data are in `RedisStreamScheduler`'s docstring.
+refused; each check and the write it guards are one Lua script. A priority is a stream of its
+own, read highest first (stream_levels.py), and a limit is counted in the look's script.
+The keys, the receipts and a wipe of the server's data: `RedisStreamScheduler`'s docstring.
 """
 
 from __future__ import annotations
@@ -15,14 +16,12 @@ import logging
 import os
 import socket
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import Any, ClassVar, Self, TypeVar, cast
 
-from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive, to_ms
 from durability.deprecation import Reclaim
-from durability.redis.backlog import MOST_COUNTED, backlog
 from durability.redis.batching import ScriptBatcher, SharesBatches
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker, Watched, lost_group
@@ -30,16 +29,22 @@ from durability.redis.namespace import (
     DEFAULT,
     block_slice,
     check_namespace,
-    footprint,
     from_ms,
     key,
     ms,
     ms_at_or_after,
     text,
 )
+from durability.redis.policies import policy_text
 from durability.redis.shards import check_layout, check_shards, shard_index, tags
+from durability.redis.stream_keeping import StreamKeeping
+from durability.redis.stream_levels import (
+    Levels,
+    read_replies,
+    taken_entry,
+)
 from durability.redis.timetable import RedisTimetable
-from durability.values import Backlog, Delivery, Footprint, Reclaimed
+from durability.values import Delivery, Limit
 
 __all__ = ["GLANCE", "GROUP", "TRIM_EVERY", "RedisStreamScheduler", "lost_group", "read_entries"]
 
@@ -52,9 +57,6 @@ GROUP = "workers"
 FIELD = "workflow"
 #: Most sleepers one `wake_due` moves; a fuller set is drained by the next call at once.
 _WAKE_BATCH = 1000
-#: How many pending deliveries `reclaiming` reads for the quietest (a busy group's pending list
-#: can be long; one past these lapses no sooner than a lease after the look, the worker's bound).
-_PENDING_READ = 1000
 #: How often a worker trims the stream while it answers deliveries, by default: short enough
 #: that a workload of a few seconds leaves a short stream too.
 TRIM_EVERY = timedelta(seconds=1)
@@ -63,8 +65,6 @@ TRIM_EVERY = timedelta(seconds=1)
 #: millisecond may sit there a hundred; the worker's extra readers, which only glance at the
 #: queue, would each hold a blocked read that long.
 GLANCE = timedelta(milliseconds=5)
-#: `XTRIM ... ACKED` arrived in this server version.
-_ACKED_SINCE = (8, 2)
 
 
 def default_consumer() -> str:
@@ -85,44 +85,13 @@ def _parse(receipt: str) -> tuple[str, str]:
 def read_entries(reply: Any) -> list[Delivery]:
     """Every entry naming a workflow in an XREADGROUP reply (RESP2 list or RESP3 map), of every
     stream read, as first deliveries (an entry read with ">" is on its first delivery)."""
-    if not reply:
-        return []
-    # RESP2: [[stream, entries]]; RESP3: {stream: [entries]}.
-    streams: Sequence[Any] = (
-        [entries for wrapped in reply.values() for entries in wrapped]
-        if isinstance(reply, dict)
-        else [item[1] for item in reply]
-    )
-    found = []
-    for entries in streams:
-        for entry_id, fields in entries:
-            workflow = _field(fields)
-            if workflow is not None:
-                found.append(Delivery(workflow, receipt_of(text(entry_id), 1)))
-    return found
+    return [found.delivery() for found in read_replies(reply) if found.workflow is not None]
 
 
-def _field(fields: Any) -> str | None:
-    if not fields:
-        return None
-    for name, value in fields.items():
-        if text(name) == FIELD:
-            return text(value)
-    return None
-
-
-def _version(info: Any) -> tuple[int, ...]:
-    """The lowest `redis_version` in an INFO reply (one node's dict, or a dict per node)."""
-    if isinstance(info, dict) and "redis_version" in info:
-        return tuple(int(part) for part in text(info["redis_version"]).split(".")[:2])
-    if isinstance(info, dict) and info:
-        return min(_version(node) for node in info.values())
-    raise ValueError(f"INFO server reply carries no redis_version: {info!r}")
-
-
-class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
+class RedisStreamScheduler(SharesBatches, Reclaim, Watched, StreamKeeping):
     """A `Scheduler` over a Redis stream, its consumer group and a ZSET of sleepers. (`Reclaim`
-    keeps the deprecated `reclaim` for a release.)
+    keeps the deprecated `reclaim` for a release; `StreamKeeping` its cold paths: reclaiming,
+    trimming, its size and backlog.)
 
     `consumer` names this scheduler inside the group (one per worker process; a fresh unique
     name by default). `lease` is how long a delivery may go without a sign of life before
@@ -209,13 +178,15 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
         self._done = script(redis, "stream_done")
         self._wake_at = script(redis, "stream_wake_at")
         self._wake_due = script(redis, "stream_wake_due")
-        self._reclaiming = script(redis, "stream_reclaiming")
+        self._reclaim = script(redis, "stream_reclaiming")
         self._extend = script(redis, "stream_extend")
         self._cancel = script(redis, "stream_cancel")
         self._trim = script(redis, "stream_trim")
         self._prepare = script(redis, "stream_prepare")
         self._make_ready = script(redis, "stream_make_ready")
         self._take = script(redis, "stream_take")
+        #: What this reader knows of the queue's levels (see stream_levels.py).
+        self.reading = Levels(redis, self.ready, to_ms(self.lease))
         self._acked: bool | None = None
         self._batcher: ScriptBatcher | None = None
         self._waited = False  # the last read found nothing and waited
@@ -232,32 +203,44 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
         )
         return marker, bool(int(created))
 
-    async def make_ready(self, workflow: str) -> None:
-        # Always a new entry: a wakeup that lands mid-pass is its own entry, so it cannot be
-        # swallowed by the pass that is running.
-        if self._batcher is None:
-            await self._redis.xadd(self.ready, {FIELD: check_workflow(workflow)})
-        else:
-            await self._send(self._make_ready, [self.ready], [FIELD, check_workflow(workflow)])
+    async def make_ready(
+        self, workflow: str, *, priority: int = 0, limit: Limit | None = None
+    ) -> None:
+        """A new entry on the stream of `priority` (a wakeup that lands mid-pass is its own
+        entry, so the pass that is running cannot swallow it); one still waiting with a
+        policy merges with it instead (`stream_policy.lua`)."""
+        call = self.wakeup_call(workflow, priority=priority, limit=limit)
+        await self._send(self._make_ready, call.keys, call.args)
+
+    def take_call(self) -> ScriptCall:
+        """The look every reader sends (`stream_take.lua`), alone or inside `RedisDurable`'s."""
+        return ScriptCall("stream_take", (self.ready,), (GROUP, self.consumer, FIELD, self._ms))
 
     async def glance(self) -> Delivery | None:
-        """Take one new entry if there is one, without waiting."""
-        if self._batcher is not None:
-            args = [GROUP, self.consumer, FIELD]
-            took = await self.regrouped(self._send, self._take, [self.ready], args)
-            return Delivery(text(took[0]), receipt_of(text(took[1]), 1)) if took else None
-        reply = await self.regrouped(
-            self._redis.xreadgroup, GROUP, self.consumer, {self.ready: ">"}, count=1
-        )
-        return self._first(reply)
+        """Take one new entry if there is one, the highest priority first, without waiting."""
+        kept = self.reading.kept()
+        if kept is not None:
+            return kept
+        call = self.take_call()
+        took = await self.regrouped(self._send, self._take, list(call.keys), list(call.args))
+        return taken_entry(took) if self.reading.took(took) else None
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
         """Take one new entry, waiting at most `within`. Sharing a batcher (`share`), it first
         glances in the turn's batch, unless the last read found nothing and waited: a blocking
-        read is served at once when an entry is already there."""
+        read is served at once when an entry is already there. A reader that has not looked
+        for `LEVELS_KNOWN` looks first, which lists the levels its blocking read waits on (a
+        level made new also nudges one blocked reader: see stream_levels.py)."""
         if positive("within", within) <= GLANCE:
             return await self.glance()  # a blocked read would last a server tick, not `within`
-        if self._batcher is not None and not self._waited:
+        reading = self.reading
+        kept = reading.kept()
+        if kept is not None:
+            return kept
+        # With levels in use a look comes first too: it reads them highest first, where a read
+        # served at once would hand one entry of each level that has one.
+        shared = self._batcher is not None or len(reading.levels) > 1
+        if reading.stale or reading.due or (shared and not self._waited):
             found = await self.glance()
             if found is not None:
                 return found
@@ -267,15 +250,23 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
                 self._redis.xreadgroup,
                 GROUP,
                 self.consumer,
-                {self.ready: ">"},
+                {level: ">" for level in reading.levels},
                 count=1,
-                block=to_ms(block),
+                block=to_ms(reading.bound(block)),
             )
-            delivery = self._first(reply)
+            delivery, nudged = await reading.admitted(read_replies(reply))
+            if delivery is None and (nudged or reading.due):
+                # A level made new (look at every level), or a limit's room may have come (the
+                # look puts its parked wakeups back).
+                delivery = await self.glance()
             if delivery is not None:
                 self._waited = False
                 return delivery
         return None
+
+    @property
+    def _ms(self) -> int:
+        return to_ms(self.lease)
 
     def blocks(self, within: timedelta, sliced: bool = True) -> Iterator[timedelta]:
         """The `BLOCK` of each blocking read that together wait `within`: one, or slices of
@@ -289,14 +280,14 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
             block = timedelta(seconds=remaining)
             yield block if self._slice is None or not sliced else min(block, self._slice)
 
-    def _first(self, reply: Any) -> Delivery | None:
-        """The one entry of an XREADGROUP reply (RESP2 list or RESP3 map), if any."""
-        return next(iter(read_entries(reply)), None)
-
-
     async def done(self, delivery: Delivery) -> None:
-        entry, count = _parse(delivery.receipt)
-        await self.regrouped(self._send, self._done, [self.ready], [GROUP, entry, count])
+        call = self.done_call(delivery)
+        await self.regrouped(self._send, self._done, list(call.keys), list(call.args))
+
+    def _policy(self, delivery: Delivery) -> tuple[object, ...]:
+        """The ARGV that tell a script the delivery's policy (none for the default)."""
+        policy = policy_text(delivery.priority, delivery.limit)
+        return (policy, check_workflow(delivery.workflow), self._ms) if policy else ()
 
     # What `RedisDurable` runs in one script after a checkpoint write (see durable.py).
 
@@ -305,20 +296,27 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
         """The client this queue's commands run on."""
         return self._redis
 
-    def wakeup_call(self, workflow: str) -> ScriptCall:
+    def wakeup_call(
+        self, workflow: str, *, priority: int = 0, limit: Limit | None = None
+    ) -> ScriptCall:
         """The wakeup `make_ready` sends, as a call to run behind a checkpoint write."""
-        return ScriptCall("stream_make_ready", (self.ready,), (FIELD, check_workflow(workflow)))
+        policy = policy_text(priority, limit)
+        args = (FIELD, check_workflow(workflow), *((policy,) if policy else ()))
+        return ScriptCall("stream_make_ready", (self.ready,), args)
 
     def done_call(self, delivery: Delivery) -> ScriptCall:
         """The answer `done` sends, as a call to run behind a claim's release."""
         entry, count = _parse(delivery.receipt)
-        return ScriptCall("stream_done", (self.ready,), (GROUP, entry, count))
+        args = (GROUP, entry, count, *self._policy(delivery))
+        return ScriptCall("stream_done", (self.ready,), args)
 
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
         entry, count = _parse(delivery.receipt)
         workflow = check_workflow(delivery.workflow)
         due = ms_at_or_after(when)
-        keys, args = [self.ready, self.sleeping], [GROUP, entry, count, workflow, due]
+        policy = self._policy(delivery)
+        keys = [self.ready, self.sleeping]
+        args = [GROUP, entry, count, workflow, due, *(policy[:1] + policy[2:])]
         woken = await self.regrouped(self._send, self._wake_at, keys, args)
         return bool(woken)
 
@@ -335,6 +333,7 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
         if now is not None:
             pipe = self._redis.pipeline(transaction=False)
             pipe.get(self.marker.key)
+            # (A limit's parked wakeups are a sleeper here too: see stream_wake_due.lua.)
             pipe.zrange(self.sleeping, 0, 0, withscores=True)
             found, first = await pipe.execute()
             if found is not None and (not first or first[0][1] > ms(now)):
@@ -343,39 +342,10 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
         moment = "" if now is None else str(ms(now))
         earliest, marker = await self._wake_due(
             keys=[self.ready, self.sleeping, self.marker.key],
-            args=[moment, _WAKE_BATCH, self.marker.fresh(), GROUP],
+            args=[moment, _WAKE_BATCH, self.marker.fresh(), GROUP, self._ms],
         )
         self.marker.saw(marker, "wake_due")
         return None if earliest is None else from_ms(earliest)
-
-    async def reclaiming(self, idle: timedelta) -> Reclaimed:
-        """Take over one delivery that went `idle` without a sign of life (`extend` is one); with
-        nothing to take, say how soon the quietest pending delivery (of the first
-        `_PENDING_READ`) will have been `idle`.
-
-        First one plain `XPENDING` of the pending list: if it holds all of it and nothing has
-        been idle that long (an idle worker's every look), that is the answer; otherwise one
-        script takes a lapsed delivery over (`stream_reclaiming.lua`)."""
-        positive("idle", idle)
-        limit = to_ms(idle)
-        pending = await self.regrouped(
-            self._redis.xpending_range, self.ready, GROUP, "-", "+", _PENDING_READ
-        )
-        stop_if_cancelled()
-        idles = [int(held["time_since_delivered"]) for held in pending]
-        if len(idles) < _PENDING_READ and all(idled < limit for idled in idles):
-            if not idles:
-                return Reclaimed(None, None)
-            return Reclaimed(None, timedelta(milliseconds=limit - max(idles)))
-        args = [GROUP, self.consumer, limit, _PENDING_READ]
-        reply = await self.regrouped(self._reclaiming, keys=[self.ready], args=args)
-        stop_if_cancelled()
-        if reply[0] is not None:
-            found = Delivery(text(reply[1]), receipt_of(text(reply[0]), reply[2]), True)
-            return Reclaimed(found, None)
-        if reply[1] is None:
-            return Reclaimed(None, None)
-        return Reclaimed(None, timedelta(milliseconds=int(reply[1])))
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         """Keep the delivery from `reclaiming(lease)` for `within` more, up to one lease (Redis
@@ -383,7 +353,9 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
         positive("within", within)
         entry, count = _parse(delivery.receipt)
         idle = max(0, to_ms(self.lease) - to_ms(within))
-        args = [GROUP, entry, count, self.consumer, idle]
+        args = [GROUP, entry, count, self.consumer, idle, *self._policy(delivery)[:1]]
+        if len(args) > 5:
+            args.append(self._ms)
         kept = await self.regrouped(self._send, self._extend, [self.ready], args)
         return delivery if kept else None
 
@@ -396,27 +368,3 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched):
             keys=[self.ready, self.sleeping], args=[GROUP, check_workflow(workflow)]
         )
         return int(gone)
-
-    async def footprint(self) -> Footprint:
-        """The stream's entries (acknowledged ones included, until trimmed) and the sleepers."""
-        return await footprint(
-            self._redis, {"stream": (self.ready, "stream"), "sleeping": (self.sleeping, "zset")}
-        )
-
-    async def backlog(self) -> Backlog:
-        """Wakeups not yet read by the group (a workflow made ready twice counts twice), and
-        the age of the oldest (`durability.redis.backlog`)."""
-        return await backlog(self._redis, "stream_backlog", [self.ready], [GROUP, MOST_COUNTED])
-
-    async def trim(self) -> int:
-        """Remove entries every consumer group has acknowledged; return how many went.
-
-        On Redis 8.2+ (read once from `INFO server`) the server decides (`XTRIM ... ACKED`).
-        Older servers get `XTRIM MINID` at the oldest entry any group still holds pending or
-        has not been handed yet, so an entry a group still owes is never trimmed; one stuck
-        pending entry holds back everything behind it until `reclaiming` moves it on.
-        """
-        if self._acked is None:
-            self._acked = _version(await self._redis.info("server")) >= _ACKED_SINCE
-        mode = "acked" if self._acked else "minid"
-        return int(await self._trim(keys=[self.ready], args=[mode]))

@@ -22,19 +22,13 @@ from durability.cancelling import stop_if_cancelled
 from durability.checks import to_ms
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.joining import Joined
-from durability.redis.lua import ScriptCall
 from durability.redis.marker import lost_group
 from durability.redis.namespace import text
 from durability.redis.set_scheduler import RedisSetScheduler, taken_delivery
 from durability.redis.shared_connection import SharedConnection
-from durability.redis.stream_scheduler import (
-    FIELD,
-    GLANCE,
-    GROUP,
-    RedisStreamScheduler,
-    receipt_of,
-)
-from durability.values import Delivery, Taken
+from durability.redis.stream_levels import taken_entry
+from durability.redis.stream_scheduler import FIELD, GLANCE, GROUP, RedisStreamScheduler
+from durability.values import Taken
 from durability.waits import beats
 
 __all__ = ["GLANCE", "Taker"]
@@ -88,22 +82,18 @@ class Taker:
         """`Durable.take` in one script a look (see the module doc); `within` is checked."""
         claim_args = self._redis_checkpointer.calls.claim_args(budget, alive)
         scheduler = self._redis_scheduler
-        if isinstance(scheduler, RedisStreamScheduler):
-            args: tuple[object, ...] = (GROUP, scheduler.consumer, FIELD)
-            read = ScriptCall("stream_take", (scheduler.ready,), args)
-        else:
-            read = scheduler.take_call()
+        read = scheduler.take_call()
         script = self._joined.take(read.name)
         batcher = self._redis_checkpointer.batcher
         prefix = self._redis_checkpointer.prefix
         keys, script_args = read.keys, [len(read.args), *read.args, prefix, *claim_args]
         if within <= GLANCE:
             reply = await self._redis_scheduler.regrouped(batcher.run, script, keys, script_args)
-            return self._taken(reply, alive) if reply and reply[0] else None
+            return self._taken(reply, alive) if self._took(reply) else None
         if isinstance(scheduler, RedisStreamScheduler):
-            if not self._waited:
+            if not self._waited or scheduler.reading.stale or scheduler.reading.due:
                 reply = await scheduler.regrouped(batcher.run, script, keys, script_args)
-                if reply:
+                if self._took(reply):
                     return self._taken(reply, alive)
             return await self._wait_and_take(scheduler, within, alive, claim_args)
         if scheduler.doorbell is not None:
@@ -125,10 +115,7 @@ class Taker:
         none there, a wait as `take` waits, which takes one."""
         claim_args = self._redis_checkpointer.calls.claim_args(budget, alive)
         scheduler = self._redis_scheduler
-        if isinstance(scheduler, RedisStreamScheduler):
-            read = ScriptCall("stream_take", (scheduler.ready,), (GROUP, scheduler.consumer, FIELD))
-        else:
-            read = scheduler.take_call()
+        read = scheduler.take_call()
         script = self._joined.take_many(read.name)
         prefix = self._redis_checkpointer.prefix
         args = [k, len(read.args), *read.args, prefix, *claim_args]
@@ -136,7 +123,11 @@ class Taker:
         reply = await scheduler.regrouped(batcher.run, script, read.keys, args)
         if reply and isinstance(reply[0], list):
             self._waited = False
+            if isinstance(scheduler, RedisStreamScheduler):
+                scheduler.reading.took(reply[-1][0])
             return [self._taken(pair, alive) for pair in reply]
+        if isinstance(scheduler, RedisStreamScheduler):
+            scheduler.reading.took(reply)
         if within <= GLANCE:
             return []
         if isinstance(scheduler, RedisSetScheduler) and reply:
@@ -148,10 +139,17 @@ class Taker:
         taken = await self.take(within, budget, alive)
         return [] if taken is None else [taken]
 
+    def _took(self, reply: Any) -> bool:
+        """Whether a take's reply took a workflow (the stream's also lists its levels)."""
+        scheduler = self._redis_scheduler
+        if isinstance(scheduler, RedisStreamScheduler):
+            return scheduler.reading.took(reply[0] if reply and reply[0] else reply)
+        return bool(reply and reply[0])
+
     def _taken(self, reply: Any, alive: timedelta) -> Taken:
         if isinstance(self._redis_scheduler, RedisStreamScheduler):
             # Read with ">" (or handed over): a first delivery, never a lapsed one.
-            delivery = Delivery(text(reply[0][0]), receipt_of(text(reply[0][1]), 1))
+            delivery = taken_entry(reply[0])
         else:
             delivery = taken_delivery(reply[0])
         holder = self._redis_checkpointer.calls.claimed(delivery.workflow, alive, reply[1])
@@ -173,16 +171,21 @@ class Taker:
         waiter = f"{scheduler.consumer}~waiting"
         keys = [scheduler.ready]
         prefix = self._redis_checkpointer.prefix
-        args: list[str | int] = [4, GROUP, scheduler.consumer, waiter, FIELD, prefix, *claim_args]
+        lease = to_ms(scheduler.lease)
+        args: list[str | int] = [
+            5, GROUP, scheduler.consumer, waiter, FIELD, lease, prefix, *claim_args
+        ]
         shared = self._waiting_connection
         assert shared is not None  # a joined durable over a stream has one
         regrouped = False
         # Unsliced: the lane bounds the call by its block as well (`waits`).
         for block in scheduler.blocks(within, sliced=False):
             self._waited = True
+            levels = scheduler.reading.levels
             read = (
-                "XREADGROUP", "GROUP", GROUP, waiter, "COUNT", 1, "BLOCK", max(to_ms(block), 1),
-                "STREAMS", scheduler.ready, ">",
+                "XREADGROUP", "GROUP", GROUP, waiter, "COUNT", 1,
+                "BLOCK", max(to_ms(scheduler.reading.bound(block)), 1),
+                "STREAMS", *levels, *(">" for _ in levels),
             )
             took = ("EVALSHA", script.sha, len(keys), *keys, *args)
             # A take cancelled mid-wait closes the connection, which ends the blocked read
@@ -205,7 +208,7 @@ class Taker:
                 reply = await script(keys=keys, args=args)
             elif isinstance(reply, Exception):
                 raise reply
-            if reply:
+            if self._took(reply):
                 self._waited = False
                 return self._taken(reply, alive)
         return None

@@ -14,6 +14,7 @@ from redis.commands.core import AsyncScript
 from durability.redis.batching import ScriptBatcher
 from durability.redis.lua import script
 from durability.redis.replicas import Acknowledged, waited
+from durability.values import Limit
 
 __all__ = ["Wakeups"]
 
@@ -31,9 +32,9 @@ class Wakeups:
         self._batcher = (None if isinstance(client, RedisCluster) or want.aof
                          else ScriptBatcher(client, want))
 
-    async def wake(self, workflow: str) -> None:
-        """`make_ready(workflow)`, returning once `want.replicas` replicas have it."""
-        call = self._scheduler.wakeup_call(workflow)
+    async def wake(self, workflow: str, *, priority: int = 0, limit: Limit | None = None) -> None:
+        """`make_ready(workflow, ...)`, returning once `want.replicas` replicas have it."""
+        call = self._scheduler.wakeup_call(workflow, priority=priority, limit=limit)
         found = self._scripts.get(call.name)
         if found is None:
             found = self._scripts[call.name] = script(self._client, call.name)

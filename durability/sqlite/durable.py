@@ -29,6 +29,7 @@ from durability.sqlite.checkpointer import (
     settle_step,
     supply_step,
 )
+from durability.sqlite.policy import wakeup
 from durability.sqlite.scheduler import (
     SqliteScheduler,
     cancel_step,
@@ -40,7 +41,7 @@ from durability.sqlite.watching import ended_signal
 from durability.status import Inspected
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
 from durability.storekit.traffic import Traffic
-from durability.values import Delivery, Entry, Pass, Recorded, Taken
+from durability.values import Delivery, Entry, Limit, Pass, Recorded, Taken
 
 __all__ = ["SqliteDurable"]
 
@@ -71,16 +72,20 @@ class SqliteDurable(Inspected):
         database's threads as round trips (`SqliteDatabase.traffic`)."""
         return self._checkpointer.database.traffic
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+    async def arrive(
+        self, workflow: str, key: str, value: object, *, priority: int = 0,
+        limit: Limit | None = None,
+    ) -> Recorded:
         check_workflow(workflow)
         check_key(key)
+        policy = wakeup(priority, limit)
         codec = self._checkpointer.codec
         encoded = codec.encode(value)
         queue = self._scheduler.queue
 
         def work(connection: sqlite3.Connection) -> tuple[str, bool]:
             recorded = supply_step(connection, workflow, key, encoded)
-            ready_step(connection, queue, workflow)
+            ready_step(connection, queue, workflow, policy)
             return recorded
 
         try:
@@ -90,15 +95,18 @@ class SqliteDurable(Inspected):
         self._checkpointer.database.notify(queue)
         return Recorded(codec.decode(text), first)
 
-    async def deliver(self, workflow: str, value: object) -> Entry:
+    async def deliver(
+        self, workflow: str, value: object, *, priority: int = 0, limit: Limit | None = None
+    ) -> Entry:
         check_workflow(workflow)
+        policy = wakeup(priority, limit)
         codec = self._checkpointer.codec
         encoded = codec.encode(value)
         queue = self._scheduler.queue
 
         def work(connection: sqlite3.Connection) -> str:
             key = append_step(connection, workflow, encoded)
-            ready_step(connection, queue, workflow)
+            ready_step(connection, queue, workflow, policy)
             return key
 
         try:
@@ -122,12 +130,13 @@ class SqliteDurable(Inspected):
         check_workflow(holder.workflow)
         queue = self._scheduler.queue
 
-        def work(connection: sqlite3.Connection) -> None:
+        def work(connection: sqlite3.Connection) -> bool:
             # Release first, in the same commit: the next wakeup cannot find the claim held.
             release_step(connection, holder)
-            done_step(connection, queue, delivery)
+            return done_step(connection, queue, delivery)
 
-        await self._checkpointer.database.write(work)
+        if await self._checkpointer.database.write(work):
+            self._checkpointer.database.notify(queue)  # a slot freed: as an arrival
 
     async def finish_settled(
         self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
@@ -136,14 +145,16 @@ class SqliteDurable(Inspected):
         params = settle_params(holder, state, detail)
         queue = self._scheduler.queue
 
-        def work(connection: sqlite3.Connection) -> bool:
+        def work(connection: sqlite3.Connection) -> tuple[bool, bool]:
             # The standing while the claim it is fenced by is still this pass's, then `finish`.
             stood = settle_step(connection, params)
             release_step(connection, holder)
-            done_step(connection, queue, delivery)
-            return stood
+            return stood, done_step(connection, queue, delivery)
 
-        return await self._checkpointer.database.write(work)
+        stood, freed = await self._checkpointer.database.write(work)
+        if freed:
+            self._checkpointer.database.notify(queue)  # a slot freed: as an arrival
+        return stood
 
     async def finish_ended(
         self,
@@ -161,18 +172,19 @@ class SqliteDurable(Inspected):
         encoded = self._checkpointer.codec.encode(value)
         queue = self._scheduler.queue
 
-        def work(connection: sqlite3.Connection) -> bool:
+        def work(connection: sqlite3.Connection) -> tuple[bool, bool]:
             if not end_step(connection, holder, key, encoded):
-                return False
+                return False, False
             settle_step(connection, params)
             release_step(connection, holder)
-            done_step(connection, queue, delivery)
-            return True
+            return True, done_step(connection, queue, delivery)
 
         database = self._checkpointer.database
-        ours = await database.write(work)
+        ours, freed = await database.write(work)
         if ours:
             database.notify(ended_signal(holder.workflow))
+        if freed:
+            database.notify(queue)  # a slot freed: as an arrival
         return ours
 
     async def take(self, within: timedelta, budget: timedelta, alive: timedelta) -> Taken | None:

@@ -22,20 +22,46 @@ from durability.sqlite.database import SqliteDatabase, busy
 
 __all__ = ["SCHEMA_VERSION", "migrate"]
 
-#: The `PRAGMA user_version` a file carries once `schema.sql` has run on it.
-SCHEMA_VERSION = 2
+#: The `PRAGMA user_version` a file carries once `schema.sql` and `policies.sql` have run on
+#: it (3: the queue's priority and limit, issue 34).
+SCHEMA_VERSION = 3
+
+#: The queue's columns for a wakeup's priority and limit, added to a file made before them.
+POLICY_COLUMNS = {
+    "priority": "INTEGER NOT NULL DEFAULT 0",
+    "limit_key": "TEXT",
+    "limit_at_most": "INTEGER",
+    "limit_per_us": "INTEGER",
+}
 
 
 @cache
-def _schema() -> str:
-    return files(__package__ or "durability.sqlite").joinpath("schema.sql").read_text("utf-8")
+def _text(name: str) -> str:
+    return files(__package__ or "durability.sqlite").joinpath(name).read_text("utf-8")
+
+
+def _script(connection: sqlite3.Connection) -> str:
+    """The whole migration as one script: the tables, the queue's missing policy columns (read
+    before the script runs: a migrator that meets another's columns fails on them, and
+    `_migrate` then finds the file migrated), then what stands on those columns."""
+    have = {row[1] for row in connection.execute("PRAGMA table_info(durability_queue)")}
+    added = "".join(
+        f"ALTER TABLE durability_queue ADD COLUMN {name} {kind};\n"
+        for name, kind in POLICY_COLUMNS.items()
+        if name not in have
+    )
+    return (
+        f"BEGIN IMMEDIATE;\n{_text('schema.sql')}\n{added}{_text('policies.sql')}\n"
+        f"PRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;"
+    )
 
 
 def _migrate(connection: sqlite3.Connection) -> None:
     """One attempt, on the writer's thread.
 
-    The schema (`schema.sql`) is idempotent and runs in one `BEGIN IMMEDIATE` transaction, then
-    `PRAGMA user_version` records it, so a later `migrate` on a ready file only reads two pragmas.
+    The schema (`schema.sql`, the queue's policy columns a file made before them lacks, then
+    `policies.sql`) runs in one `BEGIN IMMEDIATE` transaction, then `PRAGMA user_version`
+    records it, so a later `migrate` on a ready file only reads two pragmas.
     """
     (mode,) = connection.execute("PRAGMA journal_mode = WAL").fetchone()
     if str(mode).lower() != "wal":
@@ -46,9 +72,14 @@ def _migrate(connection: sqlite3.Connection) -> None:
         return
     try:
         # executescript runs the text as is: the transaction is spelled out in it.
-        connection.executescript(
-            f"BEGIN IMMEDIATE;\n{_schema()}\nPRAGMA user_version = {SCHEMA_VERSION};\nCOMMIT;"
-        )
+        connection.executescript(_script(connection))
+    except sqlite3.OperationalError as error:
+        if connection.in_transaction:
+            connection.execute("ROLLBACK")
+        (version,) = connection.execute("PRAGMA user_version").fetchone()
+        if "duplicate column" in str(error) and version >= SCHEMA_VERSION:
+            return  # another process added them, and finished the migration, first
+        raise
     except BaseException:
         if connection.in_transaction:
             connection.execute("ROLLBACK")

@@ -28,17 +28,22 @@ from durability.sqlite.database import (
     to_us,
     transaction,
 )
+from durability.sqlite.policy import delivered, held_key, wakeup
 from durability.sqlite.timetable import SqliteTimetable
-from durability.values import Backlog, Delivery, Footprint
+from durability.values import Backlog, Delivery, Footprint, Limit
 from durability.visibility import Visibility
 from durability.waits import set_within
 
-__all__ = ["SqliteScheduler", "cancel_step", "done_step", "ready_step", "take_step"]
+__all__ = [
+    "SqliteScheduler", "cancel_step", "done_step", "next_look_step", "ready_step", "take_step",
+]
 
 T = TypeVar("T")
 
 _SQL = queries("scheduler")
 _MICRO = timedelta(microseconds=1)
+#: A wakeup with the default priority and no limit.
+_PLAIN = wakeup(0, None)
 #: How often a waiter that hears the other processes' rings looks anyway, in case one went
 #: missing (a process that started listening as another committed).
 LOOK_AGAIN = timedelta(seconds=2)
@@ -55,11 +60,18 @@ def _taken_receipt() -> int:
     return secrets.randbits(63) | 1
 
 
-def ready_step(connection: sqlite3.Connection, queue: str, workflow: str) -> None:
-    """`make_ready` inside an open write transaction (the caller notifies after commit)."""
+def ready_step(
+    connection: sqlite3.Connection,
+    queue: str,
+    workflow: str,
+    policy: dict[str, object] | None = None,
+) -> None:
+    """`make_ready` inside an open write transaction (the caller notifies after commit), with
+    the wakeup's priority and limit (`policy.wakeup`, checked; none given: 0 and no limit)."""
     connection.execute(
         _SQL["ready"],
-        {"queue": queue, "workflow": workflow, "now": now_us(), "receipt": _receipt()},
+        {"queue": queue, "workflow": workflow, "now": now_us(), "receipt": _receipt(),
+         **(policy or _PLAIN)},
     )
 
 
@@ -72,11 +84,12 @@ def cancel_step(connection: sqlite3.Connection, queue: str, workflow: str) -> in
 
 
 def take_step(connection: sqlite3.Connection, queue: str, lease: timedelta) -> Delivery | None:
-    """Take the earliest visible row for `lease`, under a fresh receipt; `None` if none is.
-    The delivery is `lapsed` if the row was a take's whose lease ran out (`Delivery.lapsed`).
+    """Take the best ready row for `lease` (priority, then visibility, within its limit),
+    under a fresh receipt; `None` if none is. The delivery is `lapsed` if the row was a take's
+    whose lease ran out (`Delivery.lapsed`), and carries the row's priority and limit.
 
-    One statement that reads the clock (`durability_now_us()`) after the write lock is taken:
-    run it alone, or inside an open write transaction.
+    Its statements read the clock (`durability_now_us()`) after the write lock is taken, and
+    a limited row's hold is written beside the take: run it inside an open write transaction.
     """
     fresh = _taken_receipt()
     lapsed = fresh ^ 2  # odd too, and never the same: which one the row got says which it was
@@ -86,15 +99,46 @@ def take_step(connection: sqlite3.Connection, queue: str, lease: timedelta) -> D
     ).fetchall()
     if not rows:
         return None
-    workflow, receipt = rows[0]
-    return Delivery(workflow, str(receipt), lapsed=receipt == lapsed)
+    workflow, receipt, visible, *policy = rows[0]
+    delivery = delivered(workflow, receipt, receipt == lapsed, *policy)
+    limit = delivery.limit
+    if limit is not None:  # its hold, in the take's transaction (no one counts between)
+        per = policy[-1]
+        now = visible - lease // _MICRO
+        params = {"queue": queue, "key": limit.key, "now": now, "per_us": per,
+                  "workflow": workflow, "receipt": receipt,
+                  "until": visible if per is None else now + per}
+        connection.execute(_SQL["hold"], params)
+        connection.execute(_SQL["held"], params)
+    return delivery
 
 
-def done_step(connection: sqlite3.Connection, queue: str, delivery: Delivery) -> None:
-    """`done` as one statement: delete the row only if the receipt is still the delivery's."""
-    connection.execute(
-        _SQL["done"], {"queue": queue, "workflow": delivery.workflow, "held": _held(delivery)}
-    )
+def next_look_step(connection: sqlite3.Connection, queue: str) -> float | None:
+    """After a take found nothing to take: seconds until the earliest hidden row shows or a
+    hold ends under a key whose ready rows were passed over (None: neither)."""
+    now = now_us()
+    (at,) = connection.execute(_SQL["next_look"], {"queue": queue, "now": now}).fetchone()
+    return None if at is None else max(at - now, 0) / 1_000_000
+
+
+def done_step(connection: sqlite3.Connection, queue: str, delivery: Delivery) -> bool:
+    """`done`: delete the row only if the receipt is still the delivery's; under a concurrency
+    limit free the delivery's slot too (run it in a write transaction then). Whether a slot
+    was freed: the caller rings for it after the commit, as for an arrival."""
+    held = _held(delivery)
+    connection.execute(_SQL["done"], {"queue": queue, "workflow": delivery.workflow, "held": held})
+    return give_back_step(connection, queue, delivery)
+
+
+def give_back_step(connection: sqlite3.Connection, queue: str, delivery: Delivery) -> bool:
+    """Free the concurrency slot `delivery` holds, if it holds one; whether it did."""
+    key = held_key(delivery)
+    if key is None:
+        return False
+    freed: int = connection.execute(
+        _SQL["give_back"], {"queue": queue, "key": key, "held": _held(delivery)}
+    ).rowcount
+    return freed > 0
 
 
 def _held(delivery: Delivery) -> int:
@@ -110,8 +154,9 @@ class SqliteScheduler(Visibility):
     `queue` names an independent queue in the same table; `lease` is how long a taken row
     stays invisible without `extend`; `poll` how often an idle `next_ready` looks again.
 
-        make_ready   ─▶ visible = min(visible, now), new receipt
-        next_ready   ─▶ earliest visible row: visible = now + lease, new receipt (the delivery's)
+        make_ready   ─▶ visible = min(visible, now), new receipt, priority and limit merged
+        next_ready   ─▶ best ready row (priority, then visibility, within its limit's holds):
+                        visible = now + lease, new receipt (the delivery's), a hold if limited
         wake_at(D)   ─▶ visible = D if the receipt is still ours, new receipt
         done         ─▶ delete, but only if the receipt is still the delivery's
 
@@ -161,9 +206,17 @@ class SqliteScheduler(Visibility):
             ).fetchall()
         )
 
-    async def make_ready(self, workflow: str) -> None:
+    async def make_ready(
+        self, workflow: str, *, priority: int = 0, limit: Limit | None = None
+    ) -> None:
+        """Make `workflow` ready now, at `priority` (higher is taken first) under `limit`;
+        a wakeup already pending keeps the higher priority and its own limit (or takes this
+        one's if it had none)."""
         check_workflow(workflow)
-        await self.database.write(lambda connection: ready_step(connection, self.queue, workflow))
+        policy = wakeup(priority, limit)
+        await self.database.write(
+            lambda connection: ready_step(connection, self.queue, workflow, policy)
+        )
         self.database.notify(self.queue)
 
     def _attempt(
@@ -184,9 +237,11 @@ class SqliteScheduler(Visibility):
             found = when_free(connection, functools.partial(take, connection))
         else:
             found = transaction(connection, take)
-        # Visible a moment ago, gone now: another process took it, and it shows again when
-        # that taker's lease lapses, which only a new look can tell.
-        self._shows_in = 0.0 if found is None else None
+        # Nothing to take under the lock: another process took what was visible, or every
+        # visible row waits for its limit. What shows next is the earliest hidden row (that
+        # taker's lease, a sleeper) or a hold ending under a full limit; a change before then
+        # rings (an arrival, a freed slot).
+        self._shows_in = next_look_step(connection, self.queue) if found is None else None
         return found
 
     async def when_ready(
@@ -243,34 +298,45 @@ class SqliteScheduler(Visibility):
 
     async def next_ready(self, within: timedelta) -> Delivery | None:
         queue, lease = self.queue, self.lease
-        # Alone, not in BEGIN IMMEDIATE: SQLite takes the write lock for the statement before
-        # it reads `durability_now_us()`, and commits when its rows are read (all of them).
+        # In BEGIN IMMEDIATE: a limited row's hold is written beside the take, and nobody may
+        # count the key's holds between the two.
         return await self.when_ready(
-            within, lambda connection: take_step(connection, queue, lease), alone=True
+            within, lambda connection: take_step(connection, queue, lease)
         )
 
     async def done(self, delivery: Delivery) -> None:
+        """Answer `delivery`; under a concurrency limit its slot is freed in the same
+        transaction, and the waiters are rung for it, as for an arrival."""
         _held(delivery)  # refuse a foreign receipt here, not on the writer's thread
-        await self.database.alone(lambda connection: done_step(connection, self.queue, delivery))
+        if held_key(delivery) is None:
+            await self.database.alone(
+                lambda connection: done_step(connection, self.queue, delivery)
+            )
+        elif await self.database.write(
+            lambda connection: done_step(connection, self.queue, delivery)
+        ):
+            self.database.notify(self.queue)
 
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
         held = _held(delivery)
         at = to_us(when)
-        changed = await self.database.alone(
-            lambda connection: connection.execute(
-                _SQL["wake_at"],
-                {
-                    "queue": self.queue,
-                    "workflow": delivery.workflow,
-                    "held": held,
-                    "when": at,
-                    "receipt": _receipt(),
-                },
-            ).rowcount
-        )
-        if changed:
-            # A deadline sooner than the waiters last saw: they look again when it comes.
-            self.database.notify(self.queue, ready=at <= now_us())
+        params = {
+            "queue": self.queue, "workflow": delivery.workflow, "held": held, "when": at,
+            "receipt": _receipt(), **wakeup(delivery.priority, delivery.limit),
+        }
+
+        def work(connection: sqlite3.Connection) -> tuple[int, bool]:
+            changed: int = connection.execute(_SQL["wake_at"], params).rowcount
+            return changed, give_back_step(connection, self.queue, delivery)
+
+        if held_key(delivery) is None:
+            changed, freed = await self.database.alone(work)
+        else:  # the slot goes back in the same transaction
+            changed, freed = await self.database.write(work)
+        if changed or freed:
+            # A deadline sooner than the waiters last saw (they look again when it comes), or
+            # a slot a passed-over wakeup waits for.
+            self.database.notify(self.queue, ready=freed or at <= now_us())
         return bool(changed)
 
     async def wake_due(self, now: datetime | None = None) -> datetime | None:
@@ -286,19 +352,20 @@ class SqliteScheduler(Visibility):
 
     async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
         positive("within", within)
-        held = _held(delivery)
-        changed = await self.database.write(
-            lambda connection: connection.execute(
-                _SQL["extend"],
-                {
-                    "queue": self.queue,
-                    "workflow": delivery.workflow,
-                    "held": held,
-                    "now": now_us(),
-                    "within": within // _MICRO,
-                },
-            ).rowcount
-        )
+        key = held_key(delivery)
+        params = {
+            "queue": self.queue, "workflow": delivery.workflow, "held": _held(delivery),
+            "within": within // _MICRO, "key": key,
+        }
+
+        def work(connection: sqlite3.Connection) -> int:
+            now = now_us()
+            if key is not None:  # its slot lasts as long as its lease, the row moved on or not
+                connection.execute(_SQL["keep_hold"], {**params, "now": now})
+            changed: int = connection.execute(_SQL["extend"], {**params, "now": now}).rowcount
+            return changed
+
+        changed = await self.database.write(work)
         return delivery if changed else None
 
     async def cancel(self, workflow: str) -> int:

@@ -5,44 +5,146 @@
 
 -- name: ready
 -- Visible now, or earlier if it already was. A held row becomes visible at once: the wakeup
--- may carry input the running pass will not see.
-INSERT INTO durability_queue (queue, workflow, visible_us, receipt)
-VALUES (:queue, :workflow, :now, :receipt)
+-- may carry input the running pass will not see. The wakeup's priority and limit merge with a
+-- pending one's: a row a live pass holds (a take's odd receipt, its lease ahead) has none
+-- pending, and takes this one's; a pending row (ready, asleep, or a lapsed take) keeps the
+-- higher priority and its limit, or takes this one's if it had none. (SET reads the old row.)
+INSERT INTO durability_queue (queue, workflow, visible_us, receipt,
+                              priority, limit_key, limit_at_most, limit_per_us)
+VALUES (:queue, :workflow, :now, :receipt, :priority, :limit_key, :limit_at_most, :limit_per_us)
 ON CONFLICT (queue, workflow) DO UPDATE SET
     visible_us = min(visible_us, :now),
-    receipt = :receipt
+    receipt = :receipt,
+    priority = CASE WHEN receipt % 2 = 1 AND visible_us > :now THEN excluded.priority
+                    ELSE max(priority, excluded.priority) END,
+    limit_key = CASE WHEN limit_key IS NULL OR (receipt % 2 = 1 AND visible_us > :now)
+                     THEN excluded.limit_key ELSE limit_key END,
+    limit_at_most = CASE WHEN limit_key IS NULL OR (receipt % 2 = 1 AND visible_us > :now)
+                         THEN excluded.limit_at_most ELSE limit_at_most END,
+    limit_per_us = CASE WHEN limit_key IS NULL OR (receipt % 2 = 1 AND visible_us > :now)
+                        THEN excluded.limit_per_us ELSE limit_per_us END
 
 -- name: probe
 -- Read before locking: an idle waiter never takes the write lock. The earliest visibility,
--- past or future: whether a row is ready now, and if not when the first hidden one shows.
-SELECT min(visible_us) FROM durability_queue WHERE queue = :queue
+-- past or future (one probe of the index per priority level present): whether a row is ready
+-- now, and if not when the first hidden one shows.
+SELECT min(at) FROM (
+    WITH RECURSIVE level (priority) AS (
+        SELECT max(priority) FROM durability_queue WHERE queue = :queue
+        UNION ALL
+        SELECT (SELECT max(o.priority) FROM durability_queue AS o
+                WHERE o.queue = :queue AND o.priority < level.priority)
+        FROM level WHERE level.priority IS NOT NULL
+    )
+    SELECT (SELECT min(visible_us) FROM durability_queue
+            WHERE queue = :queue AND priority = level.priority) AS at
+    FROM level WHERE level.priority IS NOT NULL
+)
+
+-- name: next_look
+-- After a take found nothing it could take: when to look again. The earliest hidden row (a
+-- sleeper, or a lease that may lapse), or the earliest hold to end under a key whose ready
+-- rows were passed over (its holder's lease lapses, or its rate window moves on).
+SELECT nullif(min(
+    coalesce((SELECT min(at) FROM (
+        WITH RECURSIVE level (priority) AS (
+            SELECT max(priority) FROM durability_queue WHERE queue = :queue
+            UNION ALL
+            SELECT (SELECT max(o.priority) FROM durability_queue AS o
+                    WHERE o.queue = :queue AND o.priority < level.priority)
+            FROM level WHERE level.priority IS NOT NULL
+        )
+        SELECT (SELECT min(o.visible_us) FROM durability_queue AS o
+                WHERE o.queue = :queue AND o.priority = level.priority
+                  AND o.visible_us > :now) AS at
+        FROM level WHERE level.priority IS NOT NULL
+    )), 9223372036854775807),
+    coalesce((SELECT min(h.until_us) FROM durability_holds AS h
+              WHERE h.queue = :queue AND h.until_us > :now
+                AND h.key IN (SELECT o.limit_key FROM durability_queue AS o
+                              WHERE o.queue = :queue AND o.limit_key IS NOT NULL
+                                AND o.visible_us <= :now)), 9223372036854775807)
+), 9223372036854775807)
 
 -- name: take
--- The earliest visible row becomes invisible for a lease, under a fresh receipt. One statement,
--- run as its own transaction: its clock is read after the write lock is taken. A take's
--- receipts are odd and a wakeup's even, so a row still holding an odd one was taken and its
--- lease ran out unanswered: it gets :lapsed instead of :fresh, and RETURNING says which.
+-- The best ready row becomes invisible for a lease, under a fresh receipt: the highest
+-- priority present that has a ready row (levels walked as in `probe`), the earliest visible
+-- within it, passing over a row whose limit has no room (fewer than at_most live holds of its
+-- key, a workflow's own concurrency hold not counted: a re-take holds its slot once). A
+-- limited row's hold is written by `hold` in the same transaction (`take_step`). Its clock is
+-- read after the write lock is taken. A take's receipts are odd and a wakeup's even, so a row still holding an odd one was
+-- taken and its lease ran out unanswered: it gets :lapsed instead of :fresh, and RETURNING
+-- says which.
 UPDATE durability_queue
 SET visible_us = durability_now_us() + :lease,
     receipt = CASE WHEN receipt % 2 = 1 THEN :lapsed ELSE :fresh END
 WHERE rowid = (
-    SELECT rowid FROM durability_queue
-    WHERE queue = :queue AND visible_us <= durability_now_us()
-    ORDER BY visible_us, rowid
+    WITH RECURSIVE level (priority) AS (
+        SELECT max(priority) FROM durability_queue WHERE queue = :queue
+        UNION ALL
+        SELECT (SELECT max(o.priority) FROM durability_queue AS o
+                WHERE o.queue = :queue AND o.priority < level.priority)
+        FROM level WHERE level.priority IS NOT NULL
+    )
+    SELECT found FROM (
+        SELECT (SELECT q.rowid FROM durability_queue AS q
+                WHERE q.queue = :queue AND q.priority = level.priority
+                  AND q.visible_us <= durability_now_us()
+                  AND (q.limit_key IS NULL
+                       OR (SELECT count(*) FROM durability_holds AS h
+                           WHERE h.queue = q.queue AND h.key = q.limit_key
+                             AND h.until_us > durability_now_us()
+                             AND (q.limit_per_us IS NOT NULL OR h.workflow <> q.workflow))
+                          < q.limit_at_most)
+                ORDER BY q.visible_us, q.rowid
+                LIMIT 1) AS found
+        FROM level WHERE level.priority IS NOT NULL
+    )
+    WHERE found IS NOT NULL
     LIMIT 1
 )
-RETURNING workflow, receipt
+RETURNING workflow, receipt, visible_us, priority, limit_key, limit_at_most, limit_per_us
+
+-- name: hold
+-- The hold of a take under a limit (its receipt), after the key's lapsed holds are pruned and,
+-- under a concurrency limit, the workflow's older hold (a re-take holds one slot, not two).
+-- Two statements, run one after the other in the take's transaction.
+DELETE FROM durability_holds
+WHERE queue = :queue AND key = :key
+  AND (until_us <= :now OR (:per_us IS NULL AND workflow = :workflow))
+
+-- name: held
+INSERT INTO durability_holds (queue, key, receipt, workflow, until_us)
+VALUES (:queue, :key, :receipt, :workflow, :until)
 
 -- name: done
 DELETE FROM durability_queue
 WHERE queue = :queue AND workflow = :workflow AND receipt = :held
 
+-- name: give_back
+-- The hold of a delivery under a concurrency limit, by the take's receipt: its done, finish
+-- or wake_at frees the slot (whether or not the row stayed for a wakeup that landed mid-pass).
+DELETE FROM durability_holds WHERE queue = :queue AND key = :key AND receipt = :held
+
+-- name: keep_hold
+-- extend, for a delivery under a concurrency limit: its hold lasts as long as its lease.
+UPDATE durability_holds SET until_us = max(until_us, :now + :within)
+WHERE queue = :queue AND key = :key AND receipt = :held
+
 -- name: wake_at
--- Still ours: sleep until :when. Written over since (a wakeup landed, or a worker took it
--- after our lease): keep the earlier visibility. Either way a new receipt, so the holder's
--- `done` leaves the row. No row: cancelled, and nothing is scheduled.
+-- Still ours: sleep until :when, keeping the row's priority and limit (the delivery's). Written
+-- over since (a wakeup landed, or a worker took it after our lease): keep the earlier
+-- visibility, and merge the delivery's priority and limit in as `ready` does. Either way a new
+-- receipt, so the holder's `done` leaves the row. No row: cancelled, and nothing is scheduled.
 UPDATE durability_queue
 SET visible_us = CASE WHEN receipt = :held THEN :when ELSE min(visible_us, :when) END,
+    priority = CASE WHEN receipt = :held THEN priority ELSE max(priority, :priority) END,
+    limit_key = CASE WHEN receipt = :held OR limit_key IS NOT NULL
+                     THEN limit_key ELSE :limit_key END,
+    limit_at_most = CASE WHEN receipt = :held OR limit_key IS NOT NULL
+                         THEN limit_at_most ELSE :limit_at_most END,
+    limit_per_us = CASE WHEN receipt = :held OR limit_key IS NOT NULL
+                        THEN limit_per_us ELSE :limit_per_us END,
     receipt = :receipt
 WHERE queue = :queue AND workflow = :workflow
 
@@ -55,7 +157,18 @@ WHERE queue = :queue AND workflow = :workflow AND receipt = :held
 DELETE FROM durability_queue WHERE queue = :queue AND workflow = :workflow
 
 -- name: earliest
-SELECT min(visible_us) FROM durability_queue WHERE queue = :queue AND visible_us > :now
+SELECT min(at) FROM (
+    WITH RECURSIVE level (priority) AS (
+        SELECT max(priority) FROM durability_queue WHERE queue = :queue
+        UNION ALL
+        SELECT (SELECT max(o.priority) FROM durability_queue AS o
+                WHERE o.queue = :queue AND o.priority < level.priority)
+        FROM level WHERE level.priority IS NOT NULL
+    )
+    SELECT (SELECT min(o.visible_us) FROM durability_queue AS o
+            WHERE o.queue = :queue AND o.priority = level.priority AND o.visible_us > :now) AS at
+    FROM level WHERE level.priority IS NOT NULL
+)
 
 -- name: footprint
 SELECT count(*) FILTER (WHERE visible_us <= :now), count(*) FILTER (WHERE visible_us > :now)

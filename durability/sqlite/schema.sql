@@ -34,7 +34,9 @@ CREATE TABLE IF NOT EXISTS durability_queue (
     PRIMARY KEY (queue, workflow)
 );
 
-CREATE INDEX IF NOT EXISTS durability_queue_visible ON durability_queue (queue, visible_us);
+-- The queue's priority and limit columns, its index by priority and the holds of its limits
+-- are in policies.sql, which `migrate` runs after adding those columns to a file made before
+-- them (SQLite has no ADD COLUMN IF NOT EXISTS).
 
 -- Where each workflow's last pass (or an explicit retry) left it: its state and that state's
 -- JSON detail (durability.status). Indexed by state, then id, so a listing by state is a

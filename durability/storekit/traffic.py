@@ -13,11 +13,14 @@ there is nothing to switch and nothing to sample.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar, runtime_checkable
 
-__all__ = ["Counted", "Sent", "Traffic"]
+__all__ = ["Counted", "Sent", "Traffic", "counted"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +100,21 @@ class Counted(Protocol):
 
     @property
     def traffic(self) -> Traffic: ...
+
+
+def counted(
+    method: Callable[Concatenate[Any, P], Coroutine[Any, Any, R]],
+) -> Callable[Concatenate[Any, P], Coroutine[Any, Any, R]]:
+    """A method of a store with no server (the memory stores), counted into its `traffic` as
+    one request and one round trip a call: with no server, a call is a round trip."""
+    name = method.__qualname__
+
+    def counting(self: Any, /, *args: P.args, **kwargs: P.kwargs) -> Coroutine[Any, Any, R]:
+        traffic: Traffic = self.traffic
+        traffic.request(name)
+        traffic.round_trip()
+        return method(self, *args, **kwargs)
+
+    counting.__name__, counting.__qualname__ = method.__name__, name
+    counting.__doc__ = method.__doc__
+    return counting

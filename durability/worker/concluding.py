@@ -17,6 +17,7 @@ from durability.endings import Ended, completion, ending_key
 from durability.faults import StoreDown, patiently
 from durability.signals import Fenced, Interruption
 from durability.values import Pass
+from durability.wakeups import arrive
 from durability.worker.crew import Crew
 from durability.worker.running import Running
 
@@ -47,21 +48,24 @@ async def complete(crew: Crew, running: Running, holder: Pass, value: object) ->
     if ours is False:
         await withdraw(crew, running)
     elif ours and run is not None:
-        await tell_parent(crew, holder.workflow, run.records, Ended("completed", value))
+        ended = Ended("completed", value)
+        await tell_parent(crew, holder.workflow, run.records, ended, running.delivery.priority)
 
 
 async def tell_parent(
-    crew: Crew, workflow: str, records: Mapping[str, object], ending: Ended
+    crew: Crew, workflow: str, records: Mapping[str, object], ending: Ended, priority: int = 0
 ) -> None:
     """If `workflow` is a child, supply its ending to its parent under the child's key (which
-    wakes the parent, as an `arrive` does). A delivery that fails is logged: the child's next
-    wakeup (its parent starts it again on every pass that waits for it) delivers it again."""
+    wakes the parent, as an `arrive` does, at `priority`: the child's, which it inherited from
+    its parent). A delivery that fails is logged: the child's next wakeup (its parent starts it
+    again on every pass that waits for it) delivers it again."""
     found = parent_of(records)
     if found is None:
         return
     parent, key = found
+    told = delivery(workflow, ending.to_record())
     try:
-        await crew.durable.arrive(parent, key, delivery(workflow, ending.to_record()))
+        await arrive(crew.durable, parent, key, told, priority)
     except Exception:
         log.exception("telling %s that its child %s ended failed", parent, workflow)
 

@@ -166,7 +166,8 @@ async def answer(crew: Crew, running: Running, holder: Pass | None, ending: Endi
             await crew.finish(holder, delivery, before.ending.state, {})
             run = running.run
             if run is not None:  # a child's delivery lost before: given again
-                await tell_parent(crew, holder.workflow, run.records, before.ending)
+                priority = delivery.priority
+                await tell_parent(crew, holder.workflow, run.records, before.ending, priority)
         case Busy():
             raise AssertionError("answered above")
         case _:

@@ -98,6 +98,7 @@ async def fail(crew: Crew, running: Running, holder: Pass, failure: BaseExceptio
         if landed is False:
             await withdraw(crew, running)
         elif landed:
-            await tell_parent(crew, workflow, records, Ended("failed", failure=noted))
+            ended = Ended("failed", failure=noted)
+            await tell_parent(crew, workflow, records, ended, running.delivery.priority)
         return
     await crew.finish(holder, running.delivery, state, detail)

@@ -170,7 +170,12 @@ async def _resume(
 
     def seen(run: Run) -> Awaitable[object]:
         running.run = run  # so a failed pass can still tell which deadline it noted
+        # A child's wakeup inherits its parent's priority (not its limit: a limit is the
+        # parent body's own, and a child under it would wait on its parent's slot).
+        priority = running.delivery.priority
         run.starter = crew.starter
+        if priority != 0:
+            run.starter = functools.partial(crew.starter, priority=priority)
         if detail is not None:
             detail("loaded", run.workflow, token=holder.token, records=run.records)
         dead = failed(run.records)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Sequence
 from datetime import timedelta
 from pathlib import Path
 
@@ -18,7 +19,9 @@ from durability.testing.conformance import (
     CheckpointerModelContract,
     DurableContract,
     EffectKit,
+    MakeDurables,
     MakeScheduler,
+    PolicyContract,
     SchedulerContract,
     SchedulerModelContract,
 )
@@ -66,6 +69,20 @@ class TestMemoryScheduler(SchedulerContract):
 class TestMemoryDurable(DurableContract):
     @pytest.fixture
     def durable(self) -> Durable:
+        return SplitDurable(MemoryCheckpointer(), MemoryScheduler())
+
+
+class TestMemoryPolicies(PolicyContract):
+    @pytest.fixture
+    def make_durables(self) -> MakeDurables:
+        async def make(lease: timedelta, count: int) -> Sequence[Durable]:
+            checkpointer, scheduler = MemoryCheckpointer(), MemoryScheduler(lease=lease)
+            return [SplitDurable(checkpointer, scheduler) for _ in range(count)]
+
+        return make
+
+    @pytest.fixture
+    def offline(self) -> Durable:
         return SplitDurable(MemoryCheckpointer(), MemoryScheduler())
 
 

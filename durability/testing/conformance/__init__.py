@@ -13,7 +13,9 @@ from durability.testing.conformance.claims import fresh
 from durability.testing.conformance.deploying import DeployContract
 from durability.testing.conformance.durable import DurableContract
 from durability.testing.conformance.failures import FailuresContract
+from durability.testing.conformance.limits import PolicyContract
 from durability.testing.conformance.model import CheckpointerModelContract, SchedulerModelContract
+from durability.testing.conformance.priorities import MakeDurables
 from durability.testing.conformance.records import EffectKit
 from durability.testing.conformance.scheduler import MakeScheduler, SchedulerContract
 from durability.testing.conformance.schedules import (
@@ -33,7 +35,9 @@ __all__ = [
     "DurableContract",
     "EffectKit",
     "FailuresContract",
+    "MakeDurables",
     "MakeScheduler",
+    "PolicyContract",
     "ScheduleContract",
     "SchedulerContract",
     "SchedulerModelContract",

@@ -23,7 +23,7 @@ from durability.testing import Observed
 from durability.testing.conformance.claims import fresh
 from durability.testing.conformance.scheduler import QUIET
 from durability.testing.conformance.working import PATIENCE, working
-from durability.values import Recorded
+from durability.values import Limit, Recorded
 
 #: A moment on the minute, so interval firings fall on round times.
 T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
@@ -240,7 +240,15 @@ class _Crashing(SplitDurable):
     def __init__(self, durable: Durable) -> None:
         super().__init__(durable.checkpointer, durable.scheduler)
 
-    async def arrive(self, workflow: str, key: str, value: object) -> Recorded:
+    async def arrive(
+        self,
+        workflow: str,
+        key: str,
+        value: object,
+        *,
+        priority: int = 0,
+        limit: Limit | None = None,
+    ) -> Recorded:
         raise _Crash(workflow)
 
 

@@ -16,7 +16,9 @@ from durability.testing.conformance import (
     CheckpointerModelContract,
     DurableContract,
     EffectKit,
+    MakeDurables,
     MakeScheduler,
+    PolicyContract,
     SchedulerContract,
     SchedulerModelContract,
     Twin,
@@ -157,6 +159,32 @@ class TestPostgresBounds(BoundsContract):
         scheduler = PostgresScheduler(pool=pool, queue=queue_name())
         yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
         await scheduler.close()
+
+
+class TestPostgresPolicies(PolicyContract):
+    @pytest.fixture
+    async def make_durables(self, make_pool: MakePool) -> AsyncIterator[MakeDurables]:
+        """`count` durables over a fresh queue, each on a pool of its own: other workers."""
+        from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
+
+        schedulers: list[PostgresScheduler] = []
+
+        async def make(lease: timedelta, count: int) -> list[Durable]:
+            queue = queue_name()
+            durables: list[Durable] = []
+            for _ in range(count):
+                pool = await make_pool(size=2)
+                scheduler = PostgresScheduler(pool=pool, queue=queue, lease=lease)
+                await scheduler.prepare()
+                schedulers.append(scheduler)
+                durables.append(PostgresDurable(PostgresCheckpointer(pool=pool), scheduler))
+            return durables
+
+        yield make
+        for scheduler in schedulers:
+            await scheduler.close()
+
+    offline = TestPostgresBounds.offline
 
 
 class TestPostgresCheckpointerModel(CheckpointerModelContract):

@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
 
 from durability.connect import open_durable
 from durability.interfaces import Durable, Scheduler
@@ -24,7 +26,13 @@ from durability.redis import (
 )
 from durability.redis.sharded import ShardedSetScheduler, ShardedStreamScheduler
 from durability.redis.shards import MOST_SHARDS, shard_of
-from durability.testing.conformance import DurableContract, MakeScheduler, SchedulerContract
+from durability.testing.conformance import (
+    DurableContract,
+    MakeDurables,
+    MakeScheduler,
+    PolicyContract,
+    SchedulerContract,
+)
 from durability.values import Pass
 
 SHARDS = 4
@@ -101,6 +109,80 @@ class TestShardedSetOnACluster(SchedulerContract):
     @pytest.fixture
     def make_scheduler(self, redis_cluster: RedisCluster, cluster_namespace: str) -> MakeScheduler:
         return _maker(RedisSetScheduler, redis_cluster, cluster_namespace)
+
+
+def _policy_maker(kind: Kind, clients: list[Any], namespace: str) -> MakeDurables:
+    """`count` sharded durables over a fresh namespace, on the clients given in turn."""
+    made = 0
+
+    async def make(lease: timedelta, count: int) -> list[Durable]:
+        nonlocal made
+        made += 1
+        queue = f"{namespace}-{made}"
+        durables: list[Durable] = []
+        for n in range(count):
+            client = clients[n % len(clients)]
+            scheduler = _scheduler(kind, client, queue, lease)
+            await scheduler.prepare()
+            checkpointer = RedisCheckpointer(redis=client, namespace=queue, ttl=TTL, shards=SHARDS)
+            durables.append(RedisDurable(checkpointer, scheduler))
+        return durables
+
+    return make
+
+
+@pytest.fixture
+async def clients() -> AsyncIterator[list[Redis]]:
+    """Four clients of the shared server: four workers' connections."""
+    made = [Redis(host="127.0.0.1", port=6379, decode_responses=True) for _ in range(4)]
+    yield made
+    for client in made:
+        await client.aclose()
+
+
+def _offline(kind: Kind) -> Durable:
+    # A port nothing listens on, tried once: anything sent would fail at once.
+    nowhere = Redis(host="127.0.0.1", port=1, decode_responses=True, retry=Retry(NoBackoff(), 0))
+    scheduler = _scheduler(kind, nowhere, "offline", timedelta(seconds=5))
+    return RedisDurable(RedisCheckpointer(redis=nowhere, shards=SHARDS), scheduler)
+
+
+class TestShardedStreamPolicies(PolicyContract):
+    ordered = False  # each shard in priority order; the shards read in turn
+
+    @pytest.fixture
+    def make_durables(self, clients: list[Redis], namespace: str) -> MakeDurables:
+        return _policy_maker(RedisStreamScheduler, clients, namespace)
+
+    @pytest.fixture
+    def offline(self) -> Durable:
+        return _offline(RedisStreamScheduler)
+
+
+class TestShardedSetPolicies(PolicyContract):
+    ordered = False  # each shard in priority order; the shards read in turn
+
+    @pytest.fixture
+    def make_durables(self, clients: list[Redis], namespace: str) -> MakeDurables:
+        return _policy_maker(RedisSetScheduler, clients, namespace)
+
+    @pytest.fixture
+    def offline(self) -> Durable:
+        return _offline(RedisSetScheduler)
+
+
+class TestShardedStreamPoliciesOnACluster(PolicyContract):
+    ordered = False  # each shard in priority order; the shards read in turn
+
+    @pytest.fixture
+    def make_durables(
+        self, redis_cluster: RedisCluster, cluster_namespace: str
+    ) -> MakeDurables:
+        return _policy_maker(RedisStreamScheduler, [redis_cluster], cluster_namespace)
+
+    @pytest.fixture
+    def offline(self) -> Durable:
+        return _offline(RedisStreamScheduler)
 
 
 class TestShardedDurableOnTheStream(DurableContract):

@@ -29,6 +29,8 @@ from durability.stepwise import Completed, Run
 from durability.testing.conformance import (
     BoundsContract,
     DurableContract,
+    MakeDurables,
+    PolicyContract,
     Twin,
     a_schedule_added_elsewhere_wakes_a_worker,
     taken_over_as_its_claim_lapses,
@@ -140,6 +142,59 @@ class TestRedisBoundsOnTheStream(BoundsContract):
 
 
 class TestRedisBoundsOnTheSet(BoundsContract):
+    @pytest.fixture
+    def offline(self, nowhere: Redis) -> Durable:
+        scheduler = RedisSetScheduler(redis=nowhere, namespace="offline")
+        return RedisDurable(RedisCheckpointer(redis=nowhere), scheduler)
+
+
+# --- priorities and limits --------------------------------------------------------------
+
+
+@contextlib.asynccontextmanager
+async def _policy_durables(kind: Kind, namespace: str) -> AsyncIterator[MakeDurables]:
+    """`count` durables over a fresh namespace, each on a client of its own: other workers."""
+    clients: list[Redis] = []
+    made = 0
+
+    async def make(lease: timedelta, count: int) -> list[Durable]:
+        nonlocal made
+        made += 1
+        queue = f"{namespace}-{made}"
+        durables: list[Durable] = []
+        for _ in range(count):
+            clients.append(Redis(host="127.0.0.1", port=6379, decode_responses=True))
+            scheduler = _scheduler(kind, clients[-1], queue, lease)
+            await scheduler.prepare()
+            checkpointer = RedisCheckpointer(redis=clients[-1], namespace=queue, ttl=TTL)
+            durables.append(RedisDurable(checkpointer, scheduler))
+        return durables
+
+    try:
+        yield make
+    finally:
+        for client in clients:
+            await client.aclose()
+
+
+class TestRedisPoliciesOnTheStream(PolicyContract):
+    @pytest.fixture
+    async def make_durables(self, namespace: str) -> AsyncIterator[MakeDurables]:
+        async with _policy_durables(RedisStreamScheduler, namespace) as make:
+            yield make
+
+    @pytest.fixture
+    def offline(self, nowhere: Redis) -> Durable:
+        scheduler = RedisStreamScheduler(redis=nowhere, namespace="offline")
+        return RedisDurable(RedisCheckpointer(redis=nowhere), scheduler)
+
+
+class TestRedisPoliciesOnTheSet(PolicyContract):
+    @pytest.fixture
+    async def make_durables(self, namespace: str) -> AsyncIterator[MakeDurables]:
+        async with _policy_durables(RedisSetScheduler, namespace) as make:
+            yield make
+
     @pytest.fixture
     def offline(self, nowhere: Redis) -> Durable:
         scheduler = RedisSetScheduler(redis=nowhere, namespace="offline")

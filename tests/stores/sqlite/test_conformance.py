@@ -24,7 +24,9 @@ from durability.testing.conformance import (
     CheckpointerModelContract,
     DurableContract,
     EffectKit,
+    MakeDurables,
     MakeScheduler,
+    PolicyContract,
     SchedulerContract,
     SchedulerModelContract,
     Twin,
@@ -122,6 +124,35 @@ class TestSqliteBounds(BoundsContract):
         await database.writer(lambda connection: connection.close())
         await database.read(lambda connection: connection.close())
         return SqliteDurable(SqliteCheckpointer(database), SqliteScheduler(database))
+
+
+class TestSqlitePolicies(PolicyContract):
+    @pytest.fixture
+    async def make_durables(self, path: Path) -> AsyncIterator[MakeDurables]:
+        """`count` durables over a fresh queue in one file, each with connections of its own:
+        other processes."""
+        from durability.sqlite import migrate, open_database
+
+        opened: list[SqliteDatabase] = []
+        made = 0
+
+        async def make(lease: timedelta, count: int) -> list[Durable]:
+            nonlocal made
+            made += 1
+            durables: list[Durable] = []
+            for _ in range(count):
+                opened.append(await open_database(path))
+                await migrate(opened[-1])
+                scheduler = SqliteScheduler(opened[-1], lease=lease, queue=f"policies-{made}")
+                await scheduler.prepare()
+                durables.append(SqliteDurable(SqliteCheckpointer(opened[-1]), scheduler))
+            return durables
+
+        yield make
+        for database in opened:
+            await database.close()
+
+    offline = TestSqliteBounds.offline
 
 
 class TestSqliteCheckpointerModel(CheckpointerModelContract):

@@ -1,7 +1,12 @@
 -- Hide a held workflow for longer, if the receipt is still its score; return the new receipt.
 -- KEYS[1] = {ns}:schedule   ARGV[1] = workflow   ARGV[2] = receipt   ARGV[3] = within, ms
+-- ARGV[4] = the delivery's policy (policy.lua; absent: priority 0, no limit)
 -- Returns nil if the receipt is dead (done, cancelled, woken, or taken by another worker).
-local held = redis.call('ZSCORE', KEYS[1], ARGV[1])
+-- A holder of a concurrency limit is counted under its receipt, so it moves to the new one.
+-- include: policy
+local p, k, _, per = policy_of(ARGV[4])
+local key = level_key(KEYS[1], p)
+local held = redis.call('ZSCORE', key, ARGV[1])
 if not held or tonumber(held) ~= tonumber(ARGV[2]) then
   return false
 end
@@ -13,5 +18,10 @@ if wanted <= tonumber(held) then
   return ARGV[2]  -- never shortens
 end
 local receipt = string.format('%.4f', wanted)
-redis.call('ZADD', KEYS[1], receipt, ARGV[1])
+redis.call('ZADD', key, receipt, ARGV[1])
+if k and per == 0 then
+  local books = KEYS[1] .. ':held:' .. k
+  redis.call('ZREM', books, ARGV[2])
+  redis.call('ZADD', books, math.floor(wanted), receipt)
+end
 return receipt

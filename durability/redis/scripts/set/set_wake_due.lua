@@ -6,7 +6,9 @@
 --
 -- Being due and being ready are the same score here, so there is nothing to move, except when
 -- a caller passes a `now` ahead of the server's clock (a test that skips time): sleepers due
--- by then are pulled to the server's now so next_ready sees them.
+-- by then are pulled to the server's now so next_ready sees them. Every priority's set is
+-- looked at (policy.lua).
+-- include: policy
 local marker = redis.call('GET', KEYS[2])
 if not marker then
   -- The data set was wiped (or this queue never prepared); the new marker tells the others.
@@ -19,12 +21,18 @@ local now = server
 if ARGV[1] ~= '' then
   now = tonumber(ARGV[1])
 end
+local S = KEYS[1]
+local levels = {0}
+if redis.call('EXISTS', S .. ':levels') == 1 then levels = levels_of(S) end
+local earliest = false
+for _, p in ipairs(levels) do
+local key = level_key(S, p)
 if now > server then
-  local due = redis.call('ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%d', server), now, 'WITHSCORES')
+  local due = redis.call('ZRANGEBYSCORE', key, '(' .. string.format('%d', server), now, 'WITHSCORES')
   for i = 1, #due, 2 do
     -- Whole scores only: a fractional one is a pass's receipt, not a sleeper.
     if tonumber(due[i + 1]) % 1 == 0 then
-      redis.call('ZADD', KEYS[1], server, due[i])
+      redis.call('ZADD', key, server, due[i])
       if KEYS[3] then
         redis.call('LPUSH', KEYS[3], 1)
         redis.call('LTRIM', KEYS[3], 0, 63)
@@ -36,15 +44,24 @@ end
 local offset = 0
 while true do
   local batch = redis.call(
-    'ZRANGEBYSCORE', KEYS[1], '(' .. string.format('%d', now), '+inf', 'WITHSCORES',
+    'ZRANGEBYSCORE', key, '(' .. string.format('%d', now), '+inf', 'WITHSCORES',
     'LIMIT', offset, 64)
   if #batch == 0 then
-    return {false, marker}
+    break
   end
+  local found = false
   for i = 2, #batch, 2 do
     if tonumber(batch[i]) % 1 == 0 then
-      return {batch[i], marker}
+      found = tonumber(batch[i])
+      break
     end
+  end
+  if found then
+    if not earliest or found < earliest then earliest = found end
+    break
   end
   offset = offset + 64
 end
+end
+if not earliest then return {false, marker} end
+return {string.format('%d', earliest), marker}

@@ -8,25 +8,7 @@
 -- scheduler's.  ARGV[1] = how many ARGV the release takes (n), ARGV[2] = how many settle takes
 -- (m); then the release's n, settle's m, and the rest the done's.
 -- Returns {the release's reply, settle's (1 written, 0 refused)}.
-local n, m = tonumber(ARGV[1]), tonumber(ARGV[2])
-local first_args, stand_keys, stand_args, then_keys, then_args = {}, {}, {}, {}, {}
-for i = 3, n + 2 do first_args[#first_args + 1] = ARGV[i] end
-for i = n + 3, n + m + 2 do stand_args[#stand_args + 1] = ARGV[i] end
-for i = n + m + 3, #ARGV do then_args[#then_args + 1] = ARGV[i] end
-for i = 4, 11 do stand_keys[#stand_keys + 1] = KEYS[i] end
-for i = 12, #KEYS do then_keys[#then_keys + 1] = KEYS[i] end
-
-local function first(ARGV)
---[[FIRST]]
-end
-
-local function stand(KEYS, ARGV)
---[[STAND]]
-end
-
-local function after(KEYS, ARGV)
---[[THEN]]
-end
+-- include: three_parts
 
 -- The standing first, while the claim it is fenced by is still this pass's to end.
 local stood = stand(stand_keys, stand_args)

@@ -4,20 +4,23 @@
 --
 -- A stream is addressed by entry id, not by content, so this reads the whole stream; trimming
 -- is what keeps that short. One script, so no entry is appended behind the scan unseen.
-local function parse(id)
+-- Every priority's stream is scanned, and a wakeup parked for a limit's room goes too.
+-- include: stream_policy
+local function parse_id(id)
   local ms, seq = string.match(id, '^(%d+)-(%d+)$')
   return tonumber(ms), tonumber(seq)
 end
 local function after(a, b)
-  local ams, aseq = parse(a)
-  local bms, bseq = parse(b)
+  local ams, aseq = parse_id(a)
+  local bms, bseq = parse_id(b)
   return ams > bms or (ams == bms and aseq > bseq)
 end
 
+local function cancel_in(key)
 local gone = 0
-if redis.call('EXISTS', KEYS[1]) == 1 then
+if redis.call('EXISTS', key) == 1 then
   local delivered = nil
-  for _, group in ipairs(redis.call('XINFO', 'GROUPS', KEYS[1])) do
+  for _, group in ipairs(redis.call('XINFO', 'GROUPS', key)) do
     local name, last
     for i = 1, #group, 2 do
       if group[i] == 'name' then name = group[i + 1] end
@@ -26,15 +29,18 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
     if name == ARGV[1] then delivered = last end
   end
 
-  local found = {}
+  local found, limited = {}, {}
   local start = '-'
   while true do
-    local batch = redis.call('XRANGE', KEYS[1], start, '+', 'COUNT', 512)
+    local batch = redis.call('XRANGE', key, start, '+', 'COUNT', 512)
     for _, entry in ipairs(batch) do
       local fields = entry[2]
       for i = 1, #fields, 2 do
         if fields[i] == 'workflow' and fields[i + 1] == ARGV[2] then
           found[#found + 1] = entry[1]
+          for j = 1, #fields, 2 do
+            if fields[j] == 'policy' then limited[entry[1]] = fields[j + 1] end
+          end
         end
       end
     end
@@ -45,11 +51,32 @@ if redis.call('EXISTS', KEYS[1]) == 1 then
   for _, id in ipairs(found) do
     if delivered == nil or after(id, delivered) then
       gone = gone + 1  -- never handed to a worker
-    elseif #redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1) > 0 then
+    elseif #redis.call('XPENDING', key, ARGV[1], id, id, 1) > 0 then
       gone = gone + 1  -- held by a worker: acknowledged here so its wake_at declines
-      redis.call('XACK', KEYS[1], ARGV[1], id)
+      redis.call('XACK', key, ARGV[1], id)
+      local policy = limited[id]
+      local _, k, n, per = policy_of(policy)
+      if k then
+        -- Its pass can no longer answer for it (its done is refused): the slot goes back now.
+        local t = redis.call('TIME')
+        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+        release(KEYS[1], k, n, per, holder(policy, id), now, stream_put_back(KEYS[1]), now)
+      end
     end
-    redis.call('XDEL', KEYS[1], id)
+    redis.call('XDEL', key, id)
   end
 end
+return gone
+end
+
+local R, gone = KEYS[1], 0
+-- Its parked wakeup first: a slot the scan below gives back must not put it back.
+if redis.call('EXISTS', R .. ':policy') == 1 then
+  local _, policy = where_of(redis.call('HGET', R .. ':policy', ARGV[2]))
+  local _, k = policy_of(policy)
+  if k then gone = gone + redis.call('ZREM', R .. ':parked:' .. k, ARGV[2]) end
+  redis.call('HDEL', R .. ':policy', ARGV[2])
+end
+for _, key in ipairs(level_keys(R)) do gone = gone + cancel_in(key) end
+redis.call('HDEL', KEYS[2] .. ':policy', ARGV[2])
 return gone + redis.call('ZREM', KEYS[2], ARGV[2])

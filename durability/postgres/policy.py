@@ -1,0 +1,63 @@
+"""A wakeup's priority and limit on their way into the Postgres statements and back.
+
+A limit is three columns of the queue row (key, at most, per); a delivery taken under one is
+handed back carrying it, so its `done`, `extend` and `wake_at` know which hold is theirs. Only
+a concurrency limit holds a slot a pass gives back: a rate limit's hold stays out its window.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from durability.checks import check_limit, check_priority
+from durability.values import Delivery, Limit
+
+__all__ = ["delivered", "giving_back", "held_key", "wakeup"]
+
+
+def wakeup(priority: object, limit: object) -> dict[str, object]:
+    """The parameters a wakeup's upsert binds, both checked first (`check_priority`,
+    `check_limit`): a `TypeError` or `ValueError` before any I/O."""
+    level = check_priority(priority)
+    bound = check_limit(limit)
+    if bound is None:
+        return {"priority": level, "limit_key": None, "limit_at_most": None, "limit_per": None}
+    return {
+        "priority": level,
+        "limit_key": bound.key,
+        "limit_at_most": bound.at_most,
+        "limit_per": bound.per,
+    }
+
+
+def held_key(delivery: Delivery) -> str | None:
+    """The key of the concurrency slot `delivery` holds (freed by its done, wake_at or finish,
+    stretched by its extend), or None: no limit, or a rate limit (nothing to give back)."""
+    limit = delivery.limit
+    return limit.key if limit is not None and limit.per is None else None
+
+
+def giving_back(delivery: Delivery) -> dict[str, object]:
+    """The parameters that name `delivery`'s hold in its key's limits row: the key (None for
+    a delivery with no concurrency slot, which then touches nothing) and the hold's name in
+    the row's map, '<the take's receipt>/<workflow>' (a receipt alone can repeat: every row of
+    one batched take shares the statement's clock)."""
+    return {"held_key": held_key(delivery), "hold": f"{delivery.receipt}/{delivery.workflow}"}
+
+
+def delivered(
+    workflow: str,
+    receipt: int,
+    lapsed: bool | None,
+    priority: int | None,
+    key: str | None,
+    at_most: int | None,
+    per: float | None,
+) -> Delivery:
+    """A taken row as a `Delivery`, carrying the priority and limit the row kept (`per` as
+    seconds, or None)."""
+    limit = None
+    if key is not None and at_most is not None:
+        window = None if per is None else timedelta(seconds=per)
+        limit = Limit(key, at_most, window)
+    return Delivery(workflow, str(receipt), bool(lapsed), priority=priority or 0, limit=limit)
