@@ -16,16 +16,18 @@ from typing import Any
 
 from experiments.harness.backends import Backend, Place
 from experiments.harness.lab import Agent, Lab
-from experiments.measures.policies import (
+from experiments.measures.policy_rows import (
     BACKLOG_HOLD_MS,
     LIMIT_HOLD_MS,
-    PATIENCE_S,
     POOL,
     URGENT,
     firing_rows,
     limit_rows,
     sizes,
 )
+
+#: How long anything the measure waits for may take before the configuration is a failure.
+PATIENCE_S = 300.0
 
 #: A rival's cron at its finest: every second.
 EVERY_MS = 1000.0

@@ -17,7 +17,8 @@ from experiments.commands.runner import module, run
 from experiments.harness.backends import BACKENDS
 from experiments.harness.lab import Lab, Skipped
 from experiments.harness.servers import Servers
-from experiments.measures.policies import most_at_once, supports
+from experiments.measures.policies import supports
+from experiments.measures.policy_rows import most_at_once
 from experiments.results import load, metadata
 
 
