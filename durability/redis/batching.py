@@ -87,7 +87,15 @@ class ScriptBatcher:
 
     async def run(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """The reply of `script` run with `keys` and `args` (its error, raised)."""
-        return await self._turns.call((script, list(keys), list(args)))
+        return await self._turns.queue((script, list(keys), list(args)))
+
+    def queue(
+        self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]
+    ) -> asyncio.Future[Any]:
+        """`run`, as the future of its reply, queued for this turn's batch: awaiting it costs
+        no frame more (every write of a pass), and a caller with many scripts to run awaits
+        their futures together with no task each."""
+        return self._turns.queue((script, list(keys), list(args)))
 
     async def _send(self, calls: list[_Call]) -> None:
         if self._shared is not None:
@@ -150,17 +158,20 @@ class ScriptBatcher:
         unloaded: list[_Call] = []
         moved: list[_Call] = []
         for call, result in zip(calls, results, strict=True):
-            if isinstance(result, NoScriptError) and not reloaded:
+            if not isinstance(result, Exception):  # the common case, asked first
+                if short is None:
+                    settle(call[1], result)
+                else:  # it ran, on the primary alone as far as anyone knows
+                    fail([call], short)
+            elif isinstance(result, NoScriptError) and not reloaded:
                 unloaded.append(call)  # the server's script cache was emptied: it did not run
             elif self._lanes is not None and redirected(result):
                 moved.append(call)  # not run on that node: the cluster client sends it on
-            elif isinstance(result, Exception):
-                fail([call], result)
-            elif short is not None:  # it ran, on the primary alone as far as anyone knows
-                fail([call], short)
             else:
-                settle(call[1], result)
+                fail([call], result)
         if moved:
+            assert self._lanes is not None
+            self._lanes.moved()
             await self._direct(moved)
         if unloaded:
             try:
@@ -186,4 +197,4 @@ class SharesBatches:
     async def _send(self, sent: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         if self._batcher is None:
             return await sent(keys=list(keys), args=list(args))
-        return await self._batcher.run(sent, keys, args)
+        return await self._batcher.queue(sent, keys, args)

@@ -34,10 +34,10 @@ from durability.redis.stream_scheduler import (
     RedisStreamScheduler,
     receipt_of,
 )
-from durability.values import Delivery, Taken
+from durability.values import Delivery, Pass, Taken
 from durability.waits import beats
 
-__all__ = ["GLANCE", "Taker"]
+__all__ = ["GLANCE", "Taker", "claim_each", "delivery_of", "read_many"]
 
 
 
@@ -98,11 +98,11 @@ class Taker:
         prefix = self._redis_checkpointer.prefix
         keys, script_args = read.keys, [len(read.args), *read.args, prefix, *claim_args]
         if within <= GLANCE:
-            reply = await self._redis_scheduler.regrouped(batcher.run, script, keys, script_args)
+            reply = await self._redis_scheduler.regrouped(batcher.queue, script, keys, script_args)
             return self._taken(reply, alive) if reply and reply[0] else None
         if isinstance(scheduler, RedisStreamScheduler):
             if not self._waited:
-                reply = await scheduler.regrouped(batcher.run, script, keys, script_args)
+                reply = await scheduler.regrouped(batcher.queue, script, keys, script_args)
                 if reply:
                     return self._taken(reply, alive)
             return await self._wait_and_take(scheduler, within, alive, claim_args)
@@ -133,7 +133,7 @@ class Taker:
         prefix = self._redis_checkpointer.prefix
         args = [k, len(read.args), *read.args, prefix, *claim_args]
         batcher = self._redis_checkpointer.batcher
-        reply = await scheduler.regrouped(batcher.run, script, read.keys, args)
+        reply = await scheduler.regrouped(batcher.queue, script, read.keys, args)
         if reply and isinstance(reply[0], list):
             self._waited = False
             return [self._taken(pair, alive) for pair in reply]
@@ -149,11 +149,7 @@ class Taker:
         return [] if taken is None else [taken]
 
     def _taken(self, reply: Any, alive: timedelta) -> Taken:
-        if isinstance(self._redis_scheduler, RedisStreamScheduler):
-            # Read with ">" (or handed over): a first delivery, never a lapsed one.
-            delivery = Delivery(text(reply[0][0]), receipt_of(text(reply[0][1]), 1))
-        else:
-            delivery = taken_delivery(reply[0])
+        delivery = delivery_of(self._redis_scheduler, reply[0])
         holder = self._redis_checkpointer.calls.claimed(delivery.workflow, alive, reply[1])
         return Taken(delivery, holder)
 
@@ -264,3 +260,57 @@ class Taker:
                 reply = await script(keys=keys, args=args)
             elif isinstance(reply, Exception):
                 raise reply
+
+
+def delivery_of(scheduler: RedisStreamScheduler | RedisSetScheduler, read: Any) -> Delivery:
+    """The delivery one read of `scheduler`'s take part names (`stream_take.lua`,
+    `set_take.lua`)."""
+    if isinstance(scheduler, RedisStreamScheduler):
+        # Read with ">" (or handed over): a first delivery, never a lapsed one.
+        return Delivery(text(read[0]), receipt_of(text(read[1]), 1))
+    return taken_delivery(read)
+
+
+async def read_many(
+    scheduler: RedisStreamScheduler | RedisSetScheduler, joined: Joined, k: int
+) -> list[Delivery]:
+    """Up to `k` workflows taken from `scheduler` (one shard) in one script on its slot
+    (`read_many_template.lua`), not claimed: a cluster's take of many, whose claims go after,
+    each on its workflow's own slot. None there: an empty list (on the set, the look's marker
+    noted, as an empty look notes it)."""
+    if isinstance(scheduler, RedisStreamScheduler):
+        read = ScriptCall("stream_take", (scheduler.ready,), (GROUP, scheduler.consumer, FIELD))
+    else:
+        read = scheduler.take_call()
+    script = joined.read_many(read.name)
+    batcher = joined.batcher
+    reply = await scheduler.regrouped(batcher.queue, script, read.keys, [k, *read.args])
+    if reply and isinstance(reply[0], list):
+        return [delivery_of(scheduler, one) for one in reply]
+    if isinstance(scheduler, RedisSetScheduler) and reply:
+        scheduler.looked(reply)
+    return []
+
+
+async def claim_each(
+    checkpointer: RedisCheckpointer,
+    joined: Joined,
+    workflows: list[str],
+    budget: timedelta,
+    alive: timedelta,
+) -> list[Pass | None]:
+    """`claim` for each of `workflows`, all queued in this turn (one pipeline a node) and
+    awaited together, with no task each; if any failed, the first error is raised once every
+    claim has answered. (For a checkpointer whose writes wait for no replicas.)"""
+    args = checkpointer.calls.claim_args(budget, alive)
+    script = joined.claim()
+    batcher = checkpointer.batcher
+    replies = await asyncio.gather(
+        *(batcher.queue(script, checkpointer.keys(w), args) for w in workflows),
+        return_exceptions=True,
+    )
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            raise reply
+    calls = checkpointer.calls
+    return [calls.claimed(w, alive, reply) for w, reply in zip(workflows, replies, strict=True)]
