@@ -112,10 +112,18 @@ class ScriptBatcher:
             self._send_on(lane, group) if lane is not None else self._direct(group)
             for lane, group in groups.items()
         ]
-        if len(sends) == 1:  # one node this turn: no task to gather
+        # The first node's send runs in this task, the others' in a task each (a task per node
+        # costs a start and its callbacks, and a turn of a busy worker reaches every node).
+        others = [asyncio.ensure_future(send) for send in sends[1:]]
+        try:
             await sends[0]
-        else:
-            await asyncio.gather(*sends)
+        except BaseException:  # cancelled (the batcher closing): so are the others
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+            raise
+        if others:
+            await asyncio.gather(*others)
 
     async def _direct(self, calls: list[_Call]) -> None:
         """Each call through the cluster client, which routes it and follows redirects."""

@@ -227,8 +227,17 @@ class SharedConnection:
         # through redis-py's read (a dozen calls a reply); None: through redis-py.
         parser = reply_reader(connection)
         stream, _ = streams(connection)
+        # A connection lent for the object's life keeps its reader between bursts, parked on
+        # the socket: a busy lane's every burst would otherwise start a task and end it.
+        linger = self._keep and parser is not None and stream is not None
         try:
-            while waiting:
+            while waiting or linger:
+                if not waiting:
+                    assert parser is not None and stream is not None
+                    parser.feed(await _received(stream))  # idle: the next call's replies
+                    if not waiting:
+                        raise ConnectionError("Redis sent a reply no call asked for")
+                    continue
                 count, replies, future = waiting[0]
                 if parser is None or stream is None:
                     try:
@@ -253,7 +262,9 @@ class SharedConnection:
         except BaseException as error:
             # The connection is closed (read_response closes it; ours, as it would): nothing
             # outstanding will be answered.
-            if parser is not None:
+            if parser is not None and self._reading is asyncio.current_task():
+                # (An abandoned reader leaves the connection to whoever abandoned it: `_open`
+                # is opening it again.)
                 await connection.disconnect(nowait=True)
             while waiting:
                 _, _, future = waiting.popleft()
