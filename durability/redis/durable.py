@@ -4,7 +4,7 @@ On a single Redis node a script may touch any key, so the pairs `Durable` promis
 run as one script (`shared/joined_template.lua` with a checkpoint body and then a scheduler
 body): `arrive`, `deliver`, `finish`, `finish_settled`, and `take` (the queue's read, then
 `claim.lua`). On a cluster, with `Acknowledged`, or over two clients they fall back to two
-calls in order, as `SplitDurable` makes them.
+calls in order, as `SplitDurable` makes them (a cluster's pass ends in two scripts, not three).
 
 The decision not to undo: one script, not a two-command pipeline. A pipeline does not stop at
 an error, so a refused write would still be followed by its wakeup; `RedisDurable` says more.
@@ -78,7 +78,12 @@ class RedisDurable(SplitDurable):
     and the namespace are different hash tags), which no one script or ordered pipeline can span,
     so the moves fall back to two calls in order, as `SplitDurable` does; so do a checkpointer
     whose writes wait for replicas (`WAIT` must follow the write it counts) and a checkpointer and
-    scheduler on different clients (different servers, perhaps).
+    scheduler on different clients (different servers, perhaps). The standings and the queue do
+    share a slot (the namespace's tag, or the workflow's shard's), so on a cluster a completed
+    pass ends in two scripts, in order: `end_release.lua` on the workflow's slot, and only if it
+    was still the pass's, the standing and the done as one (`stood_template.lua`); a take of
+    many on a queue of one shard reads them in one script (`read_many_template.lua`) and sends
+    their claims together, one pipeline a node.
     """
 
     __slots__ = (
