@@ -161,7 +161,8 @@ HEADERS: dict[str, dict[str, str]] = {
     "takeover": {"backend": "backend", "phase": "phase", "recovery": "recovery",
                  "lease_s": "lease s", "n": "kills", "median": "median s",
                  "median_lo": "median from", "median_hi": "median to",
-                 "taken_over": "taken over", "lease_plus_tick": "lease + tick s"},
+                 "taken_over": "taken over", "lease_plus_tick": "lease + tick s",
+                 "median_vs_bound": "of lease + tick"},
     "throughput": {"backend": "backend", "variant": "variant", "processes": "processes",
                    "workflows": "workflows", "passes_per_s": "wf/s",
                    "passes_per_s_lo": "wf/s from", "passes_per_s_hi": "wf/s to",
@@ -242,6 +243,7 @@ _COLUMNS: dict[str, dict[str, Callable[[Any], str]]] = {
     "idle": {"worker_cpu": _scaled(1000), "server_cpu": _scaled(1000)},
     "scaling": {"slope": _decimals, "slope_lo": _decimals, "slope_hi": _decimals},
     "scale-out": {"busy": _share},
+    "takeover": {"median_vs_bound": _share},
 }
 
 

@@ -104,8 +104,14 @@ def test_a_kill_never_taken_over_reads_never_not_a_blank_median() -> None:
                     "recovery": ["sweep", "sweep-default-retries"], "lease_s": [1.0, 1.0],
                     "n": [5, 5], "median": [5.92, math.nan], "median_lo": [5.9, math.nan],
                     "median_hi": [5.94, math.nan], "taken_over": [5, 0],
-                    "lease_plus_tick": [math.nan, math.nan]}, "takeover")
+                    "lease_plus_tick": [math.nan, math.nan],
+                    "median_vs_bound": [math.nan, math.nan]}, "takeover")
     assert list(shown["median s"]) == ["5.92", "never"]
+    assert list(shown["of lease + tick"]) == ["", ""]
+    ours = _cells({"backend": ["sqlite"], "phase": ["mid-step"], "lease_s": [1.0], "n": [5],
+                   "median": [0.946], "taken_over": [5], "lease_plus_tick": [1.25],
+                   "median_vs_bound": [0.7568]}, "takeover")
+    assert ours.iloc[0]["of lease + tick"] == "76%"
     assert list(shown["lease + tick s"]) == ["", ""]
 
 
