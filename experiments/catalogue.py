@@ -15,7 +15,7 @@ __all__ = ["CLEANUP", "EXPERIMENTS", "KEYS", "PHASES", "RECOVERIES", "Recovery",
            "tick_for"]
 
 EXPERIMENTS = ("latency", "idle", "growth", "takeover", "throughput", "scaling", "wakeups",
-               "contention", "scale-out", "lifecycle")
+               "contention", "scale-out", "lifecycle", "policies")
 
 
 def module_name(experiment: str) -> str:

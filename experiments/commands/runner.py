@@ -29,7 +29,7 @@ from experiments.catalogue import EXPERIMENTS, module_name
 from experiments.commands.overrides import apply
 from experiments.commands.progress import bars
 from experiments.harness.backends import Backend
-from experiments.harness.lab import Lab, cpu_calibration, rivals_python
+from experiments.harness.lab import Lab, Skipped, cpu_calibration, rivals_python
 from experiments.harness.provenance import git, rivals, versions
 from experiments.harness.registry import described
 from experiments.harness.servers import Servers, shown
@@ -172,6 +172,8 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
                     progress.update(task, description=f"{backend.name} {shown}")
                     try:
                         found = await experiment.measure(lab, backend, params)
+                    except Skipped as why:  # a feature its store lacks: said, not failed
+                        skipped[f"{backend.name} {shown}"] = str(why)
                     except Exception as error:
                         key = f"{backend.name} {shown} #{r}"
                         failed[key] = f"{type(error).__name__}: {error}"

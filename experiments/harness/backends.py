@@ -101,9 +101,10 @@ class Backend:
 _NOT_MEMORY = frozenset({"takeover"})  # one process: nothing to kill and take over from
 #: Polling changes how a reader waits, not what the queue holds: their growth is their twin's.
 #: Nor how a cancel or a result travels (`result` is woken by the ending, polled or not).
-_POLLED = frozenset({"growth", "lifecycle"})
+#: Nor what a policy costs beyond that wait (`policies`: the common path is in `latency`).
+_POLLED = frozenset({"growth", "lifecycle", "policies"})
 #: The same scheduler code on another server version: measured where the version matters.
-_SAME_CODE = frozenset({"takeover", "scaling", "wakeups", "lifecycle"})
+_SAME_CODE = frozenset({"takeover", "scaling", "wakeups", "lifecycle", "policies"})
 #: `scaling` times our stores' own operations (claim + load, take, `wake_due`): a rival has
 #: none of them. Every other experiment asks its question of the rivals too.
 _OURS_ONLY = frozenset({"scaling", "lifecycle"})
@@ -114,8 +115,8 @@ _NODES = frozenset({"scale-out"})
 #: Why each of the sets above leaves a backend out, as a run says it.
 _WHY = {
     _NOT_MEMORY: "in one process: there is no worker to kill and another to take over",
-    _POLLED: "polling changes how a reader waits, not what the queue holds nor how a cancel "
-             "or a result travels: its numbers are its twin's without the poll",
+    _POLLED: "polling changes how a reader waits, not what the queue holds nor how a cancel, "
+             "a result or a policy travels: its numbers are its twin's without the poll",
     _SAME_CODE: "the same scheduler code as on Redis 7: measured where the server's version "
                 "matters",
     _OURS_ONLY: "the experiment times our stores' own operations (or cancel and result), "

@@ -29,7 +29,7 @@ from typing import Any
 from experiments.harness.backends import Backend, Place
 from experiments.harness.servers import Server, Servers
 
-__all__ = ["Agent", "AgentFailed", "Counters", "Lab", "cpu_calibration", "percentile"]
+__all__ = ["Agent", "AgentFailed", "Counters", "Lab", "Skipped", "cpu_calibration", "percentile"]
 
 ROOT = Path(__file__).resolve().parents[2]
 #: The rivals' virtualenv (their queues conflict with ours on driver versions: arq needs
@@ -44,6 +44,12 @@ RIVALS = ["saq==0.26.4", "arq==0.28.0", "streaq==7.2.0", "pgqueuer==1.6.0",
 
 class AgentFailed(RuntimeError):
     """An agent answered a request with an error, or died."""
+
+
+class Skipped(Exception):
+    """A configuration the backend cannot answer yet (its store lacks the feature asked
+    about): the runner records it beside the run's skipped backends, with its reason, rather
+    than as a failure or a row."""
 
 
 class Agent:

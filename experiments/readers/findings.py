@@ -283,6 +283,77 @@ def _lifecycle(where: Path) -> str:
             f"ending's write included (p99 {each('result', 'to_result', 'p99')}). {race}")
 
 
+def _policies(where: Path) -> str:
+    from experiments.readers.summaries.policies import common, limits, skipped, summary, told
+
+    rows = frame("policies", where)
+    t = summary(rows)
+    backends = list(dict.fromkeys(t["backend"]))
+    fired = t[t["arm"] == "schedule"]
+    most = int(fired["processes"].max()) if len(fired) else 0
+    top = fired[fired["processes"] == most]
+    delays = ", ".join(
+        f"{r['backend']} {_told(Interval(r['p50'], r['p50_lo'], r['p50_hi'], r['n']))}"
+        for _, r in top.iterrows())
+    crons = fired["backend"].isin(["saq", "arq"])
+    ours, theirs = fired[~crons], fired[crons]
+    bad = float(ours["duplicates"].sum() + ours["missing"].sum())
+    rivals = "".join(
+        f"; {b} (a cron every second) ran {number(g['firings'].sum())}, "
+        f"{number(g['duplicates'].sum())} twice, {number(g['missing'].sum())} missed"
+        for b, g in theirs.groupby("backend", sort=False))
+    schedule = (f"Of {number(ours['firings'].sum())} firings of a schedule every "
+                f"{number(ours['every'].min())} ms fired by 1 to {most} worker processes, "
+                + ("none ran twice or was missed" if bad == 0 else
+                   f"{number(ours['duplicates'].sum())} ran twice and "
+                   f"{number(ours['missing'].sum())} were missed")
+                + f"{rivals}. The median delay from a firing's time to its pass at {most} "
+                f"processes: {delays}." if len(ours) else "")
+    urgent = t[t["arm"] == "priority"]
+    pairs = []
+    for b in backends:
+        mine = urgent[urgent["backend"] == b].set_index("ordering")
+        if "none" in mine.index:
+            with_ = (f"{ms(float(mine.at['priority', 'p50']))} with a priority against "
+                     if "priority" in mine.index else "(no priority yet) ")
+            pairs.append(f"{b} {with_}{ms(float(mine.at['none', 'p50']))} without")
+    priority = ("Urgent work submitted behind a backlog starts (median) "
+                + "; ".join(pairs) + "." if pairs else "")
+    held = limits(t)
+    held = held[held["at_most"] > 0]
+    over = float(held["overshoot"].sum()) if len(held) else 0.0
+    limit = (f"Across {len(held)} limit configurations (limits 1 to "
+             f"{number(held['at_most'].max())}, 1 to {number(held['processes'].max())} worker "
+             "processes) the most holders seen at once, counted inside the bodies, "
+             + ("never passed the limit" if over == 0 else f"passed it by {number(over)} in all")
+             + "; at the largest limit and most processes the rate over none's: "
+             + ", ".join(f"{r['backend']} {number(r['cost'])}" for _, r in held[
+                 (held["at_most"] == held["at_most"].max())].groupby("backend", sort=False)
+                 .tail(1).iterrows()) + "." if len(held) else "")
+    plain = common(rows, where)
+    ab = ""
+    if plain.attrs.get("source") == "one sitting" and len(plain):
+        ab = ("The common path (no priority, no limit, no schedule), after the policies over "
+              "before, from the one-sitting A/B in `results/ab/policies-common/`: one "
+              f"process's one-step throughput {told(plain, 'rate')}; median start at 20/s "
+              f"{told(plain, 'p50')}.")
+    elif "rate_ratio" in plain:
+        k = plain.attrs.get("calibrations", {})
+        ab = ("The common path (no priority, no limit, no schedule) against the reference "
+              "`throughput` and `latency` runs, another sitting (their machine ran the "
+              f"calibration loop in {k.get('throughput', 0):.3f} s, this run's in "
+              f"{k.get('policies', 0):.3f} s): one process's throughput "
+              f"{told(plain, 'rate')}; median start at 20/s {told(plain, 'p50')}.")
+    left = skipped(where)
+    missing = (" Not measured, the store lacking the feature when the run was made: "
+               + "; ".join(f"{feature} on {', '.join(names)}" for feature, names in left.items())
+               + "." if left else "")
+    return ("**Schedules, priorities and limits** ([`results/policies.csv`]"
+            "(results/policies.csv), medians in ms with their "
+            f"{LEVEL:.0%} intervals). " + " ".join(p for p in (schedule, priority, limit, ab)
+                                                    if p) + missing)
+
+
 def _scaling(where: Path) -> str:
     from experiments.readers.summaries.scaling import FLAT, costs
 
@@ -438,6 +509,7 @@ SECTIONS: dict[str, tuple[tuple[str, ...], Callable[[Path], str]]] = {
     "growth": (("growth",), _growth),
     "wakeups": (("wakeups",), _wakeups),
     "lifecycle": (("lifecycle",), _lifecycle),
+    "policies": (("policies",), _policies),
     "scaling": (("scaling",), _scaling),
     "scale-out": (("scale-out",), _scale_out),
     "design": (("latency", "idle", "growth"), _design),

@@ -562,7 +562,7 @@ refutes it, or changes the answer. A seventh row is this project's own, not the 
 what a cancel and a waited-for result cost each design.
 """),
     code("run_line('latency', 'idle', 'growth', 'takeover', 'throughput', 'wakeups', "
-         "'lifecycle')"),
+         "'lifecycle', 'policies')"),
     code("""
 import pandas
 from experiments.readers.choosing import comparison
@@ -574,6 +574,18 @@ prose(rows)
     code("""
 from experiments.readers.choosing import claims
 prose(claims(), index=False)
+"""),
+    md("""
+## What each design pays for schedules, priorities and limits
+
+From [policies](policies.ipynb): a schedule's median firing delay at the most worker processes
+and its duplicate firings; urgent work's median start behind a backlog with a priority and
+without; a limit's overshoot (must be 0) and its rate at a limit of 16 over none; the common
+path's throughput and median start over the reference `throughput` and `latency` runs.
+"""),
+    code("""
+from experiments.readers.summaries.policies import pays
+prose(pays(frame('policies'), lab.where()))
 """),
 ]
 
@@ -646,6 +658,112 @@ gives up the queue's one global order of visibility.\"\"\")
     code("shown('contention', 'statements')"),
 ]
 
+POLICIES: list[Cell] = [
+    md("""
+# Schedules, priorities and limits: what each scheduler design pays
+
+Three things a real workload asks of its queue, asked of every scheduler and of the rivals
+that have them (saq's and arq's cron, pgqueuer's priorities and per-entrypoint limits):
+
+- **a schedule** fires every 100 ms (a rival's cron every second) while 1 to 4 worker
+  processes race to start it: each firing must start exactly one workflow (duplicates 0,
+  missing 0), and its delay is the firing's time to its workflow's first pass;
+- **urgent work** (20 a second, priority 10) arrives while a worker drains a backlog of
+  default-priority work (each pass holding 10 ms): its start with a priority and without;
+- **a concurrency limit** of 1, 4 or 16 on workflows that hold their slot 5 ms, worked by 1
+  to 4 processes of 32 slots each: the most holders seen at once, counted inside the bodies
+  (above the limit is an overshoot, which must be 0), and its rate against no limit;
+- **the common path** (none of the three): one-step throughput and submit → start at 20 a
+  second, set against the `throughput` and `latency` rows of the same folder.
+
+An arm whose store lacked the feature when the run was made is listed as skipped, not drawn.
+"""),
+    code("run_line('policies')"),
+    code("figure('policies')"),
+    code("""
+p = frame('policies')
+t = summary('policies')
+from experiments.readers.summaries.policies import skipped
+left = skipped(lab.where())
+say('This run skipped, the store lacking the feature then: ' + '; '.join(
+    f'{feature} on {", ".join(names)}' for feature, names in left.items()) + '.' if left else
+    'This run skipped no arm: every store took every feature.')
+"""),
+    md("## A schedule fired by several workers"),
+    code("shown('policies', 'schedule')"),
+    code("""
+fired = t[t.arm == 'schedule']
+most = int(fired.processes.max())
+at_most = fired[fired.processes == most]
+ours = fired[~fired.backend.isin(['saq', 'arq'])]
+theirs = fired[fired.backend.isin(['saq', 'arq'])].groupby('backend', sort=False)[['firings', 'duplicates', 'missing']].sum()
+rivals = ''.join(f' {b}: {r.firings:,.0f} firings, {r.duplicates:,.0f} run twice, {r.missing:,.0f} missed.'
+                 for b, r in theirs.iterrows())
+say(f\"\"\"Of our {ours.firings.sum():,.0f} firings, {ours.duplicates.sum():,.0f} started a second
+workflow and {ours.missing.sum():,.0f} were missed: a firing is taken by a compare-and-set of the
+schedule's record, and its workflow id is the firing's, so a second starter finds the first's
+workflow.{rivals} With {most} processes racing, the median delay from a firing's time to its
+pass is {', '.join(f'**{r.backend}** {ms(r.p50)}' for r in at_most.itertuples())}.\"\"\")
+"""),
+    md("## Urgent work behind a backlog"),
+    code("shown('policies', 'priority')"),
+    code("""
+urgent = t[t.arm == 'priority']
+def u(backend, ordering):
+    rows = urgent[(urgent.backend == backend) & (urgent.ordering == ordering)]
+    return float(rows.p50.iloc[0]) if len(rows) else float('nan')
+lines = [f'- **{b}**: ' + (f'{ms(u(b, "priority"))} with a priority, ' if u(b, 'priority') == u(b, 'priority') else 'no priority in this run, ')
+         + f'{ms(u(b, "none"))} without' for b in dict.fromkeys(urgent.backend)]
+say('Median start of the urgent work:\\n\\n' + '\\n'.join(lines) + '\\n\\nWithout a priority an '
+    'urgent workflow waits for the backlog ahead of it; with one it waits at most for a slot to '
+    'free (a pass holds 10 ms) and the take.')
+"""),
+    md("## A concurrency limit under contention"),
+    code("shown('policies', 'limit')"),
+    code("""
+from experiments.readers.summaries.policies import limits
+held = limits(t)
+held = held[held.at_most > 0]
+if len(held):
+    text = (f\"\"\"Across {len(held)} limited configurations the most holders seen at once passed
+the limit by {held.overshoot.sum():,.0f} in all. A limit of 1 runs at
+{', '.join(f'**{r.backend}** {r.of_ceiling:.2f}' for r in held[held.at_most == 1].groupby('backend', sort=False).tail(1).itertuples())}
+of its ceiling (one 5 ms hold at a time) at the most processes: what a freed slot costs before
+the next holder starts.\"\"\")
+else:
+    text = 'No store in this run took a limit yet: the rows above are the unlimited baseline.'
+say(text)
+"""),
+    md("## The common path, before and after"),
+    code("""
+from experiments.readers.summaries.policies import common
+c = common(p, lab.where())
+blank(c.set_index('backend'))
+"""),
+    code("""
+from experiments.readers.summaries.policies import told
+if c.attrs.get('source') == 'one sitting':
+    runs = c.attrs['runs']
+    text = (f\"\"\"From the one-sitting A/B in `results/ab/policies-common/` ({runs['before']} runs
+before the policies, {runs['after']} after, interleaved), after over before: one process's one-step
+throughput {told(c, 'rate')}; median start at 20/s {told(c, 'p50')}.\"\"\")
+elif 'rate_ratio' in c:
+    k = c.attrs.get('calibrations', {})
+    text = (f\"\"\"Against the reference `throughput` and `latency` runs, another sitting: one
+process's one-step throughput {told(c, 'rate')}; median start at 20/s {told(c, 'p50')}. Their
+machine ran a 5M-step loop in {k.get('throughput', 0):.3f} s, this run's in {k.get('policies', 0):.3f} s: the
+machine's speed is in these ratios as much as the code is.\"\"\")
+else:
+    text = 'This folder has no `throughput` rows to set the common path against.'
+say(text)
+"""),
+    md("## What each design pays"),
+    code("""
+from experiments.readers.summaries.policies import pays
+prose(pays(p, lab.where()))
+"""),
+]
+
 NOTEBOOKS: dict[str, list[Cell]] = {
     "overview": OVERVIEW,
     "choosing": CHOOSING,
@@ -657,6 +775,7 @@ NOTEBOOKS: dict[str, list[Cell]] = {
     "scaling": SCALING,
     "postgres-bounds": POSTGRES_BOUNDS,
     "scale-out": SCALE_OUT,
+    "policies": POLICIES,
 }
 
 

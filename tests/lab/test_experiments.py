@@ -45,6 +45,7 @@ EXPECTED = {
                   "busiest_share", "busiest_cpu_per_pass"},
     "lifecycle": {"cancel", "to_stopped", "after_effect", "to_result", "races", "both", "lost",
                   "revived"},
+    "policies": {"firing_delay", "firings", "duplicates", "missing"},
 }
 #: The experiments that ask their question of one store alone (none of memory's or SQLite's).
 ONE_STORE = ("contention",)
@@ -71,6 +72,8 @@ def _small(name: str, params: dict[str, Any]) -> dict[str, Any]:
         return {**params, "races": 10}
     if name == "lifecycle":
         return {**params, "samples": 4, "races": 10}
+    if name == "policies":
+        return {**params, "firings": 8}
     return params
 
 

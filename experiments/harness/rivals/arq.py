@@ -15,6 +15,7 @@ from typing import Any
 
 from arq import create_pool
 from arq.connections import RedisSettings
+from arq.cron import cron
 from arq.worker import Worker, func
 
 from experiments.harness.rivals import footprint
@@ -55,7 +56,10 @@ class Arq:
 
         - `takeover=expiry`: `job_timeout` = the lease, so a job's in-progress key lives the
           lease + 10 s;
-        - `cleanup=on`: `keep_result=0`, no result key (by default each is kept 3,600 s).
+        - `cleanup=on`: `keep_result=0`, no result key (by default each is kept 3,600 s);
+        - `cron=on`: the worker runs a cron job every second (`cron(second=0..59)`), arq's
+          `unique` (its default) making each firing's job id `<name>:<its time in ms>`, so one
+          job a firing however many workers enqueue it.
         """
         self.opening = opening
         self.settings = dict(SETTINGS[opening.variant])
@@ -76,9 +80,15 @@ class Arq:
         async def lab_job(ctx: dict[str, Any], workflow: str) -> dict[str, object]:
             return await ledger.job(workflow)
 
+        async def lab_cron(ctx: dict[str, Any]) -> dict[str, object]:
+            at_ms = int(str(ctx["job_id"]).rsplit(":", 1)[-1])  # the firing's time
+            return await ledger.cron(f"cron-{at_ms}", at_ms * 1_000_000)
+
         options = dict(self.settings)
         if pool is not None:
             options["max_jobs"] = pool
+        if self.opening.option("cron") == "on":
+            options["cron_jobs"] = [cron(lab_cron, name="lab_cron", second=set(range(60)))]
         # A worker per `work`: `close()` closes the pool it made, so it cannot run again.
         self.worker = Worker(functions=[func(lab_job, name=JOB)], queue_name=self.opening.queue,
                              redis_settings=RedisSettings.from_dsn(self.opening.base),

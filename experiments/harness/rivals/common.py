@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import logging
 import sys
+import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -74,6 +75,16 @@ class Ledger:
         self._emit = emit
         self.hold_s = hold_s
         self.beat_s = beat_s
+        #: Each job's span, (key, began, ended) in `time.monotonic_ns` (one clock for every
+        #: process on Linux), and each scheduled job's firing, (key, its time in wall ns): what
+        #: `policies` counts a limit's holders and a cron's firings from.
+        self.spans: list[tuple[str, int, int]] = []
+        self.fired: list[tuple[str, int]] = []
+
+    async def cron(self, key: str, firing_ns: int) -> dict[str, object]:
+        """A job the rival's cron started for its firing at `firing_ns`: noted, then run."""
+        self.fired.append((key, firing_ns))
+        return await self.job(key)
 
     async def job(self, key: str, beat: Callable[[], Awaitable[object]] | None = None
                   ) -> dict[str, object]:
@@ -82,7 +93,7 @@ class Ledger:
         outcome. Its start is the moment the rival calls it, its outcome the moment it returns
         (before the rival records the job done), as our own agent counts a pass's "started"
         and "outcome"."""
-        at = now_ns()
+        at, began = now_ns(), time.monotonic_ns()
         self.started.setdefault(key, at)
         self.runs[key] += 1
         self.kinds["started"] += 1  # every start: a job run twice shows as more than keys
@@ -99,6 +110,7 @@ class Ledger:
                 if beat is not None:
                     await beat()
         result = dict(RESULT)
+        self.spans.append((key, began, time.monotonic_ns()))
         self.kinds["outcome"] += 1
         self.last_outcome = now_ns()
         return result
@@ -234,7 +246,8 @@ class Agent:
             self.working = False
             await self.rival.halt()
         return {"started": dict(self.ledger.started), "kinds": dict(self.ledger.kinds),
-                "runs": dict(self.ledger.runs)}
+                "runs": dict(self.ledger.runs), "spans": self.ledger.spans,
+                "fired": self.ledger.fired}
 
     async def close(self, request: Message) -> Message:
         await self.shut()

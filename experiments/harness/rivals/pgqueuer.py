@@ -78,7 +78,10 @@ class Pgqueuer:
         """Connect (installing the schema once), with the variant's settings and what the
         experiment asks: `takeover=heartbeat` turns both timeouts to the lease,
         `run(heartbeat_timeout=<the lease>, dequeue_timeout=<the lease>)`; `cleanup` is
-        refused, as pgqueuer has no setting for it."""
+        refused, as pgqueuer has no setting for it. `priority=N`: every job this agent
+        enqueues has that priority (pgqueuer's, higher first); `limit=N`: the worker's
+        entrypoint has `concurrency_limit=N` (pgqueuer's, enforced in the database across
+        workers)."""
         self.opening = opening
         self.settings = dict(SETTINGS[opening.variant])
         recovery = opening.option("takeover")
@@ -107,7 +110,8 @@ class Pgqueuer:
 
         self.conn = await asyncpg.connect(self.opening.base)
         self.app = PgQueuer.from_asyncpg_connection(self.conn)
-        self.app.entrypoint(JOB, accepts_context=False)(lab_job)
+        limit = int(self.opening.option("limit") or 0)
+        self.app.entrypoint(JOB, accepts_context=False, concurrency_limit=limit)(lab_job)
         beat = timedelta(seconds=float(self.settings.get("heartbeat_timeout_s", 30.0)))
         self.running = asyncio.create_task(self.app.run(
             batch_size=batch, max_concurrent_tasks=pool, heartbeat_timeout=beat,
@@ -123,7 +127,9 @@ class Pgqueuer:
         self.app = self.running = self.conn = None
 
     async def enqueue(self, key: str) -> None:
-        await self.queries.enqueue(JOB, key.encode())
+        assert self.opening is not None
+        priority = int(self.opening.option("priority") or 0)
+        await self.queries.enqueue(JOB, key.encode(), priority)
 
     async def enqueue_once(self, key: str) -> bool:
         # A dedupe key is refused while a job holding it is queued or picked.

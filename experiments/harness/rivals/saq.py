@@ -15,7 +15,7 @@ import contextlib
 import math
 from typing import Any
 
-from saq import Queue, Worker
+from saq import CronJob, Queue, Worker
 
 from experiments.harness.rivals import footprint
 from experiments.harness.rivals.common import JOB, Ledger, Opening, serve
@@ -56,7 +56,10 @@ class Saq:
           the sweep every lease;
         - `takeover=sweep-default-retries`: the same with saq's `retries=1`;
         - `cleanup=on`: job `ttl=-1`, so its key is deleted when it finishes (by default it
-          is kept 600 s).
+          is kept 600 s);
+        - `cron=on`: the worker runs a `CronJob` every second (`* * * * * *`, croniter's
+          seconds field last), saq's own key for it (`unique`, its default) keeping one job
+          a firing however many workers schedule it.
         """
         self.opening = opening
         self.settings = dict(SETTINGS[opening.variant])
@@ -83,9 +86,16 @@ class Saq:
             job = ctx["job"]
             return await ledger.job(workflow, beat=job.update if job.heartbeat else None)
 
+        async def lab_cron(ctx: dict[str, Any]) -> dict[str, object]:
+            scheduled = int(ctx["job"].scheduled)  # the firing's time, in whole seconds
+            return await ledger.cron(f"cron-{scheduled}", scheduled * 1_000_000_000)
+
         options = dict(self.settings)
         if pool is not None:
             options["concurrency"] = pool
+        assert self.opening is not None
+        if self.opening.option("cron") == "on":
+            options["cron_jobs"] = [CronJob(lab_cron, cron="* * * * * *")]
         self.worker = Worker(self.queue, functions=[(JOB, lab_job)], **options)
         self.running = asyncio.create_task(self.worker.start())
 
