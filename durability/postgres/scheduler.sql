@@ -349,7 +349,7 @@ WHERE queue = %(queue)s
 -- queue_by_priority per priority level.
 WITH now AS (SELECT clock_timestamp() AS t),
 -- include: scheduler.sql levels
-SELECT sum(ready.n), extract(epoch FROM (SELECT t FROM now) - min(ready.earliest))
+SELECT coalesce(sum(ready.n), 0), extract(epoch FROM (SELECT t FROM now) - min(ready.earliest))
 FROM levels CROSS JOIN LATERAL (
     SELECT count(*) AS n, min(o.visible_at) AS earliest FROM durability.queue AS o
     WHERE o.queue = %(queue)s AND o.priority = levels.priority

@@ -87,7 +87,15 @@ class ScriptBatcher:
 
     async def run(self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         """The reply of `script` run with `keys` and `args` (its error, raised)."""
-        return await self._turns.call((script, list(keys), list(args)))
+        return await self._turns.queue((script, list(keys), list(args)))
+
+    def queue(
+        self, script: AsyncScript, keys: Sequence[Any], args: Sequence[Any]
+    ) -> asyncio.Future[Any]:
+        """`run`, as the future of its reply, queued for this turn's batch: awaiting it costs
+        no frame more (every write of a pass), and a caller with many scripts to run awaits
+        their futures together with no task each."""
+        return self._turns.queue((script, list(keys), list(args)))
 
     async def _send(self, calls: list[_Call]) -> None:
         if self._shared is not None:
@@ -104,10 +112,18 @@ class ScriptBatcher:
             self._send_on(lane, group) if lane is not None else self._direct(group)
             for lane, group in groups.items()
         ]
-        if len(sends) == 1:  # one node this turn: no task to gather
+        # The first node's send runs in this task, the others' in a task each (a task per node
+        # costs a start and its callbacks, and a turn of a busy worker reaches every node).
+        others = [asyncio.ensure_future(send) for send in sends[1:]]
+        try:
             await sends[0]
-        else:
-            await asyncio.gather(*sends)
+        except BaseException:  # cancelled (the batcher closing): so are the others
+            for task in others:
+                task.cancel()
+            await asyncio.gather(*others, return_exceptions=True)
+            raise
+        if others:
+            await asyncio.gather(*others)
 
     async def _direct(self, calls: list[_Call]) -> None:
         """Each call through the cluster client, which routes it and follows redirects."""
@@ -150,17 +166,20 @@ class ScriptBatcher:
         unloaded: list[_Call] = []
         moved: list[_Call] = []
         for call, result in zip(calls, results, strict=True):
-            if isinstance(result, NoScriptError) and not reloaded:
+            if not isinstance(result, Exception):  # the common case, asked first
+                if short is None:
+                    settle(call[1], result)
+                else:  # it ran, on the primary alone as far as anyone knows
+                    fail([call], short)
+            elif isinstance(result, NoScriptError) and not reloaded:
                 unloaded.append(call)  # the server's script cache was emptied: it did not run
             elif self._lanes is not None and redirected(result):
                 moved.append(call)  # not run on that node: the cluster client sends it on
-            elif isinstance(result, Exception):
-                fail([call], result)
-            elif short is not None:  # it ran, on the primary alone as far as anyone knows
-                fail([call], short)
             else:
-                settle(call[1], result)
+                fail([call], result)
         if moved:
+            assert self._lanes is not None
+            self._lanes.moved()
             await self._direct(moved)
         if unloaded:
             try:
@@ -186,4 +205,4 @@ class SharesBatches:
     async def _send(self, sent: AsyncScript, keys: Sequence[Any], args: Sequence[Any]) -> Any:
         if self._batcher is None:
             return await sent(keys=list(keys), args=list(args))
-        return await self._batcher.run(sent, keys, args)
+        return await self._batcher.queue(sent, keys, args)

@@ -20,7 +20,9 @@ from redis.exceptions import ClusterDownError, RedisClusterException
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from durability.redis.lua import command_name
 from durability.storekit.outage import Unanswered
+from durability.storekit.traffic import Traffic
 
 __all__ = [
     "Bounded",
@@ -173,13 +175,22 @@ class BoundedSSLConnection(Bounded, SSLConnection):
 
 
 class BoundedCluster(RedisCluster):
-    """A `RedisCluster` whose commands fail with `Lost` or `TimedOut` (see the module doc)."""
+    """A `RedisCluster` whose commands fail with `Lost` or `TimedOut` (see the module doc).
+
+    With `traffic` set it counts what it sends there: each command a request and a round trip
+    (a redirect it follows is not counted again); the lanes to its nodes (`NodeLanes`) count
+    into the same `traffic`."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.place = f"{kwargs.get('host') or 'localhost'}:{kwargs.get('port') or 6379}"
+        self.traffic: Traffic | None = None
 
     async def execute_command(self, *args: Any, **kwargs: Any) -> Any:
+        traffic = self.traffic
+        if traffic is not None:
+            traffic.request(command_name(args))
+            traffic.round_trip()
         try:
             return await super().execute_command(*args, **kwargs)
         except Unanswered:

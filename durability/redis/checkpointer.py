@@ -11,7 +11,7 @@ workflows still spread over a cluster's nodes, and an effect's keys need only ca
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from datetime import datetime, timedelta
 from typing import Any
@@ -152,11 +152,13 @@ class RedisCheckpointer:
     def _script(self, name: str) -> AsyncScript:
         return self._sender.script(name)
 
-    async def _write(self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        return await self._sender.write(script, keys, args)
+    def _write(
+        self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any]
+    ) -> Awaitable[Any]:
+        return self._sender.write(script, keys, args)
 
-    async def _read(self, script: AsyncScript, keys: Sequence[str]) -> Any:
-        return await self._sender.read(script, keys)
+    def _read(self, script: AsyncScript, keys: Sequence[str]) -> Awaitable[Any]:
+        return self._sender.read(script, keys)
 
     def _fenced(self, holder: Pass, reply: list[Any]) -> None:
         code = int(reply[0])

@@ -12,8 +12,11 @@ makes the next turn ask the cluster for its slots again.
 
 from __future__ import annotations
 
+from binascii import crc_hqx
+
 from redis.asyncio.cluster import RedisCluster
 from redis.asyncio.connection import Connection, ConnectionPool
+from redis.crc import REDIS_CLUSTER_HASH_SLOTS
 from redis.exceptions import (
     AskError,
     ClusterDownError,
@@ -45,11 +48,15 @@ def redirected(reply: object) -> bool:
 class NodeLanes:
     """The lanes to one cluster client's primaries, by node (see the module doc)."""
 
-    __slots__ = ("_client", "_lanes", "_pools", "_stale")
+    __slots__ = ("_by_slot", "_client", "_lanes", "_pools", "_stale")
 
     def __init__(self, client: RedisCluster) -> None:
         self._client = client
         self._lanes: dict[str, SharedConnection] = {}
+        # The lane of each slot a call was sent to, as the cluster client knew it then; forgotten
+        # whenever the client may know better (`moved`, `lost`), so a call is routed by a
+        # lookup, not by asking the client (an encode and three calls a key).
+        self._by_slot: dict[int, SharedConnection | None] = {}
         self._pools: list[ConnectionPool] = []
         self._stale = False
 
@@ -57,8 +64,22 @@ class NodeLanes:
         """The lane to the primary that holds `key`'s slot, as the cluster client last knew
         it; None when it knows none, or the node's connections are not plain TCP (then the
         call goes through the cluster client)."""
+        # The slot as Redis reckons it (redis.crc.key_slot), on the text: a brace is one byte.
+        start = key.find("{")
+        if start > -1:
+            end = key.find("}", start + 1)
+            if end > start + 1:
+                key = key[start + 1 : end]
+        slot = crc_hqx(key.encode("utf-8", "surrogatepass"), 0) % REDIS_CLUSTER_HASH_SLOTS
         try:
-            node = self._client.get_node_from_key(key)
+            return self._by_slot[slot]
+        except KeyError:
+            found = self._by_slot[slot] = self._lane_of(slot)
+            return found
+
+    def _lane_of(self, slot: int) -> SharedConnection | None:
+        try:
+            node = self._client.nodes_manager.get_node_from_slot(slot)
         except RedisClusterException:
             return None
         if node is None:
@@ -73,15 +94,22 @@ class NodeLanes:
             # cluster client's own bound.
             pool = ConnectionPool(
                 connection_class=PackedConnection, socket_timeout=None,
-                call_timeout=call_bound(node.connection_kwargs), **kwargs,
+                call_timeout=call_bound(node.connection_kwargs),
+                traffic=getattr(self._client, "traffic", None), **kwargs,
             )
             self._pools.append(pool)
             found = self._lanes[node.name] = SharedConnection(pool)
         return found
 
+    def moved(self) -> None:
+        """A node answered that a slot is not (or not yet) its own: route by what the cluster
+        client learns from following the redirect."""
+        self._by_slot.clear()
+
     def lost(self) -> None:
         """A lane lost its connection: ask the cluster for its slots before the next turn."""
         self._stale = True
+        self._by_slot.clear()
 
     async def refresh(self) -> None:
         """Learn the cluster's slots again if a lane was lost since the last turn (a failed
@@ -93,6 +121,7 @@ class NodeLanes:
             await self._client.nodes_manager.initialize()
         except Exception:
             self._stale = True
+        self._by_slot.clear()
 
     async def close(self) -> None:
         """Stop every lane's reader and close its connections."""
@@ -101,6 +130,7 @@ class NodeLanes:
         for pool in self._pools:
             await pool.aclose()
         self._lanes.clear()
+        self._by_slot.clear()
         self._pools.clear()
 
     def __repr__(self) -> str:  # pragma: no cover - a debugging aid

@@ -4,7 +4,7 @@ On a single Redis node a script may touch any key, so the pairs `Durable` promis
 run as one script (`shared/joined_template.lua` with a checkpoint body and then a scheduler
 body): `arrive`, `deliver`, `finish`, `finish_settled`, and `take` (the queue's read, then
 `claim.lua`). On a cluster, with `Acknowledged`, or over two clients they fall back to two
-calls in order, as `SplitDurable` makes them.
+calls in order, as `SplitDurable` makes them (a cluster's pass ends in two scripts, not three).
 
 The decision not to undo: one script, not a two-command pipeline. A pipeline does not stop at
 an error, so a refused write would still be followed by its wakeup; `RedisDurable` says more.
@@ -25,7 +25,7 @@ from durability.redis.marker import Marker
 from durability.redis.policies import policy_text
 from durability.redis.set_scheduler import RedisSetScheduler
 from durability.redis.stream_scheduler import GLANCE, RedisStreamScheduler
-from durability.redis.taking import Taker
+from durability.redis.taking import Taker, claim_each, read_many
 from durability.redis.wakeups import Wakeups
 from durability.split import SplitDurable
 from durability.storekit.outage import Unanswered, delivery_unknown, outcome_unknown
@@ -79,12 +79,17 @@ class RedisDurable(SplitDurable):
     and the namespace are different hash tags), which no one script or ordered pipeline can span,
     so the moves fall back to two calls in order, as `SplitDurable` does; so do a checkpointer
     whose writes wait for replicas (`WAIT` must follow the write it counts) and a checkpointer and
-    scheduler on different clients (different servers, perhaps).
+    scheduler on different clients (different servers, perhaps). The standings and the queue do
+    share a slot (the namespace's tag, or the workflow's shard's), so on a cluster a completed
+    pass ends in two scripts, in order: `end_release.lua` on the workflow's slot, and only if it
+    was still the pass's, the standing and the done as one (`stood_template.lua`); a take of
+    many on a queue of one shard reads them in one script (`read_many_template.lua`) and sends
+    their claims together, one pipeline a node.
     """
 
     __slots__ = (
-        "_busy", "_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts", "_taker",
-        "_wakeups",
+        "_busy", "_clustered", "_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts",
+        "_taker", "_wakeups",
     )
 
     def __init__(
@@ -110,6 +115,16 @@ class RedisDurable(SplitDurable):
         if client is scheduler.redis:
             # The queue's scripts ride the checkpointer's batches: one pipeline per node a turn.
             scheduler.share(checkpointer.batcher)
+        # One client to a cluster: the halves lie on different slots, but the standings and the
+        # queue share the namespace's tags (or its shards'), so a pass's end is the ending and
+        # release on the workflow's slot, then the standing and the done in one script on the
+        # queue's (`stood_template.lua`), and a take of many reads them in one script.
+        self._clustered = (
+            client is scheduler.redis
+            and isinstance(client, RedisCluster)
+            and checkpointer.acknowledged is None
+            and checkpointer.namespace == scheduler.namespace
+        )
         self._scripts = Joined(checkpointer)
         # A sharded queue reads every shard (sharded.py): its take is the read, then the claim.
         taking = self._joined and scheduler.shards == 1
@@ -210,7 +225,7 @@ class RedisDurable(SplitDurable):
         # Sent again after a lost group, the standing and the release run twice: each is
         # idempotent under the same token.
         batcher = self._redis_checkpointer.batcher
-        reply = await self._redis_scheduler.regrouped(batcher.run, script, keys, args)
+        reply = await self._redis_scheduler.regrouped(batcher.queue, script, keys, args)
         return bool(int(reply[1]))
 
     async def finish_ended(
@@ -230,6 +245,9 @@ class RedisDurable(SplitDurable):
         if not self._joined:
             if not int(await self._redis_checkpointer.run_call(ending)):
                 return False
+            if self._clustered:  # the standing and the done: one script on the queue's slot
+                await self._stood(holder, delivery, state, detail)
+                return True
             await self._redis_checkpointer.settle(holder, state, detail)
             await self._redis_scheduler.done(delivery)
             return True
@@ -239,8 +257,20 @@ class RedisDurable(SplitDurable):
         keys = [*ending.keys, *stand.keys, *done.keys]
         args = [len(ending.args), len(stand.args), *ending.args, *stand.args, *done.args]
         batcher = self._redis_checkpointer.batcher
-        reply = await self._redis_scheduler.regrouped(batcher.run, script, keys, args)
+        reply = await self._redis_scheduler.regrouped(batcher.queue, script, keys, args)
         return bool(int(reply[0]))
+
+    async def _stood(
+        self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
+    ) -> bool:
+        stand = self._redis_checkpointer.calls.settle(holder, state, detail)
+        done = self._redis_scheduler.done_call(delivery)
+        script = self._scripts.stood(done.name)
+        keys = [*stand.keys, *done.keys]
+        args = [len(stand.keys), len(stand.args), *stand.args, *done.args]
+        # Sent again after a lost group, the standing runs twice: idempotent under one token.
+        batcher = self._redis_checkpointer.batcher
+        return bool(int(await self._redis_scheduler.regrouped(batcher.queue, script, keys, args)))
 
     async def take_up_to(
         self, room: Callable[[], int], within: timedelta, budget: timedelta, alive: timedelta
@@ -255,6 +285,29 @@ class RedisDurable(SplitDurable):
             return await self._taker.take_many(wanted, within, budget, alive)
         positive("budget", budget)
         positive("alive", alive)
+        scheduler = self._redis_scheduler
+        if self._clustered and scheduler.shards == 1:
+            # One shard on a cluster: the reads in one script on its slot, then the claims.
+            found = await read_many(scheduler, self._scripts, wanted)
+        else:
+            found = await self._looks(wanted)
+        if not found:
+            if within <= GLANCE:
+                return []
+            taken = await super().take(within, budget, alive)
+            return [] if taken is None else [taken]
+        checkpointer = self._redis_checkpointer
+        holders: list[Pass | None]
+        if self._clustered:  # each claim a future of the turn's batches: no task apiece
+            workflows = [delivery.workflow for delivery in found]
+            holders = await claim_each(checkpointer, self._scripts, workflows, budget, alive)
+        else:  # (a claim that waits for replicas is a call of its own)
+            holders = await asyncio.gather(
+                *(checkpointer.claim(delivery.workflow, budget, alive) for delivery in found)
+            )
+        return [Taken(delivery, holder) for delivery, holder in zip(found, holders, strict=True)]
+
+    async def _looks(self, wanted: int) -> list[Delivery]:
         # After a read that found nothing, one look first: an idle worker's every read would
         # otherwise send a look per free slot (and a sharded look visits every shard).
         many = wanted if self._busy else 1
@@ -265,15 +318,7 @@ class RedisDurable(SplitDurable):
             failed = [look for look in looks if isinstance(look, BaseException)]
             if failed:
                 raise failed[0]
-            if within <= GLANCE:
-                return []
-            taken = await super().take(within, budget, alive)
-            return [] if taken is None else [taken]
-        checkpointer = self._redis_checkpointer
-        holders = await asyncio.gather(
-            *(checkpointer.claim(delivery.workflow, budget, alive) for delivery in found)
-        )
-        return [Taken(delivery, holder) for delivery, holder in zip(found, holders, strict=True)]
+        return found
 
     async def _glance(self) -> Delivery | None:
         scheduler = self._redis_scheduler

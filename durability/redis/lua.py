@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from redis.commands.core import AsyncScript
 
-__all__ = ["ScriptCall", "named", "script", "script_name", "source"]
+__all__ = ["ScriptCall", "command_name", "named", "script", "script_name", "source"]
 
 #: Every script registered through this module, by digest: what `durability.Traffic` calls it.
 _NAMES: dict[str, str] = {}
@@ -96,3 +96,15 @@ def script_name(sha: object) -> str:
     """The name a script was registered under, by its digest (`EVALSHA ?` if unknown)."""
     digest = sha.decode("ascii") if isinstance(sha, bytes) else str(sha)
     return _NAMES.get(digest, "EVALSHA ?")
+
+
+def command_name(args: tuple[Any, ...]) -> str:
+    """A command's name for counting: its first word, or a script's name for EVALSHA."""
+    first = args[0]
+    if first == "EVALSHA" and len(args) > 1:  # every script a pass sends: asked first
+        sha = args[1]
+        return _NAMES.get(sha, "EVALSHA ?") if type(sha) is str else script_name(sha)
+    name = (first.decode("ascii") if isinstance(first, bytes) else str(first)).upper()
+    if name == "EVALSHA" and len(args) > 1:
+        return script_name(args[1])
+    return name

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from durability.redis.bounds import Bounded
-from durability.redis.lua import script_name
+from durability.redis.lua import command_name
 from durability.storekit.traffic import Traffic
 
 _pack: Callable[[tuple[Any, ...]], bytes] | None
@@ -38,7 +38,7 @@ class PackedConnection(Bounded):
     It is also where this store counts what it sends (`durability.Traffic`): given `traffic=` (a
     connection keyword, so `Redis.from_url(url, connection_class=PackedConnection, traffic=t)`),
     every command it packs is a request, named by the command (a script by its `.lua` file, see
-    `lua.script_name`), and every send that waits for replies a round trip.
+    `lua.command_name`), and every send that waits for replies a round trip.
     """
 
     def __init__(self, *, traffic: Traffic | None = None, **kwargs: Any) -> None:
@@ -52,7 +52,7 @@ class PackedConnection(Bounded):
 
     def pack_command(self, *args: Any) -> list[bytes]:
         if self.traffic is not None:
-            self.traffic.request(_name(args))
+            self.traffic.request(command_name(args))
         encoder = self.encoder
         if _pack is None or encoder.encoding != "utf-8" or encoder.encoding_errors != "strict":
             return super().pack_command(*args)
@@ -68,11 +68,3 @@ class PackedConnection(Bounded):
                 return super().pack_command(*args)
         return [_pack(args)]
 
-
-def _name(args: tuple[Any, ...]) -> str:
-    """A command's name for counting: its first word, or a script's name for EVALSHA."""
-    first = args[0]
-    name = (first.decode("ascii") if isinstance(first, bytes) else str(first)).upper()
-    if name == "EVALSHA" and len(args) > 1:
-        return script_name(args[1])
-    return name

@@ -17,11 +17,21 @@ from typing import Any
 
 from redis.asyncio.connection import AbstractConnection, BlockingConnectionPool
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import InvalidResponse
 
 from durability.redis.bounds import TimedOut, where
 from durability.storekit.outage import Unanswered
 
-__all__ = ["IDLE", "MOST", "TidyPool", "streams", "usable"]
+__all__ = ["IDLE", "MOST", "PUSHED", "TidyPool", "reply_reader", "streams", "usable"]
+
+_hiredis: Any
+try:
+    import hiredis as _hiredis
+except ImportError:  # pragma: no cover - hiredis is a dependency of the redis extra
+    _hiredis = None
+
+#: What hiredis makes of a RESP3 push message (None before hiredis 3.2, which has none).
+PUSHED: Any = getattr(_hiredis, "PushNotification", None)
 
 #: The most connections a pool of `open_durable` makes, unless its URL names
 #: `max_connections`: a worker's 16 passes (the default `pool`), its readers, its two lanes
@@ -46,6 +56,24 @@ def streams(
     reader: asyncio.StreamReader | None = getattr(connection, "_reader", None)
     writer: asyncio.StreamWriter | None = getattr(connection, "_writer", None)
     return reader, writer
+
+
+def reply_reader(connection: AbstractConnection) -> Any | None:
+    """A `hiredis.Reader` that parses `connection`'s replies as its own parser does (its text
+    decoding, each error reply as the exception class redis-py names for it, handed back, not
+    raised), for a reader of many replies at once; None where that cannot be made the same (no
+    hiredis, a parser without redis-py's error classes): then each reply is read through
+    redis-py. Reaches into redis-py's private `_parser`, here alone."""
+    if _hiredis is None:
+        return None
+    parse_error = getattr(type(getattr(connection, "_parser", None)), "parse_error", None)
+    if parse_error is None:
+        return None
+    kwargs: dict[str, Any] = {"protocolError": InvalidResponse, "replyError": parse_error}
+    encoder = getattr(connection, "encoder", None)
+    if encoder is not None and encoder.decode_responses:
+        kwargs |= {"encoding": encoder.encoding, "errors": encoder.encoding_errors}
+    return _hiredis.Reader(**kwargs)
 
 
 def usable(connection: AbstractConnection) -> bool:

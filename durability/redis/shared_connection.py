@@ -23,7 +23,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from durability.cancelling import stop_if_cancelled
 from durability.redis.bounds import call_bound, lost, timed_out, where
-from durability.redis.pooling import streams, usable
+from durability.redis.pooling import PUSHED, reply_reader, streams, usable
 
 __all__ = ["SharedConnection", "Unsendable", "streams"]
 
@@ -223,21 +223,49 @@ class SharedConnection:
             await self._pool.release(connection)
 
     async def _read(self, connection: AbstractConnection, waiting: deque[_Waiting]) -> None:
+        # Every reply the socket has brought is parsed at once (`reply_reader`), not each
+        # through redis-py's read (a dozen calls a reply); None: through redis-py.
+        parser = reply_reader(connection)
+        stream, _ = streams(connection)
+        # A connection lent for the object's life keeps its reader between bursts, parked on
+        # the socket: a busy lane's every burst would otherwise start a task and end it.
+        linger = self._keep and parser is not None and stream is not None
         try:
-            while waiting:
+            while waiting or linger:
+                if not waiting:
+                    assert parser is not None and stream is not None
+                    parser.feed(await _received(stream))  # idle: the next call's replies
+                    if not waiting:
+                        raise ConnectionError("Redis sent a reply no call asked for")
+                    continue
                 count, replies, future = waiting[0]
-                try:
-                    # No timeout per reply (see the module doc): `execute` bounds each call.
-                    reply = await connection.read_response(timeout=math.inf)
-                except ResponseError as error:
-                    reply = error
+                if parser is None or stream is None:
+                    try:
+                        # No timeout per reply (see the module doc): `execute` bounds each call.
+                        reply = await connection.read_response(timeout=math.inf)
+                    except ResponseError as error:
+                        reply = error
+                else:
+                    reply = parser.gets()
+                    while reply is False:  # not all there yet
+                        parser.feed(await _received(stream))
+                        reply = parser.gets()
+                    if isinstance(reply, ConnectionError):  # LOADING, say: as redis-py raises
+                        raise reply
+                    if PUSHED is not None and isinstance(reply, PUSHED):
+                        continue  # a RESP3 push (none is asked for here): no command's reply
                 replies.append(reply)
                 if len(replies) == count:
                     waiting.popleft()
                     if not future.done():
                         future.set_result(replies)
         except BaseException as error:
-            # read_response has closed the connection: nothing outstanding will be answered.
+            # The connection is closed (read_response closes it; ours, as it would): nothing
+            # outstanding will be answered.
+            if parser is not None and self._reading is asyncio.current_task():
+                # (An abandoned reader leaves the connection to whoever abandoned it: `_open`
+                # is opening it again.)
+                await connection.disconnect(nowait=True)
             while waiting:
                 _, _, future = waiting.popleft()
                 if future.done():
@@ -257,6 +285,22 @@ class SharedConnection:
                     # pool gets its connection back until the next call.
                     self._connection = None
                     await self._pool.release(connection)
+
+
+async def _received(stream: asyncio.StreamReader) -> bytes:
+    """What the socket has brought, at most `_READ_SIZE` bytes; a closed or broken connection
+    raises `ConnectionError`, as redis-py's read does."""
+    try:
+        data = await stream.read(_READ_SIZE)
+    except OSError as error:
+        raise ConnectionError(f"Error while reading from the socket: {error!r}") from error
+    if not data:
+        raise ConnectionError("Connection closed by server.")
+    return data
+
+
+#: The most bytes one read takes from the socket (redis-py's own `socket_read_size`).
+_READ_SIZE = 65536
 
 
 def _culprit(connection: AbstractConnection, commands: Sequence[Sequence[Any]]) -> int:

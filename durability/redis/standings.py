@@ -66,7 +66,8 @@ class Standings:
         # its own node, at once.
         (claimed, known, passed), held = await asyncio.gather(
             sender.read(sender.script("looked"), self._keys(workflow)),
-            sender.batcher.run(
+            # (Queued as the look is, at once: both go in the same turn's batch.)
+            sender.batcher.queue(
                 sender.plain("standing"), [self._calls.standing_keys(workflow)[0]], [workflow]
             ),
         )

@@ -28,10 +28,10 @@ from durability.redis.set_scheduler import RedisSetScheduler, taken_delivery
 from durability.redis.shared_connection import SharedConnection
 from durability.redis.stream_levels import taken_entry
 from durability.redis.stream_scheduler import FIELD, GLANCE, GROUP, RedisStreamScheduler
-from durability.values import Taken
+from durability.values import Delivery, Pass, Taken
 from durability.waits import beats
 
-__all__ = ["GLANCE", "Taker"]
+__all__ = ["GLANCE", "Taker", "claim_each", "delivery_of", "read_many"]
 
 
 
@@ -88,11 +88,11 @@ class Taker:
         prefix = self._redis_checkpointer.prefix
         keys, script_args = read.keys, [len(read.args), *read.args, prefix, *claim_args]
         if within <= GLANCE:
-            reply = await self._redis_scheduler.regrouped(batcher.run, script, keys, script_args)
+            reply = await self._redis_scheduler.regrouped(batcher.queue, script, keys, script_args)
             return self._taken(reply, alive) if self._took(reply) else None
         if isinstance(scheduler, RedisStreamScheduler):
             if not self._waited or scheduler.reading.stale or scheduler.reading.due:
-                reply = await scheduler.regrouped(batcher.run, script, keys, script_args)
+                reply = await scheduler.regrouped(batcher.queue, script, keys, script_args)
                 if self._took(reply):
                     return self._taken(reply, alive)
             return await self._wait_and_take(scheduler, within, alive, claim_args)
@@ -120,7 +120,7 @@ class Taker:
         prefix = self._redis_checkpointer.prefix
         args = [k, len(read.args), *read.args, prefix, *claim_args]
         batcher = self._redis_checkpointer.batcher
-        reply = await scheduler.regrouped(batcher.run, script, read.keys, args)
+        reply = await scheduler.regrouped(batcher.queue, script, read.keys, args)
         if reply and isinstance(reply[0], list):
             self._waited = False
             if isinstance(scheduler, RedisStreamScheduler):
@@ -147,11 +147,7 @@ class Taker:
         return bool(reply and reply[0])
 
     def _taken(self, reply: Any, alive: timedelta) -> Taken:
-        if isinstance(self._redis_scheduler, RedisStreamScheduler):
-            # Read with ">" (or handed over): a first delivery, never a lapsed one.
-            delivery = taken_entry(reply[0])
-        else:
-            delivery = taken_delivery(reply[0])
+        delivery = delivery_of(self._redis_scheduler, reply[0])
         holder = self._redis_checkpointer.calls.claimed(delivery.workflow, alive, reply[1])
         return Taken(delivery, holder)
 
@@ -267,3 +263,58 @@ class Taker:
                 reply = await script(keys=keys, args=args)
             elif isinstance(reply, Exception):
                 raise reply
+
+
+def delivery_of(scheduler: RedisStreamScheduler | RedisSetScheduler, read: Any) -> Delivery:
+    """The delivery one read of `scheduler`'s take part names (`stream_take.lua`,
+    `set_take.lua`)."""
+    if isinstance(scheduler, RedisStreamScheduler):
+        # Read with ">" (or handed over): a first delivery, never a lapsed one.
+        return taken_entry(read)
+    return taken_delivery(read)
+
+
+async def read_many(
+    scheduler: RedisStreamScheduler | RedisSetScheduler, joined: Joined, k: int
+) -> list[Delivery]:
+    """Up to `k` workflows taken from `scheduler` (one shard) in one script on its slot
+    (`read_many_template.lua`), not claimed: a cluster's take of many, whose claims go after,
+    each on its workflow's own slot. None there: an empty list (on the set, the look's marker
+    noted, as an empty look notes it)."""
+    read = scheduler.take_call()
+    script = joined.read_many(read.name)
+    batcher = joined.batcher
+    reply = await scheduler.regrouped(batcher.queue, script, read.keys, [k, *read.args])
+    if reply and isinstance(reply[0], list):
+        if isinstance(scheduler, RedisStreamScheduler):
+            scheduler.reading.took(reply[-1])
+        return [delivery_of(scheduler, one) for one in reply]
+    if isinstance(scheduler, RedisStreamScheduler):
+        scheduler.reading.took(reply)
+    if isinstance(scheduler, RedisSetScheduler) and reply:
+        scheduler.looked(reply)
+    return []
+
+
+async def claim_each(
+    checkpointer: RedisCheckpointer,
+    joined: Joined,
+    workflows: list[str],
+    budget: timedelta,
+    alive: timedelta,
+) -> list[Pass | None]:
+    """`claim` for each of `workflows`, all queued in this turn (one pipeline a node) and
+    awaited together, with no task each; if any failed, the first error is raised once every
+    claim has answered. (For a checkpointer whose writes wait for no replicas.)"""
+    args = checkpointer.calls.claim_args(budget, alive)
+    script = joined.claim()
+    batcher = checkpointer.batcher
+    replies = await asyncio.gather(
+        *(batcher.queue(script, checkpointer.keys(w), args) for w in workflows),
+        return_exceptions=True,
+    )
+    for reply in replies:
+        if isinstance(reply, BaseException):
+            raise reply
+    calls = checkpointer.calls
+    return [calls.claimed(w, alive, reply) for w, reply in zip(workflows, replies, strict=True)]

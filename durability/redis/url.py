@@ -138,7 +138,10 @@ class RedisUrl:
             # and its errors are ours once its retries are spent (bounds.BoundedCluster).
             if "socket_timeout" not in rest:
                 timeouts["socket_timeout"] = bound
-            return BoundedCluster.from_url(target, decode_responses=True, **timeouts)
+            cluster = BoundedCluster.from_url(target, decode_responses=True, **timeouts)
+            assert isinstance(cluster, BoundedCluster)
+            cluster.traffic = traffic  # its commands, and its lanes' (cluster_lanes.py)
+            return cluster
         bounded: dict[str, Any] = {"call_timeout": bound}
         if not self.tls:
             bounded |= {"connection_class": PackedConnection, "traffic": traffic}

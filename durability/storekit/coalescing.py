@@ -40,13 +40,18 @@ class Coalescer(Generic[Q, R]):
 
     async def call(self, request: Q) -> R:
         """What `send` settles `request`'s future with (or the error it fails it with)."""
+        return await self.queue(request)
+
+    def queue(self, request: Q) -> asyncio.Future[R]:
+        """Queue `request` for this turn's send; the future `send` settles. (For a caller with
+        many requests at once: awaiting their futures together costs no task each.)"""
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[R] = loop.create_future()
         if not self._queued:
             # The task's first step runs after every call made in this turn has queued.
             self._hold(loop.create_task(self._flush()))
         self._queued.append((request, reply))
-        return await reply
+        return reply
 
     async def _flush(self) -> None:
         queued, self._queued = self._queued, []

@@ -68,18 +68,21 @@ async def holder(run: Run) -> object:
 
 
 async def poked(run: Run) -> object:
-    """For the wakeup race: each pass records how many `poke:*` values it could see, in a
-    step that takes `hold_ms`, so a poke landing mid-pass needs a pass of its own to be seen."""
+    """For the wakeup race: the first pass holds for `hold_ms` in a step, then waits for
+    `poke:1`. A poke that lands mid-pass is not in the records the pass was claimed with, so
+    the pass blocks, and only the wakeup the poke brought can start the pass that records
+    `saw` (a body that takes the same path on every pass, as the determinism guard asks)."""
     order = await run.awaiting("order", as_dict)
-    seen = sum(1 for key in run.records if key.startswith("poke:"))
     hold = float(str(order.get("hold_ms", 20))) / 1000
     notify("holding", run.workflow)
 
     async def holding() -> int:
         await asyncio.sleep(hold)
-        return seen
+        return 0
 
-    return await run.step(f"saw:{seen}", holding, as_int)
+    await run.step("held", holding, as_int)
+    await run.awaiting("poke:1", as_int)
+    return await run.step("saw", lambda: 1, as_int)
 
 
 class Flaky(RuntimeError):

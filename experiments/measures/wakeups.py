@@ -37,11 +37,10 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
 
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
-    """A worker runs `bodies.poked` (each pass records how many pokes it saw, in a step that
-    holds the pass for `HOLD_MS`), and a client pokes each workflow at a random moment inside
-    its first pass: just after the pass started, or a few milliseconds before it ends, when
-    the pass is about to answer for its delivery. A wakeup is lost when no later pass ever
-    recorded seeing the poke."""
+    """A worker runs `bodies.poked` (its first pass holds for `HOLD_MS` in a step, then waits
+    for the poke), and a client pokes each workflow at a random moment inside that first pass:
+    just after it started, or a few milliseconds before it ends, when the pass is about to
+    answer for its delivery. A wakeup is lost when no later pass ever recorded `saw`."""
     if backend.rival is not None:
         return await _rival(lab, backend, params)
     races, wake = int(params["races"]), bool(params.get("wake", True))
@@ -70,7 +69,7 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
         lost = 0
         for i in range(races):
             keys = (await client.request("records", workflow=f"{prefix}-{i}"))["keys"]
-            if "saw:1" not in keys:
+            if "saw" not in keys:
                 lost += 1
         await worker.request("stop")
     return [

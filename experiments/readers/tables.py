@@ -72,7 +72,7 @@ def number(value: Any) -> str:
         return ""
     if math.isinf(value):
         return "∞" if value > 0 else "-∞"
-    size = abs(value)
+    size = abs(float(f"{value:.3g}"))  # its size once rounded: 0.9997 is 1.00, not 1.000
     if size >= 100 or value == int(value):
         return f"{value:,.0f}"
     decimals = min(6, 2 - math.floor(math.log10(size)))
@@ -154,14 +154,15 @@ HEADERS: dict[str, dict[str, str]] = {
                 "p99": "p99 ms", "max": "max ms", "p50_vs_memory": f"p50 {TIMES} memory"},
     "idle": {"backend": "backend", "variant": "variant", "worker_requests": "worker req/s",
              "worker_round_trips": "round trips/s", "server_requests": "server req/s",
-             "worker_cpu": "worker CPU s/s", "server_cpu": "server CPU s/s"},
+             "worker_cpu": "worker CPU ms/s", "server_cpu": "server CPU ms/s"},
     "growth": {"backend": "backend", "trimming": "trimmed", "peak_entries": "peak entries",
                "final_entries": "final entries", "peak_kib": "peak KiB",
                "final_kib": "final KiB", "wakeups": "wakeups", "repeats": "runs"},
     "takeover": {"backend": "backend", "phase": "phase", "recovery": "recovery",
                  "lease_s": "lease s", "n": "kills", "median": "median s",
                  "median_lo": "median from", "median_hi": "median to",
-                 "taken_over": "taken over", "lease_plus_tick": "lease + tick s"},
+                 "taken_over": "taken over", "lease_plus_tick": "lease + tick s",
+                 "median_vs_bound": "of lease + tick"},
     "throughput": {"backend": "backend", "variant": "variant", "processes": "processes",
                    "workflows": "workflows", "passes_per_s": "wf/s",
                    "passes_per_s_lo": "wf/s from", "passes_per_s_hi": "wf/s to",
@@ -173,13 +174,31 @@ HEADERS: dict[str, dict[str, str]] = {
     "wakeups": {"backend": "backend", "races": "races", "lost": "lost",
                 "lost_share": "lost share", "lost_share_hi": "lost share at most",
                 "refused": "refused"},
+    "contention": {"arm": "arm", "partitions": "partitions", "processes": "processes",
+                   "phase": "phase", "rate": "ops/s", "statements_per_op": "statements/op",
+                   "wal_bytes_per_op": "WAL bytes/op", "writes_per_op": "commits/op",
+                   "server_cpu_per_op": "server CPU ms/op",
+                   "notify_waits": "backends on NOTIFY lock", "row_waits": "backends on rows",
+                   "waiting": "backends waiting", "deadlocks": "deadlocks", "runs": "runs"},
+    "scale-out": {"backend": "backend", "masters": "masters", "shards": "shards",
+                  "nodes_cpu_per_pass": "nodes' CPU ms/pass",
+                  "busiest_cpu_per_pass": "busiest's CPU ms/pass", "ceiling": "ceiling /s",
+                  "ceiling_lo": "ceiling from", "ceiling_hi": "ceiling to",
+                  "even": "N·X /s", "worker_cpu_per_pass": "worker CPU ms/pass",
+                  "busy": "busiest busy"},
+    "lifecycle": {"backend": "backend", "what": "timing", "n": "samples", "p50": "p50 ms",
+                  "p50_lo": "p50 from", "p50_hi": "p50 to", "p99": "p99 ms"},
+    "soak": {"backend": "backend", "variant": "variant", "metric": "measure", "unit": "unit",
+             "start": "first", "end": "last", "max": "most",
+             "slope_per_hour": "slope /h, 2nd half", "samples": "samples"},
 }
 
 
 def readable(summary: Any, name: str) -> Any:
     """`summary` as a frame that computes as the summary does (every column, numbers as
     numbers) and shows as a reader reads it: only `HEADERS`' columns, under headers with
-    their units, numbers by `number`, blank where a value does not apply."""
+    their units, numbers by `number` (or as `_TEXTS` says), blank where a value does not
+    apply."""
     headers = dict(HEADERS.get(name, {}))
     if name == "latency" and "poll_ms" in summary:
         # a polled backend's rows at no poll of the sweep ran at its own default poll: said
@@ -192,9 +211,66 @@ def readable(summary: Any, name: str) -> Any:
     if name == "scaling":
         headers.update({c: f"ms at {c.removeprefix('ms@')}" for c in summary.columns
                         if str(c).startswith("ms@")})
+    if name == "scale-out":
+        # the rates measured, a column each count of worker processes, before the costs
+        rates = {c: f"passes/s {TIMES}{c.split('@')[1]}" for c in summary.columns
+                 if str(c).startswith("passes_per_s@")}
+        at = list(headers).index("worker_cpu_per_pass")
+        items = list(headers.items())
+        headers = dict(items[:at] + list(rates.items()) + items[at:])
     table = _shown_type()(summary)
     table.headers = headers
+    table.experiment = name
     return table
+
+
+def _scaled(factor: float) -> Callable[[Any], str]:
+    return lambda value: number(value * factor if isinstance(value, int | float) else value)
+
+
+def _decimals(value: Any) -> str:
+    """A slope: two decimals, as the report prints it (0.98, -0.13)."""
+    return "" if value != value else f"{value:.2f}"
+
+
+def _share(value: Any) -> str:
+    return "" if value != value else f"{value:.0%}"
+
+
+#: Columns that read better other than by `number`: idle's CPU, seconds a second, as ms a
+#: second; a slope at two decimals; a share as a percentage.
+_COLUMNS: dict[str, dict[str, Callable[[Any], str]]] = {
+    "idle": {"worker_cpu": _scaled(1000), "server_cpu": _scaled(1000)},
+    "scaling": {"slope": _decimals, "slope_lo": _decimals, "slope_hi": _decimals},
+    "scale-out": {"busy": _share},
+    "takeover": {"median_vs_bound": _share},
+}
+
+
+def _takeover_text(data: Any, text: Any) -> Any:
+    """A kill never taken over reads "never", not a blank median."""
+    if {"median", "taken_over", "n"} <= set(data.columns):
+        never = (data["taken_over"] == 0) & (data["n"] > 0) & data["median"].isna()
+        text.loc[never, "median"] = "never"
+    return text
+
+
+def _growth_text(data: Any, text: Any) -> Any:
+    """Trimmed as the growth table says it: yes or no for the stream, a rival's own cleanup
+    setting or its defaults."""
+    if "trimming" in text.columns:
+        rival = (data["setting"].fillna("").astype(str) != "") if "setting" in data.columns \
+            else [False] * len(data)
+        text["trimming"] = [
+            ({"True": "its cleanup", "False": "defaults"} if r else
+             {"True": "yes", "False": "no"}).get(str(t), "")
+            for t, r in zip(data["trimming"], rival, strict=True)]
+    return text
+
+
+#: Whole-table touches after the cells are shown: what a cell says depends on its row.
+_TEXTS: dict[str, Callable[[Any, Any], Any]] = {"takeover": _takeover_text,
+                                                "growth": _growth_text}
 
 
 @functools.cache
@@ -204,8 +280,9 @@ def _shown_type() -> type:
     class Shown(pandas.DataFrame):  # type: ignore[misc]
         """A summary that shows only the columns a reader needs (`readable`)."""
 
-        _metadata: ClassVar[list[str]] = ["headers"]
+        _metadata: ClassVar[list[str]] = ["headers", "experiment"]
         headers: dict[str, str] = {}  # noqa: RUF012  (pandas copies it to each frame made)
+        experiment: str = ""
 
         @property
         def _constructor(self) -> type:
@@ -217,8 +294,14 @@ def _shown_type() -> type:
             columns = [c for c in self.headers if c in plain.columns]
             if not columns:
                 return plain
-            return plain[columns].map(lambda v: v if isinstance(v, str) else number(v)) \
-                .rename(columns=self.headers)
+            formats = _COLUMNS.get(self.experiment, {})
+            text = pandas.DataFrame({
+                c: [v if isinstance(v, str) else formats.get(c, number)(v)
+                    for v in plain[c]] for c in columns}, index=plain.index)
+            touch = _TEXTS.get(self.experiment)
+            if touch is not None:
+                text = touch(plain, text)
+            return text.rename(columns=self.headers)
 
         def _index(self) -> bool:
             return not isinstance(self.index, pandas.RangeIndex)

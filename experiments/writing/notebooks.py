@@ -627,7 +627,9 @@ close ({c('notify', most, 'work'):,.0f} against {c('silent', most, 'work'):,.0f}
 and the server share 2 cores, and the server's CPU per pass grows from
 {c('silent', 1, 'work', 'server_cpu_per_op'):.2f} ms at one process to
 {c('silent', most, 'work', 'server_cpu_per_op'):.2f} ms (silenced), so a backend spared the lock
-waits for a core instead: on this machine more processes are slower, not faster. Row locks
+waits for a core instead: on this machine more processes are not faster (from 2 to {most}, as the
+store is {c('notify', 2, 'work'):,.0f} then {c('notify', most, 'work'):,.0f} passes a second,
+silenced {c('silent', 2, 'work'):,.0f} then {c('silent', most, 'work'):,.0f}). Row locks
 barely show ({c('notify', most, 'work', 'row_waits'):.2f} backends): `SKIP LOCKED` keeps the
 takers apart. The run line above names the server the lab found first; every configuration ran
 on one of its own, started from the local binaries.\"\"\")

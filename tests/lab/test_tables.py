@@ -45,6 +45,7 @@ def test_a_ratio_of_two_draws_of_one_distribution_is_not_told_apart_and_of_two_i
 @pytest.mark.parametrize(("value", "shown"), [
     (10617.46, "10,617"), (1_000_000.0, "1,000,000"), (25.51, "25.5"), (0.944, "0.944"),
     (0.00028, "0.00028"), (0.5, "0.5"), (1.0, "1"), (math.nan, ""), (None, ""), ("yes", "yes"),
+    (0.99974, "1.00"), (99.97, "100"), (0.0099996, "0.0100"),  # rounded up to the next digit
 ])
 def test_numbers_read_with_separators_and_no_e_notation(value: Any, shown: str) -> None:
     assert number(value) == shown

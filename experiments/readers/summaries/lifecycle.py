@@ -52,14 +52,17 @@ def summary(frame: Any) -> Any:
 
 def races(frame: Any) -> Any:
     """Per backend, the race's counts (`COUNTS`, summed over repeats): `both` and `lost` must
-    be 0; `revived` counts blocked workflows that ran a step after being cancelled (must be 0)."""
+    be 0; `revived` counts blocked workflows that ran a step after being cancelled (must be 0).
+    The backends in the tables' order, however a merge left the rows."""
+    from experiments.readers.figures import in_order
+
     counted = frame[frame["unit"] == "count"]
     table = counted.pivot_table(index="backend", columns="metric", values="value",
                                 aggfunc="sum", sort=False)
     for name in COUNTS:
         if name not in table:
             table[name] = math.nan
-    return table[list(COUNTS)].reset_index()
+    return in_order(table[list(COUNTS)].reset_index()).reset_index(drop=True)
 
 
 def draw(frame: Any) -> Any:

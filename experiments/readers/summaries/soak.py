@@ -1,6 +1,7 @@
 """The soak read back (`python -m experiments soak` writes it): the soak page's table from its
-metadata, each store's first, last and most of every sample with the RSS slope (`table`), and
-the figure: a row a measure, a column a store, the faults marked (`draw`)."""
+metadata, each store's first, last and most of every sample with the RSS slope (`table`), the
+same from its rows, every measure (`summary`), and the figure: a row a measure, a column a
+store, the faults marked (`draw`)."""
 
 from __future__ import annotations
 
@@ -43,6 +44,49 @@ def table(meta: dict[str, Any]) -> str:
             f"{cell(summary, 'connections')} | {cell(summary, 'server_clients')} | "
             f"{cell(summary, 'queue')}{drained} |")
     return "\n".join(lines)
+
+
+def summary(frame: pandas.DataFrame) -> pandas.DataFrame:
+    """Per store (backend and variant) and measure, from its samples: the first and last, the
+    least and most, the least-squares slope per hour over the second half of the samples'
+    span (what says flat or growing) and the count of samples; as the soak summarised each
+    store in its metadata when it ended (a store as it is is variant `default`). The faults
+    are events, not samples: left out."""
+    import numpy
+    import pandas
+
+    columns = ["backend", "variant", "metric", "unit", "start", "end", "min", "max",
+               "slope_per_hour", "samples"]
+    sampled = frame[frame["metric"] != "fault"]
+    rows = []
+    for (backend, variant, metric), group in sampled.groupby(
+            ["backend", "variant", "metric"], sort=False, dropna=False):
+        part = group.sort_values("t_s", kind="stable")
+        t = part["t_s"].to_numpy(dtype=float)
+        v = part["value"].to_numpy(dtype=float)
+        second = t >= t[-1] / 2
+        rows.append({"backend": backend,
+                     "variant": "default" if variant != variant else variant,
+                     "metric": metric, "unit": part["unit"].iloc[0], "start": v[0],
+                     "end": v[-1], "min": v.min(), "max": v.max(),
+                     "slope_per_hour": _slope(t[second], v[second]), "samples": len(v)})
+    found = pandas.DataFrame(rows, columns=columns)
+    # a store as it is before its variants (the readers then put the stores in their order)
+    found = found.iloc[numpy.argsort((found["variant"] != "default").to_numpy(),
+                                     kind="stable")].reset_index(drop=True)
+    found["slope_per_hour"] = numpy.round(found["slope_per_hour"].astype(float), 3)
+    return found
+
+
+def _slope(t: Any, v: Any) -> float:
+    """The least-squares slope of the points, per hour; NaN under three points or no spread
+    in time."""
+    if len(t) < 3:
+        return float("nan")
+    spread = ((t - t.mean()) ** 2).sum()
+    if spread == 0:
+        return float("nan")
+    return float(((t - t.mean()) * (v - v.mean())).sum() / spread * 3600)
 
 
 def draw(frame: pandas.DataFrame) -> Figure:
