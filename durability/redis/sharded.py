@@ -21,7 +21,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from durability.checks import check_workflow, positive, to_ms
 from durability.redis.batching import ScriptBatcher
-from durability.redis.lua import ScriptCall
+from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker
 from durability.redis.namespace import DEFAULT, block_slice, check_namespace, text
 from durability.redis.policies import policy_text
@@ -29,6 +29,7 @@ from durability.redis.set_scheduler import RedisSetScheduler
 from durability.redis.shards import Rotation, check_layout, check_shards, shard_of
 from durability.redis.stream_levels import Entry, read_replies
 from durability.redis.stream_scheduler import (
+    FIELD,
     GROUP,
     TRIM_EVERY,
     RedisStreamScheduler,
@@ -81,6 +82,11 @@ def _backlog(found: Sequence[Backlog]) -> Backlog:
 P = TypeVar("P", RedisStreamScheduler, RedisSetScheduler)
 
 
+def _queue(part: RedisStreamScheduler | RedisSetScheduler) -> str:
+    """The key a shard's queue scripts start from."""
+    return part.schedule if isinstance(part, RedisSetScheduler) else part.ready
+
+
 class Sharded(Generic[P]):
     """What both sharded queues share: the shards (`parts`), routing a move to its shard, and
     asking every shard where the queue as a whole is asked.
@@ -88,8 +94,10 @@ class Sharded(Generic[P]):
     A workflow belongs to the shard of its id; a wakeup with a `Limit` to the shard of the
     limit's key (`part`), so a limit's holders, rate window and parked wakeups are all on one
     slot and its take is one script there. The price: a workflow's wakeup under a limit and its
-    wakeup without one may be pending on two shards at once, and then do not merge (the claim
-    still runs one pass at a time). `cancel` asks every shard for that reason."""
+    wakeup without one may be pending on two shards at once: `make_ready` withdraws the one
+    without (on the stream, a default one only among the first entries waiting: past that the
+    two do not merge, and the claim still runs one pass at a time). `cancel` asks every shard
+    for that reason."""
 
     parts: tuple[P, ...]
     shards: int
@@ -110,6 +118,10 @@ class Sharded(Generic[P]):
         self._slice = block_slice(redis)
         self._cluster = isinstance(redis, RedisCluster)
         self._rotation = Rotation(self.shards)
+        # A limited wakeup's merge with the workflow's others (`make_ready`).
+        kind = "set" if isinstance(first, RedisSetScheduler) else "stream"
+        self._waiting_limit = script(redis, f"{kind}_waiting_limit")
+        self._withdraw = script(redis, f"{kind}_withdraw")
 
     def share(self, batcher: ScriptBatcher) -> None:
         for part in self.parts:
@@ -134,8 +146,27 @@ class Sharded(Generic[P]):
     async def make_ready(
         self, workflow: str, *, priority: int = 0, limit: Limit | None = None
     ) -> None:
+        """On its shard (see the class doc). A limited wakeup merges into one with a limit
+        waiting on another limit's shard (every shard is asked), else it withdraws the
+        workflow's waiting one without a limit from its own shard, after the new one is written
+        (a crash between leaves two wakeups, never none), keeping the higher priority."""
         policy_text(priority, limit)
-        await self.part(workflow, limit).make_ready(workflow, priority=priority, limit=limit)
+        there = self.part(workflow, limit)
+        if limit is not None:
+            # One waiting under another limit, on that limit's shard, keeps its own limit.
+            others = [part for part in self.parts if part is not there]
+            waits = await asyncio.gather(
+                *(self._waiting_limit(keys=[_queue(part)], args=[workflow]) for part in others)
+            )
+            there = next((part for part, w in zip(others, waits, strict=True) if int(w)), there)
+        await there.make_ready(workflow, priority=priority, limit=limit)
+        home = self.part(workflow)
+        if limit is None or home is there:
+            return
+        # Withdrawn: the highest priority it had; None if none waited there (see the scripts).
+        had = await self._withdraw(keys=[_queue(home)], args=[workflow, FIELD])
+        if had is not None and int(had) > priority:
+            await there.make_ready(workflow, priority=int(had), limit=limit)
 
     def wakeup_call(
         self, workflow: str, *, priority: int = 0, limit: Limit | None = None

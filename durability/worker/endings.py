@@ -142,6 +142,8 @@ async def answer(crew: Crew, running: Running, holder: Pass | None, ending: Endi
         running.unnudge()  # no renewal was ever sent: nothing to let land, so no await
     else:
         await running.quiet()
+        # A renewal that landed changed the delivery (the set's receipt): answer for that one.
+        delivery = running.delivery
     assert holder is not None
     match ending:
         case Settled(outcome=outcome):

@@ -23,7 +23,7 @@ from durability.signals import Fenced
 from durability.waits import set_within
 from durability.worker.crew import Crew
 from durability.worker.firer import firer
-from durability.worker.passing import extend, run_pass
+from durability.worker.passing import renew_delivery, run_pass
 from durability.worker.running import Running
 from durability.worker.settings import GLANCE
 
@@ -235,7 +235,9 @@ async def _keep(crew: Crew, running: Running) -> None:
     if holder is None or not running.in_body:
         return
     try:
-        await asyncio.gather(crew.checkpointer.renew(holder, crew.lease), extend(crew, running))
+        await asyncio.gather(
+            crew.checkpointer.renew(holder, crew.lease), renew_delivery(crew, running)
+        )
     except Fenced as fenced:
         if not running.in_body:
             return  # the pass ended and released its claim while the renewal was on its way

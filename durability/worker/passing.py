@@ -45,7 +45,7 @@ from durability.worker.nudging import Nudges
 from durability.worker.running import Running
 from durability.worker.settings import NUDGE, SHUTDOWN
 
-__all__ = ["Escaped", "extend", "run_pass", "written"]
+__all__ = ["Escaped", "extend", "renew_delivery", "run_pass", "written"]
 
 log = logging.getLogger("durability.worker")
 
@@ -267,7 +267,23 @@ def written(crew: Crew, running: Running) -> Callable[[], None]:
 
 def _start_extending(crew: Crew, running: Running) -> None:
     running.nudging = None
+    extending = running.extending
+    if extending is not None and not extending.done():
+        running.again = True  # the keeper's renewal is on its way: once more after it
+        return
     running.extending = asyncio.create_task(_extend_after_write(crew, running))
+
+
+async def renew_delivery(crew: Crew, running: Running) -> None:
+    """The keeper's renewal of the pass's delivery, made as a write's is: one at a time, as
+    `running.extending`, so the pass's answer lets it land first (`Running.quiet`) and answers
+    with the receipt it gave. A renewal the answer did not wait for could change the receipt
+    (the set's does) after the answer was sent with the old one: the workflow would then stay
+    held for a lease, and a limit's slot with it."""
+    extending = running.extending
+    if extending is None or extending.done():
+        extending = running.extending = asyncio.create_task(_extend_after_write(crew, running))
+    await asyncio.wait([extending])
 
 
 async def _extend_after_write(crew: Crew, running: Running) -> None:

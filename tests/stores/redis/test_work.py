@@ -17,7 +17,9 @@ from redis.asyncio.connection import Connection
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from durability import work
+from durability import Limit, work
+from durability.bodies import start
+from durability.codec import as_int
 from durability.interfaces import Durable
 from durability.redis import (
     RedisCheckpointer,
@@ -26,6 +28,7 @@ from durability.redis import (
     RedisStreamScheduler,
 )
 from durability.stepwise import Completed, Run
+from durability.testing import Observed
 from durability.testing.conformance import (
     BoundsContract,
     DurableContract,
@@ -35,6 +38,8 @@ from durability.testing.conformance import (
     a_schedule_added_elsewhere_wakes_a_worker,
     taken_over_as_its_claim_lapses,
 )
+from durability.testing.conformance.working import PATIENCE, working
+from durability.values import Delivery, Pass
 from durability.worker import Event
 
 #: Short enough that the workflows these tests leave on the shared server go away by themselves.
@@ -453,3 +458,70 @@ async def test_take_of_a_workflow_a_live_pass_holds_hands_over_the_delivery_alon
     assert taken.holder is None
     # The live pass still holds its claim: it can write.
     await durable.checkpointer.record(holder, "still-mine", True)
+
+
+# --- a renewal in flight as the pass ends -------------------------------------------------
+
+
+class _SlowRenewal(RedisSetScheduler):
+    """Its extend starts (`asked`) but reaches the store only once the body has returned."""
+
+    def __init__(self, **settings: Any) -> None:
+        super().__init__(**settings)
+        self.asked = asyncio.Event()
+        self.returned = asyncio.Event()
+        self.landed = asyncio.Event()
+
+    async def extend(self, delivery: Delivery, within: timedelta) -> Delivery | None:
+        self.asked.set()
+        await self.returned.wait()
+        try:
+            return await super().extend(delivery, within)
+        finally:
+            self.landed.set()
+
+
+class _FinishAfterRenewal(RedisDurable):
+    """Finishes a pass only once a renewal that had started has reached the store, answering
+    for the delivery it is given: the order a worker that did not wait for it would get."""
+
+    async def finish_ended(self, holder: Pass, delivery: Delivery, *args: Any) -> bool:
+        scheduler = self.scheduler
+        assert isinstance(scheduler, _SlowRenewal)
+        if scheduler.asked.is_set():
+            await scheduler.landed.wait()
+        return await super().finish_ended(holder, delivery, *args)
+
+
+async def test_a_renewal_in_flight_as_a_limited_pass_ends_still_frees_its_slot(
+    redis: Redis, namespace: str
+) -> None:
+    # The set's renewal changes the receipt: a pass answered with the receipt it was taken
+    # with, after the keeper's renewal landed, would leave its workflow held for a lease, and
+    # its limit's slot with it, so the next workflow under the limit would never run.
+    scheduler = _SlowRenewal(redis=redis, namespace=namespace, lease=timedelta(minutes=10))
+    await scheduler.prepare()
+    checkpointer = RedisCheckpointer(redis=redis, namespace=namespace, ttl=TTL)
+    durable = _FinishAfterRenewal(checkpointer, scheduler)
+    limit = Limit(f"{namespace}-gateway", 1)
+
+    async def pay(run: Run) -> int:
+        async def call() -> int:
+            await scheduler.asked.wait()  # the keeper's renewal is on its way
+            return 1
+
+        try:
+            return await run.step("call", call, as_int)
+        finally:
+            scheduler.returned.set()
+
+    first, second = f"{namespace}-first", f"{namespace}-second"
+    assert await start(durable, "pay", None, first, limit=limit)
+    observed = Observed(PATIENCE)
+    async with working(durable, {"pay": pay}, observed, 1):
+        await observed.until(lambda: observed.completed(first))
+        await asyncio.wait_for(scheduler.landed.wait(), PATIENCE)
+        assert await start(durable, "pay", None, second, limit=limit)
+        await observed.until(lambda: observed.completed(second))
+    members = await redis.zrange(f"{{{namespace}}}:schedule", 0, -1)
+    assert [member for member in members if member != "{policies}"] == []  # none left held

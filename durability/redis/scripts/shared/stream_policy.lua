@@ -91,6 +91,20 @@ local function queue(R, workflow, policy)
   return id
 end
 
+-- Whether a plain entry `id` of `workflow` (read on stream `key`, for `group`) is void: a
+-- wakeup made with a policy after it, while it waited, is still waiting (a later entry, or
+-- parked). The plain one's make_ready kept no record (the common path writes only its entry),
+-- so that one could not merge into it: they merge here, the later one standing for both, and
+-- the void entry is acknowledged and dropped.
+local function superseded(R, key, group, id, workflow)
+  local at, pending = where_of(redis.call('HGET', R .. ':policy', workflow))
+  if not at or at == id then return false end
+  if at ~= 'parked' and not undelivered(level_key(R, policy_of(pending)), at) then return false end
+  redis.call('XACK', key, group, id)
+  redis.call('XDEL', key, id)
+  return true
+end
+
 -- A parked wakeup made ready again: appended to its level under the policy it waited with.
 local function stream_put_back(R)
   return function(workflow, _, _)

@@ -9,8 +9,9 @@
 -- stream (see stream_policy.lua), and no longer than until that room may come.
 --
 -- A limited entry over its limit is parked (see policy.lua) and the look goes on; a `nudge`
--- (a level made new) is acknowledged and dropped. With no level but 0 and nothing parked (one
--- EXISTS), it is the one XREADGROUP it was before priorities, run before the policy piece's
+-- (a level made new) is acknowledged and dropped, and so is a plain entry a later wakeup with a
+-- policy superseded (stream_policy.lua). With no level but 0, nothing parked and no wakeup kept
+-- with a policy (one EXISTS), it is the one XREADGROUP it was before priorities, run before the policy piece's
 -- functions are made (they are, on every run that reaches them).
 local R = KEYS[1]
 local function fields_of(entry)
@@ -23,7 +24,7 @@ local function fields_of(entry)
   return workflow, policy, nudge
 end
 local ahead = false  -- an entry the common path read whose limit is still to count
-if redis.call('EXISTS', R .. ':levels', R .. ':parked') == 0 then
+if redis.call('EXISTS', R .. ':levels', R .. ':parked', R .. ':policy') == 0 then
   local reply = redis.call('XREADGROUP', 'GROUP', ARGV[1], ARGV[2], 'COUNT', 1,
     'STREAMS', R, '>')
   if not reply then return {false, '', -1} end
@@ -68,7 +69,11 @@ for _, key in ipairs(keys) do
       redis.call('XDEL', key, entry[1])
     elseif not workflow then
       return nothing()
-    elseif policy == '' or admit(R, key, entry[1], workflow, policy, lease, now) then
+    elseif policy == '' then
+      if not superseded(R, key, ARGV[1], entry[1], workflow) then
+        return {workflow, entry[1], policy, levels}
+      end
+    elseif admit(R, key, entry[1], workflow, policy, lease, now) then
       return {workflow, entry[1], policy, levels}
     end
   end

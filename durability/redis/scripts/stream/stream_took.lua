@@ -29,7 +29,7 @@ local function hand_over(key)
   return {id, workflow, policy, nudge}
 end
 local ahead = false  -- what the common path handed over whose limit is still to count
-if redis.call('EXISTS', R .. ':levels', R .. ':parked') == 0 then
+if redis.call('EXISTS', R .. ':levels', R .. ':parked', R .. ':policy') == 0 then
   -- The common path, before the policy piece's functions are made (they are, every run).
   local found = hand_over(R)
   -- An entry without a workflow stays pending, as when the client reads it: `reclaiming`
@@ -66,6 +66,9 @@ if not found or not found[2] then
     redis.call('XDEL', key, found[1])
   end
   return nothing()
+end
+if found[3] == '' and superseded(R, key, ARGV[1], found[1], found[2]) then
+  return nothing()  -- a later wakeup with a policy stands for it (stream_policy.lua)
 end
 if found[3] ~= '' and not admit(R, key, found[1], found[2], found[3], lease, now) then
   return nothing()
