@@ -70,6 +70,11 @@ DROP INDEX IF EXISTS durability.queue_by_visibility;
 -- keys of the ready rows it had to skip here, to learn when their limits open again.
 CREATE INDEX IF NOT EXISTS queue_limited ON durability.queue (queue, visible_at)
     WHERE limit_key IS NOT NULL;
+-- The rows of a priority other than 0 or under a limit (none on the common path): a take
+-- probes it first, and while a queue has none takes as it did before either existed, without
+-- the level walk or the limits (scheduler.sql's `take_plain`). Written only for those rows.
+CREATE INDEX IF NOT EXISTS queue_special ON durability.queue (queue)
+    WHERE priority <> 0 OR limit_key IS NOT NULL;
 
 -- Each limit key's live holds, per queue, in one row: the take that admits a wakeup under the
 -- key updates this row (INSERT ... ON CONFLICT DO UPDATE, whose WHERE sees the row's newest
