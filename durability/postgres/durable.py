@@ -15,6 +15,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from durability.checks import (
     INBOX,
@@ -301,6 +302,7 @@ class PostgresDurable(Inspected):
             workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, *rest = row
             if not workflows:
                 return Look(None, earliest, hidden_for)
+            rest = plainly(rest, len(workflows))
             taken = [
                 self._taken(delivered(workflow, receipt, *policy), token, deadline, found, alive)
                 for workflow, receipt, token, deadline, found, *policy
@@ -373,6 +375,7 @@ async def _take_group(
         return
     workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, *rest = row
     taken = len(workflows or ())
+    rest = plainly(rest, taken)
     for index, (_, reply) in enumerate(group):
         if index < taken:  # in the shape of `take`'s row (lapsed, the policy, found)
             settle(reply, (workflows[index], receipts[index], None, None, tokens[index],
@@ -380,3 +383,9 @@ async def _take_group(
                            founds[index]))
         else:
             settle(reply, (None, None, earliest, hidden_for, *[None] * 8))
+
+
+def plainly(columns: list[Any], taken: int) -> list[Any]:
+    """`take_many`'s per-row columns after the found ones, a column the plain take leaves
+    NULL (a policy column: all its rows are at priority 0 with no limit) as one None a row."""
+    return [[None] * taken if column is None else column for column in columns]

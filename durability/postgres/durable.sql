@@ -265,7 +265,7 @@ SELECT taken.workflow,
        claimed.token,
        claimed.deadline,
        taken.lapsed,
-       taken.priority, taken.limit_key, taken.limit_at_most, taken.limit_per,
+       NULL::smallint, NULL::text, NULL::integer, NULL::float8,
 -- include: durable.sql found
        ,
        (SELECT yes FROM plain)
@@ -315,7 +315,8 @@ FROM now LEFT JOIN hidden ON true
 -- `take_many` on the common path: main's statement from before priorities and limits (up to
 -- %(n)s rows of level 0 in visibility order, SKIP LOCKED, found again by where they lie),
 -- only while `plain` holds, as scheduler.sql's `taking_plain`; the answer is `take_many`'s
--- with the flag last.
+-- with the flag last, its four policy columns NULL (every row taken here has priority 0 and
+-- no limit, rechecked under its lock: no arrays to build and sort).
 WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
 quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
 -- include: scheduler.sql plain
@@ -340,9 +341,7 @@ taken AS (
     WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM picked))
     RETURNING q.workflow, q.receipt,
               (SELECT p.receipt >= 1000000000000000 FROM picked AS p
-               WHERE p.workflow = q.workflow) AS lapsed,
-              q.priority, q.limit_key, q.limit_at_most,
-              extract(epoch FROM q.limit_per)::float8 AS limit_per
+               WHERE p.workflow = q.workflow) AS lapsed
 ),
 -- include: durable.sql claiming
 -- include: scheduler.sql hiding_plain
@@ -353,7 +352,6 @@ answered AS (
            claimed.token,
            claimed.deadline,
            taken.lapsed,
-           taken.priority, taken.limit_key, taken.limit_at_most, taken.limit_per,
 -- include: durable.sql found
            AS found
     FROM taken LEFT JOIN claimed ON claimed.workflow = taken.workflow
@@ -366,10 +364,8 @@ SELECT (SELECT array_agg(workflow ORDER BY workflow) FROM answered),
        hidden.at,
        extract(epoch FROM hidden.at - now.t)::float8,
        (SELECT array_agg(lapsed ORDER BY workflow) FROM answered),
-       (SELECT array_agg(priority ORDER BY workflow) FROM answered),
-       (SELECT array_agg(limit_key ORDER BY workflow) FROM answered),
-       (SELECT array_agg(limit_at_most ORDER BY workflow) FROM answered),
-       (SELECT array_agg(limit_per ORDER BY workflow) FROM answered),
+       -- Every row taken here has priority 0 and no limit: no arrays (`plainly` in durable.py)
+       NULL::smallint[], NULL::text[], NULL::integer[], NULL::float8[],
        (SELECT yes FROM plain)
 FROM now CROSS JOIN hidden
 

@@ -74,8 +74,8 @@ SELECT count(*) FROM told
 
 -- name: plain
 -- Whether the queue holds no wakeup of a priority other than 0 or under a limit, in this
--- statement's snapshot: one probe of queue_special, which holds those rows alone (none at all
--- on the common path). A CTE for a WITH list (no comma after it). Every take answers it last,
+-- statement's snapshot: one probe of queue_with_policy, which holds those rows alone (none
+-- at all on the common path). A CTE for a WITH list (no comma after it). Every take answers it last,
 -- so its caller knows which take to send next (see `take_plain`).
 plain AS MATERIALIZED (
     SELECT NOT EXISTS (SELECT FROM durability.queue AS s
@@ -112,9 +112,7 @@ taken AS (
               -- (the row before this update) was a take's, a clock reading, not a wakeup's
               -- from the sequence, whose values stay far below any clock reading.
               (SELECT was.receipt >= 1000000000000000 FROM durability.queue AS was
-               WHERE was.queue = q.queue AND was.workflow = q.workflow) AS lapsed,
-              q.priority, q.limit_key, q.limit_at_most,
-              extract(epoch FROM q.limit_per)::float8 AS limit_per
+               WHERE was.queue = q.queue AND was.workflow = q.workflow) AS lapsed
 ),
 
 -- name: hiding_plain
@@ -273,6 +271,8 @@ FROM now LEFT JOIN hidden ON true LEFT JOIN taken ON true
 -- without the level walk and the limits: the statement main ran before either existed, so
 -- a queue that uses neither pays for neither. The answer is `take`'s, the flag last; when the
 -- flag says the queue is not plain, nothing was taken and the caller sends `take` at once.
+-- A row taken here has priority 0 and no limit (rechecked under its lock): its policy
+-- columns are NULL, which the caller reads as those.
 -- include: scheduler.sql taking_plain
 -- include: scheduler.sql hiding_plain
 SELECT taken.workflow,
@@ -280,7 +280,7 @@ SELECT taken.workflow,
        hidden.at,
        extract(epoch FROM hidden.at - now.t)::float8,
        taken.lapsed,
-       taken.priority, taken.limit_key, taken.limit_at_most, taken.limit_per,
+       NULL::smallint, NULL::text, NULL::integer, NULL::float8,
        (SELECT yes FROM plain)
 FROM now CROSS JOIN hidden LEFT JOIN taken ON true
 
