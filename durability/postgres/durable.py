@@ -15,6 +15,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from durability.checks import (
     INBOX,
@@ -268,10 +269,12 @@ class PostgresDurable(Inspected):
 
         async def read(waited: bool) -> Look[Taken]:
             if waited:  # woken (or the poll came): nothing to batch with, send at once
-                row = await one(self._checkpointer.pool, self._sql["take"], params)
+                pool = self._checkpointer.pool
+                row = await scheduler.taking(
+                    lambda sql: one(pool, sql, params), self._sql, "take"
+                )
             else:  # with the turn's other takes, as one statement (`_take_many`)
                 row = await self._takes.call(params)
-            assert row is not None  # FROM now LEFT JOIN the rest: always one row
             workflow, receipt, earliest, hidden_for, token, deadline, lapsed, *rest = row
             *policy, found = rest
             if workflow is None:
@@ -292,11 +295,14 @@ class PostgresDurable(Inspected):
 
         async def read(waited: bool) -> Look[list[Taken]]:
             wanted = {**params, "n": max(1, min(room(), MOST_TAKEN))}
-            row = await self._checkpointer.batcher.one(self._sql["take_many"], wanted)
-            assert row is not None  # FROM now LEFT JOIN the rest: always one row
+            batcher = self._checkpointer.batcher
+            row = await scheduler.taking(
+                lambda sql: batcher.one(sql, wanted), self._sql, "take_many"
+            )
             workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, *rest = row
             if not workflows:
                 return Look(None, earliest, hidden_for)
+            rest = plainly(rest, len(workflows))
             taken = [
                 self._taken(delivered(workflow, receipt, *policy), token, deadline, found, alive)
                 for workflow, receipt, token, deadline, found, *policy
@@ -333,23 +339,31 @@ class PostgresDurable(Inspected):
             params = call[0]
             groups.setdefault((params["budget"], params["alive"]), []).append(call)
         batcher, sql = self._checkpointer.batcher, self._sql
-        await asyncio.gather(*(_take_group(batcher, sql, group) for group in groups.values()))
+        await asyncio.gather(*(
+            _take_group(self._scheduler, batcher, sql, group) for group in groups.values()
+        ))
 
 
 async def _take_group(
-    batcher: StatementBatcher, sql: Mapping[str, str], group: list[Queued[Params, _TakeRow]]
+    scheduler: PostgresScheduler,
+    batcher: StatementBatcher,
+    sql: Mapping[str, str],
+    group: list[Queued[Params, _TakeRow]],
 ) -> None:
-    """One statement for takes that ask alike, its rows dealt out one to a caller in the
-    shape of `take`'s row; callers beyond the rows taken get the "nothing visible" answer.
-    A lone take is `take` itself."""
+    """One statement for takes that ask alike (in its plain form while the queue is plain:
+    `PostgresScheduler.taking`), its rows dealt out one to a caller in the shape of `take`'s
+    row; callers beyond the rows taken get the "nothing visible" answer. A lone take is
+    `take` itself."""
     params = group[0][0]
     lone = len(group) == 1
     try:
         if lone:
-            row = await batcher.one(sql["take"], params)
+            row = await scheduler.taking(lambda text: batcher.one(text, params), sql, "take")
         else:
             many = {**params, "n": len(group)}
-            row = await batcher.one(sql["take_many"], many)
+            row = await scheduler.taking(
+                lambda text: batcher.one(text, many), sql, "take_many"
+            )
     except BaseException as error:
         fail(group, error)
         if not isinstance(error, Exception):
@@ -361,6 +375,7 @@ async def _take_group(
         return
     workflows, receipts, tokens, deadlines, founds, earliest, hidden_for, *rest = row
     taken = len(workflows or ())
+    rest = plainly(rest, taken)
     for index, (_, reply) in enumerate(group):
         if index < taken:  # in the shape of `take`'s row (lapsed, the policy, found)
             settle(reply, (workflows[index], receipts[index], None, None, tokens[index],
@@ -368,3 +383,9 @@ async def _take_group(
                            founds[index]))
         else:
             settle(reply, (None, None, earliest, hidden_for, *[None] * 8))
+
+
+def plainly(columns: list[Any], taken: int) -> list[Any]:
+    """`take_many`'s per-row columns after the found ones, a column the plain take leaves
+    NULL (a policy column: all its rows are at priority 0 with no limit) as one None a row."""
+    return [[None] * taken if column is None else column for column in columns]

@@ -243,8 +243,33 @@ SELECT taken.workflow,
        taken.lapsed,
        taken.priority, taken.limit_key, taken.limit_at_most, taken.limit_per,
 -- include: durable.sql found
+       ,
+       (SELECT yes FROM plain)
 FROM now
 LEFT JOIN hidden ON true
+LEFT JOIN taken ON true
+LEFT JOIN claimed ON true
+
+-- name: take_plain
+-- `take` on the common path (no wakeup in the queue has a priority or a limit), as
+-- scheduler.sql's `take_plain` takes: main's statement from before priorities and limits,
+-- the same answer as `take`'s with the flag last. When the flag says the queue is not plain,
+-- nothing was taken or claimed, and the caller sends `take` at once.
+-- include: scheduler.sql taking_plain
+-- include: durable.sql claiming
+-- include: scheduler.sql hiding_plain
+SELECT taken.workflow,
+       taken.receipt,
+       hidden.at,
+       extract(epoch FROM hidden.at - now.t)::float8,
+       claimed.token,
+       claimed.deadline,
+       taken.lapsed,
+       NULL::smallint, NULL::text, NULL::integer, NULL::float8,
+-- include: durable.sql found
+       ,
+       (SELECT yes FROM plain)
+FROM now CROSS JOIN hidden
 LEFT JOIN taken ON true
 LEFT JOIN claimed ON true
 
@@ -282,8 +307,67 @@ SELECT (SELECT array_agg(workflow ORDER BY workflow) FROM answered),
        (SELECT array_agg(priority ORDER BY workflow) FROM answered),
        (SELECT array_agg(limit_key ORDER BY workflow) FROM answered),
        (SELECT array_agg(limit_at_most ORDER BY workflow) FROM answered),
-       (SELECT array_agg(limit_per ORDER BY workflow) FROM answered)
+       (SELECT array_agg(limit_per ORDER BY workflow) FROM answered),
+       (SELECT yes FROM plain)
 FROM now LEFT JOIN hidden ON true
+
+-- name: take_many_plain
+-- `take_many` on the common path: main's statement from before priorities and limits (up to
+-- %(n)s rows of level 0 in visibility order, SKIP LOCKED, found again by where they lie),
+-- only while `plain` holds, as scheduler.sql's `taking_plain`; the answer is `take_many`'s
+-- with the flag last, its four policy columns NULL (every row taken here has priority 0 and
+-- no limit, rechecked under its lock: no arrays to build and sort).
+WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
+quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+-- include: scheduler.sql plain
+,
+picked AS MATERIALIZED (
+    SELECT ctid, workflow, receipt FROM durability.queue
+    WHERE queue = %(queue)s AND priority = 0 AND visible_at <= (SELECT t FROM now)
+      AND limit_key IS NULL AND (SELECT yes FROM plain)
+    ORDER BY visible_at
+    LIMIT %(n)s
+    FOR UPDATE SKIP LOCKED
+),
+taken AS (
+    -- The rows just locked, found by where they lie (a TID scan): a plan free to choose would
+    -- look them up as `queue = $1 AND workflow = ANY (...)`, and a queue whose statistics
+    -- predate a burst (or a table never analyzed) gets a scan of every row of the queue, for
+    -- each take. The lock is held, so the place cannot move under the statement.
+    UPDATE durability.queue AS q
+    SET visible_at = now.t + %(lease)s,
+        receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
+    FROM now, (SELECT count(*) FROM quick) AS unflushed
+    WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM picked))
+    RETURNING q.workflow, q.receipt,
+              (SELECT p.receipt >= 1000000000000000 FROM picked AS p
+               WHERE p.workflow = q.workflow) AS lapsed
+),
+-- include: durable.sql claiming
+-- include: scheduler.sql hiding_plain
+,
+answered AS (
+    SELECT taken.workflow,
+           taken.receipt,
+           claimed.token,
+           claimed.deadline,
+           taken.lapsed,
+-- include: durable.sql found
+           AS found
+    FROM taken LEFT JOIN claimed ON claimed.workflow = taken.workflow
+)
+SELECT (SELECT array_agg(workflow ORDER BY workflow) FROM answered),
+       (SELECT array_agg(receipt ORDER BY workflow) FROM answered),
+       (SELECT array_agg(token ORDER BY workflow) FROM answered),
+       (SELECT array_agg(deadline ORDER BY workflow) FROM answered),
+       (SELECT array_agg(found ORDER BY workflow) FROM answered),
+       hidden.at,
+       extract(epoch FROM hidden.at - now.t)::float8,
+       (SELECT array_agg(lapsed ORDER BY workflow) FROM answered),
+       -- Every row taken here has priority 0 and no limit: no arrays (`plainly` in durable.py)
+       NULL::smallint[], NULL::text[], NULL::integer[], NULL::float8[],
+       (SELECT yes FROM plain)
+FROM now CROSS JOIN hidden
 
 -- name: finish_many
 -- `finish_settled` for several passes at once: the finishes a busy worker's passes ask for in

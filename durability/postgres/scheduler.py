@@ -13,10 +13,12 @@ The receipt makes `done` a compare-and-delete: a wakeup that lands mid-pass is n
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
+
+from psycopg.rows import TupleRow
 
 from durability.cancelling import stop_if_cancelled
 from durability.checks import check_workflow, positive
@@ -132,6 +134,9 @@ class PostgresScheduler(Visibility):
         #: The schedules kept beside this queue (`durability.schedules`).
         self.timetable = PostgresTimetable(pool, queue, schema, self._listener)
         self._quiet: _Quiet | None = None
+        #: Whether the last take saw the queue plain (no wakeup of a priority other than 0 or
+        #: under a limit): the next take is then sent in its plain form (see `taking`).
+        self._plain = True
 
     @property
     def pool(self) -> Pool:
@@ -173,11 +178,36 @@ class PostgresScheduler(Visibility):
 
     async def _take(self, waited: bool = False) -> Look[Delivery]:
         params = {"queue": self.queue, "lease": self.lease, "n": 1}
-        row = await one(self._pool, self._sql["take"], params)
-        assert row is not None
+        row = await self.taking(lambda sql: one(self._pool, sql, params), self._sql, "take")
         workflow, receipt, earliest, hidden_for, lapsed, *policy = row
         found = None if workflow is None else delivered(workflow, receipt, lapsed, *policy)
         return Look(found, earliest, hidden_for)
+
+    async def taking(
+        self,
+        send: Callable[[str], Awaitable[TupleRow | None]],
+        sql: Mapping[str, str],
+        name: str,
+    ) -> tuple[Any, ...]:
+        """The answer of the take `name` of `sql`, sent by `send`, without its last column (whether
+        the queue is plain now, which picks the next take's form).
+
+        While the queue was last seen plain the take goes in its plain form (`<name>_plain`:
+        the statement from before priorities and limits, behind one probe of an index that is
+        empty on the common path). That form stands aside when the queue is not plain, taking
+        nothing, and the full take is sent at once: one round trip more each time a queue
+        starts using priorities or limits, none while it keeps to them or to neither."""
+        plain = self._plain
+        row = await send(sql[f"{name}_plain"] if plain else sql[name])
+        assert row is not None  # FROM now ...: always one row
+        *answer, now_plain = row
+        self._plain = bool(now_plain)
+        if plain and not now_plain:
+            row = await send(sql[name])
+            assert row is not None
+            *answer, now_plain = row
+            self._plain = bool(now_plain)
+        return tuple(answer)
 
     async def waiting(
         self, within: timedelta, read: Callable[[bool], Awaitable[Look[T]]]

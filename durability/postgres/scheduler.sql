@@ -72,6 +72,59 @@ ready AS (
 told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM ready)
 SELECT count(*) FROM told
 
+-- name: plain
+-- Whether the queue holds no wakeup of a priority other than 0 or under a limit, in this
+-- statement's snapshot: one probe of queue_with_policy, which holds those rows alone (none
+-- at all on the common path). A CTE for a WITH list (no comma after it). Every take answers it last,
+-- so its caller knows which take to send next (see `take_plain`).
+plain AS MATERIALIZED (
+    SELECT NOT EXISTS (SELECT FROM durability.queue AS s
+                       WHERE s.queue = %(queue)s
+                         AND (s.priority <> 0 OR s.limit_key IS NOT NULL)) AS yes
+)
+
+-- name: taking_plain
+-- `taking` on the common path, in main's shape before priorities and limits: the earliest
+-- visible row (queue_by_priority's level 0), SKIP LOCKED, hidden for one lease under a new
+-- receipt. Only while `plain` holds (a one-time filter: otherwise nothing is read, nothing is
+-- taken, and the caller sends the full take). A row a wakeup merged a priority or a limit
+-- into since the snapshot fails the recheck under its lock and is passed over, so this never
+-- takes a row the full take would order or count otherwise. Ends inside the WITH list.
+WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
+quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+-- include: scheduler.sql plain
+,
+taken AS (
+    UPDATE durability.queue AS q
+    SET visible_at = now.t + %(lease)s,
+        receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
+    FROM now, (SELECT count(*) FROM quick) AS unflushed
+    WHERE q.queue = %(queue)s AND q.workflow = (
+        SELECT workflow FROM durability.queue
+        WHERE queue = %(queue)s AND priority = 0 AND visible_at <= (SELECT t FROM now)
+          AND limit_key IS NULL AND (SELECT yes FROM plain)
+        ORDER BY visible_at
+        LIMIT 1
+        FOR UPDATE SKIP LOCKED
+    )
+    RETURNING q.workflow, q.receipt,
+              -- Whether its holder's lease lapsed: the receipt this statement's snapshot saw
+              -- (the row before this update) was a take's, a clock reading, not a wakeup's
+              -- from the sequence, whose values stay far below any clock reading.
+              (SELECT was.receipt >= 1000000000000000 FROM durability.queue AS was
+               WHERE was.queue = q.queue AND was.workflow = q.workflow) AS lapsed
+),
+
+-- name: hiding_plain
+-- `hiding` on the common path: every row is at level 0 (`plain`), so the earliest hidden row
+-- is the first of level 0's hidden range, and no limit can reopen. Only wanted when fewer
+-- than %(n)s rows were taken (a one-time filter skips the probe otherwise).
+hidden AS (
+    SELECT min(visible_at) AS at FROM durability.queue
+    WHERE queue = %(queue)s AND priority = 0 AND visible_at > (SELECT t FROM now)
+      AND (SELECT count(*) FROM taken) < %(n)s AND (SELECT yes FROM plain)
+)
+
 -- name: taking
 -- The part every take begins with (`take` here, `take` and `take_many` in durable.sql): the
 -- clock, the commit setting, and the `taken` CTE that hides up to %(n)s rows for one lease
@@ -188,7 +241,8 @@ hidden AS (
              THEN (SELECT t FROM now) END
     ) AS at
     WHERE (SELECT count(*) FROM taken) < %(n)s
-)
+),
+-- include: scheduler.sql plain
 
 -- name: take
 -- Take the best ready row (see `taking`), hiding it for one lease under a new receipt. Also
@@ -208,8 +262,27 @@ SELECT taken.workflow,
        hidden.at,
        extract(epoch FROM hidden.at - now.t)::float8,
        taken.lapsed,
-       taken.priority, taken.limit_key, taken.limit_at_most, taken.limit_per
+       taken.priority, taken.limit_key, taken.limit_at_most, taken.limit_per,
+       (SELECT yes FROM plain)
 FROM now LEFT JOIN hidden ON true LEFT JOIN taken ON true
+
+-- name: take_plain
+-- `take` on the common path (no wakeup in the queue has a priority or a limit: `plain`),
+-- without the level walk and the limits: the statement main ran before either existed, so
+-- a queue that uses neither pays for neither. The answer is `take`'s, the flag last; when the
+-- flag says the queue is not plain, nothing was taken and the caller sends `take` at once.
+-- A row taken here has priority 0 and no limit (rechecked under its lock): its policy
+-- columns are NULL, which the caller reads as those.
+-- include: scheduler.sql taking_plain
+-- include: scheduler.sql hiding_plain
+SELECT taken.workflow,
+       taken.receipt,
+       hidden.at,
+       extract(epoch FROM hidden.at - now.t)::float8,
+       taken.lapsed,
+       NULL::smallint, NULL::text, NULL::integer, NULL::float8,
+       (SELECT yes FROM plain)
+FROM now CROSS JOIN hidden LEFT JOIN taken ON true
 
 -- name: done
 -- Compare-and-delete: a wakeup that landed mid-pass changed the receipt, and survives.

@@ -66,10 +66,15 @@ $$;
 -- index on the queue would be written on every take).
 CREATE INDEX IF NOT EXISTS queue_by_priority ON durability.queue (queue, priority, visible_at);
 DROP INDEX IF EXISTS durability.queue_by_visibility;
--- The limited rows alone (none at all when no wakeup names a limit): an idle take finds the
--- keys of the ready rows it had to skip here, to learn when their limits open again.
-CREATE INDEX IF NOT EXISTS queue_limited ON durability.queue (queue, visible_at)
-    WHERE limit_key IS NOT NULL;
+-- The rows of a priority other than 0 or under a limit alone (none on the common path, where
+-- no write adds to it): a take probes it first, and while a queue has none takes as it did
+-- before either existed, without the level walk or the limits (scheduler.sql's `take_plain`);
+-- an idle take finds here the keys of the ready limited rows it had to skip, to learn when
+-- their limits open again. One index for both, so the queue keeps three (each write to the
+-- queue opens every index of it and checks each partial one's predicate).
+CREATE INDEX IF NOT EXISTS queue_with_policy ON durability.queue (queue, visible_at)
+    WHERE priority <> 0 OR limit_key IS NOT NULL;
+DROP INDEX IF EXISTS durability.queue_limited;
 
 -- Each limit key's live holds, per queue, in one row: the take that admits a wakeup under the
 -- key updates this row (INSERT ... ON CONFLICT DO UPDATE, whose WHERE sees the row's newest

@@ -38,6 +38,8 @@ HOT = [
     ("scheduler.sql", "extend"), ("checkpointer.sql", "renew"), ("scheduler.sql", "take"),
     ("scheduler.sql", "done_limited"), ("scheduler.sql", "extend_limited"),
     ("scheduler.sql", "wake_at"), ("scheduler.sql", "make_ready"),
+    ("scheduler.sql", "take_plain"), ("durable.sql", "take_plain"),
+    ("durable.sql", "take_many_plain"),
 ]
 TABLES = {"queue", "claims", "records", "standings", "limits"}
 
