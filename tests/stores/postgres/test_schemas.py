@@ -9,6 +9,7 @@ so no statement is left pointing at the default one.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
@@ -42,9 +43,19 @@ def _schema() -> str:
 
 
 async def _drop(pool: Pool, schema: str) -> None:
-    async with pool.connection() as conn:
-        # A name this test made and check_schema passed: nothing else is ever interpolated.
-        await conn.execute(f"DROP SCHEMA IF EXISTS {check_schema(schema)} CASCADE")
+    # A statement the test's worker sent as it stopped may still be committing on the shared
+    # pool, and a DROP that locks the schema's tables one by one can deadlock with it (the
+    # server then cancels one of the two): try again once the other has finished.
+    for attempt in range(5):
+        try:
+            async with pool.connection() as conn:
+                # A name this test made and check_schema passed: nothing else is interpolated.
+                await conn.execute(f"DROP SCHEMA IF EXISTS {check_schema(schema)} CASCADE")
+            return
+        except psycopg.errors.DeadlockDetected:
+            if attempt == 4:
+                raise
+            await asyncio.sleep(0.2)
 
 
 async def _tables(pool: Pool, schema: str) -> set[str]:
