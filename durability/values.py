@@ -110,6 +110,13 @@ class Delivery:
     limit: Limit | None = field(default=None, compare=False)
 
 
+def held_key(delivery: Delivery) -> str | None:
+    """The key of the concurrency slot `delivery` holds (freed by its done, wake_at or finish,
+    stretched by its extend), or None: no limit, or a rate limit (nothing to give back)."""
+    limit = delivery.limit
+    return limit.key if limit is not None and limit.per is None else None
+
+
 @dataclass(frozen=True, slots=True)
 class Taken:
     """A delivery and, if the workflow was free, the claim taken on it in the same move."""

@@ -14,16 +14,21 @@ from durability.values import Entry, Limit, Recorded
 __all__ = ["arrive", "deliver", "make_ready"]
 
 
+def _keywords(priority: int, limit: Limit | None) -> dict[str, object]:
+    """The keywords a wakeup passes on: only those that are not the defaults."""
+    given: dict[str, object] = {}
+    if priority != 0 or limit is not None:
+        given["priority"] = priority
+    if limit is not None:
+        given["limit"] = limit
+    return given
+
+
 async def make_ready(
     scheduler: Scheduler, workflow: str, priority: int = 0, limit: Limit | None = None
 ) -> None:
     """`scheduler.make_ready(workflow)`, with `priority` and `limit` if not the defaults."""
-    if priority == 0 and limit is None:
-        await scheduler.make_ready(workflow)
-    elif limit is None:
-        await scheduler.make_ready(workflow, priority=priority)
-    else:
-        await scheduler.make_ready(workflow, priority=priority, limit=limit)
+    await scheduler.make_ready(workflow, **_keywords(priority, limit))  # type: ignore[arg-type]
 
 
 async def arrive(
@@ -35,19 +40,11 @@ async def arrive(
     limit: Limit | None = None,
 ) -> Recorded:
     """`durable.arrive(workflow, key, value)`, with `priority` and `limit` if not defaults."""
-    if priority == 0 and limit is None:
-        return await durable.arrive(workflow, key, value)
-    if limit is None:
-        return await durable.arrive(workflow, key, value, priority=priority)
-    return await durable.arrive(workflow, key, value, priority=priority, limit=limit)
+    return await durable.arrive(workflow, key, value, **_keywords(priority, limit))  # type: ignore[arg-type]
 
 
 async def deliver(
     durable: Durable, workflow: str, value: object, priority: int = 0, limit: Limit | None = None
 ) -> Entry:
     """`durable.deliver(workflow, value)`, with `priority` and `limit` if not the defaults."""
-    if priority == 0 and limit is None:
-        return await durable.deliver(workflow, value)
-    if limit is None:
-        return await durable.deliver(workflow, value, priority=priority)
-    return await durable.deliver(workflow, value, priority=priority, limit=limit)
+    return await durable.deliver(workflow, value, **_keywords(priority, limit))  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal, get_args
 
-from durability.checks import MAX_PRIORITY, MIN_PRIORITY
+from durability.checks import check_priority
 
 #: Picks the body the worker runs for the order id (see `integration.workflow`):
 #: `payout` (`integration.payout`: capture each line, settle, await approval, pay),
@@ -97,11 +97,10 @@ class Order:
         lines = [_line(item, index) for index, item in enumerate(raw)]
         if not lines and kind != "console":
             raise ValueError("an order needs at least one line")
-        priority = value.get("priority", 0)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise ValueError("an order's priority must be an integer")
-        if not MIN_PRIORITY <= priority <= MAX_PRIORITY:
-            raise ValueError(f"an order's priority must be from {MIN_PRIORITY} to {MAX_PRIORITY}")
+        try:
+            priority = check_priority(value.get("priority", 0))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"an order's {error}") from None
         return cls.of(kind, customer, lines, priority)
 
 

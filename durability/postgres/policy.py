@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from durability.checks import check_limit, check_priority
-from durability.values import Delivery, Limit
+from durability.values import Delivery, Limit, held_key
 
 __all__ = ["delivered", "giving_back", "held_key", "wakeup"]
 
@@ -29,12 +29,6 @@ def wakeup(priority: object, limit: object) -> dict[str, object]:
         "limit_per": bound.per,
     }
 
-
-def held_key(delivery: Delivery) -> str | None:
-    """The key of the concurrency slot `delivery` holds (freed by its done, wake_at or finish,
-    stretched by its extend), or None: no limit, or a rate limit (nothing to give back)."""
-    limit = delivery.limit
-    return limit.key if limit is not None and limit.per is None else None
 
 
 def giving_back(delivery: Delivery) -> dict[str, object]:
