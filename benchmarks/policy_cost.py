@@ -3,7 +3,7 @@
 (its counters are reset: never point it at a shared one).
 
     redis-server --port 6391 --save '' --daemonize yes
-    python -m benchmarks.policy_cost --port 6391 --cycles 4000
+    python -m benchmarks.policy_cost --port 6391 --cycles 4000 [--shards 4]
 
 prints, per scheduler and policy, the commands the server ran a cycle (`INFO commandstats`, a
 script's own commands counted inside it), its CPU a cycle and the cycles a second. Run it on
@@ -37,11 +37,15 @@ async def _cpu(redis: Redis) -> float:
     return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
-async def cycles(port: int, kind: Any, count: int, keywords: dict[str, Any]) -> str:
-    """One row: `count` cycles of `kind` with `keywords` on the server at `port`."""
+async def cycles(
+    port: int, kind: Any, count: int, keywords: dict[str, Any], shards: int = 1
+) -> str:
+    """One row: `count` cycles of `kind` (of `shards` shards) with `keywords` on the server at
+    `port`."""
     redis = Redis(port=port, decode_responses=True)
     try:
-        scheduler = kind(redis=redis, namespace=f"bench-{uuid.uuid4().hex[:8]}")
+        namespace = f"bench-{uuid.uuid4().hex[:8]}"
+        scheduler = kind(redis=redis, namespace=namespace, shards=shards)
         await scheduler.prepare()
 
         async def cycle(n: int) -> None:
@@ -71,12 +75,12 @@ async def cycles(port: int, kind: Any, count: int, keywords: dict[str, Any]) -> 
         await redis.aclose()
 
 
-async def main(port: int, count: int) -> None:
+async def main(port: int, count: int, shards: int = 1) -> None:
     heads = ("cmds/cycle", "server µs/cycle", "cycles/s")
     print(f"{'scheduler':22} {'policy':12} {heads[0]:>9} {heads[1]:>12} {heads[2]:>9}")
     for kind in (RedisStreamScheduler, RedisSetScheduler):
         for label, keywords in POLICIES:
-            row = await cycles(port, kind, count, keywords)
+            row = await cycles(port, kind, count, keywords, shards)
             print(row[:22], f"{label:12}", row[23:])
 
 
@@ -84,5 +88,6 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--cycles", type=int, default=4000)
+    parser.add_argument("--shards", type=int, default=1)
     options = parser.parse_args()
-    asyncio.run(main(options.port, options.cycles))
+    asyncio.run(main(options.port, options.cycles, options.shards))

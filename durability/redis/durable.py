@@ -15,15 +15,18 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from datetime import timedelta
+from typing import Any
 
 from redis.asyncio.cluster import RedisCluster
 
 from durability.checks import positive
 from durability.redis.checkpointer import RedisCheckpointer
 from durability.redis.joining import Joined
+from durability.redis.lua import ScriptCall
 from durability.redis.marker import Marker
 from durability.redis.policies import policy_text
 from durability.redis.set_scheduler import RedisSetScheduler
+from durability.redis.sharded import Sharded
 from durability.redis.stream_scheduler import GLANCE, RedisStreamScheduler
 from durability.redis.taking import Taker, claim_each, read_many
 from durability.redis.wakeups import Wakeups
@@ -36,6 +39,26 @@ __all__ = ["MOST_TAKEN", "RedisDurable"]
 
 #: The most workflows one `take_up_to` takes: a worker's free slots, up to this.
 MOST_TAKEN = 64
+
+
+async def _joined_wake(
+    scripts: Joined,
+    scheduler: RedisStreamScheduler | RedisSetScheduler,
+    write: ScriptCall,
+    workflow: str,
+    priority: int,
+    limit: Limit | None,
+) -> Any:
+    """`write` and then the wakeup, as one script; `write`'s reply. On a sharded queue a limited
+    wakeup is written where `make_ready` would write it, and the workflow's own shard is merged
+    after, as `make_ready` merges it (`Sharded.placed`, `Sharded.merged_home`)."""
+    sharded = scheduler if limit is not None and isinstance(scheduler, Sharded) else None
+    there = scheduler if sharded is None else await sharded.placed(workflow, limit)
+    reply = await scripts.run(write, there.wakeup_call(workflow, priority=priority, limit=limit))
+    if sharded is not None:
+        await sharded.merged_home(workflow, priority, limit, there)
+    return reply
+
 
 class RedisDurable(SplitDurable):
     """A `Durable` over a `RedisCheckpointer` and a Redis scheduler: `arrive`, `deliver` and
@@ -50,7 +73,8 @@ class RedisDurable(SplitDurable):
     | `take` | the scheduler's read (not blocking), then `claim.lua` | `next_ready`, `claim` |
 
     With `Acknowledged` the wakeup of `arrive` and `deliver` waits for the replicas too
-    (`wakeups.Wakeups`); `finish`'s done does not: a lost done is one extra pass.
+    (`wakeups.Wakeups`); `finish`'s done does not: a lost done is one extra pass. A limited
+    wakeup on a sharded queue merges across shards as `make_ready`'s does (`_joined_wake`).
 
     `take` tries the one script first (a busy worker starts each pass in one round trip). When it
     finds nothing, on the stream it waits in one pipeline on a connection kept for it (a
@@ -167,8 +191,9 @@ class RedisDurable(SplitDurable):
                 await self._wake(workflow, priority, limit)
                 return recorded
             write, encoded = self._redis_checkpointer.calls.supply(workflow, key, value)
-            wakeup = self._redis_scheduler.wakeup_call(workflow, priority=priority, limit=limit)
-            reply = await self._scripts.run(write, wakeup)
+            reply = await _joined_wake(
+                self._scripts, self._redis_scheduler, write, workflow, priority, limit
+            )
         except Unanswered as error:
             raise outcome_unknown(error, "arrive", workflow, key) from error.__cause__
         return self._redis_checkpointer.calls.supplied(reply, encoded)
@@ -184,8 +209,9 @@ class RedisDurable(SplitDurable):
                 await self._wake(workflow, priority, limit)
                 return entry
             write, encoded = self._redis_checkpointer.calls.append(workflow, value)
-            wakeup = self._redis_scheduler.wakeup_call(workflow, priority=priority, limit=limit)
-            reply = await self._scripts.run(write, wakeup)
+            reply = await _joined_wake(
+                self._scripts, self._redis_scheduler, write, workflow, priority, limit
+            )
         except Unanswered as error:
             raise delivery_unknown(error, workflow) from error.__cause__
         return self._redis_checkpointer.calls.appended(reply, encoded)

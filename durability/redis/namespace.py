@@ -67,7 +67,8 @@ def key(namespace: str, name: str) -> str:
 
 async def footprint(redis: Any, parts: dict[str, tuple[str, str]]) -> Footprint:
     """A queue's `Footprint` in one script: `parts` names each key as (key, kind), kind being
-    how it is counted (`stream`, `zset` or `list`, see footprint.lua)."""
+    how it is counted (`stream`, `zset`, `list`, or `queue:stream` / `queue:zset` for a queue's
+    level-0 key counted with its other levels and its parked wakeups: see footprint.lua)."""
     from durability.redis.lua import script
 
     names = list(parts)

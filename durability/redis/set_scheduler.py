@@ -382,9 +382,9 @@ class RedisSetScheduler(SharesBatches, Visibility, Watched):
         return await backlog(self._redis, "set_backlog", [self.schedule], [])
 
     async def footprint(self) -> Footprint:
-        """The schedule's members (one per workflow queued, sleeping or held); the doorbell's
-        bytes count, its rings do not (they are not work)."""
-        parts = {"schedule": (self.schedule, "zset")}
+        """The members of every priority level and the wakeups parked for a limit's room, one
+        per workflow (`footprint.lua`); the doorbell's bytes count, its rings do not."""
+        parts = {"schedule": (self.schedule, "queue:zset")}
         if self.doorbell is not None:
             parts["doorbell"] = (self.doorbell, "list")
         found = await footprint(self._redis, parts)

@@ -95,9 +95,8 @@ class Sharded(Generic[P]):
     limit's key (`part`), so a limit's holders, rate window and parked wakeups are all on one
     slot and its take is one script there. The price: a workflow's wakeup under a limit and its
     wakeup without one may be pending on two shards at once: `make_ready` withdraws the one
-    without (on the stream, a default one only among the first entries waiting: past that the
-    two do not merge, and the claim still runs one pass at a time). `cancel` asks every shard
-    for that reason."""
+    without (found by its record, or on the stream a default one by its shard's index: see
+    `stream_policy.lua`). `cancel` asks every shard for that reason."""
 
     parts: tuple[P, ...]
     shards: int
@@ -151,15 +150,30 @@ class Sharded(Generic[P]):
         workflow's waiting one without a limit from its own shard, after the new one is written
         (a crash between leaves two wakeups, never none), keeping the higher priority."""
         policy_text(priority, limit)
-        there = self.part(workflow, limit)
-        if limit is not None:
-            # One waiting under another limit, on that limit's shard, keeps its own limit.
-            others = [part for part in self.parts if part is not there]
-            waits = await asyncio.gather(
-                *(self._waiting_limit(keys=[_queue(part)], args=[workflow]) for part in others)
-            )
-            there = next((part for part, w in zip(others, waits, strict=True) if int(w)), there)
+        there = await self.placed(workflow, limit)
         await there.make_ready(workflow, priority=priority, limit=limit)
+        await self.merged_home(workflow, priority, limit, there)
+
+    async def placed(self, workflow: str, limit: Limit | None) -> P:
+        """The shard `make_ready` writes a wakeup of `workflow` under `limit` on: the
+        workflow's own without a limit; with one, the shard of a limited wakeup of it already
+        waiting on another limit's shard (it keeps its own limit), else the limit key's.
+        `RedisDurable`'s joined moves write there too, then call `merged_home`."""
+        there = self.part(workflow, limit)
+        if limit is None:
+            return there
+        others = [part for part in self.parts if part is not there]
+        waits = await asyncio.gather(
+            *(self._waiting_limit(keys=[_queue(part)], args=[workflow]) for part in others)
+        )
+        return next((part for part, w in zip(others, waits, strict=True) if int(w)), there)
+
+    async def merged_home(
+        self, workflow: str, priority: int, limit: Limit | None, there: P
+    ) -> None:
+        """After a wakeup under `limit` at `priority` is written on `there` (`placed`): the
+        workflow's waiting wakeup without a limit withdrawn from its own shard, its priority
+        kept if higher. Nothing to do without a limit, or on the workflow's own shard."""
         home = self.part(workflow)
         if limit is None or home is there:
             return
@@ -171,6 +185,8 @@ class Sharded(Generic[P]):
     def wakeup_call(
         self, workflow: str, *, priority: int = 0, limit: Limit | None = None
     ) -> ScriptCall:
+        """The wakeup on the shard of `workflow` or of `limit`, without the merge across
+        shards `make_ready` makes: a limited one goes through `placed` and `merged_home`."""
         return self.part(workflow, limit).wakeup_call(workflow, priority=priority, limit=limit)
 
     async def done(self, delivery: Delivery) -> None:

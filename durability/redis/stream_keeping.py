@@ -101,10 +101,10 @@ class StreamKeeping:
 
 
     async def footprint(self) -> Footprint:
-        """The stream's entries (acknowledged ones included, until trimmed) and the sleepers."""
-        return await footprint(
-            self._redis, {"stream": (self.ready, "stream"), "sleeping": (self.sleeping, "zset")}
-        )
+        """The entries of every priority level's stream (acknowledged ones included, until
+        trimmed) with the wakeups parked for a limit's room, and the sleepers (`footprint.lua`)."""
+        parts = {"stream": (self.ready, "queue:stream"), "sleeping": (self.sleeping, "zset")}
+        return await footprint(self._redis, parts)
 
     async def backlog(self) -> Backlog:
         """Wakeups not yet read by the group (a workflow made ready twice counts twice), and

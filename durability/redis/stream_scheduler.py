@@ -268,6 +268,13 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched, StreamKeeping):
     def _ms(self) -> int:
         return to_ms(self.lease)
 
+    @property
+    def _indexed(self) -> tuple[str, ...]:
+        """The flag that has a shard of a sharded queue index each workflow's waiting plain
+        wakeup (`{ns}:ready:plain`, stream_policy.lua), so that a limited wakeup written on
+        another shard withdraws it with one lookup (`Sharded.merged_home`); none alone."""
+        return ("1",) if self.shards > 1 else ()
+
     def blocks(self, within: timedelta, sliced: bool = True) -> Iterator[timedelta]:
         """The `BLOCK` of each blocking read that together wait `within`: one, or slices of
         it short enough for this client's socket timeout (see `block_slice`). A caller whose
@@ -301,14 +308,20 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched, StreamKeeping):
     ) -> ScriptCall:
         """The wakeup `make_ready` sends, as a call to run behind a checkpoint write."""
         policy = policy_text(priority, limit)
-        args = (FIELD, check_workflow(workflow), *((policy,) if policy else ()))
+        args: tuple[str, ...] = (FIELD, check_workflow(workflow))
+        if self.shards > 1:  # a shard indexes its plain wakeups (see `_indexed`)
+            args = (*args, policy, "1")
+        elif policy:
+            args = (*args, policy)
         return ScriptCall("stream_make_ready", (self.ready,), args)
 
     def done_call(self, delivery: Delivery) -> ScriptCall:
         """The answer `done` sends, as a call to run behind a claim's release."""
         entry, count = _parse(delivery.receipt)
-        args = (GROUP, entry, count, *self._policy(delivery))
-        return ScriptCall("stream_done", (self.ready,), args)
+        policy = self._policy(delivery)
+        if not policy and self.shards > 1:  # its plain wakeup's index goes with it
+            policy = ("", check_workflow(delivery.workflow))
+        return ScriptCall("stream_done", (self.ready,), (GROUP, entry, count, *policy))
 
     async def wake_at(self, delivery: Delivery, when: datetime) -> bool:
         entry, count = _parse(delivery.receipt)
@@ -342,7 +355,7 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched, StreamKeeping):
         moment = "" if now is None else str(ms(now))
         earliest, marker = await self._wake_due(
             keys=[self.ready, self.sleeping, self.marker.key],
-            args=[moment, _WAKE_BATCH, self.marker.fresh(), GROUP, self._ms],
+            args=[moment, _WAKE_BATCH, self.marker.fresh(), GROUP, self._ms, *self._indexed],
         )
         self.marker.saw(marker, "wake_due")
         return None if earliest is None else from_ms(earliest)
@@ -365,6 +378,6 @@ class RedisStreamScheduler(SharesBatches, Reclaim, Watched, StreamKeeping):
         Costs a scan of the stream (entries are found by content, not id): run `trimming`.
         """
         gone = await self._cancel(
-            keys=[self.ready, self.sleeping], args=[GROUP, check_workflow(workflow)]
+            keys=[self.ready, self.sleeping], args=[GROUP, check_workflow(workflow), self._ms]
         )
         return int(gone)

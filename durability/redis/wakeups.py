@@ -14,6 +14,7 @@ from redis.commands.core import AsyncScript
 from durability.redis.batching import ScriptBatcher
 from durability.redis.lua import script
 from durability.redis.replicas import Acknowledged, waited
+from durability.redis.sharded import Sharded
 from durability.values import Limit
 
 __all__ = ["Wakeups"]
@@ -33,8 +34,13 @@ class Wakeups:
                          else ScriptBatcher(client, want))
 
     async def wake(self, workflow: str, *, priority: int = 0, limit: Limit | None = None) -> None:
-        """`make_ready(workflow, ...)`, returning once `want.replicas` replicas have it."""
-        call = self._scheduler.wakeup_call(workflow, priority=priority, limit=limit)
+        """`make_ready(workflow, ...)`, returning once `want.replicas` replicas have it. On a
+        sharded queue a limited wakeup is written and merged as `make_ready` does it (the
+        merge after it is not waited for: a wakeup it fails to withdraw is one extra pass)."""
+        scheduler = there = self._scheduler
+        if limit is not None and isinstance(scheduler, Sharded):
+            there = await scheduler.placed(workflow, limit)
+        call = there.wakeup_call(workflow, priority=priority, limit=limit)
         found = self._scripts.get(call.name)
         if found is None:
             found = self._scripts[call.name] = script(self._client, call.name)
@@ -42,6 +48,8 @@ class Wakeups:
             await self._batcher.run(found, call.keys, call.args)
         else:
             await waited(self._client, found, call.keys, call.args, self._want)
+        if there is not scheduler:
+            await scheduler.merged_home(workflow, priority, limit, there)
 
     async def close(self) -> None:
         """End the batches under way."""

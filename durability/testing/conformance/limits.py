@@ -22,6 +22,7 @@ from durability.interfaces import Durable, Scheduler, TakingMany
 from durability.stepwise import Run
 from durability.testing import Observed
 from durability.testing.conformance.claims import LONG, fresh
+from durability.testing.conformance.parking import ParkingContract
 from durability.testing.conformance.priorities import (
     PATIENT,
     QUIET,
@@ -301,6 +302,6 @@ class LimitUnderWorkContract:
         assert most <= 2, f"{most} passes ran at once under a limit of 2"
 
 
-class PolicyContract(PriorityContract, LimitContract, LimitUnderWorkContract):
+class PolicyContract(PriorityContract, LimitContract, ParkingContract, LimitUnderWorkContract):
     """What every store must do with a wakeup's priority and limit. Subclass and override
     `make_durables` and `offline` (`durability.testing.conformance.priorities`)."""

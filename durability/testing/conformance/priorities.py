@@ -238,6 +238,29 @@ class PriorityContract:
             assert one is not None and one.holder is not None
             await durable.finish(one.holder, one.delivery)
 
+    async def test_the_durables_moves_merge_as_make_ready_does(
+        self, make_durables: MakeDurables
+    ) -> None:
+        # A limited arrive or deliver on a workflow already waiting without a limit: one
+        # wakeup, with the limit and the higher priority (on a sharded queue, across shards).
+        (durable,) = await make_durables(LONG, 1)
+        limit = Limit(fresh("limit"), 6)
+        names = [fresh("merged") for _ in range(6)]
+        for name in names:
+            await durable.scheduler.make_ready(name, priority=2)
+        for n, name in enumerate(names):
+            if n % 2:
+                await durable.arrive(name, "order", n, limit=limit)
+            else:
+                await durable.deliver(name, n, limit=limit)
+        got = [await durable.take(PATIENT, LONG, LONG) for _ in names]
+        seen = [(t.delivery.workflow, t.delivery.priority, t.delivery.limit) for t in got if t]
+        self._same(seen, [(name, 2, limit) for name in names])
+        for one in got:
+            assert one is not None and one.holder is not None
+            await durable.finish(one.holder, one.delivery)
+        assert await durable.take(QUIET, LONG, LONG) is None  # one wakeup each, not two
+
     @pytest.mark.parametrize(("priority", "error"), BAD_PRIORITIES)
     async def test_a_bad_priority_is_refused_before_any_io(
         self, offline: Durable, priority: Any, error: type[Exception]

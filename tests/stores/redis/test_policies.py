@@ -378,3 +378,53 @@ async def test_cancelling_a_held_limited_workflow_frees_its_slot(
     assert not await scheduler.wake_at(held, datetime.now(UTC) + timedelta(hours=1))
     other = await _took(scheduler, timedelta(seconds=3))
     assert other is not None and other.workflow != held.workflow
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_where_a_parked_wakeup_comes_back_when_its_slot_frees(
+    make: Make, namespace: str, kind: Any
+) -> None:
+    """The set puts a parked wakeup back in its old place: ahead of a plain wakeup at its level
+    that came while it waited. A stream cannot put an entry back in its old place, so there it
+    comes back at the back of its level, behind that plain one; but it keeps the slot that
+    freed for it, so a later wakeup of its own limit cannot take it (`stream_put_back`)."""
+    scheduler = await make(kind)
+    gateway = Limit(f"{namespace}-gw", 1)
+    holder, waiting, plain, later = (f"{namespace}-{n}" for n in ("h", "w", "p", "l"))
+    await scheduler.make_ready(holder, limit=gateway)
+    held = await _took(scheduler)
+    assert held is not None and held.workflow == holder
+    await scheduler.make_ready(waiting, limit=gateway)
+    assert await _took(scheduler) is None  # the limit is full: `waiting` is parked
+    await scheduler.make_ready(plain)
+    await scheduler.make_ready(later, limit=gateway)
+    await scheduler.done(held)
+    got = [await _took(scheduler) for _ in range(2)]
+    order = [d.workflow for d in got if d is not None]
+    assert order == ([waiting, plain] if kind is RedisSetScheduler else [plain, waiting])
+    assert await _took(scheduler) is None  # `later` waits for the slot `waiting` holds
+    for delivery in got:
+        assert delivery is not None
+        await scheduler.done(delivery)
+    last = await _took(scheduler)
+    assert last is not None and last.workflow == later
+
+
+@pytest.mark.parametrize("kind", KINDS)
+async def test_cancelling_a_wakeup_put_back_for_a_freed_slot_frees_the_slot(
+    make: Make, namespace: str, kind: Any
+) -> None:
+    scheduler = await make(kind, lease=timedelta(seconds=30))
+    gateway = Limit(f"{namespace}-gw", 1)
+    holder, waiting, after = (f"{namespace}-{n}" for n in ("h", "w", "a"))
+    await scheduler.make_ready(holder, limit=gateway)
+    held = await _took(scheduler)
+    assert held is not None
+    await scheduler.make_ready(waiting, limit=gateway)
+    assert await _took(scheduler) is None  # parked
+    await scheduler.done(held)  # the slot frees for `waiting` (on the stream: held for it)
+    assert await scheduler.cancel(waiting) >= 1
+    await scheduler.make_ready(after, limit=gateway)
+    # The slot is free again at once, not after a lease held for a wakeup that is gone.
+    got = await _took(scheduler)
+    assert got is not None and got.workflow == after

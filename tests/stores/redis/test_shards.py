@@ -33,7 +33,7 @@ from durability.testing.conformance import (
     PolicyContract,
     SchedulerContract,
 )
-from durability.values import Pass
+from durability.values import Delivery, Limit, Pass
 
 SHARDS = 4
 TTL = timedelta(minutes=10)
@@ -411,3 +411,92 @@ async def test_a_url_opens_a_sharded_store(redis: Redis, namespace: str) -> None
         assert taken is not None and taken.delivery.workflow == f"{namespace}-w"
         await durable.finish(taken.holder, taken.delivery)
     assert await redis.get(f"{{{namespace}}}:shards") == "4"
+
+
+def _apart(label: str) -> tuple[str, str]:
+    """A workflow id and a limit key that land on two different shards."""
+    while True:
+        workflow, key = f"{label}-{uuid.uuid4().hex[:8]}", f"limit-{uuid.uuid4().hex[:8]}"
+        if shard_of(workflow, SHARDS) != shard_of(key, SHARDS):
+            return workflow, key
+
+
+async def _all_taken(durable: RedisDurable) -> list[Delivery]:
+    """Every workflow the durable takes until none is left, each finished as it comes."""
+    got = []
+    lease = timedelta(seconds=30)
+    while (taken := await durable.take(timedelta(milliseconds=300), lease, lease)) is not None:
+        got.append(taken.delivery)
+        assert taken.holder is not None
+        await durable.finish(taken.holder, taken.delivery)
+    return got
+
+
+@pytest.mark.parametrize("move", ["arrive", "deliver"])
+@pytest.mark.parametrize("priority", [0, 4])
+@pytest.mark.parametrize("kind", [RedisStreamScheduler, RedisSetScheduler])
+async def test_a_joined_limited_move_merges_across_shards_as_make_ready_does(
+    redis: Redis, namespace: str, kind: Kind, priority: int, move: str
+) -> None:
+    durable = await _durable(kind, redis, namespace)
+    assert durable.joined  # one script: the write and the wakeup
+    workflow, key = _apart("merged")
+    limit = Limit(key, 3)
+    await durable.scheduler.make_ready(workflow, priority=priority)  # on its own shard
+    if move == "arrive":
+        await durable.arrive(workflow, "order", 1, limit=limit)  # on the limit's shard
+    else:
+        await durable.deliver(workflow, "hello", limit=limit)
+    got = await _all_taken(durable)
+    # One wakeup, not one per shard: the limit's, at the higher priority of the two.
+    assert [(d.workflow, d.priority, d.limit) for d in got] == [(workflow, priority, limit)]
+
+
+@pytest.mark.parametrize("kind", [RedisStreamScheduler, RedisSetScheduler])
+async def test_a_joined_limited_move_merges_into_a_wakeup_under_another_limit(
+    redis: Redis, namespace: str, kind: Kind
+) -> None:
+    durable = await _durable(kind, redis, namespace)
+    workflow, first = _apart("kept")
+    where = shard_of(first, SHARDS)
+    second = next(f"other-{n}" for n in range(1000) if shard_of(f"other-{n}", SHARDS) != where)
+    await durable.scheduler.make_ready(workflow, limit=Limit(first, 2))
+    await durable.arrive(workflow, "order", 1, priority=6, limit=Limit(second, 2))
+    got = await _all_taken(durable)
+    # Merged into the waiting one, which keeps its limit; the priority is the higher.
+    assert [(d.workflow, d.priority, d.limit) for d in got] == [(workflow, 6, Limit(first, 2))]
+
+
+async def test_a_plain_wakeup_behind_a_long_stream_is_still_withdrawn(
+    redis: Redis, namespace: str
+) -> None:
+    scheduler = _scheduler(RedisStreamScheduler, redis, namespace, timedelta(seconds=30))
+    await scheduler.prepare()
+    workflow, key = _apart("late")
+    home = shard_of(workflow, SHARDS)
+    # 150 limited wakeups wait in front of it on its own shard (their limit key's shard).
+    crowd = next(f"crowd-{n}" for n in range(1000) if shard_of(f"crowd-{n}", SHARDS) == home)
+    ahead = Limit(crowd, 1000)
+    for n in range(150):
+        await scheduler.make_ready(f"{namespace}-ahead-{n}", limit=ahead)
+    await scheduler.make_ready(workflow)  # plain, behind them
+    await scheduler.make_ready(workflow, limit=Limit(key, 2))  # limited, on another shard
+    seen = []
+    while (delivery := await scheduler.next_ready(timedelta(milliseconds=300))) is not None:
+        seen.append(delivery)
+        await scheduler.done(delivery)
+    mine = [(d.workflow, d.limit) for d in seen if d.workflow == workflow]
+    assert mine == [(workflow, Limit(key, 2))], f"taken {len(mine)} times: {mine}"
+    assert len(seen) == 151
+    index = f"{{{namespace}:{home}}}:ready:plain"
+    assert await redis.hlen(index) == 0  # withdrawn: its index entry went with it
+    # A second plain wakeup merges into the one waiting; the answer drops its index entry.
+    other = _in_shard(home, 1, f"{namespace}-plain")[0]
+    await scheduler.make_ready(other)
+    await scheduler.make_ready(other)
+    assert await redis.hlen(index) == 1
+    delivery = await scheduler.next_ready(timedelta(seconds=2))
+    assert delivery is not None and delivery.workflow == other
+    assert await scheduler.next_ready(timedelta(milliseconds=300)) is None
+    await scheduler.done(delivery)
+    assert await redis.hlen(index) == 0

@@ -10,19 +10,6 @@ local k = tonumber(ARGV[1])
 local read_args = {}
 for i = 2, #ARGV do read_args[#read_args + 1] = ARGV[i] end
 
-local function take(KEYS, ARGV)
---[[TAKE]]
-end
+-- include: many_takes
 
-local out = {}
-for _ = 1, k do
-  local taken = take(KEYS, read_args)
-  if not taken or not taken[1] then
-    if #out == 0 then
-      return taken
-    end
-    break
-  end
-  out[#out + 1] = taken
-end
-return out
+return up_to(k, read_args, function(taken) return taken end)

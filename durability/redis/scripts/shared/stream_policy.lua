@@ -58,6 +58,44 @@ local function undelivered(key, id)
   return false
 end
 
+-- The books limit k keeps its counted entries in (holders, or takes in the window).
+local function books_of(R, k, per)
+  if per > 0 then return R .. ':rate:' .. k end
+  return R .. ':held:' .. k
+end
+
+-- Entry `old` under `was` is replaced by entry `new` under `becomes` (a merge): a slot held for
+-- the old one (a parked wakeup put back) is the new one's. (A merge keeps the limit.)
+local function moved_hold(R, was, becomes, old, new)
+  local _, k, _, per = policy_of(was)
+  if not k then return end
+  local books = books_of(R, k, per)
+  local score = redis.call('ZSCORE', books, holder(was, old))
+  if score then
+    redis.call('ZREM', books, holder(was, old))
+    redis.call('ZADD', books, score, holder(becomes, new))
+  end
+end
+
+-- On a shard of a sharded queue (`keep_plain()`, asked by the script's caller) R:plain maps a
+-- workflow to its plain wakeup (priority 0, no limit) still waiting there, by entry id, and a
+-- second plain wakeup merges into it: a limited wakeup written on another shard withdraws it
+-- with one lookup (stream_withdraw.lua), however long the stream in front of it. An index
+-- entry is dropped by the done of its delivery, a withdraw, a cancel, or the next wakeup.
+local plain_kept = false
+local function keep_plain() plain_kept = true end
+
+local function append_plain(R, workflow)
+  if not plain_kept then return append(R, workflow, '') end
+  local was = redis.call('HGET', R .. ':plain', workflow)
+  if was and undelivered(R, was) and #redis.call('XRANGE', R, was, was) > 0 then
+    return was  -- one waiting plain wakeup stands for both
+  end
+  local id = append(R, workflow, '')
+  redis.call('HSET', R .. ':plain', workflow, id)
+  return id
+end
+
 -- A wakeup of `workflow` under `policy`: a new entry, or merged into its waiting one.
 local function queue(R, workflow, policy)
   local at, pending = false, ''
@@ -65,9 +103,10 @@ local function queue(R, workflow, policy)
     at, pending = where_of(redis.call('HGET', R .. ':policy', workflow))
   end
   if not at and policy == '' then
-    return append(R, workflow, '')  -- the common path: one XADD, as before priorities
+    return append_plain(R, workflow)  -- the common path: one XADD, as before priorities
   end
   local p, k = policy_of(pending)
+  local replaced = false
   if at == 'parked' then
     local both = merged(pending, policy)
     local order = tonumber(redis.call('ZSCORE', R .. ':parked:' .. k, workflow))
@@ -80,9 +119,11 @@ local function queue(R, workflow, policy)
     local both = merged(pending, policy)
     if both == pending then return at end
     redis.call('XDEL', level_key(R, p), at)
-    policy = both
+    policy, replaced = both, at
   end
-  local id = append(R, workflow, policy)
+  local id
+  if policy == '' then id = append_plain(R, workflow) else id = append(R, workflow, policy) end
+  if replaced then moved_hold(R, pending, policy, replaced, id) end
   if policy ~= '' then
     redis.call('HSET', R .. ':policy', workflow, id .. '\t' .. policy)
   elseif at then
@@ -102,15 +143,22 @@ local function superseded(R, key, group, id, workflow)
   if at ~= 'parked' and not undelivered(level_key(R, policy_of(pending)), at) then return false end
   redis.call('XACK', key, group, id)
   redis.call('XDEL', key, id)
+  if redis.call('HGET', R .. ':plain', workflow) == id then redis.call('HDEL', R .. ':plain', workflow) end
   return true
 end
 
--- A parked wakeup made ready again: appended to its level under the policy it waited with.
-local function stream_put_back(R)
+-- A parked wakeup made ready again: appended to its level under the policy it waited with,
+-- and the slot that freed for it held for its new entry until `till` (ms: a lease from `now`).
+-- A stream cannot put an entry back in its old place, so it re-enters at the back of its level:
+-- wakeups without its limit that came meanwhile go first, but a later wakeup of its own limit
+-- finds the slot taken and parks behind it (the set puts it back in its old place instead).
+local function stream_put_back(R, now, till)
   return function(workflow, _, _)
     local _, policy = where_of(redis.call('HGET', R .. ':policy', workflow))
     redis.call('HDEL', R .. ':policy', workflow)
-    queue(R, workflow, policy)
+    local id = queue(R, workflow, policy)
+    local _, k, _, per = policy_of(policy)
+    if id and k then hold(R, k, per, holder(policy, id), till, now) end
   end
 end
 
@@ -121,8 +169,12 @@ local function admit(R, key, id, workflow, policy, lease, now)
   if not k then return true end
   local counted = holder(policy, id)
   if per == 0 and redis.call('ZSCORE', R .. ':held:' .. k, counted) then
-    redis.call('ZADD', R .. ':held:' .. k, now + lease, counted)  -- taken over: its own slot
+    -- Taken over, or put back with the slot that freed for it: its own slot.
+    redis.call('ZADD', R .. ':held:' .. k, now + lease, counted)
     return true
+  end
+  if per > 0 and redis.call('ZSCORE', R .. ':rate:' .. k, counted) then
+    return true  -- put back with a take of the window counted for it
   end
   local free, when = room(R, k, n, per, now)
   if free > 0 then

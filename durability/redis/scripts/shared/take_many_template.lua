@@ -13,25 +13,14 @@ for i = 3, n + 2 do take_args[#take_args + 1] = ARGV[i] end
 local prefix = ARGV[n + 3]
 for i = n + 4, #ARGV do claim_args[#claim_args + 1] = ARGV[i] end
 
-local function take(KEYS, ARGV)
---[[TAKE]]
-end
+-- include: many_takes
 
 -- The claim runs after prelude.lua inside this function, so its KEYS are the workflow's.
 local function claim(KEYS, ARGV)
 --[[CLAIM]]
 end
 
-local out = {}
-for _ = 1, k do
-  local taken = take(KEYS, take_args)
-  if not taken or not taken[1] then
-    if #out == 0 then
-      return taken
-    end
-    break
-  end
+return up_to(k, take_args, function(taken)
   local base = prefix .. '{' .. taken[1] .. '}'
-  out[#out + 1] = {taken, claim({base, base .. ':pass', base .. ':order'}, claim_args) or false}
-end
-return out
+  return {taken, claim({base, base .. ':pass', base .. ':order'}, claim_args) or false}
+end)

@@ -1,5 +1,6 @@
 -- Remove every wakeup of one workflow: its stream entries and its sleeper.
 -- KEYS[1] = {ns}:ready   KEYS[2] = {ns}:sleeping   ARGV[1] = group   ARGV[2] = workflow
+-- ARGV[3] = lease in ms (for the slots that go back; absent: 0)
 -- Returns how many wakeups went: entries not yet acknowledged (queued or held) plus the sleeper.
 --
 -- A stream is addressed by entry id, not by content, so this reads the whole stream; trimming
@@ -14,6 +15,12 @@ local function after(a, b)
   local ams, aseq = parse_id(a)
   local bms, bseq = parse_id(b)
   return ams > bms or (ams == bms and aseq > bseq)
+end
+
+local lease = tonumber(ARGV[3] or '0')
+local function now_ms()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
 local function cancel_in(key)
@@ -51,6 +58,14 @@ if redis.call('EXISTS', key) == 1 then
   for _, id in ipairs(found) do
     if delivered == nil or after(id, delivered) then
       gone = gone + 1  -- never handed to a worker
+      local policy = limited[id]
+      local _, k, n, per = policy_of(policy)
+      -- A parked wakeup put back holds the slot that freed for it: that slot goes back now.
+      if k and redis.call('ZREM', books_of(KEYS[1], k, per), holder(policy, id)) == 1 then
+        local now = now_ms()
+        release(KEYS[1], k, n, per, holder(policy, id), now,
+          stream_put_back(KEYS[1], now, now + lease), now + lease)
+      end
     elseif #redis.call('XPENDING', key, ARGV[1], id, id, 1) > 0 then
       gone = gone + 1  -- held by a worker: acknowledged here so its wake_at declines
       redis.call('XACK', key, ARGV[1], id)
@@ -58,9 +73,9 @@ if redis.call('EXISTS', key) == 1 then
       local _, k, n, per = policy_of(policy)
       if k then
         -- Its pass can no longer answer for it (its done is refused): the slot goes back now.
-        local t = redis.call('TIME')
-        local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-        release(KEYS[1], k, n, per, holder(policy, id), now, stream_put_back(KEYS[1]), now)
+        local now = now_ms()
+        release(KEYS[1], k, n, per, holder(policy, id), now,
+          stream_put_back(KEYS[1], now, now + lease), now + lease)
       end
     end
     redis.call('XDEL', key, id)
@@ -79,4 +94,5 @@ if redis.call('EXISTS', R .. ':policy') == 1 then
 end
 for _, key in ipairs(level_keys(R)) do gone = gone + cancel_in(key) end
 redis.call('HDEL', KEYS[2] .. ':policy', ARGV[2])
+redis.call('HDEL', R .. ':plain', ARGV[2])
 return gone + redis.call('ZREM', KEYS[2], ARGV[2])

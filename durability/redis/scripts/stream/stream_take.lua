@@ -53,7 +53,7 @@ if ahead then
     return {ahead[2], ahead[1], ahead[3], levels}
   end
 elseif redis.call('EXISTS', R .. ':parked') == 1 then
-  unpark_due(R, now, stream_put_back(R), now + lease)
+  unpark_due(R, now, stream_put_back(R, now, now + lease), now + lease)
 end
 local looked = 0
 for _, key in ipairs(keys) do

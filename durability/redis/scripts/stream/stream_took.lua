@@ -45,7 +45,7 @@ local lease = tonumber(ARGV[5])
 local keys = level_keys(R)
 local levels = table.concat(redis.call('ZREVRANGE', R .. ':levels', 0, -1), ',')
 if redis.call('EXISTS', R .. ':parked') == 1 then
-  unpark_due(R, now, stream_put_back(R), now + lease)
+  unpark_due(R, now, stream_put_back(R, now, now + lease), now + lease)
 end
 -- Nothing handed over: and when a limit's parked wakeups may have room (-1: none parked).
 local function nothing()

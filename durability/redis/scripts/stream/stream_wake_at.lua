@@ -26,6 +26,7 @@ end
 if k then
   local t = redis.call('TIME')
   local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  release(R, k, n, per, holder(policy, ARGV[2]), now, stream_put_back(R), now + tonumber(ARGV[7]))
+  local till = now + tonumber(ARGV[7])
+  release(R, k, n, per, holder(policy, ARGV[2]), now, stream_put_back(R, now, till), till)
 end
 return 1

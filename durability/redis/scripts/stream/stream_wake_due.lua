@@ -3,6 +3,7 @@
 -- KEYS[1] = {ns}:ready   KEYS[2] = {ns}:sleeping   KEYS[3] = {ns}:marker
 -- ARGV[1] = now in Unix ms, or '' for the server's clock   ARGV[2] = most to move in one call
 -- ARGV[3] = a fresh marker   ARGV[4] = group   ARGV[5] = lease in ms
+-- ARGV[6] = '1' on a shard of a sharded queue: plain wakeups are indexed (stream_policy.lua)
 -- Returns {earliest score or false, marker}.
 --
 -- One script, so a sleeper is never both gone from the set and missing from the stream. A
@@ -10,6 +11,7 @@
 -- limit whose room may have come by now (a holder's lease lapsed, a rate window moved) puts
 -- back what it parked; the earliest such moment counts as a sleeper's.
 -- include: stream_policy
+if ARGV[6] == '1' then keep_plain() end
 local marker = redis.call('GET', KEYS[3])
 if not marker then
   -- The data set was wiped (or this queue never prepared): make the queue usable again, the
@@ -43,7 +45,8 @@ if redis.call('EXISTS', KEYS[1] .. ':parked') == 1 then
   -- The server's clock, never a caller's `now`: a lease counts as lapsed only when it has.
   local t = redis.call('TIME')
   local server = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-  parked = unpark_due(KEYS[1], server, stream_put_back(KEYS[1]), server + tonumber(ARGV[5] or '0'))
+  local till = server + tonumber(ARGV[5] or '0')
+  parked = unpark_due(KEYS[1], server, stream_put_back(KEYS[1], server, till), till)
 end
 -- A score at or below now here means the batch was full: the caller comes back at once.
 if parked then redis.call('ZADD', KEYS[2], parked, PARKED) end

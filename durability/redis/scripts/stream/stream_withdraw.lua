@@ -4,11 +4,8 @@
 -- KEYS[1] = {ns}:ready   ARGV[1] = workflow   ARGV[2] = the workflow field
 -- Returns the highest priority withdrawn, or false if none was found.
 --
--- A prioritized wakeup is found by its record (R:policy); a default one keeps none, so only
--- the first SCAN waiting entries of the default level are looked through: past a backlog that
--- long it stays, and runs as one more pass (the claim still runs one pass at a time).
+-- A prioritized wakeup is found by its record (R:policy), a default one by its index.
 -- include: stream_policy
-local SCAN = 100
 local R, workflow = KEYS[1], ARGV[1]
 local found = false
 local at, pending = where_of(redis.call('HGET', R .. ':policy', workflow))
@@ -18,26 +15,13 @@ if at and at ~= 'parked' and not k and undelivered(level_key(R, p), at) then
   redis.call('HDEL', R .. ':policy', workflow)
   found = p
 end
-local last = false
-if redis.call('EXISTS', R) == 1 then
-  for _, group in ipairs(redis.call('XINFO', 'GROUPS', R)) do
-    local name, id
-    for i = 1, #group, 2 do
-      if group[i] == 'name' then name = group[i + 1] end
-      if group[i] == 'last-delivered-id' then id = group[i + 1] end
-    end
-    if name == GROUP then last = id end
-  end
-end
-if last then
-  for _, entry in ipairs(redis.call('XRANGE', R, '(' .. last, '+', 'COUNT', SCAN)) do
-    local fields = entry[2]
-    for i = 1, #fields, 2 do
-      if fields[i] == ARGV[2] and fields[i + 1] == workflow then
-        redis.call('XDEL', R, entry[1])
-        if not found or found < 0 then found = 0 end
-      end
-    end
+-- A plain one by its index (R:plain: see stream_policy.lua), kept on every shard of a
+-- sharded queue: found with one lookup however many entries wait in front of it.
+local was = redis.call('HGET', R .. ':plain', workflow)
+if was then
+  redis.call('HDEL', R .. ':plain', workflow)
+  if undelivered(R, was) and redis.call('XDEL', R, was) == 1 then
+    if not found or found < 0 then found = 0 end
   end
 end
 return found
