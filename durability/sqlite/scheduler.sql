@@ -24,18 +24,25 @@ ON CONFLICT (queue, workflow) DO UPDATE SET
     limit_per_us = CASE WHEN limit_key IS NULL OR (receipt % 2 = 1 AND visible_us > :now)
                         THEN excluded.limit_per_us ELSE limit_per_us END
 
+-- name: levels
+-- The priorities present in the queue, highest first, then one NULL: a loose scan of the
+-- priority index, one probe per level (with every row at 0, one level). Not a statement of its
+-- own: the WITH clause of each statement that walks the queue in order (`probe`, `next_look`,
+-- `take`, `earliest`), which then reads `level` WHERE priority IS NOT NULL.
+WITH RECURSIVE level (priority) AS (
+    SELECT max(priority) FROM durability_queue WHERE queue = :queue
+    UNION ALL
+    SELECT (SELECT max(o.priority) FROM durability_queue AS o
+            WHERE o.queue = :queue AND o.priority < level.priority)
+    FROM level WHERE level.priority IS NOT NULL
+)
+
 -- name: probe
 -- Read before locking: an idle waiter never takes the write lock. The earliest visibility,
 -- past or future (one probe of the index per priority level present): whether a row is ready
 -- now, and if not when the first hidden one shows.
 SELECT min(at) FROM (
-    WITH RECURSIVE level (priority) AS (
-        SELECT max(priority) FROM durability_queue WHERE queue = :queue
-        UNION ALL
-        SELECT (SELECT max(o.priority) FROM durability_queue AS o
-                WHERE o.queue = :queue AND o.priority < level.priority)
-        FROM level WHERE level.priority IS NOT NULL
-    )
+-- include: scheduler.sql levels
     SELECT (SELECT min(visible_us) FROM durability_queue
             WHERE queue = :queue AND priority = level.priority) AS at
     FROM level WHERE level.priority IS NOT NULL
@@ -47,13 +54,7 @@ SELECT min(at) FROM (
 -- rows were passed over (its holder's lease lapses, or its rate window moves on).
 SELECT nullif(min(
     coalesce((SELECT min(at) FROM (
-        WITH RECURSIVE level (priority) AS (
-            SELECT max(priority) FROM durability_queue WHERE queue = :queue
-            UNION ALL
-            SELECT (SELECT max(o.priority) FROM durability_queue AS o
-                    WHERE o.queue = :queue AND o.priority < level.priority)
-            FROM level WHERE level.priority IS NOT NULL
-        )
+-- include: scheduler.sql levels
         SELECT (SELECT min(o.visible_us) FROM durability_queue AS o
                 WHERE o.queue = :queue AND o.priority = level.priority
                   AND o.visible_us > :now) AS at
@@ -72,20 +73,14 @@ SELECT nullif(min(
 -- within it, passing over a row whose limit has no room (fewer than at_most live holds of its
 -- key, a workflow's own concurrency hold not counted: a re-take holds its slot once). A
 -- limited row's hold is written by `hold` in the same transaction (`take_step`). Its clock is
--- read after the write lock is taken. A take's receipts are odd and a wakeup's even, so a row still holding an odd one was
--- taken and its lease ran out unanswered: it gets :lapsed instead of :fresh, and RETURNING
--- says which.
+-- read after the write lock is taken. A take's receipts are odd and a wakeup's even, so a row
+-- still holding an odd one was taken and its lease ran out unanswered: it gets :lapsed instead
+-- of :fresh, and RETURNING says which.
 UPDATE durability_queue
 SET visible_us = durability_now_us() + :lease,
     receipt = CASE WHEN receipt % 2 = 1 THEN :lapsed ELSE :fresh END
 WHERE rowid = (
-    WITH RECURSIVE level (priority) AS (
-        SELECT max(priority) FROM durability_queue WHERE queue = :queue
-        UNION ALL
-        SELECT (SELECT max(o.priority) FROM durability_queue AS o
-                WHERE o.queue = :queue AND o.priority < level.priority)
-        FROM level WHERE level.priority IS NOT NULL
-    )
+-- include: scheduler.sql levels
     SELECT found FROM (
         SELECT (SELECT q.rowid FROM durability_queue AS q
                 WHERE q.queue = :queue AND q.priority = level.priority
@@ -158,13 +153,7 @@ DELETE FROM durability_queue WHERE queue = :queue AND workflow = :workflow
 
 -- name: earliest
 SELECT min(at) FROM (
-    WITH RECURSIVE level (priority) AS (
-        SELECT max(priority) FROM durability_queue WHERE queue = :queue
-        UNION ALL
-        SELECT (SELECT max(o.priority) FROM durability_queue AS o
-                WHERE o.queue = :queue AND o.priority < level.priority)
-        FROM level WHERE level.priority IS NOT NULL
-    )
+-- include: scheduler.sql levels
     SELECT (SELECT min(o.visible_us) FROM durability_queue AS o
             WHERE o.queue = :queue AND o.priority = level.priority AND o.visible_us > :now) AS at
     FROM level WHERE level.priority IS NOT NULL
