@@ -1,7 +1,8 @@
 """Priorities and limits on SQLite (issue 34): strict priority, the merge rule, a sleeper that
 comes back as it went, limits that never overshoot with takers on several connections to one
-file, a slot freed by done (rung as an arrival is) and by a lapsed lease (an idle reader's next
-look covers it), a rate window, and a file made before any of this migrated with its rows kept.
+file, a slot freed by done (rung as an arrival is) and by a lapsed lease (an idle
+reader's next look covers it), a rate window, and a file made
+before any of this migrated with its rows kept.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from durability.sqlite import (
     migrate,
     open_database,
 )
+from durability.testing.races import most_held_at_once, taken_at_a_limit_of_one
 from durability.values import Delivery
 
 SHORT = timedelta(milliseconds=200)
@@ -101,17 +103,10 @@ async def test_takers_on_several_connections_never_overshoot_a_limit_of_one(path
     try:
         await migrate(databases[0])
         schedulers = [SqliteScheduler(database) for database in databases]
-        counts = []
-        for n in range(15):
-            limit = Limit(f"race-{n}", 1)
-            await schedulers[0].make_ready(f"x-{n}", limit=limit)
-            await schedulers[0].make_ready(f"y-{n}", limit=limit)
-            found = await asyncio.gather(
-                *(s.next_ready(timedelta(milliseconds=50)) for s in schedulers)
-            )
-            counts.append(sum(d is not None for d in found))
-            for name in (f"x-{n}", f"y-{n}"):
-                await schedulers[0].cancel(name)
+        counts = [
+            await taken_at_a_limit_of_one(schedulers, (f"x-{n}", f"y-{n}"), f"race-{n}")
+            for n in range(15)
+        ]
     finally:
         for database in databases:
             await database.close()
@@ -120,35 +115,15 @@ async def test_takers_on_several_connections_never_overshoot_a_limit_of_one(path
 
 async def test_many_takers_hold_at_most_the_limit_at_once(path: Path) -> None:
     databases = [await open_database(path) for _ in range(3)]
-    limit = Limit("gateway", 2)
     workflows = [f"w-{n}" for n in range(10)]
-    holding: set[str] = set()
-    most = 0
-    done: list[str] = []
-
-    async def work(scheduler: SqliteScheduler) -> None:
-        nonlocal most
-        while len(done) < len(workflows):
-            delivery = await scheduler.next_ready(timedelta(milliseconds=300))
-            if delivery is None:
-                continue
-            holding.add(delivery.workflow)
-            most = max(most, len(holding))
-            await asyncio.sleep(0.02)
-            holding.discard(delivery.workflow)
-            done.append(delivery.workflow)
-            await scheduler.done(delivery)
-
     try:
         await migrate(databases[0])
         schedulers = [SqliteScheduler(database) for database in databases]
-        for workflow in workflows:
-            await schedulers[0].make_ready(workflow, limit=limit)
-        await asyncio.wait_for(asyncio.gather(*(work(s) for s in schedulers)), 60)
+        most, answered = await most_held_at_once(schedulers, workflows, Limit("gateway", 2))
     finally:
         for database in databases:
             await database.close()
-    assert sorted(done) == sorted(workflows)  # every one ran, once
+    assert sorted(answered) == sorted(workflows)  # every one ran, once
     assert most <= 2
 
 
