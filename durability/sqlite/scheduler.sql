@@ -109,8 +109,10 @@ WHERE queue = :queue AND key = :key
   AND (until_us <= :now OR (:per_us IS NULL AND workflow = :workflow))
 
 -- name: held
+-- A concurrency hold names its workflow (a re-take, a cancel find it by that); a rate hold
+-- names none: it is a take counted in its window, which nothing gives back.
 INSERT INTO durability_holds (queue, key, receipt, workflow, until_us)
-VALUES (:queue, :key, :receipt, :workflow, :until)
+VALUES (:queue, :key, :receipt, CASE WHEN :per_us IS NULL THEN :workflow ELSE '' END, :until)
 
 -- name: done
 DELETE FROM durability_queue
@@ -150,6 +152,13 @@ WHERE queue = :queue AND workflow = :workflow AND receipt = :held
 
 -- name: cancel
 DELETE FROM durability_queue WHERE queue = :queue AND workflow = :workflow
+
+-- name: cancel_holds
+-- In the cancel's transaction: the concurrency slots the workflow holds go back now, since its
+-- pass can no longer answer for them (its writes are fenced). Found by workflow, not by the
+-- row's limit: a wakeup that landed mid-pass may have changed that. A rate's holds name no
+-- workflow (`held`), and stay out their window.
+DELETE FROM durability_holds WHERE queue = :queue AND workflow = :workflow
 
 -- name: earliest
 SELECT min(at) FROM (

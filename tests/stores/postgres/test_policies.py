@@ -1,7 +1,7 @@
 """Priorities and limits on Postgres (issue 34): strict priority, the merge rule, a sleeper
 that comes back as it went, limits that never overshoot with takers on several connections,
-a slot freed by done (told as an arrival is) and by a lapsed lease (an idle
-reader's next look covers it), a rate window, `take_up_to`
+a slot freed by done (told as an arrival is), by a delete and by a lapsed lease (an idle
+reader's next look covers it), a rate window (a cancel gives none of it back), `take_up_to`
 within the room, and a database made before any of this migrated with its rows kept.
 """
 
@@ -342,6 +342,33 @@ async def test_finishes_of_one_turn_free_every_slot_they_held(
         await scheduler.close()
     assert len(sent) == 1 and "jsonb_to_recordset" in sent[0], sent
     assert third is not None and fourth is not None  # both slots came back
+
+
+async def test_a_deleted_holder_frees_its_slot_and_a_cancelled_rate_take_still_counts(
+    pool: Pool,
+) -> None:
+    queue = _unique("q")
+    scheduler = _scheduler(pool, queue, poll=LONG_POLL)
+    durable = PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
+    limit, rate = Limit("deleted", 1), Limit("rated", 1, timedelta(minutes=1))
+    try:
+        await durable.arrive(f"{queue}-held", "go", 1, limit=limit)
+        await durable.arrive(f"{queue}-next", "go", 1, limit=limit)
+        first = await durable.take(SHORT, BUDGET, BUDGET)
+        assert first is not None and first.delivery.workflow == f"{queue}-held"
+        assert await durable.take(SHORT, BUDGET, BUDGET) is None  # the slot is held
+        assert await durable.delete(f"{queue}-held") == 1
+        second = await durable.take(SHORT, BUDGET, BUDGET)  # in the delete: not at lease's end
+        await scheduler.make_ready(f"{queue}-r-1", limit=rate)
+        await scheduler.make_ready(f"{queue}-r-2", limit=rate)
+        taken = await scheduler.next_ready(SHORT)
+        assert taken is not None and taken.workflow == f"{queue}-r-1"
+        await scheduler.cancel(taken.workflow)  # a rate counts takes: its window stays
+        after = await scheduler.next_ready(SHORT)
+    finally:
+        await scheduler.close()
+    assert second is not None and second.delivery.workflow == f"{queue}-next"
+    assert after is None
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """Priorities and limits on SQLite (issue 34): strict priority, the merge rule, a sleeper that
 comes back as it went, limits that never overshoot with takers on several connections to one
-file, a slot freed by done (rung as an arrival is) and by a lapsed lease (an idle
-reader's next look covers it), a rate window, and a file made
+file, a slot freed by done (rung as an arrival is), by a delete and by a lapsed lease (an idle
+reader's next look covers it), a rate window (a cancel gives none of it back), and a file made
 before any of this migrated with its rows kept.
 """
 
@@ -229,6 +229,28 @@ async def test_finish_and_extend_of_a_limited_pass_keep_then_free_its_slot(
     second = await durable.take(SHORT, BUDGET, BUDGET)
     assert second is not None and second.delivery.workflow == "b"
     assert second.delivery.limit == limit
+
+
+async def test_a_deleted_holder_frees_its_slot_and_a_cancelled_rate_take_still_counts(
+    database: SqliteDatabase,
+) -> None:
+    scheduler = SqliteScheduler(database, poll=SLOW_POLL)
+    durable = SqliteDurable(SqliteCheckpointer(database), scheduler)
+    limit, rate = Limit("deleted", 1), Limit("rated", 1, timedelta(minutes=1))
+    await durable.arrive("held", "go", 1, limit=limit)
+    await durable.arrive("next", "go", 1, limit=limit)
+    first = await durable.take(SHORT, BUDGET, BUDGET)
+    assert first is not None and first.delivery.workflow == "held"
+    assert await durable.take(SHORT, BUDGET, BUDGET) is None  # the slot is held
+    assert await durable.delete("held") == 1
+    second = await durable.take(SHORT, BUDGET, BUDGET)  # in the delete: not at the lease's end
+    assert second is not None and second.delivery.workflow == "next"
+    await scheduler.make_ready("r-1", limit=rate)
+    await scheduler.make_ready("r-2", limit=rate)
+    taken = await scheduler.next_ready(SHORT)
+    assert taken is not None and taken.workflow == "r-1"
+    await scheduler.cancel("r-1")  # a rate counts takes: its window is not given back
+    assert await scheduler.next_ready(SHORT) is None
 
 
 @pytest.mark.parametrize(
