@@ -41,12 +41,18 @@ WITH RECURSIVE level (priority) AS (
 -- Read before locking: an idle waiter never takes the write lock. The earliest visibility,
 -- past or future (one probe of the index per priority level present): whether a row is ready
 -- now, and if not when the first hidden one shows.
-SELECT min(at) FROM (
+SELECT CASE
+    -- The common path (every row at 0, or none: two probes of the index) skips the walk.
+    WHEN ifnull((SELECT max(o.priority) FROM durability_queue AS o WHERE o.queue = :queue), 0) = 0
+     AND ifnull((SELECT min(o.priority) FROM durability_queue AS o WHERE o.queue = :queue), 0) = 0
+    THEN (SELECT min(visible_us) FROM durability_queue WHERE queue = :queue AND priority = 0)
+    ELSE (SELECT min(at) FROM (
 -- include: scheduler.sql levels
-    SELECT (SELECT min(visible_us) FROM durability_queue
-            WHERE queue = :queue AND priority = level.priority) AS at
-    FROM level WHERE level.priority IS NOT NULL
-)
+        SELECT (SELECT min(visible_us) FROM durability_queue
+                WHERE queue = :queue AND priority = level.priority) AS at
+        FROM level WHERE level.priority IS NOT NULL
+    ))
+END
 
 -- name: next_look
 -- After a take found nothing it could take: when to look again. The earliest hidden row (a
@@ -79,7 +85,16 @@ SELECT nullif(min(
 UPDATE durability_queue
 SET visible_us = durability_now_us() + :lease,
     receipt = CASE WHEN receipt % 2 = 1 THEN :lapsed ELSE :fresh END
-WHERE rowid = (
+WHERE rowid = coalesce((
+    -- The common path (no row above priority 0: one probe of the index) skips the walk: the
+    -- first visible row of level 0 is the one the walk would take, if it has no limit. A
+    -- limited one, or none visible at 0, and the walk decides (coalesce runs it only then).
+    SELECT CASE WHEN q.limit_key IS NULL THEN q.rowid END FROM durability_queue AS q
+    WHERE q.queue = :queue AND q.priority = 0 AND q.visible_us <= durability_now_us()
+      AND (SELECT max(o.priority) FROM durability_queue AS o WHERE o.queue = :queue) = 0
+    ORDER BY q.visible_us, q.rowid
+    LIMIT 1
+), (
 -- include: scheduler.sql levels
     SELECT found FROM (
         SELECT (SELECT q.rowid FROM durability_queue AS q
@@ -97,7 +112,7 @@ WHERE rowid = (
     )
     WHERE found IS NOT NULL
     LIMIT 1
-)
+))
 RETURNING workflow, receipt, visible_us, priority, limit_key, limit_at_most, limit_per_us
 
 -- name: hold

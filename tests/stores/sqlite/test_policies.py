@@ -50,6 +50,22 @@ async def test_a_higher_priority_is_taken_first_and_equals_in_the_order_they_bec
     assert [d.priority for d in taken] == [100, 5, 5, 0, 0, -3]
 
 
+async def test_a_queue_all_at_priority_0_takes_in_order_with_a_limited_row_among_them(
+    database: SqliteDatabase,
+) -> None:
+    """The common path's shortcut (no level above 0) takes what the level walk would: a
+    limited row at the head is taken while it has room and passed over once it has none."""
+    scheduler = SqliteScheduler(database)
+    limit = Limit("head", 1)
+    for name in ("limited-1", "plain-1", "limited-2", "plain-2"):
+        await scheduler.make_ready(name, limit=limit if name.startswith("limited") else None)
+    taken = await _take_all(scheduler)
+    assert [d.workflow for d in taken] == ["limited-1", "plain-1", "plain-2"]
+    await scheduler.make_ready("low", priority=-1)  # below 0: found by the walk
+    low = await scheduler.next_ready(SHORT)
+    assert low is not None and low.workflow == "low"
+
+
 async def test_a_pending_wakeup_keeps_the_higher_priority_and_its_own_limit(
     database: SqliteDatabase,
 ) -> None:
