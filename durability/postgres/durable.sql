@@ -62,13 +62,16 @@ told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM ready)
 SELECT (SELECT key FROM written), (SELECT count(*) FROM told)
 
 -- name: delete
--- cancel, then discard: the queue row goes, the records go, the fence rises. The queue row is
--- locked before the claim row (fenced reads from dequeued), the order `take` locks them in.
+-- cancel, then discard: the queue row goes with the slots its workflow held (`releasing`), the
+-- records go, the fence rises. The queue row is locked before the limits and claim rows
+-- (freed and fenced read from dequeued), the order `take` locks them in.
 WITH now AS (SELECT clock_timestamp() AS t),
 dequeued AS (
     DELETE FROM durability.queue WHERE queue = %(queue)s AND workflow = %(workflow)s
     RETURNING 1
 ),
+-- include: scheduler.sql releasing
+,
 gone AS (
     DELETE FROM durability.records WHERE workflow = %(workflow)s RETURNING 1
 ),
@@ -87,7 +90,7 @@ fenced AS (
     RETURNING 1
 )
 SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM dequeued),
-       (SELECT count(*) FROM fenced), (SELECT count(*) FROM unstood)
+       (SELECT count(*) FROM fenced), (SELECT count(*) FROM unstood), (SELECT count(*) FROM told)
 
 -- name: giving_back
 -- The part a pass's ending shares (finish, finish_settled): the hold of a delivery under a

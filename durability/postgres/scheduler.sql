@@ -389,12 +389,33 @@ kept AS (
 )
 SELECT 1 FROM moved WHERE (SELECT count(*) FROM kept) >= 0
 
+-- name: releasing
+-- The part a cancel shares (`cancel` here, `delete` in durable.sql): the concurrency slots
+-- the workflow holds freed, since its pass can no longer answer for them (its writes are
+-- fenced), and the readers waiting for a slot told, as of an arrival. Found by workflow in
+-- every concurrency key's row of the queue, not by the queue row's limit (a wakeup that landed
+-- mid-pass may have changed it); a rate's holds stay out their window. Two CTEs for a WITH
+-- list, after the CTE named `dequeued` (queue row, then limits row: the order a take locks
+-- them in); the statement reads `told`.
+freed AS (
+    UPDATE durability.limits AS l
+    SET held = (SELECT coalesce(jsonb_object_agg(h.key, h.value), '{}')
+                FROM jsonb_each(l.held) AS h WHERE h.value ->> 0 <> %(workflow)s::text)
+    FROM (SELECT count(*) FROM dequeued) AS after_dequeued
+    WHERE l.queue = %(queue)s AND l.per IS NULL
+      AND EXISTS (SELECT FROM jsonb_each(l.held) AS h WHERE h.value ->> 0 = %(workflow)s::text)
+    RETURNING 1
+),
+told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f)
+
 -- name: cancel
-WITH gone AS (
+-- The queue row goes, and the slots its workflow held with it (`releasing`).
+WITH dequeued AS (
     DELETE FROM durability.queue WHERE queue = %(queue)s AND workflow = %(workflow)s
     RETURNING 1
-)
-SELECT count(*) FROM gone
+),
+-- include: scheduler.sql releasing
+SELECT (SELECT count(*) FROM dequeued), (SELECT count(*) FROM told)
 
 -- name: earliest
 -- The earliest hidden row: one probe of queue_by_priority per priority level present.

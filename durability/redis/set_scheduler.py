@@ -292,8 +292,7 @@ class RedisSetScheduler(SharesBatches, Visibility, Watched):
         return hidden_ms is None or float(text(hidden_ms)) / 1000 > left
 
     async def done(self, delivery: Delivery) -> None:
-        """Remove the workflow unless something rescheduled it after the pass took it; a
-        delivery under a concurrency limit gives its slot back."""
+        """Remove the workflow unless rescheduled since its take; a held slot goes back."""
         call = self.done_call(delivery)
         await self._send(self._done, call.keys, call.args)
 
@@ -374,7 +373,8 @@ class RedisSetScheduler(SharesBatches, Visibility, Watched):
         return None if receipt is None else replace(delivery, receipt=text(receipt), lapsed=False)
 
     async def cancel(self, workflow: str) -> int:
-        return int(await self._cancel(keys=[self.schedule], args=[check_workflow(workflow)]))
+        args = (check_workflow(workflow), to_ms(self.lease))  # a held slot goes back too
+        return int(await self._cancel(keys=self.keys, args=args))
 
     async def backlog(self) -> Backlog:
         """Members visible now, and how long ago the earliest became visible

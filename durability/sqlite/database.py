@@ -78,20 +78,32 @@ def to_us(moment: datetime) -> int:
 
 
 _NAME = re.compile(r"^--\s*name:\s*(\S+)\s*$", re.MULTILINE)
+#: `-- include: <file> <name>`: that statement's text here (a part defined earlier in the same
+#: file, or any statement of another file), so statements that share a part say it once.
+_INCLUDE = re.compile(r"^--\s*include:\s*(\S+)\.sql\s+(\w+)\s*$")
 
 
 @cache
 def queries(name: str) -> dict[str, str]:
-    """The statements of `<name>.sql` beside this module, keyed by their `-- name:` line."""
+    """The statements of `<name>.sql` beside this module, keyed by their `-- name:` line, each
+    `-- include:` line replaced by the part it names."""
     text = files(__package__ or "durability.sqlite").joinpath(f"{name}.sql").read_text("utf-8")
     parts = _NAME.split(text)
     # parts = [preamble, name1, body1, name2, body2, ...]; comments are for readers, not SQLite
-    return {
-        parts[i]: "\n".join(
-            line for line in parts[i + 1].splitlines() if not line.lstrip().startswith("--")
-        ).strip()
-        for i in range(1, len(parts), 2)
-    }
+    named: dict[str, str] = {}
+    for statement, body in zip(parts[1::2], parts[2::2], strict=True):
+        if statement in named:
+            raise ValueError(f"{name}.sql: statement {statement!r} is defined twice")
+        lines = []
+        for line in body.splitlines():
+            included = _INCLUDE.match(line)
+            if included:
+                source, part = included.groups()
+                lines.append((named if source == name else queries(source))[part])
+            elif not line.lstrip().startswith("--"):
+                lines.append(line)
+        named[statement] = "\n".join(lines).strip()
+    return named
 
 
 def _not_migrated(error: sqlite3.OperationalError) -> bool:

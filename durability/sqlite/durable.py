@@ -120,11 +120,14 @@ class SqliteDurable(Inspected):
         check_workflow(workflow)
         queue = self._scheduler.queue
 
-        def work(connection: sqlite3.Connection) -> int:
-            cancel_step(connection, queue, workflow)
-            return discard_step(connection, workflow)
+        def work(connection: sqlite3.Connection) -> tuple[int, bool]:
+            _, freed = cancel_step(connection, queue, workflow)
+            return discard_step(connection, workflow), freed
 
-        return await self._checkpointer.database.write(work)
+        gone, freed = await self._checkpointer.database.write(work)
+        if freed:
+            self._checkpointer.database.notify(queue)  # a slot freed: as an arrival
+        return gone
 
     async def finish(self, holder: Pass, delivery: Delivery) -> None:
         check_workflow(holder.workflow)

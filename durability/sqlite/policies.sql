@@ -17,7 +17,8 @@ CREATE INDEX IF NOT EXISTS durability_queue_limited
     ON durability_queue (queue, visible_us) WHERE limit_key IS NOT NULL;
 
 -- The holds of each limit key: one per take under the key, until its lease ends (a bound on
--- concurrency: stretched by extend, removed by done) or its window does (a rate). A key has
+-- concurrency: stretched by extend, removed by done or by its workflow's cancel) or its window
+-- does (a rate). A key has
 -- room while fewer than at_most of its holds are live. A take counts them and writes its own
 -- in one write transaction (`take_step`), and writers are serialized by the file's lock, so
 -- no two takes both see the last slot free.
@@ -25,7 +26,7 @@ CREATE TABLE IF NOT EXISTS durability_holds (
     queue    TEXT    NOT NULL,
     key      TEXT    NOT NULL,
     receipt  INTEGER NOT NULL,  -- the take's
-    workflow TEXT    NOT NULL,
+    workflow TEXT    NOT NULL,  -- the holder's; '' for a rate's hold (no one gives it back)
     until_us INTEGER NOT NULL,
     PRIMARY KEY (queue, key, receipt)
 ) WITHOUT ROWID;

@@ -75,12 +75,14 @@ def ready_step(
     )
 
 
-def cancel_step(connection: sqlite3.Connection, queue: str, workflow: str) -> int:
-    """`cancel` inside an open write transaction; how many rows went (0 or 1)."""
-    gone: int = connection.execute(
-        _SQL["cancel"], {"queue": queue, "workflow": workflow}
-    ).rowcount
-    return gone
+def cancel_step(connection: sqlite3.Connection, queue: str, workflow: str) -> tuple[int, bool]:
+    """`cancel` inside an open write transaction: how many rows went (0 or 1), and whether a
+    concurrency slot the workflow held went with them (the caller rings for it after the
+    commit, as for an arrival)."""
+    params = {"queue": queue, "workflow": workflow}
+    gone: int = connection.execute(_SQL["cancel"], params).rowcount
+    freed: int = connection.execute(_SQL["cancel_holds"], params).rowcount
+    return gone, freed > 0
 
 
 def take_step(connection: sqlite3.Connection, queue: str, lease: timedelta) -> Delivery | None:
@@ -369,10 +371,15 @@ class SqliteScheduler(Visibility):
         return delivery if changed else None
 
     async def cancel(self, workflow: str) -> int:
+        """Remove `workflow`'s wakeup; a concurrency slot a pass of it holds is freed in the
+        same transaction, and the waiters are rung for it, as for an arrival."""
         check_workflow(workflow)
-        return await self.database.alone(
+        gone, freed = await self.database.write(
             lambda connection: cancel_step(connection, self.queue, workflow)
         )
+        if freed:
+            self.database.notify(self.queue)
+        return gone
 
     async def footprint(self) -> Footprint:
         """This queue's rows, visible and hidden (sleeping or taken), and the bytes of the queue

@@ -24,22 +24,35 @@ ON CONFLICT (queue, workflow) DO UPDATE SET
     limit_per_us = CASE WHEN limit_key IS NULL OR (receipt % 2 = 1 AND visible_us > :now)
                         THEN excluded.limit_per_us ELSE limit_per_us END
 
+-- name: levels
+-- The priorities present in the queue, highest first, then one NULL: a loose scan of the
+-- priority index, one probe per level (with every row at 0, one level). Not a statement of its
+-- own: the WITH clause of each statement that walks the queue in order (`probe`, `next_look`,
+-- `take`, `earliest`), which then reads `level` WHERE priority IS NOT NULL.
+WITH RECURSIVE level (priority) AS (
+    SELECT max(priority) FROM durability_queue WHERE queue = :queue
+    UNION ALL
+    SELECT (SELECT max(o.priority) FROM durability_queue AS o
+            WHERE o.queue = :queue AND o.priority < level.priority)
+    FROM level WHERE level.priority IS NOT NULL
+)
+
 -- name: probe
 -- Read before locking: an idle waiter never takes the write lock. The earliest visibility,
 -- past or future (one probe of the index per priority level present): whether a row is ready
 -- now, and if not when the first hidden one shows.
-SELECT min(at) FROM (
-    WITH RECURSIVE level (priority) AS (
-        SELECT max(priority) FROM durability_queue WHERE queue = :queue
-        UNION ALL
-        SELECT (SELECT max(o.priority) FROM durability_queue AS o
-                WHERE o.queue = :queue AND o.priority < level.priority)
+SELECT CASE
+    -- The common path (every row at 0, or none: two probes of the index) skips the walk.
+    WHEN ifnull((SELECT max(o.priority) FROM durability_queue AS o WHERE o.queue = :queue), 0) = 0
+     AND ifnull((SELECT min(o.priority) FROM durability_queue AS o WHERE o.queue = :queue), 0) = 0
+    THEN (SELECT min(visible_us) FROM durability_queue WHERE queue = :queue AND priority = 0)
+    ELSE (SELECT min(at) FROM (
+-- include: scheduler.sql levels
+        SELECT (SELECT min(visible_us) FROM durability_queue
+                WHERE queue = :queue AND priority = level.priority) AS at
         FROM level WHERE level.priority IS NOT NULL
-    )
-    SELECT (SELECT min(visible_us) FROM durability_queue
-            WHERE queue = :queue AND priority = level.priority) AS at
-    FROM level WHERE level.priority IS NOT NULL
-)
+    ))
+END
 
 -- name: next_look
 -- After a take found nothing it could take: when to look again. The earliest hidden row (a
@@ -47,13 +60,7 @@ SELECT min(at) FROM (
 -- rows were passed over (its holder's lease lapses, or its rate window moves on).
 SELECT nullif(min(
     coalesce((SELECT min(at) FROM (
-        WITH RECURSIVE level (priority) AS (
-            SELECT max(priority) FROM durability_queue WHERE queue = :queue
-            UNION ALL
-            SELECT (SELECT max(o.priority) FROM durability_queue AS o
-                    WHERE o.queue = :queue AND o.priority < level.priority)
-            FROM level WHERE level.priority IS NOT NULL
-        )
+-- include: scheduler.sql levels
         SELECT (SELECT min(o.visible_us) FROM durability_queue AS o
                 WHERE o.queue = :queue AND o.priority = level.priority
                   AND o.visible_us > :now) AS at
@@ -72,20 +79,23 @@ SELECT nullif(min(
 -- within it, passing over a row whose limit has no room (fewer than at_most live holds of its
 -- key, a workflow's own concurrency hold not counted: a re-take holds its slot once). A
 -- limited row's hold is written by `hold` in the same transaction (`take_step`). Its clock is
--- read after the write lock is taken. A take's receipts are odd and a wakeup's even, so a row still holding an odd one was
--- taken and its lease ran out unanswered: it gets :lapsed instead of :fresh, and RETURNING
--- says which.
+-- read after the write lock is taken. A take's receipts are odd and a wakeup's even, so a row
+-- still holding an odd one was taken and its lease ran out unanswered: it gets :lapsed instead
+-- of :fresh, and RETURNING says which.
 UPDATE durability_queue
 SET visible_us = durability_now_us() + :lease,
     receipt = CASE WHEN receipt % 2 = 1 THEN :lapsed ELSE :fresh END
-WHERE rowid = (
-    WITH RECURSIVE level (priority) AS (
-        SELECT max(priority) FROM durability_queue WHERE queue = :queue
-        UNION ALL
-        SELECT (SELECT max(o.priority) FROM durability_queue AS o
-                WHERE o.queue = :queue AND o.priority < level.priority)
-        FROM level WHERE level.priority IS NOT NULL
-    )
+WHERE rowid = coalesce((
+    -- The common path (no row above priority 0: one probe of the index) skips the walk: the
+    -- first visible row of level 0 is the one the walk would take, if it has no limit. A
+    -- limited one, or none visible at 0, and the walk decides (coalesce runs it only then).
+    SELECT CASE WHEN q.limit_key IS NULL THEN q.rowid END FROM durability_queue AS q
+    WHERE q.queue = :queue AND q.priority = 0 AND q.visible_us <= durability_now_us()
+      AND (SELECT max(o.priority) FROM durability_queue AS o WHERE o.queue = :queue) = 0
+    ORDER BY q.visible_us, q.rowid
+    LIMIT 1
+), (
+-- include: scheduler.sql levels
     SELECT found FROM (
         SELECT (SELECT q.rowid FROM durability_queue AS q
                 WHERE q.queue = :queue AND q.priority = level.priority
@@ -102,7 +112,7 @@ WHERE rowid = (
     )
     WHERE found IS NOT NULL
     LIMIT 1
-)
+))
 RETURNING workflow, receipt, visible_us, priority, limit_key, limit_at_most, limit_per_us
 
 -- name: hold
@@ -114,8 +124,10 @@ WHERE queue = :queue AND key = :key
   AND (until_us <= :now OR (:per_us IS NULL AND workflow = :workflow))
 
 -- name: held
+-- A concurrency hold names its workflow (a re-take, a cancel find it by that); a rate hold
+-- names none: it is a take counted in its window, which nothing gives back.
 INSERT INTO durability_holds (queue, key, receipt, workflow, until_us)
-VALUES (:queue, :key, :receipt, :workflow, :until)
+VALUES (:queue, :key, :receipt, CASE WHEN :per_us IS NULL THEN :workflow ELSE '' END, :until)
 
 -- name: done
 DELETE FROM durability_queue
@@ -156,15 +168,16 @@ WHERE queue = :queue AND workflow = :workflow AND receipt = :held
 -- name: cancel
 DELETE FROM durability_queue WHERE queue = :queue AND workflow = :workflow
 
+-- name: cancel_holds
+-- In the cancel's transaction: the concurrency slots the workflow holds go back now, since its
+-- pass can no longer answer for them (its writes are fenced). Found by workflow, not by the
+-- row's limit: a wakeup that landed mid-pass may have changed that. A rate's holds name no
+-- workflow (`held`), and stay out their window.
+DELETE FROM durability_holds WHERE queue = :queue AND workflow = :workflow
+
 -- name: earliest
 SELECT min(at) FROM (
-    WITH RECURSIVE level (priority) AS (
-        SELECT max(priority) FROM durability_queue WHERE queue = :queue
-        UNION ALL
-        SELECT (SELECT max(o.priority) FROM durability_queue AS o
-                WHERE o.queue = :queue AND o.priority < level.priority)
-        FROM level WHERE level.priority IS NOT NULL
-    )
+-- include: scheduler.sql levels
     SELECT (SELECT min(o.visible_us) FROM durability_queue AS o
             WHERE o.queue = :queue AND o.priority = level.priority AND o.visible_us > :now) AS at
     FROM level WHERE level.priority IS NOT NULL

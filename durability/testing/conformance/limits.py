@@ -1,11 +1,12 @@
 """The limit half of the policy contract, and `PolicyContract`, both halves together.
 
 A full concurrency limit keeps its wakeups queued while others pass them, and hands one out
-as a slot frees: a holder's answer (`done`, `finish`, a `wake_at` then `done`) wakes a waiting
-reader, and a holder's lapsed lease frees its slot without any answer. A rate limit hands out
-at most `at_most` in any window of `per`, the reader sleeping until the window has room. The
-races are real: takers on durables of their own (other workers) never hold more than the limit.
-Margins are generous (short leases, waits that end on the event, never on a fixed sleep).
+as a slot frees: a holder's answer (`done`, `finish`, a `wake_at` then `done`) or its
+workflow's cancel wakes a waiting reader, and a holder's lapsed lease frees its slot without
+any answer. A rate limit hands out at most `at_most` in any window of `per`, the reader
+sleeping until the window has room. The races are real: takers on durables of their own (other
+workers) never hold more than the limit. Margins are generous (short leases, waits that end on
+the event, never on a fixed sleep).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from durability.testing.conformance.priorities import (
     PriorityContract,
     taken,
 )
+from durability.testing.conformance.standings import inspected
 from durability.testing.conformance.working import PATIENCE, working
 from durability.values import Delivery, Limit, Taken
 
@@ -123,6 +125,30 @@ class LimitContract:
             await scheduler.done(held.delivery)
         delivery = await reader  # woken by the answer, as an arrival wakes it
         assert delivery is not None and delivery.workflow == waiting
+        await scheduler.done(delivery)
+
+    async def test_a_cancelled_holders_slot_frees_at_once(
+        self, make_durables: MakeDurables
+    ) -> None:
+        """`durable.cancel` of a workflow mid-pass gives its slot back in the cancel, and a
+        reader waiting on the limit is woken for it: long before the holder's lease lapses."""
+        (durable,) = await make_durables(LONG, 1)
+        scheduler = durable.scheduler
+        limit = Limit(fresh("limit"), 1)
+        holder, waiting = fresh("holder"), fresh("waiting")
+        await scheduler.make_ready(holder, limit=limit)
+        held = await durable.take(PATIENT, LONG, LONG)
+        assert held is not None and held.holder is not None
+        assert held.delivery.workflow == holder
+        await scheduler.make_ready(waiting, limit=limit)
+        reader = asyncio.create_task(scheduler.next_ready(PATIENT))
+        await asyncio.sleep(0.2)
+        assert not reader.done(), "handed out while the limit was full"
+        assert await inspected(durable).cancel(holder)
+        delivery = await reader  # PATIENT: far inside the holder's lease (LONG)
+        assert delivery is not None and delivery.workflow == waiting
+        await scheduler.done(held.delivery)  # the cancelled pass answers late: changes nothing
+        await _none(scheduler)  # the slot is the new holder's alone
         await scheduler.done(delivery)
 
     async def test_a_priority_arriving_while_a_reader_waits_is_the_one_it_gets(

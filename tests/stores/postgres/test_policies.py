@@ -1,8 +1,8 @@
 """Priorities and limits on Postgres (issue 34): strict priority, the merge rule, a sleeper
 that comes back as it went, limits that never overshoot with takers on several connections,
-a slot freed by done (told as an arrival is) and by a lapsed lease (an idle reader's next look
-covers it), a rate window, `take_up_to` within the room, and a database made before any of
-this migrated with its rows kept.
+a slot freed by done (told as an arrival is), by a delete and by a lapsed lease (an idle
+reader's next look covers it), a rate window (a cancel gives none of it back), `take_up_to`
+within the room, and a database made before any of this migrated with its rows kept.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 
 from durability import Limit
 from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler, migrate
+from durability.testing.races import most_held_at_once, taken_at_a_limit_of_one
 from durability.values import Delivery
 
 if TYPE_CHECKING:
@@ -117,28 +118,16 @@ async def test_a_delivery_woken_by_wake_at_keeps_its_priority_and_limit(pool: Po
     assert (back.priority, back.limit) == (7, limit)
 
 
-async def _race_once(schedulers: list[PostgresScheduler], queue: str, key: str) -> int:
-    """Two wakeups under one limit of 1, every scheduler taking at the same moment: how many
-    were handed out (the holder does not answer in between)."""
-    limit = Limit(key, 1)
-    await schedulers[0].make_ready(f"{queue}-x", limit=limit)
-    await schedulers[0].make_ready(f"{queue}-y", limit=limit)
-    found = await asyncio.gather(*(s.next_ready(timedelta(milliseconds=50)) for s in schedulers))
-    got = [d for d in found if d is not None]
-    for delivery in got:
-        await schedulers[0].cancel(delivery.workflow)
-    for workflow in (f"{queue}-x", f"{queue}-y"):
-        await schedulers[0].cancel(workflow)
-    return len(got)
-
-
 async def test_takers_on_several_connections_never_overshoot_a_limit_of_one(
     make_pool: MakePool,
 ) -> None:
     queue = _unique("q")
     schedulers = [_scheduler(await make_pool(size=1), queue, poll=LONG_POLL) for _ in range(4)]
     try:
-        counts = [await _race_once(schedulers, queue, f"race-{n}") for n in range(15)]
+        counts = [
+            await taken_at_a_limit_of_one(schedulers, (f"{queue}-x", f"{queue}-y"), f"race-{n}")
+            for n in range(15)
+        ]
     finally:
         for scheduler in schedulers:
             await scheduler.close()
@@ -147,34 +136,14 @@ async def test_takers_on_several_connections_never_overshoot_a_limit_of_one(
 
 async def test_many_takers_hold_at_most_the_limit_at_once(make_pool: MakePool) -> None:
     queue = _unique("q")
-    limit = Limit("gateway", 2)
     workflows = [f"{queue}-{n}" for n in range(10)]
     schedulers = [_scheduler(await make_pool(size=1), queue) for _ in range(4)]
-    holding: set[str] = set()
-    most = 0
-    done: list[str] = []
-
-    async def work(scheduler: PostgresScheduler) -> None:
-        nonlocal most
-        while len(done) < len(workflows):
-            delivery = await scheduler.next_ready(timedelta(milliseconds=300))
-            if delivery is None:
-                continue
-            holding.add(delivery.workflow)
-            most = max(most, len(holding))
-            await asyncio.sleep(0.02)
-            holding.discard(delivery.workflow)
-            done.append(delivery.workflow)
-            await scheduler.done(delivery)
-
     try:
-        for workflow in workflows:
-            await schedulers[0].make_ready(workflow, limit=limit)
-        await asyncio.wait_for(asyncio.gather(*(work(s) for s in schedulers)), 60)
+        most, answered = await most_held_at_once(schedulers, workflows, Limit("gateway", 2))
     finally:
         for scheduler in schedulers:
             await scheduler.close()
-    assert sorted(done) == sorted(workflows)  # every one ran, once
+    assert sorted(answered) == sorted(workflows)  # every one ran, once
     assert most <= 2
 
 
@@ -373,6 +342,33 @@ async def test_finishes_of_one_turn_free_every_slot_they_held(
         await scheduler.close()
     assert len(sent) == 1 and "jsonb_to_recordset" in sent[0], sent
     assert third is not None and fourth is not None  # both slots came back
+
+
+async def test_a_deleted_holder_frees_its_slot_and_a_cancelled_rate_take_still_counts(
+    pool: Pool,
+) -> None:
+    queue = _unique("q")
+    scheduler = _scheduler(pool, queue, poll=LONG_POLL)
+    durable = PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
+    limit, rate = Limit("deleted", 1), Limit("rated", 1, timedelta(minutes=1))
+    try:
+        await durable.arrive(f"{queue}-held", "go", 1, limit=limit)
+        await durable.arrive(f"{queue}-next", "go", 1, limit=limit)
+        first = await durable.take(SHORT, BUDGET, BUDGET)
+        assert first is not None and first.delivery.workflow == f"{queue}-held"
+        assert await durable.take(SHORT, BUDGET, BUDGET) is None  # the slot is held
+        assert await durable.delete(f"{queue}-held") == 1
+        second = await durable.take(SHORT, BUDGET, BUDGET)  # in the delete: not at lease's end
+        await scheduler.make_ready(f"{queue}-r-1", limit=rate)
+        await scheduler.make_ready(f"{queue}-r-2", limit=rate)
+        taken = await scheduler.next_ready(SHORT)
+        assert taken is not None and taken.workflow == f"{queue}-r-1"
+        await scheduler.cancel(taken.workflow)  # a rate counts takes: its window stays
+        after = await scheduler.next_ready(SHORT)
+    finally:
+        await scheduler.close()
+    assert second is not None and second.delivery.workflow == f"{queue}-next"
+    assert after is None
 
 
 @pytest.mark.parametrize(

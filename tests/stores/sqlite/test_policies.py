@@ -1,7 +1,8 @@
 """Priorities and limits on SQLite (issue 34): strict priority, the merge rule, a sleeper that
 comes back as it went, limits that never overshoot with takers on several connections to one
-file, a slot freed by done (rung as an arrival is) and by a lapsed lease (an idle reader's next
-look covers it), a rate window, and a file made before any of this migrated with its rows kept.
+file, a slot freed by done (rung as an arrival is), by a delete and by a lapsed lease (an idle
+reader's next look covers it), a rate window (a cancel gives none of it back), and a file made
+before any of this migrated with its rows kept.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from durability.sqlite import (
     migrate,
     open_database,
 )
+from durability.testing.races import most_held_at_once, taken_at_a_limit_of_one
 from durability.values import Delivery
 
 SHORT = timedelta(milliseconds=200)
@@ -46,6 +48,22 @@ async def test_a_higher_priority_is_taken_first_and_equals_in_the_order_they_bec
     taken = await _take_all(scheduler)
     assert [d.workflow for d in taken] == ["e", "b", "d", "a", "f", "c"]
     assert [d.priority for d in taken] == [100, 5, 5, 0, 0, -3]
+
+
+async def test_a_queue_all_at_priority_0_takes_in_order_with_a_limited_row_among_them(
+    database: SqliteDatabase,
+) -> None:
+    """The common path's shortcut (no level above 0) takes what the level walk would: a
+    limited row at the head is taken while it has room and passed over once it has none."""
+    scheduler = SqliteScheduler(database)
+    limit = Limit("head", 1)
+    for name in ("limited-1", "plain-1", "limited-2", "plain-2"):
+        await scheduler.make_ready(name, limit=limit if name.startswith("limited") else None)
+    taken = await _take_all(scheduler)
+    assert [d.workflow for d in taken] == ["limited-1", "plain-1", "plain-2"]
+    await scheduler.make_ready("low", priority=-1)  # below 0: found by the walk
+    low = await scheduler.next_ready(SHORT)
+    assert low is not None and low.workflow == "low"
 
 
 async def test_a_pending_wakeup_keeps_the_higher_priority_and_its_own_limit(
@@ -101,17 +119,10 @@ async def test_takers_on_several_connections_never_overshoot_a_limit_of_one(path
     try:
         await migrate(databases[0])
         schedulers = [SqliteScheduler(database) for database in databases]
-        counts = []
-        for n in range(15):
-            limit = Limit(f"race-{n}", 1)
-            await schedulers[0].make_ready(f"x-{n}", limit=limit)
-            await schedulers[0].make_ready(f"y-{n}", limit=limit)
-            found = await asyncio.gather(
-                *(s.next_ready(timedelta(milliseconds=50)) for s in schedulers)
-            )
-            counts.append(sum(d is not None for d in found))
-            for name in (f"x-{n}", f"y-{n}"):
-                await schedulers[0].cancel(name)
+        counts = [
+            await taken_at_a_limit_of_one(schedulers, (f"x-{n}", f"y-{n}"), f"race-{n}")
+            for n in range(15)
+        ]
     finally:
         for database in databases:
             await database.close()
@@ -120,35 +131,15 @@ async def test_takers_on_several_connections_never_overshoot_a_limit_of_one(path
 
 async def test_many_takers_hold_at_most_the_limit_at_once(path: Path) -> None:
     databases = [await open_database(path) for _ in range(3)]
-    limit = Limit("gateway", 2)
     workflows = [f"w-{n}" for n in range(10)]
-    holding: set[str] = set()
-    most = 0
-    done: list[str] = []
-
-    async def work(scheduler: SqliteScheduler) -> None:
-        nonlocal most
-        while len(done) < len(workflows):
-            delivery = await scheduler.next_ready(timedelta(milliseconds=300))
-            if delivery is None:
-                continue
-            holding.add(delivery.workflow)
-            most = max(most, len(holding))
-            await asyncio.sleep(0.02)
-            holding.discard(delivery.workflow)
-            done.append(delivery.workflow)
-            await scheduler.done(delivery)
-
     try:
         await migrate(databases[0])
         schedulers = [SqliteScheduler(database) for database in databases]
-        for workflow in workflows:
-            await schedulers[0].make_ready(workflow, limit=limit)
-        await asyncio.wait_for(asyncio.gather(*(work(s) for s in schedulers)), 60)
+        most, answered = await most_held_at_once(schedulers, workflows, Limit("gateway", 2))
     finally:
         for database in databases:
             await database.close()
-    assert sorted(done) == sorted(workflows)  # every one ran, once
+    assert sorted(answered) == sorted(workflows)  # every one ran, once
     assert most <= 2
 
 
@@ -254,6 +245,28 @@ async def test_finish_and_extend_of_a_limited_pass_keep_then_free_its_slot(
     second = await durable.take(SHORT, BUDGET, BUDGET)
     assert second is not None and second.delivery.workflow == "b"
     assert second.delivery.limit == limit
+
+
+async def test_a_deleted_holder_frees_its_slot_and_a_cancelled_rate_take_still_counts(
+    database: SqliteDatabase,
+) -> None:
+    scheduler = SqliteScheduler(database, poll=SLOW_POLL)
+    durable = SqliteDurable(SqliteCheckpointer(database), scheduler)
+    limit, rate = Limit("deleted", 1), Limit("rated", 1, timedelta(minutes=1))
+    await durable.arrive("held", "go", 1, limit=limit)
+    await durable.arrive("next", "go", 1, limit=limit)
+    first = await durable.take(SHORT, BUDGET, BUDGET)
+    assert first is not None and first.delivery.workflow == "held"
+    assert await durable.take(SHORT, BUDGET, BUDGET) is None  # the slot is held
+    assert await durable.delete("held") == 1
+    second = await durable.take(SHORT, BUDGET, BUDGET)  # in the delete: not at the lease's end
+    assert second is not None and second.delivery.workflow == "next"
+    await scheduler.make_ready("r-1", limit=rate)
+    await scheduler.make_ready("r-2", limit=rate)
+    taken = await scheduler.next_ready(SHORT)
+    assert taken is not None and taken.workflow == "r-1"
+    await scheduler.cancel("r-1")  # a rate counts takes: its window is not given back
+    assert await scheduler.next_ready(SHORT) is None
 
 
 @pytest.mark.parametrize(
