@@ -91,16 +91,12 @@ SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM dequeued),
 
 -- name: giving_back
 -- The part a pass's ending shares (finish, finish_settled): the hold of a delivery under a
--- concurrency limit freed after the done and before the release, and the readers waiting for
--- the slot told. Locks: queue row, limits row, claim row, the order a take locks them in.
--- Two CTEs for a WITH list, between `done` and `released` (which reads from `freed`);
--- %(held_key)s is NULL for any other delivery, and then nothing is touched.
-freed AS (
-    UPDATE durability.limits AS l SET held = l.held - %(hold)s::text
-    FROM (SELECT count(*) FROM done) AS after_done
-    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(hold)s::text
-    RETURNING 1
-),
+-- concurrency limit given back (scheduler.sql's `freeing`: its key's row deleted if that was
+-- its last live hold) after the done (`first`) and before the release (which reads from
+-- `freed`), and the readers waiting for the slot told. Locks: queue row, limits row, claim
+-- row, the order a take locks them in. CTEs for a WITH list; %(held_key)s is NULL for any
+-- other delivery, and then nothing is touched.
+-- include: scheduler.sql freeing
 told_freed AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f),
 
 -- name: finish
@@ -109,10 +105,10 @@ told_freed AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed 
 -- statement, so nobody can see the delivery gone and the claim still held. Committed without
 -- waiting for the WAL flush: a finish lost in a server crash leaves a claim that lapses and a
 -- queue row that becomes visible again, i.e. one extra, harmless pass.
--- The queue row is locked before the claim row (released reads from done, so done runs
--- first): the order `take` locks them in, so the two cannot deadlock.
+-- The queue row is locked before the claim row (released reads from `first`, the done, so the
+-- done runs first): the order `take` locks them in, so the two cannot deadlock.
 WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
-done AS (
+first AS (
     DELETE FROM durability.queue
     WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
     RETURNING 1
@@ -120,11 +116,11 @@ done AS (
 -- include: durable.sql giving_back
 released AS (
     UPDATE durability.claims SET until = '-infinity'
-    FROM quick, (SELECT count(*) FROM done) AS answered, (SELECT count(*) FROM freed) AS given
+    FROM quick, (SELECT count(*) FROM first) AS answered, (SELECT count(*) FROM freed) AS given
     WHERE workflow = %(workflow)s AND token = %(token)s
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT count(*) FROM quick),
+SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM first), (SELECT count(*) FROM quick),
        (SELECT count(*) FROM told_freed)
 
 -- name: finish_settled
@@ -137,7 +133,7 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT cou
 -- flush, like finish: a standing lost in a crash is lost with the done, so the queue row shows
 -- again and the pass that comes writes it.
 WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
-done AS (
+first AS (
     DELETE FROM durability.queue
     WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
     RETURNING 1
@@ -145,7 +141,7 @@ done AS (
 -- include: durable.sql giving_back
 released AS (
     UPDATE durability.claims SET until = '-infinity'
-    FROM quick, (SELECT count(*) FROM done) AS answered, (SELECT count(*) FROM freed) AS given
+    FROM quick, (SELECT count(*) FROM first) AS answered, (SELECT count(*) FROM freed) AS given
     WHERE workflow = %(workflow)s AND token = %(token)s
     RETURNING 1
 ),
@@ -167,7 +163,7 @@ ended AS (
     RETURNING workflow
 ),
 told AS (SELECT pg_notify(%(ended_channel)s, workflow) FROM ended)
-SELECT (SELECT count(*) FROM stood), (SELECT count(*) FROM done), (SELECT count(*) FROM quick),
+SELECT (SELECT count(*) FROM stood), (SELECT count(*) FROM first), (SELECT count(*) FROM quick),
        (SELECT count(*) FROM told), (SELECT count(*) FROM told_freed)
 
 -- name: claiming
@@ -279,8 +275,8 @@ LEFT JOIN claimed ON true
 -- and claimed exactly as `take` does it; the answer is ONE row of arrays, in workflow order
 -- (the order the claim rows are locked in), and, when fewer than n were taken, when the
 -- earliest hidden row becomes visible. Locks: queue rows, limits rows in key order, then
--- claim rows in workflow order. At most one wakeup per limit key is admitted per statement
--- (so never more than the limit's room); the others stay ready for the next read.
+-- claim rows in workflow order. A limit key admits as many of its wakeups as it has room
+-- for (scheduler.sql's `admitted`); the others stay ready for the next read.
 -- include: scheduler.sql taking
 -- include: durable.sql claiming
 -- include: scheduler.sql hiding
@@ -313,15 +309,19 @@ FROM now LEFT JOIN hidden ON true
 
 -- name: take_many_plain
 -- `take_many` on the common path: main's statement from before priorities and limits (up to
--- %(n)s rows of level 0 in visibility order, SKIP LOCKED, found again by where they lie),
--- only while `plain` holds, as scheduler.sql's `taking_plain`; the answer is `take_many`'s
--- with the flag last, its four policy columns NULL (every row taken here has priority 0 and
--- no limit, rechecked under its lock: no arrays to build and sort).
-WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
-quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+-- %(n)s rows of level 0 in visibility order, SKIP LOCKED, hidden as the full take hides them:
+-- scheduler.sql's `taken`), only while `plain` holds, as scheduler.sql's `taking_plain`; the
+-- answer is `take_many`'s with the flag last, its four policy columns NULL (every row taken
+-- here has priority 0 and no limit, rechecked under its lock: no arrays to build and sort).
+WITH
+-- include: scheduler.sql clock
 -- include: scheduler.sql plain
 ,
-picked AS MATERIALIZED (
+chosen AS MATERIALIZED (
+    -- Locked here, then found again by where they lie (`taken`): a plan free to choose would
+    -- look them up as `queue = $1 AND workflow = ANY (...)`, and a queue whose statistics
+    -- predate a burst (or a table never analyzed) gets a scan of every row of the queue, for
+    -- each take.
     SELECT ctid, workflow, receipt FROM durability.queue
     WHERE queue = %(queue)s AND priority = 0 AND visible_at <= (SELECT t FROM now)
       AND limit_key IS NULL AND (SELECT yes FROM plain)
@@ -329,20 +329,7 @@ picked AS MATERIALIZED (
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
 ),
-taken AS (
-    -- The rows just locked, found by where they lie (a TID scan): a plan free to choose would
-    -- look them up as `queue = $1 AND workflow = ANY (...)`, and a queue whose statistics
-    -- predate a burst (or a table never analyzed) gets a scan of every row of the queue, for
-    -- each take. The lock is held, so the place cannot move under the statement.
-    UPDATE durability.queue AS q
-    SET visible_at = now.t + %(lease)s,
-        receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
-    FROM now, (SELECT count(*) FROM quick) AS unflushed
-    WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-    RETURNING q.workflow, q.receipt,
-              (SELECT p.receipt >= 1000000000000000 FROM picked AS p
-               WHERE p.workflow = q.workflow) AS lapsed
-),
+-- include: scheduler.sql taken
 -- include: durable.sql claiming
 -- include: scheduler.sql hiding_plain
 ,
@@ -409,26 +396,26 @@ done AS (
     RETURNING 1
 ),
 holding AS MATERIALIZED (
-    -- The limits rows this turn gives holds back to, locked in key order after the deletes.
-    SELECT k.key FROM durability.limits AS k
+    -- The limits rows this turn gives holds back to, as scheduler.sql's `freeing` holds one:
+    -- each key's row once, with all the holds the turn gives back to it (an UPDATE changes a
+    -- row once per statement), locked in key order after the deletes; then `emptying` (a row
+    -- left with no live hold deleted), and one notification.
+    SELECT k.key, k.held - g.holds AS rest,
+           EXISTS (SELECT FROM jsonb_each(k.held - g.holds) AS h
+                   WHERE (h.value ->> 1)::bigint
+                         > floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+               AS lives
+    FROM durability.limits AS k
+    JOIN (SELECT a.held_key, array_agg(a.hold) AS holds
+          FROM asked AS a WHERE a.held_key IS NOT NULL GROUP BY a.held_key) AS g
+      ON g.held_key = k.key
     WHERE k.queue = %(queue)s AND k.key = ANY (ARRAY(SELECT held_key FROM asked))
+      AND k.held ?| g.holds
       AND (SELECT count(*) FROM done) >= 0
     ORDER BY k.key
-    FOR UPDATE
+    FOR UPDATE OF k
 ),
-freed AS (
-    -- The holds of the passes under a concurrency limit, as finish_settled frees them: each
-    -- key's row once, with all of its holds the turn gives back (an UPDATE changes a row once
-    -- per statement), keys locked in order; then one notification.
-    UPDATE durability.limits AS l
-    SET held = l.held - g.holds
-    FROM (SELECT a.held_key, array_agg(a.hold) AS holds
-          FROM asked AS a WHERE a.held_key IS NOT NULL GROUP BY a.held_key) AS g,
-         (SELECT count(*) FROM holding) AS after_holding
-    WHERE l.queue = %(queue)s AND l.key = g.held_key AND l.held ?| g.holds
-      AND l.key = ANY (ARRAY(SELECT key FROM holding))
-    RETURNING 1
-),
+-- include: scheduler.sql emptying
 told_freed AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f),
 released AS (
     UPDATE durability.claims AS c SET until = '-infinity'

@@ -39,7 +39,8 @@ HOT = [
     ("scheduler.sql", "done_limited"), ("scheduler.sql", "extend_limited"),
     ("scheduler.sql", "wake_at"), ("scheduler.sql", "make_ready"),
     ("scheduler.sql", "take_plain"), ("durable.sql", "take_plain"),
-    ("durable.sql", "take_many_plain"),
+    ("durable.sql", "take_many_plain"), ("scheduler.sql", "earliest"),
+    ("scheduler.sql", "backlog"),
 ]
 TABLES = {"queue", "claims", "records", "standings", "limits"}
 
