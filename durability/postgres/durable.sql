@@ -90,61 +90,71 @@ SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM dequeued),
        (SELECT count(*) FROM fenced), (SELECT count(*) FROM unstood)
 
 -- name: giving_back
--- The part a pass's ending shares (finish, finish_settled): the hold of a delivery under a
--- concurrency limit given back (scheduler.sql's `freeing`: its key's row deleted if that was
--- its last live hold) after the done (`first`) and before the release (which reads from
--- `freed`), and the readers waiting for the slot told. Locks: queue row, limits row, claim
--- row, the order a take locks them in. CTEs for a WITH list; %(held_key)s is NULL for any
--- other delivery, and then nothing is touched.
+-- The part a limited pass's ending shares (finish_limited, finish_settled_limited): the hold
+-- of a delivery under a concurrency limit given back (scheduler.sql's `freeing`: its key's row
+-- deleted if that was its last live hold) after the done (`first`) and before the release
+-- (which reads from `freed`), and the readers waiting for the slot told. Locks: queue row,
+-- limits row, claim row, the order a take locks them in. CTEs for a WITH list.
 -- include: scheduler.sql freeing
 told_freed AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f),
 
--- name: finish
--- release, then done: free the claim if it is still this pass's (token), and compare-and-delete
--- the queue row on the receipt (a wakeup that landed mid-pass changed it, and survives). One
--- statement, so nobody can see the delivery gone and the claim still held. Committed without
--- waiting for the WAL flush: a finish lost in a server crash leaves a claim that lapses and a
--- queue row that becomes visible again, i.e. one extra, harmless pass.
--- The queue row is locked before the claim row (released reads from `first`, the done, so the
--- done runs first): the order `take` locks them in, so the two cannot deadlock.
+-- name: giving_nothing
+-- `giving_back` for a pass that holds no slot (the common path: no limits row is touched, no
+-- statement to plan for one).
+freed AS (SELECT WHERE false),
+told_freed AS (SELECT WHERE false),
+
+-- name: finishing
+-- The part every finish of one pass begins with: the commit setting (committed without waiting
+-- for the WAL flush: a finish lost in a server crash leaves a claim that lapses and a queue
+-- row that becomes visible again, i.e. one extra, harmless pass) and the done (`first`):
+-- compare-and-delete the queue row on the receipt (a wakeup that landed mid-pass changed it,
+-- and survives). Ends inside the WITH list.
 WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
 first AS (
     DELETE FROM durability.queue
     WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
     RETURNING 1
 ),
--- include: durable.sql giving_back
+
+-- name: releasing
+-- The release that follows `first` and `freed`: free the claim if it is still this pass's
+-- (token). The queue row is locked before the claim row (released reads from `first`, so the
+-- done runs first): the order `take` locks them in, so the two cannot deadlock.
 released AS (
     UPDATE durability.claims SET until = '-infinity'
     FROM quick, (SELECT count(*) FROM first) AS answered, (SELECT count(*) FROM freed) AS given
     WHERE workflow = %(workflow)s AND token = %(token)s
     RETURNING 1
 )
+
+-- name: finish
+-- release, then done, as one statement, so nobody can see the delivery gone and the claim
+-- still held (`finishing`, `releasing`), for a pass that holds no slot.
+-- include: durable.sql finishing
+-- include: durable.sql giving_nothing
+-- include: durable.sql releasing
 SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM first), (SELECT count(*) FROM quick),
        (SELECT count(*) FROM told_freed)
 
--- name: finish_settled
--- finish, with the pass's standing written in the same statement (checkpointer.sql's settle):
--- a pass ends in one round trip, and no one sees the claim released and the standing old. The
--- standing is written only if the release found the claim still this pass's token (the
--- release's UPDATE locks the claim row and reads its newest version, as settle's FOR SHARE
--- does), so a newer claim or a discard leaves it untouched. Locks: queue row, claim row (as
--- finish), then the standing, which reads from the release. Committed without waiting for the WAL
--- flush, like finish: a standing lost in a crash is lost with the done, so the queue row shows
--- again and the pass that comes writes it.
-WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
-first AS (
-    DELETE FROM durability.queue
-    WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
-    RETURNING 1
-),
+-- name: finish_limited
+-- `finish` for a pass under a concurrency limit: its slot given back too (`giving_back`).
+-- include: durable.sql finishing
 -- include: durable.sql giving_back
-released AS (
-    UPDATE durability.claims SET until = '-infinity'
-    FROM quick, (SELECT count(*) FROM first) AS answered, (SELECT count(*) FROM freed) AS given
-    WHERE workflow = %(workflow)s AND token = %(token)s
-    RETURNING 1
-),
+-- include: durable.sql releasing
+SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM first), (SELECT count(*) FROM quick),
+       (SELECT count(*) FROM told_freed)
+
+-- name: settling
+-- The part finish_settled (both forms) ends with, after `releasing`: the pass's standing
+-- written in the same statement (checkpointer.sql's settle), so a pass ends in one round trip
+-- and no one sees the claim released and the standing old. The standing is written only if the
+-- release found the claim still this pass's token (the release's UPDATE locks the claim row and
+-- reads its newest version, as settle's FOR SHARE does), so a newer claim or a discard leaves
+-- it untouched. Locks: queue row, claim row (as finish), then the standing, which reads from
+-- the release. A standing lost in a crash (the commit does not wait for the flush) is lost
+-- with the done, so the queue row shows again and the pass that comes writes it.
+,
 stood AS (
     INSERT INTO durability.standings AS s (workflow, state, detail, at)
     SELECT %(workflow)s, %(state)s, %(detail)s, clock_timestamp() FROM released
@@ -165,6 +175,20 @@ ended AS (
 told AS (SELECT pg_notify(%(ended_channel)s, workflow) FROM ended)
 SELECT (SELECT count(*) FROM stood), (SELECT count(*) FROM first), (SELECT count(*) FROM quick),
        (SELECT count(*) FROM told), (SELECT count(*) FROM told_freed)
+
+-- name: finish_settled
+-- finish, with the pass's standing (`settling`), for a pass that holds no slot.
+-- include: durable.sql finishing
+-- include: durable.sql giving_nothing
+-- include: durable.sql releasing
+-- include: durable.sql settling
+
+-- name: finish_settled_limited
+-- `finish_settled` for a pass under a concurrency limit: its slot given back too.
+-- include: durable.sql finishing
+-- include: durable.sql giving_back
+-- include: durable.sql releasing
+-- include: durable.sql settling
 
 -- name: claiming
 -- The part both takes (take, take_many) share after their `taken` CTE: lock the taken
