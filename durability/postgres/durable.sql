@@ -117,7 +117,7 @@ first AS (
     RETURNING 1
 ),
 
--- name: releasing
+-- name: releasing_claim
 -- The release that follows `first` and `freed`: free the claim if it is still this pass's
 -- (token). The queue row is locked before the claim row (released reads from `first`, so the
 -- done runs first): the order `take` locks them in, so the two cannot deadlock.
@@ -130,10 +130,10 @@ released AS (
 
 -- name: finish
 -- release, then done, as one statement, so nobody can see the delivery gone and the claim
--- still held (`finishing`, `releasing`), for a pass that holds no slot.
+-- still held (`finishing`, `releasing_claim`), for a pass that holds no slot.
 -- include: durable.sql finishing
 -- include: durable.sql giving_nothing
--- include: durable.sql releasing
+-- include: durable.sql releasing_claim
 SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM first), (SELECT count(*) FROM quick),
        (SELECT count(*) FROM told_freed)
 
@@ -141,12 +141,12 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM first), (SELECT co
 -- `finish` for a pass under a concurrency limit: its slot given back too (`giving_back`).
 -- include: durable.sql finishing
 -- include: durable.sql giving_back
--- include: durable.sql releasing
+-- include: durable.sql releasing_claim
 SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM first), (SELECT count(*) FROM quick),
        (SELECT count(*) FROM told_freed)
 
 -- name: settling
--- The part finish_settled (both forms) ends with, after `releasing`: the pass's standing
+-- The part finish_settled (both forms) ends with, after `releasing_claim`: the pass's standing
 -- written in the same statement (checkpointer.sql's settle), so a pass ends in one round trip
 -- and no one sees the claim released and the standing old. The standing is written only if the
 -- release found the claim still this pass's token (the release's UPDATE locks the claim row and
@@ -180,14 +180,14 @@ SELECT (SELECT count(*) FROM stood), (SELECT count(*) FROM first), (SELECT count
 -- finish, with the pass's standing (`settling`), for a pass that holds no slot.
 -- include: durable.sql finishing
 -- include: durable.sql giving_nothing
--- include: durable.sql releasing
+-- include: durable.sql releasing_claim
 -- include: durable.sql settling
 
 -- name: finish_settled_limited
 -- `finish_settled` for a pass under a concurrency limit: its slot given back too.
 -- include: durable.sql finishing
 -- include: durable.sql giving_back
--- include: durable.sql releasing
+-- include: durable.sql releasing_claim
 -- include: durable.sql settling
 
 -- name: claiming
