@@ -261,14 +261,20 @@ admitted AS (
     RETURNING l.key, l.held
 ),
 swept AS (
-    -- A bounded sweep: up to 8 of the queue's limits rows that hold nothing live (a rate's
-    -- window gone by, a holder that lapsed), none under a key this take admits to. Each is
-    -- locked SKIP LOCKED (a sweep never waits, so it keeps no lock order with anyone) with its
-    -- holds checked again on its newest version, then deleted by where it lies: a row an
-    -- admission changed after this statement's snapshot lies elsewhere now, and stays.
+    -- A bounded sweep: of the limits rows on one page of the table, picked at random (a
+    -- sample of one page in the table's size as its statistics last had it: all of a table
+    -- never analyzed), up to 8 of the queue's that hold nothing live (a rate's window gone
+    -- by, a holder that lapsed), none under a key this take admits to. A sweep reads a page,
+    -- not every key's row: with a thousand keys held that would cost the take about 1 ms.
+    -- Each is locked SKIP LOCKED (a sweep never waits, so it keeps no lock order with anyone)
+    -- with its holds checked again on its newest version, then deleted by where it lies: a
+    -- row an admission changed after this statement's snapshot lies elsewhere now, and stays.
     DELETE FROM durability.limits AS l
     WHERE l.ctid = ANY (ARRAY(
         SELECT s.ctid FROM durability.limits AS s
+            TABLESAMPLE SYSTEM ((SELECT least(100, 100.0 / greatest(c.relpages, 1))
+                                 FROM pg_class AS c
+                                 WHERE c.oid = 'durability.limits'::regclass))
         WHERE s.queue = %(queue)s
           AND NOT EXISTS (SELECT FROM asking AS a WHERE a.limit_key = s.key)
           AND NOT EXISTS (SELECT FROM jsonb_each(s.held) AS h
