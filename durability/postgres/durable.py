@@ -184,7 +184,8 @@ class PostgresDurable(Inspected):
             holder.workflow, token=holder.token, receipt=int(delivery.receipt),
             **giving_back(delivery),
         )
-        await self._checkpointer.batcher.one(self._sql["finish"], params)
+        name = "finish" if params["held_key"] is None else "finish_limited"
+        await self._checkpointer.batcher.one(self._sql[name], params)
         self._scheduler.changed()
 
     async def finish_settled(
@@ -219,7 +220,9 @@ class PostgresDurable(Inspected):
         return stood
 
     async def _finish_alone(self, params: Params) -> bool:
-        row = await self._checkpointer.batcher.one(self._sql["finish_settled"], params)
+        # A pass holding no slot ends without the statements that give one back.
+        name = "finish_settled" if params["held_key"] is None else "finish_settled_limited"
+        row = await self._checkpointer.batcher.one(self._sql[name], params)
         assert row is not None  # one row of counts, whatever the CTEs did
         return bool(row[0])
 

@@ -93,65 +93,71 @@ SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM dequeued),
        (SELECT count(*) FROM fenced), (SELECT count(*) FROM unstood), (SELECT count(*) FROM told)
 
 -- name: giving_back
--- The part a pass's ending shares (finish, finish_settled): the hold of a delivery under a
--- concurrency limit freed after the done and before the release, and the readers waiting for
--- the slot told. Locks: queue row, limits row, claim row, the order a take locks them in.
--- Two CTEs for a WITH list, between `done` and `released` (which reads from `freed`);
--- %(held_key)s is NULL for any other delivery, and then nothing is touched.
-freed AS (
-    UPDATE durability.limits AS l SET held = l.held - %(hold)s::text
-    FROM (SELECT count(*) FROM done) AS after_done
-    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(hold)s::text
-    RETURNING 1
-),
+-- The part a limited pass's ending shares (finish_limited, finish_settled_limited): the hold
+-- of a delivery under a concurrency limit given back (scheduler.sql's `freeing`: its key's row
+-- deleted if that was its last live hold) after the done (`first`) and before the release
+-- (which reads from `freed`), and the readers waiting for the slot told. Locks: queue row,
+-- limits row, claim row, the order a take locks them in. CTEs for a WITH list.
+-- include: scheduler.sql freeing
 told_freed AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f),
 
--- name: finish
--- release, then done: free the claim if it is still this pass's (token), and compare-and-delete
--- the queue row on the receipt (a wakeup that landed mid-pass changed it, and survives). One
--- statement, so nobody can see the delivery gone and the claim still held. Committed without
--- waiting for the WAL flush: a finish lost in a server crash leaves a claim that lapses and a
--- queue row that becomes visible again, i.e. one extra, harmless pass.
--- The queue row is locked before the claim row (released reads from done, so done runs
--- first): the order `take` locks them in, so the two cannot deadlock.
+-- name: giving_nothing
+-- `giving_back` for a pass that holds no slot (the common path: no limits row is touched, no
+-- statement to plan for one).
+freed AS (SELECT WHERE false),
+told_freed AS (SELECT WHERE false),
+
+-- name: finishing
+-- The part every finish of one pass begins with: the commit setting (committed without waiting
+-- for the WAL flush: a finish lost in a server crash leaves a claim that lapses and a queue
+-- row that becomes visible again, i.e. one extra, harmless pass) and the done (`first`):
+-- compare-and-delete the queue row on the receipt (a wakeup that landed mid-pass changed it,
+-- and survives). Ends inside the WITH list.
 WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
-done AS (
+first AS (
     DELETE FROM durability.queue
     WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
     RETURNING 1
 ),
--- include: durable.sql giving_back
+
+-- name: releasing_claim
+-- The release that follows `first` and `freed`: free the claim if it is still this pass's
+-- (token). The queue row is locked before the claim row (released reads from `first`, so the
+-- done runs first): the order `take` locks them in, so the two cannot deadlock.
 released AS (
     UPDATE durability.claims SET until = '-infinity'
-    FROM quick, (SELECT count(*) FROM done) AS answered, (SELECT count(*) FROM freed) AS given
+    FROM quick, (SELECT count(*) FROM first) AS answered, (SELECT count(*) FROM freed) AS given
     WHERE workflow = %(workflow)s AND token = %(token)s
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM done), (SELECT count(*) FROM quick),
+
+-- name: finish
+-- release, then done, as one statement, so nobody can see the delivery gone and the claim
+-- still held (`finishing`, `releasing_claim`), for a pass that holds no slot.
+-- include: durable.sql finishing
+-- include: durable.sql giving_nothing
+-- include: durable.sql releasing_claim
+SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM first), (SELECT count(*) FROM quick),
        (SELECT count(*) FROM told_freed)
 
--- name: finish_settled
--- finish, with the pass's standing written in the same statement (checkpointer.sql's settle):
--- a pass ends in one round trip, and no one sees the claim released and the standing old. The
--- standing is written only if the release found the claim still this pass's token (the
--- release's UPDATE locks the claim row and reads its newest version, as settle's FOR SHARE
--- does), so a newer claim or a discard leaves it untouched. Locks: queue row, claim row (as
--- finish), then the standing, which reads from the release. Committed without waiting for the WAL
--- flush, like finish: a standing lost in a crash is lost with the done, so the queue row shows
--- again and the pass that comes writes it.
-WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
-done AS (
-    DELETE FROM durability.queue
-    WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
-    RETURNING 1
-),
+-- name: finish_limited
+-- `finish` for a pass under a concurrency limit: its slot given back too (`giving_back`).
+-- include: durable.sql finishing
 -- include: durable.sql giving_back
-released AS (
-    UPDATE durability.claims SET until = '-infinity'
-    FROM quick, (SELECT count(*) FROM done) AS answered, (SELECT count(*) FROM freed) AS given
-    WHERE workflow = %(workflow)s AND token = %(token)s
-    RETURNING 1
-),
+-- include: durable.sql releasing_claim
+SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM first), (SELECT count(*) FROM quick),
+       (SELECT count(*) FROM told_freed)
+
+-- name: settling
+-- The part finish_settled (both forms) ends with, after `releasing_claim`: the pass's standing
+-- written in the same statement (checkpointer.sql's settle), so a pass ends in one round trip
+-- and no one sees the claim released and the standing old. The standing is written only if the
+-- release found the claim still this pass's token (the release's UPDATE locks the claim row and
+-- reads its newest version, as settle's FOR SHARE does), so a newer claim or a discard leaves
+-- it untouched. Locks: queue row, claim row (as finish), then the standing, which reads from
+-- the release. A standing lost in a crash (the commit does not wait for the flush) is lost
+-- with the done, so the queue row shows again and the pass that comes writes it.
+,
 stood AS (
     INSERT INTO durability.standings AS s (workflow, state, detail, at)
     SELECT %(workflow)s, %(state)s, %(detail)s, clock_timestamp() FROM released
@@ -170,8 +176,22 @@ ended AS (
     RETURNING workflow
 ),
 told AS (SELECT pg_notify(%(ended_channel)s, workflow) FROM ended)
-SELECT (SELECT count(*) FROM stood), (SELECT count(*) FROM done), (SELECT count(*) FROM quick),
+SELECT (SELECT count(*) FROM stood), (SELECT count(*) FROM first), (SELECT count(*) FROM quick),
        (SELECT count(*) FROM told), (SELECT count(*) FROM told_freed)
+
+-- name: finish_settled
+-- finish, with the pass's standing (`settling`), for a pass that holds no slot.
+-- include: durable.sql finishing
+-- include: durable.sql giving_nothing
+-- include: durable.sql releasing_claim
+-- include: durable.sql settling
+
+-- name: finish_settled_limited
+-- `finish_settled` for a pass under a concurrency limit: its slot given back too.
+-- include: durable.sql finishing
+-- include: durable.sql giving_back
+-- include: durable.sql releasing_claim
+-- include: durable.sql settling
 
 -- name: claiming
 -- The part both takes (take, take_many) share after their `taken` CTE: lock the taken
@@ -282,8 +302,8 @@ LEFT JOIN claimed ON true
 -- and claimed exactly as `take` does it; the answer is ONE row of arrays, in workflow order
 -- (the order the claim rows are locked in), and, when fewer than n were taken, when the
 -- earliest hidden row becomes visible. Locks: queue rows, limits rows in key order, then
--- claim rows in workflow order. At most one wakeup per limit key is admitted per statement
--- (so never more than the limit's room); the others stay ready for the next read.
+-- claim rows in workflow order. A limit key admits as many of its wakeups as it has room
+-- for (scheduler.sql's `admitted`); the others stay ready for the next read.
 -- include: scheduler.sql taking
 -- include: durable.sql claiming
 -- include: scheduler.sql hiding
@@ -316,15 +336,19 @@ FROM now LEFT JOIN hidden ON true
 
 -- name: take_many_plain
 -- `take_many` on the common path: main's statement from before priorities and limits (up to
--- %(n)s rows of level 0 in visibility order, SKIP LOCKED, found again by where they lie),
--- only while `plain` holds, as scheduler.sql's `taking_plain`; the answer is `take_many`'s
--- with the flag last, its four policy columns NULL (every row taken here has priority 0 and
--- no limit, rechecked under its lock: no arrays to build and sort).
-WITH now AS MATERIALIZED (SELECT clock_timestamp() AS t),
-quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+-- %(n)s rows of level 0 in visibility order, SKIP LOCKED, hidden as the full take hides them:
+-- scheduler.sql's `taken`), only while `plain` holds, as scheduler.sql's `taking_plain`; the
+-- answer is `take_many`'s with the flag last, its four policy columns NULL (every row taken
+-- here has priority 0 and no limit, rechecked under its lock: no arrays to build and sort).
+WITH
+-- include: scheduler.sql clock
 -- include: scheduler.sql plain
 ,
-picked AS MATERIALIZED (
+chosen AS MATERIALIZED (
+    -- Locked here, then found again by where they lie (`taken`): a plan free to choose would
+    -- look them up as `queue = $1 AND workflow = ANY (...)`, and a queue whose statistics
+    -- predate a burst (or a table never analyzed) gets a scan of every row of the queue, for
+    -- each take.
     SELECT ctid, workflow, receipt FROM durability.queue
     WHERE queue = %(queue)s AND priority = 0 AND visible_at <= (SELECT t FROM now)
       AND limit_key IS NULL AND (SELECT yes FROM plain)
@@ -332,20 +356,7 @@ picked AS MATERIALIZED (
     LIMIT %(n)s
     FOR UPDATE SKIP LOCKED
 ),
-taken AS (
-    -- The rows just locked, found by where they lie (a TID scan): a plan free to choose would
-    -- look them up as `queue = $1 AND workflow = ANY (...)`, and a queue whose statistics
-    -- predate a burst (or a table never analyzed) gets a scan of every row of the queue, for
-    -- each take. The lock is held, so the place cannot move under the statement.
-    UPDATE durability.queue AS q
-    SET visible_at = now.t + %(lease)s,
-        receipt = greatest(floor(extract(epoch FROM now.t) * 1000000)::bigint, q.receipt + 1)
-    FROM now, (SELECT count(*) FROM quick) AS unflushed
-    WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM picked))
-    RETURNING q.workflow, q.receipt,
-              (SELECT p.receipt >= 1000000000000000 FROM picked AS p
-               WHERE p.workflow = q.workflow) AS lapsed
-),
+-- include: scheduler.sql taken
 -- include: durable.sql claiming
 -- include: scheduler.sql hiding_plain
 ,
@@ -412,26 +423,26 @@ done AS (
     RETURNING 1
 ),
 holding AS MATERIALIZED (
-    -- The limits rows this turn gives holds back to, locked in key order after the deletes.
-    SELECT k.key FROM durability.limits AS k
+    -- The limits rows this turn gives holds back to, as scheduler.sql's `freeing` holds one:
+    -- each key's row once, with all the holds the turn gives back to it (an UPDATE changes a
+    -- row once per statement), locked in key order after the deletes; then `emptying` (a row
+    -- left with no live hold deleted), and one notification.
+    SELECT k.key, k.held - g.holds AS rest,
+           EXISTS (SELECT FROM jsonb_each(k.held - g.holds) AS h
+                   WHERE (h.value ->> 1)::bigint
+                         > floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+               AS lives
+    FROM durability.limits AS k
+    JOIN (SELECT a.held_key, array_agg(a.hold) AS holds
+          FROM asked AS a WHERE a.held_key IS NOT NULL GROUP BY a.held_key) AS g
+      ON g.held_key = k.key
     WHERE k.queue = %(queue)s AND k.key = ANY (ARRAY(SELECT held_key FROM asked))
+      AND k.held ?| g.holds
       AND (SELECT count(*) FROM done) >= 0
     ORDER BY k.key
-    FOR UPDATE
+    FOR UPDATE OF k
 ),
-freed AS (
-    -- The holds of the passes under a concurrency limit, as finish_settled frees them: each
-    -- key's row once, with all of its holds the turn gives back (an UPDATE changes a row once
-    -- per statement), keys locked in order; then one notification.
-    UPDATE durability.limits AS l
-    SET held = l.held - g.holds
-    FROM (SELECT a.held_key, array_agg(a.hold) AS holds
-          FROM asked AS a WHERE a.held_key IS NOT NULL GROUP BY a.held_key) AS g,
-         (SELECT count(*) FROM holding) AS after_holding
-    WHERE l.queue = %(queue)s AND l.key = g.held_key AND l.held ?| g.holds
-      AND l.key = ANY (ARRAY(SELECT key FROM holding))
-    RETURNING 1
-),
+-- include: scheduler.sql emptying
 told_freed AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f),
 released AS (
     UPDATE durability.claims AS c SET until = '-infinity'

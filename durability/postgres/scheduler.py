@@ -104,9 +104,11 @@ class PostgresScheduler(Visibility):
     Priorities and limits (`make_ready(priority=, limit=)`): the row keeps both, and a take
     walks the priority levels present, highest first, then visibility within a level. A
     limited wakeup is admitted through its key's `limits` row (its upsert checks the newest
-    holds under the row's lock, so two takers never both fill the last slot); one over its
-    limit stays ready and is passed over. A freed slot notifies as an arrival does; an idle
-    read's earliest time covers a holder's lapse and a rate window's next opening.
+    holds under the row's lock, so two takers never both fill the last slot, and one take of
+    many admits as many of a key's wakeups as it has room for); one over its limit stays
+    ready and is passed over. A freed slot notifies as an arrival does; an idle read's
+    earliest time covers a holder's lapse and a rate window's next opening. A key's row goes
+    with its last hold (or, lapsed, with a later take's sweep).
     """
 
     def __init__(

@@ -125,6 +125,38 @@ hidden AS (
       AND (SELECT count(*) FROM taken) < %(n)s AND (SELECT yes FROM plain)
 )
 
+-- name: clock
+-- The clock a take reads once (`now`: t, and t in epoch microseconds, a take's receipt) and
+-- its commit setting (`quick`: no wait for the WAL flush). CTEs for a WITH list.
+now AS MATERIALIZED (
+    SELECT t, floor(extract(epoch FROM t) * 1000000)::bigint AS us
+    FROM (SELECT clock_timestamp() AS t) AS c
+),
+quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+
+-- name: taken
+-- The part every take that locks its rows first shares (`taking` here, `take_many_plain` in
+-- durable.sql): the rows of the CTE `chosen` (each locked, its ctid, workflow and receipt)
+-- hidden for one lease under a take's receipt (the clock in microseconds, or one more than
+-- the row's), found by where they lie (a TID scan: the lock is held, so they cannot move).
+-- Answers each row's policy columns too (the plain take's are NULL and go unread). Ends
+-- inside the WITH list.
+taken AS (
+    UPDATE durability.queue AS q
+    SET visible_at = now.t + %(lease)s,
+        receipt = greatest(now.us, q.receipt + 1)
+    FROM now, (SELECT count(*) FROM quick) AS unflushed
+    WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM chosen))
+    RETURNING q.workflow, q.receipt,
+              -- Whether its holder's lease lapsed: the receipt the row held when picked was a
+              -- take's, a clock reading, not a wakeup's from the sequence, whose values stay
+              -- far below any clock reading.
+              (SELECT w.receipt >= 1000000000000000 FROM chosen AS w
+               WHERE w.workflow = q.workflow) AS lapsed,
+              q.priority, q.limit_key, q.limit_at_most,
+              extract(epoch FROM q.limit_per)::float8 AS limit_per
+),
+
 -- name: taking
 -- The part every take begins with (`take` here, `take` and `take_many` in durable.sql): the
 -- clock, the commit setting, and the `taken` CTE that hides up to %(n)s rows for one lease
@@ -136,16 +168,14 @@ hidden AS (
 -- order, SKIP LOCKED. A row whose limit is full, as this statement's snapshot sees it, is
 -- passed over (the rows behind it are taken).
 --
--- Limits: `admitted` upserts the limits row of each key picked (one wakeup per key per
--- statement, keys in order, so two takers lock them in one order). ON CONFLICT DO UPDATE
--- locks the row and checks its WHERE against the newest committed version, so a taker that
--- waited for another's admission counts that hold, which a count from the snapshot would not
--- (READ COMMITTED). A wakeup not admitted stays ready and untouched.
-WITH now AS MATERIALIZED (
-    SELECT t, floor(extract(epoch FROM t) * 1000000)::bigint AS us
-    FROM (SELECT clock_timestamp() AS t) AS c
-),
-quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
+-- Limits: `admitted` upserts the limits row of each key picked, once per key with all of
+-- its wakeups (keys in order, so two takers lock them in one order), and admits as many as
+-- the limit has room for. ON CONFLICT DO UPDATE locks the row and counts against its newest
+-- committed version, so a taker that waited for another's admission counts those holds,
+-- which a count from the snapshot would not (READ COMMITTED). A wakeup not admitted stays
+-- ready and untouched.
+WITH
+-- include: scheduler.sql clock
 -- include: scheduler.sql levels
 ,
 picked AS MATERIALIZED (
@@ -170,66 +200,118 @@ picked AS MATERIALIZED (
     ) AS p
     LIMIT %(n)s
 ),
+asking AS MATERIALIZED (
+    -- The wakeups picked under a limit, ranked within their key (priority, then visibility),
+    -- with the limit of the best of them, the key's for this take; no more than it allows.
+    SELECT * FROM (
+        SELECT w.limit_key, w.workflow, w.next,
+               row_number() OVER best AS rank,
+               first_value(w.limit_at_most) OVER best AS at_most,
+               first_value(w.limit_per) OVER best AS per
+        FROM picked AS w WHERE w.limit_key IS NOT NULL
+        WINDOW best AS (PARTITION BY w.limit_key ORDER BY w.priority DESC, w.visible_at,
+                                                          w.workflow)
+    ) AS ranked
+    WHERE rank <= at_most
+),
 admitted AS (
+    -- One proposal per key (an upsert changes a row once per statement), keys in order,
+    -- carrying its wakeups as holds [workflow, until, rank]. A key with no row yet takes them
+    -- all (at most its limit). Otherwise the DO UPDATE, under the row's lock and on its newest
+    -- version, keeps the live holds and admits the wakeups in rank order while the count
+    -- stays within the limit: a concurrency hold of a workflow admitted again is its own
+    -- (re-taken), so that wakeup adds nothing to the count.
     INSERT INTO durability.limits AS l (queue, key, held, at_most, per, last)
-    SELECT DISTINCT ON (w.limit_key)
-           %(queue)s, w.limit_key,
-           jsonb_build_object(w.next::text || '/' || w.workflow, jsonb_build_array(
-               w.workflow,
-               floor(extract(epoch FROM now.t + coalesce(w.limit_per, %(lease)s))
-                     * 1000000)::bigint)),
-           w.limit_at_most, w.limit_per, w.workflow
-    FROM picked AS w, now
-    WHERE w.limit_key IS NOT NULL
-    ORDER BY w.limit_key, w.priority DESC, w.visible_at
+    SELECT %(queue)s, a.limit_key,
+           jsonb_object_agg(a.next::text || '/' || a.workflow, jsonb_build_array(
+               a.workflow,
+               floor(extract(epoch FROM now.t + coalesce(a.per, %(lease)s)) * 1000000)::bigint,
+               a.rank)),
+           min(a.at_most), min(a.per), min(a.workflow)
+    FROM asking AS a, now
+    GROUP BY a.limit_key, now.t
+    ORDER BY a.limit_key
     ON CONFLICT (queue, key) DO UPDATE
-        SET held = (SELECT coalesce(jsonb_object_agg(h.key, h.value), '{}')
-                    FROM jsonb_each(l.held) AS h
-                    WHERE (h.value ->> 1)::bigint > (SELECT us FROM now)
-                      -- a concurrency hold of the same workflow is this one's (re-taken)
-                      AND (EXCLUDED.per IS NOT NULL OR h.value ->> 0 <> EXCLUDED.last))
-                   || EXCLUDED.held,
+        SET held = (
+            WITH live AS (
+                SELECT h.key, h.value FROM jsonb_each(l.held) AS h
+                WHERE (h.value ->> 1)::bigint > (SELECT us FROM now)
+            ),
+            asked AS (
+                SELECT c.key, c.value,
+                       sum(CASE WHEN EXCLUDED.per IS NULL AND EXISTS (
+                                    SELECT FROM live WHERE live.value ->> 0 = c.value ->> 0)
+                                THEN 0 ELSE 1 END)
+                           OVER (ORDER BY (c.value ->> 2)::bigint) AS counted
+                FROM jsonb_each(EXCLUDED.held) AS c
+            ),
+            let_in AS (
+                SELECT asked.key, asked.value FROM asked
+                WHERE (SELECT count(*) FROM live) + asked.counted <= EXCLUDED.at_most
+            )
+            SELECT coalesce(jsonb_object_agg(kept.key, kept.value), '{}') FROM (
+                SELECT live.key, live.value FROM live
+                WHERE EXCLUDED.per IS NOT NULL
+                   OR NOT EXISTS (SELECT FROM let_in
+                                  WHERE let_in.value ->> 0 = live.value ->> 0)
+                UNION ALL
+                SELECT let_in.key, let_in.value FROM let_in
+            ) AS kept),
             at_most = EXCLUDED.at_most, per = EXCLUDED.per, last = EXCLUDED.last
-        WHERE (SELECT count(*) FROM jsonb_each(l.held) AS h
-               WHERE (h.value ->> 1)::bigint > (SELECT us FROM now)
-                 AND (EXCLUDED.per IS NOT NULL OR h.value ->> 0 <> EXCLUDED.last))
-              < EXCLUDED.at_most
     RETURNING l.key, l.held
+),
+swept AS (
+    -- A bounded sweep: of the limits rows on one page of the table, picked at random (a
+    -- sample of one page in the table's size as its statistics last had it: all of a table
+    -- never analyzed), up to 8 of the queue's that hold nothing live (a rate's window gone
+    -- by, a holder that lapsed), none under a key this take admits to. A sweep reads a page,
+    -- not every key's row: with a thousand keys held that would cost the take about 1 ms.
+    -- Each is locked SKIP LOCKED (a sweep never waits, so it keeps no lock order with anyone)
+    -- with its holds checked again on its newest version, then deleted by where it lies: a
+    -- row an admission changed after this statement's snapshot lies elsewhere now, and stays.
+    DELETE FROM durability.limits AS l
+    WHERE l.ctid = ANY (ARRAY(
+        SELECT s.ctid FROM durability.limits AS s
+            TABLESAMPLE SYSTEM ((SELECT least(100, 100.0 / greatest(c.relpages, 1))
+                                 FROM pg_class AS c
+                                 WHERE c.oid = 'durability.limits'::regclass))
+        WHERE s.queue = %(queue)s
+          AND NOT EXISTS (SELECT FROM asking AS a WHERE a.limit_key = s.key)
+          AND NOT EXISTS (SELECT FROM jsonb_each(s.held) AS h
+                          WHERE (h.value ->> 1)::bigint > (SELECT us FROM now))
+        LIMIT 8
+        FOR UPDATE SKIP LOCKED))
+    RETURNING 1
 ),
 chosen AS MATERIALIZED (
     SELECT w.* FROM picked AS w
     WHERE w.limit_key IS NULL
        OR EXISTS (SELECT FROM admitted AS a WHERE a.key = w.limit_key AND a.held ? (w.next::text || '/' || w.workflow))
 ),
-taken AS (
-    -- The rows found by where they lie (a TID scan): the lock is held, so they cannot move.
-    UPDATE durability.queue AS q
-    SET visible_at = now.t + %(lease)s,
-        receipt = greatest(now.us, q.receipt + 1)
-    FROM now, (SELECT count(*) FROM quick) AS unflushed
-    WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM chosen))
-    RETURNING q.workflow, q.receipt,
-              -- Whether its holder's lease lapsed: the receipt the row held when picked was a
-              -- take's, a clock reading, not a wakeup's from the sequence, whose values stay
-              -- far below any clock reading.
-              (SELECT w.receipt >= 1000000000000000 FROM chosen AS w
-               WHERE w.workflow = q.workflow) AS lapsed,
-              q.priority, q.limit_key, q.limit_at_most,
-              extract(epoch FROM q.limit_per)::float8 AS limit_per
-),
+-- include: scheduler.sql taken
+
+-- name: soonest
+-- When the earliest hidden row becomes visible (an expression, NULL if none is hidden), in
+-- two index probes whatever the priorities present: level 0's hidden range of
+-- queue_by_priority, and queue_with_policy's, which holds every row of another level (and
+-- level 0's limited rows, which a min may meet twice). Needs the CTE `now`.
+least(
+    (SELECT min(o.visible_at) FROM durability.queue AS o
+     WHERE o.queue = %(queue)s AND o.priority = 0 AND o.visible_at > (SELECT t FROM now)),
+    (SELECT min(o.visible_at) FROM durability.queue AS o
+     WHERE o.queue = %(queue)s AND (o.priority <> 0 OR o.limit_key IS NOT NULL)
+       AND o.visible_at > (SELECT t FROM now)))
 
 -- name: hiding
 -- The part every take ends its WITH list with: when fewer than %(n)s rows were taken, when
--- to look again. The earliest hidden row (a sleeper, or a lease that may lapse: one probe per
--- priority level), the earliest hold to lapse or leave the window under a key whose ready
--- rows were passed over, or now if a row picked was not admitted (another taker's admission
+-- to look again. The earliest hidden row (a sleeper, or a lease that may lapse: `soonest`),
+-- the earliest hold to lapse or leave the window under a key whose ready rows were passed
+-- over, or now if a row picked was not admitted (another taker's admission
 -- came first: look again at once).
 hidden AS (
     SELECT least(
-        (SELECT min(soon.at) FROM levels CROSS JOIN LATERAL (
-             SELECT min(o.visible_at) AS at FROM durability.queue AS o
-             WHERE o.queue = %(queue)s AND o.priority = levels.priority
-               AND o.visible_at > (SELECT t FROM now)) AS soon),
+-- include: scheduler.sql soonest
+        ,
         (SELECT to_timestamp(min((h.value ->> 1)::bigint) / 1000000.0)
          FROM durability.limits AS l CROSS JOIN LATERAL jsonb_each(l.held) AS h
          WHERE l.queue = %(queue)s
@@ -292,15 +374,44 @@ DELETE FROM durability.queue
 USING quick
 WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
 
--- name: freeing
--- The hold of one delivery under a concurrency limit (%(held_key)s, NULL for any other) removed
--- from its key's limits row by the take's receipt: an UPDATE, the body of a CTE, run after the
--- CTE named `first` (the statement's write to the queue row: queue row, then limits row, the
--- order a take locks them in).
-    UPDATE durability.limits AS l SET held = l.held - %(hold)s::text
-    FROM (SELECT count(*) FROM first) AS after_first
-    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(hold)s::text
+-- name: emptying
+-- The holds a statement gives back, from `holding` (each key's row locked, in key order, its
+-- newest version: `rest` its holds without those given back, `lives` whether any of `rest` is
+-- live): a row still holding a live hold keeps `rest`; one that holds nothing more is deleted,
+-- so a key keeps no row once nothing holds it. The row is locked first, and both writes
+-- reach its newest version, so an admission that came in between is counted (its hold lives:
+-- the row stays); an admission that waited for the delete inserts the row anew (READ
+-- COMMITTED retries an upsert whose conflicting row was deleted). `freed`: one row per key.
+kept AS (
+    UPDATE durability.limits AS l SET held = h.rest
+    FROM holding AS h
+    WHERE l.queue = %(queue)s AND l.key = h.key AND h.lives
     RETURNING 1
+),
+emptied AS (
+    DELETE FROM durability.limits AS l
+    USING holding AS h
+    WHERE l.queue = %(queue)s AND l.key = h.key AND NOT h.lives
+    RETURNING 1
+),
+freed AS (SELECT 1 FROM kept UNION ALL SELECT 1 FROM emptied),
+
+-- name: freeing
+-- The hold of one delivery under a concurrency limit (%(held_key)s, NULL for any other) given
+-- back: its key's limits row locked (its newest version) after the CTE named `first` (the
+-- statement's write to the queue row: queue row, then limits row, the order a take locks them
+-- in), then `emptying`. CTEs for a WITH list, ending with `freed` and a comma.
+holding AS MATERIALIZED (
+    SELECT l.key, l.held - %(hold)s::text AS rest,
+           EXISTS (SELECT FROM jsonb_each(l.held - %(hold)s::text) AS h
+                   WHERE (h.value ->> 1)::bigint
+                         > floor(extract(epoch FROM clock_timestamp()) * 1000000)::bigint)
+               AS lives
+    FROM durability.limits AS l, (SELECT count(*) FROM first) AS after_first
+    WHERE l.queue = %(queue)s AND l.key = %(held_key)s::text AND l.held ? %(hold)s::text
+    FOR UPDATE OF l
+),
+-- include: scheduler.sql emptying
 
 -- name: done_limited
 -- done, for a delivery under a concurrency limit: its hold goes with it (by the take's
@@ -314,9 +425,7 @@ first AS (
     WHERE queue = %(queue)s AND workflow = %(workflow)s AND receipt = %(receipt)s
     RETURNING 1
 ),
-freed AS (
 -- include: scheduler.sql freeing
-),
 told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f)
 SELECT (SELECT count(*) FROM first), (SELECT count(*) FROM told)
 
@@ -345,9 +454,7 @@ WITH first AS (
     WHERE q.queue = %(queue)s AND q.workflow = %(workflow)s
     RETURNING 1
 ),
-freed AS (
 -- include: scheduler.sql freeing
-),
 told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM first)
 SELECT count(*) FROM told WHERE (SELECT count(*) FROM freed) >= 0
 
@@ -418,13 +525,10 @@ WITH dequeued AS (
 SELECT (SELECT count(*) FROM dequeued), (SELECT count(*) FROM told)
 
 -- name: earliest
--- The earliest hidden row: one probe of queue_by_priority per priority level present.
-WITH now AS (SELECT clock_timestamp() AS t),
--- include: scheduler.sql levels
-SELECT min(soon.at) FROM levels CROSS JOIN LATERAL (
-    SELECT min(o.visible_at) AS at FROM durability.queue AS o
-    WHERE o.queue = %(queue)s AND o.priority = levels.priority
-      AND o.visible_at > (SELECT t FROM now)) AS soon
+-- The earliest hidden row (`soonest`: two index probes, not one per priority level).
+WITH now AS (SELECT clock_timestamp() AS t)
+SELECT
+-- include: scheduler.sql soonest
 
 -- name: probe
 SELECT 1 FROM durability.queue LIMIT 0
@@ -439,12 +543,20 @@ FROM durability.queue
 WHERE queue = %(queue)s
 
 -- name: backlog
--- The visible rows (ready, not taken) and how long ago the earliest became visible: a range of
--- queue_by_priority per priority level.
+-- The visible rows (ready, not taken) and how long ago the earliest became visible: level 0's
+-- ready range of queue_by_priority, and queue_with_policy's, whose rows of level 0 (limited
+-- ones) the first range counted already. Two ranges whatever the priorities present.
 WITH now AS (SELECT clock_timestamp() AS t),
--- include: scheduler.sql levels
-SELECT coalesce(sum(ready.n), 0), extract(epoch FROM (SELECT t FROM now) - min(ready.earliest))
-FROM levels CROSS JOIN LATERAL (
+common AS (
     SELECT count(*) AS n, min(o.visible_at) AS earliest FROM durability.queue AS o
-    WHERE o.queue = %(queue)s AND o.priority = levels.priority
-      AND o.visible_at <= (SELECT t FROM now)) AS ready
+    WHERE o.queue = %(queue)s AND o.priority = 0 AND o.visible_at <= (SELECT t FROM now)
+),
+ranked AS (
+    SELECT count(*) FILTER (WHERE o.priority <> 0) AS n, min(o.visible_at) AS earliest
+    FROM durability.queue AS o
+    WHERE o.queue = %(queue)s AND (o.priority <> 0 OR o.limit_key IS NOT NULL)
+      AND o.visible_at <= (SELECT t FROM now)
+)
+SELECT common.n + ranked.n,
+       extract(epoch FROM now.t - least(common.earliest, ranked.earliest))
+FROM now, common, ranked

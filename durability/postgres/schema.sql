@@ -80,9 +80,11 @@ DROP INDEX IF EXISTS durability.queue_limited;
 -- key updates this row (INSERT ... ON CONFLICT DO UPDATE, whose WHERE sees the row's newest
 -- version under its lock), so two takers of one key are serialized here and the second counts
 -- the first's hold: no overshoot under READ COMMITTED. held maps '<take's receipt>/<workflow>'
--- to [workflow, until in epoch microseconds]: a concurrency hold lasts the lease (extended with
--- the delivery, removed by its done), a rate hold the window. Lapsed holds are pruned by the
--- next admission. at_most, per and last are the newest admission's, for the check.
+-- to [workflow, until in epoch microseconds, rank in the take that admitted it]: a concurrency
+-- hold lasts the lease (extended with the delivery, removed by its done), a rate hold the
+-- window. Lapsed holds are pruned by the next admission; a row left holding nothing is deleted
+-- (by the statement that gives its last hold back, or a later take's sweep). at_most, per and
+-- last are the newest admission's.
 CREATE TABLE IF NOT EXISTS durability.limits (
     queue   text     NOT NULL,
     key     text     NOT NULL,

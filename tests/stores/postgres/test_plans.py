@@ -33,13 +33,15 @@ TYPES = {
 }
 HOT = [
     ("durable.sql", "take_many"), ("durable.sql", "take"), ("durable.sql", "finish_many"),
-    ("durable.sql", "finish_settled"), ("checkpointer.sql", "record_many"),
+    ("durable.sql", "finish_settled"), ("durable.sql", "finish_settled_limited"),
+    ("durable.sql", "finish_limited"), ("checkpointer.sql", "record_many"),
     ("checkpointer.sql", "record"), ("checkpointer.sql", "claim"), ("scheduler.sql", "done"),
     ("scheduler.sql", "extend"), ("checkpointer.sql", "renew"), ("scheduler.sql", "take"),
     ("scheduler.sql", "done_limited"), ("scheduler.sql", "extend_limited"),
     ("scheduler.sql", "wake_at"), ("scheduler.sql", "make_ready"),
     ("scheduler.sql", "take_plain"), ("durable.sql", "take_plain"),
-    ("durable.sql", "take_many_plain"),
+    ("durable.sql", "take_many_plain"), ("scheduler.sql", "earliest"),
+    ("scheduler.sql", "backlog"),
 ]
 TABLES = {"queue", "claims", "records", "standings", "limits"}
 
