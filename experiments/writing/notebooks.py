@@ -756,8 +756,9 @@ if len(rated):
 window passed the limit by {rated.overshoot.sum():,.0f} in all. At {top.ceiling_per_s.max():,.0f}
 starts a second allowed, the rate achieved after the first second's burst was
 {', '.join(f'**{r.backend}** {r.of_ceiling:.2f}' for r in top.groupby('backend', sort=False).tail(1).itertuples())}
-of it at the most processes: a rate limit holds a queue back by the clock, not by its holders,
-so what it costs is how late the next take comes once the window has room.\"\"\")
+of it at the most processes, {rated.never_started.sum():,.0f} workflows in all still queued after
+four times the windows their work should take: a rate limit holds a queue back by the clock, not
+by its holders, so what it costs is how late the next take comes once the window has room.\"\"\")
 else:
     text = 'No rate limit was measured in this run (its arm came after it was made).'
 say(text)

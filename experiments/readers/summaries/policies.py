@@ -333,7 +333,8 @@ def views(frame: Any, summary_: Any) -> list[Any]:
               "processes": int(r["processes"]), "passes": number(r["passes"]),
               "most in a window": number(r["most_in_window"]),
               "overshoot": number(r["overshoot"]), "wf/s": number(r["passes_per_s"]),
-              "of allowed": number(r["of_ceiling"])}
+              "of allowed": number(r["of_ceiling"]),
+              "never started": number(r["never_started"])}
              for _, r in rates(summary_).iterrows()]
     plain = [{"backend": r["backend"], "wf/s, one process": number(r["passes_per_s"]),
               f"start p50 ms at 20/s ({level})": _with(r["p50"], r["p50_lo"], r["p50_hi"])}
@@ -357,7 +358,8 @@ def views(frame: Any, summary_: Any) -> list[Any]:
              ("most in a window: the starts counted from inside the bodies in any window of "
               "the limit's period less its slack (`slack`, ms: a body starts a little after "
               "its take); overshoot (above the limit) must be 0; wf/s: after the first "
-              "window's burst; of allowed: over at_most / period",)),
+              "window's burst; of allowed: over at_most / period; never started: still "
+              "queued after four times the windows the work should take",)),
         View("common", "The common path (no priority, no limit, no schedule)",
              framed(plain, ["backend"]),
              ("set against the folder's throughput and latency rows by `common`",)),
