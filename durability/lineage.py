@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
-from durability.checks import check_key
+from durability.checks import check_key, check_limit
 from durability.children import CHILD, STARTED, ChildFailed, child_id
 from durability.codec import as_bool
 from durability.determinism import PATCH, Nondeterministic
 from durability.endings import Ended
 from durability.recording import Recorder
+from durability.values import Limit
 
 __all__ = ["Lineage", "child_outcome"]
 
@@ -52,13 +53,24 @@ class Lineage:
         return parse(record["value"])
 
     async def child(
-        self, key: str, body: str, value: object, parse: Callable[[object], T]
+        self,
+        key: str,
+        body: str,
+        value: object,
+        parse: Callable[[object], T],
+        *,
+        limit: Limit | None = None,
     ) -> T:
         """Start the workflow `body` with `value` as a child at `key` (once: a later pass gets
         the same child), suspend until it ends, and return what it completed with (parsed), as
         this step's result. Its failure or cancel raises `ChildFailed` naming it. Its id is
-        `<this workflow's id>.<key>`; a key reused for another body is a `ValueError`."""
+        `<this workflow's id>.<key>`; a key reused for another body is a `ValueError`.
+
+        The child's wakeup has this pass's priority and `limit` (none by default: a child
+        does not inherit its parent's, which the parent's pass may be holding). The parent
+        suspends here, so its pass ends and frees its own slot before the child needs one."""
         check_key(key)
+        check_limit(limit)
         ident = child_id(self.workflow, key)
         note = f"{CHILD}{key}"
         held = self.records.get(note)
@@ -82,7 +94,8 @@ class Lineage:
             )
         # Every pass waiting here starts it again: a start is idempotent, and its wakeup lets
         # an ended child deliver its ending again if that delivery was lost.
-        await starter(body, value, ident, parent=self.workflow, key=key)
+        more = {} if limit is None else {"limit": limit}
+        await starter(body, value, ident, parent=self.workflow, key=key, **more)
         return await self.awaiting(key, parse)
 
     async def patched(self, name: str) -> bool:

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import math
-import os
 import re
 import signal
 import time
@@ -58,6 +57,7 @@ from integration.document import (
     body_of,
     responses,
 )
+from integration.effects import GATEWAY
 from integration.log import configure, fields
 from integration.orders import unwind_id
 from integration.payout import APPROVAL
@@ -75,9 +75,6 @@ MAX_BODY = 64 * 1024
 #: rollback (`<id>:unwind`); no braces, which Redis keys reserve; bounded, as Redis wants.
 ORDER_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
-#: The key every paying order's wakeups share a limit under (`--gateway-limit`): at most that
-#: many passes of orders that call the payment gateway run at once, across every worker.
-GATEWAY = "payment-gateway"
 
 #: How long one store call may take before the request gets 503.
 STORE_TIMEOUT = timedelta(seconds=5)
@@ -658,15 +655,6 @@ def main(argv: list[str] | None = None) -> None:
         type=cli.duration,
         default=RETRY_AFTER,
         help="the Retry-After a 503 carries, rounded up to whole seconds (default 2s)",
-    )
-    limit = os.environ.get("DURABILITY_GATEWAY_LIMIT")
-    made.add_argument(
-        "--gateway-limit",
-        type=cli.positive_count,
-        default=None if limit is None else cli.positive_count(limit),
-        metavar="N",
-        help=f"at most N passes of paying orders at once, across every worker (a limit on the"
-        f" key {GATEWAY!r}); default $DURABILITY_GATEWAY_LIMIT, else no limit",
     )
     cli.add_worker_options(made)
     args = made.parse_args(argv)

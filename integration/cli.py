@@ -76,6 +76,17 @@ def parser(prog: str, description: str) -> argparse.ArgumentParser:
         help="how long a worker's silence is tolerated before its workflow is taken over"
         " (default 30s)",
     )
+    limit = os.environ.get("DURABILITY_GATEWAY_LIMIT")
+    made.add_argument(
+        "--gateway-limit",
+        type=positive_count,
+        default=None if limit is None else positive_count(limit),
+        metavar="N",
+        help="at most N passes that call the payment gateway at once, across every worker:"
+        " the API's wakeups of paying orders, the worker's of refunds (a limit on the key"
+        " 'payment-gateway'; give both processes the same N); default"
+        " $DURABILITY_GATEWAY_LIMIT, else no limit",
+    )
     made.add_argument(
         "--log-level",
         default="info",

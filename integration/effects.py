@@ -14,6 +14,10 @@ from collections import Counter
 from datetime import timedelta
 from pathlib import Path
 
+#: The key every gateway-calling pass's wakeups share a limit under (`--gateway-limit`): a
+#: paying order's (made by the API) and a refund's (started by the worker's rollback).
+GATEWAY = "payment-gateway"
+
 
 class CannotShip(RuntimeError):
     """The warehouse cannot ship an order: the forward fulfilment fails here."""

@@ -19,7 +19,7 @@ import sys
 from datetime import timedelta
 from pathlib import Path
 
-from durability import Blocked, Completed, Durable, Event, Sleeping, work
+from durability import Blocked, Completed, Durable, Event, Limit, Sleeping, work
 from durability.cancelling import stop_if_cancelled
 from durability.connect import open_durable, unavailable
 from durability.failures import ONCE, Retry
@@ -27,7 +27,7 @@ from durability.schedules import Schedules
 from durability.waits import set_within
 from durability.worker import GRACE
 from integration import cli
-from integration.effects import Gateway, Warehouse
+from integration.effects import GATEWAY, Gateway, Warehouse
 from integration.log import configure, fields
 from integration.nightly import NIGHTLY
 from integration.workflow import Effects, OrderWorkflow
@@ -45,6 +45,7 @@ def effects_from(args: argparse.Namespace) -> Effects:
         gateway=Gateway(journal=journal, slow=args.capture_delay, declines=args.declines),
         warehouse=Warehouse(journal=journal),
         settlement=args.settlement,
+        gateway_limit=None if args.gateway_limit is None else Limit(GATEWAY, args.gateway_limit),
     )
 
 

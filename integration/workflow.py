@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import assert_never
 
-from durability import Checkpointer, Run, Written, as_text
+from durability import Checkpointer, Limit, Run, Written, as_text
 from durability.bodies import started
 from durability.failures import failed
 from durability.schedules import FIRING, Firing
@@ -30,11 +30,14 @@ ORDER = "order"
 
 @dataclass(slots=True)
 class Effects:
-    """What a worker's workflows act on, injected so tests can count and break it."""
+    """What a worker's workflows act on, injected so tests can count and break it.
+    `gateway_limit`, if given, is the limit a refund's wakeup carries (`--gateway-limit`):
+    the same one the API gives a paying order's, so refunds and payments share its slots."""
 
     gateway: Gateway = field(default_factory=Gateway)
     warehouse: Warehouse = field(default_factory=Warehouse)
     settlement: timedelta = timedelta(days=2)
+    gateway_limit: Limit | None = None
 
 
 class OrderWorkflow:
@@ -80,7 +83,11 @@ class OrderWorkflow:
                     self.effects.gateway,
                     self.effects.warehouse,
                     lambda workflow, charge: run.child(
-                        REFUND, REFUND, {"order": workflow, "charge": charge}, as_text
+                        REFUND,
+                        REFUND,
+                        {"order": workflow, "charge": charge},
+                        as_text,
+                        limit=self.effects.gateway_limit,
                     ),
                 )
                 match outcome:

@@ -3,10 +3,10 @@ run's `rate` and `poll_ms`, a takeover's `lease_s`, a scaling run's `size`...) a
 sizes its module reads from a configuration when one is given (`SETTINGS`: how long, how many).
 
 An override replaces a parameter's values in every configuration that has it (a `poll_ms` of
-None, the parameter not applying to that backend, stays None); a list of values gives one
-configuration for each. Names are checked against what the chosen experiments have, values
-against what they can be, before anything starts, so a typo is an error that names the
-choices rather than a run that silently ignored it.
+None stays None); a list gives a configuration for each; a selector's (`SELECTORS`: `policies`'
+`arm`) picks configurations instead: `--set arm=rate` runs one arm (`--merge`: only its rows
+replaced). Names are checked against what the chosen experiments have, values against what
+they can be, before anything starts, so a typo is an error naming the choices.
 """
 
 from __future__ import annotations
@@ -86,10 +86,14 @@ def _checked(experiment: str, name: str, value: Any, seen: tuple[Any, ...]) -> A
 
 
 def apply(configurations: list[dict[str, Any]], overrides: Mapping[str, tuple[Any, ...]],
-          backend: Backend) -> list[dict[str, Any]]:
+          backend: Backend, selectors: Sequence[str] = ()) -> list[dict[str, Any]]:
     """`configurations` with each overridden parameter's values put in (one configuration per
-    value, duplicates dropped, the order kept); a variant the backend lacks is dropped."""
+    value, duplicates dropped, the order kept), but a selector's, which keeps only the
+    configurations holding one of its values; a variant the backend lacks is dropped."""
     for key, values in overrides.items():
+        if key in selectors:
+            configurations = [p for p in configurations if p.get(key) in values]
+            continue
         grown: list[dict[str, Any]] = []
         for params in configurations:
             if key in params and params[key] is None:

@@ -135,6 +135,9 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
     load = os.getloadavg()
     plan: list[tuple[Backend, dict[str, Any]]] = []
     skipped: dict[str, str] = {}
+    # What this run picked by a selector (`--set arm=rate`): a merge replaces only those rows.
+    selectors = tuple(getattr(experiment, "SELECTORS", ()))
+    only = {key: overrides[key] for key in selectors if key in overrides}
     # A backend the experiment has no configuration for is not chosen, and so no server is
     # started for it (`contention` asks its questions of one store's own accounts); one it
     # leaves out is said to be, as one that cannot run here is: a run never drops a backend
@@ -149,7 +152,8 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
             skipped[backend.name] = reason
             continue
         plan += [(backend, params) for params in
-                 apply(experiment.configurations(backend, lab.quick), overrides, backend)]
+                 apply(experiment.configurations(backend, lab.quick), overrides, backend,
+                       selectors)]
     left = f"skipped {', '.join(skipped)} (see attrs['skipped'])" if skipped else ""
     task = progress.add_task("", total=len(plan) * repeat, name=name, skipped=left)
     failed: dict[str, str] = {}
@@ -245,7 +249,7 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
         "registered": {b.name: described(b) for b in chosen if b.registered},
     }
     if merge and (where / f"{name}.csv").exists():
-        rows, meta = _merged(name, where, rows, meta, {b.name for b in chosen})
+        rows, meta = _merged(name, where, rows, meta, {b.name for b in chosen}, only)
     if rows or not failed:
         write(name, rows, meta, where)
         if figures and rows:
@@ -260,13 +264,27 @@ async def _one(experiment: ModuleType, backends: Sequence[Backend], lab: Lab, pr
 
 
 def _merged(name: str, where: Path, rows: list[dict[str, Any]], meta: dict[str, Any],
-            ran: set[str]) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+            ran: set[str], only: Mapping[str, tuple[Any, ...]] | None = None
+            ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """This run's rows in place of the earlier rows of the backends it ran, the earlier rows of
-    every other backend kept; the metadata lists both runs, and which backends each gave."""
+    every other backend kept; the metadata lists both runs, and which backends each gave.
+    With `only` (a selector's values: `{"arm": ("rate",)}`) it replaces only the earlier rows,
+    skips and configurations of those backends that hold one of them."""
     import csv
 
+    picked = {key: {str(v) for v in values} for key, values in (only or {}).items()}
+
+    def replaced(backend: str | None, found: Mapping[str, Any]) -> bool:
+        return backend in ran and all(str(found.get(k)) in v for k, v in picked.items())
+
+    def skip_replaced(key: str) -> bool:
+        """A skip's key is the backend, then its configuration as `k=v, ...` (runner.of)."""
+        backend, _, shown = key.partition(" ")
+        said = {k: v for k, eq, v in (p.partition("=") for p in shown.split(", ")) if eq}
+        return replaced(backend, said) if shown or not picked else False
+
     with (where / f"{name}.csv").open(newline="") as table:
-        earlier = [row for row in csv.DictReader(table) if row.get("backend") not in ran]
+        earlier = [row for row in csv.DictReader(table) if not replaced(row.get("backend"), row)]
     kept = sorted({row["backend"] for row in earlier})
     before = metadata(name, where)
     runs = before.pop("runs", None) or [{
@@ -279,15 +297,19 @@ def _merged(name: str, where: Path, rows: list[dict[str, Any]], meta: dict[str, 
                                             "git_revision", "git_dirty",
                                             "cpu_calibration_seconds", "load_average")}
     this["backends"] = sorted(ran)
+    if picked:
+        this["only"] = {key: sorted(values) for key, values in picked.items()}
     merged = dict(meta)
+    merged["overrides"] = before.get("overrides", {}) if picked else meta.get("overrides", {})
     merged["runs"] = [r for r in runs if r["backends"]] + [this]
     merged["backends"] = sorted(set(kept) | ran)
     merged["servers"] = {**{b: s for b, s in before.get("servers", {}).items() if b in kept},
                          **meta.get("servers", {})}
     merged["skipped"] = {**{b: r for b, r in before.get("skipped", {}).items()
-                            if b not in ran}, **meta.get("skipped", {})}
+                            if not skip_replaced(b)}, **meta.get("skipped", {})}
     merged["configurations"] = [c for c in before.get("configurations", [])
-                                if c.get("backend") in kept] + meta.get("configurations", [])
+                                if c.get("backend") in kept and not replaced(c["backend"], c)
+                                ] + meta.get("configurations", [])
     return [*_typed(earlier), *rows], merged
 
 

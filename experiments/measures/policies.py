@@ -1,11 +1,12 @@
-"""`policies`: what schedules, priorities and concurrency limits cost each scheduler design.
+"""`policies`: what schedules, priorities, concurrency and rate limits cost each design.
 
-Four arms (`ARMS`), each a question with an answer that must hold: a schedule's firings, each
+Five arms (`ARMS`), each a question with an answer that must hold: a schedule's firings, each
 started once however many worker processes race (`schedule`); urgent work behind a backlog,
 with a priority and without (`priority`); a limit's overshoot, which must be 0, and its
-throughput against no limit (`limit`); and the common path, none of the three (`common`). An
-arm whose store lacks the feature is skipped (`Skipped`), never measured as something else.
-The agents run `probe` (below), so a worker's bodies and the measure's ledger share a process.
+throughput against no limit (`limit`); a rate limit's overshoot and its rate against the one
+allowed (`rate`); and the common path, none of them (`common`). An arm whose store lacks the
+feature is skipped (`Skipped`), never measured as something else. The agents run `probe`
+(below), so a worker's bodies and the measure's ledger share a process.
 """
 
 from __future__ import annotations
@@ -30,29 +31,37 @@ from experiments.measures.policy_rows import (
     LIMIT_HOLD_MS,
     LOW,
     POOL,
+    RATE_PATIENCE,
+    RATE_PER_MS,
     URGENT,
     firing_rows,
     limit_rows,
+    rate_rows,
     sizes,
 )
 
 NAME = "policies"
-TITLE = "schedules fired once, urgent work behind a backlog, a limit's overshoot and cost"
+TITLE = ("schedules fired once, urgent work behind a backlog, a concurrency and a rate limit's "
+         "overshoot and cost")
 #: What a run may set beside the configurations' own parameters (`experiments.commands.overrides`).
 SETTINGS = {"firings": "firings per schedule configuration",
             "backlog": "low-priority workflows queued ahead of the urgent ones",
             "urgent": "urgent workflows submitted behind the backlog",
             "workflows": "limited workflows per limit configuration",
-            "common": "workflows preloaded for the common path's throughput"}
-ARMS = ("schedule", "priority", "limit", "common")
+            "common": "workflows preloaded for the common path's throughput",
+            "windows": "a rate limit's windows of work queued (at_most each)"}
+ARMS = ("schedule", "priority", "limit", "rate", "common")
+#: What picks configurations rather than changing them (`commands.overrides`): `--set arm=rate`
+#: runs the rate arm alone, and with `--merge` replaces only its rows.
+SELECTORS = ("arm",)
 #: The schedule's interval (ours): short, so a run sees many firings.
 EVERY_MS = 100.0
 #: The limits (0: none, the baseline each limit's throughput is set against).
 LIMITS = (1, 4, 16, 0)
+#: The rate limits: at most this many starts a `RATE_PER_MS` (a few seconds a configuration).
+RATES = (10, 100)
 #: How long anything the measure waits for may take before the configuration is a failure.
 PATIENCE_S = 300.0
-#: The rivals and the arms each has the feature for (the rest are not theirs to answer).
-RIVAL_ARMS = {"pgqueuer": ("priority", "limit"), "saq": ("schedule",), "arq": ("schedule",)}
 
 
 def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
@@ -60,10 +69,18 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
     # largest beside none, at two processes (where a limit is shared across processes).
     processes = (1,) if backend.in_process else (1, 4) if quick else (1, 2, 3, 4)
     limited = (1,) if backend.in_process else (2,) if quick else (1, 2, 4)
-    bounds = (1, 16, 0) if quick else LIMITS
+    bounds: tuple[int, ...] = (1, 16, 0) if quick else LIMITS
     arms: tuple[str, ...] = ARMS
+    lacking: list[dict[str, Any]] = []
     if backend.rival is not None:
-        arms = RIVAL_ARMS.get(backend.rival, ())
+        arms = policies_rivals.ARMS.get(backend.rival, ())
+        # What a rival lacks is a configuration of its own (an arm, or a limit it cannot
+        # set), which its measure says is skipped, and why: never silently left out.
+        lacking = [{"arm": arm} for arm in policies_rivals.LACKS.get(backend.rival, {})]
+        allowed = policies_rivals.LIMITS.get(backend.rival, bounds)
+        if "limit" in arms:
+            lacking += [{"arm": "limit", "at_most": m} for m in bounds if m not in allowed]
+        bounds = tuple(m for m in bounds if m in allowed)
     found: list[dict[str, Any]] = []
     if "schedule" in arms:
         found += [{"arm": "schedule", "processes": n} for n in processes]
@@ -72,9 +89,13 @@ def configurations(backend: Backend, quick: bool) -> list[dict[str, Any]]:
     if "limit" in arms:
         found += [{"arm": "limit", "at_most": m, "processes": n} for m in bounds
                   for n in limited]
+    if "rate" in arms:
+        rated = (1,) if backend.in_process else (2,) if quick else (1, 2)
+        found += [{"arm": "rate", "at_most": m, "processes": n}
+                  for m in (RATES[:1] if quick else RATES) for n in rated]
     if "common" in arms:
         found += [{"arm": "common", "processes": 1}]
-    return found
+    return found + lacking
 
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -88,6 +109,8 @@ async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[di
             return await _schedule(lab, backend, place, params)
         if arm == "priority":
             return await _priority(lab, backend, place, params)
+        if arm == "rate":
+            return await _rate(lab, backend, place, params)
         return await _limit(lab, backend, place, params)
 
 
@@ -125,9 +148,11 @@ async def _needs(agent: Agent, feature: str, backend: Backend) -> None:
         raise Skipped(f"{backend.name}: its store takes no {feature} yet")
 
 
-async def _until(workers: list[Agent], prefix: str, count: int) -> None:
-    """Wait until the workers' completed workflows under `prefix` add up to `count`."""
-    async with asyncio.timeout(PATIENCE_S):
+async def _until(workers: list[Agent], prefix: str, count: int,
+                 patience: float = PATIENCE_S) -> None:
+    """Wait until the workers' completed workflows under `prefix` add up to `count`
+    (`TimeoutError` after `patience` seconds)."""
+    async with asyncio.timeout(patience):
         while True:
             counts = await asyncio.gather(*(_ask(w, "count", prefix=prefix) for w in workers))
             if sum(c[0] for c in counts) >= count:
@@ -223,6 +248,33 @@ async def _limit(lab: Lab, backend: Backend, place: Place, params: dict[str, Any
         await _until(workers, prefix, count)
         ledger = await _collect(workers)
     return limit_rows([e for e in ledger if e["kind"] == "held"], at_most, LIMIT_HOLD_MS)
+
+
+async def _rate(lab: Lab, backend: Backend, place: Place, params: dict[str, Any]
+                ) -> list[dict[str, Any]]:
+    """`windows` x `at_most` workflows queued naming one rate limit of `at_most` a
+    `RATE_PER_MS`, worked off by `processes` worker processes of pool `POOL` (far more than
+    the rate allows, so only the limit holds them back), for at most `RATE_PATIENCE` times
+    the windows it should take. The bodies note when each began (one clock for every
+    process), so the starts in a window are counted from inside the bodies."""
+    at_most, processes = int(params["at_most"]), int(params["processes"])
+    windows = _size(params, lab, "windows")
+    count = at_most * windows
+    prefix = f"rate{uuid.uuid4().hex[:6]}"
+    cut: int | None = None
+    async with _crew(lab, backend, place, processes) as (workers, client):
+        await _needs(client, "limit", backend)
+        await _ask(client, "load", prefix=prefix, count=count, value={"hold_ms": 0},
+                   limit=f"lab-{prefix}", at_most=at_most, per_ms=RATE_PER_MS)
+        await asyncio.gather(*(_ask(w, "work", bodies="plain", pool=POOL) for w in workers))
+        try:
+            await _until(workers, prefix, count,
+                         patience=RATE_PATIENCE * windows * RATE_PER_MS / 1000)
+        except TimeoutError:
+            cut = time.monotonic_ns()  # the bodies' clock: what started by now is counted
+        ledger = await _collect(workers)
+    starts = [int(e["enter"]) for e in ledger if e["kind"] == "held"]
+    return rate_rows(starts, at_most, RATE_PER_MS, count, cut)
 
 
 async def _common(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
@@ -326,7 +378,9 @@ def _policy(args: dict[str, Any]) -> dict[str, Any]:
     if int(args.get("priority") or 0):
         given["priority"] = int(args["priority"])
     if args.get("limit"):
-        given["limit"] = Limit(str(args["limit"]), int(args["at_most"]))
+        per = float(args.get("per_ms") or 0)
+        given["limit"] = Limit(str(args["limit"]), int(args["at_most"]),
+                               per=timedelta(milliseconds=per) if per else None)
     return given
 
 

@@ -1,9 +1,12 @@
-"""`policies` asked of the rivals that have the feature: saq's and arq's cron (`schedule`),
-pgqueuer's priorities (`priority`) and its per-entrypoint concurrency limit (`limit`).
+"""`policies` asked of the rivals that have the feature (`ARMS`): saq's, arq's, streaq's and
+procrastinate's cron (`schedule`), pgqueuer's, streaq's and procrastinate's priorities
+(`priority`), pgqueuer's per-entrypoint concurrency limit and procrastinate's lock, a limit of
+one (`limit`). What a rival lacks is said, arm by arm, as skipped (`LACKS`), not left out.
 
 The same questions as ours, through each rival's agent (`experiments.harness.rivals`), its
-settings asked for by options (`cron=on`, `priority=N`, `limit=N`), so its rows read beside
-ours in every table. A cron fires at most once a second on both, so theirs runs every second.
+settings asked for by options (`cron=on`, `priorities=on`, `priority=N`, `limit=N`), so its
+rows read beside ours in every table. A cron fires at most once a second on all four, so
+theirs runs every second.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from experiments.harness.backends import Backend, Place
-from experiments.harness.lab import Agent, Lab
+from experiments.harness.lab import Agent, Lab, Skipped
 from experiments.measures.policy_rows import (
     BACKLOG_HOLD_MS,
     LIMIT_HOLD_MS,
@@ -29,12 +32,41 @@ from experiments.measures.policy_rows import (
 #: How long anything the measure waits for may take before the configuration is a failure.
 PATIENCE_S = 300.0
 
+#: How long the limit arm waits for a rival's jobs before it counts what ran: procrastinate
+#: fetches a job whose lock was held only at its next poll (5 s by default), so a queue under
+#: one lock runs a job a poll, and a full wait would take minutes and say no more.
+LIMIT_PATIENCE_S = 20.0
+
 #: A rival's cron at its finest: every second.
 EVERY_MS = 1000.0
 
+#: The rivals and the arms each has the feature for.
+ARMS: dict[str, tuple[str, ...]] = {
+    "pgqueuer": ("priority", "limit"), "saq": ("schedule",), "arq": ("schedule",),
+    "streaq": ("schedule", "priority"), "procrastinate": ("schedule", "priority", "limit")}
+#: The limits a rival can set, where not every one (procrastinate's `lock` is one at a time).
+LIMITS: dict[str, tuple[int, ...]] = {"procrastinate": (1, 0)}
+#: Why a rival has no answer to an arm, from its documentation, said in the run's skipped.
+LACKS: dict[str, dict[str, str]] = {
+    "streaq": {
+        "limit": "streaq has no concurrency limit shared across workers: a worker's "
+                 "`concurrency` bounds its own process only",
+        "rate": "streaq has no rate limit"},
+    "procrastinate": {
+        "rate": "procrastinate has no rate limit: its `lock` bounds the jobs running at once, "
+                "not the starts in a period"},
+}
+#: Why a rival cannot set a limit it lacks (`LIMITS`).
+NO_LIMIT = {"procrastinate": "procrastinate's `lock` runs the jobs sharing it one at a time: "
+                             "it has no concurrency limit above 1"}
+
 
 async def measure(lab: Lab, backend: Backend, params: dict[str, Any]) -> list[dict[str, Any]]:
-    arm = str(params["arm"])
+    arm, rival = str(params["arm"]), str(backend.rival)
+    if arm in LACKS.get(rival, {}):
+        raise Skipped(LACKS[rival][arm])
+    if arm == "limit" and int(params["at_most"]) not in LIMITS.get(rival, (params["at_most"],)):
+        raise Skipped(NO_LIMIT[rival])
     async with lab.place(backend) as (place, _):
         if arm == "schedule":
             return await _schedule(lab, backend, place, params)
@@ -59,9 +91,10 @@ async def _agents(lab: Lab, backend: Backend, place: Place, roles: list[tuple[st
         yield [a for a in settled if isinstance(a, Agent)]
 
 
-async def _until(workers: list[Agent], count: int) -> None:
-    """Wait until the workers' outcomes add up to `count` (asking each every 0.1 s)."""
-    async with asyncio.timeout(PATIENCE_S):
+async def _until(workers: list[Agent], count: int, patience: float = PATIENCE_S) -> None:
+    """Wait until the workers' outcomes add up to `count` (asking each every 0.1 s;
+    `TimeoutError` after `patience` seconds)."""
+    async with asyncio.timeout(patience):
         while True:
             marks = await asyncio.gather(*(w.request("mark") for w in workers))
             if sum(m["outcomes"] for m in marks) >= count:
@@ -97,8 +130,11 @@ async def _priority(lab: Lab, backend: Backend, place: Place, params: dict[str, 
     backlog = int(params.get("backlog") or size["backlog"])
     urgent = size["urgent"]
     prefix = f"pr{uuid.uuid4().hex[:6]}"
-    raised = f"priority={URGENT}" if ordering == "priority" else ""
-    roles = [("worker", ""), ("client", ""), ("client", raised)]
+    # Every agent knows priorities are in use (streaq reads a stream a level: its worker and
+    # clients must agree on the levels); only the urgent one's submitter raises its own.
+    levels = "priorities=on"
+    raised = f"{levels}&priority={URGENT}" if ordering == "priority" else levels
+    roles = [("worker", levels), ("client", levels), ("client", raised)]
     async with _agents(lab, backend, place, roles) as (worker, loader, submitter):
         await loader.request("preload", prefix=f"{prefix}b", count=backlog, concurrency=32,
                              timeout=PATIENCE_S)
@@ -130,21 +166,25 @@ async def _limit(lab: Lab, backend: Backend, place: Place, params: dict[str, Any
                  ) -> list[dict[str, Any]]:
     """Our limit arm on the rival: `workflows` jobs of one entrypoint limited to `at_most`
     (0: none), each holding `LIMIT_HOLD_MS`, worked off by `processes` workers of pool
-    `POOL`; the most held at once counted from the jobs' own spans."""
+    `POOL` for up to `LIMIT_PATIENCE_S`; the most held at once counted from the jobs' own
+    spans, and those not started by then."""
     at_most, processes = int(params["at_most"]), int(params["processes"])
     # At most a quick run's count: pgqueuer's limited dequeue runs a few a second at a limit
     # of 1, so a full run's would take minutes a configuration and say no more.
     count = int(params.get("workflows") or sizes(True)["workflows"])
+    # The client too: procrastinate's lock is set on each job as it is deferred.
     limit = f"limit={at_most}" if at_most else ""
-    roles = [("worker", limit)] * processes + [("client", "")]
+    roles = [("worker", limit)] * processes + [("client", limit)]
     async with _agents(lab, backend, place, roles) as agents:
         workers, client = agents[:processes], agents[-1]
         await client.request("preload", prefix=f"lim{uuid.uuid4().hex[:6]}", count=count,
                              concurrency=32, timeout=PATIENCE_S)
         await asyncio.gather(*(w.request("work", body="holder", hold_ms=LIMIT_HOLD_MS,
                                          pool=POOL) for w in workers))
-        await _until(workers, count)
+        with contextlib.suppress(TimeoutError):  # counted as never started
+            await _until(workers, count, LIMIT_PATIENCE_S)
         stopped = [await w.request("stop") for w in workers]
     held = [{"enter": began, "exit": ended} for said in stopped
             for _, began, ended in said["spans"]]
-    return limit_rows(held, at_most, LIMIT_HOLD_MS)
+    return [*limit_rows(held, at_most, LIMIT_HOLD_MS),
+            {"metric": "never_started", "value": count - len(held), "unit": "count"}]

@@ -16,7 +16,15 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from experiments.readers.reading import frame, ms, table, times, versus
-from experiments.readers.tables import DASH, SAME, TIMES, agreed, number, window_lengths
+from experiments.readers.tables import (
+    DASH,
+    RIVALS,
+    SAME,
+    TIMES,
+    agreed,
+    number,
+    window_lengths,
+)
 from experiments.readers.uncertainty import LEVEL, Interval, distinguishable, ratio
 from experiments.results import RESULTS
 
@@ -284,7 +292,14 @@ def _lifecycle(where: Path) -> str:
 
 
 def _policies(where: Path) -> str:
-    from experiments.readers.summaries.policies import common, limits, skipped, summary, told
+    from experiments.readers.summaries.policies import (
+        common,
+        limits,
+        rates,
+        skipped,
+        summary,
+        told,
+    )
 
     rows = frame("policies", where)
     t = summary(rows)
@@ -295,7 +310,7 @@ def _policies(where: Path) -> str:
     delays = ", ".join(
         f"{r['backend']} {_told(Interval(r['p50'], r['p50_lo'], r['p50_hi'], r['n']))}"
         for _, r in top.iterrows())
-    crons = fired["backend"].isin(["saq", "arq"])
+    crons = fired["backend"].isin([rival for _, rival in RIVALS])
     ours, theirs = fired[~crons], fired[crons]
     bad = float(ours["duplicates"].sum() + ours["missing"].sum())
     rivals = "".join(
@@ -330,6 +345,19 @@ def _policies(where: Path) -> str:
              + ", ".join(f"{r['backend']} {number(r['cost'])}" for _, r in held[
                  (held["at_most"] == held["at_most"].max())].groupby("backend", sort=False)
                  .tail(1).iterrows()) + "." if len(held) else "")
+    rated = rates(t)
+    rate = ""
+    if len(rated):
+        top = rated[rated["at_most"] == rated["at_most"].max()]
+        rover = float(rated["overshoot"].sum())
+        rate = (f"Across {len(rated)} rate-limit configurations ({number(rated['at_most'].min())}"
+                f" to {number(rated['at_most'].max())} starts a second) the most starts "
+                "counted inside the bodies in a window "
+                + ("never passed the limit" if rover == 0 else
+                   f"passed it by {number(rover)} in all")
+                + "; the rate achieved at the largest over the one allowed: "
+                + ", ".join(f"{r['backend']} {number(r['of_ceiling'])}" for _, r in
+                            top.groupby("backend", sort=False).tail(1).iterrows()) + ".")
     plain = common(rows, where)
     ab = ""
     if plain.attrs.get("source") == "one sitting" and len(plain):
@@ -350,7 +378,7 @@ def _policies(where: Path) -> str:
                + "." if left else "")
     return ("**Schedules, priorities and limits** ([`results/policies.csv`]"
             "(results/policies.csv), medians in ms with their "
-            f"{LEVEL:.0%} intervals). " + " ".join(p for p in (schedule, priority, limit, ab)
+            f"{LEVEL:.0%} intervals). " + " ".join(p for p in (schedule, priority, limit, rate, ab)
                                                     if p) + missing)
 
 

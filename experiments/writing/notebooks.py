@@ -662,8 +662,9 @@ POLICIES: list[Cell] = [
     md("""
 # Schedules, priorities and limits: what each scheduler design pays
 
-Three things a real workload asks of its queue, asked of every scheduler and of the rivals
-that have them (saq's and arq's cron, pgqueuer's priorities and per-entrypoint limits):
+Four things a real workload asks of its queue, asked of every scheduler and of the rivals
+that have them (saq's, arq's, streaq's and procrastinate's cron; pgqueuer's, streaq's and
+procrastinate's priorities; pgqueuer's per-entrypoint limit and procrastinate's `lock`):
 
 - **a schedule** fires every 100 ms (a rival's cron every second) while 1 to 4 worker
   processes race to start it: each firing must start exactly one workflow (duplicates 0,
@@ -673,9 +674,17 @@ that have them (saq's and arq's cron, pgqueuer's priorities and per-entrypoint l
 - **a concurrency limit** of 1, 4 or 16 on workflows that hold their slot 5 ms, worked by 1
   to 4 processes of 32 slots each: the most holders seen at once, counted inside the bodies
   (above the limit is an overshoot, which must be 0), and its rate against no limit;
-- **the common path** (none of the three): one-step throughput and submit → start at 20 a
+- **a rate limit** of 10 or 100 starts a second on a queue of four seconds' work, worked by 1
+  or 2 processes of 32 slots: the most starts counted inside the bodies in any second (less a
+  50 ms slack for a body's start after its take; above the limit is an overshoot, which must
+  be 0), and the rate achieved after the first second's burst against the one allowed;
+- **the common path** (none of them): one-step throughput and submit → start at 20 a
   second, set against the `throughput` and `latency` rows of the same folder.
 
+What the rivals lack, from their own documentation, is listed as skipped with the reason: streaq
+shares no concurrency limit across workers (its `concurrency` bounds one process) and has no
+rate limit; procrastinate's `lock` runs the jobs sharing it one at a time, a limit of 1 and no
+other, and it has no rate limit.
 An arm whose store lacked the feature when the run was made is listed as skipped, not drawn.
 """),
     code("run_line('policies')"),
@@ -695,8 +704,10 @@ say('This run skipped, the store lacking the feature then: ' + '; '.join(
 fired = t[t.arm == 'schedule']
 most = int(fired.processes.max())
 at_most = fired[fired.processes == most]
-ours = fired[~fired.backend.isin(['saq', 'arq'])]
-theirs = fired[fired.backend.isin(['saq', 'arq'])].groupby('backend', sort=False)[['firings', 'duplicates', 'missing']].sum()
+from experiments.readers.tables import RIVALS
+crons = fired.backend.isin([rival for _, rival in RIVALS])
+ours = fired[~crons]
+theirs = fired[crons].groupby('backend', sort=False)[['firings', 'duplicates', 'missing']].sum()
 rivals = ''.join(f' {b}: {r.firings:,.0f} firings, {r.duplicates:,.0f} run twice, {r.missing:,.0f} missed.'
                  for b, r in theirs.iterrows())
 say(f\"\"\"Of our {ours.firings.sum():,.0f} firings, {ours.duplicates.sum():,.0f} started a second
@@ -732,6 +743,24 @@ of its ceiling (one 5 ms hold at a time) at the most processes: what a freed slo
 the next holder starts.\"\"\")
 else:
     text = 'No store in this run took a limit yet: the rows above are the unlimited baseline.'
+say(text)
+"""),
+    md("## A rate limit"),
+    code("shown('policies', 'rate')"),
+    code("""
+from experiments.readers.summaries.policies import rates
+rated = rates(t)
+if len(rated):
+    top = rated[rated.at_most == rated.at_most.max()]
+    text = (f\"\"\"Across {len(rated)} rate-limited configurations the most starts counted in a
+window passed the limit by {rated.overshoot.sum():,.0f} in all. At {top.ceiling_per_s.max():,.0f}
+starts a second allowed, the rate achieved after the first second's burst was
+{', '.join(f'**{r.backend}** {r.of_ceiling:.2f}' for r in top.groupby('backend', sort=False).tail(1).itertuples())}
+of it at the most processes, {rated.never_started.sum():,.0f} workflows in all still queued after
+four times the windows their work should take: a rate limit holds a queue back by the clock, not
+by its holders, so what it costs is how late the next take comes once the window has room.\"\"\")
+else:
+    text = 'No rate limit was measured in this run (its arm came after it was made).'
 say(text)
 """),
     md("## The common path, before and after"),

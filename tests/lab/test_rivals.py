@@ -246,3 +246,33 @@ async def test_wakeups_race_a_rival_s_key_for_one_job_per_workflow(lab: Lab) -> 
     locked = {r["metric"]: r["value"] for r in
               await experiment.measure(lab, BACKENDS["procrastinate"], {"races": 4})}
     assert locked == {"races": 4, "lost": 0, "refused": 0}
+
+
+@pytest.mark.slow
+async def test_policies_asks_streaq_and_procrastinate_what_each_has(lab: Lab) -> None:
+    """streaq's cron and priorities, procrastinate's cron, priorities and lock (a limit of
+    one), each asked as ours are: no firing run twice or missed, urgent work ahead of the
+    backlog, no limit overshot; and what each lacks is skipped with its reason."""
+    from experiments.harness.lab import Skipped
+
+    experiment = module("policies")
+
+    def counted(rows: list[dict[str, Any]]) -> dict[str, float]:
+        return {r["metric"]: r["value"] for r in rows if r["unit"] == "count"}
+
+    for rival in ("streaq", "procrastinate"):
+        fired = counted(await experiment.measure(lab, BACKENDS[rival], {
+            "arm": "schedule", "processes": 2, "firings": 16}))
+        assert fired["firings"] >= 3, rival  # a cron every second, for four seconds
+        assert fired["duplicates"] == 0 and fired["missing"] == 0, rival
+        urgent = counted(await experiment.measure(lab, BACKENDS[rival], {
+            "arm": "priority", "ordering": "priority", "backlog": 300}))
+        assert urgent["never_started"] == 0, rival
+        assert urgent["backlog_after_last_urgent"] > 0, rival  # urgent work went first
+        with pytest.raises(Skipped, match="rate limit"):
+            await experiment.measure(lab, BACKENDS[rival], {"arm": "rate"})
+    held = counted(await experiment.measure(lab, BACKENDS["procrastinate"], {
+        "arm": "limit", "at_most": 1, "processes": 2, "workflows": 20}))
+    # A job whose lock was held waits for the next poll (5 s): some ran, one at a time.
+    assert held["passes"] >= 2 and held["passes"] + held["never_started"] == 20
+    assert held["max_holders"] == 1 and held["overshoot"] == 0

@@ -71,6 +71,7 @@ class Procrastinate:
         self.settings: dict[str, Any] = {}
         self.app: Any = None
         self.task: Any = None
+        self.deferring: Any = None  # the task, configured as `open` was asked
         self.queue = "default"
         self.ledger = Ledger()
         self.running: asyncio.Task[None] | None = None
@@ -82,7 +83,15 @@ class Procrastinate:
         - `takeover=none`: `update_heartbeat_interval` a quarter of the lease, no retrying task;
         - `takeover=retry-stalled`: the same, and a periodic task each second that retries the
           jobs of `get_stalled_jobs(seconds_since_heartbeat=<the lease>)`;
-        - `cleanup=on`: `run_worker_async(delete_jobs="always")`.
+        - `cleanup=on`: `run_worker_async(delete_jobs="always")`;
+        - `cron=on`: a periodic task every second (`@app.periodic(cron="* * * * * *")`,
+          croniter's seconds field last), called with its firing's `timestamp`; each worker's
+          deferrer offers every firing, and procrastinate's table of periodic defers keeps
+          one job a firing;
+        - `priority=N`: every job this agent defers has that priority (procrastinate's,
+          higher first);
+        - `limit=1`: every job this agent defers holds one `lock`, so they run one at a time
+          across workers (procrastinate has no limit above 1: a lock is one job at a time).
         """
         self.opening = opening
         self.settings = dict(SETTINGS[opening.variant])
@@ -103,6 +112,17 @@ class Procrastinate:
                 self._retrying(opening.lease_s)
         if opening.option("cleanup") == "on":
             self.settings["delete_jobs"] = "always"
+        if opening.option("cron") == "on":
+            self._firing()
+        options: dict[str, Any] = {}
+        if int(opening.option("priority") or 0):
+            options["priority"] = int(opening.option("priority") or 0)
+        limit = int(opening.option("limit") or 0)
+        if limit > 1:
+            raise ValueError("procrastinate: a lock runs one job at a time, so no limit above 1")
+        if limit:
+            options["lock"] = f"lab-limit-{self.queue}"
+        self.deferring = self.task.configure(**options) if options else self.task
         await self.app.open_async()
         await install(self.app, opening.base)
         return self.settings
@@ -120,6 +140,15 @@ class Procrastinate:
                              queueing_lock=f"retry-{self.queue}")(retry_stalled)
         self.app.periodic(cron="* * * * * *", periodic_id="lab")(task)
 
+    def _firing(self) -> None:
+        """The lab's cron: a periodic task every second, noting its firing's time."""
+
+        async def lab_cron(timestamp: int) -> dict[str, object]:
+            return await self.ledger.cron(f"cron-{timestamp}", timestamp * 1_000_000_000)
+
+        task = self.app.task(name="lab_cron", queue=self.queue)(lab_cron)
+        self.app.periodic(cron="* * * * * *", periodic_id="lab-cron")(task)
+
     async def start(self, pool: int | None, ledger: Ledger) -> None:
         self.ledger = ledger
         options: dict[str, Any] = {**self.settings, "queues": [self.queue],
@@ -136,7 +165,7 @@ class Procrastinate:
         self.running = None
 
     async def enqueue(self, key: str) -> None:
-        await self.task.defer_async(workflow=key)
+        await self.deferring.defer_async(workflow=key)
 
     async def enqueue_once(self, key: str) -> bool:
         # A queueing lock refuses a second job only while one waits (`todo`); the lock runs

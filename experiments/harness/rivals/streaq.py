@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
+import time
+import uuid
 from typing import Any
 
 from streaq import Worker
@@ -21,6 +24,11 @@ from experiments.harness.rivals.common import JOB, Ledger, Opening, serve
 
 #: The worker's concurrency when `pool` does not say (streaq's own default).
 CONCURRENCY = 16
+#: The levels under `priorities=on`, lowest first (streaq's `Worker(priorities=...)`): the
+#: default "normal" and one above it, which a job of `priority=N` (N > 0) is enqueued on.
+LEVELS = ["normal", "urgent"]
+#: The lab's cron job: every second (parse-crontab's seven fields, seconds first).
+CRON, EVERY_SECOND = "lab_cron", "* * * * * * *"
 #: Read-ahead as a multiple of the concurrency (None: streaq's default). Throughput is decided
 #: by `concurrency`, which `pool` sets; the one other knob on that path is `prefetch` (tasks
 #: buffered beyond those running, by default as many as run), so "tuned" raises it to 4x the
@@ -55,7 +63,12 @@ class Streaq:
         """A worker and the lab's task on it, with what the experiment asks:
 
         - `takeover=reclaim`: `Worker(idle_timeout=<the lease>)`;
-        - `cleanup=on`: the task's `ttl=0`, no result kept (by default each is kept 5 minutes).
+        - `cleanup=on`: the task's `ttl=0`, no result kept (by default each is kept 5 minutes);
+        - `priorities=on`: `Worker(priorities=LEVELS)`, a stream a level, read highest first
+          (every agent of a queue must agree on them); with `priority=N` (N > 0) this agent
+          enqueues on the higher one;
+        - `cron=on`: the worker runs a cron job every second (`CRON`). streaq hands a cron job
+          no firing time, but names each firing's job after it (`_firing`).
         """
         assert self.opening is not None
         options: dict[str, Any] = {}
@@ -64,6 +77,8 @@ class Streaq:
             if recovery != "reclaim":
                 raise ValueError(f"streaq: no takeover={recovery}")
             options["idle_timeout"] = self.opening.lease_s
+        if self.opening.option("priorities") == "on":
+            options["priorities"] = list(LEVELS)
         if concurrency is not None:
             options["concurrency"] = concurrency
             factor = PREFETCH[self.opening.variant]
@@ -77,6 +92,15 @@ class Streaq:
             return await run(workflow)
 
         task: dict[str, Any] = {"ttl": 0} if self.opening.option("cleanup") == "on" else {}
+        if ledger is not None and self.opening.option("cron") == "on":
+            fired: Any = None
+
+            async def lab_cron() -> dict[str, object]:
+                second = _firing(fired.context.task_id, time.time())
+                assert ledger is not None
+                return await ledger.cron(f"cron-{second}", second * 1_000_000_000)
+
+            fired = worker.cron(EVERY_SECOND, name=CRON)(lab_cron)
         return worker, worker.task(lab_job, name=JOB, **task)
 
     async def open(self, opening: Opening) -> dict[str, Any]:
@@ -106,7 +130,11 @@ class Streaq:
         self.worker = self.running = None
 
     async def enqueue(self, key: str) -> None:
-        await self.task.enqueue(key)
+        assert self.opening is not None
+        if int(self.opening.option("priority") or 0) > 0:
+            await self.task.enqueue(key).start(priority=LEVELS[-1])
+        else:
+            await self.task.enqueue(key)
 
     async def enqueue_once(self, key: str) -> bool:
         raise NotImplementedError("streaq has no key per job (`unique` is one per function)")
@@ -134,6 +162,18 @@ class Streaq:
                 entered.set_exception(error)
                 return
             raise
+
+
+def _firing(task_id: str, now: float) -> int:
+    """The second a cron job's firing was due, from its task id: streaq names a firing's job
+    by a hash of the cron's name and the firing's time in ms (a 128-bit digest shaped as a
+    UUID), so the seconds before `now` are tried until one gives the id; the second `now` is
+    in if none of the last minute does (a firing's job, named some other way)."""
+    for second in range(int(now), int(now) - 60, -1):
+        digest = hashlib.sha256(f"{CRON}{second * 1000}".encode()).digest()
+        if uuid.UUID(bytes=digest[:16], version=4).hex == task_id:
+            return second
+    return int(now)
 
 
 async def _not_here(workflow: str) -> dict[str, object]:

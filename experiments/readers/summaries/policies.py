@@ -1,7 +1,8 @@
 """`policies` read back: one row a configuration (`summary`: its timing's median and 99th
 percentile with their intervals, and its counts), a table an arm (`views`), what each design
 pays for each policy, a row a backend (`pays`), the common path set against the same folder's
-`throughput` and `latency` rows (`common`), and the figure: a panel an arm (`draw`).
+`throughput` and `latency` rows (`common`), and the figure: a panel an arm, the two limits
+sharing one (`draw`).
 """
 
 from __future__ import annotations
@@ -12,14 +13,15 @@ from typing import Any
 
 #: Each arm's timing (the metric its percentiles are of) and the columns that tell its
 #: configurations apart.
-TIMED = {"schedule": "firing_delay", "priority": "urgent_start", "limit": "",
+TIMED = {"schedule": "firing_delay", "priority": "urgent_start", "limit": "", "rate": "",
          "common": "submit_to_first_pass"}
 SETTING = {"schedule": ["processes"], "priority": ["ordering"],
-           "limit": ["at_most", "processes"], "common": ["processes"]}
+           "limit": ["at_most", "processes"], "rate": ["at_most", "processes"],
+           "common": ["processes"]}
 #: The counts a configuration's rows carry, summed over repeats (a rate: its median).
 COUNTS = ("firings", "duplicates", "missing", "never_started", "backlog_after_last_urgent",
-          "max_holders", "overshoot", "passes")
-RATES = ("passes_per_s", "ceiling_per_s", "every", "hold")
+          "max_holders", "most_in_window", "overshoot", "passes")
+RATES = ("passes_per_s", "ceiling_per_s", "every", "hold", "per", "slack")
 COLUMNS = ["backend", "variant", "arm", "processes", "ordering", "at_most", "n", "p50",
            "p50_lo", "p50_hi", "p99", "p99_lo", "p99_hi", *COUNTS, *RATES]
 
@@ -78,6 +80,14 @@ def limits(table: Any) -> Any:
     free = rows[rows["at_most"] == 0].set_index(["backend", "processes"])["passes_per_s"]
     rows["cost"] = [r["passes_per_s"] / free.get((r["backend"], r["processes"]), math.nan)
                     if r["at_most"] else math.nan for _, r in rows.iterrows()]
+    rows["of_ceiling"] = rows["passes_per_s"] / rows["ceiling_per_s"]
+    return rows
+
+
+def rates(table: Any) -> Any:
+    """The rate arm's rows with `of_ceiling`: the rate achieved after the first window's burst
+    over the rate allowed (`ceiling_per_s`, `at_most` a `per`)."""
+    rows = table[table["arm"] == "rate"].copy()
     rows["of_ceiling"] = rows["passes_per_s"] / rows["ceiling_per_s"]
     return rows
 
@@ -194,6 +204,11 @@ def _against(after: list[tuple[Any, Any]], before: list[tuple[Any, Any]]) -> Any
     return pandas.DataFrame(rows)
 
 
+#: The features a skipped arm's reason may name, the first one named in it taken ("a rate
+#: limit" before "limit"); a reason naming none is its own feature.
+FEATURES = ("rate limit", "priority", "limit", "cron", "schedule")
+
+
 def skipped(where: Path | None) -> dict[str, list[str]]:
     """The arms a run skipped because a store lacked the feature, by feature: the backends
     (`attrs["skipped"]` of the run, its metadata's `skipped`)."""
@@ -205,7 +220,7 @@ def skipped(where: Path | None) -> dict[str, list[str]]:
     for key, why in metadata("policies", where).get("skipped", {}).items():
         if " arm=" not in key:
             continue
-        feature = "priority" if "priority" in why else "limit" if "limit" in why else why
+        feature = next((f for f in FEATURES if f in why), why)
         backend = key.split(" arm=", 1)[0]
         if backend not in found.setdefault(feature, []):
             found[feature].append(backend)
@@ -223,8 +238,10 @@ def pays(frame: Any, where: Path | None = None) -> Any:
     a schedule's median firing delay at the most worker processes and its duplicates over
     all; urgent work's median start behind the backlog with a priority and without; a limit's
     overshoot over all its configurations and its rate at a limit of 16 over none (most
-    processes); the common path's throughput and median start after over before (`common`).
-    A cell is blank where the arm was not run (or was skipped) for that backend."""
+    processes); a rate limit's overshoot over all and its rate over the one allowed (the
+    largest rate, most processes); the common path's throughput and median start after over
+    before (`common`). A cell is blank where the arm was not run (or was skipped) for that
+    backend."""
     import pandas
 
     from experiments.readers.tables import _with, number
@@ -256,6 +273,12 @@ def pays(frame: Any, where: Path | None = None) -> Any:
             at16 = at16[at16["processes"] == at16["processes"].max()]
             if len(at16):
                 row["rate at 16 / none"] = number(at16["cost"].iloc[0])
+        rated = rates(mine)
+        if len(rated):
+            row["rate limit overshoot"] = number(rated["overshoot"].sum())
+            top_rate = rated[rated["at_most"] == rated["at_most"].max()]
+            top_rate = top_rate[top_rate["processes"] == top_rate["processes"].max()]
+            row["of the rate allowed"] = number(top_rate["of_ceiling"].iloc[0])
         if len(before) and backend in set(before["backend"]):
             r = before[before["backend"] == backend].iloc[0]
             if "rate_ratio" in r and r["rate_ratio"] == r["rate_ratio"]:
@@ -273,7 +296,7 @@ def pays(frame: Any, where: Path | None = None) -> Any:
 
 def views(frame: Any, summary_: Any) -> list[Any]:
     """The tables `report` prints and the notebook shows, one an arm: `schedule`,
-    `priority`, `limit`, `common`."""
+    `priority`, `limit`, `rate`, `common`."""
     import pandas
 
     from experiments.readers.tables import View, _with, number
@@ -306,6 +329,13 @@ def views(frame: Any, summary_: Any) -> list[Any]:
              "wf/s": number(r["passes_per_s"]), "ceiling wf/s": number(r["ceiling_per_s"]),
              "of ceiling": number(r["of_ceiling"]), "over none": number(r["cost"])}
             for _, r in limits(summary_).iterrows()]
+    rated = [{"backend": r["backend"], "allowed /s": number(r["ceiling_per_s"]),
+              "processes": int(r["processes"]), "passes": number(r["passes"]),
+              "most in a window": number(r["most_in_window"]),
+              "overshoot": number(r["overshoot"]), "wf/s": number(r["passes_per_s"]),
+              "of allowed": number(r["of_ceiling"]),
+              "never started": number(r["never_started"])}
+             for _, r in rates(summary_).iterrows()]
     plain = [{"backend": r["backend"], "wf/s, one process": number(r["passes_per_s"]),
               f"start p50 ms at 20/s ({level})": _with(r["p50"], r["p50_lo"], r["p50_hi"])}
              for _, r in arm("common").iterrows()]
@@ -323,6 +353,13 @@ def views(frame: Any, summary_: Any) -> list[Any]:
              ("most at once: counted from inside the bodies (each hold's span on one clock); "
               "overshoot (above the limit) must be 0; ceiling: limit / hold; over none: the "
               "rate over the same processes' with no limit",)),
+        View("rate", "A rate limit: the most starts seen in a window, and the rate achieved",
+             framed(rated, ["backend", "allowed /s", "processes"]),
+             ("most in a window: the starts counted from inside the bodies in any window of "
+              "the limit's period less its slack (`slack`, ms: a body starts a little after "
+              "its take); overshoot (above the limit) must be 0; wf/s: after the first "
+              "window's burst; of allowed: over at_most / period; never started: still "
+              "queued after four times the windows the work should take",)),
         View("common", "The common path (no priority, no limit, no schedule)",
              framed(plain, ["backend"]),
              ("set against the folder's throughput and latency rows by `common`",)),
@@ -332,7 +369,8 @@ def views(frame: Any, summary_: Any) -> list[Any]:
 def draw(frame: Any) -> Any:
     """Four panels: the schedule's median firing delay by processes; urgent work's median
     start with a priority and without (log); the limit's rate over its ceiling by limit, at
-    the most processes, its overshoot written beside; the common path's median start."""
+    the most processes, its overshoot written beside, and a rate limit's over the rate
+    allowed (dotted, its own at_most); the common path's median start."""
     from experiments.readers.figures import (
         figure,
         label,
@@ -384,13 +422,26 @@ def draw(frame: Any) -> Any:
             if r["overshoot"]:
                 c.annotate(f"+{r['overshoot']:.0f}", (r["at_most"], r["of_ceiling"]),
                            color="red", fontsize=7)
-    label(c, "A limit's rate over its ceiling", "limit (most processes)", "rate / ceiling")
-    if not len(held):
+    rated = rates(table)
+    for backend in order(rated["backend"]):
+        rows = rated[rated["backend"] == backend]
+        rows = rows[rows["processes"] == rows["processes"].max()].sort_values("at_most")
+        dotted = {**look(backend).line(), "linestyle": ":", "markerfacecolor": "white",
+                  "label": None}
+        c.plot(rows["at_most"], rows["of_ceiling"], **dotted)
+        for _, r in rows.iterrows():
+            if r["overshoot"]:
+                c.annotate(f"+{r['overshoot']:.0f}", (r["at_most"], r["of_ceiling"]),
+                           color="red", fontsize=7)
+    label(c, "A limit's rate over its ceiling", "limit (most processes; dotted: a rate "
+          "limit, a second)", "rate / ceiling")
+    if not len(held) and not len(rated):
         nothing(c, "no limit measured in this run")
     else:
         c.set_xscale("log")
         c.set_yscale("log")
-        measured_ticks(c, sorted(set(held["at_most"].astype(float))))
+        measured_ticks(c, sorted(set(held["at_most"].astype(float))
+                                 | set(rated["at_most"].astype(float))))
         plain_log(c, "y")
         c.legend(fontsize=7)
     plain = table[table["arm"] == "common"]
