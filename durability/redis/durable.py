@@ -80,6 +80,9 @@ class RedisDurable(SplitDurable):
     their claims together, one pipeline a node.
     """
 
+    #: A worker reads as soon as a slot frees (`worker.loops.reader`): with its finishes.
+    reads_with_finishes = True
+
     __slots__ = (
         "_busy", "_clustered", "_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts",
         "_taker", "_wakeups",
@@ -206,14 +209,11 @@ class RedisDurable(SplitDurable):
         self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
     ) -> bool:
         """The standing, the release and the done as one script (`settled_template.lua`) when
-        joined; on a cluster the release, then the standing and the done as one script on the
-        queue's slot (`stood_template.lua`), as `finish_ended` ends there; else the three in
-        order (`SplitDurable.finish_settled`)."""
+        joined; on a cluster the release, then `_stood`; else the three in order."""
         if self._clustered:
-            # The release first: a pass that claims the workflow in between writes a standing
-            # under a newer token, which this one's (fenced by its token) then leaves alone.
-            # Standing first would let the done land while the claim still holds, and a wakeup
-            # taken then would meet the claim and wait a `contended` to look again.
+            # The release first: a pass claiming in between stands under a newer token, which
+            # this standing leaves alone; standing (and done) first, a wakeup taken then would
+            # meet the claim and wait a `contended`.
             stand = self._redis_checkpointer.calls.settle(holder, state, detail)  # checked first
             await self._redis_checkpointer.release(holder)
             return await self._stood(stand, delivery)

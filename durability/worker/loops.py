@@ -100,11 +100,12 @@ async def reader(crew: Crew, primary: bool = True) -> None:
     failures = 0
     while True:
         if not crew.slot_free():  # asked first: a busy reader's every take would await it
-            # Woken the turn after a pass freed its slot: the passes of its batch resumed in
-            # the same turn, so all of theirs are free by now. Not a turn later (a pause here
-            # cost that): the read then goes in the same batch as those passes' finishes,
-            # one pipeline a node where it was two.
             await crew.wait_for_slot()
+            if many is not None and not crew.reads_with_finishes:
+                # The passes of one batch end in the same turn: let all of them free their
+                # slots before asking, or the first freed slot would be taken alone. (A store
+                # whose read joins that turn's finishes in one batch reads at once: Redis.)
+                await asyncio.sleep(0)
         if crew.stopping:
             return
         crew.reading += 1
