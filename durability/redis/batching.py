@@ -54,7 +54,9 @@ class ScriptBatcher:
     A cluster client batches per node: the turn's calls are grouped by the primary that holds
     their slot and each group is one pipeline on a lane to that node (`NodeLanes`); a call
     redirected or refused for now goes again through the cluster client, as does a call for a
-    node the client knows no lane to.
+    node the client knows no lane to. The replies of a turn that reached several nodes are
+    handed out together once all have answered (at most `JOIN` after the first), so the passes
+    that asked together go on together.
 
     With `want` (writes that wait for replicas) each pipeline ends with one `WAIT`, which
     counts every write before it on that connection: a turn's writes wait for the replicas
@@ -108,8 +110,13 @@ class ScriptBatcher:
             keys = call[0][1]
             lane = self._lanes.lane(str(keys[0])) if keys else None
             groups.setdefault(lane, []).append(call)
+        # A turn's replies are handed out together once every node has answered (or `JOIN`
+        # after the first did): the passes that asked in one turn go on in one turn, so their
+        # next calls (and the slots they free for the reader) make one batch again, not one
+        # wave per node that each fans out to every node anew.
+        held = _Held() if len(groups) > 1 else None
         sends = [
-            self._send_on(lane, group) if lane is not None else self._direct(group)
+            self._send_on(lane, group, held=held) if lane is not None else self._direct(group)
             for lane, group in groups.items()
         ]
         # The first node's send runs in this task, the others' in a task each (a task per node
@@ -117,13 +124,16 @@ class ScriptBatcher:
         others = [asyncio.ensure_future(send) for send in sends[1:]]
         try:
             await sends[0]
+            if others:
+                await asyncio.gather(*others)
         except BaseException:  # cancelled (the batcher closing): so are the others
             for task in others:
                 task.cancel()
             await asyncio.gather(*others, return_exceptions=True)
             raise
-        if others:
-            await asyncio.gather(*others)
+        finally:
+            if held is not None:
+                held.release()
 
     async def _direct(self, calls: list[_Call]) -> None:
         """Each call through the cluster client, which routes it and follows redirects."""
@@ -138,8 +148,14 @@ class ScriptBatcher:
         await asyncio.gather(*(one(call) for call in calls))
 
     async def _send_on(
-        self, shared: SharedConnection, calls: list[_Call], reloaded: bool = False
+        self,
+        shared: SharedConnection,
+        calls: list[_Call],
+        reloaded: bool = False,
+        held: _Held | None = None,
     ) -> None:
+        """Send `calls` as one pipeline on `shared` and settle each (through `held`, if given,
+        the replies of the calls that ran; an error goes at once)."""
         commands: list[tuple[Any, ...]] = [
             ("EVALSHA", script.sha, len(keys), *keys, *args) for (script, keys, args), _ in calls
         ]
@@ -153,7 +169,7 @@ class ScriptBatcher:
             fail([calls[refused.index]], refused)
             rest = calls[: refused.index] + calls[refused.index + 1 :]
             if rest:
-                await self._send_on(shared, rest, reloaded)
+                await self._send_on(shared, rest, reloaded, held)
             return
         except BaseException as error:  # every caller of this batch sees what went wrong
             if self._lanes is not None and isinstance(error, (Unanswered, RedisConnectionError)):
@@ -168,7 +184,10 @@ class ScriptBatcher:
         for call, result in zip(calls, results, strict=True):
             if not isinstance(result, Exception):  # the common case, asked first
                 if short is None:
-                    settle(call[1], result)
+                    if held is None:
+                        settle(call[1], result)
+                    else:
+                        held.give(call[1], result)
                 else:  # it ran, on the primary alone as far as anyone knows
                     fail([call], short)
             elif isinstance(result, NoScriptError) and not reloaded:
@@ -188,7 +207,41 @@ class ScriptBatcher:
             except Exception as error:
                 fail(unloaded, error)
                 return
-            await self._send_on(shared, unloaded, reloaded=True)
+            await self._send_on(shared, unloaded, True, held)
+
+
+#: How long a cluster turn's first replies wait for the other nodes' (`_Held`): loopback and
+#: a LAN answer well inside it; a node slower than that (frozen, failing over) holds up the
+#: others' passes no longer than this a turn.
+JOIN = 0.02
+
+
+class _Held:
+    """A cluster turn's replies, held from the first one `give`n until `release` (all nodes
+    answered) or `JOIN` after it, whichever comes first; one given after that goes at once."""
+
+    __slots__ = ("_open", "_replies", "_timer")
+
+    def __init__(self) -> None:
+        self._replies: list[tuple[asyncio.Future[Any], Any]] = []
+        self._open = True
+        self._timer: asyncio.TimerHandle | None = None
+
+    def give(self, reply: asyncio.Future[Any], value: Any) -> None:
+        if not self._open:
+            settle(reply, value)
+            return
+        if self._timer is None:
+            self._timer = asyncio.get_running_loop().call_later(JOIN, self.release)
+        self._replies.append((reply, value))
+
+    def release(self) -> None:
+        self._open = False
+        if self._timer is not None:
+            self._timer.cancel()
+        replies, self._replies = self._replies, []
+        for reply, value in replies:
+            settle(reply, value)
 
 
 class SharesBatches:

@@ -69,26 +69,17 @@ class RedisDurable(SplitDurable):
     | `arrive` | `supply.lua`, then the scheduler's wakeup | `supply`, then `make_ready` |
     | `deliver` | `append.lua`, then the scheduler's wakeup | `append`, then `make_ready` |
     | `finish` | `release.lua`, then the scheduler's done | `release`, then `done` |
-    | `finish_settled` | `settle`, `release`, the done (`settled_template.lua`) | the three |
+    | `finish_settled` | `settle`, `release`, the done (`settled_template.lua`) | see below |
     | `take` | the scheduler's read (not blocking), then `claim.lua` | `next_ready`, `claim` |
 
     With `Acknowledged` the wakeup of `arrive` and `deliver` waits for the replicas too
     (`wakeups.Wakeups`); `finish`'s done does not: a lost done is one extra pass. A limited
     wakeup on a sharded queue merges across shards as `make_ready`'s does (`_joined_wake`).
 
-    `take` tries the one script first (a busy worker starts each pass in one round trip). When it
-    finds nothing, on the stream it waits in one pipeline on a connection kept for it (a
-    `SharedConnection`): a blocking `XREADGROUP` under a waiting consumer of its own, and right
-    behind it `stream_took.lua`, which Redis runs as soon as the read is served, handing the entry
-    to the worker's consumer and claiming its workflow; so a woken worker also starts its pass one
-    round trip after the wakeup lands, and after an empty wait the next take goes straight to that
-    pipeline (an idle worker sends it once per `within`).
-    A take that may wait only a few milliseconds never blocks (see `taking.GLANCE`). On the set
-    scheduler with its doorbell (see set_scheduler.py) the take waits the same way: a `BLPOP` on the
-    doorbell and right behind it the one script, which runs as soon as a ring (or the block's
-    end) lets the read go, so a rung worker also starts its pass one round trip after the ring.
-    Without the doorbell the take polls with the one script, on the scheduler's fixed beat
-    (`durability.waits`), so a workflow found is also claimed in that round trip.
+    `take` tries the one script first (a busy worker starts each pass in one round trip); with
+    nothing there it waits in a pipeline that ends in that script (the stream's blocking read, the
+    set's doorbell: `taking.Taker`), so a woken worker starts its pass one round trip after the
+    wakeup lands. Without the doorbell the set polls with the one script, on its fixed beat.
 
     Every script goes through the checkpointer's `ScriptBatcher`: those that concurrent passes ask
     for in one turn of the event loop travel as one pipeline.
@@ -106,10 +97,14 @@ class RedisDurable(SplitDurable):
     scheduler on different clients (different servers, perhaps). The standings and the queue do
     share a slot (the namespace's tag, or the workflow's shard's), so on a cluster a completed
     pass ends in two scripts, in order: `end_release.lua` on the workflow's slot, and only if it
-    was still the pass's, the standing and the done as one (`stood_template.lua`); a take of
+    was still the pass's, the standing and the done as one (`stood_template.lua`); a pass that
+    sleeps or waits ends in `release.lua`, then that same script (else: the three calls); a take of
     many on a queue of one shard reads them in one script (`read_many_template.lua`) and sends
     their claims together, one pipeline a node.
     """
+
+    #: A worker reads as soon as a slot frees (`worker.loops.reader`): with its finishes.
+    reads_with_finishes = True
 
     __slots__ = (
         "_busy", "_clustered", "_joined", "_redis_checkpointer", "_redis_scheduler", "_scripts",
@@ -239,7 +234,14 @@ class RedisDurable(SplitDurable):
         self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
     ) -> bool:
         """The standing, the release and the done as one script (`settled_template.lua`) when
-        joined; else the three in that order (`SplitDurable.finish_settled`)."""
+        joined; on a cluster the release, then `_stood`; else the three in order."""
+        if self._clustered:
+            # The release first: a pass claiming in between stands under a newer token, which
+            # this standing leaves alone; standing (and done) first, a wakeup taken then would
+            # meet the claim and wait a `contended`.
+            stand = self._redis_checkpointer.calls.settle(holder, state, detail)  # checked first
+            await self._redis_checkpointer.release(holder)
+            return await self._stood(stand, delivery)
         if not self._joined:
             return await super().finish_settled(holder, delivery, state, detail)
         release = self._redis_checkpointer.calls.release(holder)
@@ -268,12 +270,15 @@ class RedisDurable(SplitDurable):
         standing on the namespace's slot, then the done (so on a cluster a status may read the
         standing from before the pass for a moment after its claim is released)."""
         ending = self._redis_checkpointer.end_release(holder, key, value)
+        if self._clustered:  # then the standing and the done: one script on the queue's slot
+            stand = self._redis_checkpointer.calls.settle(holder, state, detail)  # checked first
+            if not int(await self._redis_checkpointer.run_call(ending)):
+                return False
+            await self._stood(stand, delivery)
+            return True
         if not self._joined:
             if not int(await self._redis_checkpointer.run_call(ending)):
                 return False
-            if self._clustered:  # the standing and the done: one script on the queue's slot
-                await self._stood(holder, delivery, state, detail)
-                return True
             await self._redis_checkpointer.settle(holder, state, detail)
             await self._redis_scheduler.done(delivery)
             return True
@@ -286,10 +291,9 @@ class RedisDurable(SplitDurable):
         reply = await self._redis_scheduler.regrouped(batcher.queue, script, keys, args)
         return bool(int(reply[0]))
 
-    async def _stood(
-        self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
-    ) -> bool:
-        stand = self._redis_checkpointer.calls.settle(holder, state, detail)
+    async def _stood(self, stand: ScriptCall, delivery: Delivery) -> bool:
+        """The standing `stand` (made, so checked, before the pass's first write) and the done
+        as one script on the queue's slot (`stood_template.lua`)."""
         done = self._redis_scheduler.done_call(delivery)
         script = self._scripts.stood(done.name)
         keys = [*stand.keys, *done.keys]

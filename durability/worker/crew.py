@@ -97,6 +97,9 @@ class Crew:
         # Asked once, not per pass: a runtime protocol check costs more than the call it guards.
         self.ledger = self.checkpointer if isinstance(self.checkpointer, Ledger) else None
         self.taking_many = durable if isinstance(durable, TakingMany) else None
+        # A store whose take of many goes in one batch with the finishes of the turn it is
+        # asked in says so (`RedisDurable`): its reader asks as soon as a slot frees.
+        self.reads_with_finishes = bool(getattr(durable, "reads_with_finishes", False))
         # (A checkpointer that keeps no standings has none to write: its passes just finish.)
         self.settling: Settling | None = None
         if self.ledger is not None and isinstance(durable, Settling):

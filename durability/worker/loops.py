@@ -101,9 +101,10 @@ async def reader(crew: Crew, primary: bool = True) -> None:
     while True:
         if not crew.slot_free():  # asked first: a busy reader's every take would await it
             await crew.wait_for_slot()
-            if many is not None:
+            if many is not None and not crew.reads_with_finishes:
                 # The passes of one batch end in the same turn: let all of them free their
-                # slots before asking, or the first freed slot would be taken alone.
+                # slots before asking, or the first freed slot would be taken alone. (A store
+                # whose read joins that turn's finishes in one batch reads at once: Redis.)
                 await asyncio.sleep(0)
         if crew.stopping:
             return

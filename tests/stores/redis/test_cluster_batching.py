@@ -112,3 +112,85 @@ async def test_a_lane_whose_connection_was_killed_opens_again(
     finally:
         await asyncio.gather(*(store.discard(w) for w in ids))
         await store.close()
+
+
+async def _two_nodes(client: RedisCluster, name: str) -> tuple[str, str, int]:
+    """A workflow on one primary, one on another, and the process id of the second's node."""
+    first = f"{name}-a"
+    owner = client.get_node_from_key(workflow_keys(first)[0]).name
+    n = 0
+    while True:
+        second = f"{name}-b{n}"
+        node = client.get_node_from_key(workflow_keys(second)[0])
+        if node.name != owner:
+            break
+        n += 1
+    info = await client.info("server", target_nodes=node)
+    return first, second, int(info["process_id"])
+
+
+async def test_a_turn_s_replies_from_several_nodes_are_handed_out_together(
+    named: tuple[RedisCluster, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """So the passes that asked in one turn go on in one turn (their next calls one batch)."""
+    import os
+    import signal
+
+    from durability.redis import batching
+
+    monkeypatch.setattr(batching, "JOIN", 60.0)  # held until every node has answered
+    client, name = named
+    store = RedisCheckpointer(redis=client, ttl=timedelta(minutes=10))
+    first, second, pid = await _two_nodes(client, name)
+    # Both lanes open, and the scripts loaded on every node (loading waits on all of them),
+    # before the node stops.
+    await asyncio.gather(*(store.supply(w, "warm", 0) for w in (first, second)))
+    await asyncio.gather(*(store.load(w) for w in (first, second)))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        near = asyncio.ensure_future(store.supply(first, "order", 1))
+        far = asyncio.ensure_future(store.supply(second, "order", 2))
+        await asyncio.sleep(0.1)  # both sent, in one turn (not a timing: the turn has gone)
+        # A later call to the first node alone: its reply comes behind the turn's, in order on
+        # that node's one connection, so once it is back the turn's reply has come too.
+        async with asyncio.timeout(30):  # a bound on a hang, not a timing
+            assert (await store.load(first))["warm"] == 0
+        assert not near.done()  # held for the stopped node's answer
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    try:
+        async with asyncio.timeout(30):
+            assert (await near).first and (await far).first
+    finally:
+        await asyncio.gather(store.discard(first), store.discard(second))
+        await store.close()
+
+
+async def test_a_stopped_node_holds_the_others_replies_only_a_moment(
+    named: tuple[RedisCluster, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import os
+    import signal
+
+    from durability.redis import batching
+
+    monkeypatch.setattr(batching, "JOIN", 0.05)
+    client, name = named
+    store = RedisCheckpointer(redis=client, ttl=timedelta(minutes=10))
+    first, second, pid = await _two_nodes(client, name)
+    await asyncio.gather(*(store.supply(w, "warm", 0) for w in (first, second)))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        near = asyncio.ensure_future(store.supply(first, "order", 1))
+        far = asyncio.ensure_future(store.supply(second, "order", 2))
+        async with asyncio.timeout(30):  # a bound on a hang, not a timing
+            assert (await near).first
+        assert not far.done()
+    finally:
+        os.kill(pid, signal.SIGCONT)
+    try:
+        async with asyncio.timeout(30):
+            assert (await far).first
+    finally:
+        await asyncio.gather(store.discard(first), store.discard(second))
+        await store.close()
