@@ -66,8 +66,11 @@ def _wait_ping(port: int, process: subprocess.Popen[bytes], within: float = 10.0
             if process.poll() is not None:
                 return False
             try:
-                if client.ping():
+                # The server answering must be this process: one that lost the port to another
+                # test run's server exits, and that other server would answer the ping.
+                if client.info("server").get("process_id") == process.pid:
                     return True
+                time.sleep(0.05)
             except sync_redis.ConnectionError:
                 time.sleep(0.05)
         return False
