@@ -45,7 +45,7 @@ class ChildFailed(Exception):
 def parent_of(records: Mapping[str, object]) -> tuple[str, str] | None:
     """The parent's id and key, if these are a child's records."""
     record = records.get(STARTED)
-    if not isinstance(record, Mapping):
+    if record is None or not isinstance(record, Mapping):  # None first: every pass that ends
         return None
     parent, key = record.get("parent"), record.get("key")
     if isinstance(parent, str) and isinstance(key, str):

@@ -236,29 +236,29 @@ _WORD = 2**63
 
 def _copy(value: object, depth: int) -> object:
     """`value` as JSON brings it back, for the values that surely survive (else `_Unusual`):
-    exact types only, as `_native` checks them."""
-    kind = type(value)
-    if isinstance(value, str):
-        if kind is str and value.isascii():
+    exact types only, as `_native` checks them (a subclass is left to the text). Asked by
+    exact type first, not by a ladder of `isinstance`: a completed pass's ending comes here."""
+    if type(value) is str:
+        if value.isascii():
             return value
-    elif isinstance(value, int):  # a bool too
-        if kind is bool or (kind is int and -_WORD < value < _WORD):
+    elif type(value) is int:
+        if -_WORD < value < _WORD:
             return value
-    elif isinstance(value, float):
-        if kind is float and math.isfinite(value):
-            return value
-    elif value is None:
-        return None
-    elif depth < _SHALLOW:
-        if isinstance(value, dict) and kind is dict:
+    elif type(value) is bool or value is None:
+        return value
+    elif type(value) is dict:
+        if depth < _SHALLOW:
             copied: dict[str, object] = {}
             for key, item in value.items():
                 if type(key) is not str or not key.isascii():
                     raise _Unusual
                 copied[key] = _copy(item, depth + 1)
             return copied
-        if isinstance(value, list) and kind is list:
-            return [_copy(item, depth + 1) for item in value]
+    elif type(value) is float:
+        if math.isfinite(value):
+            return value
+    elif type(value) is list and depth < _SHALLOW:
+        return [_copy(item, depth + 1) for item in value]
     raise _Unusual
 
 

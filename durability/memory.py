@@ -281,7 +281,10 @@ class MemoryCheckpointer:
         if was is not None:
             self._listed[was].discard(workflow)
         if state is not None:
-            self._listed.setdefault(state, SortedIds()).add(workflow)
+            ids = self._listed.get(state)
+            if ids is None:  # not `setdefault`: that would make a set on every pass's end
+                ids = self._listed[state] = SortedIds()
+            ids.add(workflow)
 
     @counted
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:

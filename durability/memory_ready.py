@@ -1,9 +1,9 @@
 """The memory scheduler's ready wakeups in the order they are taken, and the limits they wait on.
 
-`Ready` is a heap by (priority, the order each became ready), so strict priority costs a log
-per wakeup rather than a scan of the queue. A wakeup whose limit is full is parked under its
-key, out of the heap, so those behind it are still taken and a full limit costs no take a look;
-the scheduler puts a key's parked wakeups back when a slot may have freed (`unpark`).
+`Ready` is a heap by (priority, order made): strict priority costs a log a wakeup, not a scan;
+priority 0 waits in a plain line beside it (in order as made), so a queue without priorities
+pays no log. A wakeup whose limit is full is parked under its key, out of line, so those behind
+it are still taken and a full limit costs no take a look; `unpark` puts them back.
 
 `Limits` counts, per key, the deliveries held with a live lease (a concurrency limit) and when
 each delivery was taken (a rate limit), and says when a full one may next have room.
@@ -57,11 +57,13 @@ _Entry = tuple[int, int, str]
 class Ready:
     """The ready wakeups, one per workflow, taken highest priority first, then oldest."""
 
-    __slots__ = ("_heap", "_order", "_parked", "_wakeups")
+    __slots__ = ("_heap", "_line", "_order", "_parked", "_wakeups")
 
     def __init__(self) -> None:
         self._wakeups: dict[str, Wakeup] = {}
         self._heap: list[_Entry] = []
+        # Entries made at priority 0, in the order made: sorted as the heap would pop them.
+        self._line: deque[_Entry] = deque()
         self._parked: dict[str, list[_Entry]] = {}
         self._order = itertools.count()
 
@@ -78,7 +80,10 @@ class Ready:
         if held is None:
             order = next(self._order)
             self._wakeups[workflow] = Wakeup(priority, limit, order)
-            heapq.heappush(self._heap, (-priority, order, workflow))
+            if priority == 0:
+                self._line.append((0, order, workflow))
+            else:
+                heapq.heappush(self._heap, (-priority, order, workflow))
             return
         held.limit = merged(held.limit, limit)
         if priority > held.priority:
@@ -100,9 +105,14 @@ class Ready:
     ) -> tuple[str, Wakeup] | None:
         """Take the first wakeup whose limit `fits` at `now`, parking every one before it that
         does not fit under its limit's key; None if none fits."""
-        heap = self._heap
-        while heap:
-            entry = heapq.heappop(heap)
+        heap, line = self._heap, self._line
+        while heap or line:
+            # The smaller of the two heads: the line holds priority 0 in order, the heap the rest
+            # (and whatever was parked and put back).
+            if heap and (not line or heap[0] < line[0]):
+                entry = heapq.heappop(heap)
+            else:
+                entry = line.popleft()
             wakeup = self._current(entry)
             if wakeup is None:
                 continue
