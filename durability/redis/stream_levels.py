@@ -121,12 +121,14 @@ class Levels:
 
     def took(self, reply: Any) -> bool:
         """Note the levels a look's reply lists, and when a limit's parked wakeups may have
-        room (an empty look's); whether it took an entry."""
+        room (a look that took says so too: a rate window frees by time alone, and only a
+        look puts its parked wakeups back); whether it took an entry."""
         now = asyncio.get_running_loop().time()
         self._looked = now
         took = bool(reply and reply[0])
         self.levels = level_keys(self.ready, (reply[3] if took else reply[1]) if reply else None)
-        room = int(reply[2]) if reply and not took and len(reply) > 2 else -1
+        at = 4 if took else 2
+        room = int(reply[at]) if reply and len(reply) > at else -1
         self._room_at = None if room < 0 else now + room / 1000
         return took
 

@@ -295,6 +295,33 @@ class LimitContract:
         assert sorted(d.workflow for d in [*first, third]) == sorted(workflows)
         await scheduler.done(third)
 
+    async def test_a_rate_limit_keeps_handing_out_window_after_window(
+        self, make_durables: MakeDurables
+    ) -> None:
+        # Three windows' worth queued at once: a window frees by time alone (no answer brings
+        # the parked ones back), so a store that forgets them after the second stalls here.
+        (durable,) = await make_durables(LONG, 1)
+        per, at_most, count = timedelta(milliseconds=500), 10, 30
+        limit = Limit(fresh("rate"), at_most, per=per)
+        for _ in range(count):
+            await durable.scheduler.make_ready(fresh(), limit=limit)
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + 15.0  # about a second on a healthy store
+        spans: list[tuple[float, float]] = []  # (asked, answered) of each take, loop time
+        held: list[Taken] = []  # answered at the end: nothing but time may free the window
+        while len(spans) < count and loop.time() < give_up:
+            asked = loop.time()
+            took = await _take_some(durable, timedelta(seconds=1), many=len(spans) % 2 == 0)
+            spans += [(asked, loop.time())] * len(took)
+            held += took
+        for one in held:
+            await _answer(durable, one)
+        assert len(spans) == count, f"{len(spans)} of {count} taken: the window stalled"
+        # Take i + at_most was counted at least `per` after take i (the store's clock, to the
+        # ms): its answer came no sooner than that after take i was asked for.
+        for first, later in zip(spans, spans[at_most:], strict=False):
+            assert later[1] - first[0] >= per.total_seconds() * 0.95, "over the rate"
+
 
 class LimitUnderWorkContract:
     """A limit under the real `work` loop of two workers. Needs `make_durables`."""

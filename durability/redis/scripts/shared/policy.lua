@@ -99,6 +99,8 @@ end
 
 -- Put back as many of limit k's parked wakeups as it has room for (`put_back(workflow, p,
 -- ready)` makes one ready again); the rest wait until `when` room may come, or `fallback`.
+-- A rate window frees by time alone, with no answer to bring the rest back: they wait until
+-- the window next has room once the ones put back are taken (about now), and no later.
 local function unpark(S, k, n, per, now, put_back, fallback)
   local free, when = room(S, k, n, per, now)
   local parked = S .. ':parked:' .. k
@@ -107,6 +109,12 @@ local function unpark(S, k, n, per, now, put_back, fallback)
     for i = 1, #popped, 2 do
       local order = tonumber(popped[i + 1])
       put_back(popped[i], 100 - math.floor(order / BAND), order % BAND)
+    end
+    if per > 0 then
+      -- The oldest take in the window (the stream counts a put-back wakeup as it goes back,
+      -- the set when it is taken) ages out first.
+      local first = redis.call('ZRANGE', S .. ':rate:' .. k, 0, 0, 'WITHSCORES')
+      when = math.min(first[2] and tonumber(first[2]) or now, now) + per
     end
   end
   if redis.call('EXISTS', parked) == 0 then

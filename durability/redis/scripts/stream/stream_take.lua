@@ -3,8 +3,9 @@
 -- (and as the scheduler's own look).
 -- KEYS[1] = {ns}:ready   ARGV[1] = group   ARGV[2] = consumer   ARGV[3] = the workflow field
 -- ARGV[4] = lease in ms (for a limit's holders; absent: no limit can be in use)
--- Returns {workflow, entry id, policy ('' for none), levels}, or {false, levels, ms until a
--- limit's parked wakeups may have room (-1: none parked)} when nothing new is there; levels
+-- Returns {workflow, entry id, policy ('' for none), levels, ms until a limit's parked wakeups
+-- may have room (-1: none parked; absent on the common path, where none are)}, or {false,
+-- levels, that ms} when nothing new is there; levels
 -- lists the priorities other than 0 in use ('5,-1'), so a reader blocks on every level's
 -- stream (see stream_policy.lua), and no longer than until that room may come.
 --
@@ -42,15 +43,23 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local keys = level_keys(R)
 local levels = table.concat(redis.call('ZREVRANGE', R .. ':levels', 0, -1), ',')
-local function nothing()
-  -- And when a limit's parked wakeups may have room (this look may have parked some).
+-- When a limit's parked wakeups may have room (this look may have parked some), in ms from
+-- now: told with a take too, since a rate window frees by time alone and only a look puts its
+-- parked wakeups back, so the reader must look again then even if entries kept it busy.
+local function room_in()
   local next = redis.call('ZRANGE', R .. ':parked', 0, 0, 'WITHSCORES')
-  if next[2] then return {false, levels, math.max(tonumber(next[2]) - now, 0)} end
-  return {false, levels, -1}
+  if next[2] then return math.max(tonumber(next[2]) - now, 0) end
+  return -1
+end
+local function nothing()
+  return {false, levels, room_in()}
+end
+local function took(workflow, id, policy)
+  return {workflow, id, policy, levels, room_in()}
 end
 if ahead then
   if admit(R, R, ahead[1], ahead[2], ahead[3], lease, now) then
-    return {ahead[2], ahead[1], ahead[3], levels}
+    return took(ahead[2], ahead[1], ahead[3])
   end
 elseif redis.call('EXISTS', R .. ':parked') == 1 then
   unpark_due(R, now, stream_put_back(R, now, now + lease), now + lease)
@@ -71,10 +80,10 @@ for _, key in ipairs(keys) do
       return nothing()
     elseif policy == '' then
       if not superseded(R, key, ARGV[1], entry[1], workflow) then
-        return {workflow, entry[1], policy, levels}
+        return took(workflow, entry[1], policy)
       end
     elseif admit(R, key, entry[1], workflow, policy, lease, now) then
-      return {workflow, entry[1], policy, levels}
+      return took(workflow, entry[1], policy)
     end
   end
 end
