@@ -76,19 +76,16 @@ class RedisDurable(SplitDurable):
     (`wakeups.Wakeups`); `finish`'s done does not: a lost done is one extra pass. A limited
     wakeup on a sharded queue merges across shards as `make_ready`'s does (`_joined_wake`).
 
-    `take` tries the one script first (a busy worker starts each pass in one round trip); with
-    nothing there it waits in a pipeline that ends in that script (the stream's blocking read, the
-    set's doorbell: `taking.Taker`), so a woken worker starts its pass one round trip after the
-    wakeup lands. Without the doorbell the set polls with the one script, on its fixed beat.
+    `take` tries the one script first; with nothing there it waits in a pipeline that ends in it
+    (the stream's blocking read, the set's doorbell: `taking.Taker`), so a woken worker starts its
+    pass one round trip after the wakeup lands. Without the doorbell the set polls on its beat.
 
     Every script goes through the checkpointer's `ScriptBatcher`: those that concurrent passes ask
     for in one turn of the event loop travel as one pipeline.
 
-    Why a script and not a two-command pipeline: a pipeline does not stop at an error, so a write
-    the server refused (a flushed script cache, a key of the wrong type) would still be followed
-    by its wakeup, a wakeup announcing a value that is not there. In one script an error in the
-    first part ends it before the second runs, the order is kept by construction, and it is one
-    command on one connection. Every value is encoded and every id checked before it is sent.
+    A script, not a two-command pipeline: a pipeline goes on past an error, so a refused write
+    would still be followed by its wakeup; in one script the error ends it first. Every value is
+    encoded and every id checked before it is sent.
 
     On a cluster the workflow's keys and the queue's keys lie in different slots (the workflow id
     and the namespace are different hash tags), which no one script or ordered pipeline can span,
