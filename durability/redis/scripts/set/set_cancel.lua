@@ -6,6 +6,7 @@
 -- ARGV[1] = workflow   ARGV[2] = lease in ms
 -- Returns how many went (0 or 1).
 -- include: policy
+-- include: set_release
 local S, workflow = KEYS[1], ARGV[1]
 if redis.call('EXISTS', S .. ':policy') == 0 then
   return redis.call('ZREM', S, workflow)
@@ -24,19 +25,11 @@ if k and per == 0 and score and tonumber(score) % 1 ~= 0 then
   local clock = redis.call('TIME')
   local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
   local rang = false
-  local function ready_again(parked, at, ready)
-    redis.call('ZADD', level_key(S, at), ready, parked)
-    note_level(S, at)
-    rang = true
-  end
   for _, receipt in ipairs(redis.call('ZRANGE', S .. ':held:' .. k, 0, -1)) do
     if tonumber(receipt) == held then
-      release(S, k, n, per, receipt, now, ready_again, now + tonumber(ARGV[2]))
+      rang = set_release(S, k, n, per, receipt, now, tonumber(ARGV[2])) or rang
     end
   end
-  if rang and KEYS[2] then
-    redis.call('LPUSH', KEYS[2], 1)
-    redis.call('LTRIM', KEYS[2], 0, 63)
-  end
+  if rang then ring(KEYS[2]) end
 end
 return gone

@@ -15,6 +15,7 @@ if not ARGV[3] then
   return 0
 end
 -- include: policy
+-- include: set_release
 local S, workflow = KEYS[1], ARGV[1]
 local p, k, n, per = policy_of(ARGV[3])
 local key = level_key(S, p)
@@ -27,16 +28,6 @@ end
 if k then
   local clock = redis.call('TIME')
   local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-  local rang = false
-  local function ready_again(parked, level, ready)
-    redis.call('ZADD', level_key(S, level), ready, parked)
-    note_level(S, level)
-    rang = true
-  end
-  release(S, k, n, per, ARGV[2], now, ready_again, now + tonumber(ARGV[4]))
-  if rang and KEYS[2] then
-    redis.call('LPUSH', KEYS[2], 1)
-    redis.call('LTRIM', KEYS[2], 0, 63)
-  end
+  if set_release(S, k, n, per, ARGV[2], now, tonumber(ARGV[4])) then ring(KEYS[2]) end
 end
 return removed

@@ -8,6 +8,7 @@
 -- The sleeper keeps the delivery's policy (it comes back as it went); a wakeup that landed
 -- mid-pass merges with it. A delivery under a concurrency limit gives its slot back.
 -- include: policy
+-- include: set_release
 local S, workflow, when = KEYS[1], ARGV[1], tonumber(ARGV[3])
 local theirs = ARGV[4] or ''
 local current = false
@@ -53,15 +54,7 @@ else
 end
 local _, k, n, per = policy_of(theirs)
 if k then
-  local function ready_again(parked, level, ready)
-    redis.call('ZADD', level_key(S, level), ready, parked)
-    note_level(S, level)
-    rang = true
-  end
-  release(S, k, n, per, ARGV[2], now, ready_again, now + tonumber(ARGV[5]))
+  rang = set_release(S, k, n, per, ARGV[2], now, tonumber(ARGV[5])) or rang
 end
-if rang and KEYS[2] then
-  redis.call('LPUSH', KEYS[2], 1)
-  redis.call('LTRIM', KEYS[2], 0, 63)
-end
+if rang then ring(KEYS[2]) end
 return woken
