@@ -76,6 +76,25 @@ async def _take_some(
     return [] if one is None else [one]
 
 
+async def _holding_one_with_a_reader_waiting(
+    durable: Durable,
+) -> tuple[Taken, str, asyncio.Task[Delivery | None]]:
+    """A limit of 1 held by a taken pass, a second wakeup of it queued, and a reader waiting on
+    it (not handed out while the limit is full): the pass, the waiting workflow, the reader."""
+    scheduler = durable.scheduler
+    limit = Limit(fresh("limit"), 1)
+    holder, waiting = fresh("holder"), fresh("waiting")
+    await scheduler.make_ready(holder, limit=limit)
+    held = await durable.take(PATIENT, LONG, LONG)
+    assert held is not None and held.holder is not None
+    assert held.delivery.workflow == holder
+    await scheduler.make_ready(waiting, limit=limit)
+    reader = asyncio.create_task(scheduler.next_ready(PATIENT))
+    await asyncio.sleep(0.2)
+    assert not reader.done(), "handed out while the limit was full"
+    return held, waiting, reader
+
+
 class LimitContract:
     """Concurrency and rate limits, kept where the take happens. Needs `make_durables`."""
 
@@ -106,15 +125,8 @@ class LimitContract:
     ) -> None:
         (durable,) = await make_durables(LONG, 1)
         scheduler = durable.scheduler
-        limit = Limit(fresh("limit"), 1)
-        holder, waiting = fresh("holder"), fresh("waiting")
-        await scheduler.make_ready(holder, limit=limit)
-        held = await durable.take(PATIENT, LONG, LONG)
-        assert held is not None and held.holder is not None
-        await scheduler.make_ready(waiting, limit=limit)
-        reader = asyncio.create_task(scheduler.next_ready(PATIENT))
-        await asyncio.sleep(0.2)
-        assert not reader.done(), "handed out while the limit was full"
+        held, waiting, reader = await _holding_one_with_a_reader_waiting(durable)
+        assert held.holder is not None  # (the helper checked it; said again for the type)
         if answer == "finish":
             await durable.finish(held.holder, held.delivery)
         else:
@@ -134,17 +146,8 @@ class LimitContract:
         reader waiting on the limit is woken for it: long before the holder's lease lapses."""
         (durable,) = await make_durables(LONG, 1)
         scheduler = durable.scheduler
-        limit = Limit(fresh("limit"), 1)
-        holder, waiting = fresh("holder"), fresh("waiting")
-        await scheduler.make_ready(holder, limit=limit)
-        held = await durable.take(PATIENT, LONG, LONG)
-        assert held is not None and held.holder is not None
-        assert held.delivery.workflow == holder
-        await scheduler.make_ready(waiting, limit=limit)
-        reader = asyncio.create_task(scheduler.next_ready(PATIENT))
-        await asyncio.sleep(0.2)
-        assert not reader.done(), "handed out while the limit was full"
-        assert await inspected(durable).cancel(holder)
+        held, waiting, reader = await _holding_one_with_a_reader_waiting(durable)
+        assert await inspected(durable).cancel(held.delivery.workflow)
         delivery = await reader  # PATIENT: far inside the holder's lease (LONG)
         assert delivery is not None and delivery.workflow == waiting
         await scheduler.done(held.delivery)  # the cancelled pass answers late: changes nothing
