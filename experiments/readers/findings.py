@@ -362,7 +362,7 @@ def _policies(where: Path) -> str:
     ab = ""
     if plain.attrs.get("source") == "one sitting" and len(plain):
         ab = ("The common path (no priority, no limit, no schedule), after the policies over "
-              "before, from the one-sitting A/B in `results/ab/policies-common/`: one "
+              "before, from the one-sitting A/B in `results/ab/common-path-quiet/`: one "
               f"process's one-step throughput {told(plain, 'rate')}; median start at 20/s "
               f"{told(plain, 'p50')}.")
     elif "rate_ratio" in plain:

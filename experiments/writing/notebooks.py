@@ -773,7 +773,7 @@ blank(c.set_index('backend'))
 from experiments.readers.summaries.policies import told
 if c.attrs.get('source') == 'one sitting':
     runs = c.attrs['runs']
-    text = (f\"\"\"From the one-sitting A/B in `results/ab/policies-common/` ({runs['before']} runs
+    text = (f\"\"\"From the one-sitting A/B in `results/ab/common-path-quiet/` ({runs['before']} runs
 before the policies, {runs['after']} after, interleaved), after over before: one process's one-step
 throughput {told(c, 'rate')}; median start at 20/s {told(c, 'p50')}.\"\"\")
 elif 'rate_ratio' in c:

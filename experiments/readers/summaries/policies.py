@@ -93,9 +93,11 @@ def rates(table: Any) -> Any:
 
 
 #: Where a one-sitting A/B of the common path is kept, under a results folder: runs of
-#: `throughput` and `latency` at the revision before the policies (`before*/`) and after
-#: (`after*/`), interleaved (`results/ab/policies-common/README.md` says how).
-AB = Path("ab") / "policies-common"
+#: `throughput` and `latency` at the revision before the policies (`seam*/`) and after
+#: (`main*/`), interleaved (`results/ab/common-path-quiet/README.md` says how).
+AB = Path("ab") / "common-path-quiet"
+#: The A/B's folder prefix for each side.
+SIDES = {"before": "seam", "after": "main"}
 
 
 def common(frame: Any, where: Path | None) -> Any:
@@ -112,7 +114,7 @@ def common(frame: Any, where: Path | None) -> Any:
     from experiments.results import load, metadata
 
     if where is not None and (where / AB).is_dir():
-        sides = {side: _sides(where / AB, side) for side in ("before", "after")}
+        sides = {side: _sides(where / AB, prefix) for side, prefix in SIDES.items()}
         table = _against(sides["after"], sides["before"])
         table.attrs.update(source="one sitting", runs={k: len(v) for k, v in sides.items()})
         return table
