@@ -27,8 +27,12 @@ async def _child() -> None:
     assert durability.__file__.startswith(os.environ["AB_TREE"]), durability.__file__
     from psycopg_pool import AsyncConnectionPool
 
-    from durability.postgres import (PostgresCheckpointer, PostgresDurable, PostgresScheduler,
-                                     migrate)
+    from durability.postgres import (
+        PostgresCheckpointer,
+        PostgresDurable,
+        PostgresScheduler,
+        migrate,
+    )
 
     async with AsyncConnectionPool(URL, min_size=2, max_size=2,
                                    kwargs={"autocommit": True}) as pool:
