@@ -349,7 +349,7 @@ chosen AS MATERIALIZED (
     -- look them up as `queue = $1 AND workflow = ANY (...)`, and a queue whose statistics
     -- predate a burst (or a table never analyzed) gets a scan of every row of the queue, for
     -- each take.
-    SELECT ctid, workflow, receipt FROM durability.queue
+    SELECT ctid, tableoid, workflow, receipt FROM durability.queue
     WHERE queue = %(queue)s AND priority = 0 AND visible_at <= (SELECT t FROM now)
       AND limit_key IS NULL AND (SELECT yes FROM plain)
     ORDER BY visible_at
@@ -419,6 +419,10 @@ done AS (
     -- lease's end for one extra, harmless pass.
     DELETE FROM durability.queue AS q
     WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM placed))
+      -- An asked row, not one at the same place in another partition of a partitioned
+      -- queue (a ctid names a row within one table: see scheduler.sql's `taken`).
+      AND (SELECT count(*) FROM asked AS a
+           WHERE a.workflow = q.workflow AND a.receipt = q.receipt AND q.queue = %(queue)s) > 0
       AND (SELECT count(*) FROM quick) = 1
     RETURNING 1
 ),

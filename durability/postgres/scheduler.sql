@@ -136,7 +136,7 @@ quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
 
 -- name: taken
 -- The part every take that locks its rows first shares (`taking` here, `take_many_plain` in
--- durable.sql): the rows of the CTE `chosen` (each locked, its ctid, workflow and receipt)
+-- durable.sql): the rows of the CTE `chosen` (each locked; its ctid, tableoid, workflow, receipt)
 -- hidden for one lease under a take's receipt (the clock in microseconds, or one more than
 -- the row's), found by where they lie (a TID scan: the lock is held, so they cannot move).
 -- Answers each row's policy columns too (the plain take's are NULL and go unread). Ends
@@ -147,6 +147,11 @@ taken AS (
         receipt = greatest(now.us, q.receipt + 1)
     FROM now, (SELECT count(*) FROM quick) AS unflushed
     WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM chosen))
+      -- A ctid names a row within one table: on a partitioned queue the TID scan meets the
+      -- same place in every partition, rows this take never locked (another take's: a wait,
+      -- and a deadlock). Only the chosen partition's row is this take's.
+      AND q.tableoid = (SELECT c.tableoid FROM chosen AS c
+                        WHERE c.ctid = q.ctid AND c.tableoid = q.tableoid)
     RETURNING q.workflow, q.receipt,
               -- Whether its holder's lease lapsed: the receipt the row held when picked was a
               -- take's, a clock reading, not a wakeup's from the sequence, whose values stay
@@ -180,7 +185,7 @@ WITH
 ,
 picked AS MATERIALIZED (
     SELECT p.* FROM levels CROSS JOIN LATERAL (
-        SELECT q.ctid, q.workflow, q.receipt, q.priority, q.visible_at, q.limit_key,
+        SELECT q.ctid, q.tableoid, q.workflow, q.receipt, q.priority, q.visible_at, q.limit_key,
                q.limit_at_most, q.limit_per,
                -- The take's receipt: the clock in microseconds, or one more than the row's.
                greatest((SELECT us FROM now), q.receipt + 1) AS next
