@@ -514,8 +514,11 @@ freed AS (
     SET held = (SELECT coalesce(jsonb_object_agg(h.key, h.value), '{}')
                 FROM jsonb_each(l.held) AS h WHERE h.value ->> 0 <> %(workflow)s::text)
     FROM (SELECT count(*) FROM dequeued) AS after_dequeued
-    WHERE l.queue = %(queue)s AND l.per IS NULL
-      AND EXISTS (SELECT FROM jsonb_each(l.held) AS h WHERE h.value ->> 0 = %(workflow)s::text)
+    -- The holders' array is schema.sql's limits_by_holder: the rows holding one come from it.
+    -- The queue is compared in "C" (equal exactly when equal in the column's collation) so
+    -- no plan reads the primary key's range of the queue, every key's row, instead.
+    WHERE jsonb_path_query_array(l.held, '$.*[0]') @> jsonb_build_array(%(workflow)s::text)
+      AND l.queue COLLATE "C" = %(queue)s AND l.per IS NULL
     RETURNING 1
 ),
 told AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f)

@@ -94,6 +94,11 @@ CREATE TABLE IF NOT EXISTS durability.limits (
     last    text     NOT NULL,
     PRIMARY KEY (queue, key)
 );
+-- The limits rows by the workflows their holds name: a cancel frees its workflow's slots from
+-- the rows that hold one (`releasing`), not by reading every key's row of the queue. An
+-- existing schema gains it here (IF NOT EXISTS); the expression must match releasing's.
+CREATE INDEX IF NOT EXISTS limits_by_holder ON durability.limits
+    USING gin (jsonb_path_query_array(held, '$.*[0]'));
 
 -- Where each workflow's last pass (or an explicit retry) left it: its state and that state's
 -- JSON detail (durability.status). The id is in the "C" collation so the index orders it by

@@ -33,3 +33,8 @@ CREATE TABLE IF NOT EXISTS durability_holds (
 
 -- A file migrated while this held a trigger writing the holds: the take writes them itself.
 DROP TRIGGER IF EXISTS durability_queue_held;
+
+-- The holds of a workflow: a cancel's (`cancel_holds`), and a take's look for a re-taken
+-- workflow's own hold, find them here rather than among every hold of the queue or key.
+CREATE INDEX IF NOT EXISTS durability_holds_by_workflow
+    ON durability_holds (queue, workflow);

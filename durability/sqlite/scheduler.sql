@@ -97,15 +97,24 @@ WHERE rowid = coalesce((
 ), (
 -- include: scheduler.sql levels
     SELECT found FROM (
+        -- Each key's live holds are counted once (`live`), not once a row: behind a full
+        -- limit every ready row of its key is passed over, and a count a row made a take
+        -- that missed cost the write lock in proportion to the rows times the holds. A
+        -- workflow's own concurrency hold (a re-take) is looked for, by workflow, only where
+        -- it decides.
         SELECT (SELECT q.rowid FROM durability_queue AS q
+                LEFT JOIN (SELECT h.key AS key, count(*) AS n FROM durability_holds AS h
+                           WHERE h.queue = :queue AND h.until_us > durability_now_us()
+                           GROUP BY h.key) AS live ON live.key = q.limit_key
                 WHERE q.queue = :queue AND q.priority = level.priority
                   AND q.visible_us <= durability_now_us()
                   AND (q.limit_key IS NULL
-                       OR (SELECT count(*) FROM durability_holds AS h
-                           WHERE h.queue = q.queue AND h.key = q.limit_key
-                             AND h.until_us > durability_now_us()
-                             AND (q.limit_per_us IS NOT NULL OR h.workflow <> q.workflow))
-                          < q.limit_at_most)
+                       OR ifnull(live.n, 0) < q.limit_at_most
+                       OR (q.limit_per_us IS NULL AND live.n - 1 < q.limit_at_most
+                           AND EXISTS (SELECT 1 FROM durability_holds AS h
+                                       WHERE h.queue = q.queue AND h.workflow = q.workflow
+                                         AND h.key = q.limit_key
+                                         AND h.until_us > durability_now_us())))
                 ORDER BY q.visible_us, q.rowid
                 LIMIT 1) AS found
         FROM level WHERE level.priority IS NOT NULL

@@ -95,6 +95,41 @@ async def test_a_generic_plan_reaches_its_rows_by_key_on_tables_never_analyzed(
     schema: tuple[Any, str], filename: str, name: str
 ) -> None:
     pool, where = schema
+    scans = await _explained(pool, where, filename, name)
+    assert any(scan.get("Relation Name") in TABLES for scan, _ in scans), "reads no table?"
+    for scan, above in scans:
+        table = scan.get("Relation Name")
+        assert not (table in TABLES and scan["Node Type"] == "Seq Scan"), (
+            f"{name} reads all of {table}"
+        )
+        # The queue by priority is read a level at a time (the level in the condition), or
+        # for its highest level alone (one entry: a Limit above the scan).
+        if scan.get("Index Name") == "queue_by_priority" and above != "Limit":
+            assert "priority" in str(scan.get("Index Cond", "")), (
+                f"{name} reads the whole queue for its rows"
+            )
+
+
+@pytest.mark.parametrize(("filename", "name"), [("scheduler.sql", "cancel"),
+                                                ("durable.sql", "delete")])
+async def test_a_cancel_reads_only_the_limits_rows_its_workflow_holds_a_slot_in(
+    schema: tuple[Any, str], filename: str, name: str
+) -> None:
+    """Not every key's row of the queue (the primary key's range of it): the rows whose holds
+    name the workflow, found through the holders' index."""
+    pool, where = schema
+    scans = await _explained(pool, where, filename, name)
+    read = {scan["Index Name"] for scan, _ in scans
+            if scan.get("Index Name", "").startswith("limits")}
+    assert read == {"limits_by_holder"}, f"{name} reads the limits through {read}"
+    assert not any(scan.get("Relation Name") == "limits" and scan["Node Type"] == "Seq Scan"
+                   for scan, _ in scans)
+
+
+async def _explained(
+    pool: Any, where: str, filename: str, name: str
+) -> list[tuple[dict[str, Any], str]]:
+    """The generic plan of statement `name`, as `_scans` lists its reads."""
     sql = statements(filename, where)[name]
     names: list[str] = []
 
@@ -131,19 +166,7 @@ async def test_a_generic_plan_reaches_its_rows_by_key_on_tables_never_analyzed(
             await conn.execute("RESET plan_cache_mode")
     assert row is not None
     plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
-    scans = list(_scans(plan[0]["Plan"]))
-    assert any(scan.get("Relation Name") in TABLES for scan, _ in scans), "reads no table?"
-    for scan, above in scans:
-        table = scan.get("Relation Name")
-        assert not (table in TABLES and scan["Node Type"] == "Seq Scan"), (
-            f"{name} reads all of {table}"
-        )
-        # The queue by priority is read a level at a time (the level in the condition), or
-        # for its highest level alone (one entry: a Limit above the scan).
-        if scan.get("Index Name") == "queue_by_priority" and above != "Limit":
-            assert "priority" in str(scan.get("Index Cond", "")), (
-                f"{name} reads the whole queue for its rows"
-            )
+    return list(_scans(plan[0]["Plan"]))
 
 
 async def test_the_store_s_connections_plan_by_key_and_an_effect_plans_as_anywhere(

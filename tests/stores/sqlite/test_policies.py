@@ -24,6 +24,7 @@ from durability.sqlite import (
     migrate,
     open_database,
 )
+from durability.sqlite.scheduler import take_step
 from durability.testing.races import most_held_at_once, taken_at_a_limit_of_one
 from durability.values import Delivery
 
@@ -339,3 +340,43 @@ async def test_a_file_made_before_priorities_migrates_and_keeps_its_rows(path: P
     assert (ready.priority, ready.limit) == (0, None)
     assert earliest is not None and earliest > datetime.now(UTC) + timedelta(hours=23)
     assert new is not None and (new.priority, new.limit) == (4, Limit("k", 1))
+
+
+async def _work_of_a_missed_take(database: SqliteDatabase, at_most: int, behind: int) -> int:
+    """SQLite's virtual machine steps (in hundreds) of a take that finds `at_most` holds
+    filling a limit, with `behind` more of its wakeups ready: every one is passed over."""
+    queue = f"full-{at_most}"
+    scheduler = SqliteScheduler(database, queue=queue)
+    limit = Limit(f"key-{at_most}", at_most)
+    for i in range(at_most + behind):
+        await scheduler.make_ready(f"{queue}-{i}", limit=limit)
+    for _ in range(at_most):
+        assert await scheduler.next_ready(SHORT) is not None
+
+    def work(connection: sqlite3.Connection) -> int:
+        steps = 0
+
+        def counted() -> int:
+            nonlocal steps
+            steps += 1
+            return 0
+
+        connection.set_progress_handler(counted, 100)
+        try:
+            assert take_step(connection, queue, BUDGET) is None
+        finally:
+            connection.set_progress_handler(None, 100)
+        return steps
+
+    return await database.write(work)
+
+
+async def test_a_take_behind_a_full_limit_counts_its_holds_once_not_once_a_ready_row(
+    database: SqliteDatabase,
+) -> None:
+    """A take that misses holds the file's write lock, so its work stalls every writer (the
+    finishes that would free a slot among them): with 200 wakeups behind a full limit, a
+    limit of 16 must cost about what a limit of 1 does, not sixteen holds read a row."""
+    one = await _work_of_a_missed_take(database, 1, 200)
+    sixteen = await _work_of_a_missed_take(database, 16, 200)
+    assert sixteen < 2 * one, (one, sixteen)
