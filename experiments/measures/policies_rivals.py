@@ -48,6 +48,9 @@ ARMS: dict[str, tuple[str, ...]] = {
 LIMITS: dict[str, tuple[int, ...]] = {"procrastinate": (1, 0)}
 #: Why a rival has no answer to an arm, from its documentation, said in the run's skipped.
 LACKS: dict[str, dict[str, str]] = {
+    "pgqueuer": {
+        "rate": "pgqueuer 1.6.0 has no rate limit: its entrypoint takes a concurrency_limit "
+                "only (0.26 had a requests_per_second; 1.6.0 dropped it)"},
     "streaq": {
         "limit": "streaq has no concurrency limit shared across workers: a worker's "
                  "`concurrency` bounds its own process only",
