@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from durability.cancelling import stop_if_cancelled
-from durability.endings import ended
+from durability.endings import Ended, ending_key
 from durability.failures import failed
 from durability.faults import StoreDown
 from durability.signals import Cancelled, Contended, Fenced, Interruption
@@ -181,9 +181,12 @@ async def _resume(
         dead = failed(run.records)
         if dead is not None:
             raise AlreadyFailed(dead)
-        over = ended(run.records)  # completed or cancelled (a failed one is `dead` above)
+        # Completed or cancelled (a failed one is `dead` above). The key is asked once a pass:
+        # the ending a completed pass writes goes under it (a body records no retry).
+        key = running.ending_key = ending_key(run.records)
+        over = run.records.get(key)
         if over is not None:
-            raise AlreadyEnded(over)
+            raise AlreadyEnded(Ended.from_record(over))
         return crew.body(run)
 
     try:
