@@ -176,15 +176,16 @@ async def _resume(
         run.starter = crew.starter
         if priority != 0:
             run.starter = functools.partial(crew.starter, priority=priority)
+        records = run.records
         if detail is not None:
-            detail("loaded", run.workflow, token=holder.token, records=run.records)
-        dead = failed(run.records)
+            detail("loaded", run.workflow, token=holder.token, records=records)
+        dead = failed(records)
         if dead is not None:
             raise AlreadyFailed(dead)
         # Completed or cancelled (a failed one is `dead` above). The key is asked once a pass:
         # the ending a completed pass writes goes under it (a body records no retry).
-        key = running.ending_key = ending_key(run.records)
-        over = run.records.get(key)
+        key = running.ending_key = ending_key(records)
+        over = records.get(key)
         if over is not None:
             raise AlreadyEnded(Ended.from_record(over))
         return crew.body(run)
