@@ -112,7 +112,8 @@ class MemoryCheckpointer:
         return state.records
 
     def _write(self, state: _Workflow, key: str, encoded: str, now: datetime) -> Recorded:
-        held = self._texts(state).get(key)
+        # `_texts` asked only when an ending waits to be made text: every write of a pass.
+        held = (state.records if state.copied is None else self._texts(state)).get(key)
         if held is not None:
             return Recorded(self._codec.decode(held[0]), False)
         state.records[key] = (encoded, now)
@@ -133,7 +134,8 @@ class MemoryCheckpointer:
         claim.token = max(_ms(now), claim.token + 1)
         claim.deadline = now + budget
         claim.until = min(now + alive, claim.deadline)
-        pairs = ((key, text) for key, (text, _) in self._texts(state).items())
+        texts = state.records if state.copied is None else self._texts(state)
+        pairs = ((key, text) for key, (text, _) in texts.items())
         records, ordinals = decode_checkpoint(self._codec, pairs)
         return Pass(workflow, claim.token, alive, claim.deadline, records, ordinals)
 
@@ -312,14 +314,15 @@ class MemoryCheckpointer:
         # A pass's last write, seldom read: JsonCodec's checked copy (refused as `encode`
         # refuses) made text only when read (`_texts`); any other codec's text now.
         codec, copied = self._codec, None
-        if isinstance(codec, JsonCodec) and type(codec) is JsonCodec:
+        if type(codec) is JsonCodec:
             encoded, copied = "", (key, codec.copy(value))
         else:
             encoded = codec.encode(value)
         workflow = self._get(holder.workflow)
         if workflow.claim.token != holder.token:
             return False
-        if key not in self._texts(workflow):  # first writer wins; nothing to decode back
+        texts = workflow.records if workflow.copied is None else self._texts(workflow)
+        if key not in texts:  # first writer wins; nothing to decode back
             workflow.records[key], workflow.copied = (encoded, self._clock()), copied
             for bell in self._bells.get(holder.workflow, ()):
                 bell.set()
