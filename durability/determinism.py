@@ -61,8 +61,8 @@ class Trail:
     """
 
     __slots__ = (
-        "_aside", "_awaited", "_checked", "_found", "_loop", "_own", "_placed", "_task",
-        "broken", "stamps",
+        "_aside", "_awaited", "_checked", "_found", "_loop", "_own", "_task", "broken",
+        "placed", "stamps",
     )
 
     def __init__(
@@ -79,8 +79,9 @@ class Trail:
         except RuntimeError:
             self._loop = None
         self._task = None if self._loop is None else asyncio.current_task(self._loop)
-        # What the pass reached: in the body's own task, in its order; elsewhere, unordered.
-        self._placed: dict[str, int] = {}
+        #: What the pass reached in the body's own task, at its ordinal (`stamp`'s answer, read
+        #: in place by `Recorder.record`); keys reached elsewhere are kept unordered.
+        self.placed: dict[str, int] = {}
         self._aside: set[str] = set()
         self._awaited: set[str] = set()  # keys read as supplied values (`awaiting`)
         self._checked = False
@@ -94,9 +95,9 @@ class Trail:
         if asyncio.current_task(self._loop) is not self._task:
             self._aside.add(key)
             return None
-        placed = self._placed.get(key)
+        placed = self.placed.get(key)
         if placed is None:
-            placed = self._placed[key] = len(self._placed)
+            placed = self.placed[key] = len(self.placed)
         return placed
 
     def awaited(self, key: str) -> int | None:
@@ -112,7 +113,7 @@ class Trail:
         """The ordinal a record of `key` written now carries: the one the body's own task
         reached it at, whichever task produced it (that task's code reaches it there on every
         pass), or none."""
-        return self._placed.get(key)
+        return self.placed.get(key)
 
     def new(self, workflow: str, key: str, ordinal: int | None) -> None:
         """`key`, reached at `ordinal`, is not recorded and is about to be produced (or waited
@@ -128,7 +129,7 @@ class Trail:
             return
         missed: str | None = None
         lowest = ordinal + 1
-        placed, aside = self._placed, self._aside
+        placed, aside = self.placed, self._aside
         for recorded, at in own.items():
             if at is not None and at < lowest and recorded not in placed and recorded not in aside:
                 missed, lowest = recorded, at
@@ -147,7 +148,7 @@ class Trail:
         if self.broken is not None:
             raise self.broken
         own = self._own or {}
-        placed, aside = self._placed, self._aside
+        placed, aside = self.placed, self._aside
         unstamped = {key for key in self._found if key not in own and not _outside(key)}
         legacy = any(
             (key in placed or key in aside) and key not in self._awaited for key in unstamped

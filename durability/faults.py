@@ -92,7 +92,7 @@ async def patiently(
     it wrote.
     """
     attempts = ATTEMPTS if attempts is None else attempts
-    pause = (FIRST if first is None else first).total_seconds()
+    pause = 0.0  # the first pause is read only once a try failed: most calls need none
     for attempt in range(1, attempts + 1):
         try:
             return await call()
@@ -109,6 +109,8 @@ async def patiently(
                 error,
             )
         # Jittered, so the passes a dropped connection failed together do not retry together.
+        if attempt == 1:
+            pause = (FIRST if first is None else first).total_seconds()
         stop_if_cancelled()
         await asyncio.sleep(pause * random.uniform(0.5, 1.5))
         pause = min(pause * 2, LONGEST.total_seconds())

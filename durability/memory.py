@@ -112,7 +112,8 @@ class MemoryCheckpointer:
         return state.records
 
     def _write(self, state: _Workflow, key: str, encoded: str, now: datetime) -> Recorded:
-        held = self._texts(state).get(key)
+        # `_texts` asked only when an ending waits to be made text: every write of a pass.
+        held = (state.records if state.copied is None else self._texts(state)).get(key)
         if held is not None:
             return Recorded(self._codec.decode(held[0]), False)
         state.records[key] = (encoded, now)
@@ -133,7 +134,8 @@ class MemoryCheckpointer:
         claim.token = max(_ms(now), claim.token + 1)
         claim.deadline = now + budget
         claim.until = min(now + alive, claim.deadline)
-        pairs = ((key, text) for key, (text, _) in self._texts(state).items())
+        texts = state.records if state.copied is None else self._texts(state)
+        pairs = ((key, text) for key, (text, _) in texts.items())
         records, ordinals = decode_checkpoint(self._codec, pairs)
         return Pass(workflow, claim.token, alive, claim.deadline, records, ordinals)
 
@@ -221,7 +223,7 @@ class MemoryCheckpointer:
         state.records.clear()
         state.copied = None
         if state.standing is not None:
-            self._index(workflow, state.standing.state, None)
+            _index(self._listed, workflow, state.standing.state, None)
         state.standing = None
         # Raise the fence: a pass still running is refused at its next write, and the next
         # claim is stamped above anything handed out before.
@@ -269,22 +271,8 @@ class MemoryCheckpointer:
         workflow = self._get(holder.workflow)
         if workflow.claim.token != holder.token:
             return False
-        was = None if workflow.standing is None else workflow.standing.state
-        workflow.standing = Standing(holder.workflow, state, held, self._clock())
-        if was != state:
-            self._index(holder.workflow, was, state)
+        _place(self._listed, workflow, state, held, self._clock())
         return True
-
-    def _index(self, workflow: str, was: str | None, state: str | None) -> None:
-        """Move `workflow` between the per-state id sets a listing reads (`_listed`) as its
-        standing goes from `was` to `state` (`None`: no standing)."""
-        if was is not None:
-            self._listed[was].discard(workflow)
-        if state is not None:
-            ids = self._listed.get(state)
-            if ids is None:  # not `setdefault`: that would make a set on every pass's end
-                ids = self._listed[state] = SortedIds()
-            ids.add(workflow)
 
     @counted
     async def settle(self, holder: Pass, state: str, detail: Mapping[str, object]) -> bool:
@@ -312,18 +300,21 @@ class MemoryCheckpointer:
         # A pass's last write, seldom read: JsonCodec's checked copy (refused as `encode`
         # refuses) made text only when read (`_texts`); any other codec's text now.
         codec, copied = self._codec, None
-        if isinstance(codec, JsonCodec) and type(codec) is JsonCodec:
+        if type(codec) is JsonCodec:
             encoded, copied = "", (key, codec.copy(value))
         else:
             encoded = codec.encode(value)
+        held = _as_json(detail)  # refused before anything is written
         workflow = self._get(holder.workflow)
         if workflow.claim.token != holder.token:
             return False
-        if key not in self._texts(workflow):  # first writer wins; nothing to decode back
-            workflow.records[key], workflow.copied = (encoded, self._clock()), copied
+        now = self._clock()
+        texts = workflow.records if workflow.copied is None else self._texts(workflow)
+        if key not in texts:  # first writer wins; nothing to decode back
+            workflow.records[key], workflow.copied = (encoded, now), copied
             for bell in self._bells.get(holder.workflow, ()):
                 bell.set()
-        self._stand(holder, state, detail)
+        _place(self._listed, workflow, state, held, now)
         workflow.claim.until = NEVER
         return True
 
@@ -365,6 +356,29 @@ class MemoryCheckpointer:
         check_page(prefix, 1, None)
         counts = {state: ids.count(prefix or "") for state, ids in self._listed.items()}
         return {state: count for state, count in counts.items() if count}
+
+
+def _place(
+    listed: dict[str, SortedIds], workflow: _Workflow, state: str, held: dict[str, object],
+    now: datetime,
+) -> None:
+    """Write the standing of `workflow`, whose claim was checked (and `state` too)."""
+    was = None if workflow.standing is None else workflow.standing.state
+    workflow.standing = Standing(workflow.name, state, held, now)
+    if was != state:
+        _index(listed, workflow.name, was, state)
+
+
+def _index(listed: dict[str, SortedIds], workflow: str, was: str | None, state: str | None) -> None:
+    """Move `workflow` between the per-state id sets a listing reads (`listed`) as its standing
+    goes from `was` to `state` (`None`: no standing)."""
+    if was is not None:
+        listed[was].discard(workflow)
+    if state is not None:
+        ids = listed.get(state)
+        if ids is None:  # not `setdefault`: that would make a set on every pass's end
+            ids = listed[state] = SortedIds()
+        ids.add(workflow)
 
 
 def _as_json(detail: Mapping[str, object]) -> dict[str, object]:

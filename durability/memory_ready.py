@@ -94,18 +94,12 @@ class Ready:
         """Forget `workflow`'s wakeup (its heap entries lapse where they lie)."""
         return self._wakeups.pop(workflow, None) is not None
 
-    def _current(self, entry: _Entry) -> Wakeup | None:
-        wakeup = self._wakeups.get(entry[2])
-        if wakeup is None or wakeup.order != entry[1] or -wakeup.priority != entry[0]:
-            return None
-        return wakeup
-
     def pick(
         self, fits: Callable[[Limit, datetime], bool], now: datetime
     ) -> tuple[str, Wakeup] | None:
         """Take the first wakeup whose limit `fits` at `now`, parking every one before it that
         does not fit under its limit's key; None if none fits."""
-        heap, line = self._heap, self._line
+        heap, line, wakeups = self._heap, self._line, self._wakeups
         while heap or line:
             # The smaller of the two heads: the line holds priority 0 in order, the heap the rest
             # (and whatever was parked and put back).
@@ -113,13 +107,14 @@ class Ready:
                 entry = heapq.heappop(heap)
             else:
                 entry = line.popleft()
-            wakeup = self._current(entry)
-            if wakeup is None:
+            # An entry is stale if its workflow's wakeup was taken, removed or moved since.
+            wakeup = wakeups.get(entry[2])
+            if wakeup is None or wakeup.order != entry[1] or -wakeup.priority != entry[0]:
                 continue
             if wakeup.limit is not None and not fits(wakeup.limit, now):
                 self._parked.setdefault(wakeup.limit.key, []).append(entry)
                 continue
-            del self._wakeups[entry[2]]
+            del wakeups[entry[2]]
             return entry[2], wakeup
         return None
 

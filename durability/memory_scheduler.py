@@ -94,7 +94,9 @@ class MemoryScheduler(Reclaim):
             check_priority(priority)
         if limit is not None:
             check_limit(limit)
-        self._enqueue(workflow, priority, limit)
+        self._ready.add(workflow, priority, limit)  # `_enqueue`, inline: every arrival
+        if self._waiters:
+            self._wake()
 
     # -- limits: what a full one waits for --------------------------------------------------
 
@@ -188,7 +190,7 @@ class MemoryScheduler(Reclaim):
     @counted
     async def done(self, delivery: Delivery) -> None:
         held = self._pending.pop(delivery.receipt, None)
-        if held is not None:
+        if held is not None and held.limit is not None:  # no limit: no slot to free
             self._free(delivery.receipt, held)
 
     @counted

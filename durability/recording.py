@@ -126,9 +126,9 @@ class Recorder:
     async def record(self, key: str, value: object) -> object:
         """`key` recorded as `value` under the claim (first writer wins: what it kept), stamped
         with the ordinal its reach was given where the store reads stamps back."""
-        ordinal = self.trail.stamp(key)
-        if self.trail.stamps:
-            value = Stamped(value, ordinal)
+        trail = self.trail
+        if trail.stamps:  # the ordinal `Trail.stamp` gives, read in place: every step's write
+            value = Stamped(value, trail.placed.get(key))
         return await self.write(lambda: self._checkpointer.record(self.holder, key, value))
 
     async def mark(self, key: str, value: object) -> object:

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from durability.cancelling import stop_if_cancelled
-from durability.endings import ended
+from durability.endings import Ended, ending_key
 from durability.failures import failed
 from durability.faults import StoreDown
 from durability.signals import Cancelled, Contended, Fenced, Interruption
@@ -176,14 +176,18 @@ async def _resume(
         run.starter = crew.starter
         if priority != 0:
             run.starter = functools.partial(crew.starter, priority=priority)
+        records = run.records
         if detail is not None:
-            detail("loaded", run.workflow, token=holder.token, records=run.records)
-        dead = failed(run.records)
+            detail("loaded", run.workflow, token=holder.token, records=records)
+        dead = failed(records)
         if dead is not None:
             raise AlreadyFailed(dead)
-        over = ended(run.records)  # completed or cancelled (a failed one is `dead` above)
+        # Completed or cancelled (a failed one is `dead` above). The key is asked once a pass:
+        # the ending a completed pass writes goes under it (a body records no retry).
+        key = running.ending_key = ending_key(records)
+        over = records.get(key)
         if over is not None:
-            raise AlreadyEnded(over)
+            raise AlreadyEnded(Ended.from_record(over))
         return crew.body(run)
 
     try:

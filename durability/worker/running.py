@@ -28,6 +28,7 @@ class Running:
     claimed: bool = False  # the reader took and claimed it in one move
     reclaimed: bool = False  # taken over from a worker that stopped answering
     run: Run | None = None  # the body's Run, once the pass has started it
+    ending_key: str | None = None  # the epoch's ending key, as the pass found it (asked once)
 
     def halt(self) -> None:
         """Stop the body (the keeper: the budget is spent or the claim taken). A cancel of the
