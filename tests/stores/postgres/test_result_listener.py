@@ -78,7 +78,7 @@ async def test_a_result_arrives_when_the_listening_connection_is_cut(
 
     async with checkpointer.pool.connection() as conn:
         await conn.execute("SELECT pg_terminate_backend(%s)", (cut,))
-    [again] = await until_listening(checkpointer, name, 1, gone=cut)  # it connects again
+    await until_listening(checkpointer, name, 1, gone=cut)  # the listener connects again
     await ended(checkpointer, workflow, "after the cut")
 
     async with asyncio.timeout(PATIENCE):
