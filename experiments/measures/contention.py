@@ -27,6 +27,8 @@ TITLE = "what bounds one Postgres: statements, WAL and waits per pass"
 
 PROCESSES = (1, 2, 4)
 ARMS = ("notify", "silent", "partitioned")
+#: `--set arm=partitioned` runs one arm alone, and with `--merge` replaces only its rows.
+SELECTORS = ("arm",)
 #: The partitions of the partitioned arm's queue table, and the processes it runs at.
 PARTITIONS, PARTITIONED_AT = 4, (4,)
 #: How long each workflow sleeps between its two passes: long enough that the first pass

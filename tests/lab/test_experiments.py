@@ -399,3 +399,17 @@ async def test_contention_accounts_for_a_tiny_run_on_a_private_postgres(arm: str
     assert [r["value"] for r in arrivals] == [1.0]  # one statement an arrival
     heard = by[("arrive", "notifications_per_op")]
     assert heard == (1.0 if arm == "notify" else 0.0)
+
+
+def test_a_contention_run_of_one_arm_without_statements_reads_as_no_statements() -> None:
+    """`--set arm=partitioned` makes no `notify` rows, so no statement costs: the reader says
+    there are none instead of failing on the missing column."""
+    import pandas as pd
+
+    from experiments.readers.summaries.contention import statements
+
+    frame = pd.DataFrame([{"arm": "partitioned", "processes": 4, "phase": "work",
+                           "metric": "deadlocks", "value": 0.0, "statement": None}])
+    found = statements(frame, "notify", 4)
+    assert found.empty
+    assert "statement_calls" in found

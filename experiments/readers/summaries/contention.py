@@ -76,6 +76,11 @@ def statements(frame: Any, arm: str = "notify", processes: int = 4, phase: str =
                                          "statement_ms"])]
     table = rows.pivot_table(index="statement", columns="metric", values="value",
                              aggfunc="median").reset_index()
+    if "statement_calls" not in table:  # a run without that arm (`--set arm=partitioned`)
+        import pandas as pd
+
+        return pd.DataFrame(columns=["statement", "statement_calls", "statement_ms",
+                                     "statement_wal_bytes"])
     return table.sort_values("statement_calls", ascending=False, ignore_index=True)
 
 
