@@ -6,12 +6,13 @@
 #
 # runs rounds FIRST to LAST (a later sitting can add rounds to the same RUNS_DIR).
 #
-# Each TREE is a checkout of that side's revision with its own .venv (python3 dev.py demo).
+# BACKENDS (comma-separated) narrows the stores. Each TREE is a checkout of that side's
+# revision with its own .venv (python3 dev.py demo).
 set -euo pipefail
 runs=$1; first=$2; last=$3; shift 3
 mkdir -p "$runs"
 sides=("$@")
-backends=memory,redis-stream,redis-set,postgres,sqlite
+backends=${BACKENDS:-memory,redis-stream,redis-set,postgres,sqlite}
 for ((r = first; r <= last; r++)); do
   for ((i = 0; i < ${#sides[@]}; i++)); do
     pair=${sides[$(((i + r - 1) % ${#sides[@]}))]}
