@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 from datetime import datetime
 from typing import Any
 
+from durability.cancelling import stop_if_cancelled
 from durability.redis.lua import script
 from durability.redis.namespace import from_ms, key, ms, ms_at_or_after, text
 
@@ -47,6 +48,9 @@ class _Listener:
         try:
             while True:
                 message = await pubsub.get_message(ignore_subscribe_messages=True, timeout=None)
+                # redis-py can swallow a cancel (its reads under `wait_for` on 3.11): without
+                # this the loop would read on for good and its closer would wait for it.
+                stop_if_cancelled()
                 if message is not None:
                     self._ring()
         except Exception:
