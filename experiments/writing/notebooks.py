@@ -621,13 +621,15 @@ the same WAL ({c('notify', 1, 'arrive', 'wal_bytes_per_op'):,.0f} against
 committing NOTIFY holds, one commit at a time for the whole server. Draining, with a `wake_at`
 that notifies in every other pass, one worker process runs {c('notify', 1, 'work'):,.0f} passes a
 second against {c('silent', 1, 'work'):,.0f} silenced
-({c('silent', 1, 'work') / c('notify', 1, 'work'):.1f} times). At {most} processes the two come
-close ({c('notify', most, 'work'):,.0f} against {c('silent', most, 'work'):,.0f}) though
-{c('notify', most, 'work', 'notify_waits'):.1f} backends wait on that lock: {most} worker processes
+({c('silent', 1, 'work') / c('notify', 1, 'work'):.1f} times), and at {most} processes
+{c('notify', most, 'work'):,.0f} against {c('silent', most, 'work'):,.0f}
+({c('silent', most, 'work') / c('notify', most, 'work'):.1f} times), with
+{c('notify', most, 'work', 'notify_waits'):.1f} backends waiting on that lock. {most} worker processes
 and the server share 2 cores, and the server's CPU per pass grows from
-{c('silent', 1, 'work', 'server_cpu_per_op'):.2f} ms at one process to
-{c('silent', most, 'work', 'server_cpu_per_op'):.2f} ms (silenced), so a backend spared the lock
-waits for a core instead: on this machine more processes are not faster (from 2 to {most}, as the
+{c('notify', 1, 'work', 'server_cpu_per_op'):.2f} ms at one process to
+{c('notify', most, 'work', 'server_cpu_per_op'):.2f} ms at {most} as the store is
+({c('silent', 1, 'work', 'server_cpu_per_op'):.2f} to {c('silent', most, 'work', 'server_cpu_per_op'):.2f}
+ms silenced): on this machine more processes are not faster (from 2 to {most}, as the
 store is {c('notify', 2, 'work'):,.0f} then {c('notify', most, 'work'):,.0f} passes a second,
 silenced {c('silent', 2, 'work'):,.0f} then {c('silent', most, 'work'):,.0f}). Row locks
 barely show ({c('notify', most, 'work', 'row_waits'):.2f} backends): `SKIP LOCKED` keeps the
@@ -639,19 +641,19 @@ on one of its own, started from the local binaries.\"\"\")
 p = 'partitioned'
 say(f\"\"\"**No.** At {most} processes the hash-partitioned queue runs
 {c(p, most, 'work'):,.0f} passes a second against {c('notify', most, 'work'):,.0f} unpartitioned
-({c(p, most, 'work') / c('notify', most, 'work'):.2f} times), with more statements a pass
-({c(p, most, 'work', 'statements_per_op'):.2f} against {c('notify', most, 'work', 'statements_per_op'):.2f}),
-more WAL ({c(p, most, 'work', 'wal_bytes_per_op'):,.0f} against
-{c('notify', most, 'work', 'wal_bytes_per_op'):,.0f} bytes), more writing transactions
-({c(p, most, 'work', 'writes_per_op'):.2f} against {c('notify', most, 'work', 'writes_per_op'):.2f}), more
-backends waiting on rows ({c(p, most, 'work', 'row_waits'):.2f} against
-{c('notify', most, 'work', 'row_waits'):.2f}) and deadlocks ({c(p, most, 'work', 'deadlocks'):.1f} a run
-against {c('notify', most, 'work', 'deadlocks'):.0f}). A take asks for the earliest visible rows of the
-whole queue, so it reads every partition and cannot stay in one; and over a partitioned table its
-update waits for rows another take holds (the deadlock reports read `while updating tuple ... in
-relation "queue_1"`), which on one table `SKIP LOCKED` prevents. What bounds this workload is the
-NOTIFY commit lock and the server's CPU, neither of which partitioning the table touches, so the Postgres queue gets no
-`shards` option: hash partitions would help only a reader confined to its own partitions, which
+({c(p, most, 'work') / c('notify', most, 'work'):.2f} times), with statements a pass
+{c(p, most, 'work', 'statements_per_op'):.2f} against {c('notify', most, 'work', 'statements_per_op'):.2f},
+WAL {c(p, most, 'work', 'wal_bytes_per_op'):,.0f} against
+{c('notify', most, 'work', 'wal_bytes_per_op'):,.0f} bytes, writing transactions
+{c(p, most, 'work', 'writes_per_op'):.2f} against {c('notify', most, 'work', 'writes_per_op'):.2f},
+backends waiting on rows {c(p, most, 'work', 'row_waits'):.2f} against
+{c('notify', most, 'work', 'row_waits'):.2f}, on the NOTIFY lock
+{c(p, most, 'work', 'notify_waits'):.1f} against {c('notify', most, 'work', 'notify_waits'):.1f}, and
+deadlocks {c(p, most, 'work', 'deadlocks'):.1f} a run against {c('notify', most, 'work', 'deadlocks'):.0f}.
+A take asks for the earliest visible rows of the whole queue, so it reads every partition and
+cannot stay in one. What bounds this workload is the NOTIFY commit lock and the server's CPU,
+neither of which partitioning the table touches, so the Postgres queue gets no `shards` option:
+hash partitions would help only a reader confined to its own partitions, which
 gives up the queue's one global order of visibility.\"\"\")
 """),
     md("## What one pass costs the server"),
