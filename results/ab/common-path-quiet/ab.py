@@ -5,7 +5,8 @@
 RUNS_DIR holds a lab result folder per run, named `<side><round>`: side `old` (a839310), `seam`
 (9ded57f) or `main`, each with that run's throughput.csv and latency.csv (run.sh writes the two
 to `<side><round>-tp` and `-lat`; this folder keeps them put together).
-Writes throughput.csv and latency.csv beside this file and prints the tables the README quotes.
+Writes throughput.csv and latency.csv into RUNS_DIR and prints the tables the README quotes:
+each side against every later one, of those RUNS_DIR holds.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+SIDES = ("old", "seam", "main")
 NAME = re.compile(r"(old|seam|main)(\d+)")
 METRICS = ("passes_per_s", "worker_cpu_per_pass", "server_cpu_per_pass")
 
@@ -107,17 +108,16 @@ def main(runs: Path) -> None:
         if not rows[kind]:
             continue
         rows[kind].sort(key=order)
-        with open(HERE / name, "w", newline="") as f:
+        with open(runs / name, "w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=list(rows[kind][0]))
             writer.writeheader()
             writer.writerows(rows[kind])
     tp = [("passes_per_s", 0), ("worker_cpu_per_pass", 4)]
-    if rows["tp"]:
-        table(rows["tp"], "old", ["seam", "main"], tp, ("backend", "processes"))
-        table(rows["tp"], "seam", ["main"], tp, ("backend", "processes"))
-    if rows["lat"]:
-        table(rows["lat"], "old", ["seam", "main"], [("p50_ms", 3), ("p99_ms", 2)], ("backend",))
-        table(rows["lat"], "seam", ["main"], [("p50_ms", 3), ("p99_ms", 2)], ("backend",))
+    lat = [("p50_ms", 3), ("p99_ms", 2)]
+    for kind, metrics, group in (("tp", tp, ("backend", "processes")), ("lat", lat, ("backend",))):
+        present = [side for side in SIDES if any(r["side"] == side for r in rows[kind])]
+        for n, base in enumerate(present[:-1]):  # each side against every later one
+            table(rows[kind], base, present[n + 1:], metrics, group)
 
 
 if __name__ == "__main__":
