@@ -176,9 +176,8 @@ class SqliteDurable(Inspected):
         queue = self._scheduler.queue
 
         def work(connection: sqlite3.Connection) -> tuple[bool, bool]:
-            if not end_step(connection, holder, key, encoded):
+            if not end_step(connection, params, key, encoded):
                 return False, False
-            settle_step(connection, params)
             release_step(connection, holder)
             return True, done_step(connection, queue, delivery)
 
