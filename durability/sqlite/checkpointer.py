@@ -341,7 +341,7 @@ class SqliteCheckpointer:
             lambda connection: conclude_step(connection, workflow, key, encoded)
         )
         if first:
-            self.database.notify(ended_signal(workflow))
+            self.database.notify(ended_signal(workflow), ended=True)
         return Recorded(self.codec.decode(text), first)
 
     def watch(self, workflow: str) -> AbstractAsyncContextManager[SqliteBell]:

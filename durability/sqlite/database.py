@@ -320,12 +320,13 @@ class SqliteDatabase:
 
     # -- in-process wakeups ------------------------------------------------------------
 
-    def signal(self, queue: str) -> Signal:
+    def signal(self, queue: str, *, ended: bool = False) -> Signal:
         """The signal the next `notify(queue)` sets, here or (through the doorbell) in another
-        process on the file. Take it *before* looking at the queue, so a `make_ready` that
+        process on the file (`ended`: `queue` names an ending, which only the processes that
+        asked for one hear). Take it *before* looking at the queue, so a `make_ready` that
         commits between the look and the wait still wakes the waiter."""
         if self._doorbell is not None:
-            self._doorbell.listen()
+            self._doorbell.listen(ended=ended)
         signal = self._signals.get(queue)
         if signal is None:
             signal = self._signals[queue] = Signal()
@@ -337,13 +338,19 @@ class SqliteDatabase:
         so a waiter needs no more than a slow look in case a ring went missing."""
         return self._doorbell is not None and self._doorbell.listening
 
-    def notify(self, queue: str, *, ready: bool = True) -> None:
+    @property
+    def hears_endings(self) -> bool:
+        """Whether another process's `notify(..., ended=True)` reaches this one's waiters."""
+        return self._doorbell is not None and self._doorbell.watching
+
+    def notify(self, queue: str, *, ready: bool = True, ended: bool = False) -> None:
         """Wake every waiter of `queue`, in this process and in the others on the file, after
         a commit made a row visible (`ready`) or made one show sooner than it would have
-        (not `ready`: a deadline moved earlier, which the waiters must look at again)."""
+        (not `ready`: a deadline moved earlier, which the waiters must look at again). With
+        `ended`, `queue` names an ending: only the processes that wait for one are rung."""
         self._rung(queue, ready)
         if self._doorbell is not None:
-            self._doorbell.ring(queue, ready)
+            self._doorbell.ring(queue, ready, ended=ended)
 
     def _rung(self, queue: str, ready: bool) -> None:
         signal = self._signals.pop(queue, None)

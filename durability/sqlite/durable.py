@@ -184,7 +184,7 @@ class SqliteDurable(Inspected):
         database = self._checkpointer.database
         ours, freed = await database.write(work)
         if ours:
-            database.notify(ended_signal(holder.workflow))
+            database.notify(ended_signal(holder.workflow), ended=True)
         if freed:
             database.notify(queue)  # a slot freed: as an arrival
         return ours
