@@ -18,7 +18,6 @@ import random
 import re
 import sqlite3
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -31,6 +30,7 @@ import aiosqlite
 from durability.checks import positive
 from durability.signals import NotMigrated
 from durability.sqlite.batching import GroupCommit, Writer, busy, transaction
+from durability.sqlite.counting import Counted
 from durability.sqlite.doorbell import Doorbell
 from durability.sqlite.wal import WalCheckpoints
 from durability.storekit.outage import Unanswered
@@ -234,8 +234,9 @@ class SqliteDatabase:
         #: What this process sent the file (`durability.storekit.traffic`): every statement by its
         #: leading keyword, counted on its connection's thread, and every hop to a thread.
         self.traffic = Traffic()
-        self._counters = {id(raw): self.traffic.counter() for raw in (writer_raw, reader_raw)}
-        self._traced: Callable[[str], object] | None = None
+        for raw in (writer_raw, reader_raw):
+            if isinstance(raw, Counted):
+                raw.sent = self.traffic.counter()
         #: The WAL's checkpoints, which the writer's commits no longer run (`wal`).
         self.wal = WalCheckpoints(self._absolute, synchronous)
         self._commits = GroupCommit(
@@ -307,16 +308,11 @@ class SqliteDatabase:
         return await self._run(self._reader, lambda: work(raw))
 
     async def trace(self, callback: Callable[[str], object] | None) -> None:
-        """Call `callback(sql)` for every statement either connection runs (None stops it):
-        for tests counting statements, and for debugging. `traffic` counts regardless."""
-        self._traced = callback
-        await self._count()
-
-    async def _count(self) -> None:
-        """Install the trace hook that counts statements (and calls `trace`'s callback)."""
+        """Call `callback(sql)` for every statement either connection runs, its parameters
+        spelled out (None stops it): for tests counting statements, and for debugging.
+        `traffic` counts regardless, and without it (`counting`)."""
         for connection, raw in ((self._writer, self._writer_raw), (self._reader, self._reader_raw)):
-            hook = _counting(self._counters[id(raw)], self._traced)
-            await self._run(connection, functools.partial(raw.set_trace_callback, hook))
+            await self._run(connection, functools.partial(raw.set_trace_callback, callback))
 
     # -- in-process wakeups ------------------------------------------------------------
 
@@ -384,23 +380,6 @@ class SqliteDatabase:
         return f"SqliteDatabase({str(self.path)!r})"
 
 
-def _counting(
-    counter: Counter[str], extra: Callable[[str], object] | None
-) -> Callable[[str], None]:
-    """A trace hook counting each statement by its leading keyword into `counter` (written
-    only from that connection's thread), then calling `extra`."""
-
-    def traced(sql: str) -> None:
-        # The keyword only: the text arrives with its parameters spelled out, so anything
-        # longer would count one name per distinct value.
-        space = sql.find(" ")
-        counter[(sql if space < 0 else sql[:space]).upper()] += 1
-        if extra is not None:
-            extra(sql)
-
-    return traced
-
-
 def _patiently(step: Callable[[], T], attempts: int = 12) -> T:
     """Run `step`, trying again on a lock conflict the busy handler did not wait out (SQLite
     skips it where waiting could deadlock), with a jittered backoff of about 3 s in all."""
@@ -439,7 +418,8 @@ async def _connect(
             # `timeout` installs the busy handler at open, before any statement can meet
             # another process's lock (a read in WAL mode meets one only in rare moments).
             raw = sqlite3.connect(
-                path, timeout=busy_timeout.total_seconds(), isolation_level=None
+                path, timeout=busy_timeout.total_seconds(), isolation_level=None,
+                factory=Counted,
             )
         else:
             # No busy handler: the writer waits for a lock itself, in finer steps than
@@ -500,9 +480,4 @@ async def open_database(
         path, writer, writer_raw, reader, reader_raw, busy_timeout, doorbell=doorbell,
         synchronous=synchronous,
     )
-    try:
-        await database.trace(None)  # installs the counting hook, with no callback yet
-    except BaseException:
-        await database.close()
-        raise
     return database
