@@ -20,6 +20,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
+from durability.sqlite.counting import Counted
 from durability.storekit.chores import Chores
 from durability.storekit.coalescing import settle
 
@@ -41,7 +42,7 @@ Work = Callable[[sqlite3.Connection], T]
 Outcome = tuple[bool, Any]
 
 
-class Writer(sqlite3.Connection):
+class Writer(Counted):
     """The connection a process writes with: SQLite's busy handler is off (a zero timeout) and
     `when_free` waits up to `patience` seconds for another process's lock instead."""
 

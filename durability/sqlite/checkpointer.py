@@ -180,13 +180,20 @@ def conclude_step(
     return text, first
 
 
-def end_step(connection: sqlite3.Connection, holder: Pass, key: str, encoded: str) -> bool:
-    """The ending written under `holder`'s token, if it is still the workflow's (a cancel's
-    fence or a newer claim raised it otherwise); whether it was."""
-    row = connection.execute(_SQL["holder"], {"workflow": holder.workflow}).fetchone()
-    if row is None or row[0] != holder.token:
+def end_step(
+    connection: sqlite3.Connection, params: dict[str, object], key: str, encoded: str
+) -> bool:
+    """The ending and the standing (`settle_params`) written under the pass's token, if it is
+    still the workflow's (a cancel's fence or a newer claim raised it otherwise); whether they
+    were. The standing's write is the token's check: it is written only under that token, so
+    no statement reads the claim first."""
+    now = now_us()
+    written = params | {"now": now, "key": key, "value": encoded}
+    if connection.execute(_SQL["settle"], written).rowcount == 0:
         return False
-    _write(connection, holder.workflow, key, encoded, now_us())
+    # First writer wins, as a record: an ending already there (a pass that ended it and was
+    # not answered) stays as it was.
+    connection.execute(_SQL["end"], written)
     return True
 
 
@@ -334,7 +341,7 @@ class SqliteCheckpointer:
             lambda connection: conclude_step(connection, workflow, key, encoded)
         )
         if first:
-            self.database.notify(ended_signal(workflow))
+            self.database.notify(ended_signal(workflow), ended=True)
         return Recorded(self.codec.decode(text), first)
 
     def watch(self, workflow: str) -> AbstractAsyncContextManager[SqliteBell]:

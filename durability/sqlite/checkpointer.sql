@@ -42,6 +42,13 @@ VALUES (:workflow, :key, :value, :now)
 ON CONFLICT (workflow, key) DO NOTHING
 RETURNING value
 
+-- name: end
+-- A workflow's ending, under the claim `settle` just checked: first writer wins, as `insert`,
+-- with nothing read back (the pass does not need the text that won).
+INSERT INTO durability_records (workflow, key, value, written_us)
+VALUES (:workflow, :key, :value, :now)
+ON CONFLICT (workflow, key) DO NOTHING
+
 -- name: recorded
 SELECT value FROM durability_records WHERE workflow = :workflow AND key = :key
 

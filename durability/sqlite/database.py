@@ -18,7 +18,6 @@ import random
 import re
 import sqlite3
 import time
-from collections import Counter
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from functools import cache
@@ -31,6 +30,7 @@ import aiosqlite
 from durability.checks import positive
 from durability.signals import NotMigrated
 from durability.sqlite.batching import GroupCommit, Writer, busy, transaction
+from durability.sqlite.counting import Counted
 from durability.sqlite.doorbell import Doorbell
 from durability.sqlite.wal import WalCheckpoints
 from durability.storekit.outage import Unanswered
@@ -234,8 +234,9 @@ class SqliteDatabase:
         #: What this process sent the file (`durability.storekit.traffic`): every statement by its
         #: leading keyword, counted on its connection's thread, and every hop to a thread.
         self.traffic = Traffic()
-        self._counters = {id(raw): self.traffic.counter() for raw in (writer_raw, reader_raw)}
-        self._traced: Callable[[str], object] | None = None
+        for raw in (writer_raw, reader_raw):
+            if isinstance(raw, Counted):
+                raw.sent = self.traffic.counter()
         #: The WAL's checkpoints, which the writer's commits no longer run (`wal`).
         self.wal = WalCheckpoints(self._absolute, synchronous)
         self._commits = GroupCommit(
@@ -307,25 +308,21 @@ class SqliteDatabase:
         return await self._run(self._reader, lambda: work(raw))
 
     async def trace(self, callback: Callable[[str], object] | None) -> None:
-        """Call `callback(sql)` for every statement either connection runs (None stops it):
-        for tests counting statements, and for debugging. `traffic` counts regardless."""
-        self._traced = callback
-        await self._count()
-
-    async def _count(self) -> None:
-        """Install the trace hook that counts statements (and calls `trace`'s callback)."""
+        """Call `callback(sql)` for every statement either connection runs, its parameters
+        spelled out (None stops it): for tests counting statements, and for debugging.
+        `traffic` counts regardless, and without it (`counting`)."""
         for connection, raw in ((self._writer, self._writer_raw), (self._reader, self._reader_raw)):
-            hook = _counting(self._counters[id(raw)], self._traced)
-            await self._run(connection, functools.partial(raw.set_trace_callback, hook))
+            await self._run(connection, functools.partial(raw.set_trace_callback, callback))
 
     # -- in-process wakeups ------------------------------------------------------------
 
-    def signal(self, queue: str) -> Signal:
+    def signal(self, queue: str, *, ended: bool = False) -> Signal:
         """The signal the next `notify(queue)` sets, here or (through the doorbell) in another
-        process on the file. Take it *before* looking at the queue, so a `make_ready` that
+        process on the file (`ended`: `queue` names an ending, which only the processes that
+        asked for one hear). Take it *before* looking at the queue, so a `make_ready` that
         commits between the look and the wait still wakes the waiter."""
         if self._doorbell is not None:
-            self._doorbell.listen()
+            self._doorbell.listen(ended=ended)
         signal = self._signals.get(queue)
         if signal is None:
             signal = self._signals[queue] = Signal()
@@ -337,13 +334,19 @@ class SqliteDatabase:
         so a waiter needs no more than a slow look in case a ring went missing."""
         return self._doorbell is not None and self._doorbell.listening
 
-    def notify(self, queue: str, *, ready: bool = True) -> None:
+    @property
+    def hears_endings(self) -> bool:
+        """Whether another process's `notify(..., ended=True)` reaches this one's waiters."""
+        return self._doorbell is not None and self._doorbell.watching
+
+    def notify(self, queue: str, *, ready: bool = True, ended: bool = False) -> None:
         """Wake every waiter of `queue`, in this process and in the others on the file, after
         a commit made a row visible (`ready`) or made one show sooner than it would have
-        (not `ready`: a deadline moved earlier, which the waiters must look at again)."""
+        (not `ready`: a deadline moved earlier, which the waiters must look at again). With
+        `ended`, `queue` names an ending: only the processes that wait for one are rung."""
         self._rung(queue, ready)
         if self._doorbell is not None:
-            self._doorbell.ring(queue, ready)
+            self._doorbell.ring(queue, ready, ended=ended)
 
     def _rung(self, queue: str, ready: bool) -> None:
         signal = self._signals.pop(queue, None)
@@ -375,23 +378,6 @@ class SqliteDatabase:
 
     def __repr__(self) -> str:
         return f"SqliteDatabase({str(self.path)!r})"
-
-
-def _counting(
-    counter: Counter[str], extra: Callable[[str], object] | None
-) -> Callable[[str], None]:
-    """A trace hook counting each statement by its leading keyword into `counter` (written
-    only from that connection's thread), then calling `extra`."""
-
-    def traced(sql: str) -> None:
-        # The keyword only: the text arrives with its parameters spelled out, so anything
-        # longer would count one name per distinct value.
-        space = sql.find(" ")
-        counter[(sql if space < 0 else sql[:space]).upper()] += 1
-        if extra is not None:
-            extra(sql)
-
-    return traced
 
 
 def _patiently(step: Callable[[], T], attempts: int = 12) -> T:
@@ -432,7 +418,8 @@ async def _connect(
             # `timeout` installs the busy handler at open, before any statement can meet
             # another process's lock (a read in WAL mode meets one only in rare moments).
             raw = sqlite3.connect(
-                path, timeout=busy_timeout.total_seconds(), isolation_level=None
+                path, timeout=busy_timeout.total_seconds(), isolation_level=None,
+                factory=Counted,
             )
         else:
             # No busy handler: the writer waits for a lock itself, in finer steps than
@@ -493,9 +480,4 @@ async def open_database(
         path, writer, writer_raw, reader, reader_raw, busy_timeout, doorbell=doorbell,
         synchronous=synchronous,
     )
-    try:
-        await database.trace(None)  # installs the counting hook, with no callback yet
-    except BaseException:
-        await database.close()
-        raise
     return database

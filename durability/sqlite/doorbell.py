@@ -1,12 +1,12 @@
 """`Doorbell`: processes sharing a SQLite file wake each other's waiting readers.
 
-SQLite has no NOTIFY, but processes sharing a file share a machine and a directory. Each
-process that waits binds one Unix datagram socket in `<file>-doorbell/`; a commit that makes a
-row visible (or visible sooner) sends the queue's name to every other socket there. Datagrams
-rather than a FIFO or inotify: a send reaches one process without anyone holding it open, a
-full buffer drops the ring instead of blocking the writer (that reader has rings pending
-anyway), and the socket a killed process left behind refuses the send, which is how it is
-found and removed. A ring can still be missed (a process binding as another commits), so
+SQLite has no NOTIFY, but processes sharing a file share a directory. Each process that waits
+binds a Unix datagram socket in `<file>-doorbell/` (one that waits for endings, another in its
+`ended/`, which only endings ring: they come every pass, and most processes wait for none); a
+commit that makes a row visible (or sooner) sends the queue's name to every other socket there.
+Datagrams, not a FIFO or inotify: a send needs no one holding it open, a full buffer drops the
+ring rather than block the writer, and a killed process's socket refuses the send, which is how
+it is found and removed. A ring can still be missed (a process binding as another commits), so
 readers keep a slow look as the fallback; where Unix sockets are missing they poll as before.
 """
 
@@ -34,6 +34,10 @@ _RING_BYTES = 512
 _READY, _SOONER = b"r", b"s"
 
 
+#: The folder, within a file's doorbell folder, of the sockets that hear endings.
+ENDED = "ended"
+
+
 def directory_of(file: Path) -> Path:
     """Where the processes sharing `file` keep their doorbells."""
     return file.with_name(file.name + "-doorbell")
@@ -46,9 +50,13 @@ class Doorbell:
 
     def __init__(self, file: Path, on_ring: Callable[[str, bool], None]) -> None:
         self.directory = directory_of(file.resolve())
+        # As text, each ring lists one of them: a path joined per ring costs more than the list.
+        self._folders = (str(self.directory), os.path.join(self.directory, ENDED))
         self._on_ring = on_ring
         self._socket: socket.socket | None = None
         self._name: str | None = None
+        self._watcher: socket.socket | None = None  # hears the endings (`listen(ended=True)`)
+        self._watcher_name: str | None = None
         self._fd: int | None = None  # the directory, opened: reached by /proc if its path is long
         self._loop: asyncio.AbstractEventLoop | None = None
         self._sender: socket.socket | None = None  # for a process that rings but never waits
@@ -59,20 +67,28 @@ class Doorbell:
         """Whether this process hears the others' rings (so its readers need not poll)."""
         return self._socket is not None
 
-    def listen(self) -> bool:
-        """Bind this process's socket, if not yet; whether it is listening. A failure (no Unix
-        sockets, a directory that cannot be made) is logged once and leaves it polling."""
-        if self._socket is not None or self._failed:
-            return self._socket is not None
+    @property
+    def watching(self) -> bool:
+        """Whether this process hears the others' endings (`listen(ended=True)`)."""
+        return self._watcher is not None
+
+    def listen(self, *, ended: bool = False) -> bool:
+        """Bind this process's socket (with `ended`, the one that hears endings), if not yet;
+        whether it is listening. A failure (no Unix sockets, a directory that cannot be made)
+        is logged once and leaves it polling."""
+        bound = self._watcher if ended else self._socket
+        if bound is not None or self._failed:
+            return bound is not None
         try:
-            self.directory.mkdir(exist_ok=True)
+            folder = self.directory / ENDED if ended else self.directory
+            folder.mkdir(parents=True, exist_ok=True)
             name = f"{os.getpid()}-{secrets.token_hex(6)}"
             listener = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             try:
                 listener.setblocking(False)
-                listener.bind(self._address(name))
+                listener.bind(self._address(name, ended))
                 loop = asyncio.get_running_loop()
-                loop.add_reader(listener.fileno(), self._heard)
+                loop.add_reader(listener.fileno(), self._heard, listener)
             except BaseException:
                 listener.close()
                 raise
@@ -81,14 +97,20 @@ class Doorbell:
             self._close_directory()
             log.warning("no doorbell beside %s (%r); waiting readers poll", self.directory, error)
             return False
-        self._socket, self._name, self._loop = listener, name, loop
+        if ended:
+            self._watcher, self._watcher_name = listener, name
+        else:
+            self._socket, self._name = listener, name
+        self._loop = loop
         return True
 
-    def ring(self, queue: str, ready: bool = True) -> None:
-        """Tell every other process listening on this file to look at `queue` again. Never
-        raises: a ring that cannot be sent is one the fallback look covers."""
+    def ring(self, queue: str, ready: bool = True, *, ended: bool = False) -> None:
+        """Tell every other process listening on this file to look at `queue` again (with
+        `ended`, every process that hears endings: `queue` names an ending). Never raises: a
+        ring that cannot be sent is one the fallback look covers."""
         try:
-            names = os.listdir(self.directory)
+            # No one waiting for an ending (the usual case) leaves no `ended/`: one failed open.
+            names = os.listdir(self._folders[ended])
         except OSError:
             return  # nobody has listened yet
         sender = self._socket or self._sender
@@ -99,26 +121,34 @@ class Doorbell:
                 return
             sender.setblocking(False)
         payload = (_READY if ready else _SOONER) + queue.encode("utf-8", "replace")[:_RING_BYTES]
+        own = self._watcher_name if ended else self._name
         for name in names:
-            if name == self._name:
+            if name == own or (not ended and name == ENDED):
                 continue
             try:
-                sender.sendto(payload, self._address(name))
+                sender.sendto(payload, self._address(name, ended))
             except (ConnectionRefusedError, FileNotFoundError):
-                self._remove(name)  # left by a process that is gone
+                self._remove(name, ended)  # left by a process that is gone
             except OSError as error:
                 if error.errno not in (errno.EAGAIN, errno.ENOBUFS, errno.ENOTSOCK):
                     log.debug("ringing %s failed: %r", name, error)
 
     def close(self) -> None:
         """Stop listening and take this process's socket out of the directory."""
-        listener, self._socket = self._socket, None
-        if listener is not None:
+        for ended in (False, True):
+            if ended:
+                listener, self._watcher = self._watcher, None
+                name = self._watcher_name
+            else:
+                listener, self._socket = self._socket, None
+                name = self._name
+            if listener is None:
+                continue
             if self._loop is not None and not self._loop.is_closed():
                 self._loop.remove_reader(listener.fileno())
             listener.close()
-            if self._name is not None:
-                self._remove(self._name)
+            if name is not None:
+                self._remove(name, ended)
         sender, self._sender = self._sender, None
         if sender is not None:
             sender.close()
@@ -126,10 +156,9 @@ class Doorbell:
 
     # -- inside ------------------------------------------------------------------------
 
-    def _heard(self) -> None:
-        """Read every ring waiting on the socket; each queue named is woken once."""
-        listener = self._socket
-        if listener is None:
+    def _heard(self, listener: socket.socket) -> None:
+        """Read every ring waiting on `listener`; each queue named is woken once."""
+        if listener is not self._socket and listener is not self._watcher:
             return
         queues: dict[str, bool] = {}
         while True:
@@ -142,17 +171,19 @@ class Doorbell:
         for queue, ready in queues.items():
             self._on_ring(queue, ready)
 
-    def _address(self, name: str) -> str:
-        path = os.path.join(self.directory, name)
+    def _address(self, name: str, ended: bool = False) -> str:
+        within = os.path.join(ENDED, name) if ended else name
+        path = os.path.join(self.directory, within)
         if len(os.fsencode(path)) <= _LONGEST:
             return path
         if self._fd is None:
             self._fd = os.open(self.directory, os.O_RDONLY)
-        return f"/proc/self/fd/{self._fd}/{name}"  # Linux: a long directory reached by its fd
+        return f"/proc/self/fd/{self._fd}/{within}"  # Linux: a long directory reached by its fd
 
-    def _remove(self, name: str) -> None:
+    def _remove(self, name: str, ended: bool = False) -> None:
         with contextlib.suppress(OSError):
-            os.unlink(os.path.join(self.directory, name))
+            os.unlink(os.path.join(self.directory, ENDED, name) if ended
+                      else os.path.join(self.directory, name))
 
     def _close_directory(self) -> None:
         fd, self._fd = self._fd, None

@@ -176,16 +176,15 @@ class SqliteDurable(Inspected):
         queue = self._scheduler.queue
 
         def work(connection: sqlite3.Connection) -> tuple[bool, bool]:
-            if not end_step(connection, holder, key, encoded):
+            if not end_step(connection, params, key, encoded):
                 return False, False
-            settle_step(connection, params)
             release_step(connection, holder)
             return True, done_step(connection, queue, delivery)
 
         database = self._checkpointer.database
         ours, freed = await database.write(work)
         if ours:
-            database.notify(ended_signal(holder.workflow))
+            database.notify(ended_signal(holder.workflow), ended=True)
         if freed:
             database.notify(queue)  # a slot freed: as an arrival
         return ours

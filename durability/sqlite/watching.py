@@ -29,10 +29,10 @@ class SqliteBell:
     def __init__(self, database: SqliteDatabase, workflow: str) -> None:
         self._database = database
         self._name = ended_signal(workflow)
-        self._signal: Signal = database.signal(self._name)
+        self._signal: Signal = database.signal(self._name, ended=True)
 
     async def wait(self, within: timedelta) -> bool:
-        if not self._database.hears_others:
+        if not self._database.hears_endings:
             raise ConnectionError("no doorbell: another process's ending would not be heard")
         signal = self._signal
         try:
@@ -40,7 +40,8 @@ class SqliteBell:
                 await signal.wait()
         except TimeoutError:
             return False
-        self._signal = self._database.signal(self._name)  # taken before the caller looks again
+        # Taken before the caller looks again.
+        self._signal = self._database.signal(self._name, ended=True)
         return True
 
 

@@ -206,3 +206,33 @@ async def test_the_url_says_whether_the_file_has_a_doorbell(tmp_path: Path) -> N
     with pytest.raises(ValueError, match="doorbell"):
         async with open_durable(f"sqlite:///{tmp_path / 'x.db'}?doorbell=maybe"):
             pass
+
+
+async def test_an_ending_rings_only_the_processes_waiting_for_one(
+    database: SqliteDatabase, path: Path
+) -> None:
+    from durability.endings import cancel
+    from durability.sqlite import SqliteCheckpointer, SqliteDurable
+    from durability.sqlite.doorbell import ENDED
+
+    durable = SqliteDurable(SqliteCheckpointer(database), SqliteScheduler(database))
+    reading = await open_database(path)  # hears the queue's rings, waits for no ending
+    waiting = await open_database(path)
+    try:
+        reading.signal("default")
+        await durable.arrive("unwatched", "input", 1)
+        assert await cancel(durable, "unwatched")
+        # Nobody waits for an ending: there is no folder of theirs to ring.
+        assert not (directory_of(path) / ENDED).exists()
+        await durable.arrive("watched", "input", 1)
+        async with SqliteCheckpointer(waiting).watch("watched") as bell:
+            assert waiting.hears_endings and not reading.hears_endings
+            assert len(os.listdir(directory_of(path) / ENDED)) == 1
+            rung = asyncio.create_task(bell.wait(LONG))
+            await asyncio.sleep(0.1)
+            assert await cancel(durable, "watched")
+            assert await asyncio.wait_for(rung, PATIENCE)  # rung, not a timeout of LONG
+    finally:
+        await waiting.close()
+        await reading.close()
+    assert os.listdir(directory_of(path) / ENDED) == []  # closing took the socket away
