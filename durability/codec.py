@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
@@ -291,12 +291,12 @@ def _text(value: object) -> str:
 
 
 def decode_checkpoint(
-    codec: Codec, pairs: Iterable[tuple[str, str]]
+    codec: Codec, pairs: Iterable[Sequence[str]]
 ) -> tuple[dict[str, object], dict[str, int | None] | None]:
-    """A checkpoint's `(key, text)` pairs as its records (bare values, in the pairs' order),
-    and the ordinal of each record the workflow stamped (`None` ordinals included). The second
-    is `None` for a codec that cannot stamp (no `decode_stamped`): its records carry no order
-    to check."""
+    """A checkpoint's `(key, text)` pairs (tuples, or the `[key, text]` lists a JSON row holds)
+    as its records (bare values, in the pairs' order), and the ordinal of each record the
+    workflow stamped (`None` ordinals included). The second is `None` for a codec that cannot
+    stamp (no `decode_stamped`): its records carry no order to check."""
     records: dict[str, object] = {}
     ordinals: dict[str, int | None] = {}
     if type(codec) is JsonCodec:  # the usual codec, read inline: every claim of a pass
