@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
 T = TypeVar("T")
@@ -84,35 +84,21 @@ def _native(value: object, depth: int) -> None:
     Exact types, not isinstance: a `StrEnum` member or an `OrderedDict` encodes fine but comes
     back as a plain `str` or `dict`, which is a different value to code that checks its type.
     """
+    # Asked by exact type (each branch wants `kind is X`), not by a ladder of `isinstance`:
+    # every record and ending a pass writes comes here.
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return
-    if isinstance(value, int) and kind is int:
+    if kind is int:
         if -_TOO_BIG < value < _TOO_BIG:
             return
         raise _Refused(f"an int of more than {MAX_DIGITS} digits has no portable text form")
-    if isinstance(value, float) and kind is float:
-        if math.isfinite(value):
-            return
-        raise _Refused(f"{value!r} has no JSON form")
-    if isinstance(value, list) and kind is list:
-        if depth >= MAX_DEPTH:
-            raise _Refused(f"nested deeper than {MAX_DEPTH} (or contains itself)")
-        at = 0
-        try:
-            for item in value:
-                _native(item, depth + 1)
-                at += 1
-        except _Refused as refused:
-            refused.path.append(f"[{at}]")
-            raise
-        return
-    if isinstance(value, dict) and kind is dict:
+    if kind is dict:
         if depth >= MAX_DEPTH:
             raise _Refused(f"nested deeper than {MAX_DEPTH} (or contains itself)")
         key: object = None
         try:
-            for key, item in value.items():
+            for key, item in value.items():  # type: ignore[attr-defined]
                 if type(key) is not str:
                     raise _Refused(
                         f"key {key!r} is a {type(key).__name__}; JSON keys come back as str"
@@ -121,6 +107,22 @@ def _native(value: object, depth: int) -> None:
         except _Refused as refused:
             if type(key) is str:  # the refusal is inside the item, not the key itself
                 refused.path.append(f"[{key!r}]")
+            raise
+        return
+    if kind is float:
+        if math.isfinite(value):  # type: ignore[arg-type]
+            return
+        raise _Refused(f"{value!r} has no JSON form")
+    if kind is list:
+        if depth >= MAX_DEPTH:
+            raise _Refused(f"nested deeper than {MAX_DEPTH} (or contains itself)")
+        at = 0
+        try:
+            for item in value:  # type: ignore[attr-defined]
+                _native(item, depth + 1)
+                at += 1
+        except _Refused as refused:
+            refused.path.append(f"[{at}]")
             raise
         return
     raise _Refused(
@@ -262,6 +264,10 @@ def _copy(value: object, depth: int) -> object:
     raise _Unusual
 
 
+#: `json.dumps` with these options makes an encoder on every call: one, made once, does.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
 def _text(value: object) -> str:
     """`JsonCodec`'s text for a bare value (a `Stamped` inside one is refused by `_native`)."""
     try:
@@ -269,7 +275,7 @@ def _text(value: object) -> str:
     except _Refused as refused:
         raise Unencodable(f"{refused.where()}: {refused.reason}") from None
     try:
-        text = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+        text = _ENCODER.encode(value)
     except ValueError as error:  # an int past this process's own int_max_str_digits
         raise Unencodable(f"value: {error}") from None
     # One check of the whole text rather than one per string: ASCII text (the usual case)
@@ -285,12 +291,12 @@ def _text(value: object) -> str:
 
 
 def decode_checkpoint(
-    codec: Codec, pairs: Iterable[tuple[str, str]]
+    codec: Codec, pairs: Iterable[Sequence[str]]
 ) -> tuple[dict[str, object], dict[str, int | None] | None]:
-    """A checkpoint's `(key, text)` pairs as its records (bare values, in the pairs' order),
-    and the ordinal of each record the workflow stamped (`None` ordinals included). The second
-    is `None` for a codec that cannot stamp (no `decode_stamped`): its records carry no order
-    to check."""
+    """A checkpoint's `(key, text)` pairs (tuples, or the `[key, text]` lists a JSON row holds)
+    as its records (bare values, in the pairs' order), and the ordinal of each record the
+    workflow stamped (`None` ordinals included). The second is `None` for a codec that cannot
+    stamp (no `decode_stamped`): its records carry no order to check."""
     records: dict[str, object] = {}
     ordinals: dict[str, int | None] = {}
     if type(codec) is JsonCodec:  # the usual codec, read inline: every claim of a pass

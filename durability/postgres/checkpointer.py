@@ -164,7 +164,7 @@ class PostgresCheckpointer:
         `resume` loads instead)."""
         if found is None:
             return Pass(workflow, token, alive, deadline)
-        records, ordinals = decode_checkpoint(self._codec, ((key, text) for key, text in found))
+        records, ordinals = decode_checkpoint(self._codec, found)
         return Pass(workflow, token, alive, deadline, records, ordinals)
 
     async def load(self, workflow: str) -> dict[str, object]:

@@ -227,11 +227,12 @@ class PostgresDurable(Inspected):
         return bool(row[0])
 
     async def _finish_many(self, calls: list[Queued[Params, bool]]) -> None:
-        """The finishes of one turn as ONE statement (`finish_many`); a lone one, or a group
-        naming a workflow twice, as `finish_settled` each. A group whose statement fails is
-        sent again one by one, so each caller gets its own answer or its own error: a finish
-        is safe to send twice (its delete and release compare the receipt and token, and the
-        standing is written again with the same state)."""
+        """The finishes of one turn as ONE statement (`finish_many`; `finish_many_plain` when
+        none holds a slot); a lone one, or a group naming a workflow twice, as `finish_settled`
+        each. A group whose statement fails is sent again one by one, so each caller gets its
+        own answer or its own error: a finish is safe to send twice (its delete and release
+        compare the receipt and token, and the standing is written again with the same
+        state)."""
         calls = sorted(calls, key=lambda call: str(call[0]["workflow"]))  # the lock order
         workflows = [str(params["workflow"]) for params, _ in calls]
         if len(calls) > 1 and len(set(workflows)) == len(calls):
@@ -242,11 +243,14 @@ class PostgresDurable(Inspected):
                 "asked": json.dumps(asked),
                 "ended_channel": self._ended_channel,
             }
+            # No slot to give back (the common path): the form without the limits CTEs.
+            plain = all(params["held_key"] is None for params, _ in calls)
+            name = "finish_many_plain" if plain else "finish_many"
             try:
-                row = await self._checkpointer.batcher.one(self._sql["finish_many"], many_params)
+                row = await self._checkpointer.batcher.one(self._sql[name], many_params)
             except Exception as error:
-                log.info("finish_many failed (%s); sending its %d finishes one by one",
-                         error, len(calls))
+                log.info("%s failed (%s); sending its %d finishes one by one",
+                         name, error, len(calls))
             else:
                 assert row is not None
                 stood = set(row[0] or ())

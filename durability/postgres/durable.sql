@@ -383,17 +383,9 @@ SELECT (SELECT array_agg(workflow ORDER BY workflow) FROM answered),
        (SELECT yes FROM plain)
 FROM now CROSS JOIN hidden
 
--- name: finish_many
--- `finish_settled` for several passes at once: the finishes a busy worker's passes ask for in
--- the same turn share one statement (PostgresDurable gathers them), so they pay for one
--- statement and one commit between them. Each is what finish_settled does alone: its queue row
--- deleted if it still holds the receipt, its claim released if it still holds the token, and
--- its standing written only if the release happened. The rows are locked by the DELETE and the
--- UPDATE themselves, as finish_settled locks its own (an explicit FOR UPDATE would write each
--- row twice): queue rows (by where they lie, which no other finish can want: each holds its
--- own receipt), then claim rows (through their primary key with `= ANY (ids)`, which walks
--- the index in id order), then standings in workflow order. The answer is one row: the
--- workflows whose standing was written.
+-- name: finishing_many
+-- The part every `finish_many` begins with: the commit setting, the finishes asked, and the
+-- queue rows deleted (`done`). Ends inside the WITH list.
 WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true)),
 asked AS MATERIALIZED (
     -- From one JSON parameter, not unnest of arrays: the planner sizes unnest by the array it
@@ -426,6 +418,9 @@ done AS (
       AND (SELECT count(*) FROM quick) = 1
     RETURNING 1
 ),
+
+-- name: holding_many
+-- The part of `finish_many` that gives its passes' concurrency slots back, after `done`.
 holding AS MATERIALIZED (
     -- The limits rows this turn gives holds back to, as scheduler.sql's `freeing` holds one:
     -- each key's row once, with all the holds the turn gives back to it (an UPDATE changes a
@@ -448,6 +443,10 @@ holding AS MATERIALIZED (
 ),
 -- include: scheduler.sql emptying
 told_freed AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed LIMIT 1) AS f),
+
+-- name: released_many
+-- The part of `finish_many` after the slots (`freed`): the claims released, the standings and
+-- endings written, the ending's waiters told. The answer is one row.
 released AS (
     UPDATE durability.claims AS c SET until = '-infinity'
     FROM asked AS a, (SELECT count(*) FROM freed) AS given
@@ -478,3 +477,25 @@ ended AS (
 told AS (SELECT pg_notify(%(ended_channel)s, workflow) FROM ended)
 SELECT (SELECT coalesce(array_agg(workflow), '{}') FROM stood), (SELECT count(*) FROM told),
        (SELECT count(*) FROM told_freed)
+
+-- name: finish_many
+-- `finish_settled` for several passes at once: the finishes a busy worker's passes ask for in
+-- the same turn share one statement (PostgresDurable gathers them), so they pay for one
+-- statement and one commit between them. Each is what finish_settled does alone: its queue row
+-- deleted if it still holds the receipt, its claim released if it still holds the token, and
+-- its standing written only if the release happened. The rows are locked by the DELETE and the
+-- UPDATE themselves, as finish_settled locks its own (an explicit FOR UPDATE would write each
+-- row twice): queue rows (by where they lie, which no other finish can want: each holds its
+-- own receipt), then claim rows (through their primary key with `= ANY (ids)`, which walks
+-- the index in id order), then standings in workflow order. The answer is one row: the
+-- workflows whose standing was written.
+-- include: durable.sql finishing_many
+-- include: durable.sql holding_many
+-- include: durable.sql released_many
+
+-- name: finish_many_plain
+-- `finish_many` for passes none of which holds a slot (the common path: no limits row read,
+-- no CTE to run for one), as `finish_settled` is for one.
+-- include: durable.sql finishing_many
+-- include: durable.sql giving_nothing
+-- include: durable.sql released_many

@@ -35,8 +35,12 @@ def giving_back(delivery: Delivery) -> dict[str, object]:
     """The parameters that name `delivery`'s hold in its key's limits row: the key (None for
     a delivery with no concurrency slot, which then touches nothing) and the hold's name in
     the row's map, '<the take's receipt>/<workflow>' (a receipt alone can repeat: every row of
-    one batched take shares the statement's clock)."""
-    return {"held_key": held_key(delivery), "hold": f"{delivery.receipt}/{delivery.workflow}"}
+    one batched take shares the statement's clock). With no slot (the common path) both are
+    None: no statement reads the hold of a delivery with no key, so its name is not made."""
+    key = held_key(delivery)
+    if key is None:
+        return {"held_key": None, "hold": None}
+    return {"held_key": key, "hold": f"{delivery.receipt}/{delivery.workflow}"}
 
 
 def delivered(

@@ -76,7 +76,9 @@ async def test_finishes_of_one_turn_are_one_statement_and_each_gets_its_own_answ
         for i, t in enumerate(taken[name] for name in names)
     ))
     sent = durable.traffic.snapshot() - before
-    assert sent.requests.get("durable.finish_many") == 1
+    # None of them holds a slot: the form without the limits CTEs.
+    assert sent.requests.get("durable.finish_many_plain") == 1
+    assert "durable.finish_many" not in sent.requests
     assert "durable.finish_settled" not in sent.requests
 
     assert stood == [name != fenced for name in names]
@@ -101,6 +103,7 @@ async def test_a_lone_finish_is_finish_settled_itself(durable: PostgresDurable) 
     sent = durable.traffic.snapshot() - before
     assert sent.requests.get("durable.finish_settled") == 1
     assert "durable.finish_many" not in sent.requests
+    assert "durable.finish_many_plain" not in sent.requests
     assert (await durable.status(name)).state == "completed"
 
 
@@ -110,7 +113,7 @@ async def test_a_group_whose_statement_fails_is_sent_again_one_by_one(
     """Whatever fails the shared statement (a deadlock the server broke, a lost connection),
     each finish is then sent alone and answers for itself."""
     broken = dict(durable._sql)
-    broken["finish_many"] = "SELECT no_such_function(%(asked)s)"
+    broken["finish_many_plain"] = "SELECT no_such_function(%(asked)s)"
     monkeypatch.setattr(durable, "_sql", broken)
     names = [f"fm-again-{uuid.uuid4().hex[:8]}-{n}" for n in range(3)]
     for name in names:

@@ -33,6 +33,7 @@ TYPES = {
 }
 HOT = [
     ("durable.sql", "take_many"), ("durable.sql", "take"), ("durable.sql", "finish_many"),
+    ("durable.sql", "finish_many_plain"),
     ("durable.sql", "finish_settled"), ("durable.sql", "finish_settled_limited"),
     ("durable.sql", "finish_limited"), ("checkpointer.sql", "record_many"),
     ("checkpointer.sql", "record"), ("checkpointer.sql", "claim"), ("scheduler.sql", "done"),
