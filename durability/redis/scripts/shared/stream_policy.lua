@@ -39,23 +39,28 @@ local function holder(policy, id)
   return string.format('%d', policy_of(policy)) .. '/' .. id
 end
 
--- Whether entry `id` of stream `key` is still waiting for the group (not yet handed out).
-local function undelivered(key, id)
+-- The id of the last entry `group` was handed on stream `key`, or false (no stream or group).
+local function last_delivered(key, group)
   if redis.call('EXISTS', key) == 0 then return false end
-  for _, group in ipairs(redis.call('XINFO', 'GROUPS', key)) do
+  for _, info in ipairs(redis.call('XINFO', 'GROUPS', key)) do
     local name, last
-    for i = 1, #group, 2 do
-      if group[i] == 'name' then name = group[i + 1] end
-      if group[i] == 'last-delivered-id' then last = group[i + 1] end
+    for i = 1, #info, 2 do
+      if info[i] == 'name' then name = info[i + 1] end
+      if info[i] == 'last-delivered-id' then last = info[i + 1] end
     end
-    if name == GROUP then
-      local lms, lseq = string.match(last, '^(%d+)-(%d+)$')
-      local ims, iseq = string.match(id, '^(%d+)-(%d+)$')
-      lms, lseq, ims, iseq = tonumber(lms), tonumber(lseq), tonumber(ims), tonumber(iseq)
-      return ims > lms or (ims == lms and iseq > lseq)
-    end
+    if name == group then return last end
   end
   return false
+end
+
+-- Whether entry `id` of stream `key` is still waiting for the group (not yet handed out).
+local function undelivered(key, id)
+  local last = last_delivered(key, GROUP)
+  if not last then return false end
+  local lms, lseq = string.match(last, '^(%d+)-(%d+)$')
+  local ims, iseq = string.match(id, '^(%d+)-(%d+)$')
+  lms, lseq, ims, iseq = tonumber(lms), tonumber(lseq), tonumber(ims), tonumber(iseq)
+  return ims > lms or (ims == lms and iseq > lseq)
 end
 
 -- The books limit k keeps its counted entries in (holders, or takes in the window).

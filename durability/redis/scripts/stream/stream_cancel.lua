@@ -26,15 +26,7 @@ end
 local function cancel_in(key)
 local gone = 0
 if redis.call('EXISTS', key) == 1 then
-  local delivered = nil
-  for _, group in ipairs(redis.call('XINFO', 'GROUPS', key)) do
-    local name, last
-    for i = 1, #group, 2 do
-      if group[i] == 'name' then name = group[i + 1] end
-      if group[i] == 'last-delivered-id' then last = group[i + 1] end
-    end
-    if name == ARGV[1] then delivered = last end
-  end
+  local delivered = last_delivered(key, ARGV[1]) or nil
 
   local found, limited = {}, {}
   local start = '-'

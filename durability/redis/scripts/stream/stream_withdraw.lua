@@ -36,15 +36,8 @@ elseif redis.call('GET', R .. ':plain:since') ~= 'none' then
     redis.call('SET', R .. ':plain:since', since)
   end
   if since ~= 'none' and redis.call('EXISTS', R) == 1 then
-    local read = '-'
-    for _, group in ipairs(redis.call('XINFO', 'GROUPS', R)) do
-      local name, last
-      for i = 1, #group, 2 do
-        if group[i] == 'name' then name = group[i + 1] end
-        if group[i] == 'last-delivered-id' then last = group[i + 1] end
-      end
-      if name == GROUP then read = '(' .. last end
-    end
+    local last = last_delivered(R, GROUP)
+    local read = last and '(' .. last or '-'
     local waiting = redis.call('XRANGE', R, read, since, 'COUNT', SCAN)
     if #waiting == 0 then redis.call('SET', R .. ':plain:since', 'none') end
     for _, entry in ipairs(waiting) do
