@@ -500,25 +500,3 @@ async def test_a_plain_wakeup_behind_a_long_stream_is_still_withdrawn(
     assert await scheduler.next_ready(timedelta(milliseconds=300)) is None
     await scheduler.done(delivery)
     assert await redis.hlen(index) == 0
-
-
-async def test_a_plain_wakeup_written_before_the_index_is_still_withdrawn(
-    redis: Redis, namespace: str
-) -> None:
-    scheduler = _scheduler(RedisStreamScheduler, redis, namespace, timedelta(seconds=30))
-    await scheduler.prepare()
-    workflow, key = _apart("older")
-    home = shard_of(workflow, SHARDS)
-    stream = f"{{{namespace}:{home}}}:ready"
-    # As the code before the index wrote it: the entry alone, no index entry beside it.
-    await redis.xadd(stream, {"workflow": workflow})
-    await scheduler.make_ready(workflow, limit=Limit(key, 2))  # limited, on another shard
-    seen = []
-    while (delivery := await scheduler.next_ready(timedelta(milliseconds=300))) is not None:
-        seen.append(delivery)
-        await scheduler.done(delivery)
-    assert [(d.workflow, d.limit) for d in seen] == [(workflow, Limit(key, 2))]
-    # Read past the last id the look-back covers: the next withdraw stops looking back.
-    other = _in_shard(home, 1, f"{namespace}-newer")[0]
-    await scheduler.make_ready(other, limit=Limit(key, 2))
-    assert await redis.get(f"{stream}:plain:since") == "none"

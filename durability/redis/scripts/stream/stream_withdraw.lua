@@ -6,7 +6,6 @@
 --
 -- A prioritized wakeup is found by its record (R:policy), a default one by its index.
 -- include: stream_policy
-local SCAN = 100
 local R, workflow = KEYS[1], ARGV[1]
 local found = false
 local at, pending = where_of(redis.call('HGET', R .. ':policy', workflow))
@@ -23,30 +22,6 @@ if was then
   redis.call('HDEL', R .. ':plain', workflow)
   if undelivered(R, was) and redis.call('XDEL', R, was) == 1 then
     if not found or found < 0 then found = 0 end
-  end
-elseif redis.call('GET', R .. ':plain:since') ~= 'none' then
-  -- None indexed: a plain wakeup written before the index existed (it wrote only its entry)
-  -- may still wait. R:plain:since is the stream's last id when the first withdraw came, so
-  -- no unindexed entry is later; the first SCAN waiting entries up to it are looked through
-  -- (as before the index), until none waits up to it ('none': never again).
-  local since = redis.call('GET', R .. ':plain:since')
-  if not since then
-    local last = redis.call('XREVRANGE', R, '+', '-', 'COUNT', 1)[1]
-    since = last and last[1] or 'none'
-    redis.call('SET', R .. ':plain:since', since)
-  end
-  if since ~= 'none' and redis.call('EXISTS', R) == 1 then
-    local last = last_delivered(R, GROUP)
-    local read = last and '(' .. last or '-'
-    local waiting = redis.call('XRANGE', R, read, since, 'COUNT', SCAN)
-    if #waiting == 0 then redis.call('SET', R .. ':plain:since', 'none') end
-    for _, entry in ipairs(waiting) do
-      local fields = entry[2]  -- a plain entry is its workflow alone
-      if #fields == 2 and fields[1] == ARGV[2] and fields[2] == workflow then
-        redis.call('XDEL', R, entry[1])
-        if not found or found < 0 then found = 0 end
-      end
-    end
   end
 end
 return found
