@@ -2,7 +2,7 @@
 
 `waited` sends one script and, right behind it on the same connection, `WAIT` (and
 `WAITAOF`), because `WAIT` counts only the writes of the connection it arrives on; on a
-cluster the pipeline is pinned to the node that owns the script's first key. `replicated`
+cluster through `NodeWaits`, on a connection to the primary of the script's first key. `replicated`
 reads the one `WAIT` behind a single node's batch of writes (`batching.ScriptBatcher`).
 `read` makes the URL's `replicas` and `replicas_timeout_ms` into an `Acknowledged`.
 """
@@ -19,8 +19,11 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 
 from durability.checks import positive, to_ms
+from durability.redis.node_waits import NodeWaits
 
-__all__ = ["MOST_REPLICAS", "Acknowledged", "NotAcknowledged", "read", "replicated", "waited"]
+__all__ = [
+    "MOST_REPLICAS", "Acknowledged", "NotAcknowledged", "held_for", "read", "replicated", "waited",
+]
 
 #: The most replicas a write may wait for: a URL asking more names a count no deployment has.
 MOST_REPLICAS = 16
@@ -48,6 +51,11 @@ class Acknowledged:
         if self.replicas < 0:
             raise ValueError(f"replicas must not be negative, got {self.replicas}")
         positive("timeout", self.timeout)
+
+
+def held_for(want: Acknowledged) -> float:
+    """How long (seconds) the server may hold one write's waits: `WAIT`, and `WAITAOF`."""
+    return want.timeout.total_seconds() * (2 if want.aof else 1)
 
 
 class NotAcknowledged(RuntimeError):
@@ -101,25 +109,27 @@ def read(ours: Mapping[str, str], url: str) -> Acknowledged | None:
 
 
 async def waited(client: Any, sent: AsyncScript, keys: Sequence[str], args: Sequence[Any],
-                 want: Acknowledged, aof: Callable[[], Any] | None = None) -> Any:
+                 want: Acknowledged, aof: Callable[[], Any] | None = None,
+                 nodes: NodeWaits | None = None) -> Any:
     """Run `sent` and then `WAIT` (and `WAITAOF` when `aof` says the server has it) on one
     connection; the script's reply, or `NotAcknowledged` if too few replicas had it in time
-    (the write was applied on the primary either way)."""
+    (the write was applied on the primary either way). A cluster's go through its `nodes`,
+    which never send one without the other (see node_waits.py)."""
     waits: list[tuple[str, ...]] = [("WAIT", str(want.replicas), str(to_ms(want.timeout)))]
     if want.aof and aof is not None and await aof():
         waits.append(("WAITAOF", "1", str(want.replicas), str(to_ms(want.timeout))))
-    # In a cluster the pipeline groups commands by node; naming the node that owns the
-    # script's slot puts WAIT on the same connection as the script it must count.
-    route: dict[str, Any] = {}
-    if isinstance(client, RedisCluster):
-        route["target_nodes"] = client.get_node_from_key(keys[0])
+    if isinstance(client, RedisCluster) and nodes is None:
+        raise TypeError("a cluster's acknowledged writes need its NodeWaits")
     for attempt in range(2):
-        pipe = client.pipeline(transaction=False)
-        # EVALSHA by name: cluster pipelines block the evalsha() helper, not the command.
-        pipe.execute_command("EVALSHA", sent.sha, len(keys), *keys, *args)
-        for wait in waits:
-            pipe.execute_command(*wait, **route)
-        results = await pipe.execute(raise_on_error=False)
+        # EVALSHA by name: the script objects' helper would load and retry on its own.
+        commands = [("EVALSHA", sent.sha, len(keys), *keys, *args), *waits]
+        if nodes is not None:
+            results = await nodes.send(str(keys[0]), commands)
+        else:
+            pipe = client.pipeline(transaction=False)
+            for command in commands:
+                pipe.execute_command(*command)
+            results = await pipe.execute(raise_on_error=False)
         if isinstance(results[0], NoScriptError) and attempt == 0:
             # The server lost its script cache; nothing ran, so load and send again.
             await client.script_load(sent.script)

@@ -20,7 +20,8 @@ from redis.commands.core import AsyncScript
 
 from durability.redis.batching import ScriptBatcher
 from durability.redis.lua import named, script, source
-from durability.redis.replicas import Acknowledged, NotAcknowledged, waited
+from durability.redis.node_waits import NodeWaits
+from durability.redis.replicas import Acknowledged, NotAcknowledged, held_for, waited
 
 __all__ = ["Acknowledged", "Client", "NotAcknowledged", "Sender"]
 
@@ -34,7 +35,9 @@ _EFFECT_SLOT = "--[[EFFECT]]"
 class Sender:
     """Sends one checkpointer's scripts on `redis` (see the module doc)."""
 
-    __slots__ = ("_durable", "_effects", "_redis", "_scripts", "_version", "_waiting", "batcher")
+    __slots__ = (
+        "_durable", "_effects", "_nodes", "_redis", "_scripts", "_version", "_waiting", "batcher",
+    )
 
     def __init__(self, redis: Client, durable: Acknowledged | None) -> None:
         self._redis = redis
@@ -47,12 +50,17 @@ class Sender:
         #: A turn's acknowledged writes, one pipeline and one WAIT (a single node, no WAITAOF).
         self._waiting = (ScriptBatcher(redis, durable) if durable is not None and not durable.aof
                          and not isinstance(redis, RedisCluster) else None)
+        #: A cluster's acknowledged writes, each with its waits on one connection.
+        self._nodes = (NodeWaits(redis, held_for(durable)) if durable is not None
+                       and isinstance(redis, RedisCluster) else None)
 
     async def close(self) -> None:
         """End the batches under way (see `ScriptBatcher.close`)."""
         await self.batcher.close()
         if self._waiting is not None:
             await self._waiting.close()
+        if self._nodes is not None:
+            await self._nodes.close()
 
     @property
     def redis(self) -> Client:
@@ -103,7 +111,8 @@ class Sender:
     async def _acknowledged(
         self, script: AsyncScript, keys: Sequence[str], args: Sequence[Any], want: Acknowledged
     ) -> Any:
-        return await waited(self._redis, script, keys, args, want, self._has_waitaof)
+        return await waited(self._redis, script, keys, args, want, self._has_waitaof,
+                            self._nodes)
 
     async def _has_waitaof(self) -> bool:
         if self._version is None:

@@ -13,7 +13,8 @@ from redis.commands.core import AsyncScript
 
 from durability.redis.batching import ScriptBatcher
 from durability.redis.lua import script
-from durability.redis.replicas import Acknowledged, waited
+from durability.redis.node_waits import NodeWaits
+from durability.redis.replicas import Acknowledged, held_for, waited
 from durability.redis.sharded import Sharded
 from durability.values import Limit
 
@@ -25,13 +26,15 @@ class Wakeups:
     turn's wakeups share one pipeline and one `WAIT` (`batching.ScriptBatcher`), on a cluster
     each is a pipeline of its own with its `WAIT` (`replicas.waited`)."""
 
-    __slots__ = ("_batcher", "_client", "_scheduler", "_scripts", "_want")
+    __slots__ = ("_batcher", "_client", "_nodes", "_scheduler", "_scripts", "_want")
 
     def __init__(self, client: Any, scheduler: Any, want: Acknowledged) -> None:
         self._client, self._scheduler, self._want = client, scheduler, want
         self._scripts: dict[str, AsyncScript] = {}
         self._batcher = (None if isinstance(client, RedisCluster) or want.aof
                          else ScriptBatcher(client, want))
+        cluster = isinstance(client, RedisCluster)
+        self._nodes = NodeWaits(client, held_for(want)) if cluster else None
 
     async def wake(self, workflow: str, *, priority: int = 0, limit: Limit | None = None) -> None:
         """`make_ready(workflow, ...)`, returning once `want.replicas` replicas have it. On a
@@ -47,7 +50,7 @@ class Wakeups:
         if self._batcher is not None:
             await self._batcher.run(found, call.keys, call.args)
         else:
-            await waited(self._client, found, call.keys, call.args, self._want)
+            await waited(self._client, found, call.keys, call.args, self._want, nodes=self._nodes)
         if there is not scheduler:
             await scheduler.merged_home(workflow, priority, limit, there)
 
@@ -55,3 +58,5 @@ class Wakeups:
         """End the batches under way."""
         if self._batcher is not None:
             await self._batcher.close()
+        if self._nodes is not None:
+            await self._nodes.close()
