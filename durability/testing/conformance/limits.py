@@ -274,6 +274,36 @@ class LimitContract:
         more = await _take_some(durable, PATIENT, many=True, room=10)
         assert [t.delivery.workflow in limited for t in more] == [True], f"then took {more}"
 
+    @pytest.mark.parametrize("how", ["one_by_one", "many_at_once", "racing"])
+    async def test_a_full_limit_hands_out_its_last_slot(
+        self, make_durables: MakeDurables, how: str
+    ) -> None:
+        """More ready than a limit of 16 allows and none answered: takes until none comes hold
+        all 16, never 15 (a slot never handed out) nor 17; taken one at a time on one durable,
+        many in one move (`TakingMany`, where the store has it), or by takers racing on two
+        durables (other workers). One answer frees one slot, and only one more is taken."""
+        durables = await make_durables(LONG, 2)
+        at_most = 16
+        limit = Limit(fresh("limit"), at_most)
+        for _ in range(at_most + 8):
+            await durables[0].scheduler.make_ready(fresh("limited"), limit=limit)
+        got: list[tuple[Durable, Taken]] = []
+        if how == "racing":
+            reads = await asyncio.gather(*(
+                _take_some(durables[n % 2], QUIET, many=n % 4 == 1, room=4)
+                for n in range(2 * at_most)))
+            got += [(durables[n % 2], t) for n, read in enumerate(reads) for t in read]
+        # Until a read comes back empty: a racer that lost its turn leaves no slot behind.
+        while batch := await _take_some(durables[0], QUIET, how == "many_at_once", 2 * at_most):
+            got += [(durables[0], t) for t in batch]
+        assert len(got) == at_most, f"{len(got)} taken under a limit of {at_most}"
+        await _answer(*got.pop())
+        more = await _take_some(durables[1], PATIENT, many=False)
+        assert len(more) == 1, "the freed slot was not handed out"
+        assert await _take_some(durables[0], QUIET, many=True, room=4) == [], "one too many"
+        for durable, one in [*got, (durables[1], more[0])]:
+            await _answer(durable, one)
+
     async def test_a_rate_limit_hands_out_at_most_so_many_in_a_window(
         self, make_durables: MakeDurables
     ) -> None:
