@@ -22,6 +22,7 @@ from redis.asyncio.connection import ConnectionPool
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import SlotNotCoveredError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from durability.redis.bounds import Lost, TimedOut, call_bound, where
@@ -55,7 +56,12 @@ class NodeWaits:
         for attempt in range(REDIRECTS + 1):
             if self._stale:
                 await self._learn()
-            node = self._client.get_node_from_key(key)
+            if not self._client.nodes_manager.slots_cache:  # a client not yet started
+                await self._client.initialize()
+            try:
+                node = self._client.get_node_from_key(key)
+            except SlotNotCoveredError:
+                node = None
             if node is None:  # no primary known for the slot: a failover under way
                 if attempt == REDIRECTS:
                     raise Lost(f"no primary of the Redis cluster holds the slot of {key!r}")
