@@ -239,28 +239,38 @@ _WORD = 2**63
 def _copy(value: object, depth: int) -> object:
     """`value` as JSON brings it back, for the values that surely survive (else `_Unusual`):
     exact types only, as `_native` checks them (a subclass is left to the text). Asked by
-    exact type first, not by a ladder of `isinstance`: a completed pass's ending comes here."""
-    if type(value) is str:
-        if value.isascii():
-            return value
-    elif type(value) is int:
-        if -_WORD < value < _WORD:
-            return value
-    elif type(value) is bool or value is None:
-        return value
-    elif type(value) is dict:
+    exact type first, not by a ladder of `isinstance`: a completed pass's ending comes here,
+    and a container's plain items (ASCII text, word-sized ints, bools, None) are taken in
+    its loop, not by a call each."""
+    kind = type(value)
+    if kind is dict:
         if depth < _SHALLOW:
             copied: dict[str, object] = {}
-            for key, item in value.items():
+            for key, item in value.items():  # type: ignore[attr-defined]
                 if type(key) is not str or not key.isascii():
                     raise _Unusual
-                copied[key] = _copy(item, depth + 1)
+                leaf = type(item)
+                if (
+                    (leaf is str and item.isascii())
+                    or (leaf is int and -_WORD < item < _WORD)
+                    or leaf is bool
+                    or item is None
+                ):
+                    copied[key] = item
+                else:
+                    copied[key] = _copy(item, depth + 1)
             return copied
-    elif type(value) is float:
-        if math.isfinite(value):
+    elif kind is list:
+        if depth < _SHALLOW:
+            return [_copy(item, depth + 1) for item in value]  # type: ignore[attr-defined]
+    elif kind is str:
+        if value.isascii():  # type: ignore[attr-defined]
             return value
-    elif type(value) is list and depth < _SHALLOW:
-        return [_copy(item, depth + 1) for item in value]
+    elif kind is int:
+        if -_WORD < value < _WORD:  # type: ignore[operator]
+            return value
+    elif kind is bool or value is None or (kind is float and math.isfinite(value)):  # type: ignore[arg-type]
+        return value
     raise _Unusual
 
 
