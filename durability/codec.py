@@ -85,7 +85,8 @@ def _native(value: object, depth: int) -> None:
     back as a plain `str` or `dict`, which is a different value to code that checks its type.
     """
     # Asked by exact type (each branch wants `kind is X`), not by a ladder of `isinstance`:
-    # every record and ending a pass writes comes here.
+    # every record and ending a pass writes comes here, and a container's plain items (text,
+    # bools, None, ints in bounds) are passed in its loop rather than by a call each.
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return
@@ -103,7 +104,14 @@ def _native(value: object, depth: int) -> None:
                     raise _Refused(
                         f"key {key!r} is a {type(key).__name__}; JSON keys come back as str"
                     )
-                _native(item, depth + 1)
+                leaf = type(item)  # a plain item passed here, not by a call of its own
+                if not (
+                    leaf is str
+                    or leaf is bool
+                    or item is None
+                    or (leaf is int and -_TOO_BIG < item < _TOO_BIG)
+                ):
+                    _native(item, depth + 1)
         except _Refused as refused:
             if type(key) is str:  # the refusal is inside the item, not the key itself
                 refused.path.append(f"[{key!r}]")
@@ -119,7 +127,14 @@ def _native(value: object, depth: int) -> None:
         at = 0
         try:
             for item in value:  # type: ignore[attr-defined]
-                _native(item, depth + 1)
+                leaf = type(item)  # as in a dict
+                if not (
+                    leaf is str
+                    or leaf is bool
+                    or item is None
+                    or (leaf is int and -_TOO_BIG < item < _TOO_BIG)
+                ):
+                    _native(item, depth + 1)
                 at += 1
         except _Refused as refused:
             refused.path.append(f"[{at}]")
@@ -239,28 +254,38 @@ _WORD = 2**63
 def _copy(value: object, depth: int) -> object:
     """`value` as JSON brings it back, for the values that surely survive (else `_Unusual`):
     exact types only, as `_native` checks them (a subclass is left to the text). Asked by
-    exact type first, not by a ladder of `isinstance`: a completed pass's ending comes here."""
-    if type(value) is str:
-        if value.isascii():
-            return value
-    elif type(value) is int:
-        if -_WORD < value < _WORD:
-            return value
-    elif type(value) is bool or value is None:
-        return value
-    elif type(value) is dict:
+    exact type first, not by a ladder of `isinstance`: a completed pass's ending comes here,
+    and a container's plain items (ASCII text, word-sized ints, bools, None) are taken in
+    its loop, not by a call each."""
+    kind = type(value)
+    if kind is dict:
         if depth < _SHALLOW:
             copied: dict[str, object] = {}
-            for key, item in value.items():
+            for key, item in value.items():  # type: ignore[attr-defined]
                 if type(key) is not str or not key.isascii():
                     raise _Unusual
-                copied[key] = _copy(item, depth + 1)
+                leaf = type(item)
+                if (
+                    (leaf is str and item.isascii())
+                    or (leaf is int and -_WORD < item < _WORD)
+                    or leaf is bool
+                    or item is None
+                ):
+                    copied[key] = item
+                else:
+                    copied[key] = _copy(item, depth + 1)
             return copied
-    elif type(value) is float:
-        if math.isfinite(value):
+    elif kind is list:
+        if depth < _SHALLOW:
+            return [_copy(item, depth + 1) for item in value]  # type: ignore[attr-defined]
+    elif kind is str:
+        if value.isascii():  # type: ignore[attr-defined]
             return value
-    elif type(value) is list and depth < _SHALLOW:
-        return [_copy(item, depth + 1) for item in value]
+    elif kind is int:
+        if -_WORD < value < _WORD:  # type: ignore[operator]
+            return value
+    elif kind is bool or value is None or (kind is float and math.isfinite(value)):  # type: ignore[arg-type]
+        return value
     raise _Unusual
 
 

@@ -62,7 +62,7 @@ class Trail:
 
     __slots__ = (
         "_aside", "_awaited", "_checked", "_found", "_loop", "_own", "_task", "broken",
-        "placed", "stamps",
+        "checks", "placed", "stamps",
     )
 
     def __init__(
@@ -87,6 +87,10 @@ class Trail:
         self._checked = False
         #: The `Nondeterministic` this pass met, if any: every new key after it is refused.
         self.broken: Nondeterministic | None = None
+        #: Whether `new` has anything to do: a check is still due (the claim found stamped
+        #: records and no new key was checked yet), or the pass broke. A caller may skip `new`
+        #: while it is False (a fresh workflow's pass: nothing stamped to check against).
+        self.checks = bool(ordinals)
 
     def reach(self, key: str) -> int | None:
         """Note that the pass reached `key`; its ordinal if the body's own task reached it."""
@@ -123,7 +127,7 @@ class Trail:
             raise self.broken
         if ordinal is None or self._checked:
             return
-        self._checked = True
+        self._checked, self.checks = True, False
         own = self._own
         if not own:
             return
@@ -135,6 +139,7 @@ class Trail:
                 missed, lowest = recorded, at
         if missed is not None:
             self.broken = Nondeterministic(workflow, key, ordinal, missed, lowest)
+            self.checks = True
             raise self.broken
 
     def first_here(self, records: Mapping[str, object]) -> bool:

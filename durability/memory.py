@@ -304,7 +304,8 @@ class MemoryCheckpointer:
             encoded, copied = "", (key, codec.copy(value))
         else:
             encoded = codec.encode(value)
-        held = _as_json(detail)  # refused before anything is written
+        # Refused before anything is written; a completed pass's empty detail is not walked.
+        held = _as_json(detail) if detail else {}
         workflow = self._get(holder.workflow)
         if workflow.claim.token != holder.token:
             return False
@@ -312,8 +313,9 @@ class MemoryCheckpointer:
         texts = workflow.records if workflow.copied is None else self._texts(workflow)
         if key not in texts:  # first writer wins; nothing to decode back
             workflow.records[key], workflow.copied = (encoded, now), copied
-            for bell in self._bells.get(holder.workflow, ()):
-                bell.set()
+            if self._bells:  # someone waits on a `result`: most endings have nobody to ring
+                for bell in self._bells.get(holder.workflow, ()):
+                    bell.set()
         _place(self._listed, workflow, state, held, now)
         workflow.claim.until = NEVER
         return True

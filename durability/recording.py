@@ -86,7 +86,8 @@ class Recorder:
         (`Trail.new`: it may raise `Nondeterministic`, and then nothing is produced)."""
         if self.cancelled:
             raise Cancelled(self.holder.workflow)
-        ordinal = self.trail.reach(key)
+        trail = self.trail
+        ordinal = trail.reach(key)
         if key in self.records:
             return self.records[key]
         if key in self._inflight:
@@ -94,7 +95,8 @@ class Recorder:
             if running is None:
                 running = self._inflight[key] = asyncio.get_running_loop().create_future()
             return await asyncio.shield(running)
-        self.trail.new(self.holder.workflow, key, ordinal)
+        if trail.checks:  # a flag first: most passes have nothing to check (`Trail.checks`)
+            trail.new(self.holder.workflow, key, ordinal)
         self._inflight[key] = None
         try:
             value = await produce()

@@ -137,7 +137,10 @@ async def answer(crew: Crew, running: Running, holder: Pass | None, ending: Endi
     if isinstance(ending, Busy):
         await crew.look_again(delivery, running.reclaimed)
         return
-    _told(crew, delivery.workflow, ending)
+    if type(ending) is Settled:  # every pass whose body returned: told here, not by `_told`
+        crew.emit("outcome", delivery.workflow, outcome=ending.outcome)
+    else:
+        _told(crew, delivery.workflow, ending)
     if running.extending is None:
         running.unnudge()  # no renewal was ever sent: nothing to let land, so no await
     else:
@@ -147,7 +150,10 @@ async def answer(crew: Crew, running: Running, holder: Pass | None, ending: Endi
     assert holder is not None
     match ending:
         case Settled(outcome=outcome):
-            await _settled(crew, running, holder, outcome)
+            if isinstance(outcome, Completed):
+                await complete(crew, running, holder, outcome.value)
+            else:
+                await _settled(crew, running, holder, outcome)
         case OtherHeld():
             await crew.checkpointer.release(holder)
             await crew.look_again(delivery, running.reclaimed)
@@ -179,10 +185,8 @@ async def answer(crew: Crew, running: Running, holder: Pass | None, ending: Endi
 def _told(crew: Crew, workflow: str, ending: Ending) -> None:
     """What the observer and the log hear of each ending."""
     match ending:
-        case Busy():
+        case Busy() | Settled():  # (`Settled` is told by `answer` itself: every pass's)
             pass
-        case Settled(outcome=outcome):
-            crew.emit("outcome", workflow, outcome=outcome)
         case OtherHeld():
             log.info("a pass of %s found another workflow held; looking again", workflow)
         case Stopped():
@@ -209,17 +213,15 @@ def _told(crew: Crew, workflow: str, ending: Ending) -> None:
 
 
 async def _settled(
-    crew: Crew, running: Running, holder: Pass, outcome: Completed[object] | Sleeping | Blocked
+    crew: Crew, running: Running, holder: Pass, outcome: Sleeping | Blocked
 ) -> None:
     # The standing is written with the finish (`Crew.finish`), while the claim still holds
-    # or in the same step as its release: a status reads "running" until it lands.
+    # or in the same step as its release: a status reads "running" until it lands. (A
+    # completed body's ending goes with its finish: `concluding.complete`, from `answer`.)
     workflow = holder.workflow
     state: str
     detail: dict[str, object]
     match outcome:
-        case Completed(value=value):
-            await complete(crew, running, holder, value)
-            return
         case Sleeping(due=due):
             state, detail = "sleeping", {"until": due.isoformat()}
             await crew.retain(workflow, due)
