@@ -6,6 +6,13 @@
 -- A claim is live while now < until AND now < deadline. Tokens are
 -- max(now in ms, previous + 1): a hybrid logical clock that rises on every claim and discard.
 
+-- name: unrecorded
+-- The condition a read of the standing's ending `s` ends with: not when `records` holds the
+-- same key (an older version's ending there, which a finish did not look for: the record, the
+-- first written, is read). Looked for only where a standing holds an ending.
+                AND NOT EXISTS (SELECT FROM durability.records AS u
+                                WHERE u.workflow = s.workflow AND u.key = s.ending_key)
+
 -- name: claim
 -- Take the workflow unless a live claim holds it (the upsert's WHERE is the liveness test: a
 -- live conflicting row makes it return nothing), and read the checkpoint in the same statement
@@ -54,7 +61,9 @@ SELECT claimed.token, claimed.deadline,
                        UNION ALL
                        SELECT s.ending_key, s.ending, s.ending_seq
                        FROM durability.standings AS s
-                       WHERE s.workflow = %(workflow)s AND s.ending_key IS NOT NULL) AS e),
+                       WHERE s.workflow = %(workflow)s AND s.ending_key IS NOT NULL
+-- include: checkpointer.sql unrecorded
+                       ) AS e),
                 '[]'::json)
        END
 FROM claimed
@@ -66,16 +75,20 @@ FROM claimed
 SELECT e.key, e.value
 FROM (SELECT key, value, seq FROM durability.records WHERE workflow = %(workflow)s
       UNION ALL
-      SELECT ending_key, ending, ending_seq FROM durability.standings
-      WHERE workflow = %(workflow)s AND ending_key IS NOT NULL) AS e
+      SELECT s.ending_key, s.ending, s.ending_seq FROM durability.standings AS s
+      WHERE s.workflow = %(workflow)s AND s.ending_key IS NOT NULL
+-- include: checkpointer.sql unrecorded
+      ) AS e
 ORDER BY e.seq
 
 -- name: history
 SELECT e.key, e.value, e.at
 FROM (SELECT key, value, at, seq FROM durability.records WHERE workflow = %(workflow)s
       UNION ALL
-      SELECT ending_key, ending, ending_at, ending_seq FROM durability.standings
-      WHERE workflow = %(workflow)s AND ending_key IS NOT NULL) AS e
+      SELECT s.ending_key, s.ending, s.ending_at, s.ending_seq FROM durability.standings AS s
+      WHERE s.workflow = %(workflow)s AND s.ending_key IS NOT NULL
+-- include: checkpointer.sql unrecorded
+      ) AS e
 ORDER BY e.seq
 
 -- name: record
@@ -265,9 +278,9 @@ fenced AS (
 ),
 told AS (SELECT pg_notify(%(channel)s, %(workflow)s) FROM won)
 SELECT (SELECT value FROM won),
-       coalesce((SELECT ending FROM placed WHERE placed.ending_key = %(key)s),
-                (SELECT value FROM durability.records
-                 WHERE workflow = %(workflow)s AND key = %(key)s)),
+       coalesce((SELECT value FROM durability.records
+                 WHERE workflow = %(workflow)s AND key = %(key)s),
+                (SELECT ending FROM placed WHERE placed.ending_key = %(key)s)),
        (SELECT count(*) FROM fenced), (SELECT count(*) FROM told), (SELECT yes FROM seen)
 
 -- name: append

@@ -164,21 +164,19 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM first), (SELECT co
 -- written only under the pass's token (after the release, whose row lock a cancel's conclude
 -- takes first too), first writer wins, and its waiters are told on commit. It goes in the
 -- standing's own row (`ending_*`, one row written, not two) unless that row holds an ending
--- already (the first epoch's, when this one follows a retry) or an older writer put this one
--- in `records`: then into `records`, as every ending went before (`ended`). `fresh` is the
--- ending to place, or nothing.
+-- already (the first epoch's, when this one follows a retry): then into `records`, as every
+-- ending went before (`ended`). Not looked for in `records` first (a probe a pass, for the
+-- ending an older version could have written there while this pass ran, which its claim
+-- rules out): should both hold one, the record is read (checkpointer.sql's `load`).
 stood AS (
     INSERT INTO durability.standings AS s (workflow, state, detail, at,
                                            ending_key, ending, ending_seq, ending_at)
     SELECT %(workflow)s, %(state)s, %(detail)s, clock_timestamp(),
-           fresh.key, fresh.value, fresh.seq, fresh.at
-    FROM released LEFT JOIN (
-        SELECT %(ending_key)s::text AS key, %(ending_value)s::text AS value,
-               nextval('durability.records_seq_seq') AS seq, clock_timestamp() AS at
-        WHERE %(ending_key)s::text IS NOT NULL
-          AND NOT EXISTS (SELECT FROM durability.records AS r
-                          WHERE r.workflow = %(workflow)s AND r.key = %(ending_key)s::text)
-    ) AS fresh ON true
+           %(ending_key)s::text, %(ending_value)s::text,
+           CASE WHEN %(ending_key)s::text IS NOT NULL
+                THEN nextval('durability.records_seq_seq') END,
+           CASE WHEN %(ending_key)s::text IS NOT NULL THEN clock_timestamp() END
+    FROM released
     ON CONFLICT (workflow) DO UPDATE
         SET state = EXCLUDED.state, detail = EXCLUDED.detail, at = EXCLUDED.at,
 -- include: checkpointer.sql placing
@@ -255,7 +253,9 @@ CASE WHEN claimed.inserted
                 WHERE r.workflow = claimed.workflow
                 UNION ALL
                 SELECT s.ending_key, s.ending, s.ending_seq FROM durability.standings AS s
-                WHERE s.workflow = claimed.workflow AND s.ending_key IS NOT NULL) AS e),
+                WHERE s.workflow = claimed.workflow AND s.ending_key IS NOT NULL
+-- include: checkpointer.sql unrecorded
+                ) AS e),
          '[]'::json)
 END
 
@@ -485,16 +485,10 @@ stood AS (
     -- Each pass's standing, and its ending if it brings one, as finish_settled writes them.
     INSERT INTO durability.standings AS s (workflow, state, detail, at,
                                            ending_key, ending, ending_seq, ending_at)
-    SELECT a.workflow, a.state, a.detail, clock_timestamp(),
-           fresh.key, fresh.value, fresh.seq, fresh.at
+    SELECT a.workflow, a.state, a.detail, clock_timestamp(), a.ending_key, a.ending_value,
+           CASE WHEN a.ending_key IS NOT NULL THEN nextval('durability.records_seq_seq') END,
+           CASE WHEN a.ending_key IS NOT NULL THEN clock_timestamp() END
     FROM asked AS a JOIN released AS r ON r.workflow = a.workflow
-    LEFT JOIN LATERAL (
-        SELECT a.ending_key AS key, a.ending_value AS value,
-               nextval('durability.records_seq_seq') AS seq, clock_timestamp() AS at
-        WHERE a.ending_key IS NOT NULL
-          AND NOT EXISTS (SELECT FROM durability.records AS e
-                          WHERE e.workflow = a.workflow AND e.key = a.ending_key)
-    ) AS fresh ON true
     ORDER BY a.workflow
     ON CONFLICT (workflow) DO UPDATE
         SET state = EXCLUDED.state, detail = EXCLUDED.detail, at = EXCLUDED.at,
@@ -512,9 +506,11 @@ ended AS (
     RETURNING workflow
 ),
 told AS (
+    -- Rung for every standing that holds an ending (not only those written now: a join with
+    -- `asked` to tell them apart costs more than the rare extra ring, which a waiter answers
+    -- with one look).
     SELECT pg_notify(%(ended_channel)s, e.workflow)
-    FROM (SELECT t.workflow FROM stood AS t JOIN asked AS a ON a.workflow = t.workflow
-          WHERE t.ending_key = a.ending_key
+    FROM (SELECT t.workflow FROM stood AS t WHERE t.ending_key IS NOT NULL
           UNION ALL SELECT workflow FROM ended) AS e
 )
 SELECT (SELECT coalesce(array_agg(workflow), '{}') FROM stood), (SELECT count(*) FROM told),
