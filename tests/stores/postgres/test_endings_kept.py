@@ -1,8 +1,9 @@
 """Where Postgres keeps a workflow's ending: a finish writes it into the standing's own row
 (one row written, not two), and every read of the checkpoint sees it in its place among the
 records: the take's, the claim's, `load`, `history`, `result`, `status`, the delete's count.
-An ending an older version wrote as a row of `records` reads as it did and is still the one
-read when a later writer put the same epoch's in the standing; a second epoch's ending (after a retry) is a record again, in its place."""
+An ending an older version wrote as a row of `records` reads as it did, and is the one read
+when a later writer put the same epoch's in the standing; a second epoch's ending (after a
+retry) is a record again, in its place."""
 
 from __future__ import annotations
 
