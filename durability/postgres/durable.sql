@@ -186,7 +186,8 @@ ended AS (
     INSERT INTO durability.records (workflow, key, value, at)
     SELECT %(workflow)s, %(ending_key)s::text, %(ending_value)s::text, clock_timestamp()
     FROM stood
-    WHERE %(ending_key)s::text IS NOT NULL AND stood.ending_key IS DISTINCT FROM %(ending_key)s::text
+    WHERE %(ending_key)s::text IS NOT NULL
+      AND stood.ending_key IS DISTINCT FROM %(ending_key)s::text
     ON CONFLICT (workflow, key) DO NOTHING
     RETURNING workflow
 ),
