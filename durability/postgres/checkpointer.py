@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from contextlib import AbstractAsyncContextManager
 from datetime import UTC, datetime, timedelta
 
+from psycopg.rows import TupleRow
+
 from durability.checks import (
     INBOX,
     INBOX_WIDTH,
@@ -36,6 +38,7 @@ from durability.postgres.effect import PostgresEffect
 from durability.postgres.libpq_pipeline import GROUP_LOCK_WAIT
 from durability.postgres.statements import (
     DEFAULT_SCHEMA,
+    Params,
     Pool,
     borrowed,
     ended_channel,
@@ -75,6 +78,17 @@ def _microseconds(duration: object) -> int:
 
 #: Above every workflow id in code point order (ids are at most `MAX_NAME` characters).
 _ABOVE_ALL = "\U0010ffff" * (MAX_NAME + 1)
+
+
+async def _concluded(pool: Pool, sql: str, params: Params) -> TupleRow:
+    """`conclude`'s row, the statement sent again while it answers that the claim row changed
+    after its snapshot (it then wrote nothing: an ending it could not see may be written)."""
+    for _ in range(RACES):
+        row = await one(pool, sql, params)
+        assert row is not None
+        if row[4]:
+            return row
+    raise RuntimeError(f"conclude {params['workflow']!r}: lost {RACES} races in a row")
 
 
 def page_bounds(prefix: str | None, after: str | None) -> tuple[str, str]:
@@ -330,8 +344,7 @@ class PostgresCheckpointer:
         encoded = self._codec.encode(value)
         params = {"workflow": workflow, "key": key, "value": encoded,
                   "channel": ended_channel(self.schema)}
-        row = await one(self._pool, self._sql["conclude"], params)
-        assert row is not None
+        row = await _concluded(self._pool, self._sql["conclude"], params)
         written, held = row[0], row[1]
         if written is not None:
             return Recorded(self._codec.decode(written), True)

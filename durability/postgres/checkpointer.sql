@@ -6,6 +6,13 @@
 -- A claim is live while now < until AND now < deadline. Tokens are
 -- max(now in ms, previous + 1): a hybrid logical clock that rises on every claim and discard.
 
+-- name: unrecorded
+-- The condition a read of the standing's ending `s` ends with: not when `records` holds the
+-- same key (an older version's ending there, which a finish did not look for: the record, the
+-- first written, is read). Looked for only where a standing holds an ending.
+                AND NOT EXISTS (SELECT FROM durability.records AS u
+                                WHERE u.workflow = s.workflow AND u.key = s.ending_key)
+
 -- name: claim
 -- Take the workflow unless a live claim holds it (the upsert's WHERE is the liveness test: a
 -- live conflicting row makes it return nothing), and read the checkpoint in the same statement
@@ -48,17 +55,41 @@ SELECT claimed.token, claimed.deadline,
               OR (SELECT version FROM latest)
                  = (SELECT xmin::text FROM durability.claims WHERE workflow = %(workflow)s)
             THEN coalesce(
-                (SELECT json_agg(json_build_array(r.key, r.value) ORDER BY r.seq)
-                 FROM durability.records AS r WHERE r.workflow = %(workflow)s),
+                (SELECT json_agg(json_build_array(e.key, e.value) ORDER BY e.seq)
+                 FROM (SELECT r.key, r.value, r.seq FROM durability.records AS r
+                       WHERE r.workflow = %(workflow)s
+                       UNION ALL
+                       SELECT s.ending_key, s.ending, s.ending_seq
+                       FROM durability.standings AS s
+                       WHERE s.workflow = %(workflow)s AND s.ending_key IS NOT NULL
+-- include: checkpointer.sql unrecorded
+                       ) AS e),
                 '[]'::json)
        END
 FROM claimed
 
 -- name: load
-SELECT key, value FROM durability.records WHERE workflow = %(workflow)s ORDER BY seq
+-- The records, and the ending the standing's row keeps (durable.sql's `settling`) in its place
+-- among them: its number is one of the records' sequence, taken when it was written. Every
+-- read of a checkpoint reads it so (claim, durable.sql's `found`, history).
+SELECT e.key, e.value
+FROM (SELECT key, value, seq FROM durability.records WHERE workflow = %(workflow)s
+      UNION ALL
+      SELECT s.ending_key, s.ending, s.ending_seq FROM durability.standings AS s
+      WHERE s.workflow = %(workflow)s AND s.ending_key IS NOT NULL
+-- include: checkpointer.sql unrecorded
+      ) AS e
+ORDER BY e.seq
 
 -- name: history
-SELECT key, value, at FROM durability.records WHERE workflow = %(workflow)s ORDER BY seq
+SELECT e.key, e.value, e.at
+FROM (SELECT key, value, at, seq FROM durability.records WHERE workflow = %(workflow)s
+      UNION ALL
+      SELECT s.ending_key, s.ending, s.ending_at, s.ending_seq FROM durability.standings AS s
+      WHERE s.workflow = %(workflow)s AND s.ending_key IS NOT NULL
+-- include: checkpointer.sql unrecorded
+      ) AS e
+ORDER BY e.seq
 
 -- name: record
 -- Fence, renew and write in one statement. The UPDATE both checks the claim and locks its row
@@ -167,37 +198,90 @@ WITH written AS (
 SELECT (SELECT value FROM written),
        (SELECT value FROM durability.records WHERE workflow = %(workflow)s AND key = %(key)s)
 
+-- name: placing
+-- The SET of a standing's upsert that places an ending (EXCLUDED's, or none) in the standing's
+-- row (`load`): only while the row holds none, so the first ending placed there keeps it. Its
+-- users: `conclude`, and durable.sql's finishes (`settling`, `finish_many`).
+            ending_key = coalesce(s.ending_key, EXCLUDED.ending_key),
+            ending = CASE WHEN s.ending_key IS NULL THEN EXCLUDED.ending ELSE s.ending END,
+            ending_seq = CASE WHEN s.ending_key IS NULL THEN EXCLUDED.ending_seq
+                              ELSE s.ending_seq END,
+            ending_at = CASE WHEN s.ending_key IS NULL THEN EXCLUDED.ending_at
+                             ELSE s.ending_at END
+
 -- name: conclude
 -- A workflow's ending from outside any pass: the claim row locked first (as a finish locks it
--- before writing its ending, so the two wait for each other rather than deadlock), the record
+-- before writing its ending, so the two wait for each other rather than deadlock), the ending
 -- written first-writer-wins, and only if it was, the fence raised (token up, times cleared),
 -- the records kept; whoever waits for the ending told on commit.
+--
+-- Where a finish would write it (durable.sql's `settling`): in the standing's row if that holds
+-- no ending (`placed`; the row made, standing `queued` as a workflow with records and no
+-- standing reads, if there is none), else in `records` (`written`), so the unique key of the
+-- one or the other decides who was first. The upsert always writes the row, even to leave it
+-- as it was, so what it hands back is the row's newest version: an ending a finish placed
+-- after this statement's snapshot is seen, not written over. Skipped when `records` already
+-- holds this ending (an older writer's).
+--
+-- The snapshot caveat is claim's: every writer of an ending changes the claim row (a finish
+-- releases it, a record renews it, a conclude that wins fences it), so if the row's newest
+-- version, locked here, is not the one this statement's snapshot saw, an ending may have been
+-- written that the snapshot misses: then nothing is written, the last column says so, and the
+-- caller sends the statement again.
 WITH now AS (SELECT clock_timestamp() AS t),
 locked AS MATERIALIZED (
-    SELECT token FROM durability.claims WHERE workflow = %(workflow)s FOR UPDATE
+    SELECT xmin::text AS version FROM durability.claims WHERE workflow = %(workflow)s FOR UPDATE
+),
+seen AS MATERIALIZED (
+    SELECT (SELECT version FROM locked) IS NOT DISTINCT FROM
+           (SELECT xmin::text FROM durability.claims WHERE workflow = %(workflow)s) AS yes
+),
+minted AS MATERIALIZED (
+    SELECT nextval('durability.records_seq_seq') AS seq FROM seen WHERE seen.yes
+),
+placed AS (
+    INSERT INTO durability.standings AS s (workflow, state, detail, at,
+                                           ending_key, ending, ending_seq, ending_at)
+    SELECT %(workflow)s, 'queued', '{}', now.t, %(key)s, %(value)s, minted.seq, now.t
+    FROM now, minted
+    WHERE NOT EXISTS (SELECT FROM durability.records AS r
+                      WHERE r.workflow = %(workflow)s AND r.key = %(key)s)
+    ON CONFLICT (workflow) DO UPDATE
+        SET state = s.state,
+-- include: checkpointer.sql placing
+    RETURNING s.ending_key, s.ending, s.ending_seq
 ),
 written AS (
     INSERT INTO durability.records (workflow, key, value, at)
-    SELECT %(workflow)s, %(key)s, %(value)s, clock_timestamp()
-    FROM (SELECT count(*) FROM locked) AS l
+    SELECT %(workflow)s, %(key)s, %(value)s, now.t
+    FROM now, seen
+    WHERE seen.yes AND NOT EXISTS (SELECT FROM placed WHERE placed.ending_key = %(key)s)
     ON CONFLICT (workflow, key) DO NOTHING
     RETURNING value
+),
+won AS (
+    SELECT placed.ending AS value FROM placed, minted
+    WHERE placed.ending_key = %(key)s AND placed.ending_seq = minted.seq
+    UNION ALL
+    SELECT value FROM written
 ),
 fenced AS (
     INSERT INTO durability.claims AS c (workflow, token, until, deadline)
     SELECT %(workflow)s, floor(extract(epoch FROM now.t) * 1000)::bigint,
            '-infinity', '-infinity'
-    FROM now WHERE EXISTS (SELECT 1 FROM written)
+    FROM now WHERE EXISTS (SELECT 1 FROM won)
     ON CONFLICT (workflow) DO UPDATE
         SET token = greatest(EXCLUDED.token, c.token + 1),
             until = '-infinity',
             deadline = '-infinity'
     RETURNING 1
 ),
-told AS (SELECT pg_notify(%(channel)s, %(workflow)s) FROM written)
-SELECT (SELECT value FROM written),
-       (SELECT value FROM durability.records WHERE workflow = %(workflow)s AND key = %(key)s),
-       (SELECT count(*) FROM fenced), (SELECT count(*) FROM told)
+told AS (SELECT pg_notify(%(channel)s, %(workflow)s) FROM won)
+SELECT (SELECT value FROM won),
+       coalesce((SELECT value FROM durability.records
+                 WHERE workflow = %(workflow)s AND key = %(key)s),
+                (SELECT ending FROM placed WHERE placed.ending_key = %(key)s)),
+       (SELECT count(*) FROM fenced), (SELECT count(*) FROM told), (SELECT yes FROM seen)
 
 -- name: append
 -- The sequence lives on the claim row, which outlives discard, so an inbox key is never
@@ -244,7 +328,7 @@ gone AS (
     DELETE FROM durability.records WHERE workflow = %(workflow)s RETURNING 1
 ),
 unstood AS (
-    DELETE FROM durability.standings WHERE workflow = %(workflow)s RETURNING 1
+    DELETE FROM durability.standings WHERE workflow = %(workflow)s RETURNING ending_key
 ),
 fenced AS (
     INSERT INTO durability.claims AS c (workflow, token, until, deadline)
@@ -257,7 +341,9 @@ fenced AS (
             deadline = '-infinity'
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM fenced),
+-- The records forgotten count the ending the standing kept (`load`).
+SELECT (SELECT count(*) FROM gone) + (SELECT count(ending_key) FROM unstood),
+       (SELECT count(*) FROM fenced),
        (SELECT count(*) FROM unstood)
 
 -- name: release

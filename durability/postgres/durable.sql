@@ -76,7 +76,7 @@ gone AS (
     DELETE FROM durability.records WHERE workflow = %(workflow)s RETURNING 1
 ),
 unstood AS (
-    DELETE FROM durability.standings WHERE workflow = %(workflow)s RETURNING 1
+    DELETE FROM durability.standings WHERE workflow = %(workflow)s RETURNING ending_key
 ),
 fenced AS (
     INSERT INTO durability.claims AS c (workflow, token, until, deadline)
@@ -89,7 +89,9 @@ fenced AS (
             deadline = '-infinity'
     RETURNING 1
 )
-SELECT (SELECT count(*) FROM gone), (SELECT count(*) FROM dequeued),
+-- The records forgotten count the ending the standing kept (checkpointer.sql's `load`).
+SELECT (SELECT count(*) FROM gone) + (SELECT count(ending_key) FROM unstood),
+       (SELECT count(*) FROM dequeued),
        (SELECT count(*) FROM fenced), (SELECT count(*) FROM unstood), (SELECT count(*) FROM told)
 
 -- name: giving_back
@@ -158,24 +160,42 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM first), (SELECT co
 -- the release. A standing lost in a crash (the commit does not wait for the flush) is lost
 -- with the done, so the queue row shows again and the pass that comes writes it.
 ,
-stood AS (
-    INSERT INTO durability.standings AS s (workflow, state, detail, at)
-    SELECT %(workflow)s, %(state)s, %(detail)s, clock_timestamp() FROM released
-    ON CONFLICT (workflow) DO UPDATE
-        SET state = EXCLUDED.state, detail = EXCLUDED.detail, at = EXCLUDED.at
-    RETURNING 1
-),
--- The workflow's ending, when the pass brings one (its body returned, or failed for good):
+-- The workflow's ending, when the pass brings one (its body returned, or failed for good), is
 -- written only under the pass's token (after the release, whose row lock a cancel's conclude
--- takes first too), first writer wins; its waiters told on commit.
+-- takes first too), first writer wins, and its waiters are told on commit. It goes in the
+-- standing's own row (`ending_*`, one row written, not two) unless that row holds an ending
+-- already (the first epoch's, when this one follows a retry): then into `records`, as every
+-- ending went before (`ended`). Not looked for in `records` first (a probe a pass, for the
+-- ending an older version could have written there while this pass ran, which its claim
+-- rules out): should both hold one, the record is read (checkpointer.sql's `load`).
+stood AS (
+    INSERT INTO durability.standings AS s (workflow, state, detail, at,
+                                           ending_key, ending, ending_seq, ending_at)
+    SELECT %(workflow)s, %(state)s, %(detail)s, clock_timestamp(),
+           %(ending_key)s::text, %(ending_value)s::text,
+           CASE WHEN %(ending_key)s::text IS NOT NULL
+                THEN nextval('durability.records_seq_seq') END,
+           CASE WHEN %(ending_key)s::text IS NOT NULL THEN clock_timestamp() END
+    FROM released
+    ON CONFLICT (workflow) DO UPDATE
+        SET state = EXCLUDED.state, detail = EXCLUDED.detail, at = EXCLUDED.at,
+-- include: checkpointer.sql placing
+    RETURNING s.ending_key
+),
 ended AS (
     INSERT INTO durability.records (workflow, key, value, at)
     SELECT %(workflow)s, %(ending_key)s::text, %(ending_value)s::text, clock_timestamp()
-    FROM released WHERE %(ending_key)s::text IS NOT NULL
+    FROM stood
+    WHERE %(ending_key)s::text IS NOT NULL
+      AND stood.ending_key IS DISTINCT FROM %(ending_key)s::text
     ON CONFLICT (workflow, key) DO NOTHING
     RETURNING workflow
 ),
-told AS (SELECT pg_notify(%(ended_channel)s, workflow) FROM ended)
+told AS (
+    SELECT pg_notify(%(ended_channel)s, %(workflow)s)
+    FROM (SELECT FROM stood WHERE stood.ending_key = %(ending_key)s::text
+          UNION ALL SELECT FROM ended) AS e
+)
 SELECT (SELECT count(*) FROM stood), (SELECT count(*) FROM first), (SELECT count(*) FROM quick),
        (SELECT count(*) FROM told), (SELECT count(*) FROM told_freed)
 
@@ -223,13 +243,20 @@ claimed AS (
 -- name: found
 -- The checkpoint a take hands back with each claim (an expression, not a statement): the
 -- records from the statement's snapshot if that snapshot saw the claim row's newest version
--- (or the row is new), else NULL, and the pass loads them.
+-- (or the row is new), else NULL, and the pass loads them. The ending kept in the standing
+-- (checkpointer.sql's `load`) is one of them, in its place.
 CASE WHEN claimed.inserted
        OR (SELECT version FROM latest WHERE latest.workflow = claimed.workflow)
           = (SELECT c.xmin::text FROM durability.claims AS c WHERE c.workflow = claimed.workflow)
      THEN coalesce(
-         (SELECT json_agg(json_build_array(r.key, r.value) ORDER BY r.seq)
-          FROM durability.records AS r WHERE r.workflow = claimed.workflow),
+         (SELECT json_agg(json_build_array(e.key, e.value) ORDER BY e.seq)
+          FROM (SELECT r.key, r.value, r.seq FROM durability.records AS r
+                WHERE r.workflow = claimed.workflow
+                UNION ALL
+                SELECT s.ending_key, s.ending, s.ending_seq FROM durability.standings AS s
+                WHERE s.workflow = claimed.workflow AND s.ending_key IS NOT NULL
+-- include: checkpointer.sql unrecorded
+                ) AS e),
          '[]'::json)
 END
 
@@ -456,25 +483,37 @@ released AS (
     RETURNING c.workflow
 ),
 stood AS (
-    INSERT INTO durability.standings AS s (workflow, state, detail, at)
-    SELECT a.workflow, a.state, a.detail, clock_timestamp()
+    -- Each pass's standing, and its ending if it brings one, as finish_settled writes them.
+    INSERT INTO durability.standings AS s (workflow, state, detail, at,
+                                           ending_key, ending, ending_seq, ending_at)
+    SELECT a.workflow, a.state, a.detail, clock_timestamp(), a.ending_key, a.ending_value,
+           CASE WHEN a.ending_key IS NOT NULL THEN nextval('durability.records_seq_seq') END,
+           CASE WHEN a.ending_key IS NOT NULL THEN clock_timestamp() END
     FROM asked AS a JOIN released AS r ON r.workflow = a.workflow
     ORDER BY a.workflow
     ON CONFLICT (workflow) DO UPDATE
-        SET state = EXCLUDED.state, detail = EXCLUDED.detail, at = EXCLUDED.at
-    RETURNING s.workflow
+        SET state = EXCLUDED.state, detail = EXCLUDED.detail, at = EXCLUDED.at,
+-- include: checkpointer.sql placing
+    RETURNING s.workflow, s.ending_key
 ),
 ended AS (
-    -- Each pass's ending, if it brings one, as finish_settled writes it.
+    -- An ending the standing's row could not take, as finish_settled writes it.
     INSERT INTO durability.records (workflow, key, value, at)
     SELECT a.workflow, a.ending_key, a.ending_value, clock_timestamp()
-    FROM asked AS a JOIN released AS r ON r.workflow = a.workflow
-    WHERE a.ending_key IS NOT NULL
+    FROM asked AS a JOIN stood AS t ON t.workflow = a.workflow
+    WHERE a.ending_key IS NOT NULL AND t.ending_key IS DISTINCT FROM a.ending_key
     ORDER BY a.workflow
     ON CONFLICT (workflow, key) DO NOTHING
     RETURNING workflow
 ),
-told AS (SELECT pg_notify(%(ended_channel)s, workflow) FROM ended)
+told AS (
+    -- Rung for every standing that holds an ending (not only those written now: a join with
+    -- `asked` to tell them apart costs more than the rare extra ring, which a waiter answers
+    -- with one look).
+    SELECT pg_notify(%(ended_channel)s, e.workflow)
+    FROM (SELECT t.workflow FROM stood AS t WHERE t.ending_key IS NOT NULL
+          UNION ALL SELECT workflow FROM ended) AS e
+)
 SELECT (SELECT coalesce(array_agg(workflow), '{}') FROM stood), (SELECT count(*) FROM told),
        (SELECT count(*) FROM told_freed)
 

@@ -111,6 +111,25 @@ CREATE TABLE IF NOT EXISTS durability.standings (
     at       timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX IF NOT EXISTS standings_by_state ON durability.standings (state, workflow);
+-- The workflow's ending, when a finish wrote it here (durable.sql's `settling`) or a cancel did
+-- (checkpointer.sql's `conclude`): its key, its value (the codec's text), its place in the
+-- records' order (a number of the records' own sequence) and its time. Every read of the
+-- records reads it as one of them, so a finish writes one row, not two. The first ending
+-- written takes the place and keeps it; a later epoch's (after a retry) is a row of `records`,
+-- as every ending was before these columns (and those rows read as they always did). Added
+-- to a table that may predate them: nullable, no default, so each ADD COLUMN is a catalog
+-- change only, made only when missing (as the queue's columns above).
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_attribute
+                   WHERE attrelid = 'durability.standings'::regclass AND attname = 'ending_at'
+                     AND NOT attisdropped) THEN
+        ALTER TABLE durability.standings ADD COLUMN IF NOT EXISTS ending_key text,
+            ADD COLUMN IF NOT EXISTS ending text, ADD COLUMN IF NOT EXISTS ending_seq bigint,
+            ADD COLUMN IF NOT EXISTS ending_at timestamptz;
+    END IF;
+END
+$$;
 
 -- Schedules (durability.schedules), per queue: each one's record, opaque to SQL and compared
 -- whole by a swap, and when it is next due (NULL: paused), indexed so an idle worker's look at

@@ -48,7 +48,7 @@ _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,56}")
 #: A table (or the receipts sequence) of ours, qualified by the schema in the `.sql` files.
 _QUALIFIED = re.compile(
     r"\bdurability\."
-    r"(?=(?:records|claims|queue|receipts|standings|schedules|limits|queue_by_visibility"
+    r"(?=(?:records|records_seq_seq|claims|queue|receipts|standings|schedules|limits|queue_by_visibility"
     r"|queue_limited)\b)"
 )
 #: Every schema a store of this process was built for: a missing relation in one of them is a
