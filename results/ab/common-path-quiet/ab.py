@@ -19,8 +19,10 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-SIDES = ("old", "seam", "main")
-NAME = re.compile(r"(old|seam|main)(\d+)")
+#: Every side a sitting names, in the order they are compared (each against every later one):
+#: this folder's `old`, `seam` and `main`, and `../postgres-ending/`'s `hack` and `branch`.
+SIDES = ("old", "seam", "main", "hack", "branch")
+NAME = re.compile(rf"({'|'.join(SIDES)})(\d+)")
 METRICS = ("passes_per_s", "worker_cpu_per_pass", "server_cpu_per_pass")
 
 
