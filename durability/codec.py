@@ -85,8 +85,7 @@ def _native(value: object, depth: int) -> None:
     back as a plain `str` or `dict`, which is a different value to code that checks its type.
     """
     # Asked by exact type (each branch wants `kind is X`), not by a ladder of `isinstance`:
-    # every record and ending a pass writes comes here, and a container's plain items (text,
-    # bools, None, ints in bounds) are passed in its loop rather than by a call each.
+    # every record and ending a pass writes comes here.
     kind = type(value)
     if kind is str or kind is bool or value is None:
         return
@@ -104,14 +103,7 @@ def _native(value: object, depth: int) -> None:
                     raise _Refused(
                         f"key {key!r} is a {type(key).__name__}; JSON keys come back as str"
                     )
-                leaf = type(item)  # a plain item passed here, not by a call of its own
-                if not (
-                    leaf is str
-                    or leaf is bool
-                    or item is None
-                    or (leaf is int and -_TOO_BIG < item < _TOO_BIG)
-                ):
-                    _native(item, depth + 1)
+                _native(item, depth + 1)
         except _Refused as refused:
             if type(key) is str:  # the refusal is inside the item, not the key itself
                 refused.path.append(f"[{key!r}]")
@@ -127,14 +119,7 @@ def _native(value: object, depth: int) -> None:
         at = 0
         try:
             for item in value:  # type: ignore[attr-defined]
-                leaf = type(item)  # as in a dict
-                if not (
-                    leaf is str
-                    or leaf is bool
-                    or item is None
-                    or (leaf is int and -_TOO_BIG < item < _TOO_BIG)
-                ):
-                    _native(item, depth + 1)
+                _native(item, depth + 1)
                 at += 1
         except _Refused as refused:
             refused.path.append(f"[{at}]")

@@ -159,15 +159,9 @@ class MemoryScheduler(Reclaim):
             self._arm(min(self._opens.values()))
         if picked is None:
             return None
-        # Handed out as `_hand_out` does, inline: every take's.
         workflow, wakeup = picked
-        priority, limit = wakeup.priority, wakeup.limit
-        held = Held(workflow, now, priority, limit)
-        receipt = str(next(self._ids))
-        self._pending[receipt] = held
-        if limit is not None:
-            self._limits.hold(receipt, held, now)
-        return Delivery(workflow, receipt, False, priority, limit)
+        held = Held(workflow, now, wakeup.priority, wakeup.limit)
+        return self._hand_out(workflow, held, now, False)
 
     # -- the scheduler ------------------------------------------------------------------
 

@@ -13,6 +13,19 @@
                 AND NOT EXISTS (SELECT FROM durability.records AS u
                                 WHERE u.workflow = s.workflow AND u.key = s.ending_key)
 
+-- name: checkpoint_rows
+-- The workflow's checkpoint as rows `e` (key, value, at, seq) of a FROM list: its records, and
+-- the ending its standing's row keeps (durable.sql's `settling`) with its number among them,
+-- one of the records' sequence taken when it was written. Every read of a checkpoint reads it
+-- so: claim, load, history (durable.sql's `found` reads the same for each workflow taken).
+(SELECT r.key, r.value, r.at, r.seq FROM durability.records AS r
+ WHERE r.workflow = %(workflow)s
+ UNION ALL
+ SELECT s.ending_key, s.ending, s.ending_at, s.ending_seq FROM durability.standings AS s
+ WHERE s.workflow = %(workflow)s AND s.ending_key IS NOT NULL
+-- include: checkpointer.sql unrecorded
+) AS e
+
 -- name: claim
 -- Take the workflow unless a live claim holds it (the upsert's WHERE is the liveness test: a
 -- live conflicting row makes it return nothing), and read the checkpoint in the same statement
@@ -56,39 +69,22 @@ SELECT claimed.token, claimed.deadline,
                  = (SELECT xmin::text FROM durability.claims WHERE workflow = %(workflow)s)
             THEN coalesce(
                 (SELECT json_agg(json_build_array(e.key, e.value) ORDER BY e.seq)
-                 FROM (SELECT r.key, r.value, r.seq FROM durability.records AS r
-                       WHERE r.workflow = %(workflow)s
-                       UNION ALL
-                       SELECT s.ending_key, s.ending, s.ending_seq
-                       FROM durability.standings AS s
-                       WHERE s.workflow = %(workflow)s AND s.ending_key IS NOT NULL
--- include: checkpointer.sql unrecorded
-                       ) AS e),
+                 FROM
+-- include: checkpointer.sql checkpoint_rows
+                 ),
                 '[]'::json)
        END
 FROM claimed
 
 -- name: load
--- The records, and the ending the standing's row keeps (durable.sql's `settling`) in its place
--- among them: its number is one of the records' sequence, taken when it was written. Every
--- read of a checkpoint reads it so (claim, durable.sql's `found`, history).
-SELECT e.key, e.value
-FROM (SELECT key, value, seq FROM durability.records WHERE workflow = %(workflow)s
-      UNION ALL
-      SELECT s.ending_key, s.ending, s.ending_seq FROM durability.standings AS s
-      WHERE s.workflow = %(workflow)s AND s.ending_key IS NOT NULL
--- include: checkpointer.sql unrecorded
-      ) AS e
+-- The records, the standing's ending in its place among them (`checkpoint_rows`).
+SELECT e.key, e.value FROM
+-- include: checkpointer.sql checkpoint_rows
 ORDER BY e.seq
 
 -- name: history
-SELECT e.key, e.value, e.at
-FROM (SELECT key, value, at, seq FROM durability.records WHERE workflow = %(workflow)s
-      UNION ALL
-      SELECT s.ending_key, s.ending, s.ending_at, s.ending_seq FROM durability.standings AS s
-      WHERE s.workflow = %(workflow)s AND s.ending_key IS NOT NULL
--- include: checkpointer.sql unrecorded
-      ) AS e
+SELECT e.key, e.value, e.at FROM
+-- include: checkpointer.sql checkpoint_rows
 ORDER BY e.seq
 
 -- name: record

@@ -135,26 +135,26 @@ class Doorbell:
 
     def close(self) -> None:
         """Stop listening and take this process's socket out of the directory."""
-        for ended in (False, True):
-            if ended:
-                listener, self._watcher = self._watcher, None
-                name = self._watcher_name
-            else:
-                listener, self._socket = self._socket, None
-                name = self._name
-            if listener is None:
-                continue
-            if self._loop is not None and not self._loop.is_closed():
-                self._loop.remove_reader(listener.fileno())
-            listener.close()
-            if name is not None:
-                self._remove(name, ended)
+        listener, self._socket = self._socket, None
+        self._unbind(listener, self._name, False)
+        watcher, self._watcher = self._watcher, None
+        self._unbind(watcher, self._watcher_name, True)
         sender, self._sender = self._sender, None
         if sender is not None:
             sender.close()
         self._close_directory()
 
     # -- inside ------------------------------------------------------------------------
+
+    def _unbind(self, listener: socket.socket | None, name: str | None, ended: bool) -> None:
+        """Stop reading `listener` (bound as `name`), close it and take it out of the folder."""
+        if listener is None:
+            return
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.remove_reader(listener.fileno())
+        listener.close()
+        if name is not None:
+            self._remove(name, ended)
 
     def _heard(self, listener: socket.socket) -> None:
         """Read every ring waiting on `listener`; each queue named is woken once."""

@@ -25,22 +25,21 @@ class SortedIds:
         return min(bisect.bisect_left(self._lasts, workflow), len(self._runs) - 1)
 
     def add(self, workflow: str) -> None:
-        runs, lasts = self._runs, self._lasts
-        if not runs:
-            runs.append([workflow])
-            lasts.append(workflow)
+        if not self._runs:
+            self._runs.append([workflow])
+            self._lasts.append(workflow)
             return
-        n = min(bisect.bisect_left(lasts, workflow), len(runs) - 1)  # `_run_of`: every ending's
-        run = runs[n]
+        n = self._run_of(workflow)
+        run = self._runs[n]
         at = bisect.bisect_left(run, workflow)
         if at < len(run) and run[at] == workflow:
             return
         run.insert(at, workflow)
         if len(run) > 2 * self.RUN:
-            runs[n : n + 1] = [run[: self.RUN], run[self.RUN :]]
-            lasts[n : n + 1] = [run[self.RUN - 1], run[-1]]
+            self._runs[n : n + 1] = [run[: self.RUN], run[self.RUN :]]
+            self._lasts[n : n + 1] = [run[self.RUN - 1], run[-1]]
         else:
-            lasts[n] = run[-1]
+            self._lasts[n] = run[-1]
 
     def discard(self, workflow: str) -> None:
         if not self._runs:
