@@ -355,6 +355,31 @@ class LimitContract:
         for first, later in zip(spans, spans[at_most:], strict=False):
             assert later[1] - first[0] >= per.total_seconds() * 0.95, "over the rate"
 
+    async def test_a_rate_limit_counts_a_take_when_it_is_handed_out(
+        self, make_durables: MakeDurables
+    ) -> None:
+        # A window's room is not spent while a wakeup waits to be read: the fourth take,
+        # read half a window after the third, counts from when it was handed out, so the
+        # sixth waits a whole window after it. (A store that counted the third and fourth
+        # when the window freed hands out the sixth half a window after the fourth.)
+        (durable,) = await make_durables(LONG, 1)
+        scheduler = durable.scheduler
+        per = timedelta(milliseconds=500)
+        limit = Limit(fresh("rate"), 2, per=per)
+        for _ in range(6):
+            await scheduler.make_ready(fresh(), limit=limit)
+        for delivery in [await taken(scheduler), await taken(scheduler)]:
+            await scheduler.done(delivery)
+        await scheduler.done(await taken(scheduler))  # the third, when the window frees
+        await asyncio.sleep(per.total_seconds() / 2)  # the fourth waits to be read meanwhile
+        loop = asyncio.get_running_loop()
+        asked = loop.time()
+        for delivery in [await taken(scheduler), await taken(scheduler)]:
+            await scheduler.done(delivery)
+        sixth = await taken(scheduler)
+        assert loop.time() - asked >= per.total_seconds() * 0.95, "over the rate"
+        await scheduler.done(sixth)
+
 
 class LimitUnderWorkContract:
     """A limit under the real `work` loop of two workers. Needs `make_durables`."""

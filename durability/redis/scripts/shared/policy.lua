@@ -111,8 +111,9 @@ local function unpark(S, k, n, per, now, put_back, fallback)
       put_back(popped[i], 100 - math.floor(order / BAND), order % BAND)
     end
     if per > 0 then
-      -- The oldest take in the window (the stream counts a put-back wakeup as it goes back,
-      -- the set when it is taken) ages out first.
+      -- The oldest take in the window (the stream holds a put-back wakeup's take from when
+      -- it goes back until it is taken, then counts it from then; the set counts it when it
+      -- is taken) ages out first.
       local first = redis.call('ZRANGE', S .. ':rate:' .. k, 0, 0, 'WITHSCORES')
       when = math.min(first[2] and tonumber(first[2]) or now, now) + per
     end

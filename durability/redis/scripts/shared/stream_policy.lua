@@ -179,7 +179,10 @@ local function admit(R, key, id, workflow, policy, lease, now)
     return true
   end
   if per > 0 and redis.call('ZSCORE', R .. ':rate:' .. k, counted) then
-    return true  -- put back with a take of the window counted for it
+    -- Put back with a take of the window held for it: the take counts from now, when it is
+    -- handed out, not from when it went back (it may have waited since to be read).
+    redis.call('ZADD', R .. ':rate:' .. k, now, counted)
+    return true
   end
   local free, when = room(R, k, n, per, now)
   if free > 0 then
