@@ -149,9 +149,12 @@ taken AS (
     WHERE q.ctid = ANY (ARRAY(SELECT ctid FROM chosen))
       -- A ctid names a row within one table: on a partitioned queue the TID scan meets the
       -- same place in every partition, rows this take never locked (another take's: a wait,
-      -- and a deadlock). Only the chosen partition's row is this take's.
-      AND q.tableoid = (SELECT c.tableoid FROM chosen AS c
-                        WHERE c.ctid = q.ctid AND c.tableoid = q.tableoid)
+      -- and a deadlock). Only the chosen partition's row is this take's. An unpartitioned
+      -- queue's rows all lie in the table itself, where the ctid alone is exact: the first
+      -- arm answers for them, and the look in `chosen` (a scan of it a row) never runs.
+      AND (q.tableoid = 'durability.queue'::regclass
+           OR q.tableoid = (SELECT c.tableoid FROM chosen AS c
+                            WHERE c.ctid = q.ctid AND c.tableoid = q.tableoid))
     RETURNING q.workflow, q.receipt,
               -- Whether its holder's lease lapsed: the receipt the row held when picked was a
               -- take's, a clock reading, not a wakeup's from the sequence, whose values stay

@@ -99,3 +99,27 @@ async def test_a_take_never_waits_on_a_row_another_taker_holds(
         assert sorted(t.delivery.workflow for t in taken) == sorted(workflows[:-1])
     finally:
         await durable.scheduler.close()
+
+
+async def test_finishes_sent_together_delete_only_their_own_rows(
+    scratch_database: Callable[[], str], make_pool: MakePool
+) -> None:
+    """Two finishes of one turn go as one statement, which deletes its rows by where they lie:
+    the rows at the same place in the other partitions (taken, not finished) stay queued."""
+    durable = await _store(scratch_database, make_pool)
+    try:
+        workflows = await _first_in_each_partition(durable)
+        taken = await durable.take_up_to(lambda: PARTITIONS, SHORT, BUDGET, LEASE)
+        assert sorted(t.delivery.workflow for t in taken) == sorted(workflows)
+        ending, staying = taken[:2], taken[2:]
+        stood = await asyncio.gather(*(
+            durable.finish_settled(t.holder, t.delivery, "completed", {})
+            for t in ending if t.holder is not None))
+        assert stood == [True, True]
+        async with durable.scheduler.pool.connection() as conn:
+            rows = await (await conn.execute(
+                "SELECT workflow FROM durability.queue WHERE queue = 'q' ORDER BY workflow"
+            )).fetchall()
+        assert [row[0] for row in rows] == sorted(t.delivery.workflow for t in staying)
+    finally:
+        await durable.scheduler.close()
