@@ -25,7 +25,8 @@ for key in KEYS:
     print(f"| {key} | " + " | ".join(cells) + " |")
 print()
 for side, rows in runs.items():
-    names = sorted({n for r in rows for n, v in r["statements_per_pass"].items() if v["calls"] > 0.02})
+    names = sorted({n for r in rows for n, v in r["statements_per_pass"].items()
+                    if v["calls"] > 0.02})
     for name in names:
         stats = [r["statements_per_pass"].get(name, {}) for r in rows]
         ms = statistics.median(s.get("total_exec_time", 0.0) for s in stats)
