@@ -453,10 +453,11 @@ def draw(frame: Any) -> Any:
     for i, backend in enumerate(names):
         r = plain[plain["backend"] == backend].iloc[0]
         d.barh(i, r["p50"], color=look(backend).colour)
-    d.set_yticks(range(len(names)), names, fontsize=8)
-    d.set_ylim(len(names) - 0.5, -0.5)
-    d.set_xscale("log")
     label(d, "The common path", "median start at 20/s, ms", "")
     if not names:
         nothing(d, "no common arm in this run")
+    else:
+        d.set_yticks(range(len(names)), names, fontsize=8)
+        d.set_ylim(len(names) - 0.5, -0.5)
+        d.set_xscale("log")
     return fig
