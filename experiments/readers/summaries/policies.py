@@ -460,4 +460,5 @@ def draw(frame: Any) -> Any:
         d.set_yticks(range(len(names)), names, fontsize=8)
         d.set_ylim(len(names) - 0.5, -0.5)
         d.set_xscale("log")
+        plain_log(d, "x")
     return fig
