@@ -26,7 +26,7 @@ class _Listener:
     """One subscription to the schedules channel, shared by every firer of a timetable in this
     process: a task that sets the current event at each message, and again when it fails."""
 
-    __slots__ = ("_channel", "_event", "_pubsub", "_redis", "_task", "users")
+    __slots__ = ("_channel", "_event", "_opening", "_pubsub", "_redis", "_task", "users")
 
     def __init__(self, redis: Any, channel: str) -> None:
         self._redis = redis
@@ -34,14 +34,19 @@ class _Listener:
         self._event = asyncio.Event()
         self._pubsub: Any = None
         self._task: asyncio.Task[None] | None = None
+        # Two firers (two workers on one durable) may ask at once: one subscribes, the other
+        # waits for it. Without it the second closed the first's connection mid-subscribe
+        # (handing its unread handshake reply back to the shared pool) and both read one.
+        self._opening = asyncio.Lock()
         self.users = 0
 
     async def changes(self) -> asyncio.Event:
-        if self._task is None or self._task.done():  # first use, or the connection failed
-            await self._close()
-            self._pubsub = self._redis.pubsub()
-            await self._pubsub.subscribe(self._channel)
-            self._task = asyncio.create_task(self._hear(self._pubsub))
+        async with self._opening:
+            if self._task is None or self._task.done():  # first use, or the connection failed
+                await self._close()
+                pubsub = self._pubsub = self._redis.pubsub()
+                await pubsub.subscribe(self._channel)
+                self._task = asyncio.create_task(self._hear(pubsub))
         return self._event
 
     async def _hear(self, pubsub: Any) -> None:
@@ -72,7 +77,8 @@ class _Listener:
                 await pubsub.aclose()
 
     async def close(self) -> None:
-        await self._close()
+        async with self._opening:  # not while a caller of `changes` subscribes
+            await self._close()
 
 
 class RedisTimetable:

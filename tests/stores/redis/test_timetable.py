@@ -63,3 +63,22 @@ async def test_a_killed_subscription_still_hears_the_next_announcement(
         assert await redis.pubsub_numsub(channel) == [(channel, 0)]  # the block's end unsubscribed
     finally:
         await redis.aclose()
+
+
+async def test_two_firers_asking_at_once_share_one_subscription(
+    redis: Redis, namespace: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Two workers on one durable ask for changes in the same turn: one subscribes, and the
+    other waits for it, rather than closing its connection mid-subscribe (which left an unread
+    reply on a connection of the shared pool) and reading the same one beside it."""
+    timetable = RedisTimetable(redis, namespace)
+    channel = f"{{{namespace}}}:schedules:changed"
+    async with timetable.subscribed(), timetable.subscribed():
+        first, second = await asyncio.gather(timetable.changes(), timetable.changes())
+        assert first is second
+        assert await redis.pubsub_numsub(channel) == [(channel, 1)]
+        await RedisTimetable(redis, namespace).announce()
+        await asyncio.wait_for(first.wait(), PATIENCE)
+        for _ in range(20):  # the shared client's connections answer in step
+            assert await redis.echo("in step") == "in step"
+    assert "schedules channel failed" not in caplog.text
