@@ -30,6 +30,7 @@ __all__ = [
     "BoundedSSLConnection",
     "Lost",
     "TimedOut",
+    "bound_kept_in",
     "call_bound",
     "lost",
     "timed_out",
@@ -84,6 +85,13 @@ def call_bound(kwargs: Mapping[str, Any]) -> float | None:
     if timeout is None:
         timeout = kwargs.get("call_timeout")
     return None if timeout is None else float(timeout)
+
+
+def bound_kept_in(kwargs: Mapping[str, Any]) -> str:
+    """Which of `kwargs`' keys keeps `call_bound`'s bound: `socket_timeout`, or `call_timeout`
+    where redis-py's own is off (None)."""
+    off = kwargs.get("socket_timeout", CLIENT_DEFAULT_TIMEOUT) is None
+    return "call_timeout" if off else "socket_timeout"
 
 
 class Bounded(Connection):

@@ -25,7 +25,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import SlotNotCoveredError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from durability.redis.bounds import Lost, TimedOut, call_bound, where
+from durability.redis.bounds import Lost, TimedOut, bound_kept_in, call_bound, where
 from durability.redis.cluster_lanes import redirected
 from durability.storekit.outage import Unanswered
 
@@ -100,10 +100,7 @@ class NodeWaits:
             kwargs["retry"] = Retry(NoBackoff(), 0)
             bound = call_bound(kwargs)
             if bound is not None:  # the waits come on top of the bound, wherever it is kept
-                kept = "call_timeout" if kwargs.get("call_timeout") is not None and \
-                    "socket_timeout" in kwargs and kwargs["socket_timeout"] is None \
-                    else "socket_timeout"
-                kwargs[kept] = bound + self._waits
+                kwargs[bound_kept_in(kwargs)] = bound + self._waits
             pool = ConnectionPool(connection_class=node.connection_class, **kwargs)
             found = self._nodes[node.name] = Redis(connection_pool=pool)
         return found

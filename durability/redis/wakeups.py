@@ -31,9 +31,8 @@ class Wakeups:
     def __init__(self, client: Any, scheduler: Any, want: Acknowledged) -> None:
         self._client, self._scheduler, self._want = client, scheduler, want
         self._scripts: dict[str, AsyncScript] = {}
-        self._batcher = (None if isinstance(client, RedisCluster) or want.aof
-                         else ScriptBatcher(client, want))
         cluster = isinstance(client, RedisCluster)
+        self._batcher = None if cluster or want.aof else ScriptBatcher(client, want)
         self._nodes = NodeWaits(client, held_for(want)) if cluster else None
 
     async def wake(self, workflow: str, *, priority: int = 0, limit: Limit | None = None) -> None:

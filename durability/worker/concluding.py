@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from durability.children import delivery, parent_of
+from durability.children import STARTED, delivery, parent_of
 from durability.codec import Unencodable
 from durability.endings import Ended, completion, ending_key
 from durability.faults import StoreDown, patiently
@@ -49,7 +49,7 @@ async def complete(crew: Crew, running: Running, holder: Pass, value: object) ->
         ours = await finish_ended(crew, running, holder, key, unkept, "completed", {})
     if ours is False:
         await withdraw(crew, running)
-    elif ours and running.child and run is not None:  # a child: tell its parent
+    elif ours and run is not None and STARTED in run.records:  # a child: tell its parent
         ended = Ended("completed", value)
         await tell_parent(crew, holder.workflow, run.records, ended, running.delivery.priority)
 

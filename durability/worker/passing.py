@@ -17,7 +17,6 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from durability.cancelling import stop_if_cancelled
-from durability.children import STARTED
 from durability.endings import Ended, ending_key
 from durability.failures import failed
 from durability.faults import StoreDown
@@ -189,8 +188,6 @@ async def _resume(
         over = records.get(key)
         if over is not None:
             raise AlreadyEnded(Ended.from_record(over))
-        # Asked here, where the records are at hand: a child's ending is told to its parent.
-        running.child = STARTED in records
         return crew.body(run)
 
     try:

@@ -29,7 +29,6 @@ class Running:
     reclaimed: bool = False  # taken over from a worker that stopped answering
     run: Run | None = None  # the body's Run, once the pass has started it
     ending_key: str | None = None  # the epoch's ending key, as the pass found it (asked once)
-    child: bool = False  # its records, as the pass found them, say it is a child (`STARTED`)
 
     def halt(self) -> None:
         """Stop the body (the keeper: the budget is spent or the claim taken). A cancel of the
