@@ -51,7 +51,15 @@ class Replicated:
         self.processes[port] = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=die_with_parent)
-        _until(lambda: redis_version(f"redis://{HOST}:{port}/0", 0.5), f"redis on {port}")
+        process = self.processes[port]
+
+        def answers() -> bool:
+            if process.poll() is not None:
+                raise NodeExited(f"redis on {port} exited with {process.returncode}")
+            redis_version(f"redis://{HOST}:{port}/0", 0.5)
+            return True
+
+        _until(answers, f"redis on {port}")
 
     def create(self) -> None:
         for port in self.ports:
@@ -149,12 +157,27 @@ class Replicated:
 @contextlib.contextmanager
 def replicated(scratch: Path, masters: int = 3) -> Iterator[Replicated]:
     """A new cluster of `masters` masters with a replica each, stopped after the block."""
-    cluster = Replicated(scratch, masters)
+    for attempt in range(3):  # a port taken between the look and the start: another range
+        cluster = Replicated(scratch / f"try-{attempt}", masters)
+        try:
+            cluster.create()
+        except NodeExited:
+            cluster.stop()
+            if attempt == 2:
+                raise
+            continue
+        except BaseException:
+            cluster.stop()
+            raise
+        break
     try:
-        cluster.create()
         yield cluster
     finally:
         cluster.stop()
+
+
+class NodeExited(RuntimeError):
+    """A node's `redis-server` exited before it answered (its port, most likely, was taken)."""
 
 
 def _until(check: object, what: str, within: float = 20.0) -> None:
@@ -164,6 +187,8 @@ def _until(check: object, what: str, within: float = 20.0) -> None:
         try:
             if callable(check) and check() is not False:
                 return
+        except NodeExited:
+            raise
         except Exception as error:
             last = error
         time.sleep(0.1)

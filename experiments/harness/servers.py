@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import random
 import shutil
 import signal
 import socket
@@ -79,17 +80,30 @@ class Server:
 
 
 def free_port(span: int = 1, *, bus: bool = False) -> int:
-    """A port (and the `span - 1` after it, and their cluster bus ports) free on loopback."""
+    """A port (and the `span - 1` after it, and their cluster bus ports, 10000 above) free on
+    loopback, chosen below the kernel's ephemeral range: a port in that range can be taken by
+    any outgoing connection between the look and the server's bind, or while a server the
+    chaos run killed is down before it starts again on the same port."""
+    top = _ephemeral_floor() - (10000 if bus else 0) - span
+    bottom = 12000 if bus else 15000
+    if top <= bottom:
+        raise RuntimeError(f"no port range below the ephemeral ports for a span of {span}")
     for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind((HOST, 0))
-            port = int(probe.getsockname()[1])
+        port = random.randrange(bottom, top)
         wanted = [port + i for i in range(span)]
         if bus:
             wanted += [p + 10000 for p in wanted]
-        if port + span < 55000 and all(_free(p) for p in wanted):
+        if all(_free(p) for p in wanted):
             return port
     raise RuntimeError("no free port range on loopback")
+
+
+def _ephemeral_floor() -> int:
+    """The first port the kernel hands to outgoing connections (Linux says; else IANA's)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 49152
 
 
 def _free(port: int) -> bool:

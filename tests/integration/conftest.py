@@ -32,6 +32,7 @@ import pytest
 
 from durability import Durable
 from durability.connect import open_durable
+from experiments.harness.servers import free_port
 from integration.worker import serve
 from integration.workflow import Effects
 
@@ -187,12 +188,6 @@ def eventually() -> Eventually:
 # -- stores a test may take away -----------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 class PrivateRedis:
     """One `redis-server` of this test's own, which it may freeze, kill and start again.
 
@@ -206,7 +201,7 @@ class PrivateRedis:
             raise AssertionError("unreachable")
         self.binary = binary
         self.home = home
-        self.port = _free_port()
+        self.port = free_port()  # below the ephemeral range: free again after a kill
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:

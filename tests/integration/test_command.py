@@ -15,6 +15,7 @@ import pytest
 
 from durability import Durable, claimed
 from durability.command import EXIT, main
+from experiments.harness.servers import free_port
 from tests.integration.failing import HOSTILE, fail
 
 
@@ -203,13 +204,10 @@ async def test_ui_with_actions_needs_a_token(capsys: pytest.CaptureFixture[str])
 
 
 def test_ui_serves_the_page_on_loopback(tmp_path: Path) -> None:
-    import socket
     import time
     import urllib.request
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "durability.command", "ui", f"sqlite:///{tmp_path / 's.db'}",
          "--port", str(port)],

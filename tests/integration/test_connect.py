@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import socket
 import subprocess
 import sys
 from datetime import timedelta
@@ -17,6 +16,7 @@ import pytest
 
 from durability import MemoryCheckpointer, MemoryScheduler
 from durability.connect import StoreUnavailable, open_durable, unavailable
+from experiments.harness.servers import free_port
 
 
 async def test_memory_url_opens_a_fresh_memory_store_with_the_lease_given() -> None:
@@ -204,9 +204,7 @@ async def test_driver_options_reach_the_driver(
 
 
 def _refused_port() -> int:
-    with socket.socket() as probe:  # bound, never listening: connecting to it is refused
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    return free_port()  # nothing listens there: connecting to it is refused
 
 
 async def _unavailable(url: str, **options: Any) -> StoreUnavailable:

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import os
 import shutil
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 from durability import Durable
 from durability.status import status
 from durability.web import OperatorPage
+from experiments.harness.servers import free_port
 from tests.integration.conftest import unavailable
 from tests.integration.failing import fail
 
@@ -47,18 +47,12 @@ def browsed_url(request: pytest.FixtureRequest, tag: str, tmp_path: Path) -> str
     return _url(request.param, tag, tmp_path, request)
 
 
-def _port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @contextlib.asynccontextmanager
 async def serving(url: str) -> AsyncIterator[str]:
     """The page over `url` on a loopback port of its own, for the block."""
     import uvicorn
 
-    port = _port()
+    port = free_port()
     page = OperatorPage(url=url, token=TOKEN)
     server = uvicorn.Server(
         uvicorn.Config(page, host="127.0.0.1", port=port, log_level="warning", lifespan="on")

@@ -11,7 +11,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -25,16 +24,11 @@ import httpx
 import pytest
 
 from durability.connect import open_durable
+from experiments.harness.servers import free_port
 from tests.integration.conftest import POSTGRES_URL, unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
 SKUS = ["alpha", "bravo", "charlie"]
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 class Processes:

@@ -35,6 +35,7 @@ from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 
 from durability.redis import LuaEffect, workflow_tag
+from experiments.harness.servers import free_port
 
 HOST = "127.0.0.1"
 PORT = 6379
@@ -154,10 +155,9 @@ class Servers:
 
 
 def spare_port() -> int:
-    """A loopback port nothing listens on now (for a server a test starts there later)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback port nothing listens on now (for a server a test starts there later), below
+    the ephemeral range, so no outgoing connection takes it while that server is down."""
+    return free_port()
 
 
 @contextlib.contextmanager
