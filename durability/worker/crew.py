@@ -100,6 +100,11 @@ class Crew:
         # A store whose take of many goes in one batch with the finishes of the turn it is
         # asked in says so (`RedisDurable`): its reader asks as soon as a slot frees.
         self.reads_with_finishes = bool(getattr(durable, "reads_with_finishes", False))
+        # Such a read takes at most half the pool: the passes of one read end together, and
+        # their finishes go with the next read, so a read of the whole pool would leave the
+        # worker idle for that round trip and the store idle while the passes run; two halves
+        # keep one running while the other's finishes and read are on the wire.
+        self.most_read = max(1, self.pool // 2) if self.reads_with_finishes else self.pool
         # (A checkpointer that keeps no standings has none to write: its passes just finish.)
         self.settling: Settling | None = None
         if self.ledger is not None and isinstance(durable, Settling):

@@ -139,7 +139,8 @@ async def _read(crew: Crew, primary: bool, many: TakingMany | None) -> list[Take
     """One read: as many as the slots free (`TakingMany`), else one take."""
     if many is not None:
         return await many.take_up_to(
-            lambda: crew.pool - len(crew.running), crew.wait, crew.budget, crew.lease
+            lambda: min(crew.pool - len(crew.running), crew.most_read),
+            crew.wait, crew.budget, crew.lease,
         )
     # Only the primary reader waits for work; an extra one glances and leaves. Were the extra
     # ones to wait too, every wakeup would wake all of them at once (a Postgres notification

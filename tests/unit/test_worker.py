@@ -1718,3 +1718,27 @@ async def test_a_store_that_takes_many_is_asked_for_as_many_as_there_are_free_sl
     assert durable.alone == 0  # never one slot's take at a time
     assert held.most == 4
     assert durable.rooms[1] > 1  # the four ended together: the next ask is not one slot's
+
+
+class ManyTakingWithFinishes(ManyTaking):
+    """`ManyTaking` whose reads go with the finishes of their turn (as Redis's do)."""
+
+    reads_with_finishes = True
+
+
+async def test_a_store_that_reads_with_its_finishes_is_asked_for_half_the_pool_at_most() -> None:
+    checkpointer, scheduler = stores()
+    durable = ManyTakingWithFinishes(checkpointer, scheduler)
+    observed = Observed()
+    held = Holding()
+
+    workflows = [workflow_id() for _ in range(10)]
+    for workflow in workflows:
+        await durable.arrive(workflow, "go", True)
+    async with working(durable, held.body, observed, pool=4):
+        await observed.until(lambda: held.inside == 4)  # two reads of two fill the pool
+        await asyncio.sleep(3 * TICK.total_seconds())
+        assert durable.rooms == [2, 2] and held.inside == 4
+        held.gate.set()
+        await observed.until(lambda: all(observed.completed(w) for w in workflows))
+    assert max(durable.rooms) == 2 and held.most == 4
