@@ -140,7 +140,7 @@ class PostgresCheckpointer:
         self._records: Coalescer[dict[str, object], _RecordRow] = Coalescer(
             self._record_many, MOST_RECORDED
         )
-        self._endings = Endings(pool, ended_channel(schema))
+        self._endings = Endings(pool, ended_channel(schema), self._sql)
 
     @property
     def pool(self) -> Pool:

@@ -279,6 +279,20 @@ SELECT (SELECT value FROM won),
                 (SELECT ending FROM placed WHERE placed.ending_key = %(key)s)),
        (SELECT count(*) FROM fenced), (SELECT count(*) FROM told), (SELECT yes FROM seen)
 
+-- name: watch
+-- A waiter for the workflow's ending (`result`) says so (`watchers` in schema.sql): its row
+-- committed while it holds the claim row FOR SHARE, so a finish in flight (which holds that row
+-- from its release to its commit) is waited for and its ending found by the look that follows,
+-- and any later finish sees the row and notifies. No claim row: no pass holds it, none ends.
+WITH joined AS (
+    INSERT INTO durability.watchers (workflow, watcher) VALUES (%(workflow)s, %(watcher)s)
+    ON CONFLICT DO NOTHING
+)
+SELECT count(*) FROM (SELECT FROM durability.claims WHERE workflow = %(workflow)s FOR SHARE) AS c
+
+-- name: unwatch
+DELETE FROM durability.watchers WHERE workflow = %(workflow)s AND watcher = %(watcher)s
+
 -- name: append
 -- The sequence lives on the claim row, which outlives discard, so an inbox key is never
 -- reused. The upsert locks that row, so two appends to one workflow take distinct numbers.

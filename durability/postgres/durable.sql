@@ -162,10 +162,10 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM first), (SELECT co
 ,
 -- The workflow's ending, when the pass brings one (its body returned, or failed for good), is
 -- written only under the pass's token (after the release, whose row lock a cancel's conclude
--- takes first too), first writer wins, and its waiters are told on commit. It goes in the
--- standing's own row (`ending_*`, one row written, not two) unless that row holds an ending
--- already (the first epoch's, when this one follows a retry): then into `records`, as every
--- ending went before (`ended`). Not looked for in `records` first (a probe a pass, for the
+-- takes first too), first writer wins, and its waiters, if any wait (`watchers` in
+-- schema.sql), are told on commit. It goes in the standing's own row (`ending_*`, one row
+-- written, not two) unless that row holds an ending already (the first epoch's, when this one
+-- follows a retry): then into `records`, as every ending went before (`ended`). Not looked for in `records` first (a probe a pass, for the
 -- ending an older version could have written there while this pass ran, which its claim
 -- rules out): should both hold one, the record is read (checkpointer.sql's `load`).
 stood AS (
@@ -195,6 +195,7 @@ told AS (
     SELECT pg_notify(%(ended_channel)s, %(workflow)s)
     FROM (SELECT FROM stood WHERE stood.ending_key = %(ending_key)s::text
           UNION ALL SELECT FROM ended) AS e
+    WHERE (SELECT durability.watched(count(*)) FROM stood)  -- only while someone waits
 )
 SELECT (SELECT count(*) FROM stood), (SELECT count(*) FROM first), (SELECT count(*) FROM quick),
        (SELECT count(*) FROM told), (SELECT count(*) FROM told_freed)
@@ -476,7 +477,8 @@ told_freed AS (SELECT pg_notify(%(channel)s, %(queue)s) FROM (SELECT FROM freed 
 
 -- name: released_many
 -- The part of `finish_many` after the slots (`freed`): the claims released, the standings and
--- endings written, the ending's waiters told. The answer is one row.
+-- endings written, the ending's waiters told (if any wait: `watchers` in schema.sql). The
+-- answer is one row.
 released AS (
     UPDATE durability.claims AS c SET until = '-infinity'
     FROM asked AS a, (SELECT count(*) FROM freed) AS given
@@ -516,6 +518,7 @@ told AS (
     SELECT pg_notify(%(ended_channel)s, e.workflow)
     FROM (SELECT t.workflow FROM stood AS t WHERE t.ending_key IS NOT NULL
           UNION ALL SELECT workflow FROM ended) AS e
+    WHERE (SELECT durability.watched(count(*)) FROM stood)  -- only while someone waits
 )
 SELECT (SELECT coalesce(array_agg(workflow), '{}') FROM stood), (SELECT count(*) FROM told),
        (SELECT count(*) FROM told_freed)

@@ -143,3 +143,29 @@ CREATE TABLE IF NOT EXISTS durability.schedules (
 );
 CREATE INDEX IF NOT EXISTS schedules_by_due ON durability.schedules (queue, due)
     WHERE due IS NOT NULL;
+
+-- Who waits for a workflow's ending (`result`): one row per waiter while it waits. A finish
+-- notifies `<schema>_ended` only while any row is here (`watched`), since every notifying
+-- commit takes a lock all other notifying commits wait on, and wakes every backend that
+-- LISTENs on any channel of the database (a worker's wakeup listener among them) to read past
+-- the notification: a cost on every pass that nobody asked for when nobody waits.
+--
+-- The race a waiter arriving mid-finish could lose is closed by the claim row. A finish asks
+-- `watched` after its release has locked that row, and the function (volatile: a snapshot of
+-- its own, not the statement's) sees any waiter committed before then. A waiter commits its
+-- row while it holds the same row FOR SHARE (`watch` in checkpointer.sql), so either it
+-- committed first and the finish notifies, or the finish committed first and the waiter's look
+-- after it finds the ending.
+CREATE TABLE IF NOT EXISTS durability.watchers (
+    workflow text        NOT NULL,
+    watcher  uuid        NOT NULL,
+    at       timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (workflow, watcher)
+);
+CREATE OR REPLACE FUNCTION durability.watched(finished bigint) RETURNS boolean
+LANGUAGE plpgsql VOLATILE AS $$
+BEGIN
+    -- `finished` (how many the statement wrote) only orders the call after those writes.
+    RETURN finished > 0 AND EXISTS (SELECT FROM durability.watchers);
+END
+$$;

@@ -49,7 +49,7 @@ _SCHEMA = re.compile(r"[a-z_][a-z0-9_]{0,56}")
 _QUALIFIED = re.compile(
     r"\bdurability\."
     r"(?=(?:records|records_seq_seq|claims|queue|receipts|standings|schedules|limits|queue_by_visibility"
-    r"|queue_limited)\b)"
+    r"|queue_limited|watchers|watched)\b)"
 )
 #: Every schema a store of this process was built for: a missing relation in one of them is a
 #: missing migration, not a user's mistake (see `_ours_missing`).

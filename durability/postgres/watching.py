@@ -1,39 +1,47 @@
 """Waking whoever waits for a workflow's ending (`result`) on Postgres: the commit that writes
-an ending notifies `<schema>_ended` with the workflow's id, and one `Listener` per store LISTENs
-on it for every watcher in the process, ringing the bells of the id it hears. Not to undo: one
-connection beside the pool while anyone waits, so a hundred `result` calls hold one, not a
-hundred. While it is down a bell rings at least every `LOOK`, so `result` looks now and then,
-and its coming back rings them all: no ending is missed, and none waits for a look after."""
+an ending notifies `<schema>_ended` with the workflow's id, while anyone waits (a row in
+`watchers`, written after LISTEN and before the first look: schema.sql says how a finish in
+flight cannot be missed), and one `Listener` per store LISTENs on it for every watcher in the
+process, ringing the bells of the id it hears. Not to undo: one connection beside the pool
+while anyone waits, so a hundred `result` calls hold one, not a hundred. While it is down, or
+the watcher's row could not be written, a bell rings at least every `LOOK`, so `result` looks
+now and then, and the listener's coming back rings them all: no ending is missed."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator
+import logging
+import uuid
+from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 
 from durability.endings import LOOK
 from durability.postgres.listener import Listener
-from durability.postgres.statements import Pool
+from durability.postgres.statements import Pool, one
 
 __all__ = ["Endings", "PostgresBell"]
+
+log = logging.getLogger("durability.postgres")
 
 
 class PostgresBell:
     """One watcher's bell, rung by its workflow's notification or by the shared connection
     coming or going (`Watching`)."""
 
-    __slots__ = ("_listener", "_rung")
+    __slots__ = ("_listener", "_rung", "watched")
 
     def __init__(self, listener: Listener) -> None:
         self._listener = listener
         self._rung = asyncio.Event()
+        #: Whether its waiter's row is written: a finish notifies only while one is.
+        self.watched = False
 
     def ring(self) -> None:
         self._rung.set()
 
     async def wait(self, within: timedelta) -> bool:
-        down = not self._listener.listening  # then no longer than a look apart
+        down = not (self._listener.listening and self.watched)  # then a look apart at most
         rung = self._rung
         if not rung.is_set():  # rung since the caller's last look: look again at once
             try:
@@ -48,8 +56,10 @@ class PostgresBell:
 class Endings:
     """The watchers of one store's endings, over one listener kept while any of them waits."""
 
-    def __init__(self, pool: Pool, channel: str) -> None:
+    def __init__(self, pool: Pool, channel: str, sql: Mapping[str, str]) -> None:
+        self._pool = pool
         self._listener = Listener(pool, channel, channel, heard=self._heard)
+        self._sql = sql["watch"], sql["unwatch"]  # checkpointer.sql's statements
         self._bells: dict[str, set[PostgresBell]] = {}
         self._watching = 0
 
@@ -67,8 +77,15 @@ class Endings:
         bell = PostgresBell(self._listener)
         self._bells.setdefault(workflow, set()).add(bell)
         self._watching += 1
+        params = {"workflow": workflow, "watcher": uuid.uuid4()}
         try:
             await self._listener.start()  # LISTENing before the caller's first look, or not up
+            try:  # then watching (after LISTEN, before the look: a finish between is heard)
+                await one(self._pool, self._sql[0], params)
+                bell.watched = True
+            except Exception as error:  # not said: the bell rings a look apart instead
+                log.warning("watching %s for its ending failed (%r); looking now and then",
+                            workflow, error)
             yield bell
         finally:
             bells = self._bells.get(workflow)
@@ -77,5 +94,11 @@ class Endings:
                 if not bells:
                     del self._bells[workflow]
             self._watching -= 1
-            if self._watching == 0:  # nobody waits: the connection goes until somebody does
-                await self._listener.close()
+            try:
+                if bell.watched:
+                    await one(self._pool, self._sql[1], params)
+            except Exception as error:  # left behind: finishes notify until it goes
+                log.warning("unwatching %s failed: %r", workflow, error)
+            finally:
+                if self._watching == 0:  # nobody waits: the connection goes until somebody does
+                    await self._listener.close()
