@@ -109,7 +109,7 @@ async def open_durable(
 
     | URL | Durable (its options: the `url` module of its package) |
     |---|---|
-    | `memory://` | `SplitDurable(MemoryCheckpointer, MemoryScheduler)`: this process only |
+    | `memory://` | `MemoryDurable` (a `SplitDurable` that takes many at once): this process only |
     | `redis://host/db?scheduler=stream` | `RedisDurable` over a `RedisStreamScheduler` |
     | `redis://host/db?scheduler=set` | `RedisDurable` over a `RedisSetScheduler` |
     | `postgresql://user@host:port/db` | `PostgresDurable`, tables created on open (`migrate`) |

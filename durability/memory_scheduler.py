@@ -188,6 +188,12 @@ class MemoryScheduler(Reclaim):
         return delivery
 
     @counted
+    async def glance(self) -> Delivery | None:
+        """`next_ready` without the wait: a ready wakeup taken now, or None (`MemoryDurable`'s
+        take of many asks this after its first take)."""
+        return self._take()
+
+    @counted
     async def done(self, delivery: Delivery) -> None:
         held = self._pending.pop(delivery.receipt, None)
         if held is not None and held.limit is not None:  # no limit: no slot to free

@@ -1,4 +1,4 @@
-"""`open_url`: `memory://` to a fresh `SplitDurable` over the memory stores, for this process
+"""`open_url`: `memory://` to a fresh `MemoryDurable` over the memory stores, for this process
 only (`open_durable`'s memory entry). It takes no host, path or option."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from urllib.parse import urlsplit
 
 from durability.interfaces import Durable
 from durability.memory import MemoryCheckpointer, MemoryScheduler
+from durability.memory_durable import MemoryDurable
 from durability.opening import Opening
-from durability.split import SplitDurable
 from durability.storekit.traffic import Traffic
 
 __all__ = ["open_url"]
@@ -24,4 +24,5 @@ async def open_url(opening: Opening) -> AsyncIterator[Durable]:
         raise ValueError(f"memory:// takes no host, path or options, got {opening.url!r}")
     traffic = Traffic()
     checkpointer = MemoryCheckpointer(traffic=traffic)
-    yield SplitDurable(checkpointer, MemoryScheduler(lease=opening.lease, traffic=traffic), traffic)
+    scheduler = MemoryScheduler(lease=opening.lease, traffic=traffic)
+    yield MemoryDurable(checkpointer, scheduler, traffic)
