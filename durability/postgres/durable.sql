@@ -165,9 +165,10 @@ SELECT (SELECT count(*) FROM released), (SELECT count(*) FROM first), (SELECT co
 -- takes first too), first writer wins, and its waiters, if any wait (`watchers` in
 -- schema.sql), are told on commit. It goes in the standing's own row (`ending_*`, one row
 -- written, not two) unless that row holds an ending already (the first epoch's, when this one
--- follows a retry): then into `records`, as every ending went before (`ended`). Not looked for in `records` first (a probe a pass, for the
--- ending an older version could have written there while this pass ran, which its claim
--- rules out): should both hold one, the record is read (checkpointer.sql's `load`).
+-- follows a retry): then into `records`, as every ending went before (`ended`). Not looked
+-- for in `records` first (a probe a pass, for the ending an older version could have written
+-- there while this pass ran, which its claim rules out): should both hold one, the record is
+-- read (checkpointer.sql's `load`).
 stood AS (
     INSERT INTO durability.standings AS s (workflow, state, detail, at,
                                            ending_key, ending, ending_seq, ending_at)

@@ -83,7 +83,7 @@ class Endings:
             try:  # then watching (after LISTEN, before the look: a finish between is heard)
                 await one(self._pool, self._sql[0], params)
                 bell.watched = True
-            except Exception as error:  # not said: the bell rings a look apart instead
+            except Exception as error:  # unwritten: the bell rings a look apart instead
                 log.warning("watching %s for its ending failed (%r); looking now and then",
                             workflow, error)
             yield bell
