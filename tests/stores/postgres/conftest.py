@@ -16,12 +16,18 @@ import asyncio
 import os
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import pytest
 from psycopg import AsyncCursor
 
-from durability.postgres import libpq_pipeline
+from durability.postgres import (
+    PostgresCheckpointer,
+    PostgresDurable,
+    PostgresScheduler,
+    libpq_pipeline,
+)
 
 if TYPE_CHECKING:
     from durability.postgres.statements import Pool
@@ -148,6 +154,17 @@ async def make_pool(database_url: str) -> AsyncIterator[MakePool]:
 async def pool(make_pool: MakePool) -> Pool:
     """An open autocommit pool on the session database, closed after the test."""
     return await make_pool()
+
+
+@pytest.fixture
+async def lone_durable(pool: Pool) -> AsyncIterator[PostgresDurable]:
+    """A `PostgresDurable` on the session database with a queue of its own (a 30 s lease)."""
+    scheduler = PostgresScheduler(pool=pool, lease=timedelta(seconds=30),
+                                  queue=f"pg-lone-{uuid.uuid4().hex}")
+    try:
+        yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
+    finally:
+        await scheduler.close()
 
 
 class Counting(AsyncCursor[Any]):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator
 from datetime import timedelta
 from typing import Any
 
@@ -26,7 +25,7 @@ from durability.endings import (
 )
 from durability.failures import RETRY
 from durability.interfaces import Taken
-from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
+from durability.postgres import PostgresDurable
 from durability.postgres.statements import statements
 
 LEASE = timedelta(seconds=30)
@@ -36,18 +35,8 @@ FIRST = ending_key({})
 
 
 @pytest.fixture
-async def durable(database_url: str) -> AsyncIterator[PostgresDurable]:
-    from psycopg_pool import AsyncConnectionPool
-
-    pool: Any = AsyncConnectionPool(database_url, kwargs={"autocommit": True}, min_size=1,
-                                    max_size=8, open=False)
-    await pool.open(wait=True)
-    scheduler = PostgresScheduler(pool=pool, lease=LEASE, queue=f"pg-kept-{uuid.uuid4().hex}")
-    try:
-        yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
-    finally:
-        await scheduler.close()
-        await pool.close()
+def durable(lone_durable: PostgresDurable) -> PostgresDurable:
+    return lone_durable
 
 
 async def _rows(durable: PostgresDurable, sql: str, *params: object) -> list[tuple[Any, ...]]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -18,7 +18,7 @@ from durability import endings
 from durability.checks import detail_text
 from durability.endings import completion, ending_key, result
 from durability.interfaces import Taken
-from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler, watching
+from durability.postgres import PostgresDurable, PostgresScheduler, watching
 from durability.postgres.policy import giving_back
 from durability.postgres.statements import ended_channel, statements
 
@@ -30,18 +30,8 @@ FIRST = ending_key({})
 
 
 @pytest.fixture
-async def durable(database_url: str) -> AsyncIterator[PostgresDurable]:
-    from psycopg_pool import AsyncConnectionPool
-
-    pool: Any = AsyncConnectionPool(database_url, kwargs={"autocommit": True}, min_size=1,
-                                    max_size=8, open=False)
-    await pool.open(wait=True)
-    scheduler = PostgresScheduler(pool=pool, lease=LEASE, queue=f"pg-watch-{uuid.uuid4().hex}")
-    try:
-        yield PostgresDurable(PostgresCheckpointer(pool=pool), scheduler)
-    finally:
-        await scheduler.close()
-        await pool.close()
+def durable(lone_durable: PostgresDurable) -> PostgresDurable:
+    return lone_durable
 
 
 @pytest.fixture
