@@ -284,14 +284,22 @@ SELECT (SELECT value FROM won),
 -- committed while it holds the claim row FOR SHARE, so a finish in flight (which holds that row
 -- from its release to its commit) is waited for and its ending found by the look that follows,
 -- and any later finish sees the row and notifies. No claim row: no pass holds it, none ends.
+-- Rows gone stale (a dead process's: watching.py keeps live ones fresh) are dropped here.
 WITH joined AS (
     INSERT INTO durability.watchers (workflow, watcher) VALUES (%(workflow)s, %(watcher)s)
     ON CONFLICT DO NOTHING
+),
+dropped AS (
+    DELETE FROM durability.watchers WHERE at < clock_timestamp() - interval '3 minutes'
 )
 SELECT count(*) FROM (SELECT FROM durability.claims WHERE workflow = %(workflow)s FOR SHARE) AS c
 
 -- name: unwatch
 DELETE FROM durability.watchers WHERE workflow = %(workflow)s AND watcher = %(watcher)s
+
+-- name: keep
+-- A process's waiters still wait (watching.py's `KEEP`): their rows are not stale.
+UPDATE durability.watchers SET at = clock_timestamp() WHERE watcher = ANY (%(watchers)s)
 
 -- name: append
 -- The sequence lives on the claim row, which outlives discard, so an inbox key is never

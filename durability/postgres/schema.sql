@@ -155,7 +155,9 @@ CREATE INDEX IF NOT EXISTS schedules_by_due ON durability.schedules (queue, due)
 -- its own, not the statement's) sees any waiter committed before then. A waiter commits its
 -- row while it holds the same row FOR SHARE (`watch` in checkpointer.sql), so either it
 -- committed first and the finish notifies, or the finish committed first and the waiter's look
--- after it finds the ending.
+-- after it finds the ending. A waiting process marks its rows alive every half minute
+-- (watching.py); a row not marked for three minutes is a dead process's, and counts for
+-- nothing.
 CREATE TABLE IF NOT EXISTS durability.watchers (
     workflow text        NOT NULL,
     watcher  uuid        NOT NULL,
@@ -166,6 +168,7 @@ CREATE OR REPLACE FUNCTION durability.watched(finished bigint) RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     -- `finished` (how many the statement wrote) only orders the call after those writes.
-    RETURN finished > 0 AND EXISTS (SELECT FROM durability.watchers);
+    RETURN finished > 0 AND EXISTS (
+        SELECT FROM durability.watchers WHERE at >= clock_timestamp() - interval '3 minutes');
 END
 $$;

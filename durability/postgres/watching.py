@@ -20,7 +20,11 @@ from durability.endings import LOOK
 from durability.postgres.listener import Listener
 from durability.postgres.statements import Pool, one
 
-__all__ = ["Endings", "PostgresBell"]
+__all__ = ["KEEP", "Endings", "PostgresBell"]
+
+#: How often a process marks its waiters' rows alive: well inside the three minutes after which
+#: schema.sql's `watched` and `watch` take a row for a dead process's.
+KEEP = timedelta(seconds=30)
 
 log = logging.getLogger("durability.postgres")
 
@@ -54,14 +58,22 @@ class PostgresBell:
 
 
 class Endings:
-    """The watchers of one store's endings, over one listener kept while any of them waits."""
+    """The watchers of one store's endings, over one listener kept while any of them waits.
+
+    Each watcher's row (`watchers`) is kept alive while it waits: one statement every `KEEP`
+    for all of this process's, so a row whose process died goes stale (`STALE` in schema.sql)
+    and stops making finishes notify, and the next watcher deletes it. A row is deleted after
+    its `result` has returned, off the caller's way."""
 
     def __init__(self, pool: Pool, channel: str, sql: Mapping[str, str]) -> None:
         self._pool = pool
         self._listener = Listener(pool, channel, channel, heard=self._heard)
-        self._sql = sql["watch"], sql["unwatch"]  # checkpointer.sql's statements
+        self._sql = sql
         self._bells: dict[str, set[PostgresBell]] = {}
         self._watching = 0
+        self._rows: set[uuid.UUID] = set()  # this process's rows, kept alive by `_keep`
+        self._keeping: asyncio.Task[None] | None = None
+        self._leaving: set[asyncio.Task[None]] = set()  # rows being deleted
 
     def _heard(self, workflow: str | None) -> None:
         if workflow is None:  # the connection came or went: every watcher looks again
@@ -77,12 +89,16 @@ class Endings:
         bell = PostgresBell(self._listener)
         self._bells.setdefault(workflow, set()).add(bell)
         self._watching += 1
-        params = {"workflow": workflow, "watcher": uuid.uuid4()}
+        watcher = uuid.uuid4()
+        params = {"workflow": workflow, "watcher": watcher}
         try:
             await self._listener.start()  # LISTENing before the caller's first look, or not up
             try:  # then watching (after LISTEN, before the look: a finish between is heard)
-                await one(self._pool, self._sql[0], params)
+                await one(self._pool, self._sql["watch"], params)
                 bell.watched = True
+                self._rows.add(watcher)
+                if self._keeping is None or self._keeping.done():
+                    self._keeping = asyncio.get_running_loop().create_task(self._keep())
             except Exception as error:  # unwritten: the bell rings a look apart instead
                 log.warning("watching %s for its ending failed (%r); looking now and then",
                             workflow, error)
@@ -94,11 +110,28 @@ class Endings:
                 if not bells:
                     del self._bells[workflow]
             self._watching -= 1
+            if bell.watched:
+                self._rows.discard(watcher)
+                leaving = asyncio.get_running_loop().create_task(self._unwatch(params))
+                self._leaving.add(leaving)
+                leaving.add_done_callback(self._leaving.discard)
+            if self._watching == 0:  # nobody waits: the connection goes until somebody does
+                if self._keeping is not None:
+                    self._keeping.cancel()
+                    self._keeping = None
+                await self._listener.close()
+
+    async def _unwatch(self, params: Mapping[str, object]) -> None:
+        try:
+            await one(self._pool, self._sql["unwatch"], params)
+        except Exception as error:  # left behind: it goes stale, and the next watcher drops it
+            log.warning("unwatching %s failed: %r", params["workflow"], error)
+
+    async def _keep(self) -> None:
+        """Every `KEEP`, mark this process's rows alive, while it has any."""
+        while self._rows:
+            await asyncio.sleep(KEEP.total_seconds())
             try:
-                if bell.watched:
-                    await one(self._pool, self._sql[1], params)
-            except Exception as error:  # left behind: finishes notify until it goes
-                log.warning("unwatching %s failed: %r", workflow, error)
-            finally:
-                if self._watching == 0:  # nobody waits: the connection goes until somebody does
-                    await self._listener.close()
+                await one(self._pool, self._sql["keep"], {"watchers": list(self._rows)})
+            except Exception as error:  # tried again next time, well inside `STALE`
+                log.warning("keeping %d watchers alive failed: %r", len(self._rows), error)

@@ -6,6 +6,7 @@ ending, at once, not a `LOOK` later."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
 from collections.abc import Awaitable, Callable
 from datetime import timedelta
@@ -80,6 +81,8 @@ async def test_an_ending_is_told_only_while_somebody_waits_for_one(
 ) -> None:
     tag = uuid.uuid4().hex[:8]
     alone, awaited = f"alone-{tag}", f"awaited-{tag}"
+    async with durable.checkpointer.pool.connection() as conn:  # rows an earlier test left
+        await conn.execute("DELETE FROM durability.watchers")
     async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as listener:
         await listener.execute(f"LISTEN {ended_channel('durability')}")
 
@@ -147,3 +150,60 @@ async def _blocked_on_a_lock(durable: PostgresDurable) -> int:
         row = await cursor.fetchone()
         assert row is not None
         return int(row[0])
+
+
+async def test_a_dead_process_s_row_goes_stale_and_the_next_watcher_drops_it(
+    durable: PostgresDurable, database_url: str, no_looks: None
+) -> None:
+    tag = uuid.uuid4().hex[:8]
+    dead, finished, later = f"dead-{tag}", f"finished-{tag}", f"later-{tag}"
+    async with durable.checkpointer.pool.connection() as conn:  # a waiter that died 4 min ago
+        await conn.execute(
+            "INSERT INTO durability.watchers (workflow, watcher, at)"
+            " VALUES (%s, %s, clock_timestamp() - interval '4 minutes')", (dead, uuid.uuid4()))
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as listener:
+        await listener.execute(f"LISTEN {ended_channel('durability')}")
+        taken = await _taken(durable, finished)
+        assert taken.holder is not None
+        assert await durable.finish_ended(taken.holder, taken.delivery, FIRST, completion(1),
+                                          "completed", {})
+        assert finished not in await _heard(listener, 1.0)  # a stale row counts for nothing
+    waiting = asyncio.create_task(result(durable.checkpointer, later, WITHIN))
+    await _until(lambda: _watchers(durable, later))
+    assert await _watchers(durable, dead) == 0  # the next watcher dropped it
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    await _until(lambda: _gone(durable, later))
+
+
+async def test_a_waiting_process_keeps_its_rows_alive(
+    durable: PostgresDurable, monkeypatch: pytest.MonkeyPatch, no_looks: None
+) -> None:
+    monkeypatch.setattr(watching, "KEEP", timedelta(milliseconds=50))
+    workflow = f"kept-{uuid.uuid4().hex[:8]}"
+    waiting = asyncio.create_task(result(durable.checkpointer, workflow, WITHIN))
+    await _until(lambda: _watchers(durable, workflow))
+    first = await _at(durable, workflow)
+
+    async def moved() -> int:
+        return int(await _at(durable, workflow) != first)
+
+    await _until(moved)  # marked alive again, while it waits
+    waiting.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await waiting
+    await _until(lambda: _gone(durable, workflow))  # its row goes once it stops
+
+
+async def _at(durable: PostgresDurable, workflow: str) -> object:
+    async with durable.checkpointer.pool.connection() as conn:
+        cursor = await conn.execute(
+            "SELECT at FROM durability.watchers WHERE workflow = %s", (workflow,))
+        row = await cursor.fetchone()
+        assert row is not None
+        return row[0]
+
+
+async def _gone(durable: PostgresDurable, workflow: str) -> int:
+    return int(await _watchers(durable, workflow) == 0)
