@@ -284,18 +284,19 @@ SELECT (SELECT value FROM won),
 -- committed while it holds the claim row FOR SHARE, so a finish in flight (which holds that row
 -- from its release to its commit) is waited for and its ending found by the look that follows,
 -- and any later finish sees the row and notifies. No claim row: no pass holds it, none ends.
--- Rows gone stale (a dead process's: watching.py keeps live ones fresh) are dropped here.
 WITH joined AS (
     INSERT INTO durability.watchers (workflow, watcher) VALUES (%(workflow)s, %(watcher)s)
     ON CONFLICT DO NOTHING
-),
-dropped AS (
-    DELETE FROM durability.watchers WHERE at < clock_timestamp() - interval '3 minutes'
 )
 SELECT count(*) FROM (SELECT FROM durability.claims WHERE workflow = %(workflow)s FOR SHARE) AS c
 
 -- name: unwatch
-DELETE FROM durability.watchers WHERE workflow = %(workflow)s AND watcher = %(watcher)s
+-- A waiter's row, after its `result` returned; and any row unmarked for three minutes (a dead
+-- process's: watching.py marks live ones). Not in `watch`, which holds a claim row while it
+-- runs: a delete there, waiting on another's row, would hold a finish up behind it.
+DELETE FROM durability.watchers
+WHERE (workflow = %(workflow)s AND watcher = %(watcher)s)
+   OR at < clock_timestamp() - interval '3 minutes'
 
 -- name: keep
 -- A process's waiters still wait (watching.py's `KEEP`): their rows are not stale.

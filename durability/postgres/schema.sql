@@ -156,19 +156,19 @@ CREATE INDEX IF NOT EXISTS schedules_by_due ON durability.schedules (queue, due)
 -- row while it holds the same row FOR SHARE (`watch` in checkpointer.sql), so either it
 -- committed first and the finish notifies, or the finish committed first and the waiter's look
 -- after it finds the ending. A waiting process marks its rows alive every half minute
--- (watching.py); a row not marked for three minutes is a dead process's, and counts for
--- nothing.
+-- (watching.py); a row not marked for three minutes is a dead process's, deleted by the next
+-- waiter's `unwatch` (checkpointer.sql), or here, when a process migrates at its start.
 CREATE TABLE IF NOT EXISTS durability.watchers (
     workflow text        NOT NULL,
     watcher  uuid        NOT NULL,
     at       timestamptz NOT NULL DEFAULT clock_timestamp(),
     PRIMARY KEY (workflow, watcher)
 );
+DELETE FROM durability.watchers WHERE at < clock_timestamp() - interval '3 minutes';
 CREATE OR REPLACE FUNCTION durability.watched(finished bigint) RETURNS boolean
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
     -- `finished` (how many the statement wrote) only orders the call after those writes.
-    RETURN finished > 0 AND EXISTS (
-        SELECT FROM durability.watchers WHERE at >= clock_timestamp() - interval '3 minutes');
+    RETURN finished > 0 AND EXISTS (SELECT FROM durability.watchers);
 END
 $$;

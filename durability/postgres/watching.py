@@ -23,7 +23,7 @@ from durability.postgres.statements import Pool, one
 __all__ = ["KEEP", "Endings", "PostgresBell"]
 
 #: How often a process marks its waiters' rows alive: well inside the three minutes after which
-#: schema.sql's `watched` and `watch` take a row for a dead process's.
+#: a row is taken for a dead process's and deleted (checkpointer.sql's `unwatch`, `migrate`).
 KEEP = timedelta(seconds=30)
 
 log = logging.getLogger("durability.postgres")
@@ -60,10 +60,11 @@ class PostgresBell:
 class Endings:
     """The watchers of one store's endings, over one listener kept while any of them waits.
 
-    Each watcher's row (`watchers`) is kept alive while it waits: one statement every `KEEP`
-    for all of this process's, so a row whose process died goes stale (`STALE` in schema.sql)
-    and stops making finishes notify, and the next watcher deletes it. A row is deleted after
-    its `result` has returned, off the caller's way."""
+    A watcher's row (`watchers`) is deleted after its `result` has returned, off the caller's
+    way, and kept marked alive while it waits: one statement every `KEEP` for all of this
+    process's. A row whose process died (or whose loop closed before the delete ran) goes
+    unmarked; the next waiter's delete, or the next `migrate`, takes it three minutes on. Till
+    then finishes notify, as they all did before the rows."""
 
     def __init__(self, pool: Pool, channel: str, sql: Mapping[str, str]) -> None:
         self._pool = pool
@@ -124,7 +125,7 @@ class Endings:
     async def _unwatch(self, params: Mapping[str, object]) -> None:
         try:
             await one(self._pool, self._sql["unwatch"], params)
-        except Exception as error:  # left behind: it goes stale, and the next watcher drops it
+        except Exception as error:  # left behind: a later delete takes it once it is stale
             log.warning("unwatching %s failed: %r", params["workflow"], error)
 
     async def _keep(self) -> None:
@@ -133,5 +134,5 @@ class Endings:
             await asyncio.sleep(KEEP.total_seconds())
             try:
                 await one(self._pool, self._sql["keep"], {"watchers": list(self._rows)})
-            except Exception as error:  # tried again next time, well inside `STALE`
+            except Exception as error:  # tried again next time, well inside three minutes
                 log.warning("keeping %d watchers alive failed: %r", len(self._rows), error)

@@ -20,6 +20,7 @@ from durability.checks import detail_text
 from durability.endings import completion, ending_key, result
 from durability.interfaces import Taken
 from durability.postgres import PostgresDurable, PostgresScheduler, watching
+from durability.postgres.migrate import migrate
 from durability.postgres.policy import giving_back
 from durability.postgres.statements import ended_channel, statements
 
@@ -152,29 +153,36 @@ async def _blocked_on_a_lock(durable: PostgresDurable) -> int:
         return int(row[0])
 
 
-async def test_a_dead_process_s_row_goes_stale_and_the_next_watcher_drops_it(
-    durable: PostgresDurable, database_url: str, no_looks: None
+async def test_a_dead_process_s_row_is_dropped_by_the_next_waiter_and_by_migrate(
+    durable: PostgresDurable, no_looks: None
 ) -> None:
     tag = uuid.uuid4().hex[:8]
-    dead, finished, later = f"dead-{tag}", f"finished-{tag}", f"later-{tag}"
-    async with durable.checkpointer.pool.connection() as conn:  # a waiter that died 4 min ago
-        await conn.execute(
-            "INSERT INTO durability.watchers (workflow, watcher, at)"
-            " VALUES (%s, %s, clock_timestamp() - interval '4 minutes')", (dead, uuid.uuid4()))
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as listener:
-        await listener.execute(f"LISTEN {ended_channel('durability')}")
-        taken = await _taken(durable, finished)
-        assert taken.holder is not None
-        assert await durable.finish_ended(taken.holder, taken.delivery, FIRST, completion(1),
-                                          "completed", {})
-        assert finished not in await _heard(listener, 1.0)  # a stale row counts for nothing
-    waiting = asyncio.create_task(result(durable.checkpointer, later, WITHIN))
-    await _until(lambda: _watchers(durable, later))
-    assert await _watchers(durable, dead) == 0  # the next watcher dropped it
-    waiting.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await waiting
-    await _until(lambda: _gone(durable, later))
+    dead, finished = f"dead-{tag}", f"finished-{tag}"
+    pool = durable.checkpointer.pool
+
+    async def died() -> None:  # a waiter whose process died 4 min ago, its row left behind
+        async with pool.connection() as conn:
+            await conn.execute(
+                "INSERT INTO durability.watchers (workflow, watcher, at)"
+                " VALUES (%s, %s, clock_timestamp() - interval '4 minutes')",
+                (dead, uuid.uuid4()))
+
+    await died()
+    taken = await _taken(durable, finished)
+    assert taken.holder is not None
+    waiting = asyncio.create_task(result(durable.checkpointer, finished, WITHIN))
+    await _until(lambda: _watchers(durable, finished))
+    assert await _watchers(durable, dead) == 1  # left while the waiter waits
+    assert await durable.finish_ended(taken.holder, taken.delivery, FIRST, completion(1),
+                                      "completed", {})
+    async with asyncio.timeout(PATIENCE):
+        assert await waiting == 1
+    await _until(lambda: _gone(durable, finished))
+    assert await _watchers(durable, dead) == 0  # the waiter's own delete took it too
+
+    await died()
+    await migrate(pool)
+    assert await _watchers(durable, dead) == 0
 
 
 async def test_a_waiting_process_keeps_its_rows_alive(
