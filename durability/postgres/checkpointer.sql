@@ -294,13 +294,19 @@ SELECT count(*) FROM (SELECT FROM durability.claims WHERE workflow = %(workflow)
 -- A waiter's row, after its `result` returned; and any row unmarked for three minutes (a dead
 -- process's: watching.py marks live ones). Not in `watch`, which holds a claim row while it
 -- runs: a delete there, waiting on another's row, would hold a finish up behind it.
+-- Committed without waiting for the WAL flush: a delete a crash loses leaves a row that goes
+-- stale and is deleted later.
+WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))
 DELETE FROM durability.watchers
-WHERE (workflow = %(workflow)s AND watcher = %(watcher)s)
-   OR at < clock_timestamp() - interval '3 minutes'
+WHERE ((workflow = %(workflow)s AND watcher = %(watcher)s)
+       OR at < clock_timestamp() - interval '3 minutes')
+  AND (SELECT count(*) FROM quick) = 1
 
 -- name: keep
 -- A process's waiters still wait (watching.py's `KEEP`): their rows are not stale.
-UPDATE durability.watchers SET at = clock_timestamp() WHERE watcher = ANY (%(watchers)s)
+WITH quick AS MATERIALIZED (SELECT set_config('synchronous_commit', 'off', true))
+UPDATE durability.watchers SET at = clock_timestamp()
+WHERE watcher = ANY (%(watchers)s) AND (SELECT count(*) FROM quick) = 1
 
 -- name: append
 -- The sequence lives on the claim row, which outlives discard, so an inbox key is never

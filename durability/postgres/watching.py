@@ -113,14 +113,15 @@ class Endings:
             self._watching -= 1
             if bell.watched:
                 self._rows.discard(watcher)
-                leaving = asyncio.get_running_loop().create_task(self._unwatch(params))
-                self._leaving.add(leaving)
-                leaving.add_done_callback(self._leaving.discard)
             if self._watching == 0:  # nobody waits: the connection goes until somebody does
                 if self._keeping is not None:
                     self._keeping.cancel()
                     self._keeping = None
                 await self._listener.close()
+            if bell.watched:  # last, so it runs once the caller has its answer
+                leaving = asyncio.get_running_loop().create_task(self._unwatch(params))
+                self._leaving.add(leaving)
+                leaving.add_done_callback(self._leaving.discard)
 
     async def _unwatch(self, params: Mapping[str, object]) -> None:
         try:
