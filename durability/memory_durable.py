@@ -19,7 +19,7 @@ __all__ = ["MemoryDurable"]
 class MemoryDurable(SplitDurable):
     """`SplitDurable` over `MemoryCheckpointer` and `MemoryScheduler`, with `take_up_to`."""
 
-    __slots__ = ("_memory_checkpointer", "_memory_scheduler")
+    __slots__ = ("_memory_scheduler",)
 
     def __init__(
         self,
@@ -28,8 +28,7 @@ class MemoryDurable(SplitDurable):
         traffic: Traffic | None = None,
     ) -> None:
         super().__init__(checkpointer, scheduler, traffic)
-        self._memory_checkpointer = checkpointer
-        self._memory_scheduler = scheduler
+        self._memory_scheduler = scheduler  # typed as itself: `glance` is the memory queue's
 
     async def take_up_to(
         self, room: Callable[[], int], within: timedelta, budget: timedelta, alive: timedelta
@@ -37,7 +36,7 @@ class MemoryDurable(SplitDurable):
         """The first as `take` (waiting up to `within`), then as many more as are ready now
         and `room()` allows, each taken and claimed as `take` does it. Each take holds its
         limit's slot at once, so a batch holds no more of one limit than it has room for."""
-        checkpointer, scheduler = self._memory_checkpointer, self._memory_scheduler
+        checkpointer, scheduler = self.checkpointer, self._memory_scheduler
         first = await take_then_claim(checkpointer, scheduler, within, budget, alive)
         if first is None:
             return []

@@ -18,7 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from experiments.harness.protocol import die_with_parent
-from experiments.harness.servers import HOST, Server, free_port, redis_version
+from experiments.harness.servers import HOST, Server, answered, free_port, redis_version
 
 __all__ = ["NODE_TIMEOUT_MS", "Replicated", "replicated"]
 
@@ -51,15 +51,9 @@ class Replicated:
         self.processes[port] = subprocess.Popen(
             command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             preexec_fn=die_with_parent)
-        process = self.processes[port]
-
-        def answers() -> bool:
-            if process.poll() is not None:
-                raise NodeExited(f"redis on {port} exited with {process.returncode}")
-            redis_version(f"redis://{HOST}:{port}/0", 0.5)
-            return True
-
-        _until(answers, f"redis on {port}")
+        # A node that exits (its port taken) says so at once: `replicated` tries another range.
+        answered(lambda: redis_version(f"redis://{HOST}:{port}/0", 0.5), self.processes[port],
+                 f"redis on {port}")
 
     def create(self) -> None:
         for port in self.ports:
@@ -161,7 +155,7 @@ def replicated(scratch: Path, masters: int = 3) -> Iterator[Replicated]:
         cluster = Replicated(scratch / f"try-{attempt}", masters)
         try:
             cluster.create()
-        except NodeExited:
+        except RuntimeError:  # a node exited, or the create failed
             cluster.stop()
             if attempt == 2:
                 raise
@@ -176,10 +170,6 @@ def replicated(scratch: Path, masters: int = 3) -> Iterator[Replicated]:
         cluster.stop()
 
 
-class NodeExited(RuntimeError):
-    """A node's `redis-server` exited before it answered (its port, most likely, was taken)."""
-
-
 def _until(check: object, what: str, within: float = 20.0) -> None:
     deadline = time.monotonic() + within
     last: Exception | None = None
@@ -187,8 +177,6 @@ def _until(check: object, what: str, within: float = 20.0) -> None:
         try:
             if callable(check) and check() is not False:
                 return
-        except NodeExited:
-            raise
         except Exception as error:
             last = error
         time.sleep(0.1)

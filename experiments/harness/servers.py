@@ -42,7 +42,7 @@ def shown(binary: str | Path) -> str:
         return str(binary)
 
 
-__all__ = ["KINDS", "SOURCES", "Restartable", "Server", "Servers", "free_port"]
+__all__ = ["KINDS", "SOURCES", "Restartable", "Server", "Servers", "answered", "free_port"]
 
 KINDS = ("redis7", "redis8", "postgres", "cluster")
 #: Where a server of a kind is looked for, in this order:
@@ -399,7 +399,7 @@ class Servers:
         )
         url = f"redis://{HOST}:{port}/0"
         try:
-            _await(lambda: redis_version(url, 0.5), process, f"redis-server on {port}")
+            answered(lambda: redis_version(url, 0.5), process, f"redis-server on {port}")
             yield url
         finally:
             process.terminate()
@@ -481,7 +481,7 @@ class Servers:
                     client.close()
             return True
 
-        _await(ready, None, f"the {masters}-master cluster", within=30)
+        answered(ready, None, f"the {masters}-master cluster", within=30)
         nodes = tuple(f"redis://{HOST}:{p}/0" for p in ports)
         return Server("cluster", nodes[0], f"binary {shown(binary)} x{masters}",
                       redis_version(nodes[0]), private=True,
@@ -518,7 +518,7 @@ class Servers:
 
         self._stack.callback(stop)
         url = f"postgresql://postgres@{HOST}:{port}/postgres"
-        _await(lambda: postgres_version(url, 1), process, f"postgres on {port}", within=60)
+        answered(lambda: postgres_version(url, 1), process, f"postgres on {port}", within=60)
         return Server("postgres", url, f"binary {shown(Path(found) / 'postgres')}",
                       postgres_version(url), private=True,
                       cpu=lambda: _process_tree_cpu(process.pid))
@@ -585,7 +585,7 @@ class Restartable:
         self.starts += 1
         probe = ((lambda: redis_version(self.url, 0.5)) if self.kind == "redis7"
                  else (lambda: postgres_version(self.url, 1)))
-        _await(probe, self.process, f"{self.kind} on {self.port}", within=60)
+        answered(probe, self.process, f"{self.kind} on {self.port}", within=60)
 
     def stop(self, *, hard: bool) -> None:
         """Stop it: `hard` is SIGKILL for Redis and an immediate shutdown (crash recovery on
@@ -658,7 +658,7 @@ def _drop_root(home: Path) -> Callable[[], None]:
     return become
 
 
-def _await(check: Callable[[], object], process: subprocess.Popen[bytes] | None, what: str,
+def answered(check: Callable[[], object], process: subprocess.Popen[bytes] | None, what: str,
            within: float = 20.0) -> None:
     deadline = time.monotonic() + within
     last: Exception | None = None

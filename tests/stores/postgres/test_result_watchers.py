@@ -68,13 +68,16 @@ async def _until(count: Callable[[], Awaitable[int]]) -> None:
             await asyncio.sleep(0.02)
 
 
-async def _watchers(durable: PostgresDurable, workflow: str) -> int:
+async def _rows(durable: PostgresDurable, workflow: str) -> list[Any]:
+    """When each of `workflow`'s waiter rows was last marked."""
     async with durable.checkpointer.pool.connection() as conn:
         cursor = await conn.execute(
-            "SELECT count(*) FROM durability.watchers WHERE workflow = %s", (workflow,))
-        row = await cursor.fetchone()
-        assert row is not None
-        return int(row[0])
+            "SELECT at FROM durability.watchers WHERE workflow = %s", (workflow,))
+        return [row[0] for row in await cursor.fetchall()]
+
+
+async def _watchers(durable: PostgresDurable, workflow: str) -> int:
+    return len(await _rows(durable, workflow))
 
 
 async def test_an_ending_is_told_only_while_somebody_waits_for_one(
@@ -205,12 +208,8 @@ async def test_a_waiting_process_keeps_its_rows_alive(
 
 
 async def _at(durable: PostgresDurable, workflow: str) -> object:
-    async with durable.checkpointer.pool.connection() as conn:
-        cursor = await conn.execute(
-            "SELECT at FROM durability.watchers WHERE workflow = %s", (workflow,))
-        row = await cursor.fetchone()
-        assert row is not None
-        return row[0]
+    [at] = await _rows(durable, workflow)
+    return at
 
 
 async def _gone(durable: PostgresDurable, workflow: str) -> int:
