@@ -1699,16 +1699,20 @@ class ManyTaking(SplitDurable):
         return taken
 
 
+async def _arrived(kind: type[ManyTaking], count: int) -> tuple[ManyTaking, list[str]]:
+    """A `kind` over fresh memory stores, with `count` workflows arrived."""
+    durable = kind(*stores())
+    workflows = [workflow_id() for _ in range(count)]
+    for workflow in workflows:
+        await durable.arrive(workflow, "go", True)
+    return durable, workflows
+
+
 async def test_a_store_that_takes_many_is_asked_for_as_many_as_there_are_free_slots() -> None:
-    checkpointer, scheduler = stores()
-    durable = ManyTaking(checkpointer, scheduler)
+    durable, workflows = await _arrived(ManyTaking, 6)
     assert isinstance(durable, TakingMany)
     observed = Observed()
     held = Holding()
-
-    workflows = [workflow_id() for _ in range(6)]
-    for workflow in workflows:
-        await durable.arrive(workflow, "go", True)
     async with working(durable, held.body, observed, pool=4):
         await observed.until(lambda: held.inside == 4)
         await asyncio.sleep(3 * TICK.total_seconds())  # full: nothing more is asked for
@@ -1727,14 +1731,9 @@ class ManyTakingWithFinishes(ManyTaking):
 
 
 async def test_a_store_that_reads_with_its_finishes_is_asked_for_half_the_pool_at_most() -> None:
-    checkpointer, scheduler = stores()
-    durable = ManyTakingWithFinishes(checkpointer, scheduler)
+    durable, workflows = await _arrived(ManyTakingWithFinishes, 10)
     observed = Observed()
     held = Holding()
-
-    workflows = [workflow_id() for _ in range(10)]
-    for workflow in workflows:
-        await durable.arrive(workflow, "go", True)
     async with working(durable, held.body, observed, pool=4):
         await observed.until(lambda: held.inside == 4)  # two reads of two fill the pool
         await asyncio.sleep(3 * TICK.total_seconds())
