@@ -340,6 +340,12 @@ class Soak:
                     if len(self.completed) >= self.submitted - self.gave_up:
                         break
                     await asyncio.sleep(0.5)
+                # Then the queue itself: a wakeup that came after its workflow ended (a fault's
+                # retry) is answered a moment after the last completion, not left behind.
+                while time.monotonic() < deadline:
+                    if not (await self._queue()).get("queue"):
+                        break
+                    await asyncio.sleep(0.5)
                 drained = self.now_s()
                 last = await self.sample()  # after the drain: what is left behind
                 trimmed = await self._trim()
