@@ -89,17 +89,19 @@ class CancelContract:
         woke: Counter[str] = Counter()
 
         async def body(run: Run) -> int:
-            await run.sleep("nap", timedelta(milliseconds=300))
+            # Long enough that no loaded machine sees it wake before the test looks: the timer
+            # itself is read (its earliest sleeper), not raced against a short nap.
+            await run.sleep("nap", timedelta(hours=1))
             woke[run.workflow] += 1
             return 1
 
         await durable.arrive(workflow, "go", True)
         async with working(durable, body, observed, pool=1):
             await reaches(durable, workflow, "sleeping")
+            assert await durable.scheduler.wake_due() is not None  # the nap is on the timer
             assert await inspected(durable).cancel(workflow)
-            await asyncio.sleep(0.6)  # past the deadline: the timer has nothing to wake
         assert woke[workflow] == 0
-        assert await durable.scheduler.wake_due() is None
+        assert await durable.scheduler.wake_due() is None  # and cancelling took it off
         assert (await inspected(durable).status(workflow)).state == "cancelled"
 
     async def test_a_running_pass_stops_at_its_next_step_and_its_finally_runs_no_step(
