@@ -55,6 +55,7 @@ class Listener:
         queue: str,
         channel: str = CHANNEL,
         heard: Callable[[str | None], None] | None = None,
+        aside: str | None = None,
     ) -> None:
         if not _PLAIN.fullmatch(channel):
             raise ValueError(f"a channel must be a plain lower-case identifier, got {channel!r}")
@@ -64,6 +65,11 @@ class Listener:
         #: Told every notification's payload instead of counting the queue's, and `None` as the
         #: connection comes or goes: for one listener shared by waiters of many payloads.
         self._heard = heard
+        #: A second payload on the channel (the queue's schedules changed): it sets the event
+        #: `aside_mark` returns and wakes none of the queue's readers, so an arrival does not
+        #: send the firer to look at the timetable, nor a schedule change the readers to read.
+        self._aside = aside
+        self._aside_changed = asyncio.Event()
         self.generation = 0
         self.listening = False
         self._changed = asyncio.Event()
@@ -77,6 +83,7 @@ class Listener:
         if task is None or task.done() or task.get_loop() is not asyncio.get_running_loop():
             self.listening = False
             self._changed = asyncio.Event()
+            self._aside_changed = asyncio.Event()
             self._attempted = asyncio.Event()
             self._task = asyncio.create_task(self._run(), name=f"listen:{self._queue}")
         # Bounded: a server that accepts no connection must not stall a read past its `within`
@@ -86,6 +93,11 @@ class Listener:
     def mark(self) -> tuple[int, asyncio.Event]:
         """The current generation and the event that fires when it next moves."""
         return self.generation, self._changed
+
+    def aside_mark(self) -> asyncio.Event:
+        """The event that fires on the next notification of the `aside` payload, or as the
+        connection comes or goes (what was missed meanwhile must be looked at again)."""
+        return self._aside_changed
 
     async def close(self) -> None:
         task, self._task = self._task, None
@@ -103,6 +115,10 @@ class Listener:
         if self._heard is not None:
             self._heard(None)
 
+    def _bump_aside(self) -> None:
+        changed, self._aside_changed = self._aside_changed, asyncio.Event()
+        changed.set()
+
     async def _run(self) -> None:
         delay = _RETRY_FIRST
         while True:
@@ -117,6 +133,7 @@ class Listener:
                     delay = _RETRY_FIRST
                     self._attempted.set()
                     self._bump()  # whatever was missed while not listening: look again
+                    self._bump_aside()
                     async for note in conn.notifies():
                         stop_if_cancelled()
                         if self._heard is not None:
@@ -126,12 +143,15 @@ class Listener:
                             # Let the woken readers send their reads before this task goes
                             # back to waiting on the socket, which costs a while to set up.
                             await asyncio.sleep(0)
+                        elif note.payload == self._aside:
+                            self._bump_aside()
                 except psycopg.Error as error:
                     log.warning("lost the listening connection for %r: %s", self._queue, error)
                 finally:
                     if self.listening:
                         self.listening = False
                         self._bump()  # waiters stop trusting notifications and poll
+                        self._bump_aside()
                     with contextlib.suppress(psycopg.Error):
                         await conn.close()
             self._attempted.set()

@@ -26,7 +26,7 @@ from durability.postgres import libpq_pipeline
 from durability.postgres.listener import Listener
 from durability.postgres.policy import delivered, giving_back, held_key, wakeup
 from durability.postgres.statements import DEFAULT_SCHEMA, Pool, channel, one, statements
-from durability.postgres.timetable import PostgresTimetable
+from durability.postgres.timetable import PostgresTimetable, changed_payload
 from durability.values import Backlog, Delivery, Footprint, Limit
 from durability.visibility import Visibility
 from durability.waits import set_within
@@ -132,7 +132,9 @@ class PostgresScheduler(Visibility):
             poll = _POLL_LISTENING if notify else _POLL_ALONE
         self.poll = positive("poll", poll)
         self.queue = queue
-        self._listener = Listener(pool, queue, self.channel) if notify else None
+        self._listener = (
+            Listener(pool, queue, self.channel, aside=changed_payload(queue)) if notify else None
+        )
         #: The schedules kept beside this queue (`durability.schedules`).
         self.timetable = PostgresTimetable(pool, queue, schema, self._listener)
         self._quiet: _Quiet | None = None

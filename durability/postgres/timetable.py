@@ -1,6 +1,8 @@
 """`PostgresTimetable`: a queue's schedules as rows of `schedules`, indexed by when each is next
 due. A swap is one conditional statement (`timetable.sql`), atomic on its own. A change is
-announced on the scheduler's channel (`NOTIFY`), which every worker's listener hears."""
+announced on the scheduler's channel (`NOTIFY`) under a payload of its own (`changed_payload`),
+which every worker's listener hears and hands to its firer alone: an arrival's notification
+wakes the readers and not the firer, and a schedule's wakes the firer and not the readers."""
 
 from __future__ import annotations
 
@@ -17,7 +19,13 @@ from durability.postgres.statements import (
     statements,
 )
 
-__all__ = ["PostgresTimetable"]
+__all__ = ["PostgresTimetable", "changed_payload"]
+
+
+def changed_payload(queue: str) -> str:
+    """The payload `queue`'s schedule changes are announced with: the queue's name and a line
+    of its own. A queue whose own name were this would only look once more for nothing."""
+    return f"{queue}\nschedules"
 
 
 class PostgresTimetable:
@@ -36,8 +44,7 @@ class PostgresTimetable:
         self._queue = queue
         self._sql = statements("timetable.sql", schema)
         self._channel = channel(schema)
-        #: The scheduler's listener, if it listens: a notification for the queue wakes the
-        #: firers as it wakes the readers (they find nothing and wait again).
+        #: The scheduler's listener, if it listens (made with `aside=changed_payload(queue)`).
         self._listener = listener
         self._local = asyncio.Event()
 
@@ -47,13 +54,13 @@ class PostgresTimetable:
                 self._local = asyncio.Event()
             return self._local
         await self._listener.start()
-        return self._listener.mark()[1]
+        return self._listener.aside_mark()
 
     async def announce(self) -> None:
         self._local.set()
         if self._listener is not None:
             await one(self._pool, self._sql["announce"],
-                      {"channel": self._channel, "queue": self._queue})
+                      {"channel": self._channel, "payload": changed_payload(self._queue)})
 
     async def read(self, name: str) -> str | None:
         row = await one(self._pool, self._sql["read"], {"queue": self._queue, "name": name})

@@ -33,5 +33,6 @@ SELECT min(due) FROM durability.schedules WHERE queue = %(queue)s AND due IS NOT
 SELECT name, record FROM durability.schedules WHERE queue = %(queue)s ORDER BY name;
 
 -- name: announce
--- A schedule changed: every listener of the queue wakes (its firer looks again).
-SELECT pg_notify(%(channel)s, %(queue)s);
+-- A schedule changed: every listener of the queue hears it, and its firer looks again (the
+-- payload is the queue's with a line of its own, so no reader wakes for it).
+SELECT pg_notify(%(channel)s, %(payload)s);

@@ -173,6 +173,38 @@ async def test_an_idle_reader_reads_once_until_something_is_announced(
         await idle.close()
 
 
+async def test_an_arrival_wakes_the_readers_not_the_firer_and_a_schedule_change_the_firer(
+    make_pool: MakePool, counting: type[Counting]
+) -> None:
+    # Both are told on the queue's channel; each payload wakes its own waiters alone, so a
+    # worker's firer does not look at the timetable once per arrival (a statement beside every
+    # take), nor do the readers read once per schedule change.
+    statements = counting.sent
+    queue, workflow = _names()
+    mine = PostgresScheduler(pool=await make_pool(cursor_factory=counting), queue=queue,
+                             poll=LONG_POLL)
+    other = PostgresScheduler(pool=await make_pool(size=1), queue=queue)
+    try:
+        schedules_changed = await mine.timetable.changes()
+        reader = await _blocked(mine)
+        await other.make_ready(workflow)
+        delivery = await reader
+        assert delivery is not None and delivery.workflow == workflow
+        await asyncio.sleep(0.3)
+        assert not schedules_changed.is_set(), "an arrival woke the firer"
+
+        reader = await _blocked(mine)
+        read = len(statements)
+        await other.timetable.announce()
+        await asyncio.wait_for(schedules_changed.wait(), BLOCKED.total_seconds())
+        await asyncio.sleep(0.3)
+        assert not reader.done() and len(statements) == read, "a schedule change woke a reader"
+        reader.cancel()
+    finally:
+        await mine.close()
+        await other.close()
+
+
 async def test_many_readers_on_many_connections_take_each_workflow_once(
     make_pool: MakePool,
 ) -> None:
