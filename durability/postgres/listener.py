@@ -100,13 +100,25 @@ class Listener:
         return self._aside_changed
 
     async def close(self) -> None:
-        task, self._task = self._task, None
-        if task is not None and not task.done():
-            task.cancel()
+        """Stop listening, and return once the connection is closed."""
+        task = self.let_go()
+        if task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self._task is None:  # not started again while the old task ended
+
+    def let_go(self) -> asyncio.Task[None] | None:
+        """Stop listening now, without waiting for the connection to close: return the task
+        that closes it as it ends (to await, or to leave), or None if there is none. A `start`
+        after this makes a new connection, and the old one's end changes nothing of it."""
+        task, self._task = self._task, None
+        if self.listening:
             self.listening = False
+            self._bump()  # waiters stop trusting notifications and poll
+            self._bump_aside()
+        if task is None or task.done():
+            return None
+        task.cancel()
+        return task
 
     def _bump(self) -> None:
         self.generation += 1
@@ -148,7 +160,9 @@ class Listener:
                 except psycopg.Error as error:
                     log.warning("lost the listening connection for %r: %s", self._queue, error)
                 finally:
-                    if self.listening:
+                    # Only while it is still the listener's task: one let go (`let_go`) may
+                    # end after a new one has connected, and must not say it is down.
+                    if self.listening and self._task is asyncio.current_task():
                         self.listening = False
                         self._bump()  # waiters stop trusting notifications and poll
                         self._bump_aside()

@@ -74,7 +74,7 @@ class Endings:
         self._watching = 0
         self._rows: set[uuid.UUID] = set()  # this process's rows, kept alive by `_keep`
         self._keeping: asyncio.Task[None] | None = None
-        self._leaving: set[asyncio.Task[None]] = set()  # rows being deleted
+        self._leaving: set[asyncio.Task[None]] = set()  # rows being deleted, a listener closing
 
     def _heard(self, workflow: str | None) -> None:
         if workflow is None:  # the connection came or went: every watcher looks again
@@ -117,11 +117,17 @@ class Endings:
                 if self._keeping is not None:
                     self._keeping.cancel()
                     self._keeping = None
-                await self._listener.close()
-            if bell.watched:  # last, so it runs once the caller has its answer
-                leaving = asyncio.get_running_loop().create_task(self._unwatch(params))
-                self._leaving.add(leaving)
-                leaving.add_done_callback(self._leaving.discard)
+                # Closed off the caller's way too (its close is a round trip on a slow
+                # spell): a waiter that comes meanwhile connects anew.
+                self._leave(self._listener.let_go())
+            if bell.watched:  # once the caller has its answer
+                self._leave(asyncio.get_running_loop().create_task(self._unwatch(params)))
+
+    def _leave(self, task: asyncio.Task[None] | None) -> None:
+        """Keep `task` (a row's delete, the listener's close) until it ends."""
+        if task is not None:
+            self._leaving.add(task)
+            task.add_done_callback(self._leaving.discard)
 
     async def _unwatch(self, params: Mapping[str, object]) -> None:
         try:

@@ -9,7 +9,7 @@ import uuid
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
-from durability.endings import completion, ending_key, result
+from durability.endings import LOOK, completion, ending_key, result
 from durability.postgres import PostgresCheckpointer
 
 if TYPE_CHECKING:
@@ -86,3 +86,24 @@ async def test_a_result_arrives_when_the_listening_connection_is_cut(
     await ended(checkpointer, other, "later")
     async with asyncio.timeout(PATIENCE):
         assert await later == "later"
+
+
+async def test_a_waiter_that_comes_as_the_last_one_leaves_is_woken_by_its_ending(
+    make_pool: MakePool,
+) -> None:
+    # The last waiter's `result` returns without waiting for its listener to close; the next
+    # one, coming at once, listens on a connection of its own and is woken by its ending, not
+    # by a look `LOOK` later.
+    name = f"results-{uuid.uuid4().hex[:8]}"
+    checkpointer = PostgresCheckpointer(pool=await make_pool(application_name=name))
+    for n in range(3):
+        done, pending = f"{name}-{n}-done", f"{name}-{n}-pending"
+        await ended(checkpointer, done, n)
+        assert await result(checkpointer, done, WITHIN) == n  # its listener closes behind it
+        waiting = asyncio.create_task(result(checkpointer, pending, WITHIN))
+        await until_listening(checkpointer, name, 1)
+        await asyncio.sleep(0.2)  # the watcher's row written, its first look taken
+        assert not waiting.done()
+        await ended(checkpointer, pending, -n)
+        assert await asyncio.wait_for(waiting, LOOK.total_seconds() / 2) == -n
+    await until_listening(checkpointer, name, 0)  # nobody waits: the connection goes
