@@ -30,7 +30,9 @@ from psycopg.rows import TupleRow
 from durability.postgres import traffic
 from durability.storekit.chores import Chores
 
-__all__ = ["AGAIN", "CAN_PIPELINE", "SETTLE", "Outcome", "exchange", "give_back", "settled"]
+__all__ = [
+    "AGAIN", "CAN_PIPELINE", "SETTLE", "Outcome", "exchange", "give_back", "hold", "settled",
+]
 
 #: Whether this libpq can pipeline (14+); without it every statement goes through a cursor.
 CAN_PIPELINE: Final = pq.version() >= 140000 and hasattr(pq.PGconn, "enter_pipeline_mode")
@@ -259,7 +261,13 @@ async def give_back(pool: Any, conn: Any) -> None:
     if settle is None:
         await pool.putconn(conn)
         return
-    task = asyncio.get_running_loop().create_task(_settled(pool, conn, settle))
+    hold(pool, asyncio.get_running_loop().create_task(_settled(pool, conn, settle)))
+
+
+def hold(pool: Any, task: asyncio.Future[Any]) -> None:
+    """Keep `task`, a store's work on `pool` that outlives the call that began it (a
+    connection settling, a `result` waiter's row being deleted), until `settled(pool)` ends
+    it with the rest."""
     settling = _SETTLING.get(pool)
     if settling is None:
         settling = _SETTLING[pool] = Chores()
@@ -268,9 +276,10 @@ async def give_back(pool: Any, conn: Any) -> None:
 
 async def settled(pool: Any, within: timedelta = SETTLE) -> None:
     """Wait, at most `within`, for the connections of `pool` still reading what a cancelled
-    `exchange` was owed (`give_back`'s tasks); then cancel those left, each of which closes
-    its connection and hands it back, and wait for them too. A store calls it as it closes,
-    before its pool: no task of the store outlives it, to be destroyed pending with the loop."""
+    `exchange` was owed (`give_back`'s tasks) and the other tasks `hold` keeps; then cancel
+    those left (a settling connection is closed and handed back), and wait for them too. A
+    store calls it as it closes, before its pool: no task of the store outlives it, to be
+    destroyed pending with the loop."""
     settling = _SETTLING.get(pool)
     if settling is not None:
         await settling.ended(within)

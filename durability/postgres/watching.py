@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Mapping
 from datetime import timedelta
 
 from durability.endings import LOOK
+from durability.postgres import libpq_pipeline
 from durability.postgres.listener import Listener
 from durability.postgres.statements import Pool, one
 
@@ -74,7 +75,6 @@ class Endings:
         self._watching = 0
         self._rows: set[uuid.UUID] = set()  # this process's rows, kept alive by `_keep`
         self._keeping: asyncio.Task[None] | None = None
-        self._leaving: set[asyncio.Task[None]] = set()  # rows being deleted, a listener closing
 
     def _heard(self, workflow: str | None) -> None:
         if workflow is None:  # the connection came or went: every watcher looks again
@@ -124,10 +124,11 @@ class Endings:
                 self._leave(asyncio.get_running_loop().create_task(self._unwatch(params)))
 
     def _leave(self, task: asyncio.Task[None] | None) -> None:
-        """Keep `task` (a row's delete, the listener's close) until it ends."""
+        """Keep `task` (a row's delete, the listener's close) until it ends, or until the
+        store closes (`libpq_pipeline.settled`, which the scheduler's close awaits), so none
+        is left pending with the loop."""
         if task is not None:
-            self._leaving.add(task)
-            task.add_done_callback(self._leaving.discard)
+            libpq_pipeline.hold(self._pool, task)
 
     async def _unwatch(self, params: Mapping[str, object]) -> None:
         try:

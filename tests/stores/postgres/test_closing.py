@@ -15,6 +15,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import AsyncConnectionPool
 
 from durability.connect import open_durable
+from durability.endings import completion, ending_key
 from durability.postgres import libpq_pipeline
 from durability.postgres.statements import one
 from tests.closing import watched
@@ -88,4 +89,26 @@ async def test_a_connection_that_does_not_settle_in_time_is_closed_when_its_pool
             await libpq_pipeline.settled(pool, timedelta(milliseconds=200))
         assert after.pending() == set()
         assert await one(pool, "SELECT 1", {}) == (1,)  # the pool made another
+    assert after.said == []
+
+
+async def test_closing_a_store_just_after_a_result_ends_what_the_result_left_behind(
+    database_url: str,
+) -> None:
+    # A `result` returns before its waiter's row is deleted and its listener closed (both go
+    # on behind it); a store closed at once waits for them, so neither outlives it.
+    schema = f"closing_{uuid.uuid4().hex[:8]}"
+    with watched() as after:
+        async with open_durable(_url(database_url, schema)) as durable:
+            workflow = f"ended-{uuid.uuid4().hex[:8]}"
+            waiting = asyncio.ensure_future(durable.result(workflow, within=timedelta(seconds=30)))
+            after.own(waiting)
+            await asyncio.sleep(0.2)  # listening, its row written, its first look taken
+            await durable.checkpointer.conclude(workflow, ending_key({}), completion(7))
+            assert await waiting == 7
+            assert after.pending(), "the waiter's row and listener are left to tasks"
+        assert after.pending() == set(), "a task of the store outlived it"
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+            cursor = await conn.execute(f"SELECT count(*) FROM {schema}.watchers")
+            assert await cursor.fetchone() == (0,)  # the delete was waited for, not cancelled
     assert after.said == []
