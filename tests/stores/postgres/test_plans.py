@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from typing import Any
 
+import psycopg
 import pytest
 
 from durability.postgres import configure, migrate
@@ -184,9 +185,33 @@ async def test_the_store_s_connections_plan_by_key_and_an_effect_plans_as_anywhe
         async with durable.checkpointer.pool.connection() as conn:  # type: ignore[attr-defined]
             cursor = await conn.execute("SHOW enable_seqscan")
             assert await cursor.fetchone() == ("off",)
+            cursor = await conn.execute("SHOW jit")
+            assert await cursor.fetchone() == ("off",)
+        async with await psycopg.AsyncConnection.connect(database_url) as plain:
+            cursor = await plain.execute("SHOW jit")
+            server_jit = await cursor.fetchone()
         name = f"plans-effect-{uuid.uuid4().hex[:8]}"
         holder = await durable.checkpointer.claim(name, timedelta(minutes=1), timedelta(minutes=1))
         assert holder is not None
-        effect = PostgresEffect("SELECT current_setting('enable_seqscan')")
+        effect = PostgresEffect(
+            "SELECT current_setting('enable_seqscan') || ' ' || current_setting('jit')"
+        )
         recorded = await durable.checkpointer.transact(holder, "setting", effect)
-        assert recorded.value == "on"
+        assert server_jit is not None
+        assert recorded.value == f"on {server_jit[0]}"
+
+
+async def test_a_statement_the_planner_cannot_serve_by_index_is_not_compiled(
+    schema: tuple[Any, str],
+) -> None:
+    """A scan the store's connections are told to avoid still costs ten billion, past any
+    `jit_above_cost`: were JIT on, the delete of a `result` waiter's row (whose sweep of stale
+    rows no index serves) would be compiled on every run, some 100 ms of the server's CPU."""
+    pool, where = schema
+    sql = re.sub(r"%\((\w+)\)s", "NULL", statements("checkpointer.sql", where)["unwatch"])
+    async with pool.connection() as conn:
+        cursor = await conn.execute(f"EXPLAIN (FORMAT JSON) {sql}")
+        row = await cursor.fetchone()
+    assert row is not None
+    plan = row[0] if isinstance(row[0], list) else json.loads(row[0])
+    assert "JIT" not in plan[0], plan[0].get("JIT")
