@@ -5,16 +5,8 @@ connection's life, made from the tables as they were when it was planned. Planne
 table was small (a new database, or statistics from before a burst), a lookup by key can come
 out as a scan of the whole table, and stay one as the table grows to millions of rows. The
 store's statements all find their rows by a key, so its connections plan without sequential
-scans wherever an index serves; `transact` turns them back on for the effect it runs, which is
-the application's own SQL.
-
-They also compile nothing (`jit = off`). A scan the planner is told to avoid still costs what
-it is made to (ten billion), far past `jit_above_cost`, so a statement with no index to serve
-one of its conditions (the delete of a `result` waiter's row, whose sweep of stale rows reads
-the few rows there are) was compiled to machine code on every run: 130 to 360 ms of the
-server's CPU for a statement that reads nothing. No statement of the store runs long enough
-for compiling to pay. `transact` puts the server's own setting back for the effect it runs
-(kept as `durability.jit`).
+scans wherever an index serves, and compile nothing (`configure` says why); `transact` puts
+both back for the effect it runs, which is the application's own SQL.
 """
 
 from __future__ import annotations
@@ -26,7 +18,15 @@ __all__ = ["configure"]
 
 async def configure(conn: Any) -> None:
     """Set up a pool connection for the store (`AsyncConnectionPool(configure=...)`); the
-    pools `open_durable` makes are set up so. Run on an autocommit connection."""
+    pools `open_durable` makes are set up so. Run on an autocommit connection.
+
+    The connection also compiles nothing (`jit = off`): a scan the planner is told to avoid
+    still costs what it is made to (ten billion), far past `jit_above_cost`, so a statement
+    with a condition no index serves (the delete of a `result` waiter's row, whose sweep of
+    stale rows reads the few rows there are) was compiled to machine code on every run, for
+    far longer than it ran. No statement of the store runs long enough for compiling to pay.
+    The server's own setting is kept as `durability.jit`, and `transact` puts it back for the
+    effect it runs."""
     await conn.execute("SET enable_seqscan = off")
     await conn.execute(
         "SELECT set_config('durability.jit', current_setting('jit'), false),"
