@@ -160,13 +160,17 @@ FROM asked AS a
 -- the effect that follows cannot race a supply of the same key; nobody outside the
 -- transaction ever sees the placeholder. The effect that follows is the application's own SQL:
 -- it is planned as the server would plan it anywhere (`planning.configure` turned sequential
--- scans and JIT compiling off for the store's own statements; `planner` puts them back for
--- this transaction, JIT as the server had it when the connection was configured).
+-- scans and JIT compiling off and generic plans on for the store's own statements; `planner`
+-- puts them back for this transaction, JIT and plan caching as the server had them when the
+-- connection was configured).
 WITH now AS (SELECT clock_timestamp() AS t),
 planner AS MATERIALIZED (
     SELECT set_config('enable_seqscan', 'on', true),
            set_config('jit', coalesce(current_setting('durability.jit', true),
-                                      current_setting('jit')), true)
+                                      current_setting('jit')), true),
+           set_config('plan_cache_mode',
+                      coalesce(current_setting('durability.plan_cache_mode', true),
+                               current_setting('plan_cache_mode')), true)
 ),
 live AS (
     UPDATE durability.claims AS c

@@ -5,8 +5,8 @@ connection's life, made from the tables as they were when it was planned. Planne
 table was small (a new database, or statistics from before a burst), a lookup by key can come
 out as a scan of the whole table, and stay one as the table grows to millions of rows. The
 store's statements all find their rows by a key, so its connections plan without sequential
-scans wherever an index serves, and compile nothing (`configure` says why); `transact` puts
-both back for the effect it runs, which is the application's own SQL.
+scans wherever an index serves, plan each statement once, and compile nothing (`configure`
+says why); `transact` puts all three back for the effect it runs, the application's own SQL.
 """
 
 from __future__ import annotations
@@ -25,10 +25,15 @@ async def configure(conn: Any) -> None:
     with a condition no index serves (the delete of a `result` waiter's row, whose sweep of
     stale rows reads the few rows there are) was compiled to machine code on every run, for
     far longer than it ran. No statement of the store runs long enough for compiling to pay.
-    The server's own setting is kept as `durability.jit`, and `transact` puts it back for the
-    effect it runs."""
+    And it plans each statement once (`plan_cache_mode = force_generic_plan`): the server
+    would plan a prepared statement afresh on each of its first five runs on each connection
+    (and on every run after, if it judged those plans cheaper than the generic one), and the
+    store's statements are long. The server's own settings are kept as `durability.jit` and
+    `durability.plan_cache_mode`, and `transact` puts them back for the effect it runs."""
     await conn.execute("SET enable_seqscan = off")
     await conn.execute(
         "SELECT set_config('durability.jit', current_setting('jit'), false),"
-        " set_config('jit', 'off', false)"
+        " set_config('jit', 'off', false),"
+        " set_config('durability.plan_cache_mode', current_setting('plan_cache_mode'), false),"
+        " set_config('plan_cache_mode', 'force_generic_plan', false)"
     )

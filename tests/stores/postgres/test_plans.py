@@ -187,14 +187,19 @@ async def test_the_store_s_connections_plan_by_key_and_an_effect_plans_as_anywhe
             assert await cursor.fetchone() == ("off",)
             cursor = await conn.execute("SHOW jit")
             assert await cursor.fetchone() == ("off",)
+            cursor = await conn.execute("SHOW plan_cache_mode")
+            assert await cursor.fetchone() == ("force_generic_plan",)
         async with await psycopg.AsyncConnection.connect(database_url) as plain:
-            cursor = await plain.execute("SHOW jit")
+            cursor = await plain.execute(
+                "SELECT current_setting('jit') || ' ' || current_setting('plan_cache_mode')"
+            )
             server_jit = await cursor.fetchone()
         name = f"plans-effect-{uuid.uuid4().hex[:8]}"
         holder = await durable.checkpointer.claim(name, timedelta(minutes=1), timedelta(minutes=1))
         assert holder is not None
         effect = PostgresEffect(
             "SELECT current_setting('enable_seqscan') || ' ' || current_setting('jit')"
+            " || ' ' || current_setting('plan_cache_mode')"
         )
         recorded = await durable.checkpointer.transact(holder, "setting", effect)
         assert server_jit is not None
