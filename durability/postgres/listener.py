@@ -113,8 +113,7 @@ class Listener:
         task, self._task = self._task, None
         if self.listening:
             self.listening = False
-            self._bump()  # waiters stop trusting notifications and poll
-            self._bump_aside()
+            self._moved()  # waiters stop trusting notifications and poll
         if task is None or task.done():
             return None
         task.cancel()
@@ -131,6 +130,11 @@ class Listener:
         changed, self._aside_changed = self._aside_changed, asyncio.Event()
         changed.set()
 
+    def _moved(self) -> None:
+        """The connection came or went: what either payload's waiters missed, they look at."""
+        self._bump()
+        self._bump_aside()
+
     async def _run(self) -> None:
         delay = _RETRY_FIRST
         while True:
@@ -144,8 +148,7 @@ class Listener:
                     self.listening = True
                     delay = _RETRY_FIRST
                     self._attempted.set()
-                    self._bump()  # whatever was missed while not listening: look again
-                    self._bump_aside()
+                    self._moved()  # whatever was missed while not listening: look again
                     async for note in conn.notifies():
                         stop_if_cancelled()
                         if self._heard is not None:
@@ -164,8 +167,7 @@ class Listener:
                     # end after a new one has connected, and must not say it is down.
                     if self.listening and self._task is asyncio.current_task():
                         self.listening = False
-                        self._bump()  # waiters stop trusting notifications and poll
-                        self._bump_aside()
+                        self._moved()  # waiters stop trusting notifications and poll
                     with contextlib.suppress(psycopg.Error):
                         await conn.close()
             self._attempted.set()

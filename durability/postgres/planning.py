@@ -30,9 +30,9 @@ async def configure(conn: Any) -> None:
     (and on every run after, if it judged those plans cheaper than the generic one), and the
     store's statements are long. The server's own settings are kept as `durability.jit` and
     `durability.plan_cache_mode`, and `transact` puts them back for the effect it runs."""
-    await conn.execute("SET enable_seqscan = off")
     await conn.execute(
-        "SELECT set_config('durability.jit', current_setting('jit'), false),"
+        "SELECT set_config('enable_seqscan', 'off', false),"
+        " set_config('durability.jit', current_setting('jit'), false),"
         " set_config('jit', 'off', false),"
         " set_config('durability.plan_cache_mode', current_setting('plan_cache_mode'), false),"
         " set_config('plan_cache_mode', 'force_generic_plan', false)"

@@ -111,8 +111,6 @@ class Endings:
                 if not bells:
                     del self._bells[workflow]
             self._watching -= 1
-            if bell.watched:
-                self._rows.discard(watcher)
             if self._watching == 0:  # nobody waits: the connection goes until somebody does
                 if self._keeping is not None:
                     self._keeping.cancel()
@@ -121,6 +119,7 @@ class Endings:
                 # spell): a waiter that comes meanwhile connects anew.
                 self._leave(self._listener.let_go())
             if bell.watched:  # once the caller has its answer
+                self._rows.discard(watcher)
                 self._leave(asyncio.get_running_loop().create_task(self._unwatch(params)))
 
     def _leave(self, task: asyncio.Task[None] | None) -> None:

@@ -120,12 +120,12 @@ class Replicated:
             masters, linked = 0, 0
             for port, process in self.processes.items():
                 if process.poll() is not None:
-                    return False
+                    raise ConnectionError(f"node {port} is down")
                 client = redis.Redis(host=HOST, port=port, socket_timeout=2,
                                      decode_responses=True)
                 try:
                     if client.cluster("INFO").get("cluster_state") != "ok":
-                        return False
+                        raise ConnectionError(f"node {port} sees the cluster not ok")
                     info = client.info("replication")
                     if info["role"] == "master":
                         masters += 1
@@ -138,7 +138,7 @@ class Replicated:
                 raise RuntimeError(f"{masters} masters, {linked} replicas in step")
             return True
 
-        _until(ok, "the cluster to settle", within)
+        answered(ok, None, "the cluster settling", within)
 
     def stop(self) -> None:
         for process in self.processes.values():
@@ -169,15 +169,3 @@ def replicated(scratch: Path, masters: int = 3) -> Iterator[Replicated]:
     finally:
         cluster.stop()
 
-
-def _until(check: object, what: str, within: float = 20.0) -> None:
-    deadline = time.monotonic() + within
-    last: Exception | None = None
-    while time.monotonic() < deadline:
-        try:
-            if callable(check) and check() is not False:
-                return
-        except Exception as error:
-            last = error
-        time.sleep(0.1)
-    raise TimeoutError(f"waited {within:g} s for {what} ({last!r})")

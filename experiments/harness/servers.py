@@ -659,7 +659,7 @@ def _drop_root(home: Path) -> Callable[[], None]:
 
 
 def answered(check: Callable[[], object], process: subprocess.Popen[bytes] | None, what: str,
-           within: float = 20.0) -> None:
+             within: float = 20.0) -> None:
     deadline = time.monotonic() + within
     last: Exception | None = None
     while time.monotonic() < deadline:
