@@ -103,7 +103,16 @@ def _native(value: object, depth: int) -> None:
                     raise _Refused(
                         f"key {key!r} is a {type(key).__name__}; JSON keys come back as str"
                     )
-                _native(item, depth + 1)
+                # A plain leaf (text, bool, None, an int in range) is passed here, not by a
+                # call each: every record and ending a pass writes is a dict of them.
+                leaf = type(item)
+                if not (
+                    leaf is str
+                    or leaf is bool
+                    or item is None
+                    or (leaf is int and -_TOO_BIG < item < _TOO_BIG)
+                ):
+                    _native(item, depth + 1)
         except _Refused as refused:
             if type(key) is str:  # the refusal is inside the item, not the key itself
                 refused.path.append(f"[{key!r}]")
@@ -119,7 +128,14 @@ def _native(value: object, depth: int) -> None:
         at = 0
         try:
             for item in value:  # type: ignore[attr-defined]
-                _native(item, depth + 1)
+                leaf = type(item)
+                if not (
+                    leaf is str
+                    or leaf is bool
+                    or item is None
+                    or (leaf is int and -_TOO_BIG < item < _TOO_BIG)
+                ):
+                    _native(item, depth + 1)
                 at += 1
         except _Refused as refused:
             refused.path.append(f"[{at}]")

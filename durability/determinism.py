@@ -10,7 +10,9 @@ that did not change never trips it). `Run.patched` is the way to change a body s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from durability.checks import ENGINE, INBOX
 
@@ -18,6 +20,19 @@ __all__ = ["PATCH", "Nondeterministic", "Trail"]
 
 #: The prefix of a `run.patched(name)` record: the engine's, so no step can shadow it.
 PATCH = f"{ENGINE}patch:"
+
+
+def _task_lookup() -> Callable[[asyncio.AbstractEventLoop], asyncio.Task[Any] | None]:
+    """`asyncio.current_task(loop)` at the least cost this Python offers: every step asks it.
+    Python 3.11 writes it in Python over a map of loop to running task, which is read here
+    directly (the map the C tasks keep); a later Python writes it in C, and it is used as it is."""
+    current: object = getattr(asyncio.tasks, "_current_tasks", None)
+    if sys.version_info < (3, 12) and isinstance(current, dict):
+        return current.get
+    return asyncio.current_task
+
+
+_running_task = _task_lookup()
 
 
 class Nondeterministic(RuntimeError):
@@ -78,7 +93,7 @@ class Trail:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
             self._loop = None
-        self._task = None if self._loop is None else asyncio.current_task(self._loop)
+        self._task = None if self._loop is None else _running_task(self._loop)
         #: What the pass reached in the body's own task, at its ordinal (`stamp`'s answer, read
         #: in place by `Recorder.record`); keys reached elsewhere are kept unordered.
         self.placed: dict[str, int] = {}
@@ -94,9 +109,11 @@ class Trail:
 
     def reach(self, key: str) -> int | None:
         """Note that the pass reached `key`; its ordinal if the body's own task reached it."""
-        if self._task is None:
-            self._task = asyncio.current_task()
-        if asyncio.current_task(self._loop) is not self._task:
+        loop = self._loop
+        if loop is None:  # made outside a loop: the first task to reach a step is the body's
+            loop = self._loop = asyncio.get_running_loop()
+            self._task = _running_task(loop)
+        if _running_task(loop) is not self._task:
             self._aside.add(key)
             return None
         placed = self.placed.get(key)

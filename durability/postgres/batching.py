@@ -68,7 +68,7 @@ class StatementBatcher:
         rows they share in the same order."""
         # The caller's wait is bounded as one call; a send it gave up on still settles (or
         # fails) with the rest of its batch, for no one.
-        return await bounded(self._pool, self._turns.call((sql, params, together)))
+        return await bounded(self._pool, self._turns.queue((sql, params, together)))
 
     async def _send(self, calls: list[_Call]) -> None:
         if len(calls) == 1:

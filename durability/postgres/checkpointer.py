@@ -70,9 +70,12 @@ def _utc(moment: datetime) -> datetime:
     return moment.astimezone(UTC)
 
 
+_ONE_US = timedelta(microseconds=1)
+
+
 def _microseconds(duration: object) -> int:
     assert isinstance(duration, timedelta)
-    return duration // timedelta(microseconds=1)
+    return duration // _ONE_US
 
 
 
@@ -201,7 +204,7 @@ class PostgresCheckpointer:
         }
         for _ in range(RACES):
             # One statement with the turn's other records: they share one commit's WAL flush.
-            live, written, held = await self._records.call(params)
+            live, written, held = await self._records.queue(params)
             if not live:
                 raise Fenced(holder.workflow, holder.token)
             if written is not None:

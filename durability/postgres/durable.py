@@ -47,6 +47,9 @@ MOST_FINISHED = 64
 
 _TakeRow = tuple[object, ...]
 
+#: `giving_back` for a delivery that holds no concurrency slot.
+_NO_HOLD: Mapping[str, object] = {"held_key": None, "hold": None}
+
 
 #: What each finish of a `finish_many` carries.
 _ASKED = (
@@ -193,7 +196,10 @@ class PostgresDurable(Inspected):
     ) -> bool:
         """`settle`, `release` and `done` as one statement (`finish_settled` in durable.sql),
         shared with the other finishes asked for in the same turn (`_finish_many`)."""
-        return await self._finish(holder, delivery, state, detail, None, None)
+        asked = _finishing(self._scheduler, self._ended_channel, holder, delivery, state, detail)
+        stood = await self._finishes.queue(asked)
+        self._scheduler.changed()
+        return stood
 
     async def finish_ended(
         self, holder: Pass, delivery: Delivery, key: str, value: object, state: str,
@@ -201,21 +207,11 @@ class PostgresDurable(Inspected):
     ) -> bool:
         """`finish_settled` with the workflow's ending written in the same statement under the
         pass's token, its waiters notified on commit; False if the token is not the pass's."""
-        encoded = self._checkpointer.codec.encode(value)
-        return await self._finish(holder, delivery, state, detail, check_recorded_key(key), encoded)
-
-    async def _finish(
-        self, holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object],
-        ending_key: str | None, ending_value: str | None,
-    ) -> bool:
-        check_state(state)
-        params = self._params(
-            check_workflow(holder.workflow), token=holder.token, receipt=int(delivery.receipt),
-            state=state, detail=detail_text(detail), ending_key=ending_key,
-            ending_value=ending_value, ended_channel=self._ended_channel,
-            **giving_back(delivery),
+        ending = check_recorded_key(key), self._checkpointer.codec.encode(value)
+        asked = _finishing(
+            self._scheduler, self._ended_channel, holder, delivery, state, detail, *ending
         )
-        stood = await self._finishes.call(params)
+        stood = await self._finishes.queue(asked)
         self._scheduler.changed()
         return stood
 
@@ -281,7 +277,7 @@ class PostgresDurable(Inspected):
                     lambda sql: one(pool, sql, params), self._sql, "take"
                 )
             else:  # with the turn's other takes, as one statement (`_take_many`)
-                row = await self._takes.call(params)
+                row = await self._takes.queue(params)
             workflow, receipt, earliest, hidden_for, token, deadline, lapsed, *rest = row
             *policy, found = rest
             if workflow is None:
@@ -349,6 +345,35 @@ class PostgresDurable(Inspected):
         await asyncio.gather(*(
             _take_group(self._scheduler, batcher, sql, group) for group in groups.values()
         ))
+
+
+def _finishing(
+    scheduler: PostgresScheduler,
+    ended_channel: str,
+    holder: Pass,
+    delivery: Delivery,
+    state: str,
+    detail: Mapping[str, object],
+    ending_key: str | None = None,
+    ending_value: str | None = None,
+) -> Params:
+    """A finish's parameters, each checked; the ending's key and text are `finish_ended`'s.
+    Made in one place, without a call apiece, for the finish that ends every pass."""
+    limit = delivery.limit
+    return {
+        "workflow": check_workflow(holder.workflow),
+        "queue": scheduler.queue,
+        "channel": scheduler.channel,
+        "token": holder.token,
+        "receipt": int(delivery.receipt),
+        "state": check_state(state),
+        "detail": detail_text(detail),
+        "ending_key": ending_key,
+        "ending_value": ending_value,
+        "ended_channel": ended_channel,
+        # No slot to give back (the common path): no hold named (`giving_back`).
+        **(_NO_HOLD if limit is None or limit.per is not None else giving_back(delivery)),
+    }
 
 
 async def _take_group(

@@ -38,13 +38,11 @@ class Coalescer(Generic[Q, R]):
         self._queued: list[Queued[Q, R]] = []
         self._sending = Chores()  # each turn's sends, held until done
 
-    async def call(self, request: Q) -> R:
-        """What `send` settles `request`'s future with (or the error it fails it with)."""
-        return await self.queue(request)
-
     def queue(self, request: Q) -> asyncio.Future[R]:
-        """Queue `request` for this turn's send; the future `send` settles. (For a caller with
-        many requests at once: awaiting their futures together costs no task each.)"""
+        """Queue `request` for this turn's send; the future `send` settles, to await for its
+        answer (or the error it fails with). A future, not a coroutine around one: a pass's
+        record and finish each come here, and a caller with many requests at once awaits
+        their futures together at no task each."""
         loop = asyncio.get_running_loop()
         reply: asyncio.Future[R] = loop.create_future()
         if not self._queued:
