@@ -24,8 +24,11 @@ MAX_DIGITS = 4300
 #: How deep lists and dicts may nest: `[[1]]` is 2 deep.
 MAX_DEPTH = 100
 
-#: The smallest int too big to keep: MAX_DIGITS nines are the most allowed.
+#: The smallest int too big to keep (MAX_DIGITS nines are the most allowed), and its negative.
 _TOO_BIG = 10**MAX_DIGITS
+_TOO_SMALL = -_TOO_BIG
+#: The types `_native` passes as they are, whatever their value (exact types: not subclasses).
+_LEAVES = frozenset({str, bool, type(None)})
 
 
 class Unencodable(ValueError):
@@ -87,10 +90,10 @@ def _native(value: object, depth: int) -> None:
     # Asked by exact type (each branch wants `kind is X`), not by a ladder of `isinstance`:
     # every record and ending a pass writes comes here.
     kind = type(value)
-    if kind is str or kind is bool or value is None:
+    if kind in _LEAVES:
         return
     if kind is int:
-        if -_TOO_BIG < value < _TOO_BIG:
+        if _TOO_SMALL < value < _TOO_BIG:
             return
         raise _Refused(f"an int of more than {MAX_DIGITS} digits has no portable text form")
     if kind is dict:
@@ -106,13 +109,9 @@ def _native(value: object, depth: int) -> None:
                 # A plain leaf (text, bool, None, an int in range) is passed here, not by a
                 # call each: every record and ending a pass writes is a dict of them.
                 leaf = type(item)
-                if not (
-                    leaf is str
-                    or leaf is bool
-                    or item is None
-                    or (leaf is int and -_TOO_BIG < item < _TOO_BIG)
-                ):
-                    _native(item, depth + 1)
+                if leaf in _LEAVES or (leaf is int and _TOO_SMALL < item < _TOO_BIG):
+                    continue
+                _native(item, depth + 1)
         except _Refused as refused:
             if type(key) is str:  # the refusal is inside the item, not the key itself
                 refused.path.append(f"[{key!r}]")
@@ -129,12 +128,7 @@ def _native(value: object, depth: int) -> None:
         try:
             for item in value:  # type: ignore[attr-defined]
                 leaf = type(item)
-                if not (
-                    leaf is str
-                    or leaf is bool
-                    or item is None
-                    or (leaf is int and -_TOO_BIG < item < _TOO_BIG)
-                ):
+                if not (leaf in _LEAVES or (leaf is int and _TOO_SMALL < item < _TOO_BIG)):
                     _native(item, depth + 1)
                 at += 1
         except _Refused as refused:
@@ -209,12 +203,12 @@ class JsonCodec:
     def decode(self, text: str) -> object:
         if text[:1] == STAMP:
             return _after(text, text.index(":") + 1)
-        return json.loads(text)
+        return _whole(text)
 
     def decode_stamped(self, text: str) -> tuple[object, Stamped | None]:
         """The value of `text`, and its stamp if it has one (as a `Stamped` of that value)."""
         if text[:1] != STAMP:
-            return json.loads(text), None
+            return _whole(text), None
         colon = text.index(":")
         value = _after(text, colon + 1)
         return value, Stamped(value, int(text[1:colon]) if colon > 1 else None)
@@ -232,6 +226,32 @@ class JsonCodec:
 
 
 _DECODER = json.JSONDecoder()
+
+
+def _whole(text: str) -> object:
+    """`json.loads(text)`, read in one step where `text` is a JSON value from its first
+    character to its last (as every text a store writes is): `loads` reads it through two more
+    calls and a whitespace match at each end. Any other (padded, bytes, or not JSON) goes to
+    `loads` itself, which reads it or says why not."""
+    try:
+        value, end = _DECODER.raw_decode(text)
+    except (json.JSONDecodeError, TypeError):  # (TypeError: bytes, which `loads` reads)
+        return json.loads(text)
+    if end != len(text):
+        return json.loads(text)
+    return value
+
+
+def read_json(data: str | bytes) -> object:
+    """`json.loads` for the JSON a server sends (UTF-8 bytes, whole values), read as `_whole`
+    reads a record: a Postgres pool's connections read the checkpoint a claim hands back
+    through it (`psycopg.types.json.set_json_loads`). Anything else goes to `json.loads`."""
+    if type(data) is bytes:
+        try:
+            return _whole(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            return json.loads(data)
+    return json.loads(data)
 
 
 def _after(text: str, start: int) -> object:
@@ -326,10 +346,9 @@ def decode_checkpoint(
     records: dict[str, object] = {}
     ordinals: dict[str, int | None] = {}
     if type(codec) is JsonCodec:  # the usual codec, read inline: every claim of a pass
-        loads = json.loads
         for key, text in pairs:
             if text[:1] != STAMP:
-                records[key] = loads(text)
+                records[key] = _whole(text)
                 continue
             colon = text.index(":")
             records[key] = _after(text, colon + 1)

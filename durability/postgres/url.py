@@ -16,8 +16,10 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg import pq
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.types.json import set_json_loads
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
+from durability.codec import read_json
 from durability.interfaces import Durable
 from durability.opening import Opening
 from durability.postgres import libpq_pipeline
@@ -102,6 +104,7 @@ class PostgresUrl:
 
         async def counted(conn: Any) -> None:
             attach(conn, traffic)
+            set_json_loads(read_json, conn)  # the checkpoint a claim hands back, read in one step
             await configure(conn)
 
         return AsyncConnectionPool(

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from durability.stepwise import Blocked, Completed, Sleeping
 
@@ -39,7 +39,7 @@ Kind = Literal[
 DETAIL: frozenset[Kind] = frozenset({"loaded", "step"})
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Event:
     """One moment in a delivery's life, for an observer (the lab measures through these).
 
@@ -68,6 +68,58 @@ class Event:
     key: str | None = None
     began: float | None = None
     records: Mapping[str, object] | None = field(default=None, repr=False)
+
+    def __init__(
+        self,
+        kind: Kind,
+        workflow: str,
+        at: float,
+        outcome: Completed[object] | Sleeping | Blocked | None = None,
+        error: BaseException | None = None,
+        attempt: int | None = None,
+        due: datetime | None = None,
+        token: int | None = None,
+        key: str | None = None,
+        began: float | None = None,
+        records: Mapping[str, object] | None = None,
+    ) -> None:
+        # Set as a frozen dataclass sets its fields, but a field left at None is not set at
+        # all (`__getattr__` reads it as None): a pass emits three events, most with three
+        # fields of eleven, and each field set costs a call.
+        put = object.__setattr__
+        put(self, "kind", kind)
+        put(self, "workflow", workflow)
+        put(self, "at", at)
+        if outcome is not None:
+            put(self, "outcome", outcome)
+        if error is not None:
+            put(self, "error", error)
+        if attempt is not None:
+            put(self, "attempt", attempt)
+        if due is not None:
+            put(self, "due", due)
+        if token is not None:
+            put(self, "token", token)
+        if key is not None:
+            put(self, "key", key)
+        if began is not None:
+            put(self, "began", began)
+        if records is not None:
+            put(self, "records", records)
+
+    if not TYPE_CHECKING:  # hidden from type checkers, which would take any name as a field
+
+        def __getattr__(self, name: str) -> None:
+            """A field `__init__` left unset (it was None); anything else is no attribute."""
+            if name in _UNSET:
+                return None
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
+#: The fields an `Event` may leave unset (None), read through `Event.__getattr__`.
+_UNSET = frozenset(
+    {"outcome", "error", "attempt", "due", "token", "key", "began", "records"}
+)
 
 
 Observer = Callable[[Event], None]

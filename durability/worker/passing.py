@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 
 from durability.cancelling import stop_if_cancelled
+from durability.checks import ENGINE
 from durability.endings import Ended, ending_key
 from durability.failures import failed
 from durability.faults import StoreDown
@@ -179,6 +180,12 @@ async def _resume(
         records = run.records
         if detail is not None:
             detail("loaded", run.workflow, token=holder.token, records=records)
+        for key in records:
+            if key.startswith(ENGINE):
+                break
+        else:  # no record of the engine's (most passes): nothing failed, retried or ended it
+            running.ending_key = _FIRST_ENDING
+            return crew.body(run)
         dead = failed(records)
         if dead is not None:
             raise AlreadyFailed(dead)
@@ -209,6 +216,10 @@ async def _resume(
         raise Escaped(f"the body raised {cancelled!r} unasked") from cancelled
     except BaseException as foreign:
         raise Escaped(f"the body raised {foreign!r}") from foreign
+
+
+#: The ending's key in a workflow never retried.
+_FIRST_ENDING = ending_key({})
 
 
 def _step_told(detail: Emit, workflow: str) -> StepHook:
