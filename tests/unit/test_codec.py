@@ -32,6 +32,8 @@ from durability.codec import (
     as_list,
     as_none,
     as_text,
+    decode_checkpoint,
+    read_json,
 )
 
 codec = JsonCodec()
@@ -364,3 +366,26 @@ def test_subclasses_of_native_types_are_refused_because_they_come_back_as_the_ba
     for value in (Colour.RED, Size.LARGE, OrderedDict(a=1), [Colour.RED], {"k": Size.LARGE}):
         with pytest.raises(Unencodable):
             JsonCodec().encode(value)
+
+
+@given(json_values, st.sampled_from(["", " ", "\n", " \t"]), st.sampled_from(["", " ", "\n"]))
+def test_any_json_text_reads_as_json_loads_reads_it_padded_or_not(
+    value: object, before: str, after: str
+) -> None:
+    # A store's own texts are read in one step; text from outside (padded, say) as loads reads it.
+    text = before + json.dumps(value) + after
+    expected = shape(json.loads(text))
+    assert shape(codec.decode(text)) == expected
+    assert shape(decode_checkpoint(codec, [("k", text)])[0]["k"]) == expected
+    assert shape(read_json(text.encode())) == expected
+
+
+@pytest.mark.parametrize("text", ["", "{", "1 2", "[1,]", '{"a":1}x', "\ufeff1"])
+def test_text_that_is_not_json_is_refused_as_json_loads_refuses_it(text: str) -> None:
+    with pytest.raises(json.JSONDecodeError) as loads:
+        json.loads(text)
+    with pytest.raises(json.JSONDecodeError) as decoded:
+        codec.decode(text)
+    assert str(decoded.value) == str(loads.value)
+    with pytest.raises(json.JSONDecodeError):
+        decode_checkpoint(codec, [("k", text)])

@@ -8,6 +8,8 @@ import asyncio
 import contextlib
 from datetime import timedelta
 
+import pytest
+
 from durability import MemoryCheckpointer, MemoryScheduler, Run, SplitDurable, as_int, work
 from durability.codec import as_text
 from durability.testing import Observed
@@ -130,3 +132,21 @@ async def test_an_observer_that_says_it_is_off_is_never_called() -> None:
         with contextlib.suppress(asyncio.CancelledError):
             await task
     assert observer.events == []
+
+
+def test_an_event_reads_every_field_it_was_not_given_as_none_and_stays_a_frozen_dataclass() -> None:
+    import dataclasses
+    import pickle
+
+    plain = Event("started", "w-1", 1.5)
+    assert [getattr(plain, f.name) for f in dataclasses.fields(Event)][3:] == [None] * 8
+    keyed = dataclasses.replace(plain, key="charge", began=1.0)
+    assert (keyed.key, keyed.began, keyed.kind, keyed.error) == ("charge", 1.0, "started", None)
+    assert keyed != plain and plain == Event("started", "w-1", 1.5)
+    assert hash(plain) == hash(Event("started", "w-1", 1.5))
+    assert pickle.loads(pickle.dumps(keyed)) == keyed
+    assert dataclasses.asdict(plain)["outcome"] is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plain.key = "x"  # type: ignore[misc]
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        _ = plain.nothing  # type: ignore[attr-defined]
