@@ -70,7 +70,7 @@ def draw(frame: Any) -> Any:
     its effect's end; ending to result), a bar a backend at its median with the 99th
     percentile marked, whiskers the median's interval; the race's counts in words beside each
     backend's name."""
-    from experiments.readers.figures import figure, label, look, nothing, order
+    from experiments.readers.figures import figure, label, look, nothing, order, plain_log
 
     table = summary(frame)
     counts = races(frame).set_index("backend")
@@ -110,6 +110,7 @@ def draw(frame: Any) -> Any:
         ax.set_yticks(range(len(names)), ticks, fontsize=8)
         ax.set_ylim(len(names) - 0.5, -0.5)
         ax.set_xscale("log")
+        plain_log(ax, "x")  # a quick run spans less than a decade: plain numbers, not powers
         ax.grid(axis="y", visible=False)
         label(ax, title, "ms (bar: median, whiskers: its 95% interval, tick: p99)", "")
     return fig

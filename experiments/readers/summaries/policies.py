@@ -397,6 +397,7 @@ def draw(frame: Any) -> Any:
         nothing(a, "no schedule arm in this run")
     else:
         a.set_yscale("log")
+        plain_log(a, "y")
         a.set_xticks(sorted(set(fired["processes"].astype(int))))
         # Below the axes: the rivals' delays cross every height of the panel, so no
         # corner inside it is free of lines.
@@ -416,6 +417,8 @@ def draw(frame: Any) -> Any:
           "")
     if not names:
         nothing(b, "no priority arm in this run")
+    else:
+        plain_log(b, "x")
     held = limits(table)
     held = held[held["at_most"] > 0]
     for backend in order(held["backend"]):
