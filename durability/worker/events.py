@@ -39,7 +39,7 @@ Kind = Literal[
 DETAIL: frozenset[Kind] = frozenset({"loaded", "step"})
 
 
-@dataclass(frozen=True, slots=True, init=False)
+@dataclass(frozen=True, slots=True)
 class Event:
     """One moment in a delivery's life, for an observer (the lab measures through these).
 
@@ -69,54 +69,16 @@ class Event:
     began: float | None = None
     records: Mapping[str, object] | None = field(default=None, repr=False)
 
-    def __init__(
-        self,
-        kind: Kind,
-        workflow: str,
-        at: float,
-        outcome: Completed[object] | Sleeping | Blocked | None = None,
-        error: BaseException | None = None,
-        attempt: int | None = None,
-        due: datetime | None = None,
-        token: int | None = None,
-        key: str | None = None,
-        began: float | None = None,
-        records: Mapping[str, object] | None = None,
-    ) -> None:
-        # Set as a frozen dataclass sets its fields, but a field left at None is not set at
-        # all (`__getattr__` reads it as None): a pass emits three events, most with three
-        # fields of eleven, and each field set costs a call.
-        put = object.__setattr__
-        put(self, "kind", kind)
-        put(self, "workflow", workflow)
-        put(self, "at", at)
-        if outcome is not None:
-            put(self, "outcome", outcome)
-        if error is not None:
-            put(self, "error", error)
-        if attempt is not None:
-            put(self, "attempt", attempt)
-        if due is not None:
-            put(self, "due", due)
-        if token is not None:
-            put(self, "token", token)
-        if key is not None:
-            put(self, "key", key)
-        if began is not None:
-            put(self, "began", began)
-        if records is not None:
-            put(self, "records", records)
-
     if not TYPE_CHECKING:  # hidden from type checkers, which would take any name as a field
 
         def __getattr__(self, name: str) -> None:
-            """A field `__init__` left unset (it was None); anything else is no attribute."""
+            """A field an `Emitter` left unset (it was None); anything else is no attribute."""
             if name in _UNSET:
                 return None
             raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
-#: The fields an `Event` may leave unset (None), read through `Event.__getattr__`.
+#: The fields an emitted `Event` may leave unset (None), read through `Event.__getattr__`.
 _UNSET = frozenset(
     {"outcome", "error", "attempt", "due", "token", "key", "began", "records"}
 )
@@ -175,6 +137,9 @@ def _silent(
     return None
 
 
+_blank = object.__new__
+
+
 class Emitter:
     """Hands events to an observer, if there is one; an observer that raises is logged, never
     allowed to stop the pass that emitted."""
@@ -199,12 +164,31 @@ class Emitter:
     ) -> None:
         if self.observer is None:
             return
+        # Made as a frozen dataclass makes itself, but a field left at None is not set at all
+        # (`Event.__getattr__` reads it as None): three events a pass, most with three fields
+        # of eleven, and each field set costs a call.
+        event = _blank(Event)
+        put = object.__setattr__
+        put(event, "kind", kind)
+        put(event, "workflow", workflow)
+        put(event, "at", time.time())
+        if outcome is not None:
+            put(event, "outcome", outcome)
+        if error is not None:
+            put(event, "error", error)
+        if attempt is not None:
+            put(event, "attempt", attempt)
+        if due is not None:
+            put(event, "due", due)
+        if token is not None:
+            put(event, "token", token)
+        if key is not None:
+            put(event, "key", key)
+        if began is not None:
+            put(event, "began", began)
+        if records is not None:
+            put(event, "records", records)
         try:
-            self.observer(
-                Event(
-                    kind, workflow, time.time(), outcome, error, attempt, due, token, key,
-                    began, records,
-                )
-            )
+            self.observer(event)
         except Exception:
             log.exception("observer failed on %s for %s", kind, workflow)

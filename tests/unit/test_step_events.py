@@ -13,7 +13,7 @@ import pytest
 from durability import MemoryCheckpointer, MemoryScheduler, Run, SplitDurable, as_int, work
 from durability.codec import as_text
 from durability.testing import Observed
-from durability.worker.events import DETAIL, Event
+from durability.worker.events import DETAIL, Emitter, Event
 
 TICK = timedelta(milliseconds=50)
 
@@ -134,18 +134,23 @@ async def test_an_observer_that_says_it_is_off_is_never_called() -> None:
     assert observer.events == []
 
 
-def test_an_event_reads_every_field_it_was_not_given_as_none_and_stays_a_frozen_dataclass() -> None:
+def test_an_emitted_event_reads_every_field_it_was_not_given_as_none_and_equals_one_made_whole(
+) -> None:
     import dataclasses
     import pickle
 
-    plain = Event("started", "w-1", 1.5)
+    seen: list[Event] = []
+    Emitter(seen.append).emit("started", "w-1")
+    Emitter(seen.append).emit("step", "w-1", key="charge", began=1.0)
+    plain, keyed = seen
+    whole = Event("started", "w-1", plain.at)
+    assert plain == whole and hash(plain) == hash(whole) and repr(plain) == repr(whole)
     assert [getattr(plain, f.name) for f in dataclasses.fields(Event)][3:] == [None] * 8
-    keyed = dataclasses.replace(plain, key="charge", began=1.0)
-    assert (keyed.key, keyed.began, keyed.kind, keyed.error) == ("charge", 1.0, "started", None)
-    assert keyed != plain and plain == Event("started", "w-1", 1.5)
-    assert hash(plain) == hash(Event("started", "w-1", 1.5))
-    assert pickle.loads(pickle.dumps(keyed)) == keyed
-    assert dataclasses.asdict(plain)["outcome"] is None
+    assert (keyed.key, keyed.began, keyed.kind, keyed.error) == ("charge", 1.0, "step", None)
+    assert dataclasses.replace(plain, key="charge", began=1.0, kind="step", at=keyed.at) == keyed
+    assert pickle.loads(pickle.dumps(plain)) == plain and dataclasses.asdict(plain) == (
+        dataclasses.asdict(whole)
+    )
     with pytest.raises(dataclasses.FrozenInstanceError):
         plain.key = "x"  # type: ignore[misc]
     with pytest.raises(AttributeError, match="no attribute 'nothing'"):
