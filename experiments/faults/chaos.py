@@ -314,7 +314,7 @@ class Chaos:
         self.workers: list[Worker] = []
         self.stack = contextlib.AsyncExitStack()
         self.api: Agent | None = None
-        self.wipe_at: int | None = None  # ns: when the server holding the data was wiped
+        self.wipe_at: int | None = None  # ns: when the server holding the data was gone, wiped
         self.wipe_back: int | None = None
         self.detected: list[dict[str, Any]] = []  # verify() answers that said "wiped"
         self.submitting = True
@@ -640,11 +640,14 @@ class Chaos:
         hard = wipe or self.rng.random() < 0.6
         at = time.time_ns()
         await asyncio.to_thread(server.stop, hard=hard)
+        # Gone only now: a write sent after `at` but before the process died (a loaded machine
+        # runs the stopping thread late) may have landed in the data the wipe took.
+        down = time.time_ns()
         await asyncio.sleep(self.rng.uniform(0.2, 1.5))
         await asyncio.to_thread(server.start)
         kind = "wipe" if wipe else "server-restart"
         if wipe:
-            self.wipe_at, self.wipe_back = at, time.time_ns()
+            self.wipe_at, self.wipe_back = down, time.time_ns()
         how = ("SIGKILL" if hard else "SIGTERM") if server.kind == "redis7" else (
             "immediate shutdown" if hard else "fast shutdown")
         persisted = "WAL" if server.kind == "postgres" else (
