@@ -47,7 +47,7 @@ MOST_FINISHED = 64
 
 _TakeRow = tuple[object, ...]
 
-#: `giving_back` for a delivery that holds no concurrency slot.
+#: `giving_back` for a delivery under no limit.
 _NO_HOLD: Mapping[str, object] = {"held_key": None, "hold": None}
 
 
@@ -354,7 +354,6 @@ def _finishing(
 ) -> Params:
     """A finish's parameters, each checked; the ending's key and text are `finish_ended`'s.
     Made in one place, without a call apiece, for the finish that ends every pass."""
-    limit = delivery.limit
     return {
         "workflow": check_workflow(holder.workflow),
         "queue": scheduler.queue,
@@ -366,8 +365,8 @@ def _finishing(
         "ending_key": ending_key,
         "ending_value": ending_value,
         "ended_channel": ended_channel,
-        # No slot to give back (the common path): no hold named (`giving_back`).
-        **(_NO_HOLD if limit is None or limit.per is not None else giving_back(delivery)),
+        # No limit (the common path): no slot to give back, no hold to name (`giving_back`).
+        **(_NO_HOLD if delivery.limit is None else giving_back(delivery)),
     }
 
 
