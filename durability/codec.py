@@ -230,28 +230,25 @@ _DECODER = json.JSONDecoder()
 
 def _whole(text: str) -> object:
     """`json.loads(text)`, read in one step where `text` is a JSON value from its first
-    character to its last (as every text a store writes is): `loads` reads it through two more
-    calls and a whitespace match at each end. Any other (padded, bytes, or not JSON) goes to
-    `loads` itself, which reads it or says why not."""
+    character to its last (as every text a store writes is; `_after` from 0): `loads` reads it
+    through two more calls and a whitespace match at each end. Any other (padded, bytes, or
+    not JSON) goes to `loads` itself, which reads it or says why not."""
     try:
-        value, end = _DECODER.raw_decode(text)
+        return _after(text, 0)
     except (json.JSONDecodeError, TypeError):  # (TypeError: bytes, which `loads` reads)
         return json.loads(text)
-    if end != len(text):
-        return json.loads(text)
-    return value
 
 
 def read_json(data: str | bytes) -> object:
     """`json.loads` for the JSON a server sends (UTF-8 bytes, whole values), read as `_whole`
     reads a record: a Postgres pool's connections read the checkpoint a claim hands back
-    through it (`psycopg.types.json.set_json_loads`). Anything else goes to `json.loads`."""
+    through it (`psycopg.types.json.set_json_loads`)."""
     if type(data) is bytes:
         try:
-            return _whole(data.decode("utf-8"))
+            data = data.decode("utf-8")
         except UnicodeDecodeError:
             return json.loads(data)
-    return json.loads(data)
+    return _whole(data)  # type: ignore[arg-type]
 
 
 def _after(text: str, start: int) -> object:

@@ -47,9 +47,6 @@ MOST_FINISHED = 64
 
 _TakeRow = tuple[object, ...]
 
-#: `giving_back` for a delivery under no limit.
-_NO_HOLD: Mapping[str, object] = {"held_key": None, "hold": None}
-
 
 class PostgresDurable(Inspected):
     """A `Durable` whose two halves share one pool, so one statement can cover both.
@@ -365,8 +362,7 @@ def _finishing(
         "ending_key": ending_key,
         "ending_value": ending_value,
         "ended_channel": ended_channel,
-        # No limit (the common path): no slot to give back, no hold to name (`giving_back`).
-        **(_NO_HOLD if delivery.limit is None else giving_back(delivery)),
+        **giving_back(delivery),
     }
 
 

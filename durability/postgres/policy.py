@@ -37,7 +37,7 @@ def giving_back(delivery: Delivery) -> dict[str, object]:
     the row's map, '<the take's receipt>/<workflow>' (a receipt alone can repeat: every row of
     one batched take shares the statement's clock). With no slot (the common path) both are
     None: no statement reads the hold of a delivery with no key, so its name is not made."""
-    key = held_key(delivery)
+    key = None if delivery.limit is None else held_key(delivery)  # no limit: the common path
     if key is None:
         return {"held_key": None, "hold": None}
     return {"held_key": key, "hold": f"{delivery.receipt}/{delivery.workflow}"}
