@@ -15,7 +15,7 @@ import json
 import logging
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime, timedelta
-from typing import Any
+from typing import Any, Final
 
 from durability.checks import (
     INBOX,
@@ -186,8 +186,7 @@ class PostgresDurable(Inspected):
     ) -> bool:
         """`settle`, `release` and `done` as one statement (`finish_settled` in durable.sql),
         shared with the other finishes asked for in the same turn (`_finish_many`)."""
-        asked = _finishing(self._scheduler, self._ended_channel, holder, delivery, state, detail)
-        stood = await self._finishes.queue(asked)
+        stood = await self._finishes.queue(_finishing(holder, delivery, state, detail))
         self._scheduler.changed()
         return stood
 
@@ -197,17 +196,19 @@ class PostgresDurable(Inspected):
     ) -> bool:
         """`finish_settled` with the workflow's ending written in the same statement under the
         pass's token, its waiters notified on commit; False if the token is not the pass's."""
-        ending = check_recorded_key(key), self._checkpointer.codec.encode(value)
-        asked = _finishing(
-            self._scheduler, self._ended_channel, holder, delivery, state, detail, *ending
-        )
+        asked = _finishing(holder, delivery, state, detail)
+        asked["ending_key"] = check_recorded_key(key)
+        asked["ending_value"] = self._checkpointer.codec.encode(value)
         stood = await self._finishes.queue(asked)
         self._scheduler.changed()
         return stood
 
-    async def _finish_alone(self, params: Params) -> bool:
+    async def _finish_alone(self, asked: Params) -> bool:
         # A pass holding no slot ends without the statements that give one back.
-        name = "finish_settled" if params["held_key"] is None else "finish_settled_limited"
+        name = "finish_settled" if "held_key" not in asked else "finish_settled_limited"
+        scheduler = self._scheduler
+        params = {**_ALONE, **asked, "queue": scheduler.queue, "channel": scheduler.channel,
+                  "ended_channel": self._ended_channel}
         row = await self._checkpointer.batcher.one(self._sql[name], params)
         assert row is not None  # one row of counts, whatever the CTEs did
         return bool(row[0])
@@ -222,17 +223,15 @@ class PostgresDurable(Inspected):
         calls = sorted(calls, key=lambda call: str(call[0]["workflow"]))  # the lock order
         workflows = [str(params["workflow"]) for params, _ in calls]
         if len(calls) > 1 and len(set(workflows)) == len(calls):
-            # Each finish's parameters as they are: the statement reads the columns it names
-            # (`finishing_many` in durable.sql) and passes by the rest: no second dict a pass.
-            asked = [params for params, _ in calls]
+            # Each finish's own fields as they are (`_finishing`), one JSON text for them all.
             many_params = {
-                "queue": calls[0][0]["queue"],
-                "channel": calls[0][0]["channel"],
-                "asked": json.dumps(asked),
+                "queue": self._scheduler.queue,
+                "channel": self._scheduler.channel,
+                "asked": json.dumps([params for params, _ in calls], separators=(",", ":")),
                 "ended_channel": self._ended_channel,
             }
             # No slot to give back (the common path): the form without the limits CTEs.
-            plain = all(params["held_key"] is None for params, _ in calls)
+            plain = all("held_key" not in params for params, _ in calls)
             name = "finish_many_plain" if plain else "finish_many"
             try:
                 row = await self._checkpointer.batcher.one(self._sql[name], many_params)
@@ -340,30 +339,31 @@ class PostgresDurable(Inspected):
 
 
 def _finishing(
-    scheduler: PostgresScheduler,
-    ended_channel: str,
-    holder: Pass,
-    delivery: Delivery,
-    state: str,
-    detail: Mapping[str, object],
-    ending_key: str | None = None,
-    ending_value: str | None = None,
-) -> Params:
-    """A finish's parameters, each checked; the ending's key and text are `finish_ended`'s.
-    Made in one place, without a call apiece, for the finish that ends every pass."""
-    return {
+    holder: Pass, delivery: Delivery, state: str, detail: Mapping[str, object]
+) -> dict[str, object]:
+    """A finish's own fields, each checked: what `finish_many` sends for it in its `asked` JSON
+    (`finishing_many` in durable.sql), where a field left out reads as NULL. So only what the
+    pass brings goes: no ending (`finish_ended` adds one), no hold under no limit, and none of
+    the store's names (queue, channels), which the statement takes once, as parameters of its
+    own. Under a busy worker a turn's finishes are one statement of tens of them, and this JSON
+    is most of what it sends: with all twelve parameters a finish's (about 12 KB for 32 of
+    them), the write took ten times as long (libpq sends what passes 8 KB within the call)."""
+    asked: dict[str, object] = {
         "workflow": check_workflow(holder.workflow),
-        "queue": scheduler.queue,
-        "channel": scheduler.channel,
         "token": holder.token,
         "receipt": int(delivery.receipt),
         "state": check_state(state),
         "detail": detail_text(detail),
-        "ending_key": ending_key,
-        "ending_value": ending_value,
-        "ended_channel": ended_channel,
-        **giving_back(delivery),
     }
+    hold = giving_back(delivery)
+    if hold["held_key"] is not None:
+        asked.update(hold)
+    return asked
+
+
+#: What a finish sent alone (`finish_settled`) reads that `_finishing` leaves out: no ending, no
+#: hold, unless the finish brings them.
+_ALONE: Final[Params] = {"ending_key": None, "ending_value": None, "held_key": None, "hold": None}
 
 
 async def _take_group(

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from durability.endings import completion, ending_key
 from durability.interfaces import Taken
 from durability.postgres import PostgresCheckpointer, PostgresDurable, PostgresScheduler
 from durability.postgres.traffic import attach
@@ -20,6 +21,7 @@ from durability.storekit.traffic import Traffic
 
 LEASE = timedelta(seconds=30)
 SHORT = timedelta(milliseconds=500)
+ENDED = ending_key({})
 
 
 @pytest.fixture
@@ -129,3 +131,37 @@ async def test_a_group_whose_statement_fails_is_sent_again_one_by_one(
     assert sent.requests.get("durable.finish_settled") == 3
     for name in names:
         assert (await durable.status(name)).state == "completed"
+
+
+@pytest.mark.parametrize("count", [1, 4])
+async def test_a_turn_of_finishes_with_and_without_an_ending_writes_each_its_own(
+    durable: PostgresDurable, count: int
+) -> None:
+    """Each finish sends only its own fields (an ending only if it brings one, the queue and
+    channels once for the statement): alone, or in a turn with others, the ended ones keep
+    their ending and the rest none."""
+    names = [f"fm-mixed-{uuid.uuid4().hex[:8]}-{n}" for n in range(count)]
+    for name in names:
+        await durable.arrive(name, "order", 1)
+    taken = await _take_all(durable, count)
+    before = durable.traffic.snapshot()
+    stood = await asyncio.gather(*(
+        durable.finish_ended(t.holder, t.delivery, ENDED, completion(i), "completed", {})  # type: ignore[arg-type]
+        if i % 2 == 0
+        else durable.finish_settled(t.holder, t.delivery, "sleeping", {"n": i})  # type: ignore[arg-type]
+        for i, t in enumerate(taken)
+    ))
+    sent = durable.traffic.snapshot() - before
+    assert stood == [True] * count
+    shared = "durable.finish_many_plain" if count > 1 else "durable.finish_settled"
+    assert sent.requests.get(shared) == 1
+    for i, t in enumerate(taken):
+        name = t.delivery.workflow
+        history = await durable.checkpointer.history(name)
+        if i % 2 == 0:
+            assert (await durable.status(name)).state == "completed"
+            assert [w.key for w in history] == ["order", ENDED]
+            assert history[-1].value == completion(i)
+        else:
+            assert (await durable.status(name)).state == "sleeping"
+            assert [w.key for w in history] == ["order"]
