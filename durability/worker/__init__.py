@@ -23,7 +23,7 @@ from durability.interfaces import Durable
 from durability.stepwise import Run
 from durability.worker.crew import Crew
 from durability.worker.events import Event, Kind, Observer
-from durability.worker.loops import run
+from durability.worker.loops import collect_first, run
 from durability.worker.settings import (
     GLANCE,
     GRACE,
@@ -48,6 +48,7 @@ __all__ = [
     "Event",
     "Kind",
     "Observer",
+    "collect_first",
     "utcnow",
     "work",
 ]
@@ -133,3 +134,4 @@ async def work(
     run_body = by_name(body) if isinstance(body, Mapping) else body
     crew = Crew(durable, run_body, settings, observer=observer, clock=clock, trim=trim)
     await run(crew, stop)
+
