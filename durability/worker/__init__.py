@@ -134,4 +134,3 @@ async def work(
     run_body = by_name(body) if isinstance(body, Mapping) else body
     crew = Crew(durable, run_body, settings, observer=observer, clock=clock, trim=trim)
     await run(crew, stop)
-

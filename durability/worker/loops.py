@@ -72,7 +72,7 @@ def collect_first() -> bool:
     Until CPython (3.11, 3.12) has collected its oldest generation once, it has no count of
     the objects there to weigh new ones against, so it collects them all at its eleventh
     collection of the middle one: within the first thousand or so passes of a new worker
-    process, a pause of 10 to 20 ms here (a lab worker holds some 38,000 objects) during which
+    process, a pause of 10 to 22 ms here (a lab worker holds some 38,000 objects) during which
     every running pass waits. Made before the first take, it keeps no pass waiting; after it,
     the oldest generation is collected only once the objects moved there since are a quarter
     of those it kept. A process that has collected before (a test run, a notebook) is left as
