@@ -243,12 +243,12 @@ def read_json(data: str | bytes) -> object:
     """`json.loads` for the JSON a server sends (UTF-8 bytes, whole values), read as `_whole`
     reads a record: a Postgres pool's connections read the checkpoint a claim hands back
     through it (`psycopg.types.json.set_json_loads`)."""
-    if type(data) is bytes:
+    if isinstance(data, bytes):
         try:
-            data = data.decode("utf-8")
+            return _whole(data.decode("utf-8"))
         except UnicodeDecodeError:
             return json.loads(data)
-    return _whole(data)  # type: ignore[arg-type]
+    return _whole(data)
 
 
 def _after(text: str, start: int) -> object:

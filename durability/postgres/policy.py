@@ -7,7 +7,9 @@ a concurrency limit holds a slot a pass gives back: a rate limit's hold stays ou
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import timedelta
+from types import MappingProxyType
 
 from durability.checks import check_limit, check_priority
 from durability.values import Delivery, Limit, held_key
@@ -31,15 +33,19 @@ def wakeup(priority: object, limit: object) -> dict[str, object]:
 
 
 
-def giving_back(delivery: Delivery) -> dict[str, object]:
+#: `giving_back`'s answer for a delivery that holds no slot, one for all (read, never changed).
+_NO_HOLD: Mapping[str, object] = MappingProxyType({"held_key": None, "hold": None})
+
+
+def giving_back(delivery: Delivery) -> Mapping[str, object]:
     """The parameters that name `delivery`'s hold in its key's limits row: the key (None for
     a delivery with no concurrency slot, which then touches nothing) and the hold's name in
     the row's map, '<the take's receipt>/<workflow>' (a receipt alone can repeat: every row of
     one batched take shares the statement's clock). With no slot (the common path) both are
     None: no statement reads the hold of a delivery with no key, so its name is not made."""
-    key = None if delivery.limit is None else held_key(delivery)  # no limit: the common path
+    key = held_key(delivery)
     if key is None:
-        return {"held_key": None, "hold": None}
+        return _NO_HOLD
     return {"held_key": key, "hold": f"{delivery.receipt}/{delivery.workflow}"}
 
 

@@ -38,10 +38,6 @@ class Coalescer(Generic[Q, R]):
         self._queued: list[Queued[Q, R]] = []
         self._sending = Chores()  # each turn's sends, held until done
 
-    def call(self, request: Q) -> asyncio.Future[R]:
-        """`queue` by its first name: awaited, what `send` settles `request` with."""
-        return self.queue(request)
-
     def queue(self, request: Q) -> asyncio.Future[R]:
         """Queue `request` for this turn's send; the future `send` settles, to await for its
         answer (or the error it fails with). A future, not a coroutine around one: a pass's
