@@ -131,10 +131,9 @@ class RedisDurable(SplitDurable):
         if client is scheduler.redis:
             # The queue's scripts ride the checkpointer's batches: one pipeline per node a turn.
             scheduler.share(checkpointer.batcher)
-        # One client to a cluster: the halves lie on different slots, but the standings and the
-        # queue share the namespace's tags (or its shards'), so a pass's end is the ending and
-        # release on the workflow's slot, then the standing and the done in one script on the
-        # queue's (`stood_template.lua`), and a take of many reads them in one script.
+        # One client to a cluster: a pass's end is the ending and release on the workflow's
+        # slot, then the standing and the done in one script on the queue's (they share the
+        # namespace's tags, or its shards': `stood_template.lua`); a take of many is one script.
         self._clustered = (
             client is scheduler.redis
             and isinstance(client, RedisCluster)
@@ -152,12 +151,13 @@ class RedisDurable(SplitDurable):
         self._wakeups = None if want is None else Wakeups(scheduler.redis, scheduler, want)
 
     async def close(self) -> None:
-        """End what this durable and its checkpointer started (a waiting take's reader, the
-        batches under way); the client is the caller's to close, after."""
+        """End what this durable, its queue and its checkpointer started (not the client)."""
         if self._taker is not None:
             await self._taker.close()
         if self._wakeups is not None:
             await self._wakeups.close()
+        if isinstance(self._redis_scheduler, Sharded):
+            await self._redis_scheduler.close()
         await self._redis_checkpointer.close()
 
     @property

@@ -6,14 +6,14 @@ read starting one further on (`Rotation`): none starves, and priority is strict 
 
 The decision not to undo: an idle reader waits on every shard with one blocking command where
 the server allows it (a single node: one `XREADGROUP` over every stream, one `BLPOP` over every
-doorbell). A cluster runs no command across two slots, so there one blocking read per shard
-at once, and the first answer ends the others.
+doorbell). A cluster runs no command across two slots: there a read per shard, the first answer
+handed out, the others ended and what they brought kept (cluster_reads.py).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar
 
@@ -21,6 +21,7 @@ from redis.asyncio.cluster import RedisCluster
 
 from durability.checks import check_workflow, positive, to_ms
 from durability.redis.batching import ScriptBatcher
+from durability.redis.cluster_reads import ClusterReads, Read
 from durability.redis.lua import ScriptCall, script
 from durability.redis.marker import Marker
 from durability.redis.namespace import DEFAULT, block_slice, check_namespace, text
@@ -40,24 +41,9 @@ from durability.waits import beats
 
 __all__ = ["ShardedSetScheduler", "ShardedStreamScheduler"]
 
-T = TypeVar("T")
-
-
-async def first_of(calls: Sequence[Callable[[], Awaitable[T]]]) -> list[T]:
-    """Run every call at once; as soon as one ends, cancel the others and return what the
-    ones already ended gave (a cancelled blocking read costs its connection, nothing else)."""
-    tasks = [asyncio.ensure_future(call()) for call in calls]
-    try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-    ended = [task for task in tasks if task in done]
-    for task in ended:
-        if task.exception() is not None:
-            raise task.exception()  # type: ignore[misc]
-    return [task.result() for task in ended]
+def _entries(replies: Sequence[Any]) -> list[Entry]:
+    """The entries of the replies of several blocking stream reads."""
+    return [one for reply in replies for one in read_replies(reply)]
 
 
 def _earliest(moments: Sequence[datetime | None]) -> datetime | None:
@@ -117,10 +103,17 @@ class Sharded(Generic[P]):
         self._slice = block_slice(redis)
         self._cluster = isinstance(redis, RedisCluster)
         self._rotation = Rotation(self.shards)
+        #: A cluster's blocking reads, one per shard (None on a single node: one read does).
+        self._reads = ClusterReads(redis) if self._cluster else None
         # A limited wakeup's merge with the workflow's others (`make_ready`).
         kind = "set" if isinstance(first, RedisSetScheduler) else "stream"
         self._waiting_limit = script(redis, f"{kind}_waiting_limit")
         self._withdraw = script(redis, f"{kind}_withdraw")
+
+    async def close(self) -> None:
+        """End the blocking reads a wait on a cluster left (`ClusterReads`)."""
+        if self._reads is not None:
+            await self._reads.close()
 
     def share(self, batcher: ScriptBatcher) -> None:
         for part in self.parts:
@@ -264,8 +257,13 @@ class ShardedStreamScheduler(Sharded[RedisStreamScheduler], RedisStreamScheduler
     async def next_ready(self, within: timedelta) -> Delivery | None:
         """A glance at each shard in turn, then a wait on all of them (see the module doc).
         A read after one that waited in vain waits at once: a blocking read is served at once
-        when an entry is already there."""
+        when an entry is already there. On a cluster, what the reads an earlier wait ended
+        brought comes first."""
         positive("within", within)
+        if self._reads is not None and self._reads.leaving:
+            found = await self._admitted(self.ordered(), _entries(await self._reads.left()))
+            if found is not None:
+                return found
         if not self._waited or any(
             part.reading.stale or part.reading.due for part in self.parts
         ):
@@ -285,7 +283,7 @@ class ShardedStreamScheduler(Sharded[RedisStreamScheduler], RedisStreamScheduler
 
     async def _wait(self, block: timedelta) -> Delivery | None:
         order = self.ordered()
-        if not self._cluster:
+        if self._reads is None:
             streams = {level: ">" for part in order for level in part.reading.levels}
             reply = await self.regrouped(
                 self._redis.xreadgroup, GROUP, self.consumer, streams, count=1,
@@ -293,15 +291,16 @@ class ShardedStreamScheduler(Sharded[RedisStreamScheduler], RedisStreamScheduler
             )
             return await self._admitted(order, read_replies(reply))
 
-        def waiting(part: RedisStreamScheduler) -> Callable[[], Awaitable[Any]]:
-            return lambda: part.regrouped(
-                self._redis.xreadgroup, GROUP, self.consumer,
-                {level: ">" for level in part.reading.levels}, count=1, block=max(to_ms(block), 1),
-            )
-
-        replies = await first_of([waiting(part) for part in order])
-        read = [one for reply in replies for one in read_replies(reply)]
-        return await self._admitted(order, read)
+        ms = max(to_ms(block), 1)
+        reads = [
+            Read(part.ready, (
+                "XREADGROUP", "GROUP", GROUP, self.consumer, "COUNT", 1, "BLOCK", ms, "STREAMS",
+                *part.reading.levels, *(">" for _ in part.reading.levels),
+            ))
+            for part in order
+        ]
+        replies = await self.regrouped(self._reads.first, reads, block)
+        return await self._admitted(order, _entries(replies))
 
     async def _admitted(
         self, order: list[RedisStreamScheduler], read: list[Entry]
@@ -413,14 +412,11 @@ class ShardedSetScheduler(Sharded[RedisSetScheduler], RedisSetScheduler):
     async def _ring(self, block: float) -> None:
         """Wait up to `block` seconds for a ring on any shard's doorbell."""
         assert self.doorbells is not None
-        if not self._cluster:
+        if self._reads is None:
             await self._redis.blpop(list(self.doorbells), timeout=block)
             return
-
-        def waiting(doorbell: str) -> Callable[[], Awaitable[Any]]:
-            return lambda: self._redis.blpop([doorbell], timeout=block)
-
-        await first_of([waiting(doorbell) for doorbell in self.doorbells])
+        rings = [Read(doorbell, ("BLPOP", doorbell, block)) for doorbell in self.doorbells]
+        await self._reads.first(rings, timedelta(seconds=block))
 
     def take_call(self) -> ScriptCall:
         raise TypeError("a sharded queue has no one take: its reads look at every shard")

@@ -363,6 +363,48 @@ async def test_an_idle_reader_wakes_for_any_shard(
         await scheduler.done(delivery)
 
 
+@pytest.mark.parametrize("kind", [RedisStreamScheduler, RedisSetScheduler])
+async def test_idle_readers_on_a_cluster_lose_no_wakeup_that_comes_to_two_shards_at_once(
+    redis_cluster: RedisCluster, cluster_namespace: str, kind: Kind
+) -> None:
+    """On a cluster an idle reader waits on every shard with a read each; when wakeups come to
+    several shards at once, what every read brought is handed out, none left pending unseen
+    until a lease lapses (the lease here outlasts the test)."""
+    import asyncio
+
+    lease = timedelta(minutes=10)
+    readers = [_scheduler(kind, redis_cluster, cluster_namespace, lease) for _ in range(3)]
+    for reader in readers:
+        await reader.prepare()
+    rounds = 40
+    waves = [[_in_shard(s, rounds, f"wave-{s}")[n] for s in range(SHARDS)] for n in range(rounds)]
+    taken: list[str] = []
+
+    async def read(reader: Scheduler) -> None:
+        while True:
+            delivery = await reader.next_ready(timedelta(seconds=1))
+            if delivery is not None:
+                taken.append(delivery.workflow)
+                await reader.done(delivery)
+
+    reading = [asyncio.ensure_future(read(reader)) for reader in readers]
+    try:
+        for wave in waves:
+            await asyncio.sleep(0.02)  # the readers are waiting again
+            await asyncio.gather(*(readers[0].make_ready(workflow) for workflow in wave))
+        for _ in range(300):  # 30 s at most
+            if len(taken) >= rounds * SHARDS:
+                break
+            await asyncio.sleep(0.1)
+    finally:
+        for task in reading:
+            task.cancel()
+        await asyncio.gather(*reading, return_exceptions=True)
+        for reader in readers:
+            await reader.close()
+    assert sorted(taken) == sorted(workflow for wave in waves for workflow in wave)
+
+
 async def test_a_listing_pages_across_shards_in_id_order(redis: Redis, namespace: str) -> None:
     checkpointer = RedisCheckpointer(redis=redis, namespace=namespace, ttl=TTL, shards=SHARDS)
     ids = [f"{namespace}-{n:02}" for n in range(23)]
