@@ -1,5 +1,5 @@
 """Cold drains of several arms in turn (the first arm moves each round), and each measure's
-median per arm with its ratio to the last arm:
+median per arm with its ratio to the last arm and that ratio's 95% bootstrap interval:
 
     python ab.py ROUNDS PROCS N DATADIR URL ARM [ARM ...]
 
@@ -10,6 +10,7 @@ An ARM is a tree (a checkout with its own .venv), or a tree followed by `+collec
 from __future__ import annotations
 
 import os
+import random
 import re
 import statistics
 import subprocess
@@ -18,6 +19,19 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 MEASURES = ("rate", "span", "first", "cpu", "server")
+RESAMPLES = 4000
+
+
+def interval(arm: list[float], last: list[float]) -> tuple[float, float]:
+    """The 95% percentile bootstrap interval of median(arm) / median(last), each arm's runs
+    resampled on its own (a fixed seed: the same runs give the same interval)."""
+    draw = random.Random(32)
+    ratios = sorted(
+        statistics.median(draw.choices(arm, k=len(arm)))
+        / statistics.median(draw.choices(last, k=len(last)))
+        for _ in range(RESAMPLES)
+    )
+    return ratios[int(RESAMPLES * 0.025)], ratios[int(RESAMPLES * 0.975) - 1]
 
 
 def main(rounds: int, procs: str, count: str, data: str, url: str, arms: list[str]) -> None:
@@ -30,11 +44,17 @@ def main(rounds: int, procs: str, count: str, data: str, url: str, arms: list[st
                                   capture_output=True, text=True, env=env, check=True)
             print(arm, done.stdout.strip(), file=sys.stderr)
             runs[arm].append({k: float(v) for k, v in re.findall(r"(\w+)=([\d.]+)", done.stdout)})
-    print("| measure | " + " | ".join(arms) + " | ratios to the last |")
+    print("| measure | " + " | ".join(arms) + " | ratios to the last (95%) |")
     print("|---" * (len(arms) + 2) + "|")
     for measure in MEASURES:
-        medians = [statistics.median(run[measure] for run in runs[arm]) for arm in arms]
-        ratios = ", ".join(f"{m / medians[-1]:.3f}" for m in medians[:-1])
+        values = [[run[measure] for run in runs[arm]] for arm in arms]
+        medians = [statistics.median(one) for one in values]
+        ratios = ", ".join(
+            f"{m / medians[-1]:.3f} ({low:.2f} to {high:.2f})"
+            for m, (low, high) in zip(
+                medians[:-1], (interval(one, values[-1]) for one in values[:-1]), strict=True
+            )
+        )
         print(f"| {measure} | " + " | ".join(f"{m:.1f}" for m in medians) + f" | {ratios} |")
 
 
