@@ -23,7 +23,7 @@ from durability.interfaces import Durable
 from durability.stepwise import Run
 from durability.worker.crew import Crew
 from durability.worker.events import Event, Kind, Observer
-from durability.worker.loops import collect_first, run
+from durability.worker.loops import freeze_first, run
 from durability.worker.settings import (
     GLANCE,
     GRACE,
@@ -48,7 +48,7 @@ __all__ = [
     "Event",
     "Kind",
     "Observer",
-    "collect_first",
+    "freeze_first",
     "utcnow",
     "work",
 ]

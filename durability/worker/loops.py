@@ -28,7 +28,7 @@ from durability.worker.passing import renew_delivery, run_pass
 from durability.worker.running import Running
 from durability.worker.settings import GLANCE
 
-__all__ = ["collect_first", "run"]
+__all__ = ["freeze_first", "run"]
 
 log = logging.getLogger("durability.worker")
 
@@ -45,7 +45,7 @@ async def run(crew: Crew, stop: asyncio.Event | None = None) -> None:
     """
     if not await _prepared(crew, stop):
         return
-    collect_first()
+    freeze_first()
     crew.start_pass = lambda running: run_pass(crew, running)
     try:
         async with asyncio.TaskGroup() as passes:
@@ -64,21 +64,24 @@ async def run(crew: Crew, stop: asyncio.Event | None = None) -> None:
         log.info("drained")
 
 
-def collect_first() -> bool:
-    """The process's first full garbage collection, made now if it has made none (and
-    collection is on): True if this made it. `work` calls it before its first take, the
-    store prepared.
+def freeze_first() -> bool:
+    """Put what the process holds out of the garbage collector's sight, once, before its
+    oldest generation has been collected (and with collection on): True if this did. `work`
+    calls it before its first take, the store prepared.
 
-    Until CPython (3.11, 3.12) has collected its oldest generation once, it has no count of
-    the objects there to weigh new ones against, so it collects them all at its eleventh
-    collection of the middle one: within the first thousand or so passes of a new worker
-    process, a pause of 10 to 22 ms here (a lab worker holds some 38,000 objects) during which
-    every running pass waits. Made before the first take, it keeps no pass waiting; after it,
-    the oldest generation is collected only once the objects moved there since are a quarter
-    of those it kept. A process that has collected before (a test run, a notebook) is left as
-    it is."""
+    Until CPython (3.11, 3.12) has collected its oldest generation once, it has no count of the
+    objects there to weigh new ones against, so it collects them all at its eleventh collection
+    of the middle one: within the first thousand or so passes of a new worker process, a pause
+    of 10 to 22 ms (a lab worker holds some 38,000 objects) during which every running pass
+    waits. Collecting everything before the first take instead costs the same pause before any
+    pass starts. So the young generations are collected (what the start-up left as garbage) and
+    the rest frozen (`gc.freeze`: the modules, classes and functions that live as long as the
+    process), so that first full collection, when it comes, looks only at what came since. A
+    process that has collected its oldest generation before (a test run, a notebook) is left
+    as it is."""
     if gc.isenabled() and gc.get_stats()[2]["collections"] == 0:
-        gc.collect()
+        gc.collect(1)
+        gc.freeze()
         return True
     return False
 
