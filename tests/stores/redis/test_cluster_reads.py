@@ -8,6 +8,7 @@ import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from redis.asyncio.cluster import RedisCluster
@@ -48,12 +49,20 @@ async def _blocked(client: RedisCluster, count: int) -> None:
     raise AssertionError(f"never {count} blocked reads at once")
 
 
+async def _waiting(
+    client: RedisCluster, reads: ClusterReads, keys: list[str]
+) -> asyncio.Future[list[Any]]:
+    """A wait on a read of each key, once both reads are blocked."""
+    waiting = asyncio.ensure_future(reads.first(_pops(keys), WITHIN))
+    await _blocked(client, len(keys))
+    return waiting
+
+
 async def test_a_wait_ends_the_other_reads_at_the_first_answer(
     redis_cluster: RedisCluster, keys: list[str]
 ) -> None:
     reads = ClusterReads(redis_cluster)
-    waiting = asyncio.ensure_future(reads.first(_pops(keys), WITHIN))
-    await _blocked(redis_cluster, 2)
+    waiting = await _waiting(redis_cluster, reads, keys)
     await redis_cluster.rpush(keys[0], "one")
     assert await asyncio.wait_for(waiting, 5) == [(keys[0], "one")]
     assert reads.leaving
@@ -70,8 +79,7 @@ async def test_what_a_cancelled_wait_was_given_is_the_next_wait_s(
     reads = ClusterReads(redis_cluster)
     got: list[object] = []
     for n in range(20):
-        waiting = asyncio.ensure_future(reads.first(_pops(keys), WITHIN))
-        await _blocked(redis_cluster, 2)
+        waiting = await _waiting(redis_cluster, reads, keys)
         await redis_cluster.rpush(keys[n % 2], f"v{n}")
         waiting.cancel()
         done = await asyncio.gather(waiting, return_exceptions=True)
@@ -87,8 +95,7 @@ async def test_closing_ends_the_reads_a_wait_left(
     redis_cluster: RedisCluster, keys: list[str]
 ) -> None:
     reads = ClusterReads(redis_cluster)
-    waiting = asyncio.ensure_future(reads.first(_pops(keys), WITHIN))
-    await _blocked(redis_cluster, 2)
+    waiting = await _waiting(redis_cluster, reads, keys)
     waiting.cancel()
     await asyncio.gather(waiting, return_exceptions=True)
     await asyncio.wait_for(reads.close(), 5)
