@@ -54,7 +54,7 @@ def read(runs: Path) -> dict[str, list[dict[str, object]]]:
             kept: dict[tuple[str, str], dict[str, object]] = {}
             with open(folder / "throughput.csv") as f:
                 for row in csv.DictReader(f):
-                    if row["request"] or row["metric"] not in METRICS:
+                    if row.get("request") or row["metric"] not in METRICS:  # none: no request rows
                         continue
                     key = (row["backend"], row["processes"])
                     kept.setdefault(key, {"side": side, "round": round_, "backend": key[0],
