@@ -22,6 +22,7 @@ from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.exceptions import SlotNotCoveredError
 
 from durability.redis.cluster_lanes import redirected
+from durability.storekit.chores import Chores
 
 __all__ = ["ClusterReads", "Read"]
 
@@ -29,8 +30,6 @@ __all__ = ["ClusterReads", "Read"]
 #: usual wait: no `CLIENT UNBLOCK`) before it ends them. Until the server times a read out it
 #: may be handed an entry, so a wait never stops at its block alone.
 SLACK = timedelta(milliseconds=50)
-#: How long `close` waits for the reads being ended before cancelling them.
-_CLOSING = 5.0
 
 
 @dataclass(frozen=True)
@@ -73,8 +72,7 @@ class ClusterReads:
         if not self._ending:
             return []
         ending, self._ending = self._ending, []
-        ended = await asyncio.gather(*ending, return_exceptions=True)
-        return [one for one in ended if one and not isinstance(one, BaseException)]
+        return _brought(await asyncio.gather(*ending, return_exceptions=True))
 
     async def first(self, reads: Sequence[Read], within: timedelta) -> list[Any]:
         """What the reads that ended once one has brought (empty answers dropped), waiting
@@ -97,7 +95,7 @@ class ClusterReads:
             asyncio.ensure_future(self._end(one, task)) for one, task in pairs if not task.done()
         ]
         ended = [task.exception() or task.result() for _, task in pairs if task.done()]
-        found = [one for one in ended if one and not isinstance(one, BaseException)]
+        found = _brought(ended)
         failed = [one for one in ended if isinstance(one, BaseException)]
         if failed and not found:
             raise failed[0]
@@ -152,12 +150,15 @@ class ClusterReads:
         return await task
 
     async def close(self) -> None:
-        """End the reads left, waiting for them at most a few seconds, then cancelling them."""
-        left, self._ending = self._ending, []
-        if not left:
-            return
-        _, late = await asyncio.wait(left, timeout=_CLOSING)
-        for task in late:
-            task.cancel()
-        await asyncio.gather(*left, return_exceptions=True)
+        """End the reads left: waited for at most `ENDING`, then cancelled (`Chores.ended`)."""
+        ending, self._ending = self._ending, []
+        chores = Chores()
+        for read in ending:
+            chores.hold(read)
+        await chores.ended()
+
+
+def _brought(ended: Sequence[Any]) -> list[Any]:
+    """What ended reads brought: their answers, less the empty ones and the failures."""
+    return [one for one in ended if one and not isinstance(one, BaseException)]
 
